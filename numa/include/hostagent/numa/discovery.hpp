@@ -1,0 +1,20 @@
+// numa/discovery: the one entry point that builds a HostModel, from a live (or fixture) sysfs root
+// or from an hwloc XML export that an infra engineer captured on a real host.
+#pragma once
+
+#include <filesystem>
+
+#include "hostagent/common/result.hpp"
+#include "hostagent/numa/host_model.hpp"
+
+namespace hostagent::numa {
+
+// hwloc (HWLOC_FSROOT=root) for CPUs, NUMA nodes, PCI locality and the bridge tree; the same root's
+// sysfs for what hwloc does not keep (IOMMU groups, drivers, SR-IOV, netdevs, RDMA, hugepages free);
+// libpci on root/sys/bus/pci for config space (port types, link, ACS, ATS).
+Result<HostModel> discover_from_sysfs(const std::filesystem::path& root);
+
+// What an XML export lacks (IOMMU groups, drivers, SR-IOV state, config space) stays unknown.
+Result<HostModel> discover_from_hwloc_xml(const std::filesystem::path& xml_file);
+
+}  // namespace hostagent::numa

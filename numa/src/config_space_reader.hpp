@@ -1,0 +1,42 @@
+// numa/config_space_reader: PCI config space through libpci (never setpci): the PCI Express port
+// type, link capability and status, and the ACS and ATS extended capabilities of one function.
+#pragma once
+
+#include <filesystem>
+#include <memory>
+#include <optional>
+
+#include "hostagent/common/result.hpp"
+#include "hostagent/numa/host_model.hpp"
+
+struct pci_access;
+
+namespace hostagent::numa::detail {
+
+struct ConfigSpaceInfo {
+  bool readable = false;   // false: config file missing or shorter than the 64-byte header
+  bool has_pcie_capability = false;
+  std::optional<PciePortType> port_type;
+  PcieLink link;
+  std::optional<AcsState> acs;
+  std::optional<AtsState> ats;
+};
+
+class ConfigSpaceReader {
+ public:
+  // sysfs_bus_pci: the directory libpci's sysfs method reads ("<root>/sys/bus/pci").
+  static Result<ConfigSpaceReader> open(const std::filesystem::path& sysfs_bus_pci);
+  ConfigSpaceInfo read(const PciAddress& address) const;
+
+ private:
+  struct AccessDeleter {
+    void operator()(pci_access* access) const;
+  };
+  explicit ConfigSpaceReader(std::unique_ptr<pci_access, AccessDeleter> access)
+      : access_(std::move(access)) {}
+  std::unique_ptr<pci_access, AccessDeleter> access_;
+};
+
+double pcie_speed_gts(int speed_code);  // Link Capabilities/Status speed encoding, 0 if unknown
+
+}  // namespace hostagent::numa::detail

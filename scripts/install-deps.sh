@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Installs every Debian 12 package that hostagent's build, tests and benchmarks need.
+# Idempotent and non-interactive: safe to run on every CI start.
+set -euo pipefail
+
+packages=(
+  # toolchain
+  build-essential cmake ninja-build pkg-config git
+  clang clang-format clang-tidy
+  # libraries named in DEVELOPERS.md
+  libhwloc-dev hwloc
+  libpci-dev pciutils pci.ids
+  libboost1.81-dev libboost-json1.81-dev libboost-url1.81-dev
+  libyaml-cpp-dev
+  libpugixml-dev
+  libcli11-dev doctest-dev
+  libvirt-dev libvirt-clients
+  libsystemd-dev
+  libibverbs-dev
+  libnl-3-dev libnl-route-3-dev libnl-genl-3-dev
+  # tools the tests and benchmarks run
+  bzip2 xz-utils python3
+)
+
+if [[ ${EUID} -ne 0 ]]; then
+  echo "install-deps.sh: run as root (it calls apt-get)" >&2
+  exit 1
+fi
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [[ ${#missing[@]} -eq 0 ]]; then
+  echo "install-deps.sh: all ${#packages[@]} packages present"
+  exit 0
+fi
+echo "install-deps.sh: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${missing[@]}"

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# The README's second command (and CI's): install, build, and run the whole suite twice: the
+# default build, then the AddressSanitizer + UBSan build. Lint runs first: it is the fastest to fail.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/install-deps.sh
+if [[ -z "${HOSTAGENT_REFERENCE_DATA:-}" && -d ../shared/data ]]; then
+  HOSTAGENT_REFERENCE_DATA="$(cd ../shared/data && pwd)"
+  export HOSTAGENT_REFERENCE_DATA
+fi
+echo "HOSTAGENT_REFERENCE_DATA=${HOSTAGENT_REFERENCE_DATA:-<unset: reference-data tests will be skipped>}"
+for preset in default asan; do
+  echo "=== build: $preset"
+  scripts/build.sh "$preset"
+  echo "=== test: $preset"
+  ctest --preset "$preset"
+done
+echo "=== lint"
+scripts/lint.sh

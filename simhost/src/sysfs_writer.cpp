@@ -1,0 +1,79 @@
+// simhost/sysfs_writer: write_sysfs_tree, the entry point. It checks the whole spec before it
+// writes anything, so a bad spec leaves no half-written tree behind, then hands the parts to
+// system_writer.cpp, pci_writer.cpp and net_writer.cpp.
+#include <set>
+#include <system_error>
+
+#include "hostagent/simhost/sim_host.hpp"
+#include "writers.hpp"
+
+namespace hostagent::simhost {
+namespace {
+namespace fs = std::filesystem;
+
+Error invalid_node(const SimNumaNode& node, const std::string& what) {
+  return Error{ErrorCode::invalid_argument,
+               "simhost: node " + std::to_string(node.id) + ": " + what};
+}
+
+Status check_nodes(const HostSpec& spec) {
+  if (spec.nodes.empty()) {
+    return Error{ErrorCode::invalid_argument, "simhost: host " + spec.name + " has no NUMA node"};
+  }
+  std::set<int> ids;
+  int cpus = 0;
+  for (const auto& node : spec.nodes) {
+    if (node.id < 0 || !ids.insert(node.id).second) {
+      return invalid_node(node, "id is negative or used twice");
+    }
+    if (node.cores < 0 || node.threads_per_core < 1) {
+      return invalid_node(node, "needs cores >= 0 and threads_per_core >= 1");
+    }
+    if (!node.distances.empty() && node.distances.size() != spec.nodes.size()) {
+      return invalid_node(node, "has " + std::to_string(node.distances.size()) + " distances for " +
+                                    std::to_string(spec.nodes.size()) + " nodes");
+    }
+    if (node.memory_free_bytes > node.memory_bytes) {
+      return invalid_node(node, "has more free memory than memory");
+    }
+    cpus += node.cores * node.threads_per_core;
+  }
+  if (cpus == 0) {
+    return Error{ErrorCode::invalid_argument, "simhost: host " + spec.name + " has no CPU"};
+  }
+  return ok_status();
+}
+
+// The root must be new or empty: writing over an old tree would mix two hosts.
+Status prepare_root(const fs::path& root) {
+  std::error_code ec;
+  if (fs::exists(root, ec)) {
+    if (!fs::is_directory(root, ec)) {
+      return Error{ErrorCode::invalid_argument,
+                   "simhost: root " + root.string() + " is not a directory"};
+    }
+    if (!fs::is_empty(root, ec)) {
+      return Error{ErrorCode::invalid_argument, "simhost: root " + root.string() + " is not empty"};
+    }
+    return ok_status();
+  }
+  fs::create_directories(root, ec);
+  if (ec) return errno_error(ec.value(), "mkdir", root.string());
+  return ok_status();
+}
+
+}  // namespace
+
+Status write_sysfs_tree(const HostSpec& spec, const std::filesystem::path& root) {
+  HA_TRY_STATUS(check_nodes(spec));
+  HA_TRY(const auto plan, detail::plan_pci(spec));
+  HA_TRY_STATUS(prepare_root(root));
+  const auto cpus = detail::layout_cpus(spec);
+  detail::TreeWriter writer(root);
+  detail::write_system(writer, spec, cpus);
+  detail::write_pci(writer, spec, plan, cpus);
+  detail::write_network(writer, plan);
+  return writer.status();
+}
+
+}  // namespace hostagent::simhost

@@ -1,0 +1,60 @@
+#include <doctest/doctest.h>
+
+#include <fstream>
+
+#include "hostagent/common/sysfs_root.hpp"
+#include "test_support.hpp"
+
+namespace hostagent {
+namespace {
+
+namespace fs = std::filesystem;
+
+void write(const fs::path& path, const std::string& text) {
+  fs::create_directories(path.parent_path());
+  std::ofstream(path) << text;
+}
+
+TEST_CASE("SysfsRoot reads kernel attributes under its root and names the path in every error") {
+  testing::TempDir dir;
+  write(dir.path() / "sys/dev/numa_node", "-1\n");
+  write(dir.path() / "sys/dev/vendor", "0x10de\n");
+  write(dir.path() / "sys/dev/garbage", "twelve\n");
+  fs::create_symlink("../../bus/pci/drivers/nvidia", dir.path() / "sys/dev/driver");
+  const auto sysfs = SysfsRoot::open(dir.path()).value();
+
+  CHECK(sysfs.read_int("/sys/dev/numa_node").value() == -1);
+  CHECK(sysfs.read_hex("/sys/dev/vendor").value() == 0x10de);
+  CHECK(sysfs.read_link_name("/sys/dev/driver").value() == std::optional<std::string>("nvidia"));
+  CHECK_FALSE(sysfs.read_link_name("/sys/dev/missing").value().has_value());
+  CHECK_FALSE(sysfs.read_optional_int("/sys/dev/missing").value().has_value());
+
+  const auto garbage = sysfs.read_int("/sys/dev/garbage");
+  REQUIRE_FALSE(garbage.ok());
+  CHECK(garbage.error().code == ErrorCode::parse_error);
+  CHECK(garbage.error().message.find((dir.path() / "sys/dev/garbage").string()) != std::string::npos);
+  CHECK(garbage.error().message.find("'twelve'") != std::string::npos);
+
+  CHECK_FALSE(sysfs.read_hex("/sys/dev/numa_node").ok());  // "-1" has no 0x prefix
+  const auto missing = sysfs.read("/sys/dev/absent");
+  REQUIRE_FALSE(missing.ok());
+  CHECK(missing.error().code == ErrorCode::not_found);
+}
+
+TEST_CASE("SysfsRoot refuses a root that is not a directory") {
+  const auto missing = SysfsRoot::open("/nonexistent/hostagent-root");
+  REQUIRE_FALSE(missing.ok());
+  CHECK(missing.error().message.find("/nonexistent/hostagent-root") != std::string::npos);
+}
+
+TEST_CASE("cpu lists parse the kernel's cpulist format and format back to ranges") {
+  CHECK(parse_cpu_list("0-3,8,10-11").value() == std::vector<int>{0, 1, 2, 3, 8, 10, 11});
+  CHECK(parse_cpu_list("").value().empty());
+  CHECK_FALSE(parse_cpu_list("3-1").ok());
+  CHECK_FALSE(parse_cpu_list("a-b").ok());
+  CHECK(format_cpu_list({0, 1, 2, 3, 8, 10, 11}) == "0-3,8,10-11");
+  CHECK(format_cpu_list({}) == "");
+}
+
+}  // namespace
+}  // namespace hostagent

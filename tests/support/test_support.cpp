@@ -1,0 +1,134 @@
+#include "test_support.hpp"
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <stdexcept>
+
+namespace hostagent::testing {
+namespace fs = std::filesystem;
+
+TempDir::TempDir() {
+  const char* base = std::getenv("TMPDIR");
+  std::string templ = std::string(base != nullptr ? base : "/tmp") + "/hostagent-test-XXXXXX";
+  if (mkdtemp(templ.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
+  path_ = templ;
+}
+
+TempDir::~TempDir() {
+  std::error_code ec;
+  // Fixture trees may hold read-only directories; make them writable so removal succeeds.
+  for (auto it = fs::recursive_directory_iterator(path_, ec); !ec && it != fs::end(it); it.increment(ec)) {
+    if (it->is_directory(ec) && !it->is_symlink(ec)) {
+      fs::permissions(it->path(), fs::perms::owner_all, fs::perm_options::add, ec);
+    }
+  }
+  fs::remove_all(path_, ec);
+}
+
+void skip(const std::string& why) { std::cout << "SKIPPED: " << why << std::endl; }
+
+std::optional<fs::path> reference_data_or_skip() {
+  const char* dir = std::getenv("HOSTAGENT_REFERENCE_DATA");
+  if (dir == nullptr || *dir == '\0') {
+    skip("HOSTAGENT_REFERENCE_DATA is not set (point it at shared/data)");
+    return std::nullopt;
+  }
+  if (!fs::is_directory(dir)) {
+    skip(std::string("HOSTAGENT_REFERENCE_DATA=") + dir + " is not a directory");
+    return std::nullopt;
+  }
+  return fs::path(dir);
+}
+
+std::string read_text_file(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error("cannot read " + path.string());
+  std::ostringstream out;
+  out << in.rdbuf();
+  return out.str();
+}
+
+std::string compare_golden(const std::string& name, const std::string& actual) {
+  const fs::path path = fs::path(HOSTAGENT_GOLDEN_DIR) / name;
+  const char* update = std::getenv("HOSTAGENT_UPDATE_GOLDEN");
+  if (update != nullptr && std::string(update) == "1") {
+    fs::create_directories(path.parent_path());
+    std::ofstream(path, std::ios::binary) << actual;
+    return {};
+  }
+  if (!fs::exists(path)) {
+    return "golden file " + path.string() + " is missing; run with HOSTAGENT_UPDATE_GOLDEN=1";
+  }
+  const std::string expected = read_text_file(path);
+  if (expected == actual) return {};
+  std::istringstream e(expected), a(actual);
+  std::string el, al;
+  for (int line = 1;; ++line) {
+    const bool more_e = static_cast<bool>(std::getline(e, el));
+    const bool more_a = static_cast<bool>(std::getline(a, al));
+    if (!more_e && !more_a) break;
+    if (!more_e || !more_a || el != al) {
+      return path.string() + ":" + std::to_string(line) + ": expected '" + (more_e ? el : "<eof>") +
+             "', got '" + (more_a ? al : "<eof>") +
+             "' (HOSTAGENT_UPDATE_GOLDEN=1 rewrites it if the change is intended)";
+    }
+  }
+  return path.string() + ": differs";
+}
+
+CommandResult run_command(const std::vector<std::string>& argv,
+                          const std::vector<std::string>& extra_env) {
+  int pipefd[2];
+  if (pipe(pipefd) != 0) throw std::runtime_error("pipe failed");
+  const pid_t pid = fork();
+  if (pid < 0) throw std::runtime_error("fork failed");
+  if (pid == 0) {
+    dup2(pipefd[1], STDOUT_FILENO);
+    dup2(pipefd[1], STDERR_FILENO);
+    close(pipefd[0]);
+    close(pipefd[1]);
+    for (const auto& kv : extra_env) putenv(const_cast<char*>(kv.c_str()));
+    std::vector<char*> args;
+    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    execvp(args[0], args.data());
+    std::perror(args[0]);
+    _exit(127);
+  }
+  close(pipefd[1]);
+  CommandResult result;
+  std::array<char, 4096> buf{};
+  ssize_t n = 0;
+  while ((n = read(pipefd[0], buf.data(), buf.size())) > 0) result.output.append(buf.data(), n);
+  close(pipefd[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return result;
+}
+
+std::optional<fs::path> find_program(const std::string& name) {
+  const char* path = std::getenv("PATH");
+  std::stringstream dirs(path != nullptr ? path : "/usr/bin:/bin");
+  std::string dir;
+  while (std::getline(dirs, dir, ':')) {
+    const fs::path candidate = fs::path(dir) / name;
+    if (access(candidate.c_str(), X_OK) == 0) return candidate;
+  }
+  return std::nullopt;
+}
+
+fs::path extract_tarball(const fs::path& tarball, const fs::path& dir) {
+  const auto r = run_command({"tar", "-xjf", tarball.string(), "-C", dir.string()});
+  if (r.exit_code != 0) throw std::runtime_error("tar failed on " + tarball.string() + ": " + r.output);
+  return dir;
+}
+
+}  // namespace hostagent::testing

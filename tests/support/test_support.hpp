@@ -1,0 +1,50 @@
+// Shared test helpers: scratch directories, the reference data, golden files, and running tools.
+#pragma once
+
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace hostagent::testing {
+
+// A fresh directory under $TMPDIR, removed with everything in it when this goes out of scope.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  std::filesystem::path path_;
+};
+
+// $HOSTAGENT_REFERENCE_DATA, or nullopt after printing "SKIPPED: ..." so CTest reports a skip.
+std::optional<std::filesystem::path> reference_data_or_skip();
+
+// Prints "SKIPPED: <why>"; the caller returns right after.
+void skip(const std::string& why);
+
+// Compares text with tests/golden/<name>; HOSTAGENT_UPDATE_GOLDEN=1 rewrites the file instead.
+// Returns an empty string on a match, else a unified-diff-like description for the failure.
+std::string compare_golden(const std::string& name, const std::string& actual);
+
+struct CommandResult {
+  int exit_code = -1;
+  std::string output;  // stdout and stderr together
+};
+// Runs argv (no shell) and captures its output. Tests only: production code never spawns tools.
+CommandResult run_command(const std::vector<std::string>& argv,
+                          const std::vector<std::string>& extra_env = {});
+// The path of an executable on PATH, or nullopt.
+std::optional<std::filesystem::path> find_program(const std::string& name);
+
+// Extracts a .tar.bz2 into dir (through tar) and returns dir.
+std::filesystem::path extract_tarball(const std::filesystem::path& tarball,
+                                      const std::filesystem::path& dir);
+
+std::string read_text_file(const std::filesystem::path& path);
+
+}  // namespace hostagent::testing
