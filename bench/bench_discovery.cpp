@@ -38,7 +38,9 @@ double median_ms(int runs, const std::function<void()>& work) {
 void run_lstopo(const fs::path& root) {
   const pid_t pid = fork();
   if (pid == 0) {
+    // stdout is the XML; stderr is lstopo's note that Debian's hwloc has no libpci plugin.
     std::freopen("/dev/null", "w", stdout);
+    std::freopen("/dev/null", "w", stderr);
     execlp("lstopo-no-graphics", "lstopo-no-graphics", "-i", root.c_str(), "--whole-io", "--of", "xml", "-",
            static_cast<char*>(nullptr));
     _exit(127);
@@ -55,6 +57,8 @@ void hwloc_load_and_export(const fs::path& root) {
   hwloc_topology_t topology = nullptr;
   hwloc_topology_init(&topology);
   hwloc_topology_set_io_types_filter(topology, HWLOC_TYPE_FILTER_KEEP_ALL);
+  // As lstopo -i and hostagent do for a foreign root: no CPUID of the machine we run on.
+  hwloc_topology_set_components(topology, HWLOC_TOPOLOGY_COMPONENTS_FLAG_BLACKLIST, "x86");
   setenv("HWLOC_FSROOT", root.c_str(), 1);
   hwloc_topology_load(topology);
   unsetenv("HWLOC_FSROOT");

@@ -44,16 +44,26 @@ json::array strings(const std::vector<std::string>& list) {
 const char* port_type_name(numa::PciePortType type) {
   using numa::PciePortType;
   switch (type) {
-    case PciePortType::endpoint: return "endpoint";
-    case PciePortType::legacy_endpoint: return "legacy-endpoint";
-    case PciePortType::root_port: return "root-port";
-    case PciePortType::upstream: return "upstream";
-    case PciePortType::downstream: return "downstream";
-    case PciePortType::pcie_to_pci: return "pcie-to-pci";
-    case PciePortType::pci_to_pcie: return "pci-to-pcie";
-    case PciePortType::rc_integrated: return "rc-integrated";
-    case PciePortType::rc_event_collector: return "rc-event-collector";
-    case PciePortType::unknown: return "unknown";
+    case PciePortType::endpoint:
+      return "endpoint";
+    case PciePortType::legacy_endpoint:
+      return "legacy-endpoint";
+    case PciePortType::root_port:
+      return "root-port";
+    case PciePortType::upstream:
+      return "upstream";
+    case PciePortType::downstream:
+      return "downstream";
+    case PciePortType::pcie_to_pci:
+      return "pcie-to-pci";
+    case PciePortType::pci_to_pcie:
+      return "pci-to-pcie";
+    case PciePortType::rc_integrated:
+      return "rc-integrated";
+    case PciePortType::rc_event_collector:
+      return "rc-event-collector";
+    case PciePortType::unknown:
+      return "unknown";
   }
   return "unknown";
 }
@@ -61,9 +71,8 @@ const char* port_type_name(numa::PciePortType type) {
 json::object numa_node_json(const numa::NumaNode& node) {
   json::array hugepages;
   for (const auto& pool : node.hugepages) {
-    hugepages.emplace_back(json::object{{"page_size_bytes", pool.page_size_bytes},
-                                        {"total", pool.total},
-                                        {"free", optional_value(pool.free)}});
+    hugepages.emplace_back(json::object{
+        {"page_size_bytes", pool.page_size_bytes}, {"total", pool.total}, {"free", optional_value(pool.free)}});
   }
   json::object distances;
   for (const auto& [id, distance] : node.distances) distances[std::to_string(id)] = distance;
@@ -77,9 +86,12 @@ json::object numa_node_json(const numa::NumaNode& node) {
 }
 
 json::object cpu_json(const numa::Cpu& cpu) {
-  return json::object{{"id", cpu.id},         {"core", cpu.core},
-                      {"package", cpu.package}, {"numa_node", optional_value(cpu.numa_node)},
-                      {"siblings", numbers(cpu.siblings)}, {"online", cpu.online}};
+  return json::object{{"id", cpu.id},
+                      {"core", cpu.core},
+                      {"package", cpu.package},
+                      {"numa_node", optional_value(cpu.numa_node)},
+                      {"siblings", numbers(cpu.siblings)},
+                      {"online", cpu.online}};
 }
 
 json::value link_json(const numa::PcieLink& link) {
@@ -156,9 +168,8 @@ json::object switch_json(const numa::PcieSwitch& sw) {
 void pretty(const json::value& value, std::string& out, int indent);
 
 void pretty_array(const json::array& array, std::string& out, int indent) {
-  const bool scalars = std::all_of(array.begin(), array.end(), [](const json::value& v) {
-    return !v.is_object() && !v.is_array();
-  });
+  const bool scalars =
+      std::all_of(array.begin(), array.end(), [](const json::value& v) { return !v.is_object() && !v.is_array(); });
   if (array.empty() || scalars) {  // short lists of ids stay on one line
     out += '[';
     for (size_t i = 0; i < array.size(); ++i) {
@@ -208,12 +219,9 @@ json::value to_json(const numa::HostModel& model) {
   for (const auto& g : model.iommu_groups) {
     groups.emplace_back(json::object{{"id", g.id}, {"members", addresses(g.members)}});
   }
-  return json::object{{"format_version", kTopologyFormatVersion},
-                      {"source", model.source},
-                      {"numa_nodes", std::move(nodes)},
-                      {"cpus", std::move(cpus)},
-                      {"pci_devices", std::move(devices)},
-                      {"switches", std::move(switches)},
+  return json::object{{"format_version", kTopologyFormatVersion}, {"source", model.source},
+                      {"numa_nodes", std::move(nodes)},           {"cpus", std::move(cpus)},
+                      {"pci_devices", std::move(devices)},        {"switches", std::move(switches)},
                       {"iommu_groups", std::move(groups)}};
 }
 

@@ -6,14 +6,22 @@ namespace hostagent {
 
 const char* to_string(ErrorCode code) noexcept {
   switch (code) {
-    case ErrorCode::invalid_argument: return "invalid_argument";
-    case ErrorCode::not_found: return "not_found";
-    case ErrorCode::parse_error: return "parse_error";
-    case ErrorCode::io_error: return "io_error";
-    case ErrorCode::unsupported: return "unsupported";
-    case ErrorCode::conflict: return "conflict";
-    case ErrorCode::does_not_fit: return "does_not_fit";
-    case ErrorCode::internal: return "internal";
+    case ErrorCode::invalid_argument:
+      return "invalid_argument";
+    case ErrorCode::not_found:
+      return "not_found";
+    case ErrorCode::parse_error:
+      return "parse_error";
+    case ErrorCode::io_error:
+      return "io_error";
+    case ErrorCode::unsupported:
+      return "unsupported";
+    case ErrorCode::conflict:
+      return "conflict";
+    case ErrorCode::does_not_fit:
+      return "does_not_fit";
+    case ErrorCode::internal:
+      return "internal";
   }
   return "unknown";
 }

@@ -13,8 +13,7 @@ namespace fs = std::filesystem;
 namespace {
 
 Error parse_failure(const fs::path& path, const std::string& text, const char* expected) {
-  return Error{ErrorCode::parse_error,
-               "parse " + path.string() + ": found '" + text + "', expected " + expected};
+  return Error{ErrorCode::parse_error, "parse " + path.string() + ": found '" + text + "', expected " + expected};
 }
 
 std::string trim(std::string text) {

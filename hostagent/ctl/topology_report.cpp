@@ -91,9 +91,10 @@ std::string link_label(const numa::PcieLink& link) {
 void render_device_line(const PciFunction& f, std::ostream& out) {
   char ids[16];
   std::snprintf(ids, sizeof ids, "%04x:%04x", f.vendor_id, f.device_id);
-  out << "    " << numa::to_string(f.role) << std::string(8 - std::min<size_t>(7, std::string(numa::to_string(f.role)).size()), ' ')
-      << f.address.to_string() << "  " << ids << "  driver " << (f.driver ? (f.driver->empty() ? "-" : *f.driver) : "?")
-      << "  iommu " << optional_int(f.iommu_group) << "  " << link_label(f.link);
+  out << "    " << numa::to_string(f.role)
+      << std::string(8 - std::min<size_t>(7, std::string(numa::to_string(f.role)).size()), ' ') << f.address.to_string()
+      << "  " << ids << "  driver " << (f.driver ? (f.driver->empty() ? "-" : *f.driver) : "?") << "  iommu "
+      << optional_int(f.iommu_group) << "  " << link_label(f.link);
   if (f.sriov) out << "  VFs " << f.sriov->num_vfs << "/" << f.sriov->total_vfs;
   if (!f.net_interfaces.empty()) out << "  net " << f.net_interfaces.front();
   out << "\n";
@@ -174,11 +175,16 @@ Affinity affinity(const HostModel& model, const PciFunction& a, const PciFunctio
 
 const char* affinity_label(Affinity affinity) {
   switch (affinity) {
-    case Affinity::self: return "X";
-    case Affinity::same_switch: return "SW";
-    case Affinity::same_node: return "NODE";
-    case Affinity::across_nodes: return "SYS";
-    case Affinity::unknown: return "?";
+    case Affinity::self:
+      return "X";
+    case Affinity::same_switch:
+      return "SW";
+    case Affinity::same_node:
+      return "NODE";
+    case Affinity::across_nodes:
+      return "SYS";
+    case Affinity::unknown:
+      return "?";
   }
   return "?";
 }
@@ -186,9 +192,9 @@ const char* affinity_label(Affinity affinity) {
 std::string render_topology_report(const HostModel& model) {
   std::ostringstream out;
   size_t online = std::count_if(model.cpus.begin(), model.cpus.end(), [](const auto& c) { return c.online; });
-  out << "Host " << model.source << ": " << model.numa_nodes.size() << " NUMA nodes, " << model.cpus.size()
-      << " CPUs (" << online << " online), " << model.pci_devices.size() << " PCI functions, "
-      << model.switches.size() << " PCIe switches, "
+  out << "Host " << model.source << ": " << model.numa_nodes.size() << " NUMA nodes, " << model.cpus.size() << " CPUs ("
+      << online << " online), " << model.pci_devices.size() << " PCI functions, " << model.switches.size()
+      << " PCIe switches, "
       << (model.iommu_groups.empty() ? std::string("IOMMU groups unknown")
                                      : std::to_string(model.iommu_groups.size()) + " IOMMU groups")
       << "\n\n";

@@ -18,7 +18,8 @@ namespace {
 thread_local std::jmp_buf* libpci_escape = nullptr;
 thread_local std::string libpci_last_error;
 
-[[noreturn]] void on_libpci_error(char* msg, ...) {
+// GNU attribute rather than [[noreturn]]: libpci's callback type carries it, and clang checks it.
+__attribute__((noreturn)) void on_libpci_error(char* msg, ...) {
   char buf[512];
   va_list args;
   va_start(args, msg);
@@ -35,16 +36,26 @@ void on_libpci_warning(char*, ...) {}  // missing attributes are reported by our
 PciePortType port_type_from(unsigned code) {
   // PCIe Base Spec 7.5.3.2, Device/Port Type field of the PCI Express Capabilities Register.
   switch (code) {
-    case PCI_EXP_TYPE_ENDPOINT: return PciePortType::endpoint;
-    case PCI_EXP_TYPE_LEG_END: return PciePortType::legacy_endpoint;
-    case PCI_EXP_TYPE_ROOT_PORT: return PciePortType::root_port;
-    case PCI_EXP_TYPE_UPSTREAM: return PciePortType::upstream;
-    case PCI_EXP_TYPE_DOWNSTREAM: return PciePortType::downstream;
-    case PCI_EXP_TYPE_PCI_BRIDGE: return PciePortType::pcie_to_pci;
-    case PCI_EXP_TYPE_PCIE_BRIDGE: return PciePortType::pci_to_pcie;
-    case PCI_EXP_TYPE_ROOT_INT_EP: return PciePortType::rc_integrated;
-    case PCI_EXP_TYPE_ROOT_EC: return PciePortType::rc_event_collector;
-    default: return PciePortType::unknown;
+    case PCI_EXP_TYPE_ENDPOINT:
+      return PciePortType::endpoint;
+    case PCI_EXP_TYPE_LEG_END:
+      return PciePortType::legacy_endpoint;
+    case PCI_EXP_TYPE_ROOT_PORT:
+      return PciePortType::root_port;
+    case PCI_EXP_TYPE_UPSTREAM:
+      return PciePortType::upstream;
+    case PCI_EXP_TYPE_DOWNSTREAM:
+      return PciePortType::downstream;
+    case PCI_EXP_TYPE_PCI_BRIDGE:
+      return PciePortType::pcie_to_pci;
+    case PCI_EXP_TYPE_PCIE_BRIDGE:
+      return PciePortType::pci_to_pcie;
+    case PCI_EXP_TYPE_ROOT_INT_EP:
+      return PciePortType::rc_integrated;
+    case PCI_EXP_TYPE_ROOT_EC:
+      return PciePortType::rc_event_collector;
+    default:
+      return PciePortType::unknown;
   }
 }
 
@@ -93,17 +104,26 @@ bool call_guarded(F&& f) {
 
 double pcie_speed_gts(int speed_code) {
   switch (speed_code) {
-    case 1: return 2.5;
-    case 2: return 5.0;
-    case 3: return 8.0;
-    case 4: return 16.0;
-    case 5: return 32.0;
-    case 6: return 64.0;
-    default: return 0.0;
+    case 1:
+      return 2.5;
+    case 2:
+      return 5.0;
+    case 3:
+      return 8.0;
+    case 4:
+      return 16.0;
+    case 5:
+      return 32.0;
+    case 6:
+      return 64.0;
+    default:
+      return 0.0;
   }
 }
 
-void ConfigSpaceReader::AccessDeleter::operator()(pci_access* access) const { pci_cleanup(access); }
+void ConfigSpaceReader::AccessDeleter::operator()(pci_access* access) const {
+  pci_cleanup(access);
+}
 
 Result<ConfigSpaceReader> ConfigSpaceReader::open(const std::filesystem::path& sysfs_bus_pci) {
   std::unique_ptr<pci_access, AccessDeleter> access(pci_alloc());
@@ -122,8 +142,8 @@ Result<ConfigSpaceReader> ConfigSpaceReader::open(const std::filesystem::path& s
 
 ConfigSpaceInfo ConfigSpaceReader::read(const PciAddress& address) const {
   ConfigSpaceInfo info;
-  pci_dev* dev = pci_get_dev(access_.get(), static_cast<int>(address.domain), address.bus,
-                             address.device, address.function);
+  pci_dev* dev =
+      pci_get_dev(access_.get(), static_cast<int>(address.domain), address.bus, address.device, address.function);
   if (dev == nullptr) return info;
   call_guarded([dev, &info] {
     uint8_t header[64];

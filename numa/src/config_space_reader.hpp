@@ -14,7 +14,7 @@ struct pci_access;
 namespace hostagent::numa::detail {
 
 struct ConfigSpaceInfo {
-  bool readable = false;   // false: config file missing or shorter than the 64-byte header
+  bool readable = false;  // false: config file missing or shorter than the 64-byte header
   bool has_pcie_capability = false;
   std::optional<PciePortType> port_type;
   PcieLink link;
@@ -32,8 +32,7 @@ class ConfigSpaceReader {
   struct AccessDeleter {
     void operator()(pci_access* access) const;
   };
-  explicit ConfigSpaceReader(std::unique_ptr<pci_access, AccessDeleter> access)
-      : access_(std::move(access)) {}
+  explicit ConfigSpaceReader(std::unique_ptr<pci_access, AccessDeleter> access) : access_(std::move(access)) {}
   std::unique_ptr<pci_access, AccessDeleter> access_;
 };
 

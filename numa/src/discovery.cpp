@@ -49,8 +49,8 @@ Result<std::vector<Bar>> read_bars(const SysfsRoot& sysfs, const std::string& di
   for (int index = 0; index <= 6 && std::getline(lines, line); ++index) {
     unsigned long long start = 0, end = 0, flags = 0;
     if (std::sscanf(line.c_str(), "%llx %llx %llx", &start, &end, &flags) != 3) {
-      return Error{ErrorCode::parse_error, "parse " + sysfs.host_path(dir + "/resource").string() +
-                                               ": line '" + line + "', expected 'start end flags'"};
+      return Error{ErrorCode::parse_error, "parse " + sysfs.host_path(dir + "/resource").string() + ": line '" + line +
+                                               "', expected 'start end flags'"};
     }
     if (end == 0 || end < start) continue;
     // include/linux/ioport.h: IORESOURCE_PREFETCH 0x2000, IORESOURCE_MEM_64 0x00100000.
@@ -100,8 +100,8 @@ Status read_sysfs_attributes(const SysfsRoot& sysfs, PciFunction& f) {
     int id = -1;
     const auto [end, ec] = std::from_chars(group->data(), group->data() + group->size(), id);
     if (ec != std::errc() || end != group->data() + group->size() || id < 0) {
-      return Error{ErrorCode::parse_error, "parse " + sysfs.host_path(dir + "/iommu_group").string() +
-                                               ": links to '" + *group + "', expected a group number"};
+      return Error{ErrorCode::parse_error, "parse " + sysfs.host_path(dir + "/iommu_group").string() + ": links to '" +
+                                               *group + "', expected a group number"};
     }
     f.iommu_group = id;
   }
@@ -126,8 +126,7 @@ void apply_config_space(const detail::ConfigSpaceInfo& info, uintmax_t config_si
 
 Result<uintmax_t> config_size(const SysfsRoot& sysfs, const PciAddress& address) {
   std::error_code ec;
-  const auto size = std::filesystem::file_size(
-      sysfs.host_path(kPciDevices + address.to_string() + "/config"), ec);
+  const auto size = std::filesystem::file_size(sysfs.host_path(kPciDevices + address.to_string() + "/config"), ec);
   return ec ? uintmax_t{0} : size;
 }
 

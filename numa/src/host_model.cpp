@@ -6,14 +6,22 @@ namespace hostagent::numa {
 
 const char* to_string(PciRole role) {
   switch (role) {
-    case PciRole::gpu: return "gpu";
-    case PciRole::nvswitch: return "nvswitch";
-    case PciRole::nic: return "nic";
-    case PciRole::nvme: return "nvme";
-    case PciRole::switch_upstream: return "switch-upstream";
-    case PciRole::switch_downstream: return "switch-downstream";
-    case PciRole::root_port: return "root-port";
-    case PciRole::other: return "other";
+    case PciRole::gpu:
+      return "gpu";
+    case PciRole::nvswitch:
+      return "nvswitch";
+    case PciRole::nic:
+      return "nic";
+    case PciRole::nvme:
+      return "nvme";
+    case PciRole::switch_upstream:
+      return "switch-upstream";
+    case PciRole::switch_downstream:
+      return "switch-downstream";
+    case PciRole::root_port:
+      return "root-port";
+    case PciRole::other:
+      return "other";
   }
   return "other";
 }

@@ -44,7 +44,9 @@ Result<TopologyPtr> init_topology() {
 // hwloc gives a NUMA node the cpuset of the object it hangs from, so memory-only nodes (GPU memory
 // on POWER9 and Grace, MCDRAM, CXL) share the cpuset of their package. hwloc marks those with a
 // subtype ("GPUMemory", "MCDRAM", ...); the kernel gives them no CPUs, and neither do we.
-bool memory_only(hwloc_obj_t node) { return node->subtype != nullptr && node->subtype[0] != '\0'; }
+bool memory_only(hwloc_obj_t node) {
+  return node->subtype != nullptr && node->subtype[0] != '\0';
+}
 
 std::vector<int> cpu_node_ids(hwloc_topology_t topology, int pu) {
   std::vector<int> nodes;
@@ -60,8 +62,9 @@ std::vector<int> cpu_node_ids(hwloc_topology_t topology, int pu) {
 void read_distances(hwloc_topology_t topology, std::vector<NumaNode>& nodes) {
   unsigned count = 1;
   hwloc_distances_s* distances = nullptr;
-  if (hwloc_distances_get_by_type(topology, HWLOC_OBJ_NUMANODE, &count, &distances,
-                                  HWLOC_DISTANCES_KIND_MEANS_LATENCY, 0) != 0 || count == 0) {
+  if (hwloc_distances_get_by_type(topology, HWLOC_OBJ_NUMANODE, &count, &distances, HWLOC_DISTANCES_KIND_MEANS_LATENCY,
+                                  0) != 0 ||
+      count == 0) {
     return;
   }
   for (unsigned i = 0; i < distances->nbobjs; ++i) {
@@ -168,8 +171,7 @@ HwlocHost extract(hwloc_topology_t topology) {
   while ((dev = hwloc_get_next_pcidev(topology, dev)) != nullptr) {
     if (dev->parent != nullptr && dev->parent->type != HWLOC_OBJ_BRIDGE) collect_pci(topology, dev, host.pci);
   }
-  std::sort(host.pci.begin(), host.pci.end(),
-            [](const auto& a, const auto& b) { return a.address < b.address; });
+  std::sort(host.pci.begin(), host.pci.end(), [](const auto& a, const auto& b) { return a.address < b.address; });
   host.pci.erase(std::unique(host.pci.begin(), host.pci.end(),
                              [](const auto& a, const auto& b) { return a.address == b.address; }),
                  host.pci.end());
@@ -188,14 +190,15 @@ std::mutex& hwloc_env_mutex() {
 Result<std::string> xml_for_this_hwloc(const std::filesystem::path& xml_file) {
   pugi::xml_document doc;
   // Keep the declaration and DOCTYPE: hwloc's built-in (non-libxml) parser expects its own layout.
-  const auto parsed = doc.load_file(xml_file.c_str(), pugi::parse_default | pugi::parse_declaration |
-                                                          pugi::parse_doctype);
+  const auto parsed =
+      doc.load_file(xml_file.c_str(), pugi::parse_default | pugi::parse_declaration | pugi::parse_doctype);
   if (!parsed) {
-    return Error{ErrorCode::parse_error, "parse " + xml_file.string() + " at byte " +
-                                             std::to_string(parsed.offset) + ": " + parsed.description()};
+    return Error{ErrorCode::parse_error, "parse " + xml_file.string() + " at byte " + std::to_string(parsed.offset) +
+                                             ": " + parsed.description()};
   }
   auto topology = doc.child("topology");
-  if (!topology) return Error{ErrorCode::parse_error, xml_file.string() + ": no <topology> root: not an hwloc XML export"};
+  if (!topology)
+    return Error{ErrorCode::parse_error, xml_file.string() + ": no <topology> root: not an hwloc XML export"};
   const std::string version = topology.attribute("version").as_string("2.0");
   if (version.rfind("3.", 0) == 0 && HWLOC_API_VERSION < 0x00030000) {
     topology.attribute("version").set_value("2.0");

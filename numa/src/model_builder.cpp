@@ -12,10 +12,14 @@ constexpr uint16_t kVendorMellanox = 0x15b3;
 
 PciRole role_from_port_type(PciePortType type) {
   switch (type) {
-    case PciePortType::root_port: return PciRole::root_port;
-    case PciePortType::upstream: return PciRole::switch_upstream;
-    case PciePortType::downstream: return PciRole::switch_downstream;
-    default: return PciRole::other;
+    case PciePortType::root_port:
+      return PciRole::root_port;
+    case PciePortType::upstream:
+      return PciRole::switch_upstream;
+    case PciePortType::downstream:
+      return PciRole::switch_downstream;
+    default:
+      return PciRole::other;
   }
 }
 
@@ -67,8 +71,8 @@ void assign_roles_and_chains(std::vector<PciFunction>& functions, const Index& i
   }
   for (const size_t i : order) {
     auto& function = functions[i];
-    function.role = classify(function, parent_of(functions, index, function),
-                             bridge_parents.count(function.address) != 0);
+    function.role =
+        classify(function, parent_of(functions, index, function), bridge_parents.count(function.address) != 0);
   }
   for (auto& function : functions) {
     function.pcie_switch.reset();
@@ -137,6 +141,7 @@ std::vector<IommuGroup> build_iommu_groups(const std::vector<PciFunction>& funct
     group.members.push_back(f.address);
   }
   std::vector<IommuGroup> out;
+  out.reserve(groups.size());
   for (auto& [id, group] : groups) out.push_back(std::move(group));
   return out;
 }

@@ -29,20 +29,19 @@ Result<PciAddress> PciAddress::parse(std::string_view text) {
   const auto colon1 = text.find(':');
   const auto colon2 = text.find(':', colon1 == std::string_view::npos ? 0 : colon1 + 1);
   const auto dot = text.find('.');
-  if (colon1 == std::string_view::npos || colon2 == std::string_view::npos ||
-      dot == std::string_view::npos || !(colon1 < colon2 && colon2 < dot)) {
+  if (colon1 == std::string_view::npos || colon2 == std::string_view::npos || dot == std::string_view::npos ||
+      !(colon1 < colon2 && colon2 < dot)) {
     return bad();
   }
   uint32_t domain = 0, bus = 0, device = 0, function = 0;
   if (!parse_hex_field(text.substr(0, colon1), 4, 0xffffffffu, domain) ||
       !parse_hex_field(text.substr(colon1 + 1, colon2 - colon1 - 1), 2, 0xff, bus) ||
       !parse_hex_field(text.substr(colon2 + 1, dot - colon2 - 1), 2, 0x1f, device) ||
-      !parse_hex_field(text.substr(dot + 1), 1, 7, function) || dot + 2 != text.size() ||
-      colon2 - colon1 != 3 || dot - colon2 != 3) {
+      !parse_hex_field(text.substr(dot + 1), 1, 7, function) || dot + 2 != text.size() || colon2 - colon1 != 3 ||
+      dot - colon2 != 3) {
     return bad();
   }
-  return PciAddress{domain, static_cast<uint8_t>(bus), static_cast<uint8_t>(device),
-                    static_cast<uint8_t>(function)};
+  return PciAddress{domain, static_cast<uint8_t>(bus), static_cast<uint8_t>(device), static_cast<uint8_t>(function)};
 }
 
 }  // namespace hostagent::numa

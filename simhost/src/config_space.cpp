@@ -36,7 +36,9 @@ class ConfigBytes {
   std::vector<uint8_t> bytes_;
 };
 
-bool is_bridge(const SimFunction& fn) { return fn.port_type != SimPortType::endpoint; }
+bool is_bridge(const SimFunction& fn) {
+  return fn.port_type != SimPortType::endpoint;
+}
 
 uint16_t port_type_code(SimPortType type) {
   switch (type) {
@@ -54,8 +56,7 @@ uint16_t port_type_code(SimPortType type) {
 
 bool has_slot(const SimFunction& fn, const ConfigPlacement& placement) {
   // Only root and downstream ports may implement a slot (§7.5.3.2, Slot Implemented).
-  const bool port =
-      fn.port_type == SimPortType::root_port || fn.port_type == SimPortType::downstream;
+  const bool port = fn.port_type == SimPortType::root_port || fn.port_type == SimPortType::downstream;
   return port && placement.physical_slot != 0;
 }
 
@@ -66,8 +67,7 @@ uint32_t bar_flags(bool is_64bit, bool prefetchable) {
 }
 
 void put_bar(ConfigBytes& c, std::size_t reg, const PlacedBar& bar) {
-  c.put32(reg,
-          static_cast<uint32_t>(bar.address & ~0xfull) | bar_flags(bar.is_64bit, bar.prefetchable));
+  c.put32(reg, static_cast<uint32_t>(bar.address & ~0xfull) | bar_flags(bar.is_64bit, bar.prefetchable));
   if (bar.is_64bit) c.put32(reg + 4, static_cast<uint32_t>(bar.address >> 32));
 }
 
@@ -151,10 +151,8 @@ void put_subsystem_id(ConfigBytes& c, const SimFunction& fn, std::size_t next) {
 }
 
 uint32_t link_capabilities(const SimFunction& fn, const ConfigPlacement& placement) {
-  const bool downstream_facing =
-      fn.port_type == SimPortType::root_port || fn.port_type == SimPortType::downstream;
-  uint32_t cap = static_cast<uint32_t>(fn.link_cap_gen & 0xf) |
-                 (static_cast<uint32_t>(fn.link_cap_width & 0x3f) << 4) |
+  const bool downstream_facing = fn.port_type == SimPortType::root_port || fn.port_type == SimPortType::downstream;
+  uint32_t cap = static_cast<uint32_t>(fn.link_cap_gen & 0xf) | (static_cast<uint32_t>(fn.link_cap_width & 0x3f) << 4) |
                  (1u << 22);  // ASPM Optionality Compliance
   // DLL Link Active Reporting and Link Bandwidth Notification: downstream-facing ports (§7.5.3.6).
   if (downstream_facing) cap |= (1u << 20) | (1u << 21);
@@ -178,8 +176,7 @@ void put_express(ConfigBytes& c, const SimFunction& fn, const ConfigPlacement& p
   const bool slot = has_slot(fn, placement);
   c.put8(cap, kCapExpress);
   c.put8(cap + 1, 0);
-  c.put16(cap + kExpFlags,
-          static_cast<uint16_t>(0x2 | (port_type_code(fn.port_type) << 4) | (slot ? 0x100 : 0)));
+  c.put16(cap + kExpFlags, static_cast<uint16_t>(0x2 | (port_type_code(fn.port_type) << 4) | (slot ? 0x100 : 0)));
   // Device Capabilities: 256-byte MPS, Extended Tag, Role-Based Errors; FLR on endpoints
   // (§7.5.3.3).
   const uint32_t devcap = is_bridge(fn) ? 0x00008021u : 0x10008fe1u;
@@ -190,8 +187,7 @@ void put_express(ConfigBytes& c, const SimFunction& fn, const ConfigPlacement& p
   c.put16(cap + kExpLinkStatus, link_status(fn, placement));
   if (slot) put_slot(c, cap, placement);
   // Completion timeout ranges A-D and disable; downstream-facing ports forward ARI (§7.5.3.15).
-  const bool forwards_ari =
-      fn.port_type == SimPortType::root_port || fn.port_type == SimPortType::downstream;
+  const bool forwards_ari = fn.port_type == SimPortType::root_port || fn.port_type == SimPortType::downstream;
   c.put32(cap + 0x24, 0x1fu | (forwards_ari ? 0x20u : 0u));
   if (forwards_ari) c.put16(cap + 0x28, 0x0020);
   // Supported Link Speeds Vector: bit n set for generation n, all up to the maximum (§7.5.3.18).
@@ -238,8 +234,8 @@ void put_ats(ExtChain& chain, ConfigBytes& c, const SimFunction& fn) {
   c.put16(at + 6, fn.ats_enabled ? 0x8000 : 0x0000);
 }
 
-void put_sriov(ExtChain& chain, ConfigBytes& c, const SimFunction& fn,
-               const ConfigPlacement& placement, uint8_t function_number) {
+void put_sriov(ExtChain& chain, ConfigBytes& c, const SimFunction& fn, const ConfigPlacement& placement,
+               uint8_t function_number) {
   const std::size_t at = chain.add(kExtCapSriov, 1, 0x40);        // §9.3.3
   c.put16(at + 0x08, fn.sriov_num_vfs > 0 ? 0x0009 : 0x0000);     // VF Enable, VF MSE
   c.put16(at + 0x0c, static_cast<uint16_t>(fn.sriov_total_vfs));  // InitialVFs
@@ -256,8 +252,7 @@ void put_sriov(ExtChain& chain, ConfigBytes& c, const SimFunction& fn,
   }
 }
 
-void put_extended(ConfigBytes& c, const SimFunction& fn, const ConfigPlacement& placement,
-                  uint8_t function_number) {
+void put_extended(ConfigBytes& c, const SimFunction& fn, const ConfigPlacement& placement, uint8_t function_number) {
   ExtChain chain(c);
   if (fn.acs) put_acs(chain, c, fn);
   if (fn.ats) put_ats(chain, c, fn);
@@ -293,8 +288,7 @@ uint16_t read16(const std::vector<uint8_t>& config, std::size_t offset) {
 }
 
 uint32_t read32(const std::vector<uint8_t>& config, std::size_t offset) {
-  return static_cast<uint32_t>(read16(config, offset)) |
-         (static_cast<uint32_t>(read16(config, offset + 2)) << 16);
+  return static_cast<uint32_t>(read16(config, offset)) | (static_cast<uint32_t>(read16(config, offset + 2)) << 16);
 }
 
 std::optional<std::size_t> find_capability(const std::vector<uint8_t>& config, uint8_t id) {

@@ -69,9 +69,9 @@ struct ConfigPlacement {
   uint8_t subordinate_bus = 0;
   std::optional<Window> memory_window;        // 32-bit, non-prefetchable
   std::optional<Window> prefetchable_window;  // 64-bit
-  std::vector<PlacedBar> bars;     // the function's own BARs (left out of a VF's registers)
-  std::vector<PlacedBar> vf_bars;  // a PF's VF BARs: the address of VF 0's BAR
-  uint16_t physical_slot = 0;      // root and downstream ports: 0 = no slot
+  std::vector<PlacedBar> bars;                // the function's own BARs (left out of a VF's registers)
+  std::vector<PlacedBar> vf_bars;             // a PF's VF BARs: the address of VF 0's BAR
+  uint16_t physical_slot = 0;                 // root and downstream ports: 0 = no slot
   uint8_t port_number = 0;
   bool link_up_below = false;  // a port with a device beneath: Data Link Layer Link Active
 };

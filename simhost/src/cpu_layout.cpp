@@ -25,8 +25,7 @@ CpuLayout layout_cpus(const HostSpec& spec) {
       if (thread >= node.threads_per_core) continue;
       for (int core = 0; core < node.cores; ++core) {
         const int id = static_cast<int>(layout.cpus.size());
-        layout.cpus.push_back(
-            {id, static_cast<int>(n), node.package, first_core[n] + core, thread});
+        layout.cpus.push_back({id, static_cast<int>(n), node.package, first_core[n] + core, thread});
         layout.node_cpus[n].push_back(id);
       }
     }

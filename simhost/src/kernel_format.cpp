@@ -27,7 +27,9 @@ std::string cpumask(const std::vector<int>& cpus, int nr_cpu_ids) {
   return out + "\n";
 }
 
-std::string cpulist_attr(const std::vector<int>& cpus) { return format_cpu_list(cpus) + "\n"; }
+std::string cpulist_attr(const std::vector<int>& cpus) {
+  return format_cpu_list(cpus) + "\n";
+}
 
 std::string hex_attr(uint32_t value, int digits) {
   char buf[24];
@@ -54,6 +56,8 @@ std::string link_speed_attr(int generation) {
   }
 }
 
-std::string decimal_attr(int64_t value) { return std::to_string(value) + "\n"; }
+std::string decimal_attr(int64_t value) {
+  return std::to_string(value) + "\n";
+}
 
 }  // namespace hostagent::simhost::detail

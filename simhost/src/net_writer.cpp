@@ -22,8 +22,7 @@ Mac mac_for(const PciAddr& addr, std::size_t index) {
 
 std::string mac_text(const Mac& m) {
   char buf[24];
-  std::snprintf(buf, sizeof(buf), "%02x:%02x:%02x:%02x:%02x:%02x", m[0], m[1], m[2], m[3], m[4],
-                m[5]);
+  std::snprintf(buf, sizeof(buf), "%02x:%02x:%02x:%02x:%02x:%02x", m[0], m[1], m[2], m[3], m[4], m[5]);
   return buf;
 }
 
@@ -35,8 +34,8 @@ std::array<uint8_t, 8> eui64(const Mac& m) {
 std::string guid_attr(const Mac& m) {
   const auto e = eui64(m);
   char buf[32];
-  std::snprintf(buf, sizeof(buf), "%02x%02x:%02x%02x:%02x%02x:%02x%02x\n", e[0], e[1], e[2], e[3],
-                e[4], e[5], e[6], e[7]);
+  std::snprintf(buf, sizeof(buf), "%02x%02x:%02x%02x:%02x%02x:%02x%02x\n", e[0], e[1], e[2], e[3], e[4], e[5], e[6],
+                e[7]);
   return buf;
 }
 
@@ -44,8 +43,8 @@ std::string guid_attr(const Mac& m) {
 std::string link_local_gid(const Mac& m) {
   const auto e = eui64(m);
   char buf[48];
-  std::snprintf(buf, sizeof(buf), "fe80:0000:0000:0000:%02x%02x:%02x%02x:%02x%02x:%02x%02x\n", e[0],
-                e[1], e[2], e[3], e[4], e[5], e[6], e[7]);
+  std::snprintf(buf, sizeof(buf), "fe80:0000:0000:0000:%02x%02x:%02x%02x:%02x%02x:%02x%02x\n", e[0], e[1], e[2], e[3],
+                e[4], e[5], e[6], e[7]);
   return buf;
 }
 
@@ -66,8 +65,7 @@ void write_interface(TreeWriter& w, const PlannedFunction& f, std::size_t index,
   w.link("/sys/class/net/" + name, dir);
 }
 
-void write_rdma_port(TreeWriter& w, const std::string& port, const Mac& mac,
-                     const std::string& netdev) {
+void write_rdma_port(TreeWriter& w, const std::string& port, const Mac& mac, const std::string& netdev) {
   w.file(port + "/state", "4: ACTIVE\n");
   w.file(port + "/phys_state", "5: LinkUp\n");
   w.file(port + "/link_layer", "Ethernet\n");

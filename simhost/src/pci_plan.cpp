@@ -37,7 +37,9 @@ std::string hex2(unsigned value) {
   return buf;
 }
 
-bool is_power_of_two(uint64_t v) { return v != 0 && (v & (v - 1)) == 0; }
+bool is_power_of_two(uint64_t v) {
+  return v != 0 && (v & (v - 1)) == 0;
+}
 
 uint64_t align_up(uint64_t value, uint64_t alignment) {
   return (value + alignment - 1) / alignment * alignment;
@@ -73,7 +75,9 @@ class MmioAllocator {
   uint64_t high_ = kHighStart;
 };
 
-bool goes_high(const SimBar& bar) { return bar.is_64bit && bar.prefetchable; }
+bool goes_high(const SimBar& bar) {
+  return bar.is_64bit && bar.prefetchable;
+}
 
 class Planner {
  public:
@@ -126,14 +130,12 @@ class Planner {
           return invalid(name(i), "BAR " + std::to_string(bar.index) + " does not fit the header");
         }
         if (!is_power_of_two(bar.size_bytes) || bar.size_bytes < 16) {
-          return invalid(name(i),
-                         "BAR " + std::to_string(bar.index) + " size is not a power of two >= 16");
+          return invalid(name(i), "BAR " + std::to_string(bar.index) + " size is not a power of two >= 16");
         }
         bool clash = !used.insert(bar.index).second;
         if (bar.is_64bit) clash = !used.insert(top).second || clash;
         if (clash) {
-          return invalid(name(i),
-                         "BAR " + std::to_string(bar.index) + " overlaps another BAR's registers");
+          return invalid(name(i), "BAR " + std::to_string(bar.index) + " overlaps another BAR's registers");
         }
       }
     }
@@ -147,8 +149,7 @@ class Planner {
     for (int i = 0; i < count(); ++i) {
       const auto& fn = *at(i).spec;
       if (fn.numa_node != -1 && node_ids.count(fn.numa_node) == 0) {
-        return invalid(name(i),
-                       "numa_node " + std::to_string(fn.numa_node) + " is not a node of the host");
+        return invalid(name(i), "numa_node " + std::to_string(fn.numa_node) + " is not a node of the host");
       }
       for (const auto& iface : fn.net_interfaces) {
         if (!names.insert("net/" + iface).second) {
@@ -160,8 +161,7 @@ class Planner {
           return invalid(name(i), "RDMA device " + dev + " is used twice");
         }
       }
-      if (fn.link_cap_gen < 1 || fn.link_cap_gen > 6 || fn.link_sta_gen < 0 ||
-          fn.link_sta_gen > 6) {
+      if (fn.link_cap_gen < 1 || fn.link_cap_gen > 6 || fn.link_sta_gen < 0 || fn.link_sta_gen > 6) {
         return invalid(name(i), "link generation outside 1..6");
       }
       HA_TRY_STATUS(check_bars(i));
@@ -209,12 +209,10 @@ class Planner {
     const int delta = at(i).addr.routing_id() - at(pf).addr.routing_id() - pf_spec.sriov_vf_offset;
     const int stride = std::max(pf_spec.sriov_vf_stride, 1);
     const int n = delta / stride;
-    if (at(i).addr.domain != at(pf).addr.domain || delta < 0 || delta % stride != 0 ||
-        n >= pf_spec.sriov_num_vfs) {
+    if (at(i).addr.domain != at(pf).addr.domain || delta < 0 || delta % stride != 0 || n >= pf_spec.sriov_num_vfs) {
       return invalid(name(i), "not at a VF routing ID of " + vf.physfn + " (offset " +
-                                  std::to_string(pf_spec.sriov_vf_offset) + ", stride " +
-                                  std::to_string(stride) + ", " +
-                                  std::to_string(pf_spec.sriov_num_vfs) + " VFs)");
+                                  std::to_string(pf_spec.sriov_vf_offset) + ", stride " + std::to_string(stride) +
+                                  ", " + std::to_string(pf_spec.sriov_num_vfs) + " VFs)");
     }
     at(i).physfn = pf;
     at(i).vf_number = n;
@@ -232,8 +230,7 @@ class Planner {
       return invalid(name(i), "VF offset and stride must be at least 1");
     }
     if (static_cast<int>(at(i).virtfns.size()) != fn.sriov_num_vfs) {
-      return invalid(name(i), "enables " + std::to_string(fn.sriov_num_vfs) +
-                                  " VFs but the spec lists " +
+      return invalid(name(i), "enables " + std::to_string(fn.sriov_num_vfs) + " VFs but the spec lists " +
                                   std::to_string(at(i).virtfns.size()));
     }
     std::sort(at(i).virtfns.begin(), at(i).virtfns.end(),
@@ -261,13 +258,12 @@ class Planner {
       int subordinate = 0;
       for (const int c : at(i).children) {
         if (at(c).physfn < 0) secondary = std::min<int>(secondary, at(c).addr.bus);
-        subordinate = std::max<int>(
-            subordinate, at(c).is_bridge() ? at(c).placement.subordinate_bus : at(c).addr.bus);
+        subordinate = std::max<int>(subordinate, at(c).is_bridge() ? at(c).placement.subordinate_bus : at(c).addr.bus);
       }
       for (const int c : at(i).children) {
         if (at(c).physfn < 0 && at(c).addr.bus != secondary) {
-          return invalid(name(c), "its siblings beneath " + name(i) + " sit on bus " +
-                                      hex2(static_cast<unsigned>(secondary)));
+          return invalid(name(c),
+                         "its siblings beneath " + name(i) + " sit on bus " + hex2(static_cast<unsigned>(secondary)));
         }
       }
       if (secondary <= at(i).addr.bus) {
@@ -295,11 +291,10 @@ class Planner {
       const auto& p = at(b).placement;
       for (int i = 0; i < count(); ++i) {
         const auto& a = at(i).addr;
-        const bool inside =
-            a.domain == at(b).addr.domain && a.bus >= p.secondary_bus && a.bus <= p.subordinate_bus;
+        const bool inside = a.domain == at(b).addr.domain && a.bus >= p.secondary_bus && a.bus <= p.subordinate_bus;
         if (inside && !is_beneath(i, b)) {
-          return invalid(name(i), "bus " + hex2(a.bus) + " lies in the range of bridge " + name(b) +
-                                      " [" + hex2(p.secondary_bus) + "-" + hex2(p.subordinate_bus) +
+          return invalid(name(i), "bus " + hex2(a.bus) + " lies in the range of bridge " + name(b) + " [" +
+                                      hex2(p.secondary_bus) + "-" + hex2(p.subordinate_bus) +
                                       "] but the function is not beneath it");
         }
       }
@@ -309,9 +304,7 @@ class Planner {
 
   void mark_multifunction() {
     std::map<std::tuple<int, int, int>, int> per_device;
-    const auto key = [](const PciAddr& a) {
-      return std::make_tuple(int{a.domain}, int{a.bus}, int{a.dev});
-    };
+    const auto key = [](const PciAddr& a) { return std::make_tuple(int{a.domain}, int{a.bus}, int{a.dev}); };
     for (const auto& f : plan_.functions) {
       if (f.spec->physfn.empty()) ++per_device[key(f.addr)];
     }
@@ -358,15 +351,13 @@ class Planner {
     if (f.placement.is_vf) return;  // a VF's BARs follow from its PF's VF BARs
     for (const auto& bar : f.spec->bars) {
       const uint64_t address = mmio_.take(goes_high(bar), bar.size_bytes, bar.size_bytes);
-      f.placement.bars.push_back(
-          {bar.index, address, bar.size_bytes, bar.is_64bit, bar.prefetchable});
+      f.placement.bars.push_back({bar.index, address, bar.size_bytes, bar.is_64bit, bar.prefetchable});
     }
     // Each VF BAR is one block of TotalVFs copies, aligned to one VF's size (§9.3.3.14).
     for (const auto& bar : f.spec->sriov_vf_bars) {
       const uint64_t block = bar.size_bytes * static_cast<uint64_t>(f.spec->sriov_total_vfs);
       const uint64_t address = mmio_.take(goes_high(bar), block, bar.size_bytes);
-      f.placement.vf_bars.push_back(
-          {bar.index, address, bar.size_bytes, bar.is_64bit, bar.prefetchable});
+      f.placement.vf_bars.push_back({bar.index, address, bar.size_bytes, bar.is_64bit, bar.prefetchable});
     }
   }
 
@@ -388,9 +379,8 @@ class Planner {
       if (at(i).parent < 0) place_subtree(i);
     }
     if (mmio_.low_overflowed()) {
-      return Error{
-          ErrorCode::invalid_argument,
-          "simhost: host " + spec_.name + ": non-prefetchable BARs overflow the 32-bit MMIO space"};
+      return Error{ErrorCode::invalid_argument,
+                   "simhost: host " + spec_.name + ": non-prefetchable BARs overflow the 32-bit MMIO space"};
     }
     for (auto& f : plan_.functions) {
       if (f.physfn < 0) continue;
@@ -437,14 +427,16 @@ std::string PciAddr::str() const {
 std::optional<PciAddr> parse_pci_address(const std::string& text) {
   if (text.size() != 12 || text[4] != ':' || text[7] != ':' || text[10] != '.') return std::nullopt;
   unsigned domain = 0, bus = 0, dev = 0, fn = 0;
-  if (!parse_hex(text, 0, 4, domain) || !parse_hex(text, 5, 2, bus) ||
-      !parse_hex(text, 8, 2, dev) || !parse_hex(text, 11, 1, fn) || dev > 0x1f || fn > 7) {
+  if (!parse_hex(text, 0, 4, domain) || !parse_hex(text, 5, 2, bus) || !parse_hex(text, 8, 2, dev) ||
+      !parse_hex(text, 11, 1, fn) || dev > 0x1f || fn > 7) {
     return std::nullopt;
   }
-  return PciAddr{static_cast<uint16_t>(domain), static_cast<uint8_t>(bus),
-                 static_cast<uint8_t>(dev), static_cast<uint8_t>(fn)};
+  return PciAddr{static_cast<uint16_t>(domain), static_cast<uint8_t>(bus), static_cast<uint8_t>(dev),
+                 static_cast<uint8_t>(fn)};
 }
 
-Result<PciPlan> plan_pci(const HostSpec& spec) { return Planner(spec).run(); }
+Result<PciPlan> plan_pci(const HostSpec& spec) {
+  return Planner(spec).run();
+}
 
 }  // namespace hostagent::simhost::detail

@@ -2,8 +2,10 @@
 // /sys/devices/pci0000:00/0000:00:01.0/0000:01:00.0, with the attributes drivers/pci/pci-sysfs.c
 // and iov.c create; /sys/bus/pci/{devices,drivers,slots} and /sys/kernel/iommu_groups link to it.
 #include <cstdio>
+#include <optional>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "kernel_format.hpp"
 #include "writers.hpp"
@@ -30,9 +32,8 @@ uint64_t bar_resource_flags(const PlacedBar& bar) {
 
 std::string resource_line(uint64_t start, uint64_t end, uint64_t flags) {
   char line[80];
-  std::snprintf(line, sizeof(line), "0x%016llx 0x%016llx 0x%016llx\n",
-                static_cast<unsigned long long>(start), static_cast<unsigned long long>(end),
-                static_cast<unsigned long long>(flags));
+  std::snprintf(line, sizeof(line), "0x%016llx 0x%016llx 0x%016llx\n", static_cast<unsigned long long>(start),
+                static_cast<unsigned long long>(end), static_cast<unsigned long long>(flags));
   return line;
 }
 
@@ -57,8 +58,7 @@ std::string resource_attr(const PlannedFunction& f) {
     lines.push_back(resource_line(0, 0, 0));
     lines.push_back(window_line(f.placement.memory_window, kResMem));
     // PCI_PREF_RANGE_TYPE_64 (0x1) | IORESOURCE_MEM | IORESOURCE_PREFETCH | IORESOURCE_MEM_64.
-    lines.push_back(
-        window_line(f.placement.prefetchable_window, 0x1 | kResMem | kResPrefetch | kResMem64));
+    lines.push_back(window_line(f.placement.prefetchable_window, 0x1 | kResMem | kResPrefetch | kResMem64));
     lines.push_back(resource_line(0, 0, 0));
   }
   std::string out;
@@ -68,9 +68,9 @@ std::string resource_attr(const PlannedFunction& f) {
 
 std::string modalias(const SimFunction& fn) {
   char buf[96];
-  std::snprintf(buf, sizeof(buf), "pci:v%08Xd%08Xsv%08Xsd%08Xbc%02Xsc%02Xi%02X", fn.vendor,
-                fn.device, fn.subsystem_vendor, fn.subsystem_device, (fn.class_code >> 16) & 0xff,
-                (fn.class_code >> 8) & 0xff, fn.class_code & 0xff);
+  std::snprintf(buf, sizeof(buf), "pci:v%08Xd%08Xsv%08Xsd%08Xbc%02Xsc%02Xi%02X", fn.vendor, fn.device,
+                fn.subsystem_vendor, fn.subsystem_device, (fn.class_code >> 16) & 0xff, (fn.class_code >> 8) & 0xff,
+                fn.class_code & 0xff);
   return buf;
 }
 
@@ -79,8 +79,8 @@ std::string uevent(const SimFunction& fn) {
   std::snprintf(buf, sizeof(buf),
                 "PCI_CLASS=%X\nPCI_ID=%04X:%04X\nPCI_SUBSYS_ID=%04X:%04X\nPCI_SLOT_NAME=%s\n"
                 "MODALIAS=%s\n",
-                fn.class_code, fn.vendor, fn.device, fn.subsystem_vendor, fn.subsystem_device,
-                fn.address.c_str(), modalias(fn).c_str());
+                fn.class_code, fn.vendor, fn.device, fn.subsystem_vendor, fn.subsystem_device, fn.address.c_str(),
+                modalias(fn).c_str());
   return (fn.driver.empty() ? "" : "DRIVER=" + fn.driver + "\n") + buf;
 }
 
@@ -141,8 +141,7 @@ void write_link(TreeWriter& w, const PlannedFunction& f) {
   w.file(f.dir + "/current_link_width", decimal_attr(fn.link_sta_width));
 }
 
-void write_locality(TreeWriter& w, const HostSpec& spec, const CpuLayout& cpus,
-                    const PlannedFunction& f) {
+void write_locality(TreeWriter& w, const HostSpec& spec, const CpuLayout& cpus, const PlannedFunction& f) {
   const auto local = local_cpus(spec, cpus, f.spec->numa_node);
   w.file(f.dir + "/numa_node", decimal_attr(f.spec->numa_node));
   w.file(f.dir + "/local_cpus", cpumask(local, static_cast<int>(cpus.cpus.size())));
@@ -171,8 +170,7 @@ void write_sriov(TreeWriter& w, const PciPlan& plan, const PlannedFunction& f) {
   w.file(f.dir + "/sriov_vf_device", device);
   w.file(f.dir + "/sriov_drivers_autoprobe", "1\n");
   for (std::size_t n = 0; n < f.virtfns.size(); ++n) {
-    w.link(f.dir + "/virtfn" + std::to_string(n),
-           plan.functions[static_cast<std::size_t>(f.virtfns[n])].dir);
+    w.link(f.dir + "/virtfn" + std::to_string(n), plan.functions[static_cast<std::size_t>(f.virtfns[n])].dir);
   }
 }
 
@@ -231,8 +229,7 @@ void write_slots(TreeWriter& w, const PciPlan& plan) {
   for (const auto& f : plan.functions) {
     if (f.placement.physical_slot == 0) continue;
     char address[16];
-    std::snprintf(address, sizeof(address), "%04x:%02x:00\n", f.addr.domain,
-                  f.placement.secondary_bus);
+    std::snprintf(address, sizeof(address), "%04x:%02x:00\n", f.addr.domain, f.placement.secondary_bus);
     w.file("/sys/bus/pci/slots/" + std::to_string(f.placement.physical_slot) + "/address", address);
   }
 }

@@ -29,9 +29,15 @@ struct Model {
   bool ats = false;
 };
 
-SimBar mem32(int index, uint64_t size) { return {index, size, false, false}; }
-SimBar mem64(int index, uint64_t size) { return {index, size, true, false}; }
-SimBar pref64(int index, uint64_t size) { return {index, size, true, true}; }
+SimBar mem32(int index, uint64_t size) {
+  return {index, size, false, false};
+}
+SimBar mem64(int index, uint64_t size) {
+  return {index, size, true, false};
+}
+SimBar pref64(int index, uint64_t size) {
+  return {index, size, true, true};
+}
 
 // clang-format off
 // Ice Lake-SP IIO: the per-stack host bridge function and the root ports.
@@ -85,8 +91,7 @@ class HostBuilder {
   }
 
   void node(int id, int cores, int package, uint64_t memory, uint64_t free,
-            std::map<uint64_t, std::pair<uint64_t, uint64_t>> hugepages,
-            std::vector<int> distances) {
+            std::map<uint64_t, std::pair<uint64_t, uint64_t>> hugepages, std::vector<int> distances) {
     SimNumaNode n;
     n.id = id;
     n.cores = cores;
@@ -99,8 +104,7 @@ class HostBuilder {
   }
 
   // Adds a function of `model`; every function gets its own IOMMU group, numbered in order.
-  SimFunction& add(const Model& model, const std::string& address, const std::string& parent,
-                   int numa) {
+  SimFunction& add(const Model& model, const std::string& address, const std::string& parent, int numa) {
     SimFunction f;
     f.address = address;
     f.parent = parent;
@@ -128,8 +132,8 @@ class HostBuilder {
   }
 
   // A port whose link matches the device it leads to.
-  SimFunction& add_port(const Model& model, const std::string& address, const std::string& parent,
-                        int numa, int gen, int width) {
+  SimFunction& add_port(const Model& model, const std::string& address, const std::string& parent, int numa, int gen,
+                        int width) {
     auto& f = add(model, address, parent, numa);
     f.link_cap_gen = f.link_sta_gen = gen;
     f.link_cap_width = f.link_sta_width = width;
@@ -162,8 +166,8 @@ std::vector<std::string> add_switch_stack(HostBuilder& b, int root_bus, int numa
 }
 
 // A ConnectX PF with SR-IOV; its VFs (if any) follow at PF + offset + n * stride.
-SimFunction& add_nic_pf(HostBuilder& b, const Model& model, const std::string& address,
-                        const std::string& parent, int numa, int total_vfs, int offset) {
+SimFunction& add_nic_pf(HostBuilder& b, const Model& model, const std::string& address, const std::string& parent,
+                        int numa, int total_vfs, int offset) {
   auto& pf = b.add(model, address, parent, numa);
   pf.sriov_total_vfs = total_vfs;
   pf.sriov_vf_device = kCxVf.device;
@@ -185,8 +189,7 @@ SimFunction& add_nic_pf(HostBuilder& b, const Model& model, const std::string& a
 //   Legacy stacks 0x00 (node 0) and 0x80 (node 1) hold only their host bridge.
 //   NICs: slot s = 1..4 in bus order, netdevs ens<s>f0np0/ens<s>f1np1, RDMA mlx5_0..mlx5_7.
 HostSpec vela1() {
-  HostBuilder b("vela1",
-                "Vela-1-like: 2 sockets, 8x A100 SXM4 behind 4 PCIe switches, 4x ConnectX-6 Dx");
+  HostBuilder b("vela1", "Vela-1-like: 2 sockets, 8x A100 SXM4 behind 4 PCIe switches, 4x ConnectX-6 Dx");
   const std::map<uint64_t, std::pair<uint64_t, uint64_t>> huge{{1 * GiB, {700, 700}}};
   b.node(0, 24, 0, 768 * GiB, 60 * GiB, huge, {10, 21});
   b.node(1, 24, 1, 768 * GiB, 60 * GiB, huge, {21, 10});
@@ -266,8 +269,7 @@ HostSpec vela2() {
 //   00:00.0 host bridge; 00:01.0 root port -> 01:00.0 RTX A6000 + 01:00.1 its HDMI audio;
 //   00:1b.0 root port -> 02:00.0 NVMe; 00:1c.0 root port -> 03:00.0 Intel I225 (igc, enp3s0).
 HostSpec workstation() {
-  HostBuilder b("workstation",
-                "1 socket, 1 RTX A6000 with its audio function, 1 NVMe, onboard 2.5GbE");
+  HostBuilder b("workstation", "1 socket, 1 RTX A6000 with its audio function, 1 NVMe, onboard 2.5GbE");
   b.node(0, 8, 0, 64 * GiB, 56 * GiB, {{2 * MiB, {1024, 1024}}}, {10});
   b.add(kHostBridge, addr(0x00, 0, 0), "", 0);
   b.add_port(kRootPort, addr(0x00, 0x01, 0), "", 0, 4, 16);
@@ -325,8 +327,7 @@ struct Builtin {
   const char* name;
   HostSpec (*make)();
 };
-const Builtin kBuiltins[] = {
-    {"vela1", vela1}, {"vela2", vela2}, {"workstation", workstation}, {"quirks", quirks}};
+const Builtin kBuiltins[] = {{"vela1", vela1}, {"vela2", vela2}, {"workstation", workstation}, {"quirks", quirks}};
 
 }  // namespace
 
@@ -344,8 +345,7 @@ Result<HostSpec> builtin_host(const std::string& name) {
   for (const auto& builtin : kBuiltins) {
     known += (known.empty() ? "" : ", ") + std::string(builtin.name);
   }
-  return Error{ErrorCode::not_found,
-               "simhost: no built-in host '" + name + "'; known hosts: " + known};
+  return Error{ErrorCode::not_found, "simhost: no built-in host '" + name + "'; known hosts: " + known};
 }
 
 }  // namespace hostagent::simhost

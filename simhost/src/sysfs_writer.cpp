@@ -12,8 +12,7 @@ namespace {
 namespace fs = std::filesystem;
 
 Error invalid_node(const SimNumaNode& node, const std::string& what) {
-  return Error{ErrorCode::invalid_argument,
-               "simhost: node " + std::to_string(node.id) + ": " + what};
+  return Error{ErrorCode::invalid_argument, "simhost: node " + std::to_string(node.id) + ": " + what};
 }
 
 Status check_nodes(const HostSpec& spec) {
@@ -49,8 +48,7 @@ Status prepare_root(const fs::path& root) {
   std::error_code ec;
   if (fs::exists(root, ec)) {
     if (!fs::is_directory(root, ec)) {
-      return Error{ErrorCode::invalid_argument,
-                   "simhost: root " + root.string() + " is not a directory"};
+      return Error{ErrorCode::invalid_argument, "simhost: root " + root.string() + " is not a directory"};
     }
     if (!fs::is_empty(root, ec)) {
       return Error{ErrorCode::invalid_argument, "simhost: root " + root.string() + " is not empty"};

@@ -17,7 +17,9 @@ const std::string kNodeDir = "/sys/devices/system/node";
 constexpr uint64_t k2M = 2ull << 20;
 constexpr uint64_t k1G = 1ull << 30;
 
-uint64_t kib(uint64_t bytes) { return bytes / 1024; }
+uint64_t kib(uint64_t bytes) {
+  return bytes / 1024;
+}
 
 std::pair<uint64_t, uint64_t> hugepages_of(const SimNumaNode& node, uint64_t size) {
   const auto found = node.hugepages.find(size);
@@ -90,8 +92,7 @@ std::string node_meminfo(const SimNumaNode& node) {
     out += line;
   };
   const auto count_line = [&](const char* label, uint64_t value) {
-    std::snprintf(line, sizeof(line), "Node %d %-17s%5llu\n", node.id, label,
-                  static_cast<unsigned long long>(value));
+    std::snprintf(line, sizeof(line), "Node %d %-17s%5llu\n", node.id, label, static_cast<unsigned long long>(value));
     out += line;
   };
   const uint64_t total = kib(node.memory_bytes);
@@ -100,9 +101,8 @@ std::string node_meminfo(const SimNumaNode& node) {
   kb_line("MemFree:", free);
   kb_line("MemUsed:", total > free ? total - free : 0);
   for (const char* zero :
-       {"SwapCached:", "Active:", "Inactive:", "Unevictable:", "Mlocked:", "Dirty:", "Writeback:",
-        "FilePages:", "Mapped:", "AnonPages:", "Shmem:", "KernelStack:", "PageTables:", "Slab:",
-        "SReclaimable:", "SUnreclaim:"}) {
+       {"SwapCached:", "Active:", "Inactive:", "Unevictable:", "Mlocked:", "Dirty:", "Writeback:", "FilePages:",
+        "Mapped:", "AnonPages:", "Shmem:", "KernelStack:", "PageTables:", "Slab:", "SReclaimable:", "SUnreclaim:"}) {
     kb_line(zero, 0);
   }
   const auto pages = hugepages_of(node, k2M);
@@ -112,8 +112,7 @@ std::string node_meminfo(const SimNumaNode& node) {
   return out;
 }
 
-void write_hugepage_counts(TreeWriter& w, const std::string& dir,
-                           std::pair<uint64_t, uint64_t> pages, bool global) {
+void write_hugepage_counts(TreeWriter& w, const std::string& dir, std::pair<uint64_t, uint64_t> pages, bool global) {
   w.file(dir + "/nr_hugepages", decimal_attr(static_cast<int64_t>(pages.first)));
   w.file(dir + "/free_hugepages", decimal_attr(static_cast<int64_t>(pages.second)));
   w.file(dir + "/surplus_hugepages", "0\n");
@@ -132,8 +131,7 @@ void write_node(TreeWriter& w, const HostSpec& spec, const CpuLayout& layout, st
   w.file(dir + "/distance", distance_attr(node, index, spec.nodes.size()));
   w.file(dir + "/meminfo", node_meminfo(node));
   for (const uint64_t size : hugepage_sizes(spec)) {
-    write_hugepage_counts(w, dir + "/hugepages/" + hugepage_dir_name(size),
-                          hugepages_of(node, size), false);
+    write_hugepage_counts(w, dir + "/hugepages/" + hugepage_dir_name(size), hugepages_of(node, size), false);
   }
   for (const int cpu : cpus) {
     w.link(dir + "/cpu" + std::to_string(cpu), kCpuDir + "/cpu" + std::to_string(cpu));
@@ -184,21 +182,18 @@ std::string proc_meminfo(const HostSpec& spec) {
   std::string out;
   char line[96];
   const auto kb_line = [&](const char* label, uint64_t bytes) {
-    std::snprintf(line, sizeof(line), "%-16s%8llu kB\n", label,
-                  static_cast<unsigned long long>(kib(bytes)));
+    std::snprintf(line, sizeof(line), "%-16s%8llu kB\n", label, static_cast<unsigned long long>(kib(bytes)));
     out += line;
   };
   const auto count_line = [&](const char* label, uint64_t value) {
-    std::snprintf(line, sizeof(line), "%-19s%5llu\n", label,
-                  static_cast<unsigned long long>(value));
+    std::snprintf(line, sizeof(line), "%-19s%5llu\n", label, static_cast<unsigned long long>(value));
     out += line;
   };
   kb_line("MemTotal:", total);
   kb_line("MemFree:", free);
   kb_line("MemAvailable:", free);
-  for (const char* zero :
-       {"Buffers:", "Cached:", "SwapCached:", "Active:", "Inactive:", "SwapTotal:", "SwapFree:",
-        "Dirty:", "AnonPages:", "Mapped:", "Shmem:", "Slab:", "PageTables:"}) {
+  for (const char* zero : {"Buffers:", "Cached:", "SwapCached:", "Active:", "Inactive:", "SwapTotal:", "SwapFree:",
+                           "Dirty:", "AnonPages:", "Mapped:", "Shmem:", "Slab:", "PageTables:"}) {
     kb_line(zero, 0);
   }
   count_line("HugePages_Total:", small.first);
@@ -220,20 +215,19 @@ std::string proc_cpuinfo(const HostSpec& spec, const CpuLayout& layout) {
     const int package_threads = static_cast<int>(layout.package_cpus(cpu.package).size());
     const int package_cores = package_threads / std::max(node.threads_per_core, 1);
     const int apicid = cpu.package * 256 + cpu.core_id * 2 + cpu.thread;
-    std::snprintf(
-        block, sizeof(block),
-        "processor\t: %d\nvendor_id\t: GenuineIntel\ncpu family\t: 6\nmodel\t\t: 106\n"
-        "model name\t: Intel(R) Xeon(R) CPU @ 2.40GHz\nstepping\t: 6\n"
-        "cpu MHz\t\t: 2400.000\ncache size\t: 36864 KB\nphysical id\t: %d\n"
-        "siblings\t: %d\ncore id\t\t: %d\ncpu cores\t: %d\napicid\t\t: %d\n"
-        "initial apicid\t: %d\nfpu\t\t: yes\nfpu_exception\t: yes\ncpuid level\t: 27\n"
-        "wp\t\t: yes\nflags\t\t: fpu vme de pse tsc msr pae mce cx8 apic sep mtrr pge mca "
-        "cmov pat pse36 clflush mmx fxsr sse sse2 ss ht syscall nx pdpe1gb rdtscp lm "
-        "constant_tsc nopl xtopology pni pclmulqdq vmx ssse3 fma cx16 pcid sse4_1 sse4_2 "
-        "x2apic movbe popcnt aes xsave avx f16c rdrand avx2 avx512f\n"
-        "bogomips\t: 4800.00\nclflush size\t: 64\ncache_alignment\t: 64\n"
-        "address sizes\t: 46 bits physical, 57 bits virtual\npower management:\n\n",
-        cpu.id, cpu.package, package_threads, cpu.core_id, package_cores, apicid, apicid);
+    std::snprintf(block, sizeof(block),
+                  "processor\t: %d\nvendor_id\t: GenuineIntel\ncpu family\t: 6\nmodel\t\t: 106\n"
+                  "model name\t: Intel(R) Xeon(R) CPU @ 2.40GHz\nstepping\t: 6\n"
+                  "cpu MHz\t\t: 2400.000\ncache size\t: 36864 KB\nphysical id\t: %d\n"
+                  "siblings\t: %d\ncore id\t\t: %d\ncpu cores\t: %d\napicid\t\t: %d\n"
+                  "initial apicid\t: %d\nfpu\t\t: yes\nfpu_exception\t: yes\ncpuid level\t: 27\n"
+                  "wp\t\t: yes\nflags\t\t: fpu vme de pse tsc msr pae mce cx8 apic sep mtrr pge mca "
+                  "cmov pat pse36 clflush mmx fxsr sse sse2 ss ht syscall nx pdpe1gb rdtscp lm "
+                  "constant_tsc nopl xtopology pni pclmulqdq vmx ssse3 fma cx16 pcid sse4_1 sse4_2 "
+                  "x2apic movbe popcnt aes xsave avx f16c rdrand avx2 avx512f\n"
+                  "bogomips\t: 4800.00\nclflush size\t: 64\ncache_alignment\t: 64\n"
+                  "address sizes\t: 46 bits physical, 57 bits virtual\npower management:\n\n",
+                  cpu.id, cpu.package, package_threads, cpu.core_id, package_cores, apicid, apicid);
     out += block;
   }
   return out;

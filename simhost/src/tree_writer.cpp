@@ -41,8 +41,7 @@ void TreeWriter::binary(const std::string& kernel_path, const std::vector<uint8_
   if (failed_ || !make_parent(path)) return;
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   if (out) {
-    out.write(reinterpret_cast<const char*>(contents.data()),
-              static_cast<std::streamsize>(contents.size()));
+    out.write(reinterpret_cast<const char*>(contents.data()), static_cast<std::streamsize>(contents.size()));
   }
   if (!out) fail(errno != 0 ? errno : EIO, "write", path);
 }

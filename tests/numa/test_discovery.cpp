@@ -74,13 +74,14 @@ TEST_CASE("vela1: 2 sockets, 4 switches each pairing 2 A100 with a dual-port Con
   }
   for (const auto* gpu : with_role(m, PciRole::gpu)) {
     CHECK(gpu->device_id == 0x20b0);
-    CHECK(gpu->ats.has_value());          // ATS capability decoded from config space by libpci
+    CHECK(gpu->ats.has_value());  // ATS capability decoded from config space by libpci
     CHECK(gpu->link.speed_gts == 16.0);
     CHECK(gpu->link.width == 16);
     CHECK(gpu->iommu_group.has_value());
     CHECK(gpu->driver == std::optional<std::string>("nvidia"));
-    const auto large = std::any_of(gpu->bars.begin(), gpu->bars.end(),
-                                   [](const Bar& b) { return b.is_64bit && b.prefetchable && b.size_bytes >= (64ULL << 30); });
+    const auto large = std::any_of(gpu->bars.begin(), gpu->bars.end(), [](const Bar& b) {
+      return b.is_64bit && b.prefetchable && b.size_bytes >= (64ULL << 30);
+    });
     CHECK(large);
   }
   for (const auto* port : with_role(m, PciRole::switch_downstream)) CHECK(port->acs.has_value());

@@ -7,7 +7,9 @@
 namespace hostagent::numa::detail {
 namespace {
 
-PciAddress addr(const char* text) { return PciAddress::parse(text).value(); }
+PciAddress addr(const char* text) {
+  return PciAddress::parse(text).value();
+}
 
 PciFunction bridge(const char* address, std::optional<const char*> parent, std::optional<PciePortType> type,
                    int reported_node) {
@@ -22,8 +24,8 @@ PciFunction bridge(const char* address, std::optional<const char*> parent, std::
   return f;
 }
 
-PciFunction endpoint(const char* address, const char* parent, uint16_t vendor, uint32_t class_code,
-                     int reported_node, bool config_known = true) {
+PciFunction endpoint(const char* address, const char* parent, uint16_t vendor, uint32_t class_code, int reported_node,
+                     bool config_known = true) {
   PciFunction f;
   f.address = addr(address);
   f.parent = addr(parent);

@@ -95,8 +95,7 @@ TEST_CASE("hwloc snapshot 40intel64 (bridges report numa_node=-1): locality as h
   testing::extract_tarball(*data / "hwloc/40intel64-2g2n4c+pcilocality.tar.bz2", dir.path());
   // hwloc made the expected XML with this locality forced (tests/hwloc/linux/*.test in hwloc).
   setenv("HWLOC_PCI_LOCALITY",
-         "# near 1st package;0000:00-09 0x00000055,0x55555555;# near 2nd package;0000:40-46 0x000000aa,0xaaaaaaaa",
-         1);
+         "# near 1st package;0000:00-09 0x00000055,0x55555555;# near 2nd package;0000:40-46 0x000000aa,0xaaaaaaaa", 1);
   const auto from_sysfs = discover_from_sysfs(dir.path() / "40intel64-2g2n4c+pci");
   unsetenv("HWLOC_PCI_LOCALITY");
   REQUIRE_MESSAGE(from_sysfs.ok(), from_sysfs.error().message);

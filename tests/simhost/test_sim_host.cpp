@@ -33,7 +33,7 @@ HostSpec host(const std::string& name) {
 }
 
 fs::path write_host(const HostSpec& spec, const TempDir& dir) {
-  const fs::path root = dir.path() / "root";
+  fs::path root = dir.path() / "root";
   const auto status = write_sysfs_tree(spec, root);
   REQUIRE_MESSAGE(status.ok(), (status.ok() ? "" : status.error().message));
   return root;
@@ -41,8 +41,7 @@ fs::path write_host(const HostSpec& spec, const TempDir& dir) {
 
 // An attribute without the newline the kernel ends it with.
 std::string attr(const fs::path& root, const std::string& kernel_path) {
-  std::string text =
-      hostagent::testing::read_text_file(root / fs::path(kernel_path).relative_path());
+  std::string text = hostagent::testing::read_text_file(root / fs::path(kernel_path).relative_path());
   if (!text.empty() && text.back() == '\n') text.pop_back();
   return text;
 }
@@ -55,7 +54,9 @@ fs::path resolve(const fs::path& root, const std::string& kernel_path) {
   return fs::canonical(root / fs::path(kernel_path).relative_path());
 }
 
-std::string dev(const std::string& address) { return "/sys/bus/pci/devices/" + address; }
+std::string dev(const std::string& address) {
+  return "/sys/bus/pci/devices/" + address;
+}
 
 bool is_gpu(const SimFunction& f) {
   return (f.class_code >> 8) == 0x0302 || (f.class_code >> 8) == 0x0300;
@@ -309,21 +310,18 @@ void check_nodes(const fs::path& root, const HostSpec& spec) {
   for (const auto& node : spec.nodes) {
     CAPTURE(node.id);
     const std::string dir = "/sys/devices/system/node/node" + std::to_string(node.id);
-    const std::string meminfo =
-        hostagent::testing::read_text_file(root / fs::path(dir).relative_path() / "meminfo");
+    const std::string meminfo = hostagent::testing::read_text_file(root / fs::path(dir).relative_path() / "meminfo");
     std::smatch m;
     REQUIRE(std::regex_search(meminfo, m, total));
     CHECK(m[1] == std::to_string(node.id));
     CHECK(std::stoull(m[2]) == node.memory_bytes / 1024);
-    CHECK(meminfo.find("Node " + std::to_string(node.id) + " HugePages_Total:") !=
-          std::string::npos);
+    CHECK(meminfo.find("Node " + std::to_string(node.id) + " HugePages_Total:") != std::string::npos);
     const auto one_g = node.hugepages.count(1ull << 30) ? node.hugepages.at(1ull << 30).first : 0;
     CHECK(attr(root, dir + "/hugepages/hugepages-1048576kB/nr_hugepages") == std::to_string(one_g));
     CHECK((attr(root, dir + "/cpulist").empty()) == (node.cores == 0));
     if (node.cores > 0) with_cpu += (with_cpu.empty() ? "" : ",") + std::to_string(node.id);
   }
-  CHECK(attr(root, "/sys/devices/system/cpu/online") ==
-        "0-" + std::to_string(total_cpus(spec) - 1));
+  CHECK(attr(root, "/sys/devices/system/cpu/online") == "0-" + std::to_string(total_cpus(spec) - 1));
   CHECK(fs::exists(root / "proc/cpuinfo"));
   CHECK(attr(root, "/proc/meminfo").rfind("MemTotal:", 0) == 0);
 }
@@ -336,8 +334,7 @@ TEST_CASE("builtin hosts: every tree is consistent") {
     const fs::path root = write_host(spec, dir);
     CHECK(bad_links(root).empty());
     std::size_t listed = 0;
-    for ([[maybe_unused]] const auto& entry :
-         fs::directory_iterator(root / "sys/bus/pci/devices")) {
+    for ([[maybe_unused]] const auto& entry : fs::directory_iterator(root / "sys/bus/pci/devices")) {
       ++listed;
     }
     CHECK(listed == spec.functions.size());
@@ -357,8 +354,7 @@ TEST_CASE("builtin vela1: 8 A100 split over two sockets, CPUs numbered like Inte
   CHECK(attr(root, "/sys/devices/system/cpu/cpu24/topology/physical_package_id") == "1");
   CHECK_FALSE(fs::exists(root / "sys/devices/system/cpu/cpu0/online"));
   CHECK(attr(root, "/sys/devices/system/node/node1/distance") == "21 10");
-  CHECK(attr(root, "/sys/devices/system/node/node1/hugepages/hugepages-1048576kB/free_hugepages") ==
-        "700");
+  CHECK(attr(root, "/sys/devices/system/node/node1/hugepages/hugepages-1048576kB/free_hugepages") == "700");
   int gpus[2] = {0, 0};
   for (const auto& f : spec.functions) {
     if (f.device == 0x20b0) ++gpus[f.numa_node];
@@ -398,8 +394,7 @@ TEST_CASE("builtin vela2: VFs beside their PF, with netdevs and RDMA devices") {
   CHECK(resolve(root, "/sys/class/infiniband/mlx5_8/device") == resolve(root, dev("0000:19:00.1")));
   CHECK(attr(root, "/sys/class/infiniband/mlx5_0/ports/1/state") == "4: ACTIVE");
   CHECK(attr(root, "/sys/class/infiniband/mlx5_0/ports/1/gid_attrs/types/1") == "RoCE v2");
-  CHECK(attr(root, "/sys/class/infiniband/mlx5_0/ports/1/gids/0") ==
-        "fe80:0000:0000:0000:0000:19ff:fe00:0000");
+  CHECK(attr(root, "/sys/class/infiniband/mlx5_0/ports/1/gids/0") == "fe80:0000:0000:0000:0000:19ff:fe00:0000");
   CHECK(link_name(root, dev("0000:03:00.0") + "/driver") == "nvidia-nvswitch");
   CHECK(attr(root, dev("0000:18:00.0") + "/max_link_speed") == "32.0 GT/s PCIe");
 }
@@ -410,21 +405,18 @@ TEST_CASE("builtin workstation: one node, a GPU with its audio function, an igc 
   const fs::path root = write_host(spec, dir);
   CHECK(spec.nodes.size() == 1);
   CHECK(attr(root, "/sys/devices/system/node/online") == "0");
-  CHECK(attr(root, "/sys/devices/system/node/node0/hugepages/hugepages-2048kB/nr_hugepages") ==
-        "1024");
+  CHECK(attr(root, "/sys/devices/system/node/node0/hugepages/hugepages-2048kB/nr_hugepages") == "1024");
   CHECK(link_name(root, dev("0000:03:00.0") + "/driver") == "igc");
   CHECK(fs::exists(root / "sys/class/net/enp3s0"));
   CHECK(link_name(root, dev("0000:01:00.1") + "/driver") == "snd_hda_intel");
-  CHECK(hostagent::testing::read_text_file(root / "sys/bus/pci/devices/0000:01:00.0/config")
-            .at(0x0e) == '\x80');
+  CHECK(hostagent::testing::read_text_file(root / "sys/bus/pci/devices/0000:01:00.0/config").at(0x0e) == '\x80');
 }
 
 TEST_CASE("builtin quirks: shared group, unknown bridge locality, CPU-less node, slow link") {
   const TempDir dir;
   const HostSpec spec = host("quirks");
   const fs::path root = write_host(spec, dir);
-  CHECK(link_name(root, dev("0000:01:00.0") + "/iommu_group") ==
-        link_name(root, dev("0000:01:00.1") + "/iommu_group"));
+  CHECK(link_name(root, dev("0000:01:00.0") + "/iommu_group") == link_name(root, dev("0000:01:00.1") + "/iommu_group"));
   for (const char* bridge : {"0000:80:02.0", "0000:81:00.0", "0000:82:00.0", "0000:82:01.0"}) {
     CHECK(attr(root, dev(bridge) + "/numa_node") == "-1");
     CHECK(attr(root, dev(bridge) + "/local_cpulist") == "0-15");
@@ -539,8 +531,8 @@ struct Lspci {
   fs::path root;
   std::string show(const std::string& address) const {
     const auto r = hostagent::testing::run_command({program.string(), "-A", "linux-sysfs", "-O",
-                                                    "sysfs.path=" + (root / "sys/bus/pci").string(),
-                                                    "-nn", "-vvv", "-s", address});
+                                                    "sysfs.path=" + (root / "sys/bus/pci").string(), "-nn", "-vvv",
+                                                    "-s", address});
     CHECK_MESSAGE(r.exit_code == 0, r.output);
     return r.output;
   }
@@ -560,27 +552,21 @@ TEST_CASE("lspci decodes vela1: ports, ACS, ATS, SR-IOV, link speeds") {
   const Lspci tool{*lspci, write_host(spec, dir)};
 
   const auto listing = hostagent::testing::run_command(
-      {lspci->string(), "-A", "linux-sysfs", "-O",
-       "sysfs.path=" + (tool.root / "sys/bus/pci").string(), "-D", "-n"});
-  CHECK(std::count(listing.output.begin(), listing.output.end(), '\n') ==
-        static_cast<long>(spec.functions.size()));
+      {lspci->string(), "-A", "linux-sysfs", "-O", "sysfs.path=" + (tool.root / "sys/bus/pci").string(), "-D", "-n"});
+  CHECK(std::count(listing.output.begin(), listing.output.end(), '\n') == static_cast<long>(spec.functions.size()));
 
   const auto root_port = tool.show("0000:16:02.0");
   CHECK_HAS(root_port, "Root Port (Slot+)");
   CHECK_HAS(root_port, "Bus: primary=16, secondary=17, subordinate=1d");
   CHECK_HAS(root_port, "Access Control Services");
-  CHECK_HAS(
-      root_port,
-      "ACSCtl:\tSrcValid+ TransBlk- ReqRedir+ CmpltRedir+ UpstreamFwd+ EgressCtrl- DirectTrans-");
+  CHECK_HAS(root_port, "ACSCtl:\tSrcValid+ TransBlk- ReqRedir+ CmpltRedir+ UpstreamFwd+ EgressCtrl- DirectTrans-");
   const auto upstream = tool.show("0000:17:00.0");
   CHECK_HAS(upstream, "[10b5:c010]");
   CHECK_HAS(upstream, "Upstream Port");
   CHECK_LACKS(upstream, "Access Control Services");
   const auto downstream = tool.show("0000:18:00.0");
   CHECK_HAS(downstream, "Downstream Port (Slot+)");
-  CHECK_HAS(
-      downstream,
-      "ACSCap:\tSrcValid+ TransBlk+ ReqRedir+ CmpltRedir+ UpstreamFwd+ EgressCtrl- DirectTrans+");
+  CHECK_HAS(downstream, "ACSCap:\tSrcValid+ TransBlk+ ReqRedir+ CmpltRedir+ UpstreamFwd+ EgressCtrl- DirectTrans+");
   const auto gpu = tool.show("0000:19:00.0");
   CHECK_HAS(gpu, "[10de:20b0]");
   CHECK_HAS(gpu, "Express (v2) Endpoint");
@@ -719,21 +705,18 @@ TEST_CASE("lstopo reads every builtin host: nodes, PUs, PCI tree and locality") 
       nets += static_cast<int>(f.net_interfaces.size());
       rdma += static_cast<int>(f.rdma_devices.size());
       if (f.parent.empty()) {
-        root_buses.insert({std::stoi(f.address.substr(0, 4), nullptr, 16),
-                           std::stoi(f.address.substr(5, 2), nullptr, 16)});
+        root_buses.insert(
+            {std::stoi(f.address.substr(0, 4), nullptr, 16), std::stoi(f.address.substr(5, 2), nullptr, 16)});
       }
     }
     CHECK(topo.count(HWLOC_OBJ_NUMANODE) == static_cast<int>(spec.nodes.size()));
     CHECK(topo.count(HWLOC_OBJ_PU) == total_cpus(spec));
     CHECK(topo.count(HWLOC_OBJ_PCI_DEVICE) == endpoints);
-    CHECK(topo.count(HWLOC_OBJ_BRIDGE) ==
-          bridges + static_cast<int>(root_buses.size()));  // + host bridges
-    CHECK(topo.count_if(HWLOC_OBJ_OS_DEVICE, [](hwloc_obj_t o) {
-      return o->attr->osdev.type == HWLOC_OBJ_OSDEV_NETWORK;
-    }) == nets);
-    CHECK(topo.count_if(HWLOC_OBJ_OS_DEVICE, [](hwloc_obj_t o) {
-      return o->attr->osdev.type == HWLOC_OBJ_OSDEV_OPENFABRICS;
-    }) == rdma);
+    CHECK(topo.count(HWLOC_OBJ_BRIDGE) == bridges + static_cast<int>(root_buses.size()));  // + host bridges
+    CHECK(topo.count_if(HWLOC_OBJ_OS_DEVICE,
+                        [](hwloc_obj_t o) { return o->attr->osdev.type == HWLOC_OBJ_OSDEV_NETWORK; }) == nets);
+    CHECK(topo.count_if(HWLOC_OBJ_OS_DEVICE,
+                        [](hwloc_obj_t o) { return o->attr->osdev.type == HWLOC_OBJ_OSDEV_OPENFABRICS; }) == rdma);
 
     for (const auto& f : spec.functions) {
       if (!is_gpu(f)) continue;

@@ -32,7 +32,9 @@ TempDir::~TempDir() {
   fs::remove_all(path_, ec);
 }
 
-void skip(const std::string& why) { std::cout << "SKIPPED: " << why << std::endl; }
+void skip(const std::string& why) {
+  std::cout << "SKIPPED: " << why << std::endl;
+}
 
 std::optional<fs::path> reference_data_or_skip() {
   const char* dir = std::getenv("HOSTAGENT_REFERENCE_DATA");
@@ -75,16 +77,14 @@ std::string compare_golden(const std::string& name, const std::string& actual) {
     const bool more_a = static_cast<bool>(std::getline(a, al));
     if (!more_e && !more_a) break;
     if (!more_e || !more_a || el != al) {
-      return path.string() + ":" + std::to_string(line) + ": expected '" + (more_e ? el : "<eof>") +
-             "', got '" + (more_a ? al : "<eof>") +
-             "' (HOSTAGENT_UPDATE_GOLDEN=1 rewrites it if the change is intended)";
+      return path.string() + ":" + std::to_string(line) + ": expected '" + (more_e ? el : "<eof>") + "', got '" +
+             (more_a ? al : "<eof>") + "' (HOSTAGENT_UPDATE_GOLDEN=1 rewrites it if the change is intended)";
     }
   }
   return path.string() + ": differs";
 }
 
-CommandResult run_command(const std::vector<std::string>& argv,
-                          const std::vector<std::string>& extra_env) {
+CommandResult run_command(const std::vector<std::string>& argv, const std::vector<std::string>& extra_env) {
   int pipefd[2];
   if (pipe(pipefd) != 0) throw std::runtime_error("pipe failed");
   const pid_t pid = fork();
@@ -96,6 +96,7 @@ CommandResult run_command(const std::vector<std::string>& argv,
     close(pipefd[1]);
     for (const auto& kv : extra_env) putenv(const_cast<char*>(kv.c_str()));
     std::vector<char*> args;
+    args.reserve(argv.size() + 1);
     for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
     args.push_back(nullptr);
     execvp(args[0], args.data());

@@ -36,14 +36,12 @@ struct CommandResult {
   std::string output;  // stdout and stderr together
 };
 // Runs argv (no shell) and captures its output. Tests only: production code never spawns tools.
-CommandResult run_command(const std::vector<std::string>& argv,
-                          const std::vector<std::string>& extra_env = {});
+CommandResult run_command(const std::vector<std::string>& argv, const std::vector<std::string>& extra_env = {});
 // The path of an executable on PATH, or nullopt.
 std::optional<std::filesystem::path> find_program(const std::string& name);
 
 // Extracts a .tar.bz2 into dir (through tar) and returns dir.
-std::filesystem::path extract_tarball(const std::filesystem::path& tarball,
-                                      const std::filesystem::path& dir);
+std::filesystem::path extract_tarball(const std::filesystem::path& tarball, const std::filesystem::path& dir);
 
 std::string read_text_file(const std::filesystem::path& path);
 

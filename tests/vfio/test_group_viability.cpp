@@ -22,7 +22,8 @@ TEST_CASE("a GPU whose audio function shares its group: the audio function goes 
   const auto model = discover("quirks", dir);
   const numa::PciFunction* gpu = nullptr;
   for (const auto& f : model.pci_devices) {
-    if (f.role == PciRole::gpu && model.find(numa::PciAddress{f.address.domain, f.address.bus, f.address.device, 1})) gpu = &f;
+    if (f.role == PciRole::gpu && model.find(numa::PciAddress{f.address.domain, f.address.bus, f.address.device, 1}))
+      gpu = &f;
   }
   REQUIRE(gpu != nullptr);
   const auto viability = check_group(model, gpu->address).value();

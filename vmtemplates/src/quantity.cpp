@@ -11,10 +11,18 @@ namespace {
 constexpr uint64_t kKi = 1024;
 constexpr std::array<std::pair<std::string_view, uint64_t>, 13> kUnits{{
     {"B", 1},
-    {"K", kKi}, {"KiB", kKi}, {"KB", 1000},
-    {"M", kKi * kKi}, {"MiB", kKi * kKi}, {"MB", 1000 * 1000},
-    {"G", kKi * kKi * kKi}, {"GiB", kKi * kKi * kKi}, {"GB", 1000ULL * 1000 * 1000},
-    {"T", kKi * kKi * kKi * kKi}, {"TiB", kKi * kKi * kKi * kKi}, {"TB", 1000ULL * 1000 * 1000 * 1000},
+    {"K", kKi},
+    {"KiB", kKi},
+    {"KB", 1000},
+    {"M", kKi* kKi},
+    {"MiB", kKi* kKi},
+    {"MB", 1000 * 1000},
+    {"G", kKi* kKi* kKi},
+    {"GiB", kKi* kKi* kKi},
+    {"GB", 1000ULL * 1000 * 1000},
+    {"T", kKi* kKi* kKi* kKi},
+    {"TiB", kKi* kKi* kKi* kKi},
+    {"TB", 1000ULL * 1000 * 1000 * 1000},
 }};
 
 Error bad_size(std::string_view text, const std::string& why) {

@@ -13,14 +13,14 @@ namespace hostagent {
 
 // Stable codes: the API maps them to HTTP statuses in one table, the CLI to exit codes.
 enum class ErrorCode {
-  invalid_argument,   // the caller's input is wrong; the message names the field and the fix
-  not_found,          // a path, device, template or VM that does not exist
-  parse_error,        // a file or kernel attribute whose contents are not what the kernel writes
-  io_error,           // the environment failed us: EACCES, EIO, a vanished sysfs node
-  unsupported,        // asked of a source that cannot answer (e.g. IOMMU groups from an hwloc XML)
-  conflict,           // the resource is held by someone else
-  does_not_fit,       // placement found no room
-  internal,           // a library (hwloc, libpci) failed in a way we cannot attribute
+  invalid_argument,  // the caller's input is wrong; the message names the field and the fix
+  not_found,         // a path, device, template or VM that does not exist
+  parse_error,       // a file or kernel attribute whose contents are not what the kernel writes
+  io_error,          // the environment failed us: EACCES, EIO, a vanished sysfs node
+  unsupported,       // asked of a source that cannot answer (e.g. IOMMU groups from an hwloc XML)
+  conflict,          // the resource is held by someone else
+  does_not_fit,      // placement found no room
+  internal,          // a library (hwloc, libpci) failed in a way we cannot attribute
 };
 
 const char* to_string(ErrorCode code) noexcept;
@@ -36,15 +36,24 @@ Error errno_error(int err, const std::string& operation, const std::string& path
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : state_(std::move(value)) {}  // NOLINT(google-explicit-constructor)
+  Result(T value) : state_(std::move(value)) {}      // NOLINT(google-explicit-constructor)
   Result(Error error) : state_(std::move(error)) {}  // NOLINT(google-explicit-constructor)
 
   bool ok() const noexcept { return std::holds_alternative<T>(state_); }
   explicit operator bool() const noexcept { return ok(); }
 
-  const T& value() const& { check_ok(); return std::get<T>(state_); }
-  T& value() & { check_ok(); return std::get<T>(state_); }
-  T&& value() && { check_ok(); return std::get<T>(std::move(state_)); }
+  const T& value() const& {
+    check_ok();
+    return std::get<T>(state_);
+  }
+  T& value() & {
+    check_ok();
+    return std::get<T>(state_);
+  }
+  T&& value() && {
+    check_ok();
+    return std::get<T>(std::move(state_));
+  }
   const T& operator*() const& { return value(); }
   T& operator*() & { return value(); }
   const T* operator->() const { return &value(); }
@@ -72,23 +81,24 @@ class [[nodiscard]] Result {
 
 struct Unit {};
 using Status = Result<Unit>;
-inline Status ok_status() { return Unit{}; }
+inline Status ok_status() {
+  return Unit{};
+}
 
 // A broken invariant: the program is wrong, not the environment. Abort so the unit restarts us.
-#define HA_ASSERT(cond)                                                                    \
-  do {                                                                                     \
-    if (!(cond)) {                                                                         \
-      std::fprintf(stderr, "hostagent: assertion failed: %s at %s:%d\n", #cond, __FILE__, \
-                   __LINE__);                                                              \
-      std::abort();                                                                        \
-    }                                                                                      \
+#define HA_ASSERT(cond)                                                                              \
+  do {                                                                                               \
+    if (!(cond)) {                                                                                   \
+      std::fprintf(stderr, "hostagent: assertion failed: %s at %s:%d\n", #cond, __FILE__, __LINE__); \
+      std::abort();                                                                                  \
+    }                                                                                                \
   } while (0)
 
 // Propagates an error from an expression returning Result<T>; binds the value otherwise.
 #define HA_CONCAT_INNER(a, b) a##b
 #define HA_CONCAT(a, b) HA_CONCAT_INNER(a, b)
-#define HA_TRY_IMPL(tmp, decl, expr) \
-  auto tmp = (expr);                 \
+#define HA_TRY_IMPL(tmp, decl, expr)            \
+  auto tmp = (expr);                            \
   if (!tmp.ok()) return std::move(tmp).error(); \
   decl = std::move(tmp).value()
 #define HA_TRY(decl, expr) HA_TRY_IMPL(HA_CONCAT(ha_try_, __LINE__), decl, expr)

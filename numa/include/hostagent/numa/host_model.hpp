@@ -31,7 +31,7 @@ struct NumaNode {
 
 struct Cpu {
   int id = 0;
-  int core = 0;     // core id, unique within its package
+  int core = 0;  // core id, unique within its package
   int package = 0;
   std::optional<int> numa_node;
   std::vector<int> siblings;  // SMT threads of the same core, this one included
@@ -42,13 +42,23 @@ enum class PciRole { gpu, nvswitch, nic, nvme, switch_upstream, switch_downstrea
 const char* to_string(PciRole role);
 
 // PCIe port type from the PCI Express capability (PCIe Base Spec 7.5.3.2, Device/Port Type).
-enum class PciePortType { endpoint, legacy_endpoint, root_port, upstream, downstream, pcie_to_pci,
-                          pci_to_pcie, rc_integrated, rc_event_collector, unknown };
+enum class PciePortType {
+  endpoint,
+  legacy_endpoint,
+  root_port,
+  upstream,
+  downstream,
+  pcie_to_pci,
+  pci_to_pcie,
+  rc_integrated,
+  rc_event_collector,
+  unknown
+};
 
 struct PcieLink {
   std::optional<double> max_speed_gts;  // from Link Capabilities
   std::optional<int> max_width;
-  std::optional<double> speed_gts;      // from Link Status: what it trained at
+  std::optional<double> speed_gts;  // from Link Status: what it trained at
   std::optional<int> width;
 };
 
@@ -84,18 +94,18 @@ struct PciFunction {
   uint32_t class_code = 0;  // 24-bit: base class, subclass, programming interface
   PciRole role = PciRole::other;
   std::optional<PciePortType> port_type;
-  std::optional<int> numa_node;  // after resolving bridges that report -1 (see host_model.cpp)
+  std::optional<int> numa_node;           // after resolving bridges that report -1 (see host_model.cpp)
   std::optional<int> numa_node_reported;  // what the kernel said, -1 included, for diagnosis
   std::vector<int> locality_numa_nodes;   // hwloc's locality: the nodes of its nearest CPUs
   std::optional<int> iommu_group;
-  std::optional<std::string> driver;  // nullopt: unknown; "" : bound to no driver
-  std::optional<PciAddress> parent;   // the bridge above; nullopt: on a host bridge's root bus
-  std::vector<PciAddress> bridge_chain;  // from the parent up to the root port, nearest first
+  std::optional<std::string> driver;      // nullopt: unknown; "" : bound to no driver
+  std::optional<PciAddress> parent;       // the bridge above; nullopt: on a host bridge's root bus
+  std::vector<PciAddress> bridge_chain;   // from the parent up to the root port, nearest first
   std::optional<PciAddress> pcie_switch;  // the upstream port of the nearest switch above
   PcieLink link;
   std::vector<Bar> bars;
-  std::optional<Sriov> sriov;            // on a PF
-  std::optional<PciAddress> physfn;      // on a VF
+  std::optional<Sriov> sriov;        // on a PF
+  std::optional<PciAddress> physfn;  // on a VF
   std::vector<std::string> net_interfaces;
   std::vector<std::string> rdma_devices;
   std::optional<AcsState> acs;  // nullopt: capability absent or config space unreadable

@@ -21,7 +21,7 @@ struct PciAddress {
   // Accepts exactly the canonical form (domains above 0xffff, as on VMD or Hyper-V, too).
   static Result<PciAddress> parse(std::string_view text);
 
-  auto operator<=>(const PciAddress&) const = default;
+  auto operator<=>(const PciAddress&) const = default;  // NOLINT(modernize-use-nullptr): clang-tidy 14 misreads <=>
 };
 
 }  // namespace hostagent::numa

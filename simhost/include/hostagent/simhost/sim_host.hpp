@@ -46,17 +46,17 @@ struct SimFunction {
   uint32_t class_code = 0;  // 24-bit
   uint8_t revision = 0;
   SimPortType port_type = SimPortType::endpoint;
-  int numa_node = -1;        // as the kernel writes it in numa_node; -1 is legal
+  int numa_node = -1;  // as the kernel writes it in numa_node; -1 is legal
   std::optional<int> iommu_group;
-  std::string driver;        // "" = unbound
-  int link_cap_gen = 4;      // 1..6 -> 2.5, 5, 8, 16, 32, 64 GT/s
+  std::string driver;    // "" = unbound
+  int link_cap_gen = 4;  // 1..6 -> 2.5, 5, 8, 16, 32, 64 GT/s
   int link_cap_width = 16;
   int link_sta_gen = 4;
   int link_sta_width = 16;
   std::vector<SimBar> bars;
-  bool acs = false;          // ACS extended capability (ports)
+  bool acs = false;  // ACS extended capability (ports)
   uint16_t acs_control = 0;
-  bool ats = false;          // ATS extended capability (endpoints)
+  bool ats = false;  // ATS extended capability (endpoints)
   bool ats_enabled = false;
   // SR-IOV (PF): capability with TotalVFs/NumVFs; the VFs themselves are separate SimFunctions
   // whose physfn names this PF.
@@ -69,7 +69,7 @@ struct SimFunction {
   // The BARs of one VF as the PF's SR-IOV capability declares them (§9.3.3.14). A VF's own `bars`
   // are ignored: on hardware its BAR registers read zero and the PF's VF BARs place it.
   std::vector<SimBar> sriov_vf_bars;
-  std::string physfn;        // on a VF: the PF's address
+  std::string physfn;  // on a VF: the PF's address
   std::vector<std::string> net_interfaces;
   std::vector<std::string> rdma_devices;
 };

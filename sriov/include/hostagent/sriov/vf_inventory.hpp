@@ -13,7 +13,7 @@ namespace hostagent::sriov {
 
 struct VirtualFunction {
   numa::PciAddress address;
-  int index = 0;  // N of the PF's virtfnN link
+  int index = 0;       // N of the PF's virtfnN link
   std::string driver;  // "" unbound, "?" unknown
   std::vector<std::string> net_interfaces;
   std::vector<std::string> rdma_devices;
