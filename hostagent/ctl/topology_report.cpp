@@ -33,6 +33,10 @@ std::string page_size_label(uint64_t bytes) {
   return std::to_string(bytes >> 10) + "K";
 }
 
+std::string count(size_t n, const std::string& noun) {
+  return std::to_string(n) + " " + noun + (n == 1 ? "" : (noun.back() == 'h' ? "es" : "s"));
+}
+
 std::string optional_int(const std::optional<int>& value) {
   return value ? std::to_string(*value) : "?";
 }
@@ -192,11 +196,11 @@ const char* affinity_label(Affinity affinity) {
 std::string render_topology_report(const HostModel& model) {
   std::ostringstream out;
   size_t online = std::count_if(model.cpus.begin(), model.cpus.end(), [](const auto& c) { return c.online; });
-  out << "Host " << model.source << ": " << model.numa_nodes.size() << " NUMA nodes, " << model.cpus.size() << " CPUs ("
-      << online << " online), " << model.pci_devices.size() << " PCI functions, " << model.switches.size()
-      << " PCIe switches, "
+  out << "Host " << model.source << ": " << count(model.numa_nodes.size(), "NUMA node") << ", "
+      << count(model.cpus.size(), "CPU") << " (" << online << " online), "
+      << count(model.pci_devices.size(), "PCI function") << ", " << count(model.switches.size(), "PCIe switch") << ", "
       << (model.iommu_groups.empty() ? std::string("IOMMU groups unknown")
-                                     : std::to_string(model.iommu_groups.size()) + " IOMMU groups")
+                                     : count(model.iommu_groups.size(), "IOMMU group"))
       << "\n\n";
   render_nodes(model, out);
   out << "\n";
