@@ -6,9 +6,13 @@
 #include "hostagent/api/host_json.hpp"
 #include "hostagent/daemon/build_info.hpp"
 #include "hostagent/simhost/sim_host.hpp"
+#include "render_command.hpp"
+#include "template_command.hpp"
 #include "topology_report.hpp"
 
 namespace {
+
+using hostagent::ctl::HostSource;
 
 int fail(const hostagent::Error& error) {
   std::cerr << "hostagentctl: " << hostagent::to_string(error.code) << ": " << error.message << "\n";
@@ -21,6 +25,23 @@ std::string simulated_help() {
   return "Use a built-in simulated host (" + names + ")";
 }
 
+// --sysfs-root, --hwloc-xml and --simulated: one of them, or the live host.
+void add_host_options(CLI::App* command, HostSource& source) {
+  auto* root = command->add_option("--sysfs-root", source.sysfs_root, "Read sysfs under DIR (default /)");
+  auto* xml = command->add_option("--hwloc-xml", source.hwloc_xml, "Read an hwloc XML export (lstopo --of xml)");
+  auto* sim = command->add_option("--simulated", source.simulated, simulated_help());
+  root->excludes(xml)->excludes(sim);
+  xml->excludes(sim);
+}
+
+int run_topology(const HostSource& source, bool as_json) {
+  const auto model = hostagent::ctl::load_host(source);
+  if (!model.ok()) return fail(model.error());
+  std::cout << (as_json ? hostagent::api::to_pretty_json(hostagent::api::to_json(*model))
+                        : hostagent::ctl::render_topology_report(*model));
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -28,23 +49,44 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", hostagent::version_string("hostagentctl"));
   app.require_subcommand(1);
 
-  hostagent::ctl::HostSource source;
+  HostSource topology_source;
   bool as_json = false;
   auto* topology = app.add_subcommand("topology", "Show the host's NUMA nodes, PCIe switches and devices");
-  auto* root = topology->add_option("--sysfs-root", source.sysfs_root, "Read sysfs under DIR (default /)");
-  auto* xml = topology->add_option("--hwloc-xml", source.hwloc_xml, "Read an hwloc XML export (lstopo --of xml)");
-  auto* sim = topology->add_option("--simulated", source.simulated, simulated_help());
-  root->excludes(xml)->excludes(sim);
-  xml->excludes(sim);
+  add_host_options(topology, topology_source);
   topology->add_flag("--json", as_json, "Print the model as JSON (docs/topology-json.md)");
+
+  hostagent::ctl::RenderArgs render_args;
+  std::vector<std::string> template_dirs;
+  auto* render = app.add_subcommand("render", "Place a template on a host and write its libvirt domain");
+  render->add_option("--template", render_args.template_ref, "Template file, or the name of a shipped template")
+      ->required();
+  add_host_options(render, render_args.host);
+  render->add_option("--name", render_args.name, "Domain name")->capture_default_str();
+  render->add_option("--output-dir", render_args.output_dir,
+                     "Write domain.xml, placement.json and nccl-topology.xml here (default: print the domain)");
+  render->add_option("--domain-type", render_args.domain_type, "libvirt domain type")
+      ->check(CLI::IsMember({"kvm", "qemu", "test"}))
+      ->capture_default_str();
+  render->add_option("--housekeeping-cpus", render_args.housekeeping_cpus,
+                     "Host CPUs kept for the host (cpulist, e.g. 0-7,96-103): never pinned, run emulator threads");
+  render->add_option("--template-dir", template_dirs, "Where templates named by --template or extends: live");
+
+  std::vector<std::string> validate_files;
+  auto* templates = app.add_subcommand("template", "Work with VM templates");
+  templates->require_subcommand(1);
+  auto* validate = templates->add_subcommand("validate", "Check template files; every error with file:line:column");
+  validate->add_option("files", validate_files, "Template files")->required();
+  validate->add_option("--template-dir", template_dirs, "Where templates named by extends: live");
 
   CLI11_PARSE(app, argc, argv);
 
-  if (topology->parsed()) {
-    const auto model = hostagent::ctl::load_host(source);
-    if (!model.ok()) return fail(model.error());
-    std::cout << (as_json ? hostagent::api::to_pretty_json(hostagent::api::to_json(*model))
-                          : hostagent::ctl::render_topology_report(*model));
+  std::vector<std::filesystem::path> dirs(template_dirs.begin(), template_dirs.end());
+  dirs.push_back(hostagent::ctl::shipped_template_dir());
+  if (topology->parsed()) return run_topology(topology_source, as_json);
+  if (render->parsed()) {
+    render_args.template_dirs = dirs;
+    return hostagent::ctl::run_render(render_args, std::cout, std::cerr);
   }
+  if (validate->parsed()) return hostagent::ctl::run_template_validate(validate_files, dirs, std::cout, std::cerr);
   return 0;
 }

@@ -181,7 +181,7 @@ SimFunction& add_nic_pf(HostBuilder& b, const Model& model, const std::string& a
 // vela1: Vela-1-like A100 host. 2 sockets = 2 NUMA nodes of 24 cores x 2 threads (node 0: CPUs
 // 0-23,48-71; node 1: 24-47,72-95), 768 GiB each, 700 free 1 GiB pages per node. Four IIO stacks
 // with a PEX88096 each (2 per socket), each switch carrying 2 A100, one dual-port ConnectX-6 Dx
-// (two PFs, 8 VFs possible each, none created) and 2 NVMe:
+// (two PFs, 8 VFs possible each, 2 created on each, as a host configuration would) and 2 NVMe:
 //   socket 0: root buses 0x16 and 0x30; socket 1: 0x97 and 0xb0. Stack R:
 //     R:00.0 host bridge, R:02.0 root port, (R+1):00.0 upstream, (R+2):00.0-04.0 downstream,
 //     (R+3):00.0 A100, (R+4):00.0 A100, (R+5):00.0/.1 ConnectX-6 Dx, (R+6):00.0 and (R+7):00.0
@@ -204,9 +204,20 @@ HostSpec vela1() {
     const std::string slot = std::to_string(s + 1);
     for (int port = 0; port < 2; ++port) {
       // ConnectX PFs place their VFs after both PFs: PF0 at +2, PF1 at +9 (1 + 9 = 2 + 8).
-      auto& pf = add_nic_pf(b, kCx6Dx, addr(r + 5, 0, port), down[2], numa, 8, port == 0 ? 2 : 9);
+      const int offset = port == 0 ? 2 : 9;
+      auto& pf = add_nic_pf(b, kCx6Dx, addr(r + 5, 0, port), down[2], numa, 8, offset);
+      pf.sriov_num_vfs = 2;
       pf.net_interfaces = {"ens" + slot + "f" + std::to_string(port) + "np" + std::to_string(port)};
       pf.rdma_devices = {"mlx5_" + std::to_string(2 * s + static_cast<std::size_t>(port))};
+      for (int n = 0; n < 2; ++n) {
+        // Routing ID = PF's + offset + n (stride 1): PF0's VFs are 00.2-00.3, PF1's 01.2-01.3.
+        const int rid = port + offset + n;
+        auto& vf = b.add(kCxVf, addr(r + 5, rid / 8, rid % 8), down[2], numa);
+        vf.physfn = addr(r + 5, 0, port);
+        vf.link_sta_gen = vf.link_sta_width = 0;
+        vf.net_interfaces = {"ens" + slot + "f" + std::to_string(port) + "v" + std::to_string(n)};
+        vf.rdma_devices = {"mlx5_" + std::to_string(8 + 4 * s + 2 * static_cast<std::size_t>(port) + n)};
+      }
     }
     b.add(kNvme, addr(r + 6, 0, 0), down[3], numa);
     b.add(kNvme, addr(r + 7, 0, 0), down[4], numa);

@@ -34,7 +34,7 @@ TEST_CASE("affinity: a shared switch, then the NUMA node, then across nodes") {
   std::vector<const numa::PciFunction*> gpus, nics;
   for (const auto& f : model.pci_devices) {
     if (f.role == PciRole::gpu) gpus.push_back(&f);
-    if (f.role == PciRole::nic) nics.push_back(&f);
+    if (f.role == PciRole::nic && !f.physfn) nics.push_back(&f);
   }
   REQUIRE(gpus.size() == 8);
   for (const auto* gpu : gpus) {

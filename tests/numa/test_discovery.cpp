@@ -64,7 +64,7 @@ TEST_CASE("vela1: 2 sockets, 4 switches each pairing 2 A100 with a dual-port Con
     for (const auto& address : sw.devices) {
       const auto* f = m.find(address);
       gpus += f->role == PciRole::gpu;
-      nics += f->role == PciRole::nic;
+      nics += f->role == PciRole::nic && !f->physfn;
       nvmes += f->role == PciRole::nvme;
       if (f->role != PciRole::switch_downstream) CHECK(f->numa_node == sw.numa_node);
     }
@@ -89,7 +89,7 @@ TEST_CASE("vela1: 2 sockets, 4 switches each pairing 2 A100 with a dual-port Con
   for (const auto& cpu : m.cpus) CHECK(cpu.siblings.size() == 2);
 }
 
-TEST_CASE("vela2: 8 switches each with one H100, one ConnectX-7 PF with its VFs, one NVMe; NVSwitches") {
+TEST_CASE("vela2: 8 switches each with one H100, one ConnectX-7 PF with its VFs, one NVMe, and NVSwitches") {
   const auto host = discover_builtin("vela2");
   const auto& m = host->model;
   CHECK(m.cpus.size() == 192);

@@ -365,7 +365,7 @@ TEST_CASE("builtin vela1: 8 A100 split over two sockets, CPUs numbered like Inte
   CHECK(attr(root, dev("0000:19:00.0") + "/current_link_speed") == "16.0 GT/s PCIe");
   CHECK(attr(root, dev("0000:19:00.0") + "/local_cpulist") == "0-23,48-71");
   CHECK(attr(root, dev("0000:1b:00.1") + "/sriov_totalvfs") == "8");
-  CHECK(attr(root, dev("0000:1b:00.1") + "/sriov_numvfs") == "0");
+  CHECK(attr(root, dev("0000:1b:00.1") + "/sriov_numvfs") == "2");
   CHECK(attr(root, dev("0000:1b:00.1") + "/sriov_offset") == "9");
   CHECK(attr(root, "/sys/class/net/ens1f1np1/address") == "02:00:1b:00:01:00");
   CHECK(attr(root, dev("0000:16:02.0") + "/secondary_bus_number") == "23");
@@ -579,7 +579,7 @@ TEST_CASE("lspci decodes vela1: ports, ACS, ATS, SR-IOV, link speeds") {
   CHECK_HAS(gpu, "NUMA node: 0");
   const auto nic = tool.show("0000:1b:00.1");
   CHECK_HAS(nic, "Single Root I/O Virtualization (SR-IOV)");
-  CHECK_HAS(nic, "Total VFs: 8, Number of VFs: 0");
+  CHECK_HAS(nic, "Total VFs: 8, Number of VFs: 2");
   CHECK_HAS(nic, "VF offset: 9, stride: 1, Device ID: 101e");
   CHECK_HAS(nic, "Region 0: Memory at ");
   const auto nvme = tool.show("0000:1c:00.0");

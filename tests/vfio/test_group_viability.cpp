@@ -34,7 +34,7 @@ TEST_CASE("a GPU whose audio function shares its group: the audio function goes 
   CHECK(viability.blockers.size() == 2);
 }
 
-TEST_CASE("a GPU alone in its group has no companions; the group is viable once the GPU itself is bound") {
+TEST_CASE("a GPU alone in its group has no companions, and the group is viable once the GPU itself is bound") {
   testing::TempDir dir;
   const auto model = discover("vela1", dir);
   for (const auto& f : model.pci_devices) {

@@ -1,0 +1,30 @@
+// hostagentctl render: template + host -> placement -> domain XML, placement.json and the guest's
+// NCCL topology file, without a daemon. What an infra engineer runs to see what a shape becomes.
+#pragma once
+
+#include <filesystem>
+#include <iosfwd>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "host_source.hpp"
+
+namespace hostagent::ctl {
+
+struct RenderArgs {
+  std::string template_ref;  // a file, or the name of a template in template_dirs
+  HostSource host;
+  std::string name = "vm0";
+  std::optional<std::string> output_dir;
+  std::string domain_type = "kvm";
+  std::string housekeeping_cpus;  // cpulist, "" for none
+  std::vector<std::filesystem::path> template_dirs;
+};
+
+// The directory of the templates this build ships (the source tree's, or the installed one).
+std::filesystem::path shipped_template_dir();
+
+int run_render(const RenderArgs& args, std::ostream& out, std::ostream& err);
+
+}  // namespace hostagent::ctl

@@ -1,0 +1,12 @@
+// hostagent/shape_request: turns a VM shape (a validated template) into what placement asks of the
+// host. The one place where template vocabulary meets placement vocabulary.
+#pragma once
+
+#include "hostagent/numa/placement.hpp"
+#include "hostagent/vmtemplates/vm_template.hpp"
+
+namespace hostagent {
+
+numa::PlacementRequest placement_request(const vmtemplates::VmTemplate& shape);
+
+}  // namespace hostagent

@@ -1,0 +1,45 @@
+// hostagent/render: the guest that mirrors the host. From the host model, the VM's shape and its
+// placement, renders the libvirt domain XML (q35, one pxb-pcie per guest NUMA cell, an emulated
+// PCIe switch per host switch used, pinned vCPUs, strict per-cell hugepage memory) and the NCCL
+// topology file with the PCI addresses the guest will see. Built with pugixml: nothing from a
+// request is ever spliced into XML text.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "hostagent/common/result.hpp"
+#include "hostagent/numa/host_model.hpp"
+#include "hostagent/numa/placement.hpp"
+#include "hostagent/vmtemplates/vm_template.hpp"
+
+namespace hostagent::render {
+
+struct GuestOptions {
+  std::string name;                  // the domain name; validated: [A-Za-z0-9_.-]{1,64}
+  std::string domain_type = "kvm";   // kvm | qemu | test
+  std::string emulator;              // "" leaves libvirt's default
+  bool managed_hostdevs = true;      // libvirt binds to vfio-pci itself (until hostagent prepares devices)
+  std::vector<std::string> vf_macs;  // one per VF in placement order; empty: derived from the name
+  std::string uuid;                  // "" lets libvirt choose
+};
+
+// Where a host function appears inside the guest.
+struct GuestDeviceAddress {
+  numa::PciAddress host;
+  numa::PciAddress guest;
+  std::string role;  // "gpu", "nic", "nvme", "companion"
+  int guest_cell = 0;
+};
+
+struct RenderedGuest {
+  std::string domain_xml;
+  std::string nccl_topology_xml;
+  std::vector<GuestDeviceAddress> addresses;
+};
+
+Result<RenderedGuest> render_guest(const numa::HostModel& host, const vmtemplates::VmTemplate& shape,
+                                   const numa::Placement& placement, const GuestOptions& options);
+
+}  // namespace hostagent::render

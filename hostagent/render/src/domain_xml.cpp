@@ -1,0 +1,229 @@
+// render/domain_xml: the domain-wide parts of the libvirt domain XML: identity and metadata, memory
+// and hugepages, vCPU pinning, guest NUMA cells with host distances, strict NUMA memory, firmware.
+#include "domain_xml.hpp"
+
+#include <algorithm>
+#include <map>
+#include <optional>
+#include <utility>
+
+#include "text_format.hpp"
+#include "xml_util.hpp"
+
+namespace hostagent::render::detail {
+namespace {
+
+constexpr uint64_t KiB = 1024;
+constexpr uint64_t MiB = 1024 * KiB;
+constexpr int kLocalDistance = 10;  // ACPI SLIT: a node's distance to itself
+
+uint64_t total_memory(const numa::Placement& placement) {
+  uint64_t total = 0;
+  for (const auto& cell : placement.cells) total += cell.memory_bytes;
+  return total;
+}
+
+std::vector<int> host_nodes(const numa::Placement& placement) {
+  std::vector<int> nodes;
+  for (const auto& cell : placement.cells) nodes.push_back(cell.host_node);
+  return nodes;
+}
+
+std::vector<int> cell_ids(const numa::Placement& placement) {
+  std::vector<int> ids;
+  for (const auto& cell : placement.cells) ids.push_back(cell.id);
+  return ids;
+}
+
+void append_metadata(pugi::xml_node domain, const DomainInputs& in) {
+  // libvirt keeps one element per namespace under <metadata> and hands it back unchanged: the
+  // place where the daemon keeps what the VM is (DESIGN.md, State). Keys were checked as XML names.
+  auto vm = add(add(domain, "metadata"), "hostagent:vm");
+  set(vm, "xmlns:hostagent", kHostagentNamespace);
+  set(add(vm, "hostagent:template"), "name", in.shape.name);
+  if (in.shape.metadata.empty()) return;
+  auto entries = add(vm, "hostagent:metadata");
+  for (const auto& [key, value] : in.shape.metadata) add_text(entries, ("hostagent:" + key).c_str(), value);
+}
+
+void append_identity(pugi::xml_node domain, const DomainInputs& in) {
+  add_text(domain, "name", in.options.name);
+  if (!in.options.uuid.empty()) add_text(domain, "uuid", in.options.uuid);
+  append_metadata(domain, in);
+}
+
+void append_memory(pugi::xml_node domain, const DomainInputs& in) {
+  set(add_text(domain, "memory", std::to_string(total_memory(in.placement) / KiB)), "unit", "KiB");
+  const uint64_t page = in.shape.hugepage_size_bytes;
+  if (page == 0) return;
+  // One page size for every guest cell; each cell's pages come from its own host node (numatune).
+  auto node = add(add(add(domain, "memoryBacking"), "hugepages"), "page");
+  set(node, "size", page / KiB);
+  set(node, "unit", "KiB");
+  set(node, "nodeset", id_list(cell_ids(in.placement)));
+}
+
+void append_cputune(pugi::xml_node domain, const DomainInputs& in) {
+  std::map<int, int> pins;  // vCPU -> host CPU, in vCPU order
+  for (const auto& cell : in.placement.cells) {
+    for (std::size_t i = 0; i < cell.vcpus.size(); ++i) pins[cell.vcpus[i]] = cell.host_cpus[i];
+  }
+  set(add_text(domain, "vcpu", std::to_string(pins.size())), "placement", "static");
+  auto cputune = add(domain, "cputune");
+  for (const auto& [vcpu, cpu] : pins) {
+    set(set(add(cputune, "vcpupin"), "vcpu", vcpu), "cpuset", std::to_string(cpu));
+  }
+  // QEMU's main loop and I/O threads stay on the housekeeping CPUs, off the vCPUs' cores.
+  if (!in.placement.emulator_cpus.empty()) {
+    set(add(cputune, "emulatorpin"), "cpuset", id_list(in.placement.emulator_cpus));
+  }
+}
+
+void append_numatune(pugi::xml_node domain, const DomainInputs& in) {
+  // strict: the guest's memory is never silently taken from another host node (a remote node
+  // would break the locality the guest's NUMA layout promises NCCL).
+  auto numatune = add(domain, "numatune");
+  set(set(add(numatune, "memory"), "mode", "strict"), "nodeset", id_list(host_nodes(in.placement)));
+  for (const auto& cell : in.placement.cells) {
+    auto memnode = set(add(numatune, "memnode"), "cellid", cell.id);
+    set(set(memnode, "mode", "strict"), "nodeset", std::to_string(cell.host_node));
+  }
+}
+
+void append_sysinfo(pugi::xml_node domain, const DomainInputs& in) {
+  // OVMF sizes its 64-bit PCI aperture from this fw_cfg file (OvmfPkg PlatformInitLib,
+  // "opt/ovmf/X-PciMmio64Mb"); older OVMF builds otherwise stop at 32 GiB. Same size as pcihole64.
+  if (in.shape.firmware != vmtemplates::Firmware::efi || in.mmio.window_bytes == 0) return;
+  auto sysinfo = set(add(domain, "sysinfo"), "type", "fwcfg");
+  set(add_text(sysinfo, "entry", std::to_string(in.mmio.window_bytes / MiB)), "name", "opt/ovmf/X-PciMmio64Mb");
+}
+
+int bits_for(int count) {
+  int bits = 0;
+  while ((1 << bits) < count) ++bits;
+  return bits;
+}
+
+// The highest x2APIC id QEMU gives a vCPU: thread, core and socket ids packed into bit fields each
+// rounded up to a power of two (QEMU include/hw/i386/topology.h).
+int max_apic_id(const numa::GuestCpuTopology& t) {
+  const int core_shift = bits_for(t.threads);
+  const int socket_shift = core_shift + bits_for(t.cores);
+  return ((t.sockets - 1) << socket_shift) | ((t.cores - 1) << core_shift) | (t.threads - 1);
+}
+
+void append_os(pugi::xml_node domain, const DomainInputs& in) {
+  auto os = add(domain, "os");
+  // libvirt >= 5.2 picks an OVMF build from the firmware descriptors (firmware autoselection).
+  if (in.shape.firmware == vmtemplates::Firmware::efi) set(os, "firmware", "efi");
+  auto type = add_text(os, "type", "hvm");
+  set(type, "arch", "x86_64");
+  set(type, "machine", in.shape.machine);
+  // ACPI is required: pxb-pcie buses and guest NUMA nodes reach the guest through ACPI (DSDT, SRAT).
+  auto features = add(domain, "features");
+  add(features, "acpi");
+  add(features, "apic");
+  // APIC ids past 254 do not fit an xAPIC destination: QEMU then needs the split irqchip, and the
+  // guest reaches those vCPUs through KVM's extended MSI destination id (QEMU >= 5.2, Linux >= 5.10).
+  if (max_apic_id(in.placement.topology) > 254) set(add(features, "ioapic"), "driver", "qemu");
+}
+
+std::optional<int> host_distance(const numa::HostModel& host, int from, int to) {
+  for (const auto& node : host.numa_nodes) {
+    if (node.id != from) continue;
+    const auto it = node.distances.find(to);
+    if (it != node.distances.end()) return it->second;
+  }
+  return std::nullopt;
+}
+
+// The host's SLIT distances between the cells' nodes; nullopt when the host does not tell them all
+// (QEMU wants all or none). Two cells on one host node get 11: libvirt rejects 10 between cells.
+std::optional<std::vector<std::vector<int>>> cell_distances(const DomainInputs& in) {
+  const auto& cells = in.placement.cells;
+  std::vector<std::vector<int>> matrix(cells.size(), std::vector<int>(cells.size(), kLocalDistance));
+  for (std::size_t i = 0; i < cells.size(); ++i) {
+    for (std::size_t j = 0; j < cells.size(); ++j) {
+      if (i == j) continue;
+      const auto d = host_distance(in.host, cells[i].host_node, cells[j].host_node);
+      if (!d) return std::nullopt;
+      matrix[i][j] = std::max(*d, kLocalDistance + 1);
+    }
+  }
+  return matrix;
+}
+
+void append_numa_cells(pugi::xml_node cpu, const DomainInputs& in) {
+  const auto distances = cell_distances(in);
+  auto numa = add(cpu, "numa");
+  for (std::size_t i = 0; i < in.placement.cells.size(); ++i) {
+    const auto& cell = in.placement.cells[i];
+    auto node = set(set(add(numa, "cell"), "id", cell.id), "cpus", id_list(cell.vcpus));
+    set(set(node, "memory", cell.memory_bytes / KiB), "unit", "KiB");
+    if (!distances) continue;
+    auto siblings = add(node, "distances");
+    for (std::size_t j = 0; j < in.placement.cells.size(); ++j) {
+      set(set(add(siblings, "sibling"), "id", static_cast<int>(j)), "value", (*distances)[i][j]);
+    }
+  }
+}
+
+void append_cpu(pugi::xml_node domain, const DomainInputs& in) {
+  // host-passthrough: the guest sees the host's CPUID (NCCL reads vendor/family/model from it) and,
+  // with maxphysaddr passthrough, the host's physical address width, which the multi-TiB 64-bit
+  // MMIO window needs. TCG ('qemu') cannot pass the host CPU through: it gets QEMU's maximum model.
+  const bool kvm = in.options.domain_type != "qemu";
+  auto cpu = add(domain, "cpu");
+  set(cpu, "mode", kvm ? "host-passthrough" : "maximum");
+  set(cpu, "check", "none");
+  set(cpu, "migratable", "off");
+  const auto& t = in.placement.topology;
+  set(set(set(add(cpu, "topology"), "sockets", t.sockets), "cores", t.cores), "threads", t.threads);
+  if (kvm) set(add(cpu, "maxphysaddr"), "mode", "passthrough");
+  append_numa_cells(cpu, in);
+}
+
+void append_clock_and_events(pugi::xml_node domain) {
+  auto clock = set(add(domain, "clock"), "offset", "utc");
+  set(set(add(clock, "timer"), "name", "rtc"), "tickpolicy", "catchup");
+  set(set(add(clock, "timer"), "name", "pit"), "tickpolicy", "delay");
+  set(set(add(clock, "timer"), "name", "hpet"), "present", "no");
+  add_text(domain, "on_poweroff", "destroy");
+  add_text(domain, "on_reboot", "restart");
+  add_text(domain, "on_crash", "destroy");
+  // Assigned devices cannot follow the guest into S3/S4.
+  auto pm = add(domain, "pm");
+  set(add(pm, "suspend-to-mem"), "enabled", "no");
+  set(add(pm, "suspend-to-disk"), "enabled", "no");
+}
+
+bool any_clique(const DomainInputs& in) {
+  if (!in.shape.peer_to_peer) return false;
+  return std::any_of(in.layout.devices.begin(), in.layout.devices.end(), takes_clique);
+}
+
+}  // namespace
+
+bool takes_clique(const Device& device) {
+  constexpr uint16_t kNvidia = 0x10de;
+  return device.role == DeviceRole::gpu && device.host->vendor_id == kNvidia;
+}
+
+std::string render_domain_xml(const DomainInputs& in) {
+  pugi::xml_document doc;
+  auto domain = set(doc.append_child("domain"), "type", in.options.domain_type);
+  if (any_clique(in)) set(domain, "xmlns:qemu", kQemuNamespace);
+  append_identity(domain, in);
+  append_memory(domain, in);
+  append_cputune(domain, in);
+  append_numatune(domain, in);
+  append_sysinfo(domain, in);
+  append_os(domain, in);
+  append_cpu(domain, in);
+  append_clock_and_events(domain);
+  append_devices(domain, in);
+  if (any_clique(in)) append_qemu_override(domain, in);
+  return to_text(doc, pugi::format_attribute_single_quote);
+}
+
+}  // namespace hostagent::render::detail

@@ -1,0 +1,107 @@
+// render/guest_renderer: render_guest, the module's entry point. Checks every input, builds the guest
+// PCI layout once, and renders the domain XML and the NCCL topology file from it.
+#include "hostagent/render/guest_renderer.hpp"
+
+#include <string>
+#include <vector>
+
+#include "domain_xml.hpp"
+#include "input_checks.hpp"
+#include "mmio_window.hpp"
+#include "nccl_topology.hpp"
+#include "pci_layout.hpp"
+#include "placement_checks.hpp"
+#include "vf_macs.hpp"
+
+namespace hostagent::render {
+namespace {
+
+constexpr int kMaxClique = 15;  // QEMU stores the clique id in 4 bits (hw/vfio/pci-quirks.c)
+
+Error invalid(std::string message) {
+  return Error{ErrorCode::invalid_argument, std::move(message)};
+}
+
+Status check_options(const GuestOptions& options) {
+  HA_TRY_STATUS(detail::check_vm_name(options.name));
+  if (options.domain_type != "kvm" && options.domain_type != "qemu" && options.domain_type != "test") {
+    return invalid("domain type " + detail::quoted(options.domain_type) + " is not one of kvm, qemu, test");
+  }
+  if (!options.emulator.empty()) HA_TRY_STATUS(detail::check_absolute_path("emulator", options.emulator));
+  if (!options.uuid.empty()) HA_TRY_STATUS(detail::check_uuid(options.uuid));
+  return ok_status();
+}
+
+// The layout needs pcie-root and pxb-pcie, which only the q35 machine family has.
+Status check_machine(const std::string& machine) {
+  const bool q35 = machine == "q35" || machine.rfind("pc-q35-", 0) == 0;
+  const bool plain = machine.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789.-_") == std::string::npos;
+  if (!q35 || !plain) return invalid("machine " + detail::quoted(machine) + " is not a q35 machine type");
+  return ok_status();
+}
+
+Status check_shape(const vmtemplates::VmTemplate& shape) {
+  const std::string what = "template " + detail::quoted(shape.name);
+  HA_TRY_STATUS(detail::check_xml_text("template name", shape.name));
+  HA_TRY_STATUS(check_machine(shape.machine));
+  for (const auto& [key, value] : shape.metadata) {
+    HA_TRY_STATUS(detail::check_metadata_key(key));
+    HA_TRY_STATUS(detail::check_xml_text("metadata value of " + key, value));
+  }
+  if (!shape.boot.image.empty()) HA_TRY_STATUS(detail::check_absolute_path("boot image", shape.boot.image));
+  const auto& vlan = shape.nics.vf.vlan;
+  if (vlan && (*vlan < 1 || *vlan > 4094)) return invalid(what + ": VLAN " + std::to_string(*vlan) + " is not 1-4094");
+  return ok_status();
+}
+
+Status check_cliques(const vmtemplates::VmTemplate& shape, const detail::PciLayout& layout) {
+  if (!shape.peer_to_peer) return ok_status();
+  for (const auto& d : layout.devices) {
+    if (detail::takes_clique(d) && (d.clique < 0 || d.clique > kMaxClique)) {
+      return invalid("placement: GPU " + d.host->address.to_string() + " has P2P clique " + std::to_string(d.clique) +
+                     "; QEMU takes 0-15");
+    }
+  }
+  return ok_status();
+}
+
+std::size_t nic_count(const detail::PciLayout& layout) {
+  std::size_t count = 0;
+  for (const auto& d : layout.devices) count += d.role == detail::DeviceRole::nic ? 1 : 0;
+  return count;
+}
+
+std::vector<const numa::PciFunction*> functions(const detail::PciLayout& layout) {
+  std::vector<const numa::PciFunction*> out;
+  for (const auto& d : layout.devices) out.push_back(d.host);
+  return out;
+}
+
+std::vector<GuestDeviceAddress> addresses(const detail::PciLayout& layout) {
+  std::vector<GuestDeviceAddress> out;
+  for (const auto& d : layout.devices) {
+    out.push_back(GuestDeviceAddress{d.host->address, d.guest, detail::to_string(d.role), d.cell});
+  }
+  return out;
+}
+
+}  // namespace
+
+Result<RenderedGuest> render_guest(const numa::HostModel& host, const vmtemplates::VmTemplate& shape,
+                                   const numa::Placement& placement, const GuestOptions& options) {
+  HA_TRY_STATUS(check_options(options));
+  HA_TRY_STATUS(check_shape(shape));
+  HA_TRY_STATUS(detail::check_placement(host, shape, placement));
+  HA_TRY(const auto layout, detail::build_pci_layout(host, placement));
+  HA_TRY_STATUS(check_cliques(shape, layout));
+  HA_TRY(const auto macs, detail::vf_macs(options, shape, nic_count(layout)));
+  const detail::DomainInputs inputs{
+      host, shape, placement, options, layout, macs, detail::size_mmio_window(functions(layout))};
+  RenderedGuest guest;
+  guest.domain_xml = detail::render_domain_xml(inputs);
+  guest.nccl_topology_xml = detail::render_nccl_topology(host, placement, layout);
+  guest.addresses = addresses(layout);
+  return guest;
+}
+
+}  // namespace hostagent::render

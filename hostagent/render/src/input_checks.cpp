@@ -1,0 +1,141 @@
+// render/input_checks: validation of names, text, metadata keys, UUIDs and paths before they reach XML.
+#include "input_checks.hpp"
+
+#include <cctype>
+#include <cstdint>
+#include <cstdio>
+
+namespace hostagent::render::detail {
+namespace {
+
+Error invalid(std::string message) {
+  return Error{ErrorCode::invalid_argument, std::move(message)};
+}
+
+bool is_name_char(char c) {
+  return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_' || c == '.' || c == '-';
+}
+
+// Decodes one UTF-8 sequence at text[i]; returns its length, or 0 when it is malformed (overlong,
+// a surrogate, past U+10FFFF, truncated).
+std::size_t utf8_sequence(const std::string& text, std::size_t i, uint32_t& code_point) {
+  const auto byte = [&](std::size_t k) { return static_cast<unsigned char>(text[k]); };
+  const unsigned char lead = byte(i);
+  std::size_t length = 0;
+  uint32_t min = 0;
+  if (lead < 0x80) {
+    code_point = lead;
+    return 1;
+  }
+  if ((lead & 0xe0) == 0xc0) {
+    length = 2, min = 0x80, code_point = lead & 0x1fU;
+  } else if ((lead & 0xf0) == 0xe0) {
+    length = 3, min = 0x800, code_point = lead & 0x0fU;
+  } else if ((lead & 0xf8) == 0xf0) {
+    length = 4, min = 0x10000, code_point = lead & 0x07U;
+  } else {
+    return 0;
+  }
+  if (i + length > text.size()) return 0;
+  for (std::size_t k = 1; k < length; ++k) {
+    if ((byte(i + k) & 0xc0) != 0x80) return 0;
+    code_point = (code_point << 6) | (byte(i + k) & 0x3fU);
+  }
+  if (code_point < min || code_point > 0x10ffff || (code_point >= 0xd800 && code_point <= 0xdfff)) return 0;
+  return length;
+}
+
+bool xml_char(uint32_t c) {
+  // XML 1.0 production [2] Char.
+  if (c < 0x20) return c == 0x09 || c == 0x0a || c == 0x0d;
+  return c != 0xfffe && c != 0xffff;
+}
+
+}  // namespace
+
+std::string quoted(const std::string& value) {
+  std::string out = "\"";
+  for (const char c : value) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u >= 0x20 && u < 0x7f && c != '"' && c != '\\') {
+      out += c;
+    } else {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", u);
+      out += buf;
+    }
+  }
+  return out + "\"";
+}
+
+Status check_vm_name(const std::string& name) {
+  const auto bad = [&](const char* why) {
+    return invalid("VM name " + quoted(name) + " is invalid: " + why +
+                   " (use 1-64 characters from A-Z a-z 0-9 _ . -, not starting with '.')");
+  };
+  if (name.empty()) return bad("it is empty");
+  if (name.size() > 64) return bad("it is longer than 64 characters");
+  for (const char c : name) {
+    if (!is_name_char(c)) return bad("it contains a character that is not allowed");
+  }
+  if (name.front() == '.') return bad("it starts with '.'");
+  return ok_status();
+}
+
+Status check_xml_text(const std::string& what, const std::string& value) {
+  for (std::size_t i = 0; i < value.size();) {
+    uint32_t code_point = 0;
+    const std::size_t length = utf8_sequence(value, i, code_point);
+    if (length == 0) return invalid(what + " " + quoted(value) + " is not valid UTF-8");
+    if (!xml_char(code_point)) {
+      return invalid(what + " " + quoted(value) + " contains a control character that XML cannot carry");
+    }
+    i += length;
+  }
+  return ok_status();
+}
+
+Status check_metadata_key(const std::string& key) {
+  const auto bad = [&](const char* why) {
+    return invalid("metadata key " + quoted(key) + " is not usable as an XML element name: " + why);
+  };
+  if (key.empty()) return bad("it is empty");
+  if (key.size() > 64) return bad("it is longer than 64 characters");
+  if (std::isalpha(static_cast<unsigned char>(key.front())) == 0 && key.front() != '_') {
+    return bad("it must start with a letter or '_'");
+  }
+  for (const char c : key) {
+    if (!is_name_char(c)) return bad("use only A-Z a-z 0-9 _ . -");
+  }
+  if (key.size() >= 3 && std::tolower(static_cast<unsigned char>(key[0])) == 'x' &&
+      std::tolower(static_cast<unsigned char>(key[1])) == 'm' &&
+      std::tolower(static_cast<unsigned char>(key[2])) == 'l') {
+    return bad("names starting with \"xml\" are reserved");
+  }
+  return ok_status();
+}
+
+Status check_uuid(const std::string& uuid) {
+  static constexpr std::size_t kDashes[] = {8, 13, 18, 23};
+  bool ok = uuid.size() == 36;
+  for (std::size_t i = 0; ok && i < uuid.size(); ++i) {
+    const bool dash = i == kDashes[0] || i == kDashes[1] || i == kDashes[2] || i == kDashes[3];
+    ok = dash ? uuid[i] == '-' : std::isxdigit(static_cast<unsigned char>(uuid[i])) != 0;
+  }
+  if (!ok) return invalid("UUID " + quoted(uuid) + " is invalid: expected 8-4-4-4-12 hex digits");
+  return ok_status();
+}
+
+Status check_absolute_path(const std::string& what, const std::string& path) {
+  HA_TRY_STATUS(check_xml_text(what, path));
+  if (path.empty() || path.front() != '/') return invalid(what + " " + quoted(path) + " is not an absolute path");
+  if (path.find('\n') != std::string::npos || path.find('\r') != std::string::npos ||
+      path.find('\t') != std::string::npos) {
+    return invalid(what + " " + quoted(path) + " contains a line break or tab");
+  }
+  const std::string padded = path + "/";
+  if (padded.find("/../") != std::string::npos) return invalid(what + " " + quoted(path) + " contains \"..\"");
+  return ok_status();
+}
+
+}  // namespace hostagent::render::detail

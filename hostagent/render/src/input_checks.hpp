@@ -1,0 +1,33 @@
+// render/input_checks: every string from a request or a template that reaches the domain XML is
+// checked here first. pugixml escapes markup, but it cannot make a control character or broken
+// UTF-8 legal XML (it writes "&#1;", which libxml2 rejects), and libvirt puts the VM name into
+// file paths; so those are refused with an error naming the field, never repaired.
+#pragma once
+
+#include <string>
+
+#include "hostagent/common/result.hpp"
+
+namespace hostagent::render::detail {
+
+// [A-Za-z0-9_.-]{1,64}, not starting with '.', so that "." and ".." can never become a path.
+Status check_vm_name(const std::string& name);
+
+// Text allowed in XML 1.0 character data and attributes: valid UTF-8, no C0 controls but tab, LF
+// and CR, no U+FFFE/U+FFFF. `what` names the field in the message.
+Status check_xml_text(const std::string& what, const std::string& value);
+
+// A metadata key becomes an element name: an ASCII XML NCName ([A-Za-z_][A-Za-z0-9._-]*, at most 64
+// characters) that does not start with "xml" in any case (reserved by XML 1.0 section 2.3).
+Status check_metadata_key(const std::string& key);
+
+// The canonical 8-4-4-4-12 hex form libvirt expects in <uuid>.
+Status check_uuid(const std::string& uuid);
+
+// An absolute path with XML-safe text and no ".." component.
+Status check_absolute_path(const std::string& what, const std::string& path);
+
+// A value quoted for an error message: printable ASCII as is, everything else as \xNN.
+std::string quoted(const std::string& value);
+
+}  // namespace hostagent::render::detail

@@ -1,0 +1,114 @@
+// render/nccl_topology: writes the NCCL topology file from the PCI layout (format in the header).
+#include "nccl_topology.hpp"
+
+#include <map>
+#include <optional>
+
+#include "text_format.hpp"
+#include "xml_util.hpp"
+
+namespace hostagent::render::detail {
+namespace {
+
+// QEMU's emulated x3130 upstream port, as the guest's lspci shows it (hw/pci-bridge/xio3130_upstream.c).
+constexpr uint16_t kTiVendor = 0x104c;
+constexpr uint16_t kXio3130Upstream = 0x8232;
+constexpr uint32_t kPciBridgeClass = 0x060400;
+
+struct Link {
+  std::optional<double> speed_gts;
+  std::optional<int> width;
+};
+
+// What the link trained at, else (a VF) what its PF's did, else what the port is capable of.
+Link link_of(const numa::HostModel& host, const numa::PciFunction& f) {
+  Link link{f.link.speed_gts, f.link.width};
+  const auto* pf = f.physfn ? host.find(*f.physfn) : nullptr;
+  if (pf != nullptr) {
+    if (!link.speed_gts) link.speed_gts = pf->link.speed_gts;
+    if (!link.width) link.width = pf->link.width;
+  }
+  if (!link.speed_gts) link.speed_gts = f.link.max_speed_gts;
+  if (!link.width) link.width = f.link.max_width;
+  return link;
+}
+
+void set_link(pugi::xml_node pci, const Link& link) {
+  const auto speed = link.speed_gts ? nccl_link_speed(*link.speed_gts) : std::nullopt;
+  if (speed) set(pci, "link_speed", *speed);
+  if (link.width && *link.width > 0) set(pci, "link_width", *link.width);
+}
+
+pugi::xml_node add_pci(pugi::xml_node parent, const numa::PciAddress& busid, uint32_t class_code, uint16_t vendor,
+                       uint16_t device) {
+  auto pci = set(add(parent, "pci"), "busid", busid.to_string());
+  set(pci, "class", hex(class_code, 6));
+  set(pci, "vendor", hex(vendor, 4));
+  set(pci, "device", hex(device, 4));
+  return pci;
+}
+
+pugi::xml_node add_switch(pugi::xml_node cpu, const numa::HostModel& host, const Controller& upstream) {
+  auto pci = add_pci(cpu, upstream.guest, kPciBridgeClass, kTiVendor, kXio3130Upstream);
+  set(pci, "subsystem_vendor", "0x0000");
+  set(pci, "subsystem_device", "0x0000");
+  const auto* host_port = upstream.host_switch ? host.find(*upstream.host_switch) : nullptr;
+  if (host_port != nullptr) set_link(pci, link_of(host, *host_port));
+  return pci;
+}
+
+void add_device(pugi::xml_node parent, const numa::HostModel& host, const Device& d, int rdma_index) {
+  const auto& f = *d.host;
+  auto pci = add_pci(parent, d.guest, f.class_code, f.vendor_id, f.device_id);
+  if (f.subsystem_vendor_id) set(pci, "subsystem_vendor", hex(*f.subsystem_vendor_id, 4));
+  if (f.subsystem_device_id) set(pci, "subsystem_device", hex(*f.subsystem_device_id, 4));
+  set_link(pci, link_of(host, f));
+  if (d.role != DeviceRole::nic) return;
+  auto net = add(add(pci, "nic"), "net");
+  set(net, "name", "mlx5_" + std::to_string(rdma_index));
+  set(set(net, "port", 1), "gdr", 1);
+}
+
+void add_cell(pugi::xml_node system, const numa::HostModel& host, const numa::GuestCell& cell, int nbits,
+              const PciLayout& layout, int& rdma_index) {
+  auto cpu = set(add(system, "cpu"), "numaid", cell.id);
+  set(cpu, "affinity", cpumap(cell.vcpus, nbits));
+  set(cpu, "arch", "x86_64");              // vendor, family and model: NCCL reads them from CPUID in the guest
+  std::map<int, pugi::xml_node> switches;  // upstream controller index -> its <pci>
+  for (const auto& d : layout.devices) {
+    if (d.cell != cell.id || (d.role != DeviceRole::gpu && d.role != DeviceRole::nic)) continue;
+    pugi::xml_node parent = cpu;
+    if (d.upstream >= 0) {
+      auto [it, added] = switches.try_emplace(d.upstream);
+      if (added) it->second = add_switch(cpu, host, layout.controllers[static_cast<std::size_t>(d.upstream)]);
+      parent = it->second;
+    }
+    add_device(parent, host, d, d.role == DeviceRole::nic ? rdma_index++ : -1);
+  }
+}
+
+int vcpu_count(const numa::Placement& placement) {
+  int count = 0;
+  for (const auto& cell : placement.cells) count += static_cast<int>(cell.vcpus.size());
+  return count;
+}
+
+}  // namespace
+
+std::string render_nccl_topology(const numa::HostModel& host, const numa::Placement& placement,
+                                 const PciLayout& layout) {
+  pugi::xml_document doc;
+  auto system = set(doc.append_child("system"), "version", 1);
+  add_comment(system,
+              " Rendered by hostagent. Bus ids are the guest's. NIC names are predicted before boot: mlx5_N "
+              "numbered in guest PCI order, the order in which mlx5_core probes and names the VFs. ");
+  // RDMA names follow guest PCI order across the whole VM, cell after cell (cells own ascending bus
+  // ranges), hence one counter.
+  int rdma_index = 0;
+  for (const auto& cell : placement.cells) add_cell(system, host, cell, vcpu_count(placement), layout, rdma_index);
+  // NCCL's hand-written parser (src/graph/xml.cc) cannot read an XML declaration and takes pugixml's
+  // " />" for an empty attribute: no declaration, and every element gets an explicit end tag.
+  return to_text(doc, pugi::format_no_empty_element_tags);
+}
+
+}  // namespace hostagent::render::detail

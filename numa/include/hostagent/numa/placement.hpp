@@ -1,0 +1,98 @@
+// numa/placement: where a VM goes on a host. A pure function of (host model, what other VMs hold,
+// host policy, request) to a placement or the reason there is none; deterministic, no I/O.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "hostagent/common/result.hpp"
+#include "hostagent/numa/host_model.hpp"
+
+namespace hostagent::numa {
+
+// What one existing VM holds. The daemon keeps these in each domain's metadata.
+struct Allocation {
+  std::string vm;
+  std::vector<int> cpus;            // vCPU pins and emulator-exclusive CPUs
+  std::vector<PciAddress> devices;  // GPUs with their IOMMU group companions, VFs, NVMe
+  uint64_t hugepage_size_bytes = 1ULL << 30;
+  std::map<int, uint64_t> hugepages;  // host NUMA node -> pages held
+};
+
+struct HostPolicy {
+  std::vector<int> housekeeping_cpus;  // never pinned to vCPUs; emulator threads run here
+  // false when the host model cannot tell free hugepages (an hwloc XML): memory is then placed by
+  // node without checking the pools, and the caller says so to the user.
+  bool check_hugepages = true;
+};
+
+struct DeviceId {
+  uint16_t vendor_id = 0;
+  uint16_t device_id = 0;
+};
+
+struct PlacementRequest {
+  int vcpus = 0;
+  uint64_t memory_bytes = 0;
+  uint64_t hugepage_size_bytes = 1ULL << 30;
+  int gpus = 0;
+  std::vector<DeviceId> gpu_ids;  // empty: any GPU
+  int vfs_per_gpu = 0;            // VFs from the NIC under each GPU's switch
+  int extra_vfs = 0;              // VFs not tied to a GPU
+  bool nic_strict = true;         // false: a NIC on the GPU's NUMA node will do
+  int nvme = 0;
+  bool peer_to_peer = false;       // prefer GPUs that share a switch, then a root complex
+  std::optional<int> guest_cells;  // nullopt: one guest cell per host node the devices use
+};
+
+struct PlacedDevice {
+  PciAddress address;
+  std::optional<int> host_node;
+  std::optional<PciAddress> host_switch;  // upstream port of the switch above it on the host
+  int guest_cell = 0;
+};
+
+struct PlacedGpu {
+  PlacedDevice gpu;
+  std::vector<PciAddress> companions;  // the rest of its IOMMU group (audio functions), bridges aside
+  std::vector<PlacedDevice> vfs;       // its NIC VFs, under its switch when one was found
+  int clique = 0;                      // peer-to-peer clique id (GPUs under one host switch or root)
+};
+
+struct GuestCell {
+  int id = 0;
+  int host_node = 0;
+  std::vector<int> vcpus;      // guest vCPU ids, ascending
+  std::vector<int> host_cpus;  // host CPU of each vCPU, same order: the 1:1 pins
+  uint64_t memory_bytes = 0;
+  uint64_t hugepages = 0;  // pages of the request's hugepage size, strict on host_node
+};
+
+struct GuestCpuTopology {
+  int sockets = 1;  // one per guest cell
+  int cores = 1;    // per socket
+  int threads = 1;  // 2 when vCPU pairs are pinned to the two SMT threads of one host core
+};
+
+struct Placement {
+  std::vector<GuestCell> cells;
+  std::vector<PlacedGpu> gpus;
+  std::vector<PlacedDevice> extra_vfs;
+  std::vector<PlacedDevice> nvme;
+  std::vector<int> emulator_cpus;  // the housekeeping CPUs
+  GuestCpuTopology topology;
+};
+
+// Fails with ErrorCode::does_not_fit and a message that names what is missing and who holds it,
+// e.g. "needs 8 GPUs with a NIC on their switch; free: 6 (0000:1b:00.0 and 0000:9a:00.0 held by vm
+// train-3)". Fails with invalid_argument on a request that no host could satisfy.
+Result<Placement> place(const HostModel& host, const std::vector<Allocation>& existing, const HostPolicy& policy,
+                        const PlacementRequest& request);
+
+// What a placement holds, to record and to pass as `existing` to the next placement.
+Allocation allocation_of(const std::string& vm, const Placement& placement, uint64_t hugepage_size_bytes);
+
+}  // namespace hostagent::numa

@@ -1,0 +1,260 @@
+#include "placement_inventory.hpp"
+
+#include <algorithm>
+#include <set>
+
+namespace hostagent::numa::placement_detail {
+namespace {
+
+// Who holds what, from the allocations of the VMs that exist.
+struct Holders {
+  std::map<PciAddress, std::string> devices;
+  std::map<int, std::string> cpus;
+  std::map<int, std::map<std::string, uint64_t>> pages;  // node -> vm -> pages of the request's size
+};
+
+Holders index_holders(const std::vector<Allocation>& existing, uint64_t page_size) {
+  Holders holders;
+  for (const auto& allocation : existing) {
+    for (const auto& device : allocation.devices) holders.devices.emplace(device, allocation.vm);
+    for (const int cpu : allocation.cpus) holders.cpus.emplace(cpu, allocation.vm);
+    // Pages of another size come from another pool: they do not reduce this one.
+    if (allocation.hugepage_size_bytes != page_size) continue;
+    for (const auto& [node, pages] : allocation.hugepages) holders.pages[node][allocation.vm] += pages;
+  }
+  return holders;
+}
+
+using GroupIndex = std::map<int, const IommuGroup*>;
+
+GroupIndex index_groups(const HostModel& host) {
+  GroupIndex index;
+  for (const auto& group : host.iommu_groups) index.emplace(group.id, &group);
+  return index;
+}
+
+// The non-bridge members of f's IOMMU group, f included, by address. A host that reports no groups
+// at all (an hwloc XML) leaves f alone; a host that reports groups but none for f gives nullopt,
+// since passing f through could then drag in devices we cannot see.
+std::optional<std::vector<PciAddress>> group_members(const HostModel& host, const GroupIndex& groups,
+                                                     const PciFunction& f) {
+  if (host.iommu_groups.empty()) return std::vector<PciAddress>{f.address};
+  if (!f.iommu_group) return std::nullopt;
+  const auto it = groups.find(*f.iommu_group);
+  if (it == groups.end()) return std::nullopt;
+  std::vector<PciAddress> members;
+  for (const auto& address : it->second->members) {
+    const auto* member = host.find(address);
+    if (member == nullptr || !member->is_bridge()) members.push_back(address);
+  }
+  if (std::find(members.begin(), members.end(), f.address) == members.end()) members.push_back(f.address);
+  std::sort(members.begin(), members.end());
+  return members;
+}
+
+std::optional<std::string> first_holder(const Holders& holders, const std::vector<PciAddress>& members) {
+  for (const auto& address : members) {
+    const auto it = holders.devices.find(address);
+    if (it != holders.devices.end()) return it->second;
+  }
+  return std::nullopt;
+}
+
+bool matches(const std::vector<DeviceId>& ids, const PciFunction& f) {
+  if (ids.empty()) return true;
+  return std::any_of(ids.begin(), ids.end(),
+                     [&](const DeviceId& id) { return id.vendor_id == f.vendor_id && id.device_id == f.device_id; });
+}
+
+// CPU-less nodes (GPU memory on Grace) lend their devices to the nearest node with CPUs.
+std::map<int, int> map_cell_nodes(const HostModel& host, const std::map<int, CpuNode>& cpu_nodes) {
+  std::map<int, int> out;
+  for (const auto& node : host.numa_nodes) {
+    if (cpu_nodes.count(node.id) != 0) {
+      out[node.id] = node.id;
+      continue;
+    }
+    std::optional<std::pair<int, int>> nearest;  // (distance, node)
+    for (const auto& [other, distance] : node.distances) {
+      if (cpu_nodes.count(other) == 0) continue;
+      if (!nearest || std::pair(distance, other) < *nearest) nearest = std::pair(distance, other);
+    }
+    out[node.id] = nearest ? nearest->second : kUnknownNode;
+  }
+  return out;
+}
+
+void take_gpus(const Holders& holders, const GroupIndex& groups, const PlacementRequest& request, Inventory& inv) {
+  std::map<int, PciAddress> taken_group;  // IOMMU group -> the GPU that takes it
+  for (const auto& f : inv.host->pci_devices) {
+    if (f.role != PciRole::gpu || !matches(request.gpu_ids, f)) continue;
+    const auto members = group_members(*inv.host, groups, f);
+    if (!members) {
+      inv.unusable_gpus.push_back({f.address, "with an unknown IOMMU group"});
+      continue;
+    }
+    if (const auto vm = first_holder(holders, *members)) {
+      inv.unusable_gpus.push_back({f.address, "held by vm " + *vm});
+      continue;
+    }
+    // Another GPU of the same group is already taken whole, this one with it as a companion.
+    if (f.iommu_group && !inv.host->iommu_groups.empty()) {
+      const auto [it, fresh] = taken_group.emplace(*f.iommu_group, f.address);
+      if (!fresh) {
+        inv.unusable_gpus.push_back({f.address, "in the IOMMU group of " + it->second.to_string()});
+        continue;
+      }
+    }
+    GpuCandidate candidate;
+    candidate.gpu = &f;
+    std::copy_if(members->begin(), members->end(), std::back_inserter(candidate.companions),
+                 [&](const PciAddress& a) { return a != f.address; });
+    candidate.node = inv.cell_node(f.numa_node);
+    candidate.host_switch = f.pcie_switch;
+    candidate.switch_key = f.pcie_switch.value_or(f.address);
+    candidate.root_key = f.bridge_chain.empty() ? f.address : f.bridge_chain.back();
+    inv.gpus.push_back(std::move(candidate));
+  }
+}
+
+// VFs and NVMe go to a VM alone: one that shares its IOMMU group could only go with the others.
+void take_singles(const Holders& holders, const GroupIndex& groups, bool (*wanted)(const PciFunction&), Inventory& inv,
+                  std::vector<FreeDevice>& free, std::vector<Unusable>& unusable) {
+  for (const auto& f : inv.host->pci_devices) {
+    if (!wanted(f)) continue;
+    const auto members = group_members(*inv.host, groups, f);
+    if (!members) {
+      unusable.push_back({f.address, "with an unknown IOMMU group"});
+    } else if (const auto vm = first_holder(holders, *members)) {
+      unusable.push_back({f.address, "held by vm " + *vm});
+    } else if (members->size() > 1) {
+      unusable.push_back({f.address, "sharing its IOMMU group"});
+    } else if (f.physfn && f.driver == std::optional<std::string>("vfio-pci")) {
+      // Bound to vfio-pci yet in no allocation: a VM we do not manage may have it.
+      unusable.push_back({f.address, "bound to vfio-pci by no VM we know"});
+    } else {
+      free.push_back({&f, inv.cell_node(f.numa_node)});
+    }
+  }
+}
+
+bool is_vf(const PciFunction& f) {
+  return f.role == PciRole::nic && f.physfn.has_value();
+}
+bool is_nvme(const PciFunction& f) {
+  return f.role == PciRole::nvme;
+}
+
+// Sorts a node's free CPUs into whole free cores (pairs of siblings) and lone threads.
+void pair_siblings(const std::map<int, std::vector<int>>& free_by_core, CpuNode& node) {
+  for (const auto& [core, cpus] : free_by_core) {
+    std::size_t i = 0;
+    for (; i + 1 < cpus.size(); i += 2) node.pairs.emplace_back(cpus[i], cpus[i + 1]);
+    if (i < cpus.size()) node.singles.push_back(cpus[i]);
+  }
+  std::sort(node.singles.begin(), node.singles.end());
+}
+
+CpuNode take_cpu_node(const NumaNode& numa, const std::map<int, const Cpu*>& by_id, const Holders& holders,
+                      const std::set<int>& housekeeping, uint64_t page_size) {
+  CpuNode node;
+  node.id = numa.id;
+  std::map<int, std::vector<int>> free_by_core;  // lowest sibling id -> free siblings
+  for (const int id : numa.cpus) {
+    const auto it = by_id.find(id);
+    const Cpu* cpu = it == by_id.end() ? nullptr : it->second;
+    const auto held = holders.cpus.find(id);
+    if (cpu != nullptr && !cpu->online) {
+      ++node.offline;
+    } else if (housekeeping.count(id) != 0) {
+      ++node.housekeeping;
+    } else if (held != holders.cpus.end()) {
+      ++node.held[held->second];
+    } else {
+      int core = id;
+      if (cpu != nullptr && !cpu->siblings.empty())
+        core = std::min(id, *std::min_element(cpu->siblings.begin(), cpu->siblings.end()));
+      free_by_core[core].push_back(id);
+    }
+  }
+  for (auto& [core, cpus] : free_by_core) std::sort(cpus.begin(), cpus.end());
+  pair_siblings(free_by_core, node);
+  for (const auto& pool : numa.hugepages) {
+    if (pool.page_size_bytes == page_size) node.pool_total = pool.total;
+  }
+  const auto held_pages = holders.pages.find(numa.id);
+  if (held_pages != holders.pages.end()) node.pages_held = held_pages->second;
+  return node;
+}
+
+}  // namespace
+
+uint64_t CpuNode::free_pages() const {
+  uint64_t taken = 0;
+  for (const auto& [vm, pages] : pages_held) taken += pages;
+  const uint64_t total = pool_total.value_or(0);
+  return taken >= total ? 0 : total - taken;
+}
+
+int Inventory::cell_node(const std::optional<int>& numa_node) const {
+  if (!numa_node) return cpu_nodes.size() == 1 ? cpu_nodes.begin()->first : kUnknownNode;
+  const auto it = cell_node_of.find(*numa_node);
+  return it == cell_node_of.end() ? kUnknownNode : it->second;
+}
+
+Inventory take_inventory(const HostModel& host, const std::vector<Allocation>& existing, const HostPolicy& policy,
+                         const PlacementRequest& request) {
+  const Holders holders = index_holders(existing, request.hugepage_size_bytes);
+  const std::set<int> housekeeping(policy.housekeeping_cpus.begin(), policy.housekeeping_cpus.end());
+  std::map<int, const Cpu*> cpus_by_id;
+  for (const auto& cpu : host.cpus) cpus_by_id.emplace(cpu.id, &cpu);
+  Inventory inv;
+  inv.host = &host;
+  for (const auto& numa : host.numa_nodes) {
+    if (numa.cpuless || numa.cpus.empty()) continue;
+    inv.cpu_nodes.emplace(numa.id, take_cpu_node(numa, cpus_by_id, holders, housekeeping, request.hugepage_size_bytes));
+  }
+  inv.cell_node_of = map_cell_nodes(host, inv.cpu_nodes);
+  const GroupIndex groups = index_groups(host);
+  take_gpus(holders, groups, request, inv);
+  take_singles(holders, groups, is_vf, inv, inv.vfs, inv.unusable_vfs);
+  take_singles(holders, groups, is_nvme, inv, inv.nvme, inv.unusable_nvme);
+  return inv;
+}
+
+std::string join_addresses(const std::vector<PciAddress>& addresses) {
+  constexpr std::size_t kShown = 8;
+  const std::size_t shown = std::min(addresses.size(), kShown);
+  std::string out;
+  for (std::size_t i = 0; i < shown; ++i) {
+    if (i > 0) out += (i + 1 == shown && shown == addresses.size()) ? " and " : ", ";
+    out += addresses[i].to_string();
+  }
+  if (shown < addresses.size()) out += " and " + std::to_string(addresses.size() - shown) + " more";
+  return out;
+}
+
+std::string describe(const std::vector<Unusable>& unusable) {
+  std::vector<std::pair<std::string, std::vector<PciAddress>>> by_reason;  // first appearance first
+  for (const auto& u : unusable) {
+    auto it = std::find_if(by_reason.begin(), by_reason.end(), [&](const auto& r) { return r.first == u.reason; });
+    if (it == by_reason.end()) it = by_reason.insert(by_reason.end(), {u.reason, {}});
+    it->second.push_back(u.address);
+  }
+  std::string out;
+  for (const auto& [reason, addresses] : by_reason) {
+    if (!out.empty()) out += "; ";
+    out += join_addresses(addresses) + " " + reason;
+  }
+  return out;
+}
+
+std::string page_size_text(uint64_t bytes) {
+  constexpr uint64_t kKiB = 1024;
+  if (bytes >= kKiB * kKiB * kKiB && bytes % (kKiB * kKiB * kKiB) == 0) return std::to_string(bytes >> 30) + " GiB";
+  if (bytes >= kKiB * kKiB && bytes % (kKiB * kKiB) == 0) return std::to_string(bytes >> 20) + " MiB";
+  if (bytes % kKiB == 0) return std::to_string(bytes >> 10) + " KiB";
+  return std::to_string(bytes) + " bytes";
+}
+
+}  // namespace hostagent::numa::placement_detail

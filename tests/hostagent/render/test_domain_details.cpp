@@ -1,0 +1,194 @@
+// Details of the domain XML: VF MACs and VLANs, a GPU's companion functions, firmware, the CPU model
+// per domain type, managed hostdevs, the boot disk (and no cloud-init data in the XML), metadata,
+// and the guest CPU topology limits.
+#include <doctest/doctest.h>
+
+#include <set>
+
+#include "render_fixture.hpp"
+
+namespace hostagent::render::testing {
+namespace {
+
+std::unique_ptr<pugi::xml_document> domain_of(const Case& c) {
+  return parse(render_ok(c.host->model, c.shape, c.placement, c.opts).domain_xml);
+}
+
+std::vector<pugi::xml_node> interfaces(const pugi::xml_document& doc) {
+  std::vector<pugi::xml_node> out;
+  for (const auto& n : doc.child("domain").child("devices").children("interface")) out.push_back(n);
+  return out;
+}
+
+TEST_CASE("VF MACs come from the request, lower-cased, in placement order, with the template's VLAN") {
+  auto c = make_case("vela2-2gpu");
+  c.shape.nics.vf.vlan = 2042;
+  const auto doc = domain_of(c);
+  const auto nics = interfaces(*doc);
+  REQUIRE(nics.size() == 2);
+  // Placement order is GPU order; the layout sorts by guest address, which here is the same.
+  CHECK(std::string(nics[0].child("mac").attribute("address").value()) == "52:54:00:aa:00:01");
+  CHECK(std::string(nics[1].child("mac").attribute("address").value()) == "52:54:00:aa:00:02");
+  for (const auto& nic : nics) {
+    CHECK(std::string(nic.attribute("type").value()) == "hostdev");
+    CHECK(nic.child("vlan").child("tag").attribute("id").as_int() == 2042);
+    CHECK(std::string(nic.child("source").child("address").attribute("type").value()) == "pci");
+  }
+}
+
+TEST_CASE("derived VF MACs are locally administered unicast, distinct, and stable for a VM name") {
+  auto c = make_case("vela1-gx2-80x1280x8a100");
+  const auto collect = [&](const std::string& name) {
+    c.opts.name = name;
+    std::vector<std::string> macs;
+    const auto doc = domain_of(c);
+    for (const auto& nic : interfaces(*doc)) macs.emplace_back(nic.child("mac").attribute("address").value());
+    return macs;
+  };
+  const auto macs = collect("train-7");
+  REQUIRE(macs.size() == 10);
+  CHECK(std::set<std::string>(macs.begin(), macs.end()).size() == macs.size());
+  for (const auto& mac : macs) CHECK(mac.rfind("02:", 0) == 0);  // U/L bit set, I/G bit clear
+  const auto doc = domain_of(c);
+  CHECK_FALSE(interfaces(*doc).front().child("vlan"));  // the template sets no VLAN
+  CHECK(collect("train-7") == macs);
+  CHECK(collect("train-8") != macs);
+}
+
+TEST_CASE("a GPU's companion is function 1 of its slot and function 0 is multifunction") {
+  const auto c = make_case("quirks-3gpu");
+  REQUIRE(c.placement.gpus.size() == 3);
+  REQUIRE(c.placement.gpus[0].companions == std::vector<numa::PciAddress>{pci("0000:01:00.1")});
+  const auto guest = render_ok(c.host->model, c.shape, c.placement, c.opts);
+  const auto doc = parse(guest.domain_xml);
+  std::map<std::string, pugi::xml_node> by_alias;
+  for (const auto& h : doc->child("domain").child("devices").children("hostdev")) {
+    by_alias[h.child("alias").attribute("name").value()] = h;
+  }
+  const auto gpu = by_alias.at("ua-gpu0").child("address");
+  const auto audio = by_alias.at("ua-gpu0-fn1").child("address");
+  CHECK(std::string(gpu.attribute("multifunction").value()) == "on");
+  CHECK(std::string(gpu.attribute("function").value()) == "0x0");
+  CHECK(std::string(audio.attribute("function").value()) == "0x1");
+  CHECK(std::string(audio.attribute("bus").value()) == gpu.attribute("bus").value());
+  CHECK(std::string(audio.attribute("slot").value()) == gpu.attribute("slot").value());
+  const auto companion = std::find_if(guest.addresses.begin(), guest.addresses.end(),
+                                      [](const GuestDeviceAddress& a) { return a.role == "companion"; });
+  REQUIRE(companion != guest.addresses.end());
+  CHECK(companion->host == pci("0000:01:00.1"));
+  // The A6000 has no switch above it: it gets a root port of its own on its cell's expander bus.
+  const auto view = guest_view(*doc);
+  CHECK(view.upstream.at(pci("0000:01:00.0")) == -1);
+  CHECK(companion->guest.bus == view.guest.at(pci("0000:01:00.0")).bus);
+}
+
+TEST_CASE("EFI firmware is autoselected and told the MMIO window, BIOS gets neither") {
+  auto c = make_case("vela2-2gpu");
+  auto doc = domain_of(c);
+  CHECK(std::string(doc->child("domain").child("os").attribute("firmware").value()) == "efi");
+  CHECK(doc->child("domain").child("sysinfo"));
+  c.shape.firmware = vmtemplates::Firmware::bios;
+  doc = domain_of(c);
+  CHECK_FALSE(doc->child("domain").child("os").attribute("firmware"));
+  CHECK_FALSE(doc->child("domain").child("sysinfo"));
+  CHECK(doc->child("domain")
+            .child("devices")
+            .find_child_by_attribute("controller", "model", "pcie-root")
+            .child("pcihole64"));
+}
+
+TEST_CASE("KVM passes the host CPU through, TCG gets QEMU's maximum model") {
+  auto c = make_case("vela1-nodevice");
+  const auto kvm = domain_of(c);
+  auto cpu = kvm->child("domain").child("cpu");
+  CHECK(std::string(cpu.attribute("mode").value()) == "host-passthrough");
+  CHECK(std::string(cpu.attribute("check").value()) == "none");
+  CHECK(std::string(cpu.attribute("migratable").value()) == "off");
+  CHECK(std::string(cpu.child("maxphysaddr").attribute("mode").value()) == "passthrough");
+  c.opts.domain_type = "qemu";
+  const auto doc = domain_of(c);
+  cpu = doc->child("domain").child("cpu");
+  CHECK(std::string(doc->child("domain").attribute("type").value()) == "qemu");
+  CHECK(std::string(cpu.attribute("mode").value()) == "maximum");
+  CHECK_FALSE(cpu.child("maxphysaddr"));
+}
+
+TEST_CASE("managed='no' when hostagent prepares the devices itself") {
+  const auto c = make_case("vela2-2gpu");  // its options say managed_hostdevs = false
+  const auto doc = domain_of(c);
+  int seen = 0;
+  for (const auto& n : doc->child("domain").child("devices").children()) {
+    if (std::string(n.name()) != "hostdev" && std::string(n.name()) != "interface") continue;
+    CHECK(std::string(n.attribute("managed").value()) == "no");
+    ++seen;
+  }
+  CHECK(seen == 5);  // 2 GPUs, 2 VFs, 1 NVMe
+}
+
+TEST_CASE("the boot disk is the template's image and cloud-init user data never enters the XML") {
+  auto c = make_case("vela1-8gpu");
+  c.shape.boot.cloud_init = "#cloud-config\nchpasswd: {list: 'root:hunter2'}\n";
+  const auto xml = render_ok(c.host->model, c.shape, c.placement, c.opts).domain_xml;
+  CHECK(xml.find("hunter2") == std::string::npos);
+  CHECK(xml.find("cloud-config") == std::string::npos);
+  const auto doc = parse(xml);
+  const auto disk = doc->child("domain").child("devices").child("disk");
+  CHECK(std::string(disk.child("source").attribute("file").value()) == c.shape.boot.image);
+  CHECK(std::string(disk.child("driver").attribute("type").value()) == "qcow2");
+  CHECK(std::string(disk.child("target").attribute("bus").value()) == "virtio");
+  CHECK(disk.previous_sibling().type() == pugi::node_comment);
+  c.shape.boot.image.clear();
+  CHECK_FALSE(domain_of(c)->child("domain").child("devices").child("disk"));
+}
+
+TEST_CASE("metadata carries the template name and its key/values in the hostagent namespace, escaped") {
+  const auto c = make_case("vela2-8gpu");
+  const auto xml = render_ok(c.host->model, c.shape, c.placement, c.opts).domain_xml;
+  CHECK(xml.find("R&amp;D &lt;4711&gt;") != std::string::npos);
+  const auto doc = parse(xml);
+  const auto vm = doc->child("domain").child("metadata").child("hostagent:vm");
+  CHECK(std::string(vm.attribute("xmlns:hostagent").value()) == "https://hostagent.dev/xmlns/domain/1");
+  CHECK(std::string(vm.child("hostagent:template").attribute("name").value()) == "vela2-8gpu");
+  CHECK(std::string(vm.child("hostagent:metadata").child("hostagent:cost_center").text().get()) == "R&D <4711>");
+  CHECK(std::string(vm.child("hostagent:metadata").child("hostagent:team").text().get()) == "llm-pretraining");
+}
+
+TEST_CASE("name, UUID and emulator as given, and no emulatorpin without housekeeping CPUs") {
+  auto c = make_case("vela1-nodevice");
+  c.placement.emulator_cpus.clear();
+  c.opts.emulator = "/usr/libexec/qemu-kvm";
+  const auto doc = domain_of(c);
+  const auto domain = doc->child("domain");
+  CHECK(std::string(domain.child("name").text().get()) == "vela1-nodevice");
+  CHECK(std::string(domain.child("uuid").text().get()) == c.opts.uuid);
+  CHECK(std::string(domain.child("devices").child("emulator").text().get()) == "/usr/libexec/qemu-kvm");
+  CHECK_FALSE(domain.child("cputune").child("emulatorpin"));
+}
+
+TEST_CASE("x2APIC ids past 254 get the split irqchip, and two cells on one host node are 11 apart") {
+  // 9 cells of 17 vCPUs: QEMU packs 17 cores into 5 bits, so socket 8 starts at APIC id 256.
+  Want want;
+  want.host_nodes = {0, 1, 0, 1, 0, 1, 0, 1, 0};
+  want.vcpus_per_cell = 17;
+  want.smt = false;
+  want.memory_per_cell = 4 * GiB;
+  const auto host = discover("vela2");
+  auto shape = make_shape("wide", want);
+  auto placement = make_placement(host->model, want);
+  REQUIRE(placement.topology.cores == 17);
+  auto doc = parse(render_ok(host->model, shape, placement, options("wide")).domain_xml);
+  CHECK(std::string(doc->child("domain").child("features").child("ioapic").attribute("driver").value()) == "qemu");
+  const auto cell0 = doc->child("domain").child("cpu").child("numa").child("cell");
+  CHECK(cell0.child("distances").find_child_by_attribute("sibling", "id", "2").attribute("value").as_int() == 11);
+  CHECK(cell0.child("distances").find_child_by_attribute("sibling", "id", "1").attribute("value").as_int() == 21);
+  if (const auto result = virt_xml_validate(render_ok(host->model, shape, placement, options("wide")).domain_xml)) {
+    CHECK_MESSAGE(result->exit_code == 0, result->output);
+  }
+  // 2 sockets of 8 cores x 2 threads stay within xAPIC ids.
+  const auto narrow = make_case("vela1-8gpu");
+  doc = parse(render_ok(narrow.host->model, narrow.shape, narrow.placement, narrow.opts).domain_xml);
+  CHECK_FALSE(doc->child("domain").child("features").child("ioapic"));
+}
+
+}  // namespace
+}  // namespace hostagent::render::testing

@@ -1,0 +1,600 @@
+// Placement on the simulated hosts (discovered from their sysfs trees, as the daemon would): where
+// GPUs, VFs, NVMe, vCPUs and memory go, and what a refusal says. Generated hosts and the brute-force
+// comparison are in test_placement_properties.cpp.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <map>
+#include <memory>
+#include <set>
+
+#include "hostagent/numa/discovery.hpp"
+#include "hostagent/numa/placement.hpp"
+#include "hostagent/simhost/sim_host.hpp"
+#include "test_support.hpp"
+
+namespace hostagent::numa {
+namespace {
+
+constexpr uint64_t kGiB = 1ULL << 30;
+constexpr uint64_t kMiB = 1ULL << 20;
+
+struct Discovered {
+  testing::TempDir dir;
+  HostModel model;
+};
+
+std::unique_ptr<Discovered> discover_spec(const simhost::HostSpec& spec) {
+  auto out = std::make_unique<Discovered>();
+  const auto written = simhost::write_sysfs_tree(spec, out->dir.path());
+  REQUIRE_MESSAGE(written.ok(), written.error().message);
+  auto model = discover_from_sysfs(out->dir.path());
+  REQUIRE_MESSAGE(model.ok(), model.error().message);
+  out->model = std::move(model).value();
+  return out;
+}
+
+simhost::HostSpec builtin(const std::string& name) {
+  auto spec = simhost::builtin_host(name);
+  REQUIRE_MESSAGE(spec.ok(), spec.error().message);
+  return std::move(spec).value();
+}
+
+// Writing and discovering a tree takes a while; placement never changes the model, so share it.
+const Discovered* discover_builtin(const std::string& name) {
+  static std::map<std::string, std::unique_ptr<Discovered>> cache;
+  auto& slot = cache[name];
+  if (!slot) slot = discover_spec(builtin(name));
+  return slot.get();
+}
+
+// vela1 ships with 2 VFs per ConnectX PF; this re-creates `per_pf` VFs (0: SR-IOV off) on every PF,
+// at the routing IDs the PF's offset and stride give (PF0 at +2, PF1 at +9, like the real ConnectX-6 Dx).
+simhost::HostSpec vela1_with_vfs(int per_pf) {
+  auto spec = builtin("vela1");
+  std::erase_if(spec.functions, [](const simhost::SimFunction& f) { return !f.physfn.empty(); });
+  const auto vela2 = builtin("vela2");
+  const auto vf_model = std::find_if(vela2.functions.begin(), vela2.functions.end(),
+                                     [](const simhost::SimFunction& f) { return !f.physfn.empty(); });
+  REQUIRE(vf_model != vela2.functions.end());
+  std::vector<simhost::SimFunction> vfs;
+  for (auto& pf : spec.functions) {
+    if (pf.sriov_total_vfs == 0) continue;
+    pf.sriov_num_vfs = per_pf;
+    const auto pf_address = PciAddress::parse(pf.address);
+    REQUIRE(pf_address.ok());
+    const int pf_routing = pf_address->device * 8 + pf_address->function;
+    for (int n = 0; n < per_pf; ++n) {
+      const int routing = pf_routing + pf.sriov_vf_offset + n * pf.sriov_vf_stride;
+      PciAddress address = *pf_address;
+      address.device = static_cast<uint8_t>(routing / 8);
+      address.function = static_cast<uint8_t>(routing % 8);
+      simhost::SimFunction vf = *vf_model;
+      vf.address = address.to_string();
+      vf.parent = pf.parent;
+      vf.physfn = pf.address;
+      vf.numa_node = pf.numa_node;
+      vf.iommu_group = std::nullopt;
+      vf.net_interfaces.clear();
+      vf.rdma_devices.clear();
+      vfs.push_back(vf);
+    }
+  }
+  spec.functions.insert(spec.functions.end(), vfs.begin(), vfs.end());
+  return spec;
+}
+
+const Cpu& cpu_of(const HostModel& m, int id) {
+  const auto it = std::find_if(m.cpus.begin(), m.cpus.end(), [&](const Cpu& c) { return c.id == id; });
+  REQUIRE(it != m.cpus.end());
+  return *it;
+}
+
+const PciFunction& function_of(const HostModel& m, const PciAddress& address) {
+  const auto* f = m.find(address);
+  REQUIRE(f != nullptr);
+  return *f;
+}
+
+// What every placement must satisfy, whatever the host: 1:1 pins on the cell's node, off the
+// housekeeping CPUs, SMT pairs when threads is 2, every device once.
+void check_common(const HostModel& m, const HostPolicy& policy, const PlacementRequest& r, const Placement& p) {
+  std::set<int> pinned;
+  int vcpus = 0;
+  for (const auto& cell : p.cells) {
+    REQUIRE(cell.vcpus.size() == cell.host_cpus.size());
+    vcpus += static_cast<int>(cell.vcpus.size());
+    for (std::size_t i = 0; i < cell.host_cpus.size(); ++i) {
+      const int cpu = cell.host_cpus[i];
+      CHECK(pinned.insert(cpu).second);
+      CHECK(cpu_of(m, cpu).numa_node == std::optional<int>(cell.host_node));
+      CHECK(std::count(policy.housekeeping_cpus.begin(), policy.housekeeping_cpus.end(), cpu) == 0);
+      if (p.topology.threads == 2 && i % 2 == 1) {
+        const auto& siblings = cpu_of(m, cell.host_cpus[i - 1]).siblings;
+        CHECK(std::count(siblings.begin(), siblings.end(), cpu) == 1);
+      }
+    }
+    CHECK(cell.memory_bytes * p.cells.size() == r.memory_bytes);
+  }
+  CHECK(vcpus == r.vcpus);
+  CHECK(p.topology.sockets * p.topology.cores * p.topology.threads == r.vcpus);
+  const auto allocation = allocation_of("x", p, r.hugepage_size_bytes);
+  const std::set<PciAddress> devices(allocation.devices.begin(), allocation.devices.end());
+  CHECK(devices.size() == allocation.devices.size());
+  CHECK(static_cast<int>(p.gpus.size()) == r.gpus);
+  CHECK(static_cast<int>(p.nvme.size()) == r.nvme);
+  CHECK(static_cast<int>(p.extra_vfs.size()) == r.extra_vfs);
+}
+
+HostPolicy vela2_policy() {
+  return HostPolicy{{0, 96, 48, 144}, true};
+}  // one core per socket
+
+PlacementRequest vela2_full() {
+  PlacementRequest r;
+  r.vcpus = 160;
+  r.memory_bytes = 1792 * kGiB;
+  r.gpus = 8;
+  r.vfs_per_gpu = 1;
+  r.nvme = 8;
+  r.peer_to_peer = true;
+  return r;
+}
+
+PlacementRequest one_gpu(int vcpus = 16, uint64_t memory = 64 * kGiB) {
+  PlacementRequest r;
+  r.vcpus = vcpus;
+  r.memory_bytes = memory;
+  r.gpus = 1;
+  r.vfs_per_gpu = 1;
+  return r;
+}
+
+PlacementRequest cpus_only(int vcpus, uint64_t memory) {
+  PlacementRequest r;
+  r.vcpus = vcpus;
+  r.memory_bytes = memory;
+  return r;
+}
+
+TEST_CASE("placement: vela2 8 GPUs with a VF under each GPU's switch and 160 vCPUs and 1792 GiB and 8 NVMe") {
+  const auto host = discover_builtin("vela2");
+  const auto& m = host->model;
+  const auto policy = vela2_policy();
+  const auto r = vela2_full();
+  const auto p = place(m, {}, policy, r);
+  REQUIRE_MESSAGE(p.ok(), p.error().message);
+  check_common(m, policy, r, *p);
+
+  REQUIRE(p->cells.size() == 2);
+  for (int i = 0; i < 2; ++i) {
+    CHECK(p->cells[i].host_node == i);
+    CHECK(p->cells[i].vcpus.size() == 80);
+    CHECK(p->cells[i].vcpus.front() == 80 * i);
+    CHECK(p->cells[i].hugepages == 896);
+  }
+  CHECK(p->topology.sockets == 2);
+  CHECK(p->topology.threads == 2);
+  CHECK(p->topology.cores == 40);
+  CHECK(p->emulator_cpus == std::vector<int>{0, 48, 96, 144});
+  // The first core after the housekeeping one: vCPUs 0 and 1 on CPUs 1 and 97.
+  CHECK(p->cells[0].host_cpus[0] == 1);
+  CHECK(p->cells[0].host_cpus[1] == 97);
+
+  std::set<int> cliques;
+  for (const auto& gpu : p->gpus) {
+    CAPTURE(gpu.gpu.address.to_string());
+    REQUIRE(gpu.vfs.size() == 1);
+    REQUIRE(gpu.gpu.host_switch.has_value());
+    CHECK(gpu.vfs[0].host_switch == gpu.gpu.host_switch);
+    CHECK(function_of(m, gpu.vfs[0].address).physfn.has_value());
+    CHECK(gpu.gpu.guest_cell == *gpu.gpu.host_node);
+    CHECK(gpu.vfs[0].guest_cell == gpu.gpu.guest_cell);
+    CHECK(gpu.companions.empty());
+    cliques.insert(gpu.clique);
+  }
+  CHECK(cliques.size() == 8);  // one H100 per switch: every GPU its own clique
+  CHECK(p->gpus.front().gpu.address.to_string() == "0000:18:00.0");
+  CHECK(p->gpus.front().vfs[0].address.to_string() == "0000:19:00.1");
+  CHECK(p->gpus.back().clique == 7);
+  std::set<PciAddress> gpu_switches;
+  for (const auto& gpu : p->gpus) gpu_switches.insert(*gpu.gpu.host_switch);
+  for (const auto& nvme : p->nvme) {
+    REQUIRE(nvme.host_switch.has_value());
+    CHECK(gpu_switches.count(*nvme.host_switch) == 1);
+    CHECK(nvme.guest_cell == *nvme.host_node);
+  }
+
+  const auto allocation = allocation_of("train-1", *p, r.hugepage_size_bytes);
+  CHECK(allocation.cpus.size() == 160);
+  CHECK(allocation.devices.size() == 24);
+  CHECK(allocation.hugepages == std::map<int, uint64_t>{{0, 896}, {1, 896}});
+}
+
+TEST_CASE("placement: vela1 with SR-IOV on gives 8 A100 two VFs each from the dual-port NIC under their switch") {
+  const auto host = discover_spec(vela1_with_vfs(2));
+  const auto& m = host->model;
+  const HostPolicy policy{{0, 48, 24, 72}, true};
+  PlacementRequest r;
+  r.vcpus = 88;
+  r.memory_bytes = 1200 * kGiB;
+  r.gpus = 8;
+  r.vfs_per_gpu = 2;
+  r.nvme = 8;
+  r.peer_to_peer = true;
+  const auto p = place(m, {}, policy, r);
+  REQUIRE_MESSAGE(p.ok(), p.error().message);
+  check_common(m, policy, r, *p);
+  REQUIRE(p->cells.size() == 2);
+  CHECK(p->cells[0].host_cpus.size() == 44);
+  CHECK(p->topology.threads == 2);
+  std::map<int, int> per_clique;
+  for (const auto& gpu : p->gpus) {
+    REQUIRE(gpu.vfs.size() == 2);
+    for (const auto& vf : gpu.vfs) CHECK(vf.host_switch == gpu.gpu.host_switch);
+    ++per_clique[gpu.clique];
+  }
+  // Two A100 per switch: four cliques of two.
+  CHECK(per_clique == std::map<int, int>{{0, 2}, {1, 2}, {2, 2}, {3, 2}});
+}
+
+TEST_CASE("placement: vela1 with SR-IOV off (no VFs created) refuses VFs and places GPUs without them") {
+  const auto host = discover_spec(vela1_with_vfs(0));
+  const HostPolicy policy{{0, 48}, true};
+  auto r = one_gpu();
+  const auto refused = place(host->model, {}, policy, r);
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.error().code == ErrorCode::does_not_fit);
+  CHECK(refused.error().message ==
+        "needs 1 GPU with a NIC VF on their switch; free: 0 (8 without enough free VFs under their switch)");
+  r.vfs_per_gpu = 0;
+  r.gpus = 2;
+  r.peer_to_peer = true;
+  const auto p = place(host->model, {}, policy, r);
+  REQUIRE_MESSAGE(p.ok(), p.error().message);
+  check_common(host->model, policy, r, *p);
+  // The two A100 that share the first switch: one clique.
+  REQUIRE(p->gpus.size() == 2);
+  CHECK(p->gpus[0].gpu.address.to_string() == "0000:19:00.0");
+  CHECK(p->gpus[1].gpu.address.to_string() == "0000:1a:00.0");
+  CHECK(p->gpus[0].clique == 0);
+  CHECK(p->gpus[1].clique == 0);
+}
+
+TEST_CASE("placement: vela2 one GPU and then two GPUs go to the lowest free switches of one node") {
+  const auto host = discover_builtin("vela2");
+  const auto& m = host->model;
+  const auto policy = vela2_policy();
+  const auto first = place(m, {}, policy, one_gpu());
+  REQUIRE_MESSAGE(first.ok(), first.error().message);
+  check_common(m, policy, one_gpu(), *first);
+  REQUIRE(first->cells.size() == 1);
+  CHECK(first->cells[0].host_node == 0);
+  CHECK(first->gpus[0].gpu.address.to_string() == "0000:18:00.0");
+  CHECK(first->gpus[0].vfs[0].address.to_string() == "0000:19:00.1");
+  CHECK(first->topology.threads == 2);
+  CHECK(first->topology.cores == 8);
+
+  auto two = one_gpu(32, 128 * kGiB);
+  two.gpus = 2;
+  two.peer_to_peer = true;
+  const std::vector<Allocation> existing{allocation_of("a", *first, one_gpu().hugepage_size_bytes)};
+  const auto second = place(m, existing, policy, two);
+  REQUIRE_MESSAGE(second.ok(), second.error().message);
+  check_common(m, policy, two, *second);
+  REQUIRE(second->cells.size() == 1);
+  CHECK(second->cells[0].host_node == 0);
+  REQUIRE(second->gpus.size() == 2);
+  CHECK(second->gpus[0].gpu.address.to_string() == "0000:29:00.0");
+  CHECK(second->gpus[1].gpu.address.to_string() == "0000:3a:00.0");
+  CHECK(second->gpus[0].clique == 0);
+  CHECK(second->gpus[1].clique == 1);
+  // None of the first VM's CPUs.
+  for (const int cpu : second->cells[0].host_cpus) {
+    CHECK(std::count(existing[0].cpus.begin(), existing[0].cpus.end(), cpu) == 0);
+  }
+}
+
+TEST_CASE("placement: vela2 takes one 1-GPU VM per switch until none is left and says who holds them") {
+  const auto host = discover_builtin("vela2");
+  const auto policy = vela2_policy();
+  std::vector<Allocation> existing;
+  for (int i = 0; i < 8; ++i) {
+    const auto p = place(host->model, existing, policy, one_gpu());
+    REQUIRE_MESSAGE(p.ok(), p.error().message);
+    check_common(host->model, policy, one_gpu(), *p);
+    CHECK(p->cells[0].host_node == (i < 4 ? 0 : 1));
+    existing.push_back(allocation_of("vm" + std::to_string(i), *p, kGiB));
+  }
+  const auto refused = place(host->model, existing, policy, one_gpu());
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.error().code == ErrorCode::does_not_fit);
+  CHECK(refused.error().message.find("free: 0 (0000:18:00.0 held by vm vm0; 0000:29:00.0 held by vm vm1;") !=
+        std::string::npos);
+}
+
+TEST_CASE("placement: a GPU with an audio function takes it as a companion (quirks host)") {
+  const auto host = discover_builtin("quirks");
+  const auto& m = host->model;
+  const HostPolicy policy{{}, false};  // the quirks host has no hugepage pools
+  auto r = cpus_only(4, 8 * kGiB);
+  r.gpus = 1;
+  r.gpu_ids = {{0x10de, 0x2230}};  // the RTX A6000
+  const auto p = place(m, {}, policy, r);
+  REQUIRE_MESSAGE(p.ok(), p.error().message);
+  check_common(m, policy, r, *p);
+  REQUIRE(p->gpus.size() == 1);
+  CHECK(p->gpus[0].gpu.address.to_string() == "0000:01:00.0");
+  REQUIRE(p->gpus[0].companions.size() == 1);
+  CHECK(p->gpus[0].companions[0].to_string() == "0000:01:00.1");
+  const auto allocation = allocation_of("desk", *p, r.hugepage_size_bytes);
+  CHECK(std::count(allocation.devices.begin(), allocation.devices.end(), p->gpus[0].companions[0]) == 1);
+
+  // Held audio function: the GPU cannot go without it.
+  const Allocation audio_held{"sound", {}, {p->gpus[0].companions[0]}, kGiB, {}};
+  const auto refused = place(m, {audio_held}, policy, r);
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.error().message == "needs 1 GPU of 10de:2230; free: 0 (0000:01:00.0 held by vm sound)");
+}
+
+TEST_CASE("placement: a CPU-less node is never used for vCPUs and its GPU's cell is on the nearest node") {
+  auto spec = builtin("quirks");
+  for (auto& f : spec.functions) {
+    if (f.address == "0000:83:00.0") f.numa_node = 2;  // GPU memory node, as on Grace
+  }
+  const auto host = discover_spec(spec);
+  const auto& m = host->model;
+  const HostPolicy policy{{0}, false};
+  auto r = cpus_only(14, 14 * kGiB);
+  const auto wide = place(m, {}, policy, r);
+  REQUIRE_MESSAGE(wide.ok(), wide.error().message);
+  check_common(m, policy, r, *wide);
+  REQUIRE(wide->cells.size() == 2);
+  CHECK(wide->cells[0].host_node == 0);
+  CHECK(wide->cells[1].host_node == 1);
+
+  r = cpus_only(4, 4 * kGiB);
+  r.gpus = 1;
+  r.gpu_ids = {{0x10de, 0x20b0}};
+  r.vfs_per_gpu = 0;
+  // Node 0's A100 is held, so the A100 on the CPU-less node is the one left.
+  const Allocation held{"other", {}, {*PciAddress::parse("0000:02:00.0")}, kGiB, {}};
+  const auto p = place(m, {held}, policy, r);
+  REQUIRE_MESSAGE(p.ok(), p.error().message);
+  check_common(m, policy, r, *p);
+  REQUIRE(p->gpus.size() == 1);
+  CHECK(p->gpus[0].gpu.host_node == std::optional<int>(2));
+  REQUIRE(p->cells.size() == 1);
+  CHECK(p->cells[0].host_node == 1);  // distance 30 to node 1, 40 to node 0
+  CHECK(p->gpus[0].gpu.guest_cell == 0);
+  for (const auto& cell : p->cells) CHECK(cell.host_node != 2);
+}
+
+TEST_CASE("placement: a second 8-GPU VM on vela2 is refused naming the GPUs and the VM that holds them") {
+  const auto host = discover_builtin("vela2");
+  const auto policy = vela2_policy();
+  const auto r = vela2_full();
+  const auto first = place(host->model, {}, policy, r);
+  REQUIRE_MESSAGE(first.ok(), first.error().message);
+  const std::vector<Allocation> existing{allocation_of("train-3", *first, r.hugepage_size_bytes)};
+  const auto second = place(host->model, existing, policy, r);
+  REQUIRE_FALSE(second.ok());
+  CHECK(second.error().code == ErrorCode::does_not_fit);
+  CHECK(second.error().message ==
+        "needs 8 GPUs with a NIC VF on their switch; free: 0 (0000:18:00.0, 0000:29:00.0, 0000:3a:00.0, "
+        "0000:4b:00.0, 0000:9a:00.0, 0000:ab:00.0, 0000:bc:00.0 and 0000:cd:00.0 held by vm train-3)");
+
+  // Two of them back: the message counts the six still held and the two free.
+  auto partial = existing;
+  partial[0].devices.erase(partial[0].devices.begin(), partial[0].devices.begin() + 2);  // GPU 0 and its VF
+  const auto again = place(host->model, partial, policy, r);
+  REQUIRE_FALSE(again.ok());
+  CHECK(again.error().message.find("free: 1 (0000:29:00.0, ") != std::string::npos);
+}
+
+TEST_CASE("placement: too many vCPUs is refused with the node and the shortfall and who holds the CPUs") {
+  const auto host = discover_builtin("vela2");
+  const auto policy = vela2_policy();
+  const auto a = place(host->model, {}, policy, cpus_only(80, 80 * kGiB));
+  REQUIRE_MESSAGE(a.ok(), a.error().message);
+  REQUIRE(a->cells.size() == 1);
+  CHECK(a->cells[0].host_node == 0);
+  const std::vector<Allocation> existing{allocation_of("a", *a, kGiB)};
+
+  // Node 0 has 14 CPUs left: a 40-vCPU VM with a GPU goes to node 1's GPUs instead.
+  const auto moved = place(host->model, existing, policy, one_gpu(40));
+  REQUIRE_MESSAGE(moved.ok(), moved.error().message);
+  CHECK(moved->cells[0].host_node == 1);
+  CHECK(moved->gpus[0].gpu.address.to_string() == "0000:9a:00.0");
+
+  const auto refused = place(host->model, existing, policy, one_gpu(100));
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.error().code == ErrorCode::does_not_fit);
+  CHECK(refused.error().message == "needs 100 CPUs on NUMA node 0; free: 14 (80 held by vm a, 2 housekeeping)");
+
+  const auto too_wide = place(host->model, {}, policy, cpus_only(200, 200 * kGiB));
+  REQUIRE_FALSE(too_wide.ok());
+  CHECK(too_wide.error().message == "needs 100 CPUs on NUMA node 0; free: 94 (2 housekeeping)");
+}
+
+TEST_CASE("placement: exhausted hugepages are refused with the pool and the shortfall and who holds them") {
+  const auto host = discover_builtin("vela2");
+  const auto policy = vela2_policy();
+  const auto b = place(host->model, {}, policy, cpus_only(8, 800 * kGiB));
+  REQUIRE_MESSAGE(b.ok(), b.error().message);
+  const std::vector<Allocation> existing{allocation_of("b", *b, kGiB)};
+  const auto moved = place(host->model, existing, policy, one_gpu(8, 200 * kGiB));
+  REQUIRE_MESSAGE(moved.ok(), moved.error().message);
+  CHECK(moved->cells[0].host_node == 1);
+
+  const auto refused = place(host->model, existing, policy, one_gpu(8, 1000 * kGiB));
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.error().code == ErrorCode::does_not_fit);
+  CHECK(refused.error().message == "needs 1000 hugepages of 1 GiB on node 0; free: 100 (800 held by vm b)");
+
+  // Pages of another size are another pool: vela2 has no 2 MiB pages at all.
+  auto small = one_gpu(8, 2 * kGiB);
+  small.hugepage_size_bytes = 2 * kMiB;
+  const auto no_pool = place(host->model, {}, policy, small);
+  REQUIRE_FALSE(no_pool.ok());
+  CHECK(no_pool.error().message == "needs 1024 hugepages of 2 MiB on node 0; free: 0");
+  // Unless the host cannot tell its pools: then memory is placed by node without the check.
+  const auto unchecked = place(host->model, {}, HostPolicy{{0, 96, 48, 144}, false}, small);
+  REQUIRE_MESSAGE(unchecked.ok(), unchecked.error().message);
+  CHECK(unchecked->cells[0].hugepages == 1024);
+}
+
+TEST_CASE("placement: a GPU without a ConnectX under it (workstation) fails strict and non-strict VF requests") {
+  const auto host = discover_builtin("workstation");
+  const HostPolicy policy{{0, 8}, true};
+  auto r = one_gpu(4, 1 * kGiB);
+  r.hugepage_size_bytes = 2 * kMiB;
+  const auto strict = place(host->model, {}, policy, r);
+  REQUIRE_FALSE(strict.ok());
+  CHECK(strict.error().code == ErrorCode::does_not_fit);
+  CHECK(strict.error().message ==
+        "needs 1 GPU with a NIC VF on their switch; free: 0 (1 without enough free VFs under their switch)");
+  r.nic_strict = false;
+  const auto loose = place(host->model, {}, policy, r);
+  REQUIRE_FALSE(loose.ok());
+  CHECK(loose.error().message ==
+        "needs 1 GPU with a NIC VF on their switch or NUMA node; free: 0 (1 without enough free VFs on their NUMA "
+        "node)");
+  r.vfs_per_gpu = 0;
+  r.nvme = 1;
+  const auto p = place(host->model, {}, policy, r);
+  REQUIRE_MESSAGE(p.ok(), p.error().message);
+  check_common(host->model, policy, r, *p);
+  CHECK(p->gpus[0].companions.empty());  // its HDMI audio has an IOMMU group of its own here
+  CHECK(p->cells[0].hugepages == 512);
+}
+
+TEST_CASE("placement: non-strict VFs come from the GPU's node when its switch has none left") {
+  const auto host = discover_builtin("vela2");
+  const auto& m = host->model;
+  const auto policy = vela2_policy();
+  // Another VM holds all four VFs under the first switch, and node 1's GPUs.
+  Allocation held{"net", {}, {}, kGiB, {}};
+  for (int fn = 1; fn <= 4; ++fn) held.devices.push_back(PciAddress{0, 0x19, 0, static_cast<uint8_t>(fn)});
+  for (const char* gpu : {"0000:9a:00.0", "0000:ab:00.0", "0000:bc:00.0", "0000:cd:00.0"}) {
+    held.devices.push_back(*PciAddress::parse(gpu));
+  }
+  auto r = one_gpu();
+  r.gpu_ids = {{0x10de, 0x2330}};
+  const auto p = place(m, {held}, policy, r);
+  REQUIRE_MESSAGE(p.ok(), p.error().message);
+  CHECK(p->gpus[0].gpu.address.to_string() == "0000:29:00.0");  // strict: the next switch
+  r.nic_strict = false;
+  r.gpus = 4;
+  r.vcpus = 16;
+  const auto loose = place(m, {held}, policy, r);
+  REQUIRE_MESSAGE(loose.ok(), loose.error().message);
+  check_common(m, policy, r, *loose);
+  // All four node-0 GPUs: three with a VF under their switch, GPU 0 with one from its node.
+  REQUIRE(loose->gpus.size() == 4);
+  CHECK(loose->cells.size() == 1);
+  CHECK(loose->gpus[0].gpu.address.to_string() == "0000:18:00.0");
+  CHECK(loose->gpus[0].vfs[0].address.to_string() == "0000:2a:00.2");  // the first left on node 0
+  CHECK(loose->gpus[0].vfs[0].host_node == std::optional<int>(0));
+  for (std::size_t i = 1; i < 4; ++i) CHECK(loose->gpus[i].vfs[0].host_switch == loose->gpus[i].gpu.host_switch);
+}
+
+TEST_CASE("placement: a VF bound to vfio-pci by no known VM is not given") {
+  const auto host = discover_builtin("vela2");
+  HostModel m = host->model;
+  const auto first_vf = *PciAddress::parse("0000:19:00.1");
+  std::find_if(m.pci_devices.begin(), m.pci_devices.end(), [&](const PciFunction& f) {
+    return f.address == first_vf;
+  })->driver = "vfio-pci";
+  const auto p = place(m, {}, vela2_policy(), one_gpu());
+  REQUIRE_MESSAGE(p.ok(), p.error().message);
+  CHECK(p->gpus[0].gpu.address.to_string() == "0000:18:00.0");
+  CHECK(p->gpus[0].vfs[0].address.to_string() == "0000:19:00.2");
+}
+
+TEST_CASE("placement: extra VFs and NVMe follow the GPU and without GPUs they follow the vCPUs") {
+  const auto host = discover_builtin("vela2");
+  const auto policy = vela2_policy();
+  auto r = one_gpu();
+  r.extra_vfs = 2;
+  r.nvme = 1;
+  const auto p = place(host->model, {}, policy, r);
+  REQUIRE_MESSAGE(p.ok(), p.error().message);
+  check_common(host->model, policy, r, *p);
+  CHECK(p->nvme[0].address.to_string() == "0000:1a:00.0");  // under the GPU's switch
+  for (const auto& vf : p->extra_vfs) CHECK(vf.host_node == std::optional<int>(0));
+  CHECK(p->cells.size() == 1);
+
+  auto storage = cpus_only(120, 120 * kGiB);
+  storage.nvme = 3;
+  const auto s = place(host->model, {}, policy, storage);
+  REQUIRE_MESSAGE(s.ok(), s.error().message);
+  check_common(host->model, policy, storage, *s);
+  REQUIRE(s->cells.size() == 2);  // 120 vCPUs need both nodes; the NVMe come from both, lowest first
+  CHECK(s->nvme[0].address.to_string() == "0000:1a:00.0");
+}
+
+TEST_CASE("placement: guest_cells splits a one-node VM in two or folds a two-node VM into one cell") {
+  const auto host = discover_builtin("vela2");
+  const auto policy = vela2_policy();
+  auto r = one_gpu(32, 64 * kGiB);
+  r.guest_cells = 2;
+  const auto split = place(host->model, {}, policy, r);
+  REQUIRE_MESSAGE(split.ok(), split.error().message);
+  check_common(host->model, policy, r, *split);
+  REQUIRE(split->cells.size() == 2);
+  CHECK(split->cells[0].host_node == 0);
+  CHECK(split->cells[1].host_node == 0);
+  CHECK(split->cells[1].vcpus.front() == 16);
+  CHECK(split->topology.sockets == 2);
+
+  auto full = vela2_full();
+  full.guest_cells = 1;
+  full.vcpus = 64;
+  full.memory_bytes = 512 * kGiB;
+  const auto folded = place(host->model, {}, policy, full);
+  REQUIRE_MESSAGE(folded.ok(), folded.error().message);
+  check_common(host->model, policy, full, *folded);
+  REQUIRE(folded->cells.size() == 1);
+  CHECK(folded->cells[0].host_node == 0);
+  for (const auto& gpu : folded->gpus) CHECK(gpu.gpu.guest_cell == 0);
+}
+
+TEST_CASE("placement: requests no host could satisfy are invalid arguments") {
+  const auto host = discover_builtin("vela2");
+  const auto policy = vela2_policy();
+  const auto invalid = [&](const PlacementRequest& r) {
+    const auto p = place(host->model, {}, policy, r);
+    REQUIRE_FALSE(p.ok());
+    CHECK(p.error().code == ErrorCode::invalid_argument);
+    return p.error().message;
+  };
+  CHECK(invalid(cpus_only(0, kGiB)) == "vcpus must be at least 1, got 0");
+  CHECK(invalid(cpus_only(4, 0)) == "memory_bytes must be more than 0");
+  CHECK(invalid(cpus_only(4, kGiB + 1)).find("not a whole number of 1 GiB hugepages") != std::string::npos);
+  auto cells = cpus_only(9, 8 * kGiB);
+  cells.guest_cells = 2;
+  CHECK(invalid(cells) == "vcpus 9 do not divide evenly among 2 guest_cells");
+  // Two host nodes for 8 GPUs make two cells, and 161 vCPUs do not split in two.
+  auto odd = vela2_full();
+  odd.vcpus = 161;
+  const auto message = invalid(odd);
+  CHECK(message.find("vcpus 161 do not divide evenly among 2 guest cells") != std::string::npos);
+}
+
+TEST_CASE("placement: the same inputs give the same placement") {
+  const auto host = discover_builtin("vela2");
+  const auto policy = vela2_policy();
+  const auto a = place(host->model, {}, policy, vela2_full());
+  const auto b = place(host->model, {}, policy, vela2_full());
+  REQUIRE(a.ok());
+  REQUIRE(b.ok());
+  const auto x = allocation_of("x", *a, kGiB);
+  const auto y = allocation_of("x", *b, kGiB);
+  CHECK(x.cpus == y.cpus);
+  CHECK(x.devices == y.devices);
+  CHECK(x.hugepages == y.hugepages);
+}
+
+}  // namespace
+}  // namespace hostagent::numa

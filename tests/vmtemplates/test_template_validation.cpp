@@ -1,0 +1,337 @@
+// vmtemplates validation: the schema's defaults and accepted spellings, and every error with its
+// exact file:line:column, what was found and what was expected.
+#include <doctest/doctest.h>
+
+#include "hostagent/vmtemplates/vm_template.hpp"
+#include "test_support.hpp"
+
+namespace hostagent::vmtemplates {
+namespace {
+
+// A valid template on lines 1-3; cases append their keys from line 4.
+const std::string kBase = "name: t\nvcpus: 4\nmemory: 8GiB\n";
+const std::string kTopKeys =
+    "name, description, abstract, extends, vcpus, memory, hugepage_size, guest_numa, gpus, nics, nvme, "
+    "peer_to_peer, machine, firmware, boot or metadata";
+
+VmTemplate valid(const std::string& yaml) {
+  auto shape = parse_template(yaml, "t.yaml", nullptr);
+  REQUIRE_MESSAGE(shape.ok(), (shape.ok() ? "" : shape.error().message));
+  return *shape;
+}
+
+std::string problems(const std::string& yaml) {
+  auto shape = parse_template(yaml, "t.yaml", nullptr);
+  REQUIRE_FALSE(shape.ok());
+  CHECK(shape.error().code == ErrorCode::invalid_argument);
+  return shape.error().message;
+}
+
+TEST_CASE("validation: a minimal template takes the documented defaults") {
+  const VmTemplate shape = valid(kBase);
+  CHECK(shape.name == "t");
+  CHECK(shape.source == "t.yaml");
+  CHECK(shape.description.empty());
+  CHECK_FALSE(shape.abstract);
+  CHECK(shape.vcpus == 4);
+  CHECK(shape.memory_bytes == 8ULL << 30);
+  CHECK(shape.hugepage_size_bytes == 1ULL << 30);
+  CHECK(shape.guest_numa.mirror);
+  CHECK(shape.gpus.count == 0);
+  CHECK(shape.gpus.model.empty());
+  CHECK(shape.gpus.ids.empty());
+  CHECK(shape.nics.vfs_per_gpu == 0);
+  CHECK(shape.nics.count == 0);
+  CHECK(shape.nics.placement == NicPlacement::strict);
+  CHECK(shape.nics.vf.mac == MacPolicy::automatic);
+  CHECK_FALSE(shape.nics.vf.vlan.has_value());
+  CHECK_FALSE(shape.nics.vf.trust);
+  CHECK(shape.nics.vf.spoofchk);
+  CHECK_FALSE(shape.nics.vf.mtu.has_value());
+  CHECK(shape.nvme == 0);
+  CHECK_FALSE(shape.peer_to_peer);
+  CHECK(shape.machine == "q35");
+  CHECK(shape.firmware == Firmware::efi);
+  CHECK(shape.boot.image.empty());
+  CHECK(shape.boot.cloud_init.empty());
+  CHECK(shape.metadata.empty());
+}
+
+TEST_CASE("validation: every field's other forms are read") {
+  const VmTemplate shape = valid(kBase +
+                                 "hugepage_size: 2MiB\n"
+                                 "guest_numa: {cells: 2}\n"
+                                 "gpus: {count: 2, vendor_id: 0x1002, device_id: 0x74A1}\n"
+                                 "nics:\n"
+                                 "  vfs_per_gpu: 2\n"
+                                 "  count: 1\n"
+                                 "  placement: prefer\n"
+                                 "  vf: {mac: request, vlan: 4094, trust: yes, spoofchk: Off, mtu: 68}\n"
+                                 "nvme: 64\n"
+                                 "peer_to_peer: on\n"
+                                 "machine: pc-q35-focal-hpb\n"
+                                 "firmware: bios\n"
+                                 "boot: {image: /images/a.qcow2, cloud_init: \"#cloud-config\\n\"}\n"
+                                 "metadata: {team: research, _cost-center.id: \"42\"}\n");
+  CHECK(shape.hugepage_size_bytes == 2ULL << 20);
+  CHECK_FALSE(shape.guest_numa.mirror);
+  CHECK(shape.guest_numa.cells == 2);
+  CHECK(shape.gpus.count == 2);
+  CHECK(shape.gpus.model.empty());
+  CHECK(shape.gpus.ids == std::vector<PciId>{{0x1002, 0x74a1}});
+  CHECK(shape.nics.vfs_per_gpu == 2);
+  CHECK(shape.nics.count == 1);
+  CHECK(shape.nics.placement == NicPlacement::prefer);
+  CHECK(shape.nics.vf.mac == MacPolicy::request);
+  CHECK(shape.nics.vf.vlan == 4094);
+  CHECK(shape.nics.vf.trust);
+  CHECK_FALSE(shape.nics.vf.spoofchk);
+  CHECK(shape.nics.vf.mtu == 68);
+  CHECK(shape.nvme == 64);
+  CHECK(shape.peer_to_peer);
+  CHECK(shape.machine == "pc-q35-focal-hpb");
+  CHECK(shape.firmware == Firmware::bios);
+  CHECK(shape.boot.image == "/images/a.qcow2");
+  CHECK(shape.boot.cloud_init == "#cloud-config\n");
+  CHECK(shape.metadata == std::map<std::string, std::string>{{"team", "research"}, {"_cost-center.id", "42"}});
+}
+
+TEST_CASE("validation: GPUs are chosen by model, by device_id (NVIDIA by default), by ids, or not at all") {
+  CHECK(valid(kBase + "gpus: {count: 1, model: V100}\n").gpus.ids ==
+        std::vector<PciId>{{0x10de, 0x1db1}, {0x10de, 0x1db4}, {0x10de, 0x1db5}, {0x10de, 0x1db8}});
+  CHECK(valid(kBase + "gpus: {count: 1, model: H200}\n").gpus.ids == std::vector<PciId>{{0x10de, 0x2335}});
+  CHECK(valid(kBase + "gpus: {count: 1, model: A6000}\n").gpus.ids == std::vector<PciId>{{0x10de, 0x2230}});
+  CHECK(valid(kBase + "gpus: {count: 1, device_id: 0x2330}\n").gpus.ids == std::vector<PciId>{{0x10de, 0x2330}});
+  CHECK(valid(kBase + "gpus: {count: 3, ids: [10de:2330, 10DE:2331]}\n").gpus.ids ==
+        std::vector<PciId>{{0x10de, 0x2330}, {0x10de, 0x2331}});
+  const VmTemplate any = valid(kBase + "gpus: {count: 4}\n");
+  CHECK(any.gpus.count == 4);
+  CHECK(any.gpus.ids.empty());
+  CHECK(valid(kBase + "gpus: {count: 0}\nnics: {vfs_per_gpu: 0, count: 2}\n").nics.count == 2);
+}
+
+TEST_CASE("validation: null means the default, and quoting does not change a value's type") {
+  const VmTemplate shape = valid(kBase + "gpus:\nnics: ~\nnvme: \"3\"\npeer_to_peer: 'true'\nmetadata: {}\n");
+  CHECK(shape.gpus.count == 0);
+  CHECK(shape.nvme == 3);
+  CHECK(shape.peer_to_peer);
+}
+
+TEST_CASE("validation: unknown keys list the allowed ones and suggest the closest") {
+  CHECK(problems(kBase + "vcpu: 4\n") ==
+        "t.yaml:4:1: vcpu: found an unknown key, expected one of " + kTopKeys + " (did you mean \"vcpus\"?)");
+  CHECK(problems(kBase + "hugepagesize: 1G\n") == "t.yaml:4:1: hugepagesize: found an unknown key, expected one of " +
+                                                      kTopKeys + " (did you mean \"hugepage_size\"?)");
+  CHECK(problems(kBase + "memroy: 1G\n") ==
+        "t.yaml:4:1: memroy: found an unknown key, expected one of " + kTopKeys + " (did you mean \"memory\"?)");
+  CHECK(problems(kBase + "colour: blue\n") == "t.yaml:4:1: colour: found an unknown key, expected one of " + kTopKeys);
+  CHECK(problems(kBase + "gpus:\n  count: 1\n  modle: H100\n") ==
+        "t.yaml:6:3: gpus.modle: found an unknown key, expected one of count, model, vendor_id, device_id or ids "
+        "(did you mean \"model\"?)");
+  CHECK(problems(kBase + "nics: {vf: {spoofcheck: false}}\n") ==
+        "t.yaml:4:13: nics.vf.spoofcheck: found an unknown key, expected one of mac, vlan, trust, spoofchk or mtu "
+        "(did you mean \"spoofchk\"?)");
+  CHECK(problems(kBase + "nics: {vf_per_gpu: 1}\n") ==
+        "t.yaml:4:8: nics.vf_per_gpu: found an unknown key, expected one of vfs_per_gpu, count, placement or vf "
+        "(did you mean \"vfs_per_gpu\"?)");
+  CHECK(problems(kBase + "guest_numa: {cell: 2}\n") ==
+        "t.yaml:4:13: guest_numa.cells: found nothing (the key is missing), expected a whole number 1..128\n"
+        "t.yaml:4:14: guest_numa.cell: found an unknown key, expected one of cells (did you mean \"cells\"?)");
+  CHECK(problems(kBase + "boot: {imgae: /a}\n") ==
+        "t.yaml:4:8: boot.imgae: found an unknown key, expected one of image or cloud_init (did you mean \"image\"?)");
+}
+
+TEST_CASE("validation: wrong types say what was found") {
+  CHECK(problems(kBase + "gpus:\n  count: eight\n") ==
+        "t.yaml:5:10: gpus.count: found \"eight\", expected a whole number 0..64");
+  CHECK(problems("name: t\nvcpus: [1, 2]\nmemory: 8GiB\n") ==
+        "t.yaml:2:8: vcpus: found a list, expected a whole number 1..1024");
+  CHECK(problems("name: t\nvcpus: 4.0\nmemory: 8GiB\n") ==
+        "t.yaml:2:8: vcpus: found \"4.0\", expected a whole number 1..1024");
+  CHECK(problems(kBase + "gpus: 8\n") ==
+        "t.yaml:4:7: gpus: found \"8\", expected a mapping with keys count, model, vendor_id, device_id or ids");
+  CHECK(problems(kBase + "nics: [a]\n") ==
+        "t.yaml:4:7: nics: found a list, expected a mapping with keys vfs_per_gpu, count, placement or vf");
+  CHECK(problems(kBase + "peer_to_peer: maybe\n") ==
+        "t.yaml:4:15: peer_to_peer: found \"maybe\", expected true or false");
+  CHECK(problems(kBase + "description: {a: 1}\n") == "t.yaml:4:14: description: found a mapping, expected text");
+  CHECK(problems(kBase + "memory: 8GiB\n").starts_with("t.yaml:4:1: memory: found a second \"memory\""));
+  CHECK(problems("name: t\nvcpus: 4\nmemory: 8\n") ==
+        "t.yaml:3:9: memory: found \"8\" (the unit is missing), expected a size like 1792GiB, 1280GB or 1G");
+  CHECK(problems("name: t\nvcpus: 4\nmemory: 8 GiB\n") ==
+        "t.yaml:3:9: memory: found \"8 GiB\" (unknown unit ' GiB'), expected a size like 1792GiB, 1280GB or 1G");
+  CHECK(problems(kBase + "hugepage_size: {a: 1}\n") ==
+        "t.yaml:4:16: hugepage_size: found a mapping, expected a size like 1792GiB, 1280GB or 1G");
+  CHECK(problems(kBase + "guest_numa: all\n") ==
+        "t.yaml:4:13: guest_numa: found \"all\", expected mirror or a mapping {cells: N}");
+  CHECK(problems(kBase + "nics: {vf: on}\n") ==
+        "t.yaml:4:12: nics.vf: found \"on\", expected a mapping with keys mac, vlan, trust, spoofchk or mtu");
+  CHECK(problems(kBase + "metadata: [a]\n") ==
+        "t.yaml:4:11: metadata: found a list, expected a mapping of names to text");
+  CHECK(problems(kBase + "metadata: {ok: [1]}\n") == "t.yaml:4:16: metadata.ok: found a list, expected text");
+  CHECK(problems(kBase + "boot: {cloud_init: {a: 1}}\n") ==
+        "t.yaml:4:20: boot.cloud_init: found a mapping, expected text");
+}
+
+TEST_CASE("validation: values out of range name the range") {
+  CHECK(problems("name: t\nvcpus: 0\nmemory: 8GiB\n") == "t.yaml:2:8: vcpus: found 0, expected a whole number 1..1024");
+  CHECK(problems("name: t\nvcpus: 1025\nmemory: 8GiB\n") ==
+        "t.yaml:2:8: vcpus: found 1025, expected a whole number 1..1024");
+  CHECK(problems("name: t\nvcpus: 99999999999\nmemory: 8GiB\n") ==
+        "t.yaml:2:8: vcpus: found \"99999999999\", expected a whole number 1..1024");
+  CHECK(problems(kBase + "nvme: -1\n") == "t.yaml:4:7: nvme: found \"-1\", expected a whole number 0..64");
+  CHECK(problems(kBase + "gpus: {count: 65}\n") == "t.yaml:4:15: gpus.count: found 65, expected a whole number 0..64");
+  CHECK(problems(kBase + "nics: {count: 129}\n") ==
+        "t.yaml:4:15: nics.count: found 129, expected a whole number 0..128");
+  CHECK(problems(kBase + "gpus: {count: 1}\nnics: {vfs_per_gpu: 17}\n") ==
+        "t.yaml:5:21: nics.vfs_per_gpu: found 17, expected a whole number 0..16");
+  CHECK(problems(kBase + "nics:\n  vf:\n    vlan: 0\n") ==
+        "t.yaml:6:11: nics.vf.vlan: found 0, expected a whole number 1..4094");
+  CHECK(problems(kBase + "nics: {vf: {vlan: 4095}}\n") ==
+        "t.yaml:4:19: nics.vf.vlan: found 4095, expected a whole number 1..4094");
+  // YAML 1.1 reads 0100 as octal 64; refusing it keeps the author's intent unambiguous.
+  CHECK(problems(kBase + "nics: {vf: {vlan: 0100}}\n") ==
+        "t.yaml:4:19: nics.vf.vlan: found \"0100\", expected a whole number 1..4094");
+  CHECK(problems(kBase + "nics: {vf: {mtu: 67}}\n") ==
+        "t.yaml:4:18: nics.vf.mtu: found 67, expected a whole number 68..9216");
+  CHECK(problems(kBase + "nics: {vf: {mtu: 9217}}\n") ==
+        "t.yaml:4:18: nics.vf.mtu: found 9217, expected a whole number 68..9216");
+  CHECK(problems(kBase + "guest_numa: {cells: 0}\n") ==
+        "t.yaml:4:21: guest_numa.cells: found 0, expected a whole number 1..128");
+}
+
+TEST_CASE("validation: enumerations list their values and suggest the closest") {
+  CHECK(problems(kBase + "firmware: uefi\n") ==
+        "t.yaml:4:11: firmware: found \"uefi\", expected efi or bios (did you mean \"efi\"?)");
+  CHECK(problems(kBase + "nics: {placement: loose}\n") ==
+        "t.yaml:4:19: nics.placement: found \"loose\", expected strict or prefer");
+  CHECK(problems(kBase + "nics: {vf: {mac: random}}\n") ==
+        "t.yaml:4:18: nics.vf.mac: found \"random\", expected auto or request");
+  CHECK(problems(kBase + "machine: pc-i440fx-7.2\n") ==
+        "t.yaml:4:10: machine: found \"pc-i440fx-7.2\", expected q35 or a pc-q35-* machine type: the guest's PCIe "
+        "tree is built from pxb-pcie, which needs q35");
+}
+
+TEST_CASE("validation: GPU models are the known ones, and PCI ids are hex") {
+  const std::string known = "a known model (A100, A6000, H100, H200 or V100), or device_id or ids for another GPU";
+  CHECK(problems(kBase + "gpus: {count: 1, model: B200}\n") ==
+        "t.yaml:4:25: gpus.model: found \"B200\", expected " + known);
+  CHECK(problems(kBase + "gpus: {count: 1, model: h100}\n") ==
+        "t.yaml:4:25: gpus.model: found \"h100\", expected " + known + " (did you mean \"H100\"?)");
+  // 2330 in decimal is 0x091a, another device: the 0x is required.
+  CHECK(problems(kBase + "gpus: {count: 1, device_id: 2330}\n") ==
+        "t.yaml:4:29: gpus.device_id: found \"2330\", expected a hex PCI id like 0x2330");
+  CHECK(problems(kBase + "gpus: {count: 1, vendor_id: 0x10de1, device_id: 0x2330}\n") ==
+        "t.yaml:4:29: gpus.vendor_id: found \"0x10de1\", expected a hex PCI id like 0x2330");
+  CHECK(problems(kBase + "gpus: {count: 1, vendor_id: 0x10de}\n") ==
+        "t.yaml:4:7: gpus.device_id: found nothing (the key is missing), expected a hex PCI id like 0x2330 beside "
+        "vendor_id");
+  CHECK(problems(kBase + "gpus: {count: 1, ids: []}\n") ==
+        "t.yaml:4:23: gpus.ids: found an empty list, expected a list of vendor:device ids in hex, like [10de:2330, "
+        "10de:2331]");
+  CHECK(problems(kBase + "gpus: {count: 1, ids: 10de:2330}\n") ==
+        "t.yaml:4:23: gpus.ids: found \"10de:2330\", expected a list of vendor:device ids in hex, like [10de:2330, "
+        "10de:2331]");
+  CHECK(problems(kBase + "gpus: {count: 1, ids: [10de:2330, 10de-2331, 0x10de:0x2331]}\n") ==
+        "t.yaml:4:35: gpus.ids[1]: found \"10de-2331\", expected vendor:device in hex, like 10de:2330\n"
+        "t.yaml:4:46: gpus.ids[2]: found \"0x10de:0x2331\", expected vendor:device in hex, like 10de:2330");
+}
+
+TEST_CASE("validation: impossible combinations point at the value that cannot be") {
+  CHECK(problems(kBase + "nics: {vfs_per_gpu: 1}\n") ==
+        "t.yaml:4:21: nics.vfs_per_gpu: found 1 with no GPUs, expected 0 (or use nics.count): VFs per GPU need "
+        "gpus.count above 0");
+  CHECK(problems(kBase + "gpus: {count: 0}\nnics: {vfs_per_gpu: 2}\n") ==
+        "t.yaml:5:21: nics.vfs_per_gpu: found 2 with no GPUs, expected 0 (or use nics.count): VFs per GPU need "
+        "gpus.count above 0");
+  CHECK(problems("name: t\nvcpus: 4\nmemory: 1280GB\n") ==
+        "t.yaml:3:9: memory: found \"1280GB\", expected a whole number of 1G hugepages, at least one (did you mean "
+        "\"1280GiB\"?)");
+  CHECK(problems("name: t\nvcpus: 4\nmemory: 3M\nhugepage_size: 2M\n") ==
+        "t.yaml:3:9: memory: found \"3M\", expected a whole number of 2M hugepages, at least one");
+  CHECK(problems("name: t\nvcpus: 4\nmemory: 0G\n") ==
+        "t.yaml:3:9: memory: found \"0G\", expected a whole number of 1G hugepages, at least one");
+  CHECK(problems(kBase + "hugepage_size: 4M\n") ==
+        "t.yaml:4:16: hugepage_size: found \"4M\", expected 2M or 1G, the x86 hugepage sizes");
+  CHECK(problems(kBase + "hugepage_size: 2MB\n") ==
+        "t.yaml:4:16: hugepage_size: found \"2MB\", expected 2M or 1G, the x86 hugepage sizes");
+  CHECK(problems(kBase + "guest_numa: {cells: 5}\n") ==
+        "t.yaml:4:21: guest_numa.cells: found 5, expected at most vcpus (4): every guest cell needs a vCPU");
+  CHECK(problems(kBase + "gpus: {count: 1, model: H100, device_id: 0x2330}\n") ==
+        "t.yaml:4:31: gpus.device_id: found a second GPU selector beside model, expected one of model, device_id "
+        "(with vendor_id) or ids; write model: ~ to drop an inherited one");
+  CHECK(problems(kBase + "gpus: {count: 1, ids: [10de:2330], model: A100}\n") ==
+        "t.yaml:4:36: gpus.model: found a second GPU selector beside ids, expected one of model, device_id "
+        "(with vendor_id) or ids; write ids: ~ to drop an inherited one");
+  CHECK(problems(kBase + "boot: {image: images/a.qcow2}\n") ==
+        "t.yaml:4:15: boot.image: found \"images/a.qcow2\", expected an absolute path on the host");
+}
+
+TEST_CASE("validation: required keys are reported where the mapping starts") {
+  CHECK(problems("description: nothing else\n") ==
+        "t.yaml:1:1: name: found nothing (the key is missing), expected the template's name, like "
+        "gx3d-160x1792x8h100\n"
+        "t.yaml:1:1: vcpus: found nothing (the key is missing), expected a whole number 1..1024\n"
+        "t.yaml:1:1: memory: found nothing (the key is missing), expected a size like 1792GiB");
+  CHECK(problems(kBase + "gpus:\n  model: H100\n") ==
+        "t.yaml:5:3: gpus.count: found nothing (the key is missing), expected a whole number 0..64");
+  // An abstract template is a base: its missing keys come from the children.
+  const VmTemplate base = valid("name: base\nabstract: true\ngpus: {model: H100}\nnics: {vfs_per_gpu: 1}\n");
+  CHECK(base.abstract);
+  CHECK(base.gpus.model == "H100");
+  CHECK(base.nics.vfs_per_gpu == 1);
+}
+
+TEST_CASE("validation: names are safe as file and XML names") {
+  CHECK(problems("name: ../etc/passwd\nvcpus: 4\nmemory: 8GiB\n") ==
+        "t.yaml:1:7: name: found \"../etc/passwd\", expected a name of letters, digits, '.', '_' and '-', at most "
+        "64, starting with a letter or digit");
+  CHECK(problems(kBase + "metadata: {1team: a}\n") ==
+        "t.yaml:4:12: metadata.1team: found \"1team\", expected a name of letters, digits, '.', '_' and '-', at most "
+        "64, starting with a letter or '_'");
+  CHECK(problems(kBase + "extends: base\n") ==
+        "t.yaml:4:10: extends: found \"base\", expected no extends here: parents are looked up only when templates "
+        "are loaded from files");
+}
+
+TEST_CASE("validation: broken YAML and documents that are not one mapping") {
+  CHECK(problems("name: t\ngpus: [1\nvcpus: 2\n") ==
+        "t.yaml:3:6: found invalid YAML (end of sequence flow not found), expected a mapping of template keys");
+  CHECK(problems("name: t\nvcpus: 4\nmemory: 8GiB\n---\nname: u\n") ==
+        "t.yaml:5:1: found a second YAML document, expected one template per file");
+  CHECK(problems("- name: t\n") == "t.yaml:1:1: found a list, expected a mapping with keys " + kTopKeys);
+  CHECK(problems("") == "t.yaml:1:1: found nothing, expected a mapping with keys " + kTopKeys);
+  CHECK(problems(kBase + "vcpus: 8\n") ==
+        "t.yaml:4:1: vcpus: found a second \"vcpus\" (the first is at 2:1), expected each key once");
+  CHECK(problems(kBase + "? [a]\n: 1\n") == "t.yaml:4:3: found a list as a key, expected a key name");
+  const std::string long_script(100, 'x');
+  CHECK(problems(kBase + "nvme: " + long_script + "\n") ==
+        "t.yaml:4:7: nvme: found \"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx...\", expected a whole number 0..64");
+}
+
+TEST_CASE("validation: every problem in a file is reported, in file order, one per line") {
+  const std::string yaml =
+      "name: gx3d\n"          // 1
+      "vcpus: 2000\n"         // 2
+      "memory: 1792GB\n"      // 3
+      "hugepage_size: 1G\n"   // 4
+      "gpus:\n"               // 5
+      "  count: eight\n"      // 6
+      "  model: H100\n"       // 7
+      "nics:\n"               // 8
+      "  vfs_per_gpu: 1\n"    // 9
+      "  vf: {vlan: 5000}\n"  // 10
+      "firmware: uefi\n";     // 11
+  auto shape = parse_template(yaml, "gx3d.yaml", nullptr);
+  REQUIRE_FALSE(shape.ok());
+  CHECK(shape.error().message ==
+        "gx3d.yaml:2:8: vcpus: found 2000, expected a whole number 1..1024\n"
+        "gx3d.yaml:3:9: memory: found \"1792GB\", expected a whole number of 1G hugepages, at least one (did you mean "
+        "\"1792GiB\"?)\n"
+        "gx3d.yaml:6:10: gpus.count: found \"eight\", expected a whole number 0..64\n"
+        "gx3d.yaml:10:14: nics.vf.vlan: found 5000, expected a whole number 1..4094\n"
+        "gx3d.yaml:11:11: firmware: found \"uefi\", expected efi or bios (did you mean \"efi\"?)");
+}
+
+}  // namespace
+}  // namespace hostagent::vmtemplates

@@ -1,0 +1,92 @@
+// vmtemplates/vm_template: a VM shape as infra engineers write it in YAML, after loading and
+// validation. Every field here is checked; a template that loads is one placement can act on.
+// The YAML schema and its defaults are documented in docs/templates.md.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "hostagent/common/result.hpp"
+
+namespace hostagent::vmtemplates {
+
+struct PciId {
+  uint16_t vendor_id = 0;
+  uint16_t device_id = 0;
+  auto operator<=>(const PciId&) const = default;  // NOLINT(modernize-use-nullptr): clang-tidy 14 misreads <=>
+};
+
+struct GpuSpec {
+  int count = 0;
+  std::string model;       // "A100", "H100", ... as written; "" when selected by ids or any
+  std::vector<PciId> ids;  // accepted vendor/device pairs; empty: any NVIDIA GPU
+};
+
+enum class MacPolicy { automatic, request };  // YAML: auto | request
+enum class NicPlacement { strict, prefer };   // YAML: strict | prefer
+
+struct VfSettings {
+  MacPolicy mac = MacPolicy::automatic;
+  std::optional<int> vlan;  // 1..4094
+  bool trust = false;
+  bool spoofchk = true;
+  std::optional<int> mtu;  // 68..9216
+};
+
+struct NicSpec {
+  int vfs_per_gpu = 0;                            // VFs of the NIC under each GPU's switch
+  int count = 0;                                  // VFs not tied to a GPU (a front-end network)
+  NicPlacement placement = NicPlacement::strict;  // strict: fail without a NIC under the GPU's switch
+  VfSettings vf;
+};
+
+struct GuestNuma {
+  bool mirror = true;  // one guest cell per host NUMA node the VM's devices use
+  int cells = 0;       // when !mirror: this many cells
+};
+
+enum class Firmware { efi, bios };
+
+struct BootSpec {
+  std::string image;       // a disk image path on the host; "" for none
+  std::string cloud_init;  // cloud-init user data; "" for none
+};
+
+struct VmTemplate {
+  std::string name;
+  std::string description;
+  std::string source;     // the file it came from, for messages
+  bool abstract = false;  // a base for `extends` only: load_template_dirs never offers it as a shape
+  int vcpus = 0;
+  uint64_t memory_bytes = 0;
+  uint64_t hugepage_size_bytes = 1ULL << 30;
+  GuestNuma guest_numa;
+  GpuSpec gpus;
+  NicSpec nics;
+  int nvme = 0;
+  bool peer_to_peer = false;
+  std::string machine = "q35";
+  Firmware firmware = Firmware::efi;
+  BootSpec boot;
+  std::map<std::string, std::string> metadata;  // extra key/values written into the domain's metadata
+};
+
+// Parses one template from YAML text. `source` names it in errors ("gx3d.yaml"). A template with
+// `extends: NAME` takes NAME's fields first; `find_parent` returns the YAML text and source of NAME.
+using ParentLookup = std::function<Result<std::pair<std::string, std::string>>(const std::string& name)>;
+Result<VmTemplate> parse_template(const std::string& yaml, const std::string& source, const ParentLookup& find_parent);
+
+// Loads FILE; parents named by `extends` are looked up as NAME.yaml in `search_dirs`, then beside FILE.
+Result<VmTemplate> load_template_file(const std::filesystem::path& file,
+                                      const std::vector<std::filesystem::path>& search_dirs);
+
+// Every *.yaml in the directories, by template name; a later directory overrides an earlier one
+// (shipped templates first, the operator's after). Fails on the first invalid template.
+Result<std::map<std::string, VmTemplate>> load_template_dirs(const std::vector<std::filesystem::path>& dirs);
+
+}  // namespace hostagent::vmtemplates

@@ -1,0 +1,351 @@
+// vmtemplates/shape_reader (private): one reader per part of the schema, each reporting into the
+// shared problem list and leaving the default in place when its value is wrong or absent.
+#include "shape_reader.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <regex>
+
+#include "checker.hpp"
+#include "hostagent/vmtemplates/quantity.hpp"
+
+namespace hostagent::vmtemplates::detail {
+
+const std::vector<std::string_view> kOwnKeys = {"name", "description", "abstract", "extends"};
+
+namespace {
+
+constexpr int kMaxVcpus = 1024;
+constexpr int kMaxGpus = 64;
+constexpr int kMaxVfsPerGpu = 16;
+constexpr int kMaxNicCount = 128;
+constexpr int kMaxNvme = 64;
+constexpr int kMaxCells = 128;  // QEMU's limit on guest NUMA nodes
+constexpr uint16_t kNvidia = 0x10de;
+constexpr uint64_t kHuge2M = 2ULL << 20;
+constexpr uint64_t kHuge1G = 1ULL << 30;
+
+const std::vector<std::string_view> kTopKeys = {
+    "name", "description", "abstract", "extends",      "vcpus",   "memory",   "hugepage_size", "guest_numa",
+    "gpus", "nics",        "nvme",     "peer_to_peer", "machine", "firmware", "boot",          "metadata"};
+
+struct GpuModel {
+  std::string_view name;
+  std::vector<uint16_t> device_ids;  // all NVIDIA (0x10de)
+};
+
+const std::vector<GpuModel>& gpu_models() {
+  static const std::vector<GpuModel> models = {
+      {"A100", {0x20b0, 0x20b2, 0x20b5, 0x20f1}},  // SXM4-40GB, SXM4-80GB, PCIe-80GB, PCIe-40GB
+      {"A6000", {0x2230}},                         // RTX A6000
+      {"H100", {0x2330, 0x2331, 0x2324}},          // SXM5-80GB, PCIe, H800 (H100 for export)
+      {"H200", {0x2335}},                          // SXM 141GB
+      {"V100", {0x1db1, 0x1db4, 0x1db5, 0x1db8}},  // SXM2-16GB, PCIe-16GB, SXM2-32GB, SXM3-32GB (DGX-2)
+  };
+  return models;
+}
+
+const Value& field(const Value& mapping, std::string_view key) {
+  static const Value kAbsent;
+  const Entry* entry = mapping.find(key);
+  return entry == nullptr ? kAbsent : entry->value;
+}
+
+std::string page_name(uint64_t bytes) {
+  return bytes == kHuge2M ? "2M" : "1G";
+}
+
+class ShapeReader {
+ public:
+  ShapeReader(const ReadOptions& options, std::vector<Problem>& problems) : options_(options), check_(problems) {}
+
+  VmTemplate read(const Value& root) {
+    VmTemplate shape;
+    if (!check_.mapping(root, "", kTopKeys)) return shape;
+    read_identity(root, shape);
+    complete_ = options_.chain_resolved && !shape.abstract;
+    read_compute(root, shape);
+    read_guest_numa(field(root, "guest_numa"), shape);
+    read_gpus(field(root, "gpus"), shape.gpus);
+    read_nics(field(root, "nics"), shape.nics, shape.gpus.count);
+    read_platform(root, shape);
+    read_metadata(field(root, "metadata"), shape.metadata);
+    return shape;
+  }
+
+ private:
+  void read_identity(const Value& root, VmTemplate& shape) {
+    const Value& name = field(root, "name");
+    if (auto value = check_.identifier(name, "name", true)) {
+      shape.name = *value;
+      if (!options_.expected_name.empty() && *value != options_.expected_name) {
+        check_.report(name.at, "name", describe(name),
+                      "\"" + options_.expected_name +
+                          "\", the file's name without .yaml: extends and overrides find templates by file name");
+      }
+    } else if (name.is_null()) {
+      check_.report_missing(root, "name", "the template's name, like gx3d-160x1792x8h100");
+    }
+    shape.description = check_.text(field(root, "description"), "description").value_or("");
+    shape.abstract = check_.boolean(field(root, "abstract"), "abstract").value_or(false);
+  }
+
+  void read_compute(const Value& root, VmTemplate& shape) {
+    const Value& vcpus = field(root, "vcpus");
+    if (auto value = check_.whole(vcpus, "vcpus", 1, kMaxVcpus)) shape.vcpus = *value;
+    if (vcpus.is_null() && complete_) check_.report_missing(root, "vcpus", "a whole number 1..1024");
+    vcpus_known_ = shape.vcpus > 0;
+
+    bool pages_known = true;
+    const Value& pages = field(root, "hugepage_size");
+    if (auto size = check_.byte_size(pages, "hugepage_size")) {
+      if (*size == kHuge2M || *size == kHuge1G) {
+        shape.hugepage_size_bytes = *size;
+      } else {
+        check_.report(pages.at, "hugepage_size", describe(pages), "2M or 1G, the x86 hugepage sizes");
+        pages_known = false;
+      }
+    } else {
+      pages_known = pages.is_null();
+    }
+    read_memory(root, shape, pages_known);
+  }
+
+  void read_memory(const Value& root, VmTemplate& shape, bool pages_known) {
+    const Value& memory = field(root, "memory");
+    if (memory.is_null() && complete_) check_.report_missing(root, "memory", "a size like 1792GiB");
+    auto size = check_.byte_size(memory, "memory");
+    if (!size) return;
+    const std::string pages = page_name(shape.hugepage_size_bytes);
+    if (*size == 0 || (pages_known && *size % shape.hugepage_size_bytes != 0)) {
+      check_.report(memory.at, "memory", describe(memory),
+                    "a whole number of " + pages + " hugepages, at least one" + binary_hint(memory.scalar, shape));
+      return;
+    }
+    shape.memory_bytes = *size;
+  }
+
+  // "1280GB" is 10^9-based and rarely a whole number of hugepages; the author usually meant GiB.
+  static std::string binary_hint(const std::string& text, const VmTemplate& shape) {
+    if (text.size() < 3 || text.substr(text.size() - 2) != "GB") return "";
+    const std::string binary = text.substr(0, text.size() - 2) + "GiB";
+    const auto size = parse_byte_size(binary);
+    if (!size.ok() || *size % shape.hugepage_size_bytes != 0) return "";
+    return " (did you mean \"" + binary + "\"?)";
+  }
+
+  void read_guest_numa(const Value& numa, VmTemplate& shape) {
+    const std::string expected = "mirror or a mapping {cells: N}";
+    if (numa.is_null()) return;
+    if (numa.kind == Value::Kind::scalar && numa.scalar == "mirror") return;
+    if (numa.kind != Value::Kind::mapping) {
+      check_.report(numa.at, "guest_numa", describe(numa), expected);
+      return;
+    }
+    if (!check_.mapping(numa, "guest_numa", {"cells"})) return;
+    const Value& cells = field(numa, "cells");
+    if (cells.is_null()) check_.report_missing(numa, "guest_numa.cells", "a whole number 1..128");
+    const auto count = check_.whole(cells, "guest_numa.cells", 1, kMaxCells);
+    if (!count) return;
+    if (vcpus_known_ && *count > shape.vcpus) {
+      check_.report(cells.at, "guest_numa.cells", cells.scalar,
+                    "at most vcpus (" + std::to_string(shape.vcpus) + "): every guest cell needs a vCPU");
+      return;
+    }
+    shape.guest_numa = GuestNuma{false, *count};
+  }
+
+  void read_gpus(const Value& gpus, GpuSpec& spec) {
+    gpu_count_known_ = complete_;  // absent GPUs mean none, once the template is whole
+    if (gpus.is_null()) return;
+    if (!check_.mapping(gpus, "gpus", {"count", "model", "vendor_id", "device_id", "ids"})) return;
+    const Value& count = field(gpus, "count");
+    if (count.is_null() && complete_) check_.report_missing(gpus, "gpus.count", "a whole number 0..64");
+    const auto value = check_.whole(count, "gpus.count", 0, kMaxGpus);
+    if (value) spec.count = *value;
+    gpu_count_known_ = value.has_value() || (count.is_null() && complete_);
+    check_single_selector(gpus);
+    read_gpu_model(field(gpus, "model"), spec);
+    read_gpu_device(gpus, spec);
+    read_gpu_ids(field(gpus, "ids"), spec);
+  }
+
+  // model, vendor_id/device_id and ids each choose the GPUs; two of them would contradict.
+  void check_single_selector(const Value& gpus) {
+    const Entry* first = nullptr;
+    static const std::vector<std::string_view> kSelectors = {"model", "vendor_id", "device_id", "ids"};
+    for (const Entry& entry : gpus.entries) {
+      if (entry.value.is_null() || std::find(kSelectors.begin(), kSelectors.end(), entry.key) == kSelectors.end()) {
+        continue;
+      }
+      const bool same_group = first != nullptr && first->key.ends_with("_id") && entry.key.ends_with("_id");
+      if (first == nullptr || same_group) {
+        if (first == nullptr) first = &entry;
+        continue;
+      }
+      check_.report(
+          entry.key_at, "gpus." + entry.key, "a second GPU selector beside " + first->key,
+          "one of model, device_id (with vendor_id) or ids; write " + first->key + ": ~ to drop an inherited one");
+      return;
+    }
+  }
+
+  void read_gpu_model(const Value& model, GpuSpec& spec) {
+    if (model.is_null()) return;
+    for (const auto& entry : gpu_models()) {
+      if (model.kind != Value::Kind::scalar || entry.name != model.scalar) continue;
+      spec.model = model.scalar;
+      for (const uint16_t device : entry.device_ids) spec.ids.push_back(PciId{kNvidia, device});
+      return;
+    }
+    const auto known = known_gpu_models();
+    check_.report(
+        model.at, "gpus.model", describe(model),
+        "a known model (" + join_choices(known) + "), or device_id or ids for another GPU" + case_hint(model, known));
+  }
+
+  // Only a difference in case is a typo: B200 and H200 are one letter apart and different GPUs.
+  static std::string case_hint(const Value& model, const std::vector<std::string_view>& known) {
+    const auto near = model.kind == Value::Kind::scalar ? closest(model.scalar, known) : std::nullopt;
+    if (!near || near->size() != model.scalar.size()) return "";
+    const bool same_letters = std::equal(near->begin(), near->end(), model.scalar.begin(), [](char a, char b) {
+      return std::tolower(static_cast<unsigned char>(a)) == std::tolower(static_cast<unsigned char>(b));
+    });
+    return same_letters ? " (did you mean \"" + *near + "\"?)" : "";
+  }
+
+  void read_gpu_device(const Value& gpus, GpuSpec& spec) {
+    const Value& vendor = field(gpus, "vendor_id");
+    const Value& device = field(gpus, "device_id");
+    if (vendor.is_null() && device.is_null()) return;
+    const auto vendor_id =
+        vendor.is_null() ? std::optional<uint16_t>(kNvidia) : check_.pci_id(vendor, "gpus.vendor_id");
+    const auto device_id = check_.pci_id(device, "gpus.device_id");
+    if (device.is_null()) {
+      check_.report_missing(gpus, "gpus.device_id", "a hex PCI id like 0x2330 beside vendor_id");
+    }
+    if (vendor_id && device_id) spec.ids.push_back(PciId{*vendor_id, *device_id});
+  }
+
+  void read_gpu_ids(const Value& ids, GpuSpec& spec) {
+    const std::string expected = "a list of vendor:device ids in hex, like [10de:2330, 10de:2331]";
+    if (ids.is_null()) return;
+    if (ids.kind != Value::Kind::list || ids.items.empty()) {
+      check_.report(ids.at, "gpus.ids", ids.kind == Value::Kind::list ? "an empty list" : describe(ids), expected);
+      return;
+    }
+    static const std::regex kPair("([0-9a-fA-F]{4}):([0-9a-fA-F]{4})");
+    for (std::size_t i = 0; i < ids.items.size(); ++i) {
+      const Value& item = ids.items[i];
+      std::smatch match;
+      if (item.kind != Value::Kind::scalar || !std::regex_match(item.scalar, match, kPair)) {
+        check_.report(item.at, "gpus.ids[" + std::to_string(i) + "]", describe(item),
+                      "vendor:device in hex, like 10de:2330");
+        continue;
+      }
+      spec.ids.push_back(PciId{static_cast<uint16_t>(std::stoul(match[1].str(), nullptr, 16)),
+                               static_cast<uint16_t>(std::stoul(match[2].str(), nullptr, 16))});
+    }
+  }
+
+  void read_nics(const Value& nics, NicSpec& spec, int gpu_count) {
+    if (nics.is_null()) return;
+    if (!check_.mapping(nics, "nics", {"vfs_per_gpu", "count", "placement", "vf"})) return;
+    const Value& per_gpu = field(nics, "vfs_per_gpu");
+    if (auto value = check_.whole(per_gpu, "nics.vfs_per_gpu", 0, kMaxVfsPerGpu)) {
+      if (*value > 0 && gpu_count == 0 && gpu_count_known_) {
+        check_.report(per_gpu.at, "nics.vfs_per_gpu", per_gpu.scalar + " with no GPUs",
+                      "0 (or use nics.count): VFs per GPU need gpus.count above 0");
+      } else {
+        spec.vfs_per_gpu = *value;
+      }
+    }
+    spec.count = check_.whole(field(nics, "count"), "nics.count", 0, kMaxNicCount).value_or(0);
+    if (check_.choice(field(nics, "placement"), "nics.placement", {"strict", "prefer"}).value_or("strict") ==
+        "prefer") {
+      spec.placement = NicPlacement::prefer;
+    }
+    read_vf(field(nics, "vf"), spec.vf);
+  }
+
+  void read_vf(const Value& vf, VfSettings& settings) {
+    if (vf.is_null()) return;
+    if (!check_.mapping(vf, "nics.vf", {"mac", "vlan", "trust", "spoofchk", "mtu"})) return;
+    if (check_.choice(field(vf, "mac"), "nics.vf.mac", {"auto", "request"}).value_or("auto") == "request") {
+      settings.mac = MacPolicy::request;
+    }
+    settings.vlan = check_.whole(field(vf, "vlan"), "nics.vf.vlan", 1, 4094);
+    settings.trust = check_.boolean(field(vf, "trust"), "nics.vf.trust").value_or(settings.trust);
+    settings.spoofchk = check_.boolean(field(vf, "spoofchk"), "nics.vf.spoofchk").value_or(settings.spoofchk);
+    settings.mtu = check_.whole(field(vf, "mtu"), "nics.vf.mtu", 68, 9216);
+  }
+
+  void read_platform(const Value& root, VmTemplate& shape) {
+    shape.nvme = check_.whole(field(root, "nvme"), "nvme", 0, kMaxNvme).value_or(0);
+    shape.peer_to_peer = check_.boolean(field(root, "peer_to_peer"), "peer_to_peer").value_or(false);
+    const Value& machine = field(root, "machine");
+    // Versioned q35 types: upstream's pc-q35-7.2, Ubuntu's pc-q35-focal-hpb (Vela's sample).
+    static const std::regex kQ35("q35|pc-q35-[a-z0-9][a-z0-9.-]*");
+    if (auto text = check_.text(machine, "machine")) {
+      if (std::regex_match(*text, kQ35)) {
+        shape.machine = *text;
+      } else {
+        check_.report(machine.at, "machine", describe(machine),
+                      "q35 or a pc-q35-* machine type: the guest's PCIe tree is built from pxb-pcie, which needs q35");
+      }
+    }
+    if (check_.choice(field(root, "firmware"), "firmware", {"efi", "bios"}).value_or("efi") == "bios") {
+      shape.firmware = Firmware::bios;
+    }
+    read_boot(field(root, "boot"), shape.boot);
+  }
+
+  void read_boot(const Value& boot, BootSpec& spec) {
+    if (boot.is_null()) return;
+    if (!check_.mapping(boot, "boot", {"image", "cloud_init"})) return;
+    const Value& image = field(boot, "image");
+    if (auto path = check_.text(image, "boot.image")) {
+      if (path->starts_with("/")) {
+        spec.image = *path;
+      } else {
+        check_.report(image.at, "boot.image", describe(image), "an absolute path on the host");
+      }
+    }
+    spec.cloud_init = check_.text(field(boot, "cloud_init"), "boot.cloud_init").value_or("");
+  }
+
+  void read_metadata(const Value& metadata, std::map<std::string, std::string>& out) {
+    if (metadata.is_null()) return;
+    if (metadata.kind != Value::Kind::mapping) {
+      check_.report(metadata.at, "metadata", describe(metadata), "a mapping of names to text");
+      return;
+    }
+    for (const Entry& entry : metadata.entries) {
+      const std::string path = "metadata." + entry.key;
+      // Keys become XML element names in the domain's <metadata>.
+      const auto key = check_.identifier(Value{Value::Kind::scalar, entry.key_at, entry.key, {}, {}}, path, false);
+      const auto text = check_.text(entry.value, path);
+      if (key && text) out[*key] = *text;
+    }
+  }
+
+  const ReadOptions& options_;
+  Checker check_;
+  bool complete_ = false;
+  bool vcpus_known_ = false;
+  bool gpu_count_known_ = false;
+};
+
+}  // namespace
+
+std::vector<std::string_view> known_gpu_models() {
+  std::vector<std::string_view> names;
+  for (const auto& model : gpu_models()) names.push_back(model.name);
+  return names;
+}
+
+VmTemplate read_shape(const Value& root, const ReadOptions& options, std::vector<Problem>& problems) {
+  return ShapeReader(options, problems).read(root);
+}
+
+}  // namespace hostagent::vmtemplates::detail

@@ -1,0 +1,125 @@
+// vmtemplates/yaml_tree (private): yaml-cpp's nodes turned into located values, and the merge that
+// `extends` performs on them.
+#include "yaml_tree.hpp"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+
+namespace hostagent::vmtemplates::detail {
+namespace {
+
+// yaml-cpp counts from 0 and uses -1 for "nowhere" (an empty document); people count from 1.
+Location located(const YAML::Mark& mark, const std::string& source) {
+  return Location{source, mark.line < 0 ? 1 : mark.line + 1, mark.column < 0 ? 1 : mark.column + 1};
+}
+
+std::string child_path(const std::string& path, const std::string& key) {
+  return path.empty() ? key : path + "." + key;
+}
+
+class Converter {
+ public:
+  Converter(const std::string& source, std::vector<Problem>& problems) : source_(source), problems_(problems) {}
+
+  Value convert(const YAML::Node& node, const std::string& path) {
+    Value value;
+    value.at = located(node.Mark(), source_);
+    switch (node.Type()) {
+      case YAML::NodeType::Scalar:
+        value.kind = Value::Kind::scalar;
+        value.scalar = node.Scalar();
+        break;
+      case YAML::NodeType::Sequence:
+        value.kind = Value::Kind::list;
+        for (std::size_t i = 0; i < node.size(); ++i) {
+          value.items.push_back(convert(node[i], path + "[" + std::to_string(i) + "]"));
+        }
+        break;
+      case YAML::NodeType::Map:
+        value.kind = Value::Kind::mapping;
+        for (const auto& pair : node) add_entry(value, pair.first, pair.second, path);
+        break;
+      default:
+        break;  // Null and Undefined: absent
+    }
+    return value;
+  }
+
+ private:
+  void add_entry(Value& mapping, const YAML::Node& key, const YAML::Node& value, const std::string& path) {
+    const Location key_at = located(key.Mark(), source_);
+    if (!key.IsScalar()) {
+      problems_.push_back({key_at, (path.empty() ? "" : path + ": ") + "found " +
+                                       (key.IsMap()        ? "a mapping"
+                                        : key.IsSequence() ? "a list"
+                                                           : "nothing") +
+                                       " as a key, expected a key name"});
+      return;
+    }
+    const std::string& name = key.Scalar();
+    if (const Entry* first = mapping.find(name)) {
+      problems_.push_back({key_at, child_path(path, name) + ": found a second \"" + name + "\" (the first is at " +
+                                       std::to_string(first->key_at.line) + ":" + std::to_string(first->key_at.column) +
+                                       "), expected each key once"});
+      return;
+    }
+    mapping.entries.push_back(Entry{name, key_at, convert(value, child_path(path, name))});
+  }
+
+  const std::string& source_;
+  std::vector<Problem>& problems_;
+};
+
+}  // namespace
+
+std::string to_string(const Location& at) {
+  return at.source + ":" + std::to_string(at.line) + ":" + std::to_string(at.column);
+}
+
+const Entry* Value::find(std::string_view key) const {
+  const auto it = std::find_if(entries.begin(), entries.end(), [&](const Entry& e) { return e.key == key; });
+  return it == entries.end() ? nullptr : &*it;
+}
+
+Result<Value> parse_yaml(const std::string& text, const std::string& source, std::vector<Problem>& problems) {
+  std::vector<YAML::Node> documents;
+  try {
+    documents = YAML::LoadAll(text);
+  } catch (const YAML::Exception& e) {
+    return Error{ErrorCode::invalid_argument, to_string(located(e.mark, source)) + ": found invalid YAML (" + e.msg +
+                                                  "), expected a mapping of template keys"};
+  }
+  if (documents.size() > 1) {
+    return Error{ErrorCode::invalid_argument, to_string(located(documents[1].Mark(), source)) +
+                                                  ": found a second YAML document, expected one template per file"};
+  }
+  if (documents.empty()) return Value{Value::Kind::null, Location{source, 1, 1}, {}, {}, {}};
+  return Converter(source, problems).convert(documents.front(), "");
+}
+
+Value merge(const Value& parent, const Value& child) {
+  if (parent.kind != Value::Kind::mapping || child.kind != Value::Kind::mapping) return child;
+  Value merged = parent;
+  merged.at = child.at;
+  for (const Entry& entry : child.entries) {
+    auto it =
+        std::find_if(merged.entries.begin(), merged.entries.end(), [&](const Entry& e) { return e.key == entry.key; });
+    if (entry.value.is_null()) {
+      if (it != merged.entries.end()) merged.entries.erase(it);
+    } else if (it == merged.entries.end()) {
+      merged.entries.push_back(entry);
+    } else {
+      *it = Entry{entry.key, entry.key_at, merge(it->value, entry.value)};
+    }
+  }
+  return merged;
+}
+
+Value without_keys(const Value& mapping, const std::vector<std::string_view>& keys) {
+  Value kept = mapping;
+  std::erase_if(kept.entries, [&](const Entry& e) { return std::find(keys.begin(), keys.end(), e.key) != keys.end(); });
+  return kept;
+}
+
+}  // namespace hostagent::vmtemplates::detail
