@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_support.hpp"
 #include "hostagent/numa/discovery.hpp"
 #include "hostagent/numa/placement.hpp"
 #include "hostagent/simhost/sim_host.hpp"
@@ -29,37 +30,13 @@ using hostagent::numa::PciAddress;
 using hostagent::numa::PciFunction;
 using hostagent::numa::PciRole;
 using hostagent::numa::PlacementRequest;
-using Clock = std::chrono::steady_clock;
 
 constexpr uint64_t kGiB = 1ULL << 30;
 volatile std::size_t g_sink = 0;  // keeps the measured work from being optimised away
 
-double median_us(int runs, int repeats, const std::function<void()>& work) {
-  std::vector<double> samples;
-  work();
-  for (int i = 0; i < runs; ++i) {
-    const auto start = Clock::now();
-    for (int r = 0; r < repeats; ++r) work();
-    samples.push_back(std::chrono::duration<double, std::micro>(Clock::now() - start).count() / repeats);
-  }
-  std::sort(samples.begin(), samples.end());
-  return samples[samples.size() / 2];
-}
-
 [[noreturn]] void fail(const std::string& what) {
   std::fprintf(stderr, "bench_placement: %s\n", what.c_str());
   std::exit(1);
-}
-
-HostModel discover_vela2() {
-  char templ[] = "/tmp/hostagent-bench-XXXXXX";
-  const fs::path root = mkdtemp(templ);
-  const auto spec = hostagent::simhost::builtin_host("vela2");
-  if (!spec.ok() || !hostagent::simhost::write_sysfs_tree(*spec, root).ok()) fail("could not write vela2");
-  auto model = hostagent::numa::discover_from_sysfs(root);
-  fs::remove_all(root);
-  if (!model.ok()) fail(model.error().message);
-  return std::move(model).value();
 }
 
 PciFunction function(HostModel& h, PciAddress address, PciRole role, int node) {
@@ -150,14 +127,14 @@ double time_placement(int runs, int repeats, const HostModel& host, const std::v
                       const HostPolicy& policy, const PlacementRequest& r) {
   const auto check = hostagent::numa::place(host, existing, policy, r);
   if (!check.ok()) fail(check.error().message);
-  return median_us(runs, repeats, [&] {
+  return hostagent::bench::median_us(runs, repeats, [&] {
     const auto p = hostagent::numa::place(host, existing, policy, r);
     g_sink = g_sink + p->gpus.size();
   });
 }
 
 double time_copy(int runs, int repeats, const HostModel& host) {
-  return median_us(runs, repeats, [&] {
+  return hostagent::bench::median_us(runs, repeats, [&] {
     const HostModel copy = host;
     g_sink = g_sink + copy.pci_devices.size();
   });
@@ -168,7 +145,7 @@ double time_copy(int runs, int repeats, const HostModel& host) {
 int main(int argc, char** argv) {
   const int runs = argc > 1 ? std::atoi(argv[1]) : 15;
   constexpr int kRepeats = 50;
-  const HostModel vela2 = discover_vela2();
+  const HostModel vela2 = hostagent::bench::discover_builtin("vela2");
   const HostPolicy vela2_policy{{0, 48, 96, 144}, true};
   const HostModel large = large_host();
   const HostPolicy large_policy{{0, 256, 32, 288}, true};
