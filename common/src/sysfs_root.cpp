@@ -118,6 +118,7 @@ Result<std::vector<std::string>> SysfsRoot::list(const std::string& kernel_path,
 }
 
 Result<std::vector<int>> parse_cpu_list(const std::string& text) {
+  constexpr int kMaxCpuId = 65536;
   std::vector<int> ids;
   std::stringstream ranges(text);
   std::string range;
@@ -138,6 +139,11 @@ Result<std::vector<int>> parse_cpu_list(const std::string& text) {
       if (r2.ec != std::errc() || r2.ptr != end || last < first) {
         return Error{ErrorCode::parse_error, "cpu list '" + text + "': bad range '" + range + "'"};
       }
+    }
+    // The kernel's NR_CPUS tops out at 8192; anything far beyond is garbage, not a host.
+    if (last >= kMaxCpuId) {
+      return Error{ErrorCode::parse_error, "cpu list '" + text + "': CPU " + std::to_string(last) +
+                                               " is beyond any host (at most " + std::to_string(kMaxCpuId - 1) + ")"};
     }
     for (int id = first; id <= last; ++id) ids.push_back(id);
   }

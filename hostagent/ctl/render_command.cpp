@@ -17,10 +17,7 @@ namespace {
 namespace fs = std::filesystem;
 
 Result<vmtemplates::VmTemplate> load_file(const fs::path& file, const std::vector<fs::path>& template_dirs) {
-  // A parent beside the file wins over a shipped one of the same name: that is what its author sees.
-  std::vector<fs::path> dirs{file.parent_path().empty() ? fs::path(".") : file.parent_path()};
-  dirs.insert(dirs.end(), template_dirs.begin(), template_dirs.end());
-  HA_TRY(auto shape, vmtemplates::load_template_file(file, dirs));
+  HA_TRY(auto shape, vmtemplates::load_template_file(file, template_dirs));
   if (shape.abstract) {
     return Error{ErrorCode::invalid_argument, "template '" + shape.name + "' (" + file.string() +
                                                   ") is abstract: a base for others to extend, not a shape to place"};
@@ -43,8 +40,9 @@ Result<vmtemplates::VmTemplate> load_shape(const RenderArgs& args) {
 
 Status write_file(const fs::path& path, const std::string& text) {
   std::ofstream file(path, std::ios::binary | std::ios::trunc);
+  if (!file) return errno_error(errno, "open", path.string());
   file << text;
-  file.close();
+  file.flush();
   if (!file) return errno_error(errno, "write", path.string());
   return ok_status();
 }

@@ -145,7 +145,7 @@ ConfigSpaceInfo ConfigSpaceReader::read(const PciAddress& address) const {
   pci_dev* dev =
       pci_get_dev(access_.get(), static_cast<int>(address.domain), address.bus, address.device, address.function);
   if (dev == nullptr) return info;
-  call_guarded([dev, &info] {
+  const bool completed = call_guarded([dev, &info] {
     uint8_t header[64];
     // A config file shorter than the standard header (or absent) has nothing to decode.
     if (pci_read_block(dev, 0, header, sizeof header) != 0) {
@@ -154,6 +154,9 @@ ConfigSpaceInfo ConfigSpaceReader::read(const PciAddress& address) const {
       read_extended(dev, info);
     }
   });
+  // Half-read config space is worse than none: callers treat it as the device's truth.
+  if (!completed) info = ConfigSpaceInfo{};
+  libpci_last_error.clear();
   pci_free_dev(dev);
   return info;
 }

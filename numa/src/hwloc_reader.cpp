@@ -6,8 +6,10 @@
 #include <cstdlib>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <pugixml.hpp>
 #include <sstream>
+#include <string>
 
 namespace hostagent::numa::detail {
 namespace {
@@ -178,6 +180,32 @@ HwlocHost extract(hwloc_topology_t topology) {
   return host;
 }
 
+// Sets (or, with nullptr, unsets) an environment variable for its lifetime, then restores it.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name); old != nullptr) previous_ = old;
+    if (value != nullptr) {
+      setenv(name, value, 1);
+    } else {
+      unsetenv(name);
+    }
+  }
+  ~ScopedEnv() {
+    if (previous_) {
+      setenv(name_, previous_->c_str(), 1);
+    } else {
+      unsetenv(name_);
+    }
+  }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  const char* name_;
+  std::optional<std::string> previous_;
+};
+
 std::mutex& hwloc_env_mutex() {
   static std::mutex mutex;
   return mutex;
@@ -222,15 +250,15 @@ Result<HwlocHost> read_hwloc_fsroot(const std::filesystem::path& root) {
   int rc = 0;
   {
     // hwloc 2 dropped hwloc_topology_set_fsroot(); its Linux backend reads HWLOC_FSROOT when the
-    // topology loads, so the variable is set only around the load, under a process-wide lock.
-    // hwloc also hides the NUMA nodes that hold NVIDIA GPU memory on POWER9 and Grace unless told
-    // to keep them; placement must see them (as CPU-less nodes) to keep VMs off them.
+    // topology loads, so the variable is set only around the load, under a process-wide lock, and
+    // whatever the environment held before is put back. hwloc also hides the NUMA nodes that hold
+    // NVIDIA GPU memory on POWER9 and Grace unless told to keep them; placement must see them (as
+    // CPU-less nodes) to keep VMs off them. The daemon discovers before it starts other threads:
+    // setenv is not safe against a concurrent getenv.
     std::lock_guard<std::mutex> lock(hwloc_env_mutex());
-    if (!this_system) setenv("HWLOC_FSROOT", root.c_str(), 1);
-    setenv("HWLOC_KEEP_NVIDIA_GPU_NUMA_NODES", "1", 1);
+    const ScopedEnv fsroot("HWLOC_FSROOT", this_system ? nullptr : root.c_str());
+    const ScopedEnv keep("HWLOC_KEEP_NVIDIA_GPU_NUMA_NODES", "1");
     rc = hwloc_topology_load(topology.get());
-    unsetenv("HWLOC_KEEP_NVIDIA_GPU_NUMA_NODES");
-    if (!this_system) unsetenv("HWLOC_FSROOT");
   }
   if (rc != 0) return Error{ErrorCode::internal, "hwloc could not load the topology under " + root.string()};
   return extract(topology.get());

@@ -52,6 +52,9 @@ TEST_CASE("cpu lists parse the kernel's cpulist format and format back to ranges
   CHECK(parse_cpu_list("").value().empty());
   CHECK_FALSE(parse_cpu_list("3-1").ok());
   CHECK_FALSE(parse_cpu_list("a-b").ok());
+  const auto huge = parse_cpu_list("0-2147483647");  // would loop forever and exhaust memory
+  REQUIRE_FALSE(huge.ok());
+  CHECK(huge.error().message.find("beyond any host") != std::string::npos);
   CHECK(format_cpu_list({0, 1, 2, 3, 8, 10, 11}) == "0-3,8,10-11");
   CHECK(format_cpu_list({}) == "");
 }

@@ -76,5 +76,21 @@ TEST_CASE("both binaries report version and build information") {
   }
 }
 
+TEST_CASE("hostagentctl template validate: shipped templates pass, a broken one names file, line and column") {
+  const fs::path shipped = fs::path(HOSTAGENT_SOURCE_DIR) / "vmtemplates/templates";
+  const auto good =
+      testing::run_command({ctl(), "template", "validate", (shipped / "gx3d-160x1792x8h100.yaml").string(),
+                            (shipped / "cx-2x1.yaml").string()});
+  CHECK_MESSAGE(good.exit_code == 0, good.output);
+  CHECK(good.output.find("gx3d-160x1792x8h100.yaml: ok") != std::string::npos);
+
+  testing::TempDir dir;
+  const auto broken = dir.path() / "broken.yaml";
+  std::ofstream(broken) << "name: broken\nvcpus: eight\nmemory: 8GiB\n";
+  const auto bad = testing::run_command({ctl(), "template", "validate", broken.string()});
+  CHECK(bad.exit_code == 1);
+  CHECK(bad.output.find(broken.string() + ":2:8: vcpus") != std::string::npos);
+}
+
 }  // namespace
 }  // namespace hostagent

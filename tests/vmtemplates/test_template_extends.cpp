@@ -172,7 +172,7 @@ TEST_CASE("extends: a malformed extends is reported, and missing keys then are n
         "child.yaml:3:7: nvme: found \"x\", expected a whole number 0..64");
 }
 
-TEST_CASE("load_template_file: the name must be the file's, and parents come from search_dirs, then beside it") {
+TEST_CASE("load_template_file: the name must be the file's, and parents come from beside it, then search_dirs") {
   const testing::TempDir tmp;
   const fs::path fleet = tmp.path() / "fleet";
   const fs::path mine = tmp.path() / "mine";
@@ -184,9 +184,14 @@ TEST_CASE("load_template_file: the name must be the file's, and parents come fro
   REQUIRE(beside.ok());
   CHECK(beside->vcpus == 2);
   CHECK(beside->source == (mine / "small.yaml").string());
+  // The parent beside the file wins over one of the same name in the search path.
   const auto searched = load_template_file(mine / "small.yaml", {fleet});
   REQUIRE(searched.ok());
-  CHECK(searched->vcpus == 8);
+  CHECK(searched->vcpus == 2);
+  write(tmp.path() / "elsewhere" / "small.yaml", "name: small\nextends: base\n");
+  const auto from_fleet = load_template_file(tmp.path() / "elsewhere" / "small.yaml", {fleet});
+  REQUIRE(from_fleet.ok());
+  CHECK(from_fleet->vcpus == 8);
 
   write(mine / "orphan.yaml", "name: orphan\nextends: gone\n");
   const auto orphan = load_template_file(mine / "orphan.yaml", {fleet});
@@ -194,7 +199,7 @@ TEST_CASE("load_template_file: the name must be the file's, and parents come fro
   CHECK(orphan.error().code == ErrorCode::not_found);
   CHECK(orphan.error().message == (mine / "orphan.yaml").string() +
                                       ":2:10: extends: found \"gone\", expected a parent template (no gone.yaml in " +
-                                      fleet.string() + " or " + mine.string() + ")");
+                                      mine.string() + " or " + fleet.string() + ")");
 
   write(mine / "renamed.yaml", "name: small\nvcpus: 2\nmemory: 2GiB\n");
   const auto renamed = load_template_file(mine / "renamed.yaml", {});

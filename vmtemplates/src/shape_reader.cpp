@@ -20,7 +20,7 @@ constexpr int kMaxGpus = 64;
 constexpr int kMaxVfsPerGpu = 16;
 constexpr int kMaxNicCount = 128;
 constexpr int kMaxNvme = 64;
-constexpr int kMaxCells = 128;  // QEMU's limit on guest NUMA nodes
+constexpr int kMaxCells = 14;  // one pxb-pcie per cell, on pcie-root slots 0x10-0x1d (hostagent/render)
 constexpr uint16_t kNvidia = 0x10de;
 constexpr uint64_t kHuge2M = 2ULL << 20;
 constexpr uint64_t kHuge1G = 1ULL << 30;
@@ -144,7 +144,7 @@ class ShapeReader {
     }
     if (!check_.mapping(numa, "guest_numa", {"cells"})) return;
     const Value& cells = field(numa, "cells");
-    if (cells.is_null()) check_.report_missing(numa, "guest_numa.cells", "a whole number 1..128");
+    if (cells.is_null()) check_.report_missing(numa, "guest_numa.cells", "a whole number 1..14");
     const auto count = check_.whole(cells, "guest_numa.cells", 1, kMaxCells);
     if (!count) return;
     if (vcpus_known_ && *count > shape.vcpus) {
@@ -285,7 +285,9 @@ class ShapeReader {
     shape.peer_to_peer = check_.boolean(field(root, "peer_to_peer"), "peer_to_peer").value_or(false);
     const Value& machine = field(root, "machine");
     // Versioned q35 types: upstream's pc-q35-7.2, Ubuntu's pc-q35-focal-hpb (Vela's sample).
-    static const std::regex kQ35("q35|pc-q35-[a-z0-9][a-z0-9.-]*");
+    // Bounded: libstdc++'s regex recurses once per character, so an unbounded pattern on a long
+    // value would overflow the stack.
+    static const std::regex kQ35("q35|pc-q35-[a-z0-9][a-z0-9.-]{0,63}");
     if (auto text = check_.text(machine, "machine")) {
       if (std::regex_match(*text, kQ35)) {
         shape.machine = *text;
@@ -305,10 +307,12 @@ class ShapeReader {
     if (!check_.mapping(boot, "boot", {"image", "cloud_init"})) return;
     const Value& image = field(boot, "image");
     if (auto path = check_.text(image, "boot.image")) {
-      if (path->starts_with("/")) {
+      // ".." would let a template name a file outside where its author looked; the renderer refuses it too.
+      const bool dotdot = path->find("/../") != std::string::npos || path->ends_with("/..");
+      if (path->starts_with("/") && !dotdot) {
         spec.image = *path;
       } else {
-        check_.report(image.at, "boot.image", describe(image), "an absolute path on the host");
+        check_.report(image.at, "boot.image", describe(image), "an absolute path on the host without '..'");
       }
     }
     spec.cloud_init = check_.text(field(boot, "cloud_init"), "boot.cloud_init").value_or("");
@@ -324,6 +328,13 @@ class ShapeReader {
       const std::string path = "metadata." + entry.key;
       // Keys become XML element names in the domain's <metadata>.
       const auto key = check_.identifier(Value{Value::Kind::scalar, entry.key_at, entry.key, {}, {}}, path, false);
+      // XML reserves names that start with "xml" in any case (XML 1.0, section 2.3).
+      if (key && (key->size() >= 3 && (std::tolower((*key)[0]) == 'x' && std::tolower((*key)[1]) == 'm' &&
+                                       std::tolower((*key)[2]) == 'l'))) {
+        check_.report(entry.key_at, path, "\"" + *key + "\"",
+                      "a name that does not start with \"xml\" (XML reserves those)");
+        continue;
+      }
       const auto text = check_.text(entry.value, path);
       if (key && text) out[*key] = *text;
     }

@@ -179,10 +179,11 @@ Result<VmTemplate> parse_template(const std::string& yaml, const std::string& so
   return parse_checked(yaml, source, find_parent, "");
 }
 
-Result<VmTemplate> load_template_file(const fs::path& file, const std::vector<fs::path>& search_dirs) {
+namespace {
+
+// Loads FILE with parents looked up in `places`, in order.
+Result<VmTemplate> load_with_parents(const fs::path& file, const std::vector<fs::path>& places) {
   HA_TRY(const std::string text, read_text(file));
-  std::vector<fs::path> places = search_dirs;
-  places.push_back(file.has_parent_path() ? file.parent_path() : fs::path("."));
   const ParentLookup lookup = [&places](const std::string& name) -> Result<std::pair<std::string, std::string>> {
     for (const auto& dir : places) {
       // Beside a bare "gx3d.yaml" is ".": name the parent "base.yaml", as the user would, not "./base.yaml".
@@ -197,6 +198,16 @@ Result<VmTemplate> load_template_file(const fs::path& file, const std::vector<fs
   return parse_checked(text, file.string(), lookup, file.stem().string());
 }
 
+}  // namespace
+
+Result<VmTemplate> load_template_file(const fs::path& file, const std::vector<fs::path>& search_dirs) {
+  // Beside the file first: a parent its author keeps next to it is the one they mean, whether the
+  // file is validated or rendered.
+  std::vector<fs::path> places{file.has_parent_path() ? file.parent_path() : fs::path(".")};
+  places.insert(places.end(), search_dirs.begin(), search_dirs.end());
+  return load_with_parents(file, places);
+}
+
 Result<std::map<std::string, VmTemplate>> load_template_dirs(const std::vector<fs::path>& dirs) {
   // Parents are looked up latest directory first, so an operator's base overrides the shipped one for
   // every template that extends it, shipped ones included.
@@ -205,7 +216,7 @@ Result<std::map<std::string, VmTemplate>> load_template_dirs(const std::vector<f
   for (const auto& dir : dirs) {
     HA_TRY(const auto files, yaml_files(dir));
     for (const auto& file : files) {
-      HA_TRY(VmTemplate shape, load_template_file(file, parents_first));
+      HA_TRY(VmTemplate shape, load_with_parents(file, parents_first));
       templates.erase(shape.name);  // an abstract override hides the shipped shape too
       if (!shape.abstract) templates.emplace(shape.name, std::move(shape));
     }

@@ -18,6 +18,11 @@ std::string child_path(const std::string& path, const std::string& key) {
   return path.empty() ? key : path + "." + key;
 }
 
+// A template is a few dozen nodes. YAML aliases can make a document refer to itself (`&m {a: *m}`)
+// or expand exponentially ("billion laughs"); yaml-cpp follows them, so the walk is bounded here.
+constexpr int kMaxDepth = 32;
+constexpr std::size_t kMaxNodes = 10000;
+
 class Converter {
  public:
   Converter(const std::string& source, std::vector<Problem>& problems) : source_(source), problems_(problems) {}
@@ -25,6 +30,25 @@ class Converter {
   Value convert(const YAML::Node& node, const std::string& path) {
     Value value;
     value.at = located(node.Mark(), source_);
+    if (!within_limits(value.at, path)) return value;
+    ++depth_;
+    convert_into(value, node, path);
+    --depth_;
+    return value;
+  }
+
+ private:
+  bool within_limits(const Location& at, const std::string& path) {
+    if (exceeded_) return false;
+    if (depth_ < kMaxDepth && ++nodes_ <= kMaxNodes) return true;
+    exceeded_ = true;
+    problems_.push_back({at, (path.empty() ? "" : path + ": ") + "found a document nested deeper than " +
+                                 std::to_string(kMaxDepth) + " levels or larger than " + std::to_string(kMaxNodes) +
+                                 " nodes (a YAML alias that refers to itself?), expected a template of plain values"});
+    return false;
+  }
+
+  void convert_into(Value& value, const YAML::Node& node, const std::string& path) {
     switch (node.Type()) {
       case YAML::NodeType::Scalar:
         value.kind = Value::Kind::scalar;
@@ -43,10 +67,8 @@ class Converter {
       default:
         break;  // Null and Undefined: absent
     }
-    return value;
   }
 
- private:
   void add_entry(Value& mapping, const YAML::Node& key, const YAML::Node& value, const std::string& path) {
     const Location key_at = located(key.Mark(), source_);
     if (!key.IsScalar()) {
@@ -69,6 +91,9 @@ class Converter {
 
   const std::string& source_;
   std::vector<Problem>& problems_;
+  int depth_ = 0;
+  std::size_t nodes_ = 0;
+  bool exceeded_ = false;
 };
 
 }  // namespace

@@ -81,7 +81,7 @@ struct VmTemplate {
 using ParentLookup = std::function<Result<std::pair<std::string, std::string>>(const std::string& name)>;
 Result<VmTemplate> parse_template(const std::string& yaml, const std::string& source, const ParentLookup& find_parent);
 
-// Loads FILE; parents named by `extends` are looked up as NAME.yaml in `search_dirs`, then beside FILE.
+// Loads FILE; parents named by `extends` are looked up as NAME.yaml beside FILE, then in `search_dirs`.
 Result<VmTemplate> load_template_file(const std::filesystem::path& file,
                                       const std::vector<std::filesystem::path>& search_dirs);
 
