@@ -52,7 +52,10 @@ TEST_CASE("every shipped template on every simulated host: golden placement, dom
   for (const auto& host_name : simhost::builtin_host_names()) {
     testing::TempDir dir;
     const auto host = discover(host_name, dir);
-    for (const auto& [name, shape] : *shapes) {
+    for (const auto& entry : *shapes) {
+      // Named copies: doctest's CAPTURE is a lambda, and clang 14 cannot capture structured bindings.
+      const std::string& name = entry.first;
+      const vmtemplates::VmTemplate& shape = entry.second;
       CAPTURE(host_name);
       CAPTURE(name);
       const std::string prefix = "shapes/" + host_name + "/" + name;

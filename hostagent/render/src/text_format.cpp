@@ -5,21 +5,14 @@
 #include <cmath>
 #include <cstdio>
 
+#include "hostagent/common/sysfs_root.hpp"
+
 namespace hostagent::render::detail {
 
 std::string id_list(std::vector<int> ids) {
   std::sort(ids.begin(), ids.end());
   ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
-  std::string out;
-  for (std::size_t i = 0; i < ids.size();) {
-    std::size_t j = i;
-    while (j + 1 < ids.size() && ids[j + 1] == ids[j] + 1) ++j;
-    if (!out.empty()) out += ',';
-    out += std::to_string(ids[i]);
-    if (j > i) out += '-' + std::to_string(ids[j]);
-    i = j + 1;
-  }
-  return out;
+  return format_cpu_list(ids);
 }
 
 std::string cpumap(const std::vector<int>& cpus, int nbits) {
