@@ -14,19 +14,13 @@
 #include "hostagent/simhost/sim_host.hpp"
 #include "hostagent/vmtemplates/vm_template.hpp"
 #include "render_command.hpp"
+#include "simulated_hosts.hpp"
 #include "test_support.hpp"
 
 namespace hostagent::ctl {
 namespace {
 
 namespace fs = std::filesystem;
-
-numa::HostModel discover(const std::string& name, const testing::TempDir& dir) {
-  REQUIRE(simhost::write_sysfs_tree(simhost::builtin_host(name).value(), dir.path()).ok());
-  auto model = numa::discover_from_sysfs(dir.path());
-  REQUIRE_MESSAGE(model.ok(), model.error().message);
-  return std::move(model).value();
-}
 
 void check_validates(const std::string& domain_xml, const testing::TempDir& dir) {
   const auto validator = testing::find_program("virt-xml-validate");
@@ -51,7 +45,7 @@ TEST_CASE("every shipped template on every simulated host: golden placement, dom
   REQUIRE(shapes->size() >= 5);
   for (const auto& host_name : simhost::builtin_host_names()) {
     testing::TempDir dir;
-    const auto host = discover(host_name, dir);
+    const auto host = testing::discover_simulated(host_name, dir);
     for (const auto& entry : *shapes) {
       // Named copies: doctest's CAPTURE is a lambda, and clang 14 cannot capture structured bindings.
       const std::string& name = entry.first;

@@ -1,8 +1,8 @@
 // The human view of hostagentctl topology: golden text per simulated host, and the affinity rules.
 #include <doctest/doctest.h>
 
-#include "hostagent/numa/discovery.hpp"
 #include "hostagent/simhost/sim_host.hpp"
+#include "simulated_hosts.hpp"
 #include "test_support.hpp"
 #include "topology_report.hpp"
 
@@ -11,26 +11,19 @@ namespace {
 
 using numa::PciRole;
 
-numa::HostModel discover(const std::string& name, const testing::TempDir& dir) {
-  REQUIRE(simhost::write_sysfs_tree(simhost::builtin_host(name).value(), dir.path()).ok());
-  auto model = numa::discover_from_sysfs(dir.path());
-  REQUIRE_MESSAGE(model.ok(), model.error().message);
-  model->source = "simulated:" + name;
-  return std::move(model).value();
-}
-
 TEST_CASE("golden topology report for every simulated host") {
   for (const auto& name : simhost::builtin_host_names()) {
     CAPTURE(name);
     testing::TempDir dir;
-    const auto diff = testing::compare_golden("topology/" + name + ".txt", render_topology_report(discover(name, dir)));
+    const auto diff = testing::compare_golden("topology/" + name + ".txt",
+                                              render_topology_report(testing::discover_simulated(name, dir)));
     CHECK_MESSAGE(diff.empty(), diff);
   }
 }
 
 TEST_CASE("affinity: a shared switch, then the NUMA node, then across nodes") {
   testing::TempDir dir;
-  const auto model = discover("vela1", dir);
+  const auto model = testing::discover_simulated("vela1", dir);
   std::vector<const numa::PciFunction*> gpus, nics;
   for (const auto& f : model.pci_devices) {
     if (f.role == PciRole::gpu) gpus.push_back(&f);
@@ -66,7 +59,7 @@ TEST_CASE("affinity without a NUMA node is unknown, not guessed") {
 
 TEST_CASE("a link trained below its capability is flagged in the report") {
   testing::TempDir dir;
-  const auto report = render_topology_report(discover("quirks", dir));
+  const auto report = render_topology_report(testing::discover_simulated("quirks", dir));
   CHECK(report.find("8 GT/s x8 (DEGRADED: capable of 16 GT/s x16)") != std::string::npos);
   CHECK(report.find("no CPUs") != std::string::npos);
 }

@@ -1,8 +1,7 @@
 #include <doctest/doctest.h>
 
-#include "hostagent/numa/discovery.hpp"
-#include "hostagent/simhost/sim_host.hpp"
 #include "hostagent/vfio/group_viability.hpp"
+#include "simulated_hosts.hpp"
 #include "test_support.hpp"
 
 namespace hostagent::vfio {
@@ -10,16 +9,9 @@ namespace {
 
 using numa::PciRole;
 
-numa::HostModel discover(const std::string& name, const testing::TempDir& dir) {
-  REQUIRE(simhost::write_sysfs_tree(simhost::builtin_host(name).value(), dir.path()).ok());
-  auto model = numa::discover_from_sysfs(dir.path());
-  REQUIRE_MESSAGE(model.ok(), model.error().message);
-  return std::move(model).value();
-}
-
 TEST_CASE("a GPU whose audio function shares its group: the audio function goes along and blocks while bound") {
   testing::TempDir dir;
-  const auto model = discover("quirks", dir);
+  const auto model = testing::discover_simulated("quirks", dir);
   const numa::PciFunction* gpu = nullptr;
   for (const auto& f : model.pci_devices) {
     if (f.role == PciRole::gpu && model.find(numa::PciAddress{f.address.domain, f.address.bus, f.address.device, 1}))
@@ -36,7 +28,7 @@ TEST_CASE("a GPU whose audio function shares its group: the audio function goes 
 
 TEST_CASE("a GPU alone in its group has no companions, and the group is viable once the GPU itself is bound") {
   testing::TempDir dir;
-  const auto model = discover("vela1", dir);
+  const auto model = testing::discover_simulated("vela1", dir);
   for (const auto& f : model.pci_devices) {
     if (f.role != PciRole::gpu) continue;
     const auto viability = check_group(model, f.address).value();
