@@ -15,9 +15,9 @@ using Mac = std::array<uint8_t, 6>;
 
 // A locally administered unicast address (first octet 0x02) spelling the PCI address:
 // 0000:1a:00.1, interface 0 -> 02:00:1a:00:01:00.
-Mac mac_for(const PciAddr& addr, std::size_t index) {
+Mac mac_for(const PciAddress& addr, std::size_t index) {
   const auto domain = static_cast<uint8_t>(addr.domain);
-  return {0x02, domain, addr.bus, addr.dev, addr.fn, static_cast<uint8_t>(index)};
+  return {0x02, domain, addr.bus, addr.device, addr.function, static_cast<uint8_t>(index)};
 }
 
 std::string mac_text(const Mac& m) {

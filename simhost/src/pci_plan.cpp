@@ -14,23 +14,6 @@ Error invalid(const std::string& function, const std::string& what) {
   return Error{ErrorCode::invalid_argument, "simhost: function " + function + ": " + what};
 }
 
-bool parse_hex(const std::string& text, std::size_t pos, std::size_t len, unsigned& out) {
-  out = 0;
-  for (std::size_t i = pos; i < pos + len; ++i) {
-    const char c = text[i];
-    unsigned digit = 0;
-    if (c >= '0' && c <= '9') {
-      digit = static_cast<unsigned>(c - '0');
-    } else if (c >= 'a' && c <= 'f') {
-      digit = static_cast<unsigned>(c - 'a' + 10);
-    } else {
-      return false;
-    }
-    out = out * 16 + digit;
-  }
-  return true;
-}
-
 std::string hex2(unsigned value) {
   char buf[8];
   std::snprintf(buf, sizeof(buf), "0x%02x", value);
@@ -105,8 +88,11 @@ class Planner {
 
   Status parse_addresses() {
     for (const auto& fn : spec_.functions) {
-      const auto addr = parse_pci_address(fn.address);
-      if (!addr) return invalid(fn.address, "address is not DDDD:BB:DD.F in lowercase hex");
+      const auto addr = PciAddress::parse(fn.address);
+      // The canonical form only: the address names the function's sysfs directory.
+      if (!addr.ok() || addr->to_string() != fn.address) {
+        return invalid(fn.address, "address is not DDDD:BB:DD.F in lowercase hex");
+      }
       if (!by_address_.emplace(fn.address, count()).second) {
         return invalid(fn.address, "listed twice");
       }
@@ -206,7 +192,7 @@ class Planner {
       return invalid(name(i), "a VF must be a plain endpoint");
     }
     // Routing ID of VF N = PF + First VF Offset + N * VF Stride (PCIe Base Spec 6.0 §9.3.3.10).
-    const int delta = at(i).addr.routing_id() - at(pf).addr.routing_id() - pf_spec.sriov_vf_offset;
+    const int delta = routing_id(at(i).addr) - routing_id(at(pf).addr) - pf_spec.sriov_vf_offset;
     const int stride = std::max(pf_spec.sriov_vf_stride, 1);
     const int n = delta / stride;
     if (at(i).addr.domain != at(pf).addr.domain || delta < 0 || delta % stride != 0 || n >= pf_spec.sriov_num_vfs) {
@@ -304,7 +290,7 @@ class Planner {
 
   void mark_multifunction() {
     std::map<std::tuple<int, int, int>, int> per_device;
-    const auto key = [](const PciAddr& a) { return std::make_tuple(int{a.domain}, int{a.bus}, int{a.dev}); };
+    const auto key = [](const PciAddress& a) { return std::make_tuple(a.domain, int{a.bus}, int{a.device}); };
     for (const auto& f : plan_.functions) {
       if (f.spec->physfn.empty()) ++per_device[key(f.addr)];
     }
@@ -340,7 +326,7 @@ class Planner {
       const auto type = f.spec->port_type;
       if (type == SimPortType::root_port || type == SimPortType::downstream) {
         f.placement.physical_slot = ++slot;
-        f.placement.port_number = f.addr.dev;
+        f.placement.port_number = f.addr.device;
       }
       f.placement.link_up_below = f.is_bridge() && !f.children.empty();
     }
@@ -417,23 +403,6 @@ class Planner {
 };
 
 }  // namespace
-
-std::string PciAddr::str() const {
-  char buf[16];
-  std::snprintf(buf, sizeof(buf), "%04x:%02x:%02x.%x", domain, bus, dev, fn);
-  return buf;
-}
-
-std::optional<PciAddr> parse_pci_address(const std::string& text) {
-  if (text.size() != 12 || text[4] != ':' || text[7] != ':' || text[10] != '.') return std::nullopt;
-  unsigned domain = 0, bus = 0, dev = 0, fn = 0;
-  if (!parse_hex(text, 0, 4, domain) || !parse_hex(text, 5, 2, bus) || !parse_hex(text, 8, 2, dev) ||
-      !parse_hex(text, 11, 1, fn) || dev > 0x1f || fn > 7) {
-    return std::nullopt;
-  }
-  return PciAddr{static_cast<uint16_t>(domain), static_cast<uint8_t>(bus), static_cast<uint8_t>(dev),
-                 static_cast<uint8_t>(fn)};
-}
 
 Result<PciPlan> plan_pci(const HostSpec& spec) {
   return Planner(spec).run();

@@ -9,27 +9,21 @@
 #include <vector>
 
 #include "config_space.hpp"
+#include "hostagent/common/pci_address.hpp"
 #include "hostagent/common/result.hpp"
 #include "hostagent/simhost/sim_host.hpp"
 
 namespace hostagent::simhost::detail {
 
-struct PciAddr {
-  uint16_t domain = 0;
-  uint8_t bus = 0;
-  uint8_t dev = 0;
-  uint8_t fn = 0;
-  int routing_id() const { return (bus << 8) | (dev << 3) | fn; }
-  std::string str() const;  // "0000:1b:00.0"
-};
-
-// Only the canonical form the kernel uses: four, two, two hex digits (lowercase), one function
-// digit.
-std::optional<PciAddr> parse_pci_address(const std::string& text);
+// The PCIe routing ID (bus, device, function as one number): SR-IOV places VF n at the PF's plus
+// offset + n * stride (PCIe Base Spec 9.3.3.9-10).
+inline int routing_id(const PciAddress& a) {
+  return (a.bus << 8) | (a.device << 3) | a.function;
+}
 
 struct PlannedFunction {
   const SimFunction* spec = nullptr;
-  PciAddr addr;
+  PciAddress addr;
   int parent = -1;            // index of the bridge above; -1 on a root bus
   int physfn = -1;            // on a VF: index of its PF
   int vf_number = -1;         // on a VF: N of the PF's virtfnN

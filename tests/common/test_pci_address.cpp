@@ -1,8 +1,8 @@
 #include <doctest/doctest.h>
 
-#include "hostagent/numa/pci_address.hpp"
+#include "hostagent/common/pci_address.hpp"
 
-namespace hostagent::numa {
+namespace hostagent {
 namespace {
 
 TEST_CASE("PCI addresses parse only in the kernel's canonical form and print back the same") {
@@ -21,4 +21,4 @@ TEST_CASE("PCI addresses parse only in the kernel's canonical form and print bac
 }
 
 }  // namespace
-}  // namespace hostagent::numa
+}  // namespace hostagent

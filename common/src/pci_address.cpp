@@ -1,9 +1,9 @@
-#include "hostagent/numa/pci_address.hpp"
+#include "hostagent/common/pci_address.hpp"
 
 #include <charconv>
 #include <cstdio>
 
-namespace hostagent::numa {
+namespace hostagent {
 
 std::string PciAddress::to_string() const {
   char buf[32];
@@ -44,4 +44,4 @@ Result<PciAddress> PciAddress::parse(std::string_view text) {
   return PciAddress{domain, static_cast<uint8_t>(bus), static_cast<uint8_t>(device), static_cast<uint8_t>(function)};
 }
 
-}  // namespace hostagent::numa
+}  // namespace hostagent
