@@ -6,10 +6,16 @@
 #include <cctype>
 #include <regex>
 
-#include "checker.hpp"
+#include "hostagent/vmtemplates/yaml_checker.hpp"
 #include "hostagent/vmtemplates/quantity.hpp"
 
 namespace hostagent::vmtemplates::detail {
+
+using yaml::Checker;
+using yaml::closest;
+using yaml::describe;
+using yaml::Entry;
+using yaml::join_choices;
 
 const std::vector<std::string_view> kOwnKeys = {"name", "description", "abstract", "extends"};
 

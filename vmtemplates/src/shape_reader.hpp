@@ -9,9 +9,12 @@
 #include <vector>
 
 #include "hostagent/vmtemplates/vm_template.hpp"
-#include "yaml_tree.hpp"
+#include "hostagent/vmtemplates/yaml_tree.hpp"
 
 namespace hostagent::vmtemplates::detail {
+
+using yaml::Problem;
+using yaml::Value;
 
 // Keys that describe one file rather than the shape: a child never inherits them.
 extern const std::vector<std::string_view> kOwnKeys;

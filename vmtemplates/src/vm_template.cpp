@@ -9,16 +9,16 @@
 #include <sstream>
 #include <tuple>
 
-#include "checker.hpp"
+#include "hostagent/vmtemplates/yaml_checker.hpp"
 #include "shape_reader.hpp"
-#include "yaml_tree.hpp"
+#include "hostagent/vmtemplates/yaml_tree.hpp"
 
 namespace hostagent::vmtemplates {
 namespace {
 
 namespace fs = std::filesystem;
-using detail::Problem;
-using detail::Value;
+using yaml::Problem;
+using yaml::Value;
 
 constexpr std::size_t kMaxChain = 16;  // deeper than any fleet needs; stops a lookup that never ends
 
@@ -35,7 +35,7 @@ class ChainLoader {
       : find_parent_(find_parent), problems_(problems), check_(problems) {}
 
   Result<Value> load(const std::string& yaml, const std::string& source, const std::string& lookup_name) {
-    HA_TRY(Value tree, detail::parse_yaml(yaml, source, problems_));
+    HA_TRY(Value tree, yaml::parse_yaml(yaml, source, problems_));
     sources_.push_back(source);
     names_.push_back(lookup_name.empty() ? own_name(tree, source) : lookup_name);
     if (!lookup_name.empty()) check_parent(tree, lookup_name);
@@ -43,14 +43,14 @@ class ChainLoader {
     if (extends == nullptr || extends->value.is_null()) return tree;
     HA_TRY(auto parent, load_parent(extends->value));
     if (!parent) return tree;
-    return detail::merge(detail::without_keys(*parent, detail::kOwnKeys), tree);
+    return yaml::merge(yaml::without_keys(*parent, detail::kOwnKeys), tree);
   }
 
   bool resolved() const { return resolved_; }
   const std::vector<std::string>& sources() const { return sources_; }
 
  private:
-  using Entry = detail::Entry;
+  using Entry = yaml::Entry;
 
   static std::string own_name(const Value& tree, const std::string& source) {
     const Entry* name = tree.kind == Value::Kind::mapping ? tree.find("name") : nullptr;
@@ -60,13 +60,13 @@ class ChainLoader {
   // A parent's own problems surface through the merged tree; only what the merge hides is checked here.
   void check_parent(const Value& tree, const std::string& lookup_name) {
     if (tree.kind != Value::Kind::mapping && !tree.is_null()) {
-      check_.report(tree.at, "", detail::describe(tree), "a mapping of template keys");
+      check_.report(tree.at, "", yaml::describe(tree), "a mapping of template keys");
       resolved_ = false;
       return;
     }
     const Entry* name = tree.find("name");
     if (name != nullptr && name->value.kind == Value::Kind::scalar && name->value.scalar != lookup_name) {
-      check_.report(name->value.at, "name", detail::describe(name->value),
+      check_.report(name->value.at, "name", yaml::describe(name->value),
                     "\"" + lookup_name + "\", the name it was found by");
     }
   }
@@ -75,7 +75,7 @@ class ChainLoader {
   Result<std::optional<Value>> load_parent(const Value& extends) {
     const auto parent = check_.identifier(extends, "extends", true);
     if (!parent) return fail_softly();
-    const std::string where = detail::to_string(extends.at) + ": extends: ";
+    const std::string where = yaml::to_string(extends.at) + ": extends: ";
     if (std::find(names_.begin(), names_.end(), *parent) != names_.end()) {
       return Error{ErrorCode::invalid_argument,
                    where + "found a cycle " + chain_text(names_, *parent) + ", expected a chain of parents that ends"};
@@ -84,7 +84,7 @@ class ChainLoader {
       return Error{ErrorCode::invalid_argument, where + "found a chain of more than 16 templates, expected at most 16"};
     }
     if (!find_parent_) {
-      check_.report(extends.at, "extends", detail::describe(extends),
+      check_.report(extends.at, "extends", yaml::describe(extends),
                     "no extends here: parents are looked up only when templates are loaded from files");
       return fail_softly();
     }
@@ -104,7 +104,7 @@ class ChainLoader {
 
   const ParentLookup& find_parent_;
   std::vector<Problem>& problems_;
-  detail::Checker check_;
+  yaml::Checker check_;
   std::vector<std::string> names_;    // the chain so far, for cycle messages
   std::vector<std::string> sources_;  // child first: problems are listed in this order
   bool resolved_ = true;
@@ -120,7 +120,7 @@ std::string render_problems(std::vector<Problem> problems, const std::vector<std
   });
   std::string message;
   for (const auto& problem : problems) {
-    message += (message.empty() ? "" : "\n") + detail::to_string(problem.at) + ": " + problem.text;
+    message += (message.empty() ? "" : "\n") + yaml::to_string(problem.at) + ": " + problem.text;
   }
   return message;
 }

@@ -1,12 +1,12 @@
 // vmtemplates/yaml_tree (private): yaml-cpp's nodes turned into located values, and the merge that
 // `extends` performs on them.
-#include "yaml_tree.hpp"
+#include "hostagent/vmtemplates/yaml_tree.hpp"
 
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
 
-namespace hostagent::vmtemplates::detail {
+namespace hostagent::vmtemplates::yaml {
 namespace {
 
 // yaml-cpp counts from 0 and uses -1 for "nowhere" (an empty document); people count from 1.
@@ -147,4 +147,4 @@ Value without_keys(const Value& mapping, const std::vector<std::string_view>& ke
   return kept;
 }
 
-}  // namespace hostagent::vmtemplates::detail
+}  // namespace hostagent::vmtemplates::yaml

@@ -1,6 +1,6 @@
-// vmtemplates/checker (private): reads typed values out of located YAML and words what is wrong.
-// Every reader reports into one list and keeps going, so a template's author sees all of its
-// problems at once; each message says where, what was found and what is expected.
+// vmtemplates/yaml_checker: reads typed values out of located YAML and words what is wrong. Every
+// reader reports into one list and keeps going, so a template's or a configuration's author sees
+// all of its problems at once; each message says where, what was found and what is expected.
 #pragma once
 
 #include <cstdint>
@@ -9,9 +9,9 @@
 #include <string_view>
 #include <vector>
 
-#include "yaml_tree.hpp"
+#include "hostagent/vmtemplates/yaml_tree.hpp"
 
-namespace hostagent::vmtemplates::detail {
+namespace hostagent::vmtemplates::yaml {
 
 // The candidate closest to word when it is plausibly a typo of it ("vcpu" -> "vcpus"), else nullopt.
 std::optional<std::string> closest(std::string_view word, const std::vector<std::string_view>& candidates);
@@ -48,4 +48,4 @@ class Checker {
   std::vector<Problem>& problems_;
 };
 
-}  // namespace hostagent::vmtemplates::detail
+}  // namespace hostagent::vmtemplates::yaml

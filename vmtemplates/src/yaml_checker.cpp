@@ -1,5 +1,5 @@
 // vmtemplates/checker (private): the typed readers and the wording of their messages.
-#include "checker.hpp"
+#include "hostagent/vmtemplates/yaml_checker.hpp"
 
 #include <algorithm>
 #include <cctype>
@@ -8,7 +8,7 @@
 
 #include "hostagent/vmtemplates/quantity.hpp"
 
-namespace hostagent::vmtemplates::detail {
+namespace hostagent::vmtemplates::yaml {
 namespace {
 
 char lower(char c) {
@@ -199,4 +199,4 @@ std::optional<std::string> Checker::identifier(const Value& value, const std::st
   return std::nullopt;
 }
 
-}  // namespace hostagent::vmtemplates::detail
+}  // namespace hostagent::vmtemplates::yaml

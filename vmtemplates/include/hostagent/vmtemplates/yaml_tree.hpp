@@ -1,5 +1,5 @@
-// vmtemplates/yaml_tree (private): YAML as plain values that remember the file and line:column they
-// came from. Templates are merged along `extends` before they are checked, so every value must keep
+// vmtemplates/yaml_tree: YAML as plain values that remember the file and line:column they came
+// from; templates and the daemon's configuration are both read through it. Templates are merged along `extends` before they are checked, so every value must keep
 // its own origin: an error in an inherited key points into the parent's file, not the child's.
 #pragma once
 
@@ -9,7 +9,7 @@
 
 #include "hostagent/common/result.hpp"
 
-namespace hostagent::vmtemplates::detail {
+namespace hostagent::vmtemplates::yaml {
 
 struct Location {
   std::string source;  // the file (or name) the text came from
@@ -58,4 +58,4 @@ Value merge(const Value& parent, const Value& child);
 // The same mapping without the given keys.
 Value without_keys(const Value& mapping, const std::vector<std::string_view>& keys);
 
-}  // namespace hostagent::vmtemplates::detail
+}  // namespace hostagent::vmtemplates::yaml
