@@ -1,13 +1,27 @@
-// hostagentd: the daemon. Until the daemon issue lands it only reports its version.
+// hostagentd: the daemon. Only wiring lives here: hostagent/cli/daemon_command does the work.
 #include <CLI/CLI.hpp>
 #include <iostream>
 
+#include "daemon_command.hpp"
 #include "hostagent/daemon/build_info.hpp"
+#include "hostagent/simhost/sim_host.hpp"
 
 int main(int argc, char** argv) {
   CLI::App app{"hostagentd: the hostagent daemon"};
   app.set_version_flag("--version", hostagent::version_string("hostagentd"));
+  hostagent::cli::DaemonArgs args;
+  std::string hosts;
+  for (const auto& name : hostagent::simhost::builtin_host_names()) hosts += (hosts.empty() ? "" : ", ") + name;
+  auto* config =
+      app.add_option("--config", args.config_file, "Configuration file (default /etc/hostagent/hostagent.yaml)");
+  app.add_option("--simulated", args.simulated,
+                 "Run the embedded default instead: libvirt's test:/// driver on this simulated host (" + hosts + ")")
+      ->excludes(config);
+  app.add_option("--state-dir", args.state_directory, "State directory (overrides the configuration's)");
+  app.add_option("--exec", args.exec, hostagent::cli::exec_help());
+  // For the crash tests: stop before a step ("create:define") after writing the marker file.
+  app.add_option("--pause-at", args.pause_at)->group("");
+  app.add_option("--pause-marker", args.pause_marker)->group("");
   CLI11_PARSE(app, argc, argv);
-  std::cout << hostagent::version_string("hostagentd") << "\n";
-  return 0;
+  return hostagent::cli::run_hostagentd(args, std::cout, std::cerr);
 }

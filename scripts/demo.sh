@@ -1,16 +1,21 @@
 #!/usr/bin/env bash
 # The README's first command: install what hostagent needs, build it, show the embedded default host
-# (a simulated Vela-2-like HGX H100 machine) as hostagent sees it, and render the Vela 2 training VM
-# for it: placement, libvirt domain and the guest's NCCL topology.
+# (a simulated Vela-2-like HGX H100 machine) as hostagent sees it, then run the daemon on it: libvirt's
+# in-process test:/// driver stands in for QEMU, and the daemon creates the Vela 2 training VM
+# (placed, its disk made as an overlay of a boot image, defined with its record, started), shows it,
+# lists the host's domains, and deletes it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 scripts/build.sh default
-ctl=./build/default/hostagent/hostagentctl
-$ctl topology --simulated vela2
-out="${TMPDIR:-/tmp}/hostagent-demo"
+bin=./build/default/hostagent
+$bin/hostagentctl topology --simulated vela2
+work="$(mktemp -d "${TMPDIR:-/tmp}/hostagent-demo.XXXXXX")"
+trap 'rm -rf "$work"' EXIT
+# The VM's boot image: an empty 1 GiB raw disk (sparse), since a simulated host has no OS images.
+truncate -s 1G "$work/boot.raw"
 echo
-echo "=== hostagentctl render --template gx3d-160x1792x8h100 --simulated vela2"
-$ctl render --template gx3d-160x1792x8h100 --simulated vela2 --name train-0 \
-  --housekeeping-cpus 0-7,48-55,96-103,144-151 --output-dir "$out"
-grep -E "<vcpu |<topology |pxb-pcie|<memnode |x-nv-gpudirect-clique" "$out/domain.xml" | sort | uniq -c | sort -rn
+echo "=== hostagentd --simulated vela2 (libvirt test:///default)"
+$bin/hostagentd --simulated vela2 --state-dir "$work/state" \
+  --exec "create train-0 gx3d-160x1792x8h100 boot_image=$work/boot.raw request_id=demo-1" \
+  --exec "show train-0" --exec "list" --exec "delete train-0" --exec "status"

@@ -20,6 +20,10 @@ packages=(
   libnl-3-dev libnl-route-3-dev libnl-genl-3-dev
   # tools the tests and benchmarks run
   bzip2 xz-utils python3
+  # the real libvirtd and QEMU of the lifecycle tests (TCG: CI machines have no KVM), and the guest
+  # they boot: Debian's kernel with a busybox initramfs the tests build
+  libvirt-daemon libvirt-daemon-system libvirt-daemon-driver-qemu qemu-system-x86 qemu-utils
+  busybox-static linux-image-amd64 liblzma-dev
 )
 
 if [[ ${EUID} -ne 0 ]]; then

@@ -9,6 +9,9 @@ if [[ -z "${HOSTAGENT_REFERENCE_DATA:-}" && -d ../shared/data ]]; then
   export HOSTAGENT_REFERENCE_DATA
 fi
 echo "HOSTAGENT_REFERENCE_DATA=${HOSTAGENT_REFERENCE_DATA:-<unset: reference-data tests will be skipped>}"
+# A real libvirtd with QEMU for the lifecycle tests. Here its absence is a failure, not a skip.
+scripts/libvirtd.sh start
+export HOSTAGENT_REQUIRE_LIBVIRTD=1
 for preset in default asan; do
   echo "=== build: $preset"
   scripts/build.sh "$preset"

@@ -20,6 +20,8 @@ const char* to_string(ErrorCode code) noexcept {
       return "conflict";
     case ErrorCode::does_not_fit:
       return "does_not_fit";
+    case ErrorCode::unavailable:
+      return "unavailable";
     case ErrorCode::internal:
       return "internal";
   }

@@ -101,6 +101,22 @@ TEST_CASE("extends: a null in the child removes the parent's key, and other kind
         "(with vendor_id) or ids; write model: ~ to drop an inherited one");
 }
 
+TEST_CASE("extends: a child changes the inherited command line, and dropping the kernel strands its initrd") {
+  const std::string base = kBase + "boot: {kernel: /boot/vmlinuz, initrd: /boot/initrd.img, cmdline: quiet}\n";
+  const VmTemplate shape =
+      valid("name: child\nextends: base\nboot: {cmdline: console=ttyS0}\n", parents({{"base", base}}));
+  CHECK(shape.boot.kernel == "/boot/vmlinuz");
+  CHECK(shape.boot.initrd == "/boot/initrd.img");
+  CHECK(shape.boot.cmdline == "console=ttyS0");
+  // The stranded values are the parent's: they are reported at their lines there.
+  const Error error = failure("name: child\nextends: base\nboot: {kernel: ~}\n", parents({{"base", base}}));
+  CHECK(error.message ==
+        "base.yaml:12:39: boot.initrd: found \"/boot/initrd.img\" with no boot.kernel, expected boot.kernel beside "
+        "it: QEMU loads an initrd and a command line only with a kernel it boots directly\n"
+        "base.yaml:12:66: boot.cmdline: found \"quiet\" with no boot.kernel, expected boot.kernel beside it: QEMU "
+        "loads an initrd and a command line only with a kernel it boots directly");
+}
+
 TEST_CASE("extends: chains merge from the farthest parent to the child, and the nearest value wins") {
   const auto lookup = parents({
       {"root", "name: root\nvcpus: 4\nmemory: 8GiB\nnvme: 1\nfirmware: bios\nmetadata: {a: root, b: root}\n"},

@@ -54,6 +54,9 @@ TEST_CASE("validation: a minimal template takes the documented defaults") {
   CHECK(shape.firmware == Firmware::efi);
   CHECK(shape.boot.image.empty());
   CHECK(shape.boot.cloud_init.empty());
+  CHECK(shape.boot.kernel.empty());
+  CHECK(shape.boot.initrd.empty());
+  CHECK(shape.boot.cmdline.empty());
   CHECK(shape.metadata.empty());
 }
 
@@ -138,7 +141,11 @@ TEST_CASE("validation: unknown keys list the allowed ones and suggest the closes
         "t.yaml:4:13: guest_numa.cells: found nothing (the key is missing), expected a whole number 1..14\n"
         "t.yaml:4:14: guest_numa.cell: found an unknown key, expected one of cells (did you mean \"cells\"?)");
   CHECK(problems(kBase + "boot: {imgae: /a}\n") ==
-        "t.yaml:4:8: boot.imgae: found an unknown key, expected one of image or cloud_init (did you mean \"image\"?)");
+        "t.yaml:4:8: boot.imgae: found an unknown key, expected one of image, cloud_init, kernel, initrd or cmdline "
+        "(did you mean \"image\"?)");
+  CHECK(problems(kBase + "boot: {kernel: /k, command_line: quiet}\n") ==
+        "t.yaml:4:20: boot.command_line: found an unknown key, expected one of image, cloud_init, kernel, initrd or "
+        "cmdline");
 }
 
 TEST_CASE("validation: wrong types say what was found") {
@@ -265,6 +272,56 @@ TEST_CASE("validation: impossible combinations point at the value that cannot be
         "(with vendor_id) or ids; write ids: ~ to drop an inherited one");
   CHECK(problems(kBase + "boot: {image: images/a.qcow2}\n") ==
         "t.yaml:4:15: boot.image: found \"images/a.qcow2\", expected an absolute path on the host without '..'");
+}
+
+TEST_CASE("validation: direct kernel boot takes a kernel, an initrd and a command line, with or without an image") {
+  const VmTemplate shape = valid(kBase +
+                                 "boot:\n"
+                                 "  kernel: /boot/vmlinuz-6.1.0-57-amd64\n"
+                                 "  initrd: /var/lib/hostagent/initrd.img\n"
+                                 "  cmdline: console=ttyS0 root=/dev/vda1 panic=-1 quiet\n"
+                                 "  image: /images/a.qcow2\n");
+  CHECK(shape.boot.kernel == "/boot/vmlinuz-6.1.0-57-amd64");
+  CHECK(shape.boot.initrd == "/var/lib/hostagent/initrd.img");
+  CHECK(shape.boot.cmdline == "console=ttyS0 root=/dev/vda1 panic=-1 quiet");
+  CHECK(shape.boot.image == "/images/a.qcow2");
+  const VmTemplate bare = valid(kBase + "boot: {kernel: /k}\n");
+  CHECK(bare.boot.kernel == "/k");
+  CHECK(bare.boot.initrd.empty());
+  CHECK(bare.boot.cmdline.empty());
+  CHECK(valid(kBase + "boot: {kernel: /k, cmdline: " + std::string(4096, 'x') + "}\n").boot.cmdline.size() == 4096);
+  CHECK(valid(kBase + "boot: {kernel: /k, cmdline: \"root=LABEL=caf\xc3\xa9\"}\n").boot.cmdline ==
+        "root=LABEL=caf\xc3\xa9");
+}
+
+TEST_CASE("validation: direct kernel boot paths are absolute, the command line is one bounded line") {
+  CHECK(problems(kBase + "boot: {kernel: vmlinuz}\n") ==
+        "t.yaml:4:16: boot.kernel: found \"vmlinuz\", expected an absolute path on the host without '..'");
+  CHECK(problems(kBase + "boot: {kernel: /boot/../etc/k, initrd: /boot/..}\n") ==
+        "t.yaml:4:16: boot.kernel: found \"/boot/../etc/k\", expected an absolute path on the host without '..'\n"
+        "t.yaml:4:40: boot.initrd: found \"/boot/..\", expected an absolute path on the host without '..'");
+  CHECK(problems(kBase + "boot: {kernel: [/k]}\n") == "t.yaml:4:16: boot.kernel: found a list, expected text");
+  CHECK(problems(kBase + "boot: {kernel: /k, cmdline: " + std::string(4097, 'x') + "}\n") ==
+        "t.yaml:4:29: boot.cmdline: found a command line of 4097 bytes, expected one line of at most 4096 bytes");
+  CHECK(problems(kBase + "boot:\n  kernel: /k\n  cmdline: >\n    console=ttyS0\n    quiet\n") ==
+        "t.yaml:6:12: boot.cmdline: found \"console=ttyS0 quiet\\n\" (a control character or line break), "
+        "expected one line of at most 4096 bytes");
+  CHECK(problems(kBase + "boot: {kernel: /k, cmdline: \"a\\tb\\x7f\"}\n") ==
+        "t.yaml:4:29: boot.cmdline: found \"a\\tb\\x7f\" (a control character or line break), expected one line of "
+        "at most 4096 bytes");
+}
+
+TEST_CASE("validation: an initrd or a command line needs a kernel") {
+  // The example in docs/templates.md.
+  CHECK(problems(kBase + "boot:\n  initrd: /boot/initrd.img\n") ==
+        "t.yaml:5:11: boot.initrd: found \"/boot/initrd.img\" with no boot.kernel, expected boot.kernel beside it: "
+        "QEMU loads an initrd and a command line only with a kernel it boots directly");
+  CHECK(problems(kBase + "boot: {image: /a.qcow2, cmdline: quiet}\n") ==
+        "t.yaml:4:34: boot.cmdline: found \"quiet\" with no boot.kernel, expected boot.kernel beside it: QEMU loads "
+        "an initrd and a command line only with a kernel it boots directly");
+  // A wrong kernel is reported once, as itself, not again through the initrd that needs it.
+  CHECK(problems(kBase + "boot: {kernel: k, initrd: /i}\n") ==
+        "t.yaml:4:16: boot.kernel: found \"k\", expected an absolute path on the host without '..'");
 }
 
 TEST_CASE("validation: required keys are reported where the mapping starts") {

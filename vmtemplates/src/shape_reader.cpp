@@ -6,8 +6,8 @@
 #include <cctype>
 #include <regex>
 
-#include "hostagent/vmtemplates/yaml_checker.hpp"
 #include "hostagent/vmtemplates/quantity.hpp"
+#include "hostagent/vmtemplates/yaml_checker.hpp"
 
 namespace hostagent::vmtemplates::detail {
 
@@ -26,6 +26,9 @@ constexpr int kMaxGpus = 64;
 constexpr int kMaxVfsPerGpu = 16;
 constexpr int kMaxNicCount = 128;
 constexpr int kMaxNvme = 64;
+// Linux's COMMAND_LINE_SIZE is 2048 on x86 (4096 on some architectures): QEMU passes a longer line
+// on and the kernel keeps its first 2047 bytes. 4096 refuses only what no kernel would read.
+constexpr std::size_t kMaxCmdline = 4096;
 constexpr int kMaxCells = 14;  // one pxb-pcie per cell, on pcie-root slots 0x10-0x1d (hostagent/render)
 constexpr uint16_t kNvidia = 0x10de;
 constexpr uint64_t kHuge2M = 2ULL << 20;
@@ -310,18 +313,47 @@ class ShapeReader {
 
   void read_boot(const Value& boot, BootSpec& spec) {
     if (boot.is_null()) return;
-    if (!check_.mapping(boot, "boot", {"image", "cloud_init"})) return;
-    const Value& image = field(boot, "image");
-    if (auto path = check_.text(image, "boot.image")) {
-      // ".." would let a template name a file outside where its author looked; the renderer refuses it too.
-      const bool dotdot = path->find("/../") != std::string::npos || path->ends_with("/..");
-      if (path->starts_with("/") && !dotdot) {
-        spec.image = *path;
-      } else {
-        check_.report(image.at, "boot.image", describe(image), "an absolute path on the host without '..'");
-      }
-    }
+    if (!check_.mapping(boot, "boot", {"image", "cloud_init", "kernel", "initrd", "cmdline"})) return;
+    spec.image = host_path(field(boot, "image"), "boot.image");
     spec.cloud_init = check_.text(field(boot, "cloud_init"), "boot.cloud_init").value_or("");
+    spec.kernel = host_path(field(boot, "kernel"), "boot.kernel");
+    spec.initrd = host_path(field(boot, "initrd"), "boot.initrd");
+    spec.cmdline = read_cmdline(field(boot, "cmdline"));
+    // An inherited kernel removed with `kernel: ~` must not leave its initrd and command line behind.
+    const bool kernel_given = !field(boot, "kernel").is_null();
+    for (const char* key : {"initrd", "cmdline"}) {
+      const Value& value = field(boot, key);
+      if (value.is_null() || kernel_given) continue;
+      check_.report(value.at, std::string("boot.") + key, describe(value) + " with no boot.kernel",
+                    "boot.kernel beside it: QEMU loads an initrd and a command line only with a kernel it boots "
+                    "directly");
+    }
+  }
+
+  // "" when absent or wrong (and then reported).
+  std::string host_path(const Value& value, const std::string& path) {
+    const auto text = check_.text(value, path);
+    if (!text) return "";
+    // ".." would let a template name a file outside where its author looked; the renderer refuses it too.
+    const bool dotdot = text->find("/../") != std::string::npos || text->ends_with("/..");
+    if (text->starts_with("/") && !dotdot) return *text;
+    check_.report(value.at, path, describe(value), "an absolute path on the host without '..'");
+    return "";
+  }
+
+  // The kernel takes the line as it is; control characters (a folded YAML scalar's trailing newline
+  // among them) would reach the guest's argument parsing unnoticed, so they are refused.
+  std::string read_cmdline(const Value& value) {
+    const auto text = check_.text(value, "boot.cmdline");
+    if (!text) return "";
+    const bool control = std::any_of(text->begin(), text->end(),
+                                     [](char c) { return std::iscntrl(static_cast<unsigned char>(c)) != 0; });
+    if (text->size() <= kMaxCmdline && !control) return *text;
+    check_.report(value.at, "boot.cmdline",
+                  control ? describe(value) + " (a control character or line break)"
+                          : "a command line of " + std::to_string(text->size()) + " bytes",
+                  "one line of at most 4096 bytes");
+    return "";
   }
 
   void read_metadata(const Value& metadata, std::map<std::string, std::string>& out) {

@@ -9,9 +9,10 @@
 #include <sstream>
 #include <tuple>
 
+#include "hostagent/common/text_file.hpp"
 #include "hostagent/vmtemplates/yaml_checker.hpp"
-#include "shape_reader.hpp"
 #include "hostagent/vmtemplates/yaml_tree.hpp"
+#include "shape_reader.hpp"
 
 namespace hostagent::vmtemplates {
 namespace {
@@ -141,12 +142,7 @@ Result<std::string> read_text(const fs::path& file) {
   if (fs::is_directory(file, ec)) {
     return Error{ErrorCode::invalid_argument, file.string() + ": found a directory, expected a template file"};
   }
-  std::ifstream in(file, std::ios::binary);
-  if (!in) return errno_error(errno, "read", file.string());
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) return errno_error(errno, "read", file.string());
-  return text.str();
+  return read_text_file(file);
 }
 
 std::string place_list(const std::vector<fs::path>& dirs) {

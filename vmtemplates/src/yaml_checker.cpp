@@ -32,10 +32,22 @@ std::size_t edit_distance(std::string_view a, std::string_view b) {
   return d[a.size()][b.size()];
 }
 
+// Control characters are escaped: a message is one line per problem, and a tab or a carriage return
+// would not show where it is.
+std::string escaped(char c) {
+  if (c == '\n') return "\\n";
+  if (c == '\t') return "\\t";
+  if (c == '\r') return "\\r";
+  if (std::iscntrl(static_cast<unsigned char>(c)) == 0) return std::string(1, c);
+  static constexpr char kHex[] = "0123456789abcdef";
+  const auto byte = static_cast<unsigned char>(c);
+  return std::string("\\x") + kHex[byte >> 4] + kHex[byte & 0xf];
+}
+
 std::string quoted(std::string_view text) {
   constexpr std::size_t kLongest = 40;  // a pasted cloud-init script must not flood the message
   std::string out = "\"";
-  for (const char c : text.substr(0, kLongest)) out += c == '\n' ? std::string("\\n") : std::string(1, c);
+  for (const char c : text.substr(0, kLongest)) out += escaped(c);
   return out + (text.size() > kLongest ? "...\"" : "\"");
 }
 

@@ -106,8 +106,14 @@ void append_vf(pugi::xml_node devices, const DomainInputs& in, const Device& d) 
   append_guest_address(nic, d.plug, false);
 }
 
-void append_console(pugi::xml_node devices) {
+void append_console(pugi::xml_node devices, const DomainInputs& in) {
   auto serial = set(add(devices, "serial"), "type", "pty");
+  // libvirt hands the pty's output to virtlogd, which writes it to the file as well as the pty
+  // (libvirt's "log" element for character devices, QEMU's chardev logfile); append keeps what
+  // earlier boots printed.
+  if (!in.options.console_log.empty()) {
+    set(set(add(serial, "log"), "file", in.options.console_log), "append", "on");
+  }
   set(add(serial, "target"), "port", 0);
   auto console = set(add(devices, "console"), "type", "pty");
   set(set(add(console, "target"), "type", "serial"), "port", 0);
@@ -132,7 +138,7 @@ void append_devices(pugi::xml_node domain, const DomainInputs& in) {
       append_hostdev(devices, in, d);
     }
   }
-  append_console(devices);
+  append_console(devices, in);
   set(add(devices, "memballoon"), "model", "none");  // assigned devices pin all guest memory anyway
 }
 

@@ -112,6 +112,15 @@ int max_apic_id(const numa::GuestCpuTopology& t) {
   return ((t.sockets - 1) << socket_shift) | ((t.cores - 1) << core_shift) | (t.threads - 1);
 }
 
+// Direct kernel boot: QEMU loads these itself (-kernel, -initrd, -append) and gives its linuxboot
+// option ROM boot index 0 (hw/i386/x86.c), so the kernel boots before any disk with a <boot order>.
+void append_kernel_boot(pugi::xml_node os, const vmtemplates::BootSpec& boot) {
+  if (boot.kernel.empty()) return;
+  add_text(os, "kernel", boot.kernel);
+  if (!boot.initrd.empty()) add_text(os, "initrd", boot.initrd);
+  if (!boot.cmdline.empty()) add_text(os, "cmdline", boot.cmdline);
+}
+
 void append_os(pugi::xml_node domain, const DomainInputs& in) {
   auto os = add(domain, "os");
   // libvirt >= 5.2 picks an OVMF build from the firmware descriptors (firmware autoselection).
@@ -119,6 +128,7 @@ void append_os(pugi::xml_node domain, const DomainInputs& in) {
   auto type = add_text(os, "type", "hvm");
   set(type, "arch", "x86_64");
   set(type, "machine", in.shape.machine);
+  append_kernel_boot(os, in.shape.boot);
   // ACPI is required: pxb-pcie buses and guest NUMA nodes reach the guest through ACPI (DSDT, SRAT).
   auto features = add(domain, "features");
   add(features, "acpi");

@@ -29,6 +29,7 @@ Status check_options(const GuestOptions& options) {
   }
   if (!options.emulator.empty()) HA_TRY_STATUS(detail::check_absolute_path("emulator", options.emulator));
   if (!options.uuid.empty()) HA_TRY_STATUS(detail::check_uuid(options.uuid));
+  if (!options.console_log.empty()) HA_TRY_STATUS(detail::check_absolute_path("console log", options.console_log));
   return ok_status();
 }
 
@@ -49,6 +50,7 @@ Status check_shape(const vmtemplates::VmTemplate& shape) {
     HA_TRY_STATUS(detail::check_xml_text("metadata value of " + key, value));
   }
   if (!shape.boot.image.empty()) HA_TRY_STATUS(detail::check_absolute_path("boot image", shape.boot.image));
+  HA_TRY_STATUS(detail::check_kernel_boot(shape.boot));
   const auto& vlan = shape.nics.vf.vlan;
   if (vlan && (*vlan < 1 || *vlan > 4094)) return invalid(what + ": VLAN " + std::to_string(*vlan) + " is not 1-4094");
   return ok_status();

@@ -138,4 +138,26 @@ Status check_absolute_path(const std::string& what, const std::string& path) {
   return ok_status();
 }
 
+Status check_kernel_boot(const vmtemplates::BootSpec& boot) {
+  constexpr std::size_t kMaxCmdline = 4096;  // as vmtemplates allows; x86 Linux reads 2047 of it
+  if (boot.kernel.empty()) {
+    if (!boot.initrd.empty()) return invalid("boot initrd " + quoted(boot.initrd) + " is given without a kernel");
+    if (!boot.cmdline.empty())
+      return invalid("kernel command line " + quoted(boot.cmdline) + " is given without a kernel");
+    return ok_status();
+  }
+  HA_TRY_STATUS(check_absolute_path("boot kernel", boot.kernel));
+  if (!boot.initrd.empty()) HA_TRY_STATUS(check_absolute_path("boot initrd", boot.initrd));
+  HA_TRY_STATUS(check_xml_text("kernel command line", boot.cmdline));
+  for (const char c : boot.cmdline) {
+    if (c == '\n' || c == '\r' || c == '\t') {
+      return invalid("kernel command line " + quoted(boot.cmdline) + " contains a line break or tab");
+    }
+  }
+  if (boot.cmdline.size() > kMaxCmdline) {
+    return invalid("kernel command line is " + std::to_string(boot.cmdline.size()) + " bytes long; at most 4096");
+  }
+  return ok_status();
+}
+
 }  // namespace hostagent::render::detail

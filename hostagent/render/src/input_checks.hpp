@@ -7,6 +7,7 @@
 #include <string>
 
 #include "hostagent/common/result.hpp"
+#include "hostagent/vmtemplates/vm_template.hpp"
 
 namespace hostagent::render::detail {
 
@@ -26,6 +27,11 @@ Status check_uuid(const std::string& uuid);
 
 // An absolute path with XML-safe text and no ".." component.
 Status check_absolute_path(const std::string& what, const std::string& path);
+
+// Direct kernel boot: kernel and initrd are absolute paths, the command line one line of XML-safe
+// text of at most 4096 bytes; an initrd or a command line needs a kernel (QEMU refuses -initrd
+// without -kernel, and a command line without one would be silently dropped).
+Status check_kernel_boot(const vmtemplates::BootSpec& boot);
 
 // A value quoted for an error message: printable ASCII as is, everything else as \xNN.
 std::string quoted(const std::string& value);

@@ -1,6 +1,6 @@
 // The scenarios the render tests share: 8 GPUs with their VFs over 2 cells on vela1 and vela2, a
-// 2-GPU guest, a guest without devices, IBM's gx2-80x1280x8a100 shape on vela1, and the quirks host
-// (a GPU with its audio function, GPUs on root ports of their own).
+// 2-GPU guest, a guest without devices, IBM's gx2-80x1280x8a100 shape on vela1, the quirks host (a
+// GPU with its audio function, GPUs on root ports of their own), and CI's direct-kernel-boot guest.
 #include <doctest/doctest.h>
 
 #include "render_fixture.hpp"
@@ -95,6 +95,25 @@ Case vela1_gx2() {
   return c;
 }
 
+// CI's lifecycle guest (tests/support/test_guest.hpp) on vela1's node 1: 2 vCPUs, 1 GiB in 2M
+// pages, BIOS, direct kernel boot with the disk image beside it, the console logged to a file.
+Case vela1_kernel_boot() {
+  Want want;
+  want.host_nodes = {1};
+  want.vcpus_per_cell = 2;
+  want.memory_per_cell = GiB;
+  want.page_size = 2ULL << 20;
+  auto c = start("vela1-kernel-boot", "vela1", 0, want);
+  c.shape.firmware = vmtemplates::Firmware::bios;
+  c.shape.boot.kernel = "/boot/vmlinuz-6.1.0-57-amd64";
+  c.shape.boot.initrd = "/var/lib/hostagent/test-guest/initramfs.cpio";
+  c.shape.boot.cmdline = "console=ttyS0 panic=-1 quiet";
+  c.shape.boot.image = "/var/lib/hostagent/images/scratch.qcow2";
+  c.opts.domain_type = "qemu";
+  c.opts.console_log = "/var/log/hostagent/vela1-kernel-boot.console.log";
+  return c;
+}
+
 // The quirks host: an RTX A6000 sharing its IOMMU group with its audio function and a downtrained
 // A100, both on root ports of node 0; on node 1 an A100 and a ConnectX-6 Dx behind a switch whose
 // ports do not know their NUMA node.
@@ -119,7 +138,8 @@ Case quirks_3gpu() {
 }  // namespace
 
 std::vector<std::string> case_names() {
-  return {"vela1-8gpu", "vela2-8gpu", "vela2-2gpu", "vela1-nodevice", "vela1-gx2-80x1280x8a100", "quirks-3gpu"};
+  return {"vela1-8gpu",  "vela2-8gpu",       "vela2-2gpu", "vela1-nodevice", "vela1-gx2-80x1280x8a100",
+          "quirks-3gpu", "vela1-kernel-boot"};
 }
 
 Case make_case(const std::string& name) {
@@ -129,6 +149,7 @@ Case make_case(const std::string& name) {
   if (name == "vela1-nodevice") return vela1_nodevice();
   if (name == "vela1-gx2-80x1280x8a100") return vela1_gx2();
   if (name == "quirks-3gpu") return quirks_3gpu();
+  if (name == "vela1-kernel-boot") return vela1_kernel_boot();
   FAIL("unknown case " << name);
   return {};
 }

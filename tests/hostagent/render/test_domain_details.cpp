@@ -1,6 +1,6 @@
 // Details of the domain XML: VF MACs and VLANs, a GPU's companion functions, firmware, the CPU model
-// per domain type, managed hostdevs, the boot disk (and no cloud-init data in the XML), metadata,
-// and the guest CPU topology limits.
+// per domain type, managed hostdevs, the boot disk (and no cloud-init data in the XML), direct
+// kernel boot, the console log, metadata, and the guest CPU topology limits.
 #include <doctest/doctest.h>
 
 #include <set>
@@ -139,6 +139,52 @@ TEST_CASE("the boot disk is the template's image and cloud-init user data never 
   CHECK(disk.previous_sibling().type() == pugi::node_comment);
   c.shape.boot.image.clear();
   CHECK_FALSE(domain_of(c)->child("domain").child("devices").child("disk"));
+}
+
+TEST_CASE("direct kernel boot puts kernel, initrd and command line in <os>, and the image stays a disk") {
+  auto c = make_case("vela1-kernel-boot");
+  auto doc = domain_of(c);
+  const auto os = doc->child("domain").child("os");
+  CHECK(std::string(os.child("kernel").text().get()) == c.shape.boot.kernel);
+  CHECK(std::string(os.child("initrd").text().get()) == c.shape.boot.initrd);
+  CHECK(std::string(os.child("cmdline").text().get()) == "console=ttyS0 panic=-1 quiet");
+  CHECK(std::string(os.child("type").next_sibling().name()) == "kernel");  // after <type>, as libvirt writes it
+  const auto disk = doc->child("domain").child("devices").child("disk");
+  CHECK(std::string(disk.child("source").attribute("file").value()) == c.shape.boot.image);
+  // Without an initrd or a command line only the kernel is there; without a kernel, none of them.
+  c.shape.boot.initrd.clear();
+  c.shape.boot.cmdline.clear();
+  doc = domain_of(c);
+  CHECK(doc->child("domain").child("os").child("kernel"));
+  CHECK_FALSE(doc->child("domain").child("os").child("initrd"));
+  CHECK_FALSE(doc->child("domain").child("os").child("cmdline"));
+  c.shape.boot.kernel.clear();
+  CHECK_FALSE(domain_of(c)->child("domain").child("os").child("kernel"));
+}
+
+TEST_CASE("the command line is escaped text, never markup") {
+  auto c = make_case("vela1-kernel-boot");
+  c.shape.boot.cmdline = "console=ttyS0 x=</cmdline><kernel>/evil</kernel> y=\"&amp;\"";
+  const auto xml = render_ok(c.host->model, c.shape, c.placement, c.opts).domain_xml;
+  CHECK(xml.find("<kernel>/evil") == std::string::npos);
+  const auto doc = parse(xml);
+  CHECK(std::string(doc->child("domain").child("os").child("cmdline").text().get()) == c.shape.boot.cmdline);
+  CHECK(std::distance(doc->child("domain").child("os").children("kernel").begin(),
+                      doc->child("domain").child("os").children("kernel").end()) == 1);
+}
+
+TEST_CASE("the serial console is logged to console_log, appending, and not logged without it") {
+  auto c = make_case("vela1-kernel-boot");
+  auto doc = domain_of(c);
+  const auto serial = doc->child("domain").child("devices").child("serial");
+  CHECK(std::string(serial.attribute("type").value()) == "pty");
+  CHECK(std::string(serial.child("log").attribute("file").value()) == c.opts.console_log);
+  CHECK(std::string(serial.child("log").attribute("append").value()) == "on");
+  CHECK(serial.child("target").attribute("port").as_int(-1) == 0);
+  c.opts.console_log.clear();
+  doc = domain_of(c);
+  CHECK_FALSE(doc->child("domain").child("devices").child("serial").child("log"));
+  CHECK(doc->child("domain").child("devices").child("serial").child("target"));
 }
 
 TEST_CASE("metadata carries the template name and its key/values in the hostagent namespace, escaped") {

@@ -75,6 +75,40 @@ TEST_CASE("options: domain type, UUID, emulator path") {
   CHECK(mentions(rejected(c), "emulator"));
 }
 
+TEST_CASE("direct kernel boot: paths absolute, the command line one line, initrd and command line need a kernel") {
+  auto c = make_case("vela1-kernel-boot");
+  c.shape.boot.kernel = "vmlinuz";
+  CHECK(mentions(rejected(c), "boot kernel \"vmlinuz\" is not an absolute path"));
+  c.shape.boot.kernel = "/boot/vmlinuz";
+  c.shape.boot.initrd = "/boot/../../etc/shadow";
+  CHECK(mentions(rejected(c), "boot initrd \"/boot/../../etc/shadow\" contains \"..\""));
+  c.shape.boot.initrd = "/boot/initrd.img";
+  c.shape.boot.cmdline = "console=ttyS0\ninit=/bin/sh";
+  CHECK(mentions(rejected(c), "kernel command line \"console=ttyS0\\x0ainit=/bin/sh\" contains a line break"));
+  c.shape.boot.cmdline = std::string("quiet\x01");
+  CHECK(mentions(rejected(c), "control character"));
+  c.shape.boot.cmdline = std::string(4097, 'x');
+  CHECK(mentions(rejected(c), "4097 bytes long"));
+  c.shape.boot.cmdline = std::string(4096, 'x');
+  CHECK(render_guest(c.host->model, c.shape, c.placement, c.opts).ok());
+  c.shape.boot.kernel.clear();
+  CHECK(mentions(rejected(c), "boot initrd \"/boot/initrd.img\" is given without a kernel"));
+  c.shape.boot.initrd.clear();
+  CHECK(mentions(rejected(c), "is given without a kernel"));
+  c.shape.boot.cmdline.clear();
+  CHECK(render_guest(c.host->model, c.shape, c.placement, c.opts).ok());
+}
+
+TEST_CASE("the console log is an absolute path without '..'") {
+  auto c = make_case("vela1-kernel-boot");
+  c.opts.console_log = "console.log";
+  CHECK(mentions(rejected(c), "console log \"console.log\" is not an absolute path"));
+  c.opts.console_log = "/var/log/../../etc/passwd";
+  CHECK(mentions(rejected(c), "console log \"/var/log/../../etc/passwd\" contains \"..\""));
+  c.opts.console_log = "/var/log/a\x01";
+  CHECK(mentions(rejected(c), "console log"));
+}
+
 TEST_CASE("VF MACs: one per VF, unicast, well-formed, distinct, and required when the template asks for them") {
   auto c = make_case("vela2-2gpu");
   c.opts.vf_macs = {"52:54:00:aa:00:01"};

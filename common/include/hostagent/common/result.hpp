@@ -20,6 +20,7 @@ enum class ErrorCode {
   unsupported,       // asked of a source that cannot answer (e.g. IOMMU groups from an hwloc XML)
   conflict,          // the resource is held by someone else
   does_not_fit,      // placement found no room
+  unavailable,       // a service we depend on (libvirtd) cannot be reached now; retrying may work
   internal,          // a library (hwloc, libpci) failed in a way we cannot attribute
 };
 

@@ -52,9 +52,14 @@ struct GuestNuma {
 
 enum class Firmware { efi, bios };
 
+// Firmware boots the image; with a kernel, QEMU loads kernel and initrd itself (direct kernel boot)
+// and boots them first, the image (if any) then being just a disk.
 struct BootSpec {
   std::string image;       // a disk image path on the host; "" for none
   std::string cloud_init;  // cloud-init user data; "" for none
+  std::string kernel;      // direct kernel boot: the kernel's absolute path on the host; "" for none
+  std::string initrd;      // the initramfs loaded with the kernel; "" for none (needs a kernel)
+  std::string cmdline;     // the kernel command line, one line; "" for none (needs a kernel)
 };
 
 struct VmTemplate {

@@ -1,6 +1,7 @@
 // vmtemplates/yaml_tree: YAML as plain values that remember the file and line:column they came
-// from; templates and the daemon's configuration are both read through it. Templates are merged along `extends` before they are checked, so every value must keep
-// its own origin: an error in an inherited key points into the parent's file, not the child's.
+// from; templates and the daemon's configuration are both read through it. Templates are merged along `extends` before
+// they are checked, so every value must keep its own origin: an error in an inherited key points into the parent's
+// file, not the child's.
 #pragma once
 
 #include <string>

@@ -23,6 +23,9 @@ struct GuestOptions {
   bool managed_hostdevs = true;      // libvirt binds to vfio-pci itself (until hostagent prepares devices)
   std::vector<std::string> vf_macs;  // one per VF in placement order; empty: derived from the name
   std::string uuid;                  // "" lets libvirt choose
+  // An absolute path on the host; "" for none. virtlogd copies the guest's serial console into it
+  // (appending), so an operator can read what a guest printed after the fact, even after it is gone.
+  std::string console_log;
 };
 
 // Where a host function appears inside the guest.

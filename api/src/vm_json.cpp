@@ -1,0 +1,61 @@
+// api/vm_json: VMs, status and reconcile reports as JSON.
+#include "hostagent/api/vm_json.hpp"
+
+#include "hostagent/common/sysfs_root.hpp"
+
+namespace hostagent::api {
+namespace {
+
+boost::json::array strings(const std::vector<std::string>& items) {
+  boost::json::array array;
+  for (const auto& item : items) array.emplace_back(item);
+  return array;
+}
+
+boost::json::object to_json(const numa::Allocation& allocation) {
+  boost::json::array devices;
+  for (const auto& device : allocation.devices) devices.emplace_back(device.to_string());
+  boost::json::object hugepages;
+  for (const auto& [node, pages] : allocation.hugepages) hugepages[std::to_string(node)] = pages;
+  return {{"cpus", format_cpu_list(allocation.cpus)},
+          {"devices", std::move(devices)},
+          {"hugepage_size_bytes", allocation.hugepage_size_bytes},
+          {"hugepages_by_node", std::move(hugepages)}};
+}
+
+boost::json::object to_json(const state::VmRecord& record) {
+  return {{"template", record.template_name},
+          {"request_id", record.request_id},
+          {"created_at", record.created_at},
+          {"boot_image", record.inputs.boot_image},
+          {"disk", record.inputs.disk_volume.empty() ? "" : record.inputs.disk_pool + "/" + record.inputs.disk_volume},
+          {"macs", strings(record.inputs.macs)},
+          {"holds", to_json(record.allocation)}};
+}
+
+}  // namespace
+
+boost::json::value to_json(const daemon::VmView& vm) {
+  boost::json::object object{
+      {"name", vm.name},           {"uuid", vm.uuid}, {"managed", vm.managed},      {"state", vm.state},
+      {"operation", vm.operation}, {"step", vm.step}, {"last_event", vm.last_event}};
+  if (vm.record) object["record"] = to_json(*vm.record);
+  return object;
+}
+
+boost::json::value to_json(const daemon::ReconcileReport& report) {
+  return boost::json::object{{"adopted", strings(report.adopted)},   {"foreign", strings(report.foreign)},
+                             {"finished", strings(report.finished)}, {"rolled_back", strings(report.rolled_back)},
+                             {"released", strings(report.released)}, {"problems", strings(report.problems)}};
+}
+
+boost::json::value to_json(const daemon::ServiceStatus& status) {
+  return boost::json::object{{"libvirt_connected", status.libvirt_connected},
+                             {"libvirt_connection_losses", status.libvirt_connection_losses},
+                             {"managed_vms", status.managed_vms},
+                             {"foreign_domains", status.foreign_domains},
+                             {"operations_in_flight", status.operations_in_flight},
+                             {"last_reconcile", to_json(status.last_reconcile)}};
+}
+
+}  // namespace hostagent::api

@@ -1,0 +1,82 @@
+// hostagent/cli/exec_commands: the --exec command language.
+#include "exec_commands.hpp"
+
+#include <sstream>
+#include <vector>
+
+#include "hostagent/api/vm_json.hpp"
+
+namespace hostagent::cli {
+namespace {
+
+std::vector<std::string> words(const std::string& text) {
+  std::istringstream stream(text);
+  std::vector<std::string> result;
+  for (std::string word; stream >> word;) result.push_back(word);
+  return result;
+}
+
+Error usage(const std::string& command, const std::string& expected) {
+  return Error{ErrorCode::invalid_argument, "--exec '" + command + "': expected '" + expected + "'"};
+}
+
+Result<boost::json::value> view(Result<daemon::VmView> result) {
+  if (!result.ok()) return std::move(result).error();
+  return api::to_json(*result);
+}
+
+Result<daemon::CreateVmRequest> create_request(const std::string& command, const std::vector<std::string>& args) {
+  const std::string expected = "create NAME TEMPLATE [boot_image=PATH] [request_id=ID]";
+  if (args.size() < 3) return usage(command, expected);
+  daemon::CreateVmRequest request;
+  request.name = args[1];
+  request.template_name = args[2];
+  for (std::size_t i = 3; i < args.size(); ++i) {
+    const auto equals = args[i].find('=');
+    const std::string key = args[i].substr(0, equals);
+    const std::string value = equals == std::string::npos ? "" : args[i].substr(equals + 1);
+    if (key == "boot_image") {
+      request.boot_image = value;
+    } else if (key == "request_id") {
+      request.request_id = value;
+    } else {
+      return usage(command, expected);
+    }
+  }
+  return request;
+}
+
+Result<boost::json::value> list(daemon::VmService& service) {
+  boost::json::array vms;
+  for (const auto& vm : service.list_vms()) vms.push_back(api::to_json(vm));
+  return boost::json::value(std::move(vms));
+}
+
+}  // namespace
+
+Result<boost::json::value> run_exec_command(daemon::VmService& service, const std::string& command) {
+  const auto args = words(command);
+  const std::string verb = args.empty() ? "" : args[0];
+  const bool named = args.size() == 2;
+  if (verb == "create") {
+    HA_TRY(const auto request, create_request(command, args));
+    return view(service.create_vm(request));
+  }
+  if (verb == "list" && args.size() == 1) return list(service);
+  if (verb == "status" && args.size() == 1) return api::to_json(service.status());
+  if (verb == "show" && named) return view(service.get_vm(args[1]));
+  if (verb == "start" && named) return view(service.start_vm(args[1]));
+  if (verb == "reboot" && named) return view(service.reboot_vm(args[1]));
+  if (verb == "stop" && (named || (args.size() == 3 && args[2] == "force"))) {
+    return view(service.stop_vm(args[1], args.size() == 3));
+  }
+  if (verb == "delete" && named) {
+    HA_TRY_STATUS(service.delete_vm(args[1]));
+    return boost::json::value(boost::json::object{{"deleted", args[1]}});
+  }
+  return Error{ErrorCode::invalid_argument, "--exec '" + command +
+                                                "': unknown command; one of: create, show, list, "
+                                                "status, start, stop, reboot, delete"};
+}
+
+}  // namespace hostagent::cli

@@ -1,0 +1,72 @@
+// hostagent/config: the daemon's configuration file (/etc/hostagent/hostagent.yaml), read and
+// validated. Every key is documented in docs/configuration.md; every error names file:line:column,
+// the key, what was found and what is expected, and all of a file's errors are reported at once.
+#pragma once
+
+#include <chrono>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "hostagent/common/result.hpp"
+
+namespace hostagent::config {
+
+struct TlsConfig {
+  std::filesystem::path certificate;  // PEM; required for a tcp listener unless a token file is set
+  std::filesystem::path key;
+  std::filesystem::path client_ca;  // clients must present a certificate signed by this CA
+};
+
+struct ApiConfig {
+  // "unix:/run/hostagent/api.sock" or "tcp://HOST:PORT". TCP needs tls (client certificates) or a
+  // token file: nothing reachable over the network is unauthenticated.
+  std::vector<std::string> listen = {"unix:/run/hostagent/api.sock"};
+  TlsConfig tls;
+  std::filesystem::path token_file;  // bearer token, one line; "" for none
+};
+
+struct DaemonConfig {
+  std::string source;  // the file it came from, for messages; "<embedded>" for the built-in default
+
+  // libvirt
+  std::string libvirt_uri = "qemu:///system";
+  std::string domain_type = "kvm";  // kvm | qemu | test
+  std::string emulator;             // "" leaves libvirt's default
+  std::chrono::milliseconds libvirt_connect_timeout{60000};
+  std::chrono::milliseconds libvirt_reconnect_interval{2000};
+
+  // host
+  std::filesystem::path sysfs_root = "/";
+  std::string simulated_host;          // "" or a built-in simulated host (vela1, vela2, workstation, quirks)
+  std::vector<int> housekeeping_cpus;  // never pinned to vCPUs; emulator threads run there
+
+  // templates: shipped first, the operator's after (a later directory overrides an earlier one)
+  std::vector<std::filesystem::path> template_directories = {"/usr/share/hostagent/templates",
+                                                             "/etc/hostagent/templates"};
+
+  // storage: the libvirt storage pool where each VM's disk (a qcow2 overlay over its image) is made
+  std::string storage_pool = "default";
+
+  // state
+  std::filesystem::path state_directory = "/var/lib/hostagent";  // the operation journal lives here
+  std::filesystem::path console_log_directory = "/var/log/hostagent/console";
+
+  // operations
+  int operation_workers = 8;                      // threads running operations (each may block on libvirt)
+  std::chrono::milliseconds stop_timeout{60000};  // graceful stop: ACPI, then forced after this long
+
+  ApiConfig api;
+};
+
+// Parses YAML text; `source` names it in messages. Keys left out keep the defaults above.
+Result<DaemonConfig> parse_config(const std::string& yaml, const std::string& source);
+
+// Reads and parses a file; ErrorCode::not_found when it does not exist.
+Result<DaemonConfig> load_config(const std::filesystem::path& file);
+
+// The embedded default: libvirt's in-process test:/// driver (domain type "test") on the simulated
+// host `simulated_host`, state under `scratch_directory`. Runs on any machine, as root or not.
+DaemonConfig embedded_default_config(const std::string& simulated_host, const std::filesystem::path& scratch_directory);
+
+}  // namespace hostagent::config

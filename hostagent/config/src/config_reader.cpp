@@ -1,0 +1,310 @@
+// hostagent/config/config_reader (private): one reader per section, each leaving the default in
+// place when its value is wrong or absent, then the checks that span keys. A key whose own value
+// was wrong is left out of the cross-key checks: its problem is already reported.
+#include "config_reader.hpp"
+
+#include <algorithm>
+#include <optional>
+#include <string_view>
+
+#include "hostagent/simhost/sim_host.hpp"
+#include "hostagent/vmtemplates/yaml_checker.hpp"
+#include "value_readers.hpp"
+
+namespace hostagent::config::detail {
+namespace {
+
+using vmtemplates::yaml::describe;
+using vmtemplates::yaml::Entry;
+using vmtemplates::yaml::join_choices;
+using vmtemplates::yaml::Problem;
+
+constexpr int kMaxWorkers = 256;
+
+const std::vector<std::string_view> kTopKeys = {
+    "libvirt", "host", "templates", "storage", "state_directory", "console_log_directory", "operations", "api"};
+const std::vector<std::string_view> kLibvirtKeys = {"uri", "domain_type", "emulator", "connect_timeout",
+                                                    "reconnect_interval"};
+const std::vector<std::string_view> kHostKeys = {"sysfs_root", "simulated", "housekeeping_cpus"};
+const std::vector<std::string_view> kApiKeys = {"listen", "tls", "token_file"};
+const std::vector<std::string_view> kTlsKeys = {"certificate", "key", "client_ca"};
+// The domain types hostagent renders: QEMU with or without KVM, and libvirt's test driver.
+const std::vector<std::string_view> kDomainTypes = {"kvm", "qemu", "test"};
+// The libvirt drivers those types run on; a transport may follow ("qemu+ssh://host/system").
+const std::vector<std::string_view> kDrivers = {"qemu", "test"};
+
+const Value& field(const Value& mapping, std::string_view key) {
+  static const Value kAbsent;
+  const Entry* entry = mapping.find(key);
+  return entry == nullptr ? kAbsent : entry->value;
+}
+
+// A key as written: nullptr when absent (the default applies); valid is false when the value was
+// wrong and already reported.
+struct Written {
+  const Value* value = nullptr;
+  bool valid = true;
+
+  static Written of(const Value& v, bool read) { return {v.is_null() ? nullptr : &v, read || v.is_null()}; }
+};
+
+// "a, b and c"
+std::string join_all(const std::vector<std::string_view>& names) {
+  std::string out;
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    if (i > 0) out += i + 1 == names.size() ? " and " : ", ";
+    out += names[i];
+  }
+  return out;
+}
+
+bool is_test_uri(const std::string& uri) {
+  return uri.starts_with("test:///");
+}
+
+// libvirt URIs are driver[+transport]://[host]/path (https://libvirt.org/uri.html).
+bool known_driver_uri(const std::string& uri) {
+  const auto scheme_end = uri.find("://");
+  if (scheme_end == std::string::npos || uri.find('/', scheme_end + 3) == std::string::npos) return false;
+  const std::string_view scheme = std::string_view(uri).substr(0, scheme_end);
+  const std::string_view driver = scheme.substr(0, scheme.find('+'));
+  return std::find(kDrivers.begin(), kDrivers.end(), driver) != kDrivers.end();
+}
+
+class ConfigReader {
+ public:
+  explicit ConfigReader(std::vector<Problem>& problems) : check_(problems) {}
+
+  DaemonConfig read(const Value& root) {
+    DaemonConfig config;
+    if (root.is_null() || !check_.mapping(root, "", kTopKeys)) return config;  // an empty file is every default
+    read_libvirt(field(root, "libvirt"), config);
+    read_host(field(root, "host"), config);
+    read_templates(field(root, "templates"), config);
+    read_storage(field(root, "storage"), config);
+    read_directories(root, config);
+    read_operations(field(root, "operations"), config);
+    read_api(field(root, "api"), config.api);
+    check_libvirt_pair(config);
+    check_host_pair(config);
+    check_api_auth(config.api);
+    return config;
+  }
+
+ private:
+  // True when the section is a mapping to read; absent sections keep their defaults.
+  bool section(const Value& value, const std::string& path, const std::vector<std::string_view>& keys) {
+    return !value.is_null() && check_.mapping(value, path, keys);
+  }
+
+  void read_libvirt(const Value& libvirt, DaemonConfig& config) {
+    if (!section(libvirt, "libvirt", kLibvirtKeys)) return;
+    const Value& uri = field(libvirt, "uri");
+    const bool uri_read = read_uri(uri, config.libvirt_uri);
+    uri_ = Written::of(uri, uri_read);
+    const Value& type = field(libvirt, "domain_type");
+    const auto type_text = check_.choice(type, "libvirt.domain_type", kDomainTypes);
+    config.domain_type = type_text.value_or(config.domain_type);
+    domain_type_ = Written::of(type, type_text.has_value());
+    config.emulator = read_absolute_path(check_, field(libvirt, "emulator"), "libvirt.emulator", EmptyPath::none)
+                          .value_or(config.emulator)
+                          .string();
+    config.libvirt_connect_timeout = read_duration(check_, field(libvirt, "connect_timeout"), "libvirt.connect_timeout")
+                                         .value_or(config.libvirt_connect_timeout);
+    config.libvirt_reconnect_interval =
+        read_duration(check_, field(libvirt, "reconnect_interval"), "libvirt.reconnect_interval")
+            .value_or(config.libvirt_reconnect_interval);
+  }
+
+  bool read_uri(const Value& uri, std::string& out) {
+    const auto text = check_.text(uri, "libvirt.uri");
+    if (!text) return false;
+    if (!known_driver_uri(*text)) {
+      check_.report(uri.at, "libvirt.uri", describe(uri),
+                    "a libvirt URI of the qemu or test driver, like qemu:///system or test:///default");
+      return false;
+    }
+    out = *text;
+    return true;
+  }
+
+  void read_host(const Value& host, DaemonConfig& config) {
+    if (!section(host, "host", kHostKeys)) return;
+    const Value& root = field(host, "sysfs_root");
+    const auto root_path = read_absolute_path(check_, root, "host.sysfs_root", EmptyPath::refused);
+    config.sysfs_root = root_path.value_or(config.sysfs_root);
+    sysfs_root_ = Written::of(root, root_path.has_value());
+    const Value& simulated = field(host, "simulated");
+    const auto name = read_simulated(simulated);
+    config.simulated_host = name.value_or(config.simulated_host);
+    simulated_ = Written::of(simulated, name.has_value());
+    config.housekeeping_cpus = read_cpu_list(check_, field(host, "housekeeping_cpus"), "host.housekeeping_cpus")
+                                   .value_or(config.housekeeping_cpus);
+  }
+
+  std::optional<std::string> read_simulated(const Value& simulated) {
+    if (simulated.kind == Value::Kind::scalar && simulated.scalar.empty()) return "";
+    const auto names = simhost::builtin_host_names();
+    std::vector<std::string_view> choices(names.begin(), names.end());
+    if (simulated.kind == Value::Kind::scalar &&
+        std::find(choices.begin(), choices.end(), simulated.scalar) == choices.end()) {
+      const auto near = vmtemplates::yaml::closest(simulated.scalar, choices);
+      check_.report(
+          simulated.at, "host.simulated", describe(simulated),
+          join_choices(choices) + ", or \"\" for this machine" + (near ? " (did you mean \"" + *near + "\"?)" : ""));
+      return std::nullopt;
+    }
+    return check_.choice(simulated, "host.simulated", choices);
+  }
+
+  void read_templates(const Value& templates, DaemonConfig& config) {
+    if (!section(templates, "templates", {"directories"})) return;
+    const Value& directories = field(templates, "directories");
+    if (directories.is_null()) return;
+    if (directories.kind != Value::Kind::list) {
+      check_.report(directories.at, "templates.directories", describe(directories), "a list of absolute paths");
+      return;
+    }
+    std::vector<std::filesystem::path> paths;
+    for (std::size_t i = 0; i < directories.items.size(); ++i) {
+      const std::string path = "templates.directories[" + std::to_string(i) + "]";
+      const Value& item = directories.items[i];
+      if (item.is_null()) check_.report(item.at, path, "nothing", "an absolute path without '..'");
+      if (auto dir = read_absolute_path(check_, item, path, EmptyPath::refused)) paths.push_back(*dir);
+    }
+    if (paths.size() == directories.items.size()) config.template_directories = std::move(paths);
+  }
+
+  void read_storage(const Value& storage, DaemonConfig& config) {
+    if (!section(storage, "storage", {"pool"})) return;
+    // libvirt allows more in a pool name, but this one also appears in paths and messages.
+    config.storage_pool = check_.identifier(field(storage, "pool"), "storage.pool", true).value_or(config.storage_pool);
+  }
+
+  void read_directories(const Value& root, DaemonConfig& config) {
+    config.state_directory =
+        read_absolute_path(check_, field(root, "state_directory"), "state_directory", EmptyPath::refused)
+            .value_or(config.state_directory);
+    config.console_log_directory =
+        read_absolute_path(check_, field(root, "console_log_directory"), "console_log_directory", EmptyPath::refused)
+            .value_or(config.console_log_directory);
+  }
+
+  void read_operations(const Value& operations, DaemonConfig& config) {
+    if (!section(operations, "operations", {"workers", "stop_timeout"})) return;
+    config.operation_workers = check_.whole(field(operations, "workers"), "operations.workers", 1, kMaxWorkers)
+                                   .value_or(config.operation_workers);
+    config.stop_timeout = read_duration(check_, field(operations, "stop_timeout"), "operations.stop_timeout")
+                              .value_or(config.stop_timeout);
+  }
+
+  void read_api(const Value& api, ApiConfig& config) {
+    if (!section(api, "api", kApiKeys)) return;
+    read_listen(field(api, "listen"), config);
+    read_tls(field(api, "tls"), config.tls);
+    const Value& token = field(api, "token_file");
+    const auto token_path = read_absolute_path(check_, token, "api.token_file", EmptyPath::none);
+    config.token_file = token_path.value_or(config.token_file);
+    token_file_ = Written::of(token, token_path.has_value());
+  }
+
+  void read_listen(const Value& listen, ApiConfig& config) {
+    if (listen.is_null()) return;
+    if (listen.kind != Value::Kind::list || listen.items.empty()) {
+      check_.report(listen.at, "api.listen", describe(listen) + (listen.kind == Value::Kind::list ? " (empty)" : ""),
+                    "a list of one or more addresses, each " + std::string(kListenForms));
+      return;
+    }
+    std::vector<std::string> addresses;
+    for (std::size_t i = 0; i < listen.items.size(); ++i) {
+      const Value& item = listen.items[i];
+      const std::string path = "api.listen[" + std::to_string(i) + "]";
+      const auto address = read_listen_address(check_, item, path);
+      if (!address) continue;
+      if (std::find(addresses.begin(), addresses.end(), item.scalar) != addresses.end()) {
+        check_.report(item.at, path, describe(item) + " a second time", "each address once");
+        continue;
+      }
+      addresses.push_back(item.scalar);
+      if (address->kind == ListenAddress::Kind::tcp) tcp_listeners_.emplace_back(i, &item);
+    }
+    if (addresses.size() == listen.items.size()) config.listen = std::move(addresses);
+  }
+
+  void read_tls(const Value& tls, TlsConfig& config) {
+    tls_ = Written::of(tls, true);
+    if (!section(tls, "api.tls", kTlsKeys)) {
+      tls_.valid = tls.is_null();
+      return;
+    }
+    std::vector<std::filesystem::path*> targets = {&config.certificate, &config.key, &config.client_ca};
+    for (std::size_t i = 0; i < kTlsKeys.size(); ++i) {
+      const std::string path = "api.tls." + std::string(kTlsKeys[i]);
+      const auto file = read_absolute_path(check_, field(tls, kTlsKeys[i]), path, EmptyPath::none);
+      if (file) *targets[i] = *file;
+      if (!file && !field(tls, kTlsKeys[i]).is_null()) tls_.valid = false;
+    }
+    if (tls_.valid) check_tls_complete(tls, config);
+  }
+
+  // Half a TLS setup would either refuse every client or, without client_ca, accept any of them.
+  void check_tls_complete(const Value& tls, const TlsConfig& config) {
+    const std::vector<const std::filesystem::path*> files = {&config.certificate, &config.key, &config.client_ca};
+    std::vector<std::string_view> set;
+    std::vector<std::string_view> missing;
+    for (std::size_t i = 0; i < files.size(); ++i) (files[i]->empty() ? missing : set).push_back(kTlsKeys[i]);
+    if (set.empty() || missing.empty()) return;
+    check_.report(tls.at, "api.tls", join_all(set) + " without " + join_all(missing),
+                  "all of certificate, key and client_ca, or none of them");
+    tls_.valid = false;
+  }
+
+  void check_libvirt_pair(const DaemonConfig& config) {
+    const bool test_uri = is_test_uri(config.libvirt_uri);
+    if (test_uri == (config.domain_type == "test") || !uri_.valid || !domain_type_.valid) return;
+    const std::string uri = "libvirt.uri \"" + config.libvirt_uri + "\"";
+    if (domain_type_.value != nullptr) {
+      check_.report(domain_type_.value->at, "libvirt.domain_type", describe(*domain_type_.value) + " with " + uri,
+                    test_uri ? "test, the only type libvirt's test driver runs (or a qemu:/// libvirt.uri)"
+                             : "kvm or qemu (test needs libvirt.uri: test:///default)");
+      return;
+    }
+    HA_ASSERT(uri_.value != nullptr);  // the defaults agree, so one of the two was written
+    check_.report(uri_.value->at, "libvirt.uri", describe(*uri_.value) + " with libvirt.domain_type kvm (the default)",
+                  "a qemu:/// URI, or libvirt.domain_type: test beside a test:/// URI");
+  }
+
+  // A simulated host is written to its own sysfs tree; a second root would silently be ignored.
+  void check_host_pair(const DaemonConfig& config) {
+    if (config.simulated_host.empty() || config.sysfs_root == "/" || !simulated_.valid || !sysfs_root_.valid) return;
+    HA_ASSERT(simulated_.value != nullptr);
+    check_.report(simulated_.value->at, "host.simulated",
+                  describe(*simulated_.value) + " with host.sysfs_root \"" + config.sysfs_root.string() + "\"",
+                  "only one of them: a simulated host brings its own sysfs tree (remove host.sysfs_root, or set "
+                  "host.simulated: \"\")");
+  }
+
+  // Nothing reachable over the network is unauthenticated: a tcp listener needs client
+  // certificates or a bearer token.
+  void check_api_auth(const ApiConfig& config) {
+    if (!tls_.valid || !token_file_.valid) return;
+    const bool tls = !config.tls.certificate.empty();  // complete, or check_tls_complete said otherwise
+    if (tls || !config.token_file.empty()) return;
+    for (const auto& [index, item] : tcp_listeners_) {
+      check_.report(item->at, "api.listen[" + std::to_string(index) + "]", describe(*item) + " with no authentication",
+                    "api.tls (certificate, key and client_ca) or api.token_file set beside a tcp:// address");
+    }
+  }
+
+  Checker check_;
+  Written uri_, domain_type_, sysfs_root_, simulated_, tls_, token_file_;
+  std::vector<std::pair<std::size_t, const Value*>> tcp_listeners_;  // index in api.listen
+};
+
+}  // namespace
+
+DaemonConfig read_config(const Value& root, std::vector<Problem>& problems) {
+  return ConfigReader(problems).read(root);
+}
+
+}  // namespace hostagent::config::detail

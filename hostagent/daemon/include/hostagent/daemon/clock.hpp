@@ -1,0 +1,24 @@
+// hostagent/daemon/clock: time, injected. Operations read the wall clock for records and the steady
+// clock for timeouts through this, so tests can run a 60 s stop timeout without waiting 60 s.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+namespace hostagent::daemon {
+
+class Clock {
+ public:
+  virtual ~Clock() = default;
+  virtual std::chrono::system_clock::time_point now() = 0;
+  virtual std::chrono::steady_clock::time_point steady_now() = 0;
+  virtual void sleep_for(std::chrono::milliseconds duration) = 0;
+};
+
+std::shared_ptr<Clock> make_system_clock();
+
+// RFC 3339 in UTC, seconds precision: "2026-11-29T23:00:00Z".
+std::string rfc3339(std::chrono::system_clock::time_point time);
+
+}  // namespace hostagent::daemon

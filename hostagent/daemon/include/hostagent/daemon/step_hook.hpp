@@ -1,0 +1,23 @@
+// hostagent/daemon/step_hook: a seam at every step boundary of every operation. Production runs
+// without one; the crash tests install pause_at_step, which stops the daemon right before a named
+// step so the test can SIGKILL it there and check what a restart makes of the half-done operation.
+#pragma once
+
+#include <filesystem>
+#include <memory>
+#include <string>
+
+namespace hostagent::daemon {
+
+class StepHook {
+ public:
+  virtual ~StepHook() = default;
+  // Called on the operation's thread before `step` of `operation` ("create", "delete", ...) on vm.
+  virtual void before_step(const std::string& operation, const std::string& vm, const std::string& step) = 0;
+};
+
+// Before step `operation:step` ("create:define"), writes `marker` (so a test knows it got there)
+// and blocks that operation forever. Other operations go on.
+std::shared_ptr<StepHook> pause_at_step(const std::string& operation_step, const std::filesystem::path& marker);
+
+}  // namespace hostagent::daemon

@@ -1,0 +1,66 @@
+// daemon/assembly: from a configuration to the parts of a running service: the host model (real
+// sysfs, or a built-in simulated host written out as a sysfs tree), the templates, libvirt.
+#include <system_error>
+
+#include "hostagent/daemon/vm_service.hpp"
+#include "hostagent/numa/discovery.hpp"
+#include "hostagent/simhost/sim_host.hpp"
+#include "hostagent/state/vm_record.hpp"
+#include "log.hpp"
+
+namespace hostagent::daemon {
+namespace {
+
+namespace fs = std::filesystem;
+
+Result<numa::HostModel> discover_host(const config::DaemonConfig& config) {
+  if (config.simulated_host.empty()) return numa::discover_from_sysfs(config.sysfs_root);
+  HA_TRY(const auto spec, simhost::builtin_host(config.simulated_host));
+  // Written fresh at every start: a simulated host has no state of its own to keep.
+  const fs::path root = config.state_directory / "simulated-host";
+  std::error_code ec;
+  fs::remove_all(root, ec);
+  if (ec) return errno_error(ec.value(), "remove", root.string());
+  HA_TRY_STATUS(simhost::write_sysfs_tree(spec, root));
+  return numa::discover_from_sysfs(root);
+}
+
+Result<std::map<std::string, vmtemplates::VmTemplate>> load_templates(const config::DaemonConfig& config) {
+  // The operator's directory is optional (nothing to override yet); at least one must exist.
+  std::vector<fs::path> existing;
+  std::error_code ec;
+  for (const auto& dir : config.template_directories) {
+    if (fs::is_directory(dir, ec)) existing.push_back(dir);
+  }
+  if (existing.empty()) {
+    return Error{ErrorCode::not_found, config.source + ": templates.directories: none of the directories exists"};
+  }
+  HA_TRY(auto all, vmtemplates::load_template_dirs(existing));
+  std::map<std::string, vmtemplates::VmTemplate> shapes;
+  for (auto& [name, shape] : all) {
+    if (!shape.abstract) shapes.emplace(name, std::move(shape));
+  }
+  return shapes;
+}
+
+}  // namespace
+
+Result<ServiceParts> assemble_parts(const config::DaemonConfig& config) {
+  ServiceParts parts;
+  parts.config = config;
+  HA_TRY(parts.host, discover_host(config));
+  HA_TRY(parts.templates, load_templates(config));
+  virt::LibvirtOptions options;
+  options.uri = config.libvirt_uri;
+  options.metadata_namespace = std::string(state::kMetadataNamespace);
+  options.connect_timeout = config.libvirt_connect_timeout;
+  options.reconnect_interval = config.libvirt_reconnect_interval;
+  HA_TRY(parts.hypervisor, virt::connect_libvirt(options));
+  parts.devices = make_libvirt_managed_preparer();
+  parts.clock = make_system_clock();
+  log(LogLevel::info, "host: " + std::to_string(parts.host.numa_nodes.size()) + " NUMA nodes; " +
+                          std::to_string(parts.templates.size()) + " templates; libvirt " + config.libvirt_uri);
+  return parts;
+}
+
+}  // namespace hostagent::daemon

@@ -1,0 +1,51 @@
+// daemon/context (private): what every operation works with. Owned by the service; operations get
+// it by reference and never outlive it.
+#pragma once
+
+#include <atomic>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "hostagent/config/daemon_config.hpp"
+#include "hostagent/daemon/clock.hpp"
+#include "hostagent/daemon/device_preparer.hpp"
+#include "hostagent/daemon/step_hook.hpp"
+#include "hostagent/daemon/vm_service.hpp"
+#include "hostagent/numa/host_model.hpp"
+#include "hostagent/state/journal.hpp"
+#include "hostagent/virt/hypervisor.hpp"
+#include "hostagent/vmtemplates/vm_template.hpp"
+#include "ledger.hpp"
+
+namespace hostagent::daemon {
+
+struct Context {
+  Context(ServiceParts parts, state::Journal journal_in, numa::HostPolicy policy)
+      : config(std::move(parts.config)),
+        host(std::move(parts.host)),
+        templates(std::move(parts.templates)),
+        hypervisor(std::move(parts.hypervisor)),
+        devices(std::move(parts.devices)),
+        clock(std::move(parts.clock)),
+        hook(std::move(parts.hook)),
+        journal(std::move(journal_in)),
+        ledger(host, std::move(policy)) {}
+
+  const config::DaemonConfig config;
+  const numa::HostModel host;
+  const std::map<std::string, vmtemplates::VmTemplate> templates;
+  const std::unique_ptr<virt::Hypervisor> hypervisor;
+  const std::unique_ptr<DevicePreparer> devices;
+  const std::shared_ptr<Clock> clock;
+  const std::shared_ptr<StepHook> hook;
+  state::Journal journal;
+  Ledger ledger;  // refers to host: declared after it
+  std::atomic<uint64_t> operations_started{0};
+  std::mutex report_mutex;
+  ReconcileReport last_reconcile;
+};
+
+VmView view_of(const LedgerEntry& entry);
+
+}  // namespace hostagent::daemon

@@ -1,0 +1,157 @@
+// daemon/create_vm: template -> placement (reserved) -> disk -> devices -> define -> start.
+#include <random>
+#include <regex>
+
+#include "hostagent/daemon/shape_request.hpp"
+#include "hostagent/render/guest_renderer.hpp"
+#include "log.hpp"
+#include "operation.hpp"
+#include "operations.hpp"
+#include "vm_steps.hpp"
+
+namespace hostagent::daemon {
+namespace {
+
+namespace fs = std::filesystem;
+
+Status check_request(const CreateVmRequest& request) {
+  static const std::regex kName("[A-Za-z0-9_.-]{1,64}");
+  if (!std::regex_match(request.name, kName) || request.name.front() == '.') {
+    return Error{ErrorCode::invalid_argument, "name: '" + request.name +
+                                                  "' is not a VM name: use 1-64 letters, digits, '.', '_' or '-', not "
+                                                  "starting with '.'"};
+  }
+  if (!request.boot_image.empty() &&
+      (!fs::path(request.boot_image).is_absolute() || request.boot_image.find("/../") != std::string::npos)) {
+    return Error{ErrorCode::invalid_argument,
+                 "boot_image: '" + request.boot_image + "' must be an absolute path without '..'"};
+  }
+  return ok_status();
+}
+
+Result<vmtemplates::VmTemplate> find_template(const Context& context, const std::string& name) {
+  const auto it = context.templates.find(name);
+  if (it != context.templates.end()) return it->second;
+  std::string known;
+  for (const auto& [template_name, shape] : context.templates) known += (known.empty() ? "" : ", ") + template_name;
+  return Error{ErrorCode::not_found, "template: no template named '" + name + "'; known: " + known};
+}
+
+// A random (version 4) UUID: the domain's identity, chosen here so the journal knows it before
+// libvirt does, and rollback can tell our domain from a same-named one.
+std::string new_uuid() {
+  thread_local std::mt19937_64 random{std::random_device{}()};
+  const uint64_t high = (random() & 0xffffffffffff0fffULL) | 0x0000000000004000ULL;
+  const uint64_t low = (random() & 0x3fffffffffffffffULL) | 0x8000000000000000ULL;
+  char text[37];
+  std::snprintf(text, sizeof(text), "%08x-%04x-%04x-%04x-%012llx", static_cast<unsigned>(high >> 32),
+                static_cast<unsigned>((high >> 16) & 0xffff), static_cast<unsigned>(high & 0xffff),
+                static_cast<unsigned>(low >> 48), static_cast<unsigned long long>(low & 0xffffffffffffULL));
+  return text;
+}
+
+state::VmRecord new_record(Context& context, const CreateVmRequest& request, const vmtemplates::VmTemplate& shape) {
+  state::VmRecord record;
+  record.name = request.name;
+  record.uuid = new_uuid();
+  record.template_name = shape.name;
+  record.request_id = request.request_id;
+  record.created_at = rfc3339(context.clock->now());
+  record.inputs.boot_image = shape.boot.image;
+  record.inputs.macs = request.macs;
+  if (!shape.boot.image.empty()) {
+    record.inputs.disk_pool = context.config.storage_pool;
+    record.inputs.disk_volume = "hostagent-" + request.name + ".qcow2";
+  }
+  return record;
+}
+
+class CreateRun {
+ public:
+  CreateRun(Context& context, vmtemplates::VmTemplate shape, numa::Placement placement, state::VmRecord& record)
+      : context_(context), shape_(std::move(shape)), placement_(std::move(placement)), record_(record) {}
+
+  // On failure, `unfinished` says whether the journal kept the operation for reconcile.
+  Status run(bool& unfinished) {
+    std::vector<Step> steps;
+    if (!record_.inputs.disk_volume.empty()) steps.push_back({"disk", [this] { return make_disk(); }});
+    steps.push_back({"prepare_devices", [this] { return context_.devices->prepare(record_.name, placement_); }});
+    steps.push_back({"define", [this] { return define(); }});
+    steps.push_back({"start", [this] { return start(); }});
+    Operation operation(context_, state::OperationKind::create, record_);
+    auto status =
+        operation.run(steps, [this](const std::string& step) { return undo_create_step(context_, record_, step); });
+    unfinished = operation.left_for_reconcile();
+    return status;
+  }
+
+ private:
+  Status make_disk() {
+    HA_TRY(const auto path, context_.hypervisor->create_overlay(record_.inputs.disk_pool, record_.inputs.disk_volume,
+                                                                record_.inputs.boot_image));
+    shape_.boot.image = path;  // the domain boots its own overlay, never the shared image
+    return ok_status();
+  }
+
+  Status define() {
+    render::GuestOptions options;
+    options.name = record_.name;
+    options.uuid = record_.uuid;
+    options.domain_type = context_.config.domain_type;
+    options.emulator = context_.config.emulator;
+    options.managed_hostdevs = context_.devices->libvirt_manages_hostdevs();
+    options.vf_macs = record_.inputs.macs;
+    if (context_.config.domain_type != "test") {
+      options.console_log = (context_.config.console_log_directory / (record_.name + ".log")).string();
+    }
+    HA_TRY(const auto guest, render::render_guest(context_.host, shape_, placement_, options));
+    HA_TRY(const auto xml, state::embed_record(guest.domain_xml, record_));
+    HA_TRY(const auto uuid, context_.hypervisor->define(xml));
+    context_.ledger.set_domain(record_.name, uuid, virt::DomainState::shut_off);
+    return ok_status();
+  }
+
+  Status start() {
+    HA_TRY_STATUS(context_.hypervisor->start(record_.name));
+    context_.ledger.set_domain(record_.name, "", virt::DomainState::running);
+    return ok_status();
+  }
+
+  Context& context_;
+  vmtemplates::VmTemplate shape_;
+  numa::Placement placement_;
+  state::VmRecord& record_;
+};
+
+// A retried create (same request id) of a VM that exists: the VM, not a conflict.
+std::optional<VmView> earlier_create(Context& context, const CreateVmRequest& request) {
+  if (request.request_id.empty()) return std::nullopt;
+  const auto entry = context.ledger.find(request.name);
+  if (!entry || !entry->record || entry->record->request_id != request.request_id) return std::nullopt;
+  return view_of(*entry);
+}
+
+}  // namespace
+
+Result<VmView> create_vm(Context& context, const CreateVmRequest& request) {
+  HA_TRY_STATUS(check_request(request));
+  if (auto earlier = earlier_create(context, request)) return *earlier;
+  HA_TRY(auto shape, find_template(context, request.template_name));
+  if (!request.boot_image.empty()) shape.boot.image = request.boot_image;
+  auto record = new_record(context, request, shape);
+  HA_TRY(auto placement, context.ledger.reserve(record, placement_request(shape)));
+  CreateRun run(context, std::move(shape), std::move(placement), record);
+  bool unfinished = false;
+  if (auto created = run.run(unfinished); !created.ok()) {
+    // Rolled back: what was reserved goes back. Rollback incomplete: it stays held until reconcile
+    // has undone the rest, so nothing half-released is ever given to another VM.
+    if (!unfinished) context.ledger.release(request.name);
+    return std::move(created).error();
+  }
+  context.ledger.set_record(record);
+  context.ledger.set_progress(request.name, "", "");
+  log(LogLevel::info, "created " + request.name + " from template " + record.template_name);
+  return current_view(context, request.name);
+}
+
+}  // namespace hostagent::daemon

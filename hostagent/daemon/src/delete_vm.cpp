@@ -1,0 +1,31 @@
+// daemon/delete_vm: destroy, undefine, delete the disk, release the devices, then the reservation.
+// Finished forward: once a delete has begun, a failure or a crash leaves it in the journal and
+// reconcile completes it; it is never undone into a half-deleted VM.
+#include "log.hpp"
+#include "operation.hpp"
+#include "operations.hpp"
+#include "vm_steps.hpp"
+
+namespace hostagent::daemon {
+
+Status delete_vm(Context& context, const std::string& name) {
+  const auto entry = context.ledger.find(name);
+  if (!entry) return Error{ErrorCode::not_found, "no VM named " + name};
+  if (!entry->managed || !entry->record) {
+    return Error{
+        ErrorCode::conflict,
+        "domain " + name + " was not made by hostagent: it is reported, never changed; remove it with libvirt"};
+  }
+  auto record = *entry->record;
+  std::vector<Step> steps;
+  for (const auto& step : delete_steps()) {
+    steps.push_back({step, [&context, &record, step] { return run_delete_step(context, record, step); }});
+  }
+  Operation operation(context, state::OperationKind::remove, record);
+  HA_TRY_STATUS(operation.run(steps, nullptr));
+  context.ledger.release(name);
+  log(LogLevel::info, "deleted " + name);
+  return ok_status();
+}
+
+}  // namespace hostagent::daemon

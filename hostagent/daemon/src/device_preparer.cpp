@@ -1,0 +1,26 @@
+// daemon/device_preparer: the first preparer. libvirt's managed hostdevs do the binding: at start
+// libvirt detaches each <hostdev managed='yes'> from its driver and binds it to vfio-pci, and at
+// stop it rebinds the original driver (virHostdevPreparePCIDevices / virHostdevReAttachPCIDevices),
+// so there is nothing to prepare ahead and nothing left over after a crash of ours.
+#include "hostagent/daemon/device_preparer.hpp"
+
+namespace hostagent::daemon {
+namespace {
+
+class LibvirtManagedPreparer final : public DevicePreparer {
+ public:
+  bool libvirt_manages_hostdevs() const override { return true; }
+  Status prepare(const std::string& /*vm*/, const numa::Placement& /*placement*/) override { return ok_status(); }
+  Status release(const std::string& /*vm*/, const numa::Allocation& /*held*/) override { return ok_status(); }
+  Result<std::vector<std::string>> release_unheld(const std::vector<numa::Allocation>& /*held*/) override {
+    return std::vector<std::string>{};
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<DevicePreparer> make_libvirt_managed_preparer() {
+  return std::make_unique<LibvirtManagedPreparer>();
+}
+
+}  // namespace hostagent::daemon

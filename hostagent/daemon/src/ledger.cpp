@@ -1,0 +1,126 @@
+// daemon/ledger: the allocation ledger.
+#include "ledger.hpp"
+
+namespace hostagent::daemon {
+namespace {
+
+std::string worded(const virt::DomainEvent& event) {
+  std::string text(virt::to_string(event.kind));
+  if (!event.detail.empty()) text += " (" + event.detail + ")";
+  return text;
+}
+
+// The state a lifecycle event leaves a domain in; nullopt when the event does not say.
+std::optional<virt::DomainState> state_after(virt::DomainEventKind kind) {
+  switch (kind) {
+    case virt::DomainEventKind::started:
+    case virt::DomainEventKind::resumed:
+      return virt::DomainState::running;
+    case virt::DomainEventKind::suspended:
+      return virt::DomainState::paused;
+    case virt::DomainEventKind::stopped:
+      return virt::DomainState::shut_off;
+    case virt::DomainEventKind::crashed:
+      return virt::DomainState::crashed;
+    default:
+      return std::nullopt;
+  }
+}
+
+}  // namespace
+
+Result<numa::Placement> Ledger::reserve(state::VmRecord& record, const numa::PlacementRequest& request) {
+  std::lock_guard lock(mutex_);
+  if (const auto it = entries_.find(record.name); it != entries_.end()) {
+    const std::string whose = it->second.managed ? "a VM" : "a domain hostagent did not make";
+    return Error{ErrorCode::conflict, "name " + record.name + " is taken by " + whose + ": choose another name"};
+  }
+  HA_TRY(auto placement, numa::place(host_, held_locked(), policy_, request));
+  record.allocation = numa::allocation_of(record.name, placement, request.hugepage_size_bytes);
+  LedgerEntry entry;
+  entry.name = record.name;
+  entry.managed = true;
+  entry.operation = "create";
+  entry.step = "reserve";
+  entry.record = record;
+  entries_.emplace(record.name, std::move(entry));
+  return placement;
+}
+
+void Ledger::release(const std::string& name) {
+  std::lock_guard lock(mutex_);
+  entries_.erase(name);
+}
+
+void Ledger::adopt(const virt::DomainSummary& domain, std::optional<state::VmRecord> record) {
+  std::lock_guard lock(mutex_);
+  auto& entry = entries_[domain.name];
+  entry.name = domain.name;
+  entry.managed = record.has_value();
+  entry.defined = true;
+  entry.uuid = domain.uuid;
+  entry.state = domain.state;
+  entry.record = std::move(record);
+}
+
+void Ledger::set_domain(const std::string& name, const std::string& uuid, virt::DomainState state) {
+  std::lock_guard lock(mutex_);
+  const auto it = entries_.find(name);
+  if (it == entries_.end()) return;
+  it->second.defined = true;
+  if (!uuid.empty()) it->second.uuid = uuid;
+  it->second.state = state;
+}
+
+void Ledger::set_progress(const std::string& name, const std::string& operation, const std::string& step) {
+  std::lock_guard lock(mutex_);
+  const auto it = entries_.find(name);
+  if (it == entries_.end()) return;
+  it->second.operation = operation;
+  it->second.step = step;
+}
+
+void Ledger::set_record(const state::VmRecord& record) {
+  std::lock_guard lock(mutex_);
+  const auto it = entries_.find(record.name);
+  if (it != entries_.end()) it->second.record = record;
+}
+
+bool Ledger::on_event(const virt::DomainEvent& event) {
+  std::lock_guard lock(mutex_);
+  const auto it = entries_.find(event.name);
+  if (it == entries_.end()) return event.kind == virt::DomainEventKind::defined;
+  it->second.last_event = worded(event);
+  if (const auto state = state_after(event.kind)) it->second.state = *state;
+  return event.kind == virt::DomainEventKind::undefined && it->second.operation.empty();
+}
+
+std::optional<LedgerEntry> Ledger::find(const std::string& name) const {
+  std::lock_guard lock(mutex_);
+  const auto it = entries_.find(name);
+  if (it == entries_.end()) return std::nullopt;
+  return it->second;
+}
+
+std::vector<LedgerEntry> Ledger::entries() const {
+  std::lock_guard lock(mutex_);
+  std::vector<LedgerEntry> all;
+  all.reserve(entries_.size());
+  for (const auto& [name, entry] : entries_) all.push_back(entry);
+  return all;
+}
+
+std::vector<numa::Allocation> Ledger::held() const {
+  std::lock_guard lock(mutex_);
+  return held_locked();
+}
+
+std::vector<numa::Allocation> Ledger::held_locked() const {
+  std::vector<numa::Allocation> held;
+  for (const auto& [name, entry] : entries_) {
+    if (entry.managed && entry.record) held.push_back(entry.record->allocation);
+  }
+  return held;
+}
+
+}  // namespace hostagent::daemon

@@ -1,0 +1,63 @@
+// daemon/ledger (private): who holds what, in memory. Rebuilt from libvirt's domain metadata at
+// every start, changed only under its mutex: reserve() places and records in one critical section,
+// so two creates can never be given the same CPU, device or hugepage.
+#pragma once
+
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "hostagent/common/result.hpp"
+#include "hostagent/numa/host_model.hpp"
+#include "hostagent/numa/placement.hpp"
+#include "hostagent/state/vm_record.hpp"
+#include "hostagent/virt/hypervisor.hpp"
+
+namespace hostagent::daemon {
+
+struct LedgerEntry {
+  std::string name;
+  bool managed = false;  // a record of ours is in its metadata (or it is being created by us)
+  bool defined = false;  // libvirt knows the domain
+  std::string uuid;
+  virt::DomainState state = virt::DomainState::shut_off;
+  std::string operation;  // in flight, "" none
+  std::string step;
+  std::string last_event;
+  std::optional<state::VmRecord> record;
+};
+
+class Ledger {
+ public:
+  Ledger(const numa::HostModel& host, numa::HostPolicy policy) : host_(host), policy_(std::move(policy)) {}
+
+  // Places a new VM and records what it holds in record.allocation, under one lock. conflict when
+  // the name is taken (by any domain), does_not_fit when the host has no room.
+  Result<numa::Placement> reserve(state::VmRecord& record, const numa::PlacementRequest& request);
+  void release(const std::string& name);
+
+  // A domain as libvirt reports it; record is set when it carries a readable record of ours.
+  void adopt(const virt::DomainSummary& domain, std::optional<state::VmRecord> record);
+  void set_domain(const std::string& name, const std::string& uuid, virt::DomainState state);
+  void set_progress(const std::string& name, const std::string& operation, const std::string& step);
+  void set_record(const state::VmRecord& record);
+  // Records a lifecycle event. True when hostagent did not cause it and the ledger cannot follow
+  // it alone (a domain defined or undefined outside hostagent): the caller then syncs with libvirt.
+  bool on_event(const virt::DomainEvent& event);
+
+  std::optional<LedgerEntry> find(const std::string& name) const;
+  std::vector<LedgerEntry> entries() const;
+  std::vector<numa::Allocation> held() const;
+
+ private:
+  std::vector<numa::Allocation> held_locked() const;
+
+  const numa::HostModel& host_;
+  const numa::HostPolicy policy_;
+  mutable std::mutex mutex_;
+  std::map<std::string, LedgerEntry> entries_;
+};
+
+}  // namespace hostagent::daemon

@@ -1,0 +1,74 @@
+// daemon/operation: journaled steps with rollback.
+#include "operation.hpp"
+
+#include "log.hpp"
+
+namespace hostagent::daemon {
+
+Operation::Operation(Context& context, state::OperationKind kind, state::VmRecord& record)
+    : context_(context), record_(record) {
+  const auto now = context.clock->now();
+  const auto serial = context.operations_started.fetch_add(1);
+  entry_.id = std::string(state::to_string(kind)) + "." + record.name + "." +
+              std::to_string(std::chrono::duration_cast<std::chrono::microseconds>(now.time_since_epoch()).count()) +
+              "." + std::to_string(serial);
+  entry_.kind = kind;
+  entry_.vm = record.name;
+  entry_.started_at = rfc3339(now);
+}
+
+Status Operation::begin_step(const std::string& step) {
+  entry_.current_step = step;
+  entry_.record = record_;
+  HA_TRY_STATUS(context_.journal.write(entry_));
+  context_.ledger.set_progress(record_.name, std::string(state::to_string(entry_.kind)), step);
+  if (context_.hook) context_.hook->before_step(std::string(state::to_string(entry_.kind)), record_.name, step);
+  return ok_status();
+}
+
+Status Operation::run(const std::vector<Step>& steps, const UndoStep& undo) {
+  for (const auto& step : steps) {
+    if (auto begun = begin_step(step.name); !begun.ok()) return roll_back(begun.error(), false, undo);
+    if (auto done = step.run(); !done.ok()) return roll_back(done.error(), true, undo);
+    entry_.steps_done.push_back(step.name);
+  }
+  // Recorded like a step, so a crash from here on finds every step done and only finishes.
+  if (auto committing = begin_step("commit"); !committing.ok()) return roll_back(committing.error(), false, undo);
+  if (auto removed = context_.journal.remove(entry_.id); !removed.ok()) {
+    // Done, but a stale entry stays: reconcile sees every step done and only removes it.
+    log(LogLevel::warning,
+        "operation " + entry_.id + " finished but its journal entry stays: " + removed.error().message);
+  }
+  return ok_status();
+}
+
+Status Operation::roll_back(const Error& failure, bool failed_step_began, const UndoStep& undo) {
+  const std::string what = std::string(state::to_string(entry_.kind)) + " " + record_.name;
+  if (!undo) {
+    left_for_reconcile_ = true;
+    log(LogLevel::error, what + " stopped at step " + entry_.current_step + ": " + failure.message +
+                             "; the journal keeps it, to be finished at the next reconcile");
+    return failure;
+  }
+  std::vector<std::string> to_undo;
+  if (failed_step_began) to_undo.push_back(entry_.current_step);
+  to_undo.insert(to_undo.end(), entry_.steps_done.rbegin(), entry_.steps_done.rend());
+  std::string incomplete;
+  for (const auto& step : to_undo) {
+    if (auto undone = undo(step); !undone.ok()) incomplete += " " + step + ": " + undone.error().message + ";";
+  }
+  if (!incomplete.empty()) {
+    left_for_reconcile_ = true;
+    log(LogLevel::error, what + ": rollback incomplete:" + incomplete + " the journal keeps it for reconcile");
+    return Error{failure.code, failure.message + " (rollback incomplete:" + incomplete +
+                                   " hostagent retries it when libvirt is reachable and at its next start)"};
+  }
+  if (auto removed = context_.journal.remove(entry_.id); !removed.ok()) {
+    log(LogLevel::warning, what + " rolled back but its journal entry stays: " + removed.error().message);
+  }
+  log(LogLevel::info, what + " failed at step " + (failed_step_began ? entry_.current_step : "journal") +
+                          " and was rolled back: " + failure.message);
+  return failure;
+}
+
+}  // namespace hostagent::daemon

@@ -1,0 +1,46 @@
+// daemon/operation (private): an operation as a list of named steps, journaled. Before each step
+// the journal says which step is about to run and which are done, so a crash at any point leaves
+// enough on disk to finish or undo the operation (reconcile.cpp). On a failed step, the steps that
+// may have left effects are undone, newest first.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "context.hpp"
+#include "hostagent/state/journal.hpp"
+
+namespace hostagent::daemon {
+
+struct Step {
+  std::string name;
+  std::function<Status()> run;
+};
+
+// Undoes one step by name; must be idempotent (it may run for a step that never took effect).
+using UndoStep = std::function<Status(const std::string& step)>;
+
+class Operation {
+ public:
+  Operation(Context& context, state::OperationKind kind, state::VmRecord& record);
+
+  // Runs the steps in order. On failure with an undo, rolls back and removes the journal entry when
+  // the rollback completed (else keeps it, for reconcile to finish). Without an undo (operations
+  // that are finished forward, like delete), the entry stays for reconcile to complete.
+  Status run(const std::vector<Step>& steps, const UndoStep& undo);
+  // After a failed run: whether the journal still holds the operation (rollback incomplete, or an
+  // operation finished forward), so what it holds must stay reserved until reconcile is done.
+  bool left_for_reconcile() const { return left_for_reconcile_; }
+
+ private:
+  Status begin_step(const std::string& step);
+  Status roll_back(const Error& failure, bool failed_step_began, const UndoStep& undo);
+
+  Context& context_;
+  state::VmRecord& record_;
+  state::JournalEntry entry_;
+  bool left_for_reconcile_ = false;
+};
+
+}  // namespace hostagent::daemon

@@ -1,0 +1,19 @@
+// daemon/operations (private): the VM operations, each run on its VM's queue.
+#pragma once
+
+#include <string>
+
+#include "context.hpp"
+
+namespace hostagent::daemon {
+
+Result<VmView> create_vm(Context& context, const CreateVmRequest& request);
+Status delete_vm(Context& context, const std::string& name);
+Result<VmView> start_vm(Context& context, const std::string& name);
+Result<VmView> stop_vm(Context& context, const std::string& name, bool force);
+Result<VmView> reboot_vm(Context& context, const std::string& name);
+
+// The VM as the ledger knows it; not_found for an unknown name.
+Result<VmView> current_view(Context& context, const std::string& name);
+
+}  // namespace hostagent::daemon

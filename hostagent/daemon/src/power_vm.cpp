@@ -1,0 +1,101 @@
+// daemon/power_vm: start, stop and reboot. They hold nothing and change no allocation, so they are
+// not journaled: after a crash, libvirt's state of the domain is the whole truth about them.
+#include "log.hpp"
+#include "operations.hpp"
+
+namespace hostagent::daemon {
+namespace {
+
+constexpr std::chrono::milliseconds kPollInterval{200};
+
+Result<state::VmRecord> managed_record(Context& context, const std::string& name) {
+  const auto entry = context.ledger.find(name);
+  if (!entry) return Error{ErrorCode::not_found, "no VM named " + name};
+  if (!entry->managed || !entry->record) {
+    return Error{ErrorCode::conflict, "domain " + name + " was not made by hostagent: it is reported, never changed"};
+  }
+  return *entry->record;
+}
+
+void step(Context& context, const std::string& name, const std::string& operation, const std::string& step_name) {
+  context.ledger.set_progress(name, operation, step_name);
+  if (context.hook) context.hook->before_step(operation, name, step_name);
+}
+
+Result<virt::DomainState> refresh(Context& context, const std::string& name) {
+  HA_TRY(const auto domain, context.hypervisor->lookup(name));
+  context.ledger.set_domain(name, domain.uuid, domain.state);
+  return domain.state;
+}
+
+// Waits up to the stop timeout for the guest to power itself off after the ACPI request.
+Result<bool> wait_for_shut_off(Context& context, const std::string& name) {
+  const auto deadline = context.clock->steady_now() + context.config.stop_timeout;
+  for (;;) {
+    HA_TRY(const auto state, refresh(context, name));
+    if (state == virt::DomainState::shut_off) return true;
+    if (context.clock->steady_now() >= deadline) return false;
+    context.clock->sleep_for(kPollInterval);
+  }
+}
+
+Result<VmView> finish(Context& context, const std::string& name) {
+  context.ledger.set_progress(name, "", "");
+  HA_TRY_STATUS(refresh(context, name));
+  return current_view(context, name);
+}
+
+}  // namespace
+
+Result<VmView> start_vm(Context& context, const std::string& name) {
+  HA_TRY_STATUS(managed_record(context, name));
+  step(context, name, "start", "start");
+  HA_TRY(const auto state, refresh(context, name));
+  // Starting a running VM is done already: a retried request must not fail.
+  if (state != virt::DomainState::running) {
+    if (auto started = context.hypervisor->start(name); !started.ok()) {
+      context.ledger.set_progress(name, "", "");
+      return std::move(started).error();
+    }
+  }
+  return finish(context, name);
+}
+
+Result<VmView> stop_vm(Context& context, const std::string& name, bool force) {
+  HA_TRY_STATUS(managed_record(context, name));
+  auto outcome = [&]() -> Status {
+    if (!force) {
+      step(context, name, "stop", "shutdown");
+      HA_TRY_STATUS(context.hypervisor->shutdown(name));
+      HA_TRY(const bool off, wait_for_shut_off(context, name));
+      if (off) return ok_status();
+      log(LogLevel::warning, name + " did not power off within " + std::to_string(context.config.stop_timeout.count()) +
+                                 " ms of the ACPI request: forcing");
+    }
+    step(context, name, "stop", "destroy");
+    return context.hypervisor->destroy(name);
+  }();
+  if (!outcome.ok()) {
+    context.ledger.set_progress(name, "", "");
+    return std::move(outcome).error();
+  }
+  return finish(context, name);
+}
+
+Result<VmView> reboot_vm(Context& context, const std::string& name) {
+  HA_TRY_STATUS(managed_record(context, name));
+  step(context, name, "reboot", "reboot");
+  if (auto rebooted = context.hypervisor->reboot(name); !rebooted.ok()) {
+    context.ledger.set_progress(name, "", "");
+    return std::move(rebooted).error();
+  }
+  return finish(context, name);
+}
+
+Result<VmView> current_view(Context& context, const std::string& name) {
+  const auto entry = context.ledger.find(name);
+  if (!entry) return Error{ErrorCode::not_found, "no VM named " + name};
+  return view_of(*entry);
+}
+
+}  // namespace hostagent::daemon

@@ -1,0 +1,158 @@
+// daemon/reconcile: adoption, recovery of interrupted operations, release of leftovers.
+#include "reconcile.hpp"
+
+#include <algorithm>
+#include <set>
+
+#include "log.hpp"
+#include "vm_steps.hpp"
+
+namespace hostagent::daemon {
+namespace {
+
+constexpr std::string_view kVolumePrefix = "hostagent-";
+
+bool contains(const std::vector<std::string>& items, const std::string& item) {
+  return std::find(items.begin(), items.end(), item) != items.end();
+}
+
+std::string describe(const state::JournalEntry& entry) {
+  return std::string(state::to_string(entry.kind)) + " " + entry.vm;
+}
+
+// Drops the ledger's entry for the record's VM, but only if it is that record's (same UUID).
+void release_if_same(Context& context, const state::VmRecord& record) {
+  const auto entry = context.ledger.find(record.name);
+  if (entry && entry->record && entry->record->uuid == record.uuid) context.ledger.release(record.name);
+}
+
+void adopt(Context& context, const virt::DomainSummary& domain, ReconcileReport& report) {
+  if (!domain.metadata) {
+    context.ledger.adopt(domain, std::nullopt);
+    report.foreign.push_back(domain.name);
+    return;
+  }
+  auto record = state::parse_record(*domain.metadata);
+  if (!record.ok()) {
+    context.ledger.adopt(domain, std::nullopt);
+    report.foreign.push_back(domain.name);
+    report.problems.push_back("domain " + domain.name + ": its hostagent record cannot be read, so it is treated " +
+                              "as foreign: " + record.error().message);
+    return;
+  }
+  context.ledger.adopt(domain, std::move(record).value());
+  report.adopted.push_back(domain.name);
+}
+
+void drop_vanished(Context& context, const std::set<std::string>& listed) {
+  for (const auto& entry : context.ledger.entries()) {
+    if (listed.count(entry.name) != 0 || !entry.defined || !entry.operation.empty()) continue;
+    context.ledger.release(entry.name);
+    log(LogLevel::warning, "domain " + entry.name + " was removed outside hostagent; what it held is free again");
+  }
+}
+
+Status undo_create(Context& context, const state::JournalEntry& entry) {
+  std::vector<std::string> steps;
+  if (!entry.current_step.empty()) steps.push_back(entry.current_step);
+  steps.insert(steps.end(), entry.steps_done.rbegin(), entry.steps_done.rend());
+  for (const auto& step : steps) HA_TRY_STATUS(undo_create_step(context, entry.record, step));
+  return ok_status();
+}
+
+Status finish_delete(Context& context, const state::JournalEntry& entry) {
+  for (const auto& step : delete_steps()) HA_TRY_STATUS(run_delete_step(context, entry.record, step));
+  return ok_status();
+}
+
+void release_unheld_volumes(Context& context, ReconcileReport& report) {
+  const auto& pool = context.config.storage_pool;
+  auto volumes = context.hypervisor->list_volumes(pool);
+  if (!volumes.ok()) {
+    if (volumes.error().code != ErrorCode::not_found) report.problems.push_back(volumes.error().message);
+    return;
+  }
+  std::set<std::string> held;
+  for (const auto& entry : context.ledger.entries()) {
+    if (entry.record) held.insert(entry.record->inputs.disk_volume);
+  }
+  for (const auto& volume : *volumes) {
+    if (volume.rfind(kVolumePrefix, 0) != 0 || held.count(volume) != 0) continue;
+    if (auto deleted = context.hypervisor->delete_volume(pool, volume); !deleted.ok()) {
+      report.problems.push_back(deleted.error().message);
+      continue;
+    }
+    report.released.push_back("volume " + pool + "/" + volume);
+  }
+}
+
+}  // namespace
+
+Status sync_domains(Context& context, ReconcileReport& report, bool initial) {
+  HA_TRY(const auto domains, context.hypervisor->list());
+  std::set<std::string> listed;
+  for (const auto& domain : domains) {
+    listed.insert(domain.name);
+    const auto known = context.ledger.find(domain.name);
+    if (initial || !known || !known->defined) {
+      adopt(context, domain, report);
+    } else {
+      context.ledger.set_domain(domain.name, domain.uuid, domain.state);
+    }
+  }
+  if (!initial) drop_vanished(context, listed);
+  return ok_status();
+}
+
+void recover(Context& context, const state::JournalEntry& entry, ReconcileReport& report) {
+  // Marked busy, so the events this recovery causes are not taken for changes made outside hostagent.
+  context.ledger.set_progress(entry.vm, "recover", std::string(state::to_string(entry.kind)));
+  Status done = ok_status();
+  bool finished = true;
+  if (entry.kind == state::OperationKind::create) {
+    // A create whose domain started had done all it does: only the entry's removal was missing.
+    finished = contains(entry.steps_done, "start");
+    if (!finished) done = undo_create(context, entry);
+  } else if (entry.kind == state::OperationKind::remove) {
+    done = finish_delete(context, entry);
+  }
+  if (!done.ok()) {
+    context.ledger.set_progress(entry.vm, "", "");
+    report.problems.push_back(describe(entry) +
+                              ": interrupted, and recovery failed (retried at the next "
+                              "reconnect or start): " +
+                              done.error().message);
+    return;
+  }
+  if (entry.kind == state::OperationKind::remove || (entry.kind == state::OperationKind::create && !finished)) {
+    release_if_same(context, entry.record);
+  }
+  if (auto removed = context.journal.remove(entry.id); !removed.ok())
+    report.problems.push_back(removed.error().message);
+  context.ledger.set_progress(entry.vm, "", "");
+  (finished ? report.finished : report.rolled_back).push_back(describe(entry));
+  log(LogLevel::info, describe(entry) + " was interrupted: " + (finished ? "finished" : "rolled back"));
+}
+
+void release_unheld(Context& context, ReconcileReport& report) {
+  release_unheld_volumes(context, report);
+  auto devices = context.devices->release_unheld(context.ledger.held());
+  if (!devices.ok()) {
+    report.problems.push_back(devices.error().message);
+    return;
+  }
+  for (const auto& device : *devices) report.released.push_back("device " + device);
+}
+
+Result<ReconcileReport> reconcile(Context& context) {
+  ReconcileReport report;
+  HA_TRY_STATUS(sync_domains(context, report, true));
+  // An entry that cannot be read is an operation whose effects are unknown: starting anyway could
+  // give its CPUs or devices to another VM. The message names the file for the operator.
+  HA_TRY(const auto entries, context.journal.entries());
+  for (const auto& entry : entries) recover(context, entry, report);
+  release_unheld(context, report);
+  return report;
+}
+
+}  // namespace hostagent::daemon

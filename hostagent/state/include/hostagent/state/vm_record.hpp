@@ -1,0 +1,52 @@
+// hostagent/state/vm_record: what a VM holds and was made from, kept in its libvirt domain's
+// <metadata> under hostagent's namespace. The record is written inside the domain XML, so libvirt
+// stores it atomically with the definition: a domain that exists always says what it holds, and
+// after a crash the daemon rebuilds its whole allocation ledger from libvirt alone.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "hostagent/common/result.hpp"
+#include "hostagent/numa/placement.hpp"
+
+namespace hostagent::state {
+
+// The namespace URI of hostagent's metadata element; hostagent/render writes the same one.
+inline constexpr std::string_view kMetadataNamespace = "https://hostagent.dev/xmlns/domain/1";
+
+// What the caller gave for this VM beyond the template.
+struct VmInputs {
+  std::string boot_image;          // the image the VM's disk is a copy-on-write overlay of; "" none
+  std::string disk_pool;           // the libvirt storage pool holding the overlay; "" none
+  std::string disk_volume;         // the overlay volume's name in disk_pool; "" none
+  std::vector<std::string> macs;   // VF MACs as requested; empty: derived
+  std::string ssh_authorized_key;  // for the cloud-init seed; "" none
+  bool user_data = false;          // cloud-init user data was given (kept in the seed, not here)
+};
+
+struct VmRecord {
+  std::string name;
+  // The domain's UUID, chosen by hostagent before the define: rollback and recovery touch a domain
+  // only when its UUID is this one, never a same-named domain someone else made.
+  std::string uuid;
+  std::string template_name;
+  std::string request_id;  // the caller's id for the create, for idempotent retries; "" none
+  std::string created_at;  // RFC 3339, UTC
+  numa::Allocation allocation;
+  VmInputs inputs;
+};
+
+// Returns domain_xml with the record written into its <metadata><hostagent:vm> element (created if
+// the XML has none). Everything already in the element (template, the shape's metadata) is kept.
+Result<std::string> embed_record(const std::string& domain_xml, const VmRecord& record);
+
+// Reads the record from either a whole domain XML or the bare metadata element as
+// virDomainGetMetadata returns it (libvirt strips its prefix and namespace declaration: a root
+// element in no namespace is taken as ours). In a domain, the element is found by namespace URI,
+// whatever its prefix.
+// ErrorCode::not_found when there is no hostagent element; parse_error naming the field otherwise.
+Result<VmRecord> parse_record(const std::string& xml);
+
+}  // namespace hostagent::state

@@ -1,0 +1,205 @@
+// state/journal: one JSON file per operation in flight, <id>.json in the journal directory:
+//
+//   {"id": "...", "kind": "create", "vm": "vm1", "started_at": "2026-11-29T23:00:00Z",
+//    "steps_done": ["place", "define"], "current_step": "start", "record": {... the VmRecord ...}}
+//
+// Every field is always written and required on reading: an entry is replaced whole or not at all.
+#include "hostagent/state/journal.hpp"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <array>
+#include <boost/json.hpp>
+#include <cerrno>
+
+#include "posix_file.hpp"
+#include "record_checks.hpp"
+#include "record_json.hpp"
+
+namespace hostagent::state {
+namespace json = boost::json;
+namespace {
+
+constexpr std::string_view kSuffix = ".json";
+constexpr std::string_view kTemporarySuffix = ".json.tmp";
+constexpr std::size_t kMaxEntryBytes = 16U << 20U;
+constexpr std::array kKinds = {OperationKind::create, OperationKind::start, OperationKind::stop, OperationKind::reboot,
+                               OperationKind::remove};
+
+bool ends_with(std::string_view text, std::string_view suffix) {
+  return text.size() >= suffix.size() && text.substr(text.size() - suffix.size()) == suffix;
+}
+
+// The id becomes a file name: no separators, no "." or "..", no hidden files.
+bool is_valid_id(std::string_view id) {
+  if (id.empty() || id.size() > 128 || id.front() == '.') return false;
+  return std::all_of(id.begin(), id.end(), [](char c) {
+    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '.' ||
+           c == '-';
+  });
+}
+
+Status check_id(const std::string& id) {
+  if (is_valid_id(id)) return ok_status();
+  return Error{ErrorCode::invalid_argument, "journal entry id " + detail::in_quotes(id) +
+                                                " must be 1 to 128 of A-Z a-z 0-9 _ . - and not start with '.'"};
+}
+
+// What write() refuses and entries() reports: the same rules, so what is written can be read.
+std::string entry_problem(const JournalEntry& entry) {
+  if (entry.vm.empty()) return "vm is empty";
+  if (auto problem = detail::text_problem("vm", entry.vm); !problem.empty()) return problem;
+  if (!detail::is_utc_timestamp(entry.started_at)) {
+    return "started_at " + detail::in_quotes(entry.started_at) +
+           " is not an RFC 3339 UTC time such as 2026-11-29T23:00:00Z";
+  }
+  for (const auto& step : entry.steps_done) {
+    if (auto problem = detail::text_problem("steps_done", step); !problem.empty()) return problem;
+  }
+  if (auto problem = detail::text_problem("current_step", entry.current_step); !problem.empty()) return problem;
+  if (auto problem = detail::record_problem(entry.record); !problem.empty()) return "record." + problem;
+  if (entry.record.name != entry.vm) {
+    return "vm " + detail::in_quotes(entry.vm) + " differs from record.name " + detail::in_quotes(entry.record.name) +
+           ": the record is the one of the VM the operation acts on";
+  }
+  return {};
+}
+
+std::string to_json_text(const JournalEntry& entry) {
+  json::array steps;
+  for (const auto& step : entry.steps_done) steps.emplace_back(step);
+  const json::object object{{"id", entry.id},
+                            {"kind", to_string(entry.kind)},
+                            {"vm", entry.vm},
+                            {"started_at", entry.started_at},
+                            {"steps_done", std::move(steps)},
+                            {"current_step", entry.current_step},
+                            {"record", detail::record_to_json(entry.record)}};
+  return json::serialize(object) + "\n";
+}
+
+Result<OperationKind> kind_from(const detail::JsonFields& fields) {
+  HA_TRY(const std::string text, fields.string("kind"));
+  for (const auto kind : kKinds) {
+    if (to_string(kind) == text) return kind;
+  }
+  return Error{ErrorCode::parse_error,
+               "field 'kind' " + detail::in_quotes(text) + " is not one of create, start, stop, reboot, remove"};
+}
+
+Result<JournalEntry> entry_from(const json::value& document, const std::string& expected_id) {
+  HA_TRY(const auto fields, detail::JsonFields::of(document, ""));
+  JournalEntry out;
+  HA_TRY(out.id, fields.string("id"));
+  if (out.id != expected_id) {
+    return Error{ErrorCode::parse_error, "field 'id' " + detail::in_quotes(out.id) + " differs from the file name"};
+  }
+  HA_TRY(out.kind, kind_from(fields));
+  HA_TRY(out.vm, fields.string("vm"));
+  HA_TRY(out.started_at, fields.string("started_at"));
+  HA_TRY(out.steps_done, fields.strings("steps_done"));
+  HA_TRY(out.current_step, fields.string("current_step"));
+  HA_TRY(const auto record, fields.object("record"));
+  HA_TRY(out.record, detail::record_from_json(record));
+  if (auto problem = entry_problem(out); !problem.empty()) return Error{ErrorCode::parse_error, problem};
+  return out;
+}
+
+Result<JournalEntry> read_entry(const std::filesystem::path& path, const std::string& id) {
+  const auto in_file = [&](const Error& error) {
+    return Error{error.code, "journal entry " + path.string() + ": " + error.message +
+                                 " (the daemon will not guess what this operation did: repair or remove the file)"};
+  };
+  if (!is_valid_id(id)) return in_file(Error{ErrorCode::parse_error, "the file name is not a valid entry id"});
+  auto text = detail::read_file(path, kMaxEntryBytes);
+  if (!text.ok()) return text.error();
+  boost::system::error_code ec;
+  const json::value document = json::parse(*text, ec);
+  if (ec) return in_file(Error{ErrorCode::parse_error, "not JSON: " + ec.message()});
+  auto entry = entry_from(document, id);
+  if (!entry.ok()) return in_file(entry.error());
+  return entry;
+}
+
+bool oldest_first(const JournalEntry& a, const JournalEntry& b) {
+  if (detail::timestamp_before(a.started_at, b.started_at)) return true;
+  if (detail::timestamp_before(b.started_at, a.started_at)) return false;
+  return a.id < b.id;
+}
+
+}  // namespace
+
+std::string_view to_string(OperationKind kind) noexcept {
+  switch (kind) {
+    case OperationKind::create:
+      return "create";
+    case OperationKind::start:
+      return "start";
+    case OperationKind::stop:
+      return "stop";
+    case OperationKind::reboot:
+      return "reboot";
+    case OperationKind::remove:
+      return "delete";  // the operation's name everywhere else (API, logs); `delete` is a C++ keyword
+  }
+  return "unknown";
+}
+
+Result<Journal> Journal::open(const std::filesystem::path& directory) {
+  if (directory.empty()) return Error{ErrorCode::invalid_argument, "journal directory is empty: configure a path"};
+  std::error_code ec;
+  const bool created = std::filesystem::create_directories(directory, ec);
+  if (ec) {
+    return Error{ErrorCode::io_error, "create journal directory " + directory.string() + ": " + ec.message() +
+                                          " (point the state directory at a writable place)"};
+  }
+  // mkdir(2) applies the umask to the mode; chmod sets exactly 0700. Only a directory we made:
+  // an existing one keeps the permissions its owner gave it.
+  if (created && ::chmod(directory.c_str(), 0700) != 0) {
+    Error error = errno_error(errno, "chmod 0700", directory.string());
+    error.code = ErrorCode::io_error;
+    return error;
+  }
+  return Journal(directory);
+}
+
+Status Journal::write(const JournalEntry& entry) {
+  HA_TRY_STATUS(check_id(entry.id));
+  if (auto problem = entry_problem(entry); !problem.empty()) {
+    return Error{ErrorCode::invalid_argument, "journal entry " + detail::in_quotes(entry.id) + ": " + problem};
+  }
+  return detail::replace_file(directory_, entry.id + std::string(kSuffix), to_json_text(entry));
+}
+
+Status Journal::remove(const std::string& id) {
+  HA_TRY_STATUS(check_id(id));
+  return detail::remove_file(directory_, id + std::string(kSuffix));
+}
+
+Result<std::vector<JournalEntry>> Journal::entries() const {
+  std::vector<JournalEntry> out;
+  std::error_code ec;
+  for (auto it = std::filesystem::directory_iterator(directory_, ec);
+       !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (ends_with(name, kTemporarySuffix)) {
+      // A write that never committed: the crash came before its rename, so the operation's state
+      // is the committed <id>.json next to it (or no entry at all). Its contents mean nothing.
+      HA_TRY_STATUS(detail::discard_file(it->path()));
+      continue;
+    }
+    if (!ends_with(name, kSuffix)) continue;  // not ours: editors' backups and the like
+    HA_TRY(auto entry, read_entry(it->path(), name.substr(0, name.size() - kSuffix.size())));
+    out.push_back(std::move(entry));
+  }
+  if (ec) {
+    Error error = errno_error(ec.value(), "list journal directory", directory_.string());
+    error.code = ErrorCode::io_error;
+    return error;
+  }
+  std::sort(out.begin(), out.end(), oldest_first);
+  return out;
+}
+
+}  // namespace hostagent::state

@@ -1,0 +1,125 @@
+// state/posix_file: atomic, durable replacement and removal of small files.
+#include "posix_file.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+namespace hostagent::state::detail {
+namespace {
+
+Error io_failure(int err, const std::string& operation, const std::filesystem::path& path) {
+  Error error = errno_error(err, operation, path.string());
+  error.code = ErrorCode::io_error;
+  return error;
+}
+
+// Owns a file descriptor; close() reports the error that a destructor would have to drop.
+class FileDescriptor {
+ public:
+  explicit FileDescriptor(int fd) : fd_(fd) {}
+  ~FileDescriptor() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  FileDescriptor(const FileDescriptor&) = delete;
+  FileDescriptor& operator=(const FileDescriptor&) = delete;
+  int get() const { return fd_; }
+  // close(2): on NFS and some other filesystems a write error may surface only here. The
+  // descriptor is gone either way (Linux frees it even on EINTR), so it is never retried.
+  int close() {
+    const int rc = ::close(fd_);
+    fd_ = -1;
+    return rc == 0 ? 0 : errno;
+  }
+
+ private:
+  int fd_;
+};
+
+Status write_all(int fd, std::string_view data, const std::filesystem::path& path) {
+  while (!data.empty()) {
+    const ssize_t written = ::write(fd, data.data(), data.size());
+    if (written < 0 && errno == EINTR) continue;
+    if (written < 0) return io_failure(errno, "write", path);
+    data.remove_prefix(static_cast<std::size_t>(written));
+  }
+  return ok_status();
+}
+
+// rename(2) and unlink(2) change the directory, not the file: fsync(2) on the file does not make
+// them durable ("an explicit fsync() on a file descriptor for the directory is also needed").
+Status fsync_directory(const std::filesystem::path& directory) {
+  FileDescriptor fd(::open(directory.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (fd.get() < 0) return io_failure(errno, "open directory", directory);
+  if (::fsync(fd.get()) != 0) return io_failure(errno, "fsync directory", directory);
+  if (const int err = fd.close(); err != 0) return io_failure(err, "close directory", directory);
+  return ok_status();
+}
+
+Status write_durably(const std::filesystem::path& path, std::string_view contents) {
+  // 0600: entries hold SSH keys and request ids. O_NOFOLLOW: never write through a planted link.
+  FileDescriptor fd(::open(path.c_str(), O_CREAT | O_TRUNC | O_WRONLY | O_CLOEXEC | O_NOFOLLOW, 0600));
+  if (fd.get() < 0) return io_failure(errno, "create", path);
+  HA_TRY_STATUS(write_all(fd.get(), contents, path));
+  // The data must reach the disk before the rename does. Otherwise a crash can leave the rename
+  // durable and the data not: a committed entry that is empty or partial (ext4 with delayed
+  // allocation, XFS), which is the very state the journal exists to rule out.
+  if (::fsync(fd.get()) != 0) return io_failure(errno, "fsync", path);
+  if (const int err = fd.close(); err != 0) return io_failure(err, "close", path);
+  return ok_status();
+}
+
+}  // namespace
+
+Status replace_file(const std::filesystem::path& directory, const std::string& name, std::string_view contents) {
+  const auto target = directory / name;
+  const auto temporary = directory / (name + ".tmp");
+  auto status = write_durably(temporary, contents);
+  // rename(2) replaces the target atomically: a reader, or a crash, sees the old file or the new.
+  if (status.ok() && ::rename(temporary.c_str(), target.c_str()) != 0) {
+    status = io_failure(errno, "rename " + temporary.string() + " to", target);
+  }
+  if (!status.ok()) {
+    ::unlink(temporary.c_str());  // best effort: a leftover .tmp is discarded on the next read anyway
+    return status;
+  }
+  return fsync_directory(directory);
+}
+
+Status remove_file(const std::filesystem::path& directory, const std::string& name) {
+  const auto path = directory / name;
+  if (::unlink(path.c_str()) != 0) {
+    if (errno == ENOENT) return ok_status();
+    return io_failure(errno, "remove", path);
+  }
+  // Durable removal: an entry that comes back after a crash would have its operation recovered
+  // a second time.
+  return fsync_directory(directory);
+}
+
+Status discard_file(const std::filesystem::path& path) {
+  if (::unlink(path.c_str()) != 0 && errno != ENOENT) return io_failure(errno, "remove", path);
+  return ok_status();
+}
+
+Result<std::string> read_file(const std::filesystem::path& path, std::size_t max_bytes) {
+  FileDescriptor fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+  if (fd.get() < 0) return io_failure(errno, "open", path);
+  std::string out;
+  char buffer[16384];
+  for (;;) {
+    const ssize_t got = ::read(fd.get(), buffer, sizeof buffer);
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) return io_failure(errno, "read", path);
+    if (got == 0) break;
+    out.append(buffer, static_cast<std::size_t>(got));
+    if (out.size() > max_bytes) {
+      return Error{ErrorCode::parse_error,
+                   path.string() + ": larger than " + std::to_string(max_bytes) + " bytes, not a journal entry"};
+    }
+  }
+  return out;
+}
+
+}  // namespace hostagent::state::detail

@@ -1,0 +1,207 @@
+// state/record_checks: validation of records and timestamps, and strict number parsing.
+#include "record_checks.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <cstdio>
+
+#include "hostagent/common/sysfs_root.hpp"
+
+namespace hostagent::state::detail {
+namespace {
+
+// Length of the well-formed UTF-8 sequence starting at text[i], 0 when malformed. Overlong forms,
+// surrogates and code points past U+10FFFF are malformed; U+FFFE and U+FFFF are not XML characters.
+std::size_t utf8_length(std::string_view text, std::size_t i) {
+  const auto lead = static_cast<unsigned char>(text[i]);
+  if (lead < 0x80) return 1;
+  // The lead byte's high bits give the length; the rest of it starts the code point.
+  std::size_t length = 0;
+  if ((lead & 0xE0U) == 0xC0U) length = 2;
+  if ((lead & 0xF0U) == 0xE0U) length = 3;
+  if ((lead & 0xF8U) == 0xF0U) length = 4;
+  if (length == 0) return 0;
+  static constexpr uint32_t kSmallest[] = {0, 0, 0x80, 0x800, 0x10000};
+  uint32_t code = lead & (0x7FU >> length);
+  if (i + length > text.size()) return 0;
+  for (std::size_t k = 1; k < length; ++k) {
+    const auto next = static_cast<unsigned char>(text[i + k]);
+    if ((next & 0xC0U) != 0x80U) return 0;
+    code = (code << 6U) | (next & 0x3FU);
+  }
+  const bool surrogate = code >= 0xD800 && code <= 0xDFFF;
+  if (code < kSmallest[length] || code > 0x10FFFF || surrogate || code == 0xFFFE || code == 0xFFFF) return 0;
+  return length;
+}
+
+bool is_control(unsigned char c) {
+  return c < 0x20 || c == 0x7F;
+}
+
+bool digits(std::string_view text, std::size_t from, std::size_t count) {
+  if (from + count > text.size()) return false;
+  return std::all_of(text.begin() + static_cast<std::ptrdiff_t>(from),
+                     text.begin() + static_cast<std::ptrdiff_t>(from + count),
+                     [](char c) { return c >= '0' && c <= '9'; });
+}
+
+int number_at(std::string_view text, std::size_t from, std::size_t count) {
+  int out = 0;
+  for (std::size_t i = from; i < from + count; ++i) out = out * 10 + (text[i] - '0');
+  return out;
+}
+
+bool in_range(std::string_view text, std::size_t from, int low, int high) {
+  const int value = number_at(text, from, 2);
+  return value >= low && value <= high;
+}
+
+// The digits after the '.', "" when the timestamp has no fraction.
+std::string_view fraction_of(std::string_view timestamp) {
+  return timestamp.size() > 21 ? timestamp.substr(20, timestamp.size() - 21) : std::string_view();
+}
+
+bool is_mac(std::string_view text) {
+  if (text.size() != 17) return false;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const bool ok = i % 3 == 2 ? text[i] == ':' : std::isxdigit(static_cast<unsigned char>(text[i])) != 0;
+    if (!ok) return false;
+  }
+  return true;
+}
+
+std::string required_text_problem(std::string_view field, const std::string& value) {
+  if (value.empty()) return std::string(field) + " is empty";
+  return text_problem(field, value);
+}
+
+std::string allocation_problem(const VmRecord& record) {
+  const auto& allocation = record.allocation;
+  if (allocation.vm != record.name) {
+    return "allocation.vm " + in_quotes(allocation.vm) + " differs from name " + in_quotes(record.name) +
+           ": an allocation is recorded with the VM that holds it";
+  }
+  for (std::size_t i = 0; i < allocation.cpus.size(); ++i) {
+    if (allocation.cpus[i] < 0 || (i > 0 && allocation.cpus[i] <= allocation.cpus[i - 1])) {
+      return "allocation.cpus " + in_quotes(format_cpu_list(allocation.cpus)) +
+             " must be ascending, without repeats or negative ids";
+    }
+  }
+  for (const auto& device : allocation.devices) {
+    if (device.device > 0x1F || device.function > 7) {
+      return "allocation.devices holds " + in_quotes(device.to_string()) + ", which is not a PCI address";
+    }
+  }
+  for (const auto& [node, pages] : allocation.hugepages) {
+    if (node < 0 || node > kMaxNode) {
+      return "allocation.hugepages names NUMA node " + std::to_string(node) + ", outside 0.." +
+             std::to_string(kMaxNode);
+    }
+  }
+  return {};
+}
+
+std::string inputs_problem(const VmInputs& inputs) {
+  for (const auto& [field, value] :
+       {std::pair{"inputs.boot_image", &inputs.boot_image}, std::pair{"inputs.disk_pool", &inputs.disk_pool},
+        std::pair{"inputs.disk_volume", &inputs.disk_volume},
+        std::pair{"inputs.ssh_authorized_key", &inputs.ssh_authorized_key}}) {
+    if (auto problem = text_problem(field, *value); !problem.empty()) return problem;
+  }
+  for (std::size_t i = 0; i < inputs.macs.size(); ++i) {
+    if (!is_mac(inputs.macs[i])) {
+      return "inputs.macs[" + std::to_string(i) + "] " + in_quotes(inputs.macs[i]) +
+             " is not a MAC address of the form 52:54:00:00:00:01";
+    }
+  }
+  return {};
+}
+
+}  // namespace
+
+std::string in_quotes(std::string_view value) {
+  std::string out = "'";
+  for (std::size_t i = 0; i < value.size();) {
+    const std::size_t length = utf8_length(value, i);
+    const auto byte = static_cast<unsigned char>(value[i]);
+    if (length == 0 || (length == 1 && is_control(byte))) {
+      char escaped[8];
+      std::snprintf(escaped, sizeof escaped, "\\x%02x", byte);
+      out += escaped;
+      ++i;
+      continue;
+    }
+    out.append(value.substr(i, length));
+    i += length;
+  }
+  return out + "'";
+}
+
+std::string text_problem(std::string_view field, std::string_view value) {
+  for (std::size_t i = 0; i < value.size();) {
+    const std::size_t length = utf8_length(value, i);
+    if (length == 0) return std::string(field) + " " + in_quotes(value) + " is not valid UTF-8";
+    if (length == 1 && is_control(static_cast<unsigned char>(value[i]))) {
+      return std::string(field) + " " + in_quotes(value) + " holds a control character";
+    }
+    i += length;
+  }
+  return {};
+}
+
+bool is_utc_timestamp(std::string_view text) {
+  // YYYY-MM-DDTHH:MM:SS, then .F... (1 to 9 digits) optionally, then Z.
+  if (text.size() < 20 || !digits(text, 0, 4) || text[4] != '-' || !digits(text, 5, 2) || text[7] != '-' ||
+      !digits(text, 8, 2) || text[10] != 'T' || !digits(text, 11, 2) || text[13] != ':' || !digits(text, 14, 2) ||
+      text[16] != ':' || !digits(text, 17, 2) || text.back() != 'Z') {
+    return false;
+  }
+  if (!in_range(text, 5, 1, 12) || !in_range(text, 8, 1, 31) || !in_range(text, 11, 0, 23) ||
+      !in_range(text, 14, 0, 59) || !in_range(text, 17, 0, 60)) {
+    return false;
+  }
+  if (text.size() == 20) return true;
+  const std::size_t fraction = text.size() - 21;
+  return text[19] == '.' && fraction >= 1 && fraction <= 9 && digits(text, 20, fraction);
+}
+
+bool timestamp_before(std::string_view a, std::string_view b) {
+  // The first 19 characters are fixed-width digits: string order is time order there.
+  if (const int c = a.substr(0, 19).compare(b.substr(0, 19)); c != 0) return c < 0;
+  std::string fa(fraction_of(a));
+  std::string fb(fraction_of(b));
+  const std::size_t width = std::max(fa.size(), fb.size());
+  fa.resize(width, '0');
+  fb.resize(width, '0');
+  return fa < fb;
+}
+
+std::string record_problem(const VmRecord& record) {
+  if (auto problem = required_text_problem("name", record.name); !problem.empty()) return problem;
+  if (auto problem = required_text_problem("template_name", record.template_name); !problem.empty()) return problem;
+  if (auto problem = text_problem("uuid", record.uuid); !problem.empty()) return problem;
+  if (auto problem = text_problem("request_id", record.request_id); !problem.empty()) return problem;
+  if (!is_utc_timestamp(record.created_at)) {
+    return "created_at " + in_quotes(record.created_at) + " is not an RFC 3339 UTC time such as 2026-11-29T23:00:00Z";
+  }
+  if (auto problem = allocation_problem(record); !problem.empty()) return problem;
+  return inputs_problem(record.inputs);
+}
+
+std::optional<uint64_t> parse_unsigned(std::string_view text) {
+  uint64_t value = 0;
+  const auto* end = text.data() + text.size();
+  if (text.empty() || text.front() < '0' || text.front() > '9') return std::nullopt;
+  const auto [ptr, ec] = std::from_chars(text.data(), end, value);
+  if (ec != std::errc() || ptr != end) return std::nullopt;
+  return value;
+}
+
+std::optional<int> parse_node(std::string_view text) {
+  const auto value = parse_unsigned(text);
+  if (!value || *value > static_cast<uint64_t>(kMaxNode)) return std::nullopt;
+  return static_cast<int>(*value);
+}
+
+}  // namespace hostagent::state::detail

@@ -1,0 +1,40 @@
+// state/record_checks: the rules a VM record and a journal entry obey, shared by the XML and JSON
+// forms so that whatever one writes, the other reads. Each check returns "" when the value is fine,
+// else what is wrong with it, naming the field and the value; callers choose the error code
+// (invalid_argument for what they were asked to write, parse_error for what they read).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "hostagent/state/vm_record.hpp"
+
+namespace hostagent::state::detail {
+
+// 'value', with control characters and bytes that are not UTF-8 shown as \xNN: fit for a message.
+std::string in_quotes(std::string_view value);
+
+// libxml2 (libvirt's parser) rejects control characters and malformed UTF-8 even when escaped, and
+// pugixml would write them as character references; so no record field may hold them.
+std::string text_problem(std::string_view field, std::string_view value);
+
+// RFC 3339 in UTC as the daemon writes it: 2026-11-29T23:00:00Z, optionally with a fraction of a
+// second (2026-11-29T23:00:00.25Z). Offsets other than Z are refused: every time here is UTC.
+bool is_utc_timestamp(std::string_view text);
+// Chronological order of two valid timestamps (plain string order misplaces fractions: "." < "Z").
+bool timestamp_before(std::string_view a, std::string_view b);
+
+// Everything VmRecord promises: a name and template, a UTC created_at, allocation.vm equal to name,
+// ascending CPUs (the cpulist form compresses runs, so order is not kept), valid PCI addresses and
+// MACs, text fields free of control characters.
+std::string record_problem(const VmRecord& record);
+
+// Decimal, digits only: no sign, no spaces ("-1" and "+1" are refused, not wrapped).
+std::optional<uint64_t> parse_unsigned(std::string_view text);
+// A NUMA node id: decimal, 0..kMaxNode (Linux caps MAX_NUMNODES at 1 << 10).
+inline constexpr int kMaxNode = 1023;
+std::optional<int> parse_node(std::string_view text);
+
+}  // namespace hostagent::state::detail

@@ -1,0 +1,185 @@
+// state/record_json: VmRecord <-> JSON, and the field reader the journal shares.
+#include "record_json.hpp"
+
+#include <boost/json.hpp>
+
+#include "hostagent/common/sysfs_root.hpp"
+#include "record_checks.hpp"
+
+namespace hostagent::state::detail {
+namespace json = boost::json;
+namespace {
+
+Error bad(const std::string& what) {
+  return Error{ErrorCode::parse_error, what};
+}
+
+json::array string_array(const std::vector<std::string>& items) {
+  json::array out;
+  for (const auto& item : items) out.emplace_back(item);
+  return out;
+}
+
+json::object allocation_to_json(const numa::Allocation& allocation) {
+  json::array devices;
+  for (const auto& device : allocation.devices) devices.emplace_back(device.to_string());
+  json::array hugepages;
+  for (const auto& [node, pages] : allocation.hugepages)
+    hugepages.emplace_back(json::object{{"node", node}, {"pages", pages}});
+  return json::object{{"hugepage_size", allocation.hugepage_size_bytes},
+                      {"cpus", format_cpu_list(allocation.cpus)},
+                      {"devices", std::move(devices)},
+                      {"hugepages", std::move(hugepages)}};
+}
+
+json::object inputs_to_json(const VmInputs& inputs) {
+  return json::object{{"boot_image", inputs.boot_image},
+                      {"disk_pool", inputs.disk_pool},
+                      {"disk_volume", inputs.disk_volume},
+                      {"macs", string_array(inputs.macs)},
+                      {"ssh_authorized_key", inputs.ssh_authorized_key},
+                      {"user_data", inputs.user_data}};
+}
+
+Status read_devices(const JsonFields& fields, numa::Allocation& out) {
+  HA_TRY(const auto devices, fields.strings("devices"));
+  for (std::size_t i = 0; i < devices.size(); ++i) {
+    const auto address = PciAddress::parse(devices[i]);
+    if (!address.ok())
+      return bad("field '" + fields.path("devices") + "[" + std::to_string(i) + "]': " + address.error().message);
+    out.devices.push_back(*address);
+  }
+  return ok_status();
+}
+
+Status read_hugepages(const JsonFields& fields, numa::Allocation& out) {
+  HA_TRY(const json::array* entries, fields.array("hugepages"));
+  for (std::size_t i = 0; i < entries->size(); ++i) {
+    HA_TRY(const auto entry, JsonFields::of((*entries)[i], fields.path("hugepages") + "[" + std::to_string(i) + "]"));
+    HA_TRY(const uint64_t node, entry.unsigned_integer("node"));
+    HA_TRY(const uint64_t pages, entry.unsigned_integer("pages"));
+    if (node > static_cast<uint64_t>(kMaxNode)) {
+      return bad("field '" + entry.path("node") + "': " + std::to_string(node) + " is not a NUMA node id (0.." +
+                 std::to_string(kMaxNode) + ")");
+    }
+    if (!out.hugepages.emplace(static_cast<int>(node), pages).second) {
+      return bad("field '" + entry.path("node") + "': node " + std::to_string(node) + " appears twice");
+    }
+  }
+  return ok_status();
+}
+
+Result<numa::Allocation> allocation_from_json(const JsonFields& fields) {
+  numa::Allocation out;
+  HA_TRY(out.hugepage_size_bytes, fields.unsigned_integer("hugepage_size"));
+  HA_TRY(const std::string cpus, fields.string("cpus"));
+  auto parsed = parse_cpu_list(cpus);
+  if (!parsed.ok()) return bad("field '" + fields.path("cpus") + "': " + parsed.error().message);
+  out.cpus = std::move(*parsed);
+  HA_TRY_STATUS(read_devices(fields, out));
+  HA_TRY_STATUS(read_hugepages(fields, out));
+  return out;
+}
+
+Result<VmInputs> inputs_from_json(const JsonFields& fields) {
+  VmInputs out;
+  HA_TRY(out.boot_image, fields.string("boot_image"));
+  HA_TRY(out.disk_pool, fields.string("disk_pool"));
+  HA_TRY(out.disk_volume, fields.string("disk_volume"));
+  HA_TRY(out.macs, fields.strings("macs"));
+  HA_TRY(out.ssh_authorized_key, fields.string("ssh_authorized_key"));
+  HA_TRY(out.user_data, fields.boolean("user_data"));
+  return out;
+}
+
+}  // namespace
+
+Result<JsonFields> JsonFields::of(const json::value& value, std::string path) {
+  const auto* object = value.if_object();
+  if (object == nullptr) return bad((path.empty() ? "the document" : "field '" + path + "'") + " is not a JSON object");
+  return JsonFields(object, std::move(path));
+}
+
+std::string JsonFields::path(std::string_view key) const {
+  return path_.empty() ? std::string(key) : path_ + "." + std::string(key);
+}
+
+Result<const json::value*> JsonFields::field(std::string_view key) const {
+  const auto* value = object_->if_contains(key);
+  if (value == nullptr) return bad("field '" + path(key) + "' is missing");
+  return value;
+}
+
+Error JsonFields::wrong_type(std::string_view key, const char* expected) const {
+  return bad("field '" + path(key) + "' is not " + expected);
+}
+
+Result<std::string> JsonFields::string(std::string_view key) const {
+  HA_TRY(const auto* value, field(key));
+  if (!value->is_string()) return wrong_type(key, "a string");
+  return std::string(value->get_string());
+}
+
+Result<bool> JsonFields::boolean(std::string_view key) const {
+  HA_TRY(const auto* value, field(key));
+  if (!value->is_bool()) return wrong_type(key, "true or false");
+  return value->get_bool();
+}
+
+Result<uint64_t> JsonFields::unsigned_integer(std::string_view key) const {
+  HA_TRY(const auto* value, field(key));
+  // Boost.JSON keeps a non-negative integer as int64 when it fits, uint64 above that.
+  if (value->is_uint64()) return value->get_uint64();
+  if (value->is_int64() && value->get_int64() >= 0) return static_cast<uint64_t>(value->get_int64());
+  if (value->is_int64()) return bad("field '" + path(key) + "' is negative: " + std::to_string(value->get_int64()));
+  return wrong_type(key, "a non-negative integer");
+}
+
+Result<const json::array*> JsonFields::array(std::string_view key) const {
+  HA_TRY(const auto* value, field(key));
+  if (!value->is_array()) return wrong_type(key, "an array");
+  return &value->get_array();
+}
+
+Result<std::vector<std::string>> JsonFields::strings(std::string_view key) const {
+  HA_TRY(const json::array* items, array(key));
+  std::vector<std::string> out;
+  for (std::size_t i = 0; i < items->size(); ++i) {
+    if (!(*items)[i].is_string()) return bad("field '" + path(key) + "[" + std::to_string(i) + "]' is not a string");
+    out.emplace_back((*items)[i].get_string());
+  }
+  return out;
+}
+
+Result<JsonFields> JsonFields::object(std::string_view key) const {
+  HA_TRY(const auto* value, field(key));
+  return of(*value, path(key));
+}
+
+json::object record_to_json(const VmRecord& record) {
+  return json::object{{"name", record.name},
+                      {"uuid", record.uuid},
+                      {"template", record.template_name},
+                      {"request_id", record.request_id},
+                      {"created_at", record.created_at},
+                      {"allocation", allocation_to_json(record.allocation)},
+                      {"inputs", inputs_to_json(record.inputs)}};
+}
+
+Result<VmRecord> record_from_json(const JsonFields& fields) {
+  VmRecord out;
+  HA_TRY(out.name, fields.string("name"));
+  HA_TRY(out.uuid, fields.string("uuid"));
+  HA_TRY(out.template_name, fields.string("template"));
+  HA_TRY(out.request_id, fields.string("request_id"));
+  HA_TRY(out.created_at, fields.string("created_at"));
+  HA_TRY(const auto allocation, fields.object("allocation"));
+  HA_TRY(out.allocation, allocation_from_json(allocation));
+  HA_TRY(const auto inputs, fields.object("inputs"));
+  HA_TRY(out.inputs, inputs_from_json(inputs));
+  out.allocation.vm = out.name;
+  if (auto problem = record_problem(out); !problem.empty()) return bad(fields.path(problem));
+  return out;
+}
+
+}  // namespace hostagent::state::detail

@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Starts, stops or restarts a real libvirtd (with virtlogd) on a machine without systemd, as CI and
+# the lifecycle tests need, and reserves the hugepages those tests' guests are backed by.
+#   scripts/libvirtd.sh start [HUGEPAGES_2M]   (default 1200: two 1 GiB guests and some slack)
+#   scripts/libvirtd.sh stop | restart
+# It does not wait for libvirtd to answer: the first start can spend several seconds probing QEMU,
+# and every client (the daemon, the tests) retries virConnectOpen until it does.
+set -euo pipefail
+
+if [[ ${EUID} -ne 0 ]]; then
+  echo "libvirtd.sh: run as root (it starts the system libvirtd and reserves hugepages)" >&2
+  exit 1
+fi
+
+running() { [[ -f "$1" ]] && kill -0 "$(cat "$1")" 2>/dev/null; }
+
+reserve_hugepages() {
+  local pages="$1"
+  mkdir -p /dev/hugepages
+  mountpoint -q /dev/hugepages || mount -t hugetlbfs -o pagesize=2M hugetlbfs /dev/hugepages
+  local now
+  now="$(cat /proc/sys/vm/nr_hugepages)"
+  if ((now < pages)); then
+    echo "$pages" >/proc/sys/vm/nr_hugepages
+    now="$(cat /proc/sys/vm/nr_hugepages)"
+  fi
+  # The kernel reserves what it can find contiguous memory for, which may be fewer than asked.
+  echo "libvirtd.sh: ${now} hugepages of 2 MiB reserved (asked for ${pages})"
+}
+
+start() {
+  reserve_hugepages "${1:-1200}"
+  mkdir -p /run/libvirt /var/log/libvirt/qemu
+  running /run/virtlogd.pid || virtlogd -d
+  running /run/libvirtd.pid || libvirtd -d
+  echo "libvirtd.sh: libvirtd pid $(cat /run/libvirtd.pid 2>/dev/null || echo '?')"
+}
+
+stop() {
+  if running /run/libvirtd.pid; then
+    local pid
+    pid="$(cat /run/libvirtd.pid)"
+    kill "$pid"
+    for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+  fi
+  # libvirtd leaves running QEMU processes alone: a restarted libvirtd reattaches to them.
+}
+
+case "${1:-}" in
+  start) start "${2:-1200}" ;;
+  stop) stop ;;
+  restart)
+    stop
+    running /run/virtlogd.pid || virtlogd -d
+    libvirtd -d
+    ;;
+  *)
+    echo "usage: scripts/libvirtd.sh start [HUGEPAGES_2M] | stop | restart" >&2
+    exit 2
+    ;;
+esac

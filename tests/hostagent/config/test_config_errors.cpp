@@ -1,0 +1,186 @@
+// config errors: each class of problem with its exact file:line:column, key path, what was found
+// and what is expected; all of a file's problems at once; and the checks that span keys.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+
+#include "hostagent/config/daemon_config.hpp"
+
+namespace hostagent::config {
+namespace {
+
+std::string problems(const std::string& yaml) {
+  auto config = parse_config(yaml, "c.yaml");
+  REQUIRE_FALSE(config.ok());
+  CHECK(config.error().code == ErrorCode::invalid_argument);
+  return config.error().message;
+}
+
+const std::string kDuration = "expected a duration above 0 and under 1 day, like 60s, 500ms or 2m (units ms, s, m, h)";
+const std::string kListen = "expected unix:/ABSOLUTE/PATH or tcp://HOST:PORT with PORT 1..65535";
+
+TEST_CASE("errors: durations need a unit and stay above 0 and under a day") {
+  CHECK(problems("libvirt:\n  connect_timeout: 60\n") ==
+        "c.yaml:2:20: libvirt.connect_timeout: found \"60\" (no unit), " + kDuration);
+  CHECK(problems("operations:\n  stop_timeout: 0s\n") ==
+        "c.yaml:2:17: operations.stop_timeout: found \"0s\", " + kDuration);
+  CHECK(problems("libvirt:\n  reconnect_interval: 24h\n") ==
+        "c.yaml:2:23: libvirt.reconnect_interval: found \"24h\", " + kDuration);
+  CHECK(problems("libvirt:\n  reconnect_interval: 5 s\n") ==
+        "c.yaml:2:23: libvirt.reconnect_interval: found \"5 s\", " + kDuration);
+}
+
+TEST_CASE("errors: paths must be absolute and without '..'") {
+  CHECK(problems("state_directory: var/lib/hostagent\n") ==
+        "c.yaml:1:18: state_directory: found \"var/lib/hostagent\" (it is relative), expected an absolute path "
+        "without '..'");
+  CHECK(problems("console_log_directory: \"\"\n") ==
+        "c.yaml:1:24: console_log_directory: found \"\" (it is empty), expected an absolute path without '..'");
+  CHECK(problems("api:\n  token_file: /etc/../token\n") ==
+        "c.yaml:2:15: api.token_file: found \"/etc/../token\" (it contains '..'), expected an absolute path without "
+        "'..', or \"\" for none");
+  CHECK(problems("templates:\n  directories: [/a, b]\n") ==
+        "c.yaml:2:21: templates.directories[1]: found \"b\" (it is relative), expected an absolute path without '..'");
+  CHECK(problems("libvirt:\n  emulator: [/usr/bin/qemu]\n") ==
+        "c.yaml:2:13: libvirt.emulator: found a list, expected an absolute path without '..', or \"\" for none");
+}
+
+TEST_CASE("errors: a CPU list that is not one") {
+  CHECK(problems("host:\n  housekeeping_cpus: 3-1\n") ==
+        "c.yaml:2:22: host.housekeeping_cpus: found \"3-1\" (bad range '3-1'), expected a CPU list like 0-3,96-99, "
+        "or \"\" for none");
+}
+
+TEST_CASE("errors: listen addresses") {
+  CHECK(problems("api:\n  listen: [\"tcp://0.0.0.0:0\"]\n") ==
+        "c.yaml:2:12: api.listen[0]: found \"tcp://0.0.0.0:0\" (port \"0\" is not a number 1..65535), " + kListen);
+  CHECK(problems("api:\n  listen: \"unix:/run/a.sock\"\n") ==
+        "c.yaml:2:11: api.listen: found \"unix:/run/a.sock\", expected a list of one or more addresses, each "
+        "unix:/ABSOLUTE/PATH or tcp://HOST:PORT with PORT 1..65535");
+  CHECK(problems("api:\n  listen: []\n") ==
+        "c.yaml:2:11: api.listen: found a list (empty), expected a list of one or more addresses, each "
+        "unix:/ABSOLUTE/PATH or tcp://HOST:PORT with PORT 1..65535");
+  CHECK(problems("api:\n  listen: [\"unix:/a\", \"unix:/a\"]\n") ==
+        "c.yaml:2:23: api.listen[1]: found \"unix:/a\" a second time, expected each address once");
+}
+
+TEST_CASE("errors: numbers, choices and names") {
+  CHECK(problems("operations:\n  workers: 0\n") ==
+        "c.yaml:2:12: operations.workers: found 0, expected a whole number 1..256");
+  CHECK(problems("libvirt:\n  domain_type: xen\n") ==
+        "c.yaml:2:16: libvirt.domain_type: found \"xen\", expected kvm, qemu or test");
+  CHECK(problems("storage:\n  pool: my pool\n") ==
+        "c.yaml:2:9: storage.pool: found \"my pool\", expected a name of letters, digits, '.', '_' and '-', at most "
+        "64, starting with a letter or digit");
+  CHECK(problems("libvirt:\n  uri: xen:///system\n") ==
+        "c.yaml:2:8: libvirt.uri: found \"xen:///system\", expected a libvirt URI of the qemu or test driver, like "
+        "qemu:///system or test:///default");
+}
+
+TEST_CASE("errors: a misspelt key suggests the known one") {
+  CHECK(problems("libvirt:\n  conect_timeout: 5s\n") ==
+        "c.yaml:2:3: libvirt.conect_timeout: found an unknown key, expected one of uri, domain_type, emulator, "
+        "connect_timeout or reconnect_interval (did you mean \"connect_timeout\"?)");
+  CHECK(problems("libvrit: {}\n") ==
+        "c.yaml:1:1: libvrit: found an unknown key, expected one of libvirt, host, templates, storage, "
+        "state_directory, console_log_directory, operations or api (did you mean \"libvirt\"?)");
+}
+
+TEST_CASE("errors: an unknown top-level key lists the known ones") {
+  CHECK(problems("state_directory: /srv/ha\nlog_level: debug\n") ==
+        "c.yaml:2:1: log_level: found an unknown key, expected one of libvirt, host, templates, storage, "
+        "state_directory, console_log_directory, operations or api");
+}
+
+TEST_CASE("errors: a section or document that is not a mapping") {
+  CHECK(problems("libvirt: qemu:///system\n") ==
+        "c.yaml:1:10: libvirt: found \"qemu:///system\", expected a mapping with keys uri, domain_type, emulator, "
+        "connect_timeout or reconnect_interval");
+  CHECK(problems("- libvirt\n") ==
+        "c.yaml:1:1: found a list, expected a mapping with keys libvirt, host, templates, storage, state_directory, "
+        "console_log_directory, operations or api");
+}
+
+TEST_CASE("errors: every problem of a file is reported at once, in file order") {
+  const std::string message = problems(
+      "operations:\n"
+      "  stop_timeout: forever\n"
+      "  workers: 1000\n"
+      "libvirt:\n"
+      "  domain_type: KVM\n"
+      "state_directory: relative\n"
+      "state_directory: /twice\n");
+  CHECK(std::count(message.begin(), message.end(), '\n') == 4);
+  const std::vector<std::string> starts = {
+      "c.yaml:2:17: operations.stop_timeout: found \"forever\"", "c.yaml:3:12: operations.workers: found 1000",
+      "c.yaml:5:16: libvirt.domain_type: found \"KVM\"", "c.yaml:6:18: state_directory: found \"relative\"",
+      "c.yaml:7:1: state_directory: found a second \"state_directory\""};
+  std::size_t at = 0;
+  for (const auto& start : starts) {
+    CAPTURE(start);
+    const auto found = message.find(start, at);
+    REQUIRE(found != std::string::npos);
+    at = found + start.size();
+  }
+}
+
+TEST_CASE("errors: broken YAML is a parse_error at its position") {
+  auto config = parse_config("libvirt:\n  uri: [qemu:///system\n", "c.yaml");
+  REQUIRE_FALSE(config.ok());
+  CHECK(config.error().code == ErrorCode::parse_error);
+  CHECK(config.error().message.starts_with("c.yaml:3:1: found invalid YAML ("));
+  CHECK(config.error().message.ends_with("), expected a mapping of configuration keys"));
+}
+
+TEST_CASE("cross-key: a simulated host cannot have a sysfs root as well") {
+  CHECK(problems("host:\n  sysfs_root: /srv/snap\n  simulated: vela2\n") ==
+        "c.yaml:3:14: host.simulated: found \"vela2\" with host.sysfs_root \"/srv/snap\", expected only one of them: "
+        "a simulated host brings its own sysfs tree (remove host.sysfs_root, or set host.simulated: \"\")");
+  // "/" is the default: writing it out is not a second root.
+  CHECK(parse_config("host:\n  sysfs_root: /\n  simulated: vela2\n", "c.yaml").ok());
+}
+
+TEST_CASE("cross-key: simulated names one of the built-in hosts") {
+  CHECK(problems("host:\n  simulated: vela3\n") ==
+        "c.yaml:2:14: host.simulated: found \"vela3\", expected vela1, vela2, workstation or quirks, or \"\" for this "
+        "machine (did you mean \"vela1\"?)");
+}
+
+TEST_CASE("cross-key: domain_type test needs a test:/// URI") {
+  CHECK(problems("libvirt:\n  domain_type: test\n") ==
+        "c.yaml:2:16: libvirt.domain_type: found \"test\" with libvirt.uri \"qemu:///system\", expected kvm or qemu "
+        "(test needs libvirt.uri: test:///default)");
+}
+
+TEST_CASE("cross-key: a test:/// URI needs domain_type test") {
+  CHECK(problems("libvirt:\n  uri: test:///default\n") ==
+        "c.yaml:2:8: libvirt.uri: found \"test:///default\" with libvirt.domain_type kvm (the default), expected a "
+        "qemu:/// URI, or libvirt.domain_type: test beside a test:/// URI");
+  CHECK(problems("libvirt:\n  uri: test:///default\n  domain_type: qemu\n") ==
+        "c.yaml:3:16: libvirt.domain_type: found \"qemu\" with libvirt.uri \"test:///default\", expected test, the "
+        "only type libvirt's test driver runs (or a qemu:/// libvirt.uri)");
+}
+
+TEST_CASE("cross-key: a tcp listener needs tls or a token file") {
+  CHECK(problems("api:\n  listen: [\"unix:/run/a.sock\", \"tcp://0.0.0.0:8443\"]\n") ==
+        "c.yaml:2:32: api.listen[1]: found \"tcp://0.0.0.0:8443\" with no authentication, expected api.tls "
+        "(certificate, key and client_ca) or api.token_file set beside a tcp:// address");
+  CHECK(parse_config("api:\n  listen: [\"tcp://0.0.0.0:8443\"]\n  token_file: /etc/hostagent/token\n", "c.yaml").ok());
+}
+
+TEST_CASE("cross-key: tls is all three files or none") {
+  CHECK(problems("api:\n  tls:\n    certificate: /c.pem\n    key: /k.pem\n") ==
+        "c.yaml:3:5: api.tls: found certificate and key without client_ca, expected all of certificate, key and "
+        "client_ca, or none of them");
+  // Explicitly empty is none.
+  CHECK(parse_config("api:\n  tls: {certificate: \"\", key: \"\", client_ca: \"\"}\n", "c.yaml").ok());
+}
+
+TEST_CASE("cross-key: a value already wrong is not reported again across keys") {
+  const std::string message = problems("libvirt:\n  uri: test:///default\n  domain_type: tset\n");
+  CHECK(message ==
+        "c.yaml:3:16: libvirt.domain_type: found \"tset\", expected kvm, qemu or test (did you mean \"test\"?)");
+}
+
+}  // namespace
+}  // namespace hostagent::config

@@ -1,0 +1,167 @@
+// config values: the defaults, every key read from a file, the embedded default, and the accepted
+// forms of durations and listen addresses.
+#include <doctest/doctest.h>
+
+#include "hostagent/config/daemon_config.hpp"
+#include "hostagent/config/listen_address.hpp"
+
+namespace hostagent::config {
+namespace {
+
+using std::chrono::milliseconds;
+
+DaemonConfig valid(const std::string& yaml) {
+  auto config = parse_config(yaml, "c.yaml");
+  REQUIRE_MESSAGE(config.ok(), (config.ok() ? "" : config.error().message));
+  return *config;
+}
+
+TEST_CASE("values: an empty file takes every documented default") {
+  const DaemonConfig config = valid("");
+  CHECK(config.source == "c.yaml");
+  CHECK(config.libvirt_uri == "qemu:///system");
+  CHECK(config.domain_type == "kvm");
+  CHECK(config.emulator.empty());
+  CHECK(config.libvirt_connect_timeout == milliseconds(60000));
+  CHECK(config.libvirt_reconnect_interval == milliseconds(2000));
+  CHECK(config.sysfs_root == "/");
+  CHECK(config.simulated_host.empty());
+  CHECK(config.housekeeping_cpus.empty());
+  CHECK(config.template_directories ==
+        std::vector<std::filesystem::path>{"/usr/share/hostagent/templates", "/etc/hostagent/templates"});
+  CHECK(config.storage_pool == "default");
+  CHECK(config.state_directory == "/var/lib/hostagent");
+  CHECK(config.console_log_directory == "/var/log/hostagent/console");
+  CHECK(config.operation_workers == 8);
+  CHECK(config.stop_timeout == milliseconds(60000));
+  CHECK(config.api.listen == std::vector<std::string>{"unix:/run/hostagent/api.sock"});
+  CHECK(config.api.tls.certificate.empty());
+  CHECK(config.api.tls.key.empty());
+  CHECK(config.api.tls.client_ca.empty());
+  CHECK(config.api.token_file.empty());
+}
+
+TEST_CASE("values: every key of a full file is read") {
+  const DaemonConfig config = valid(
+      "libvirt:\n"
+      "  uri: qemu+ssh://root@host1/system\n"
+      "  domain_type: qemu\n"
+      "  emulator: /usr/libexec/qemu-kvm\n"
+      "  connect_timeout: 500ms\n"
+      "  reconnect_interval: 2m\n"
+      "host:\n"
+      "  sysfs_root: /srv/snapshots/vela2\n"
+      "  simulated: \"\"\n"
+      "  housekeeping_cpus: 0-3,96-99\n"
+      "templates:\n"
+      "  directories: [/opt/templates, /etc/hostagent/templates.d]\n"
+      "storage:\n"
+      "  pool: vm-disks\n"
+      "state_directory: /srv/hostagent/state\n"
+      "console_log_directory: /srv/hostagent/console\n"
+      "operations:\n"
+      "  workers: 256\n"
+      "  stop_timeout: 1h\n"
+      "api:\n"
+      "  listen: [\"unix:/run/ha.sock\", \"tcp://0.0.0.0:8443\", \"tcp://[::1]:65535\"]\n"
+      "  tls:\n"
+      "    certificate: /etc/hostagent/tls/cert.pem\n"
+      "    key: /etc/hostagent/tls/key.pem\n"
+      "    client_ca: /etc/hostagent/tls/ca.pem\n"
+      "  token_file: /etc/hostagent/token\n");
+  CHECK(config.libvirt_uri == "qemu+ssh://root@host1/system");
+  CHECK(config.domain_type == "qemu");
+  CHECK(config.emulator == "/usr/libexec/qemu-kvm");
+  CHECK(config.libvirt_connect_timeout == milliseconds(500));
+  CHECK(config.libvirt_reconnect_interval == milliseconds(120000));
+  CHECK(config.sysfs_root == "/srv/snapshots/vela2");
+  CHECK(config.simulated_host.empty());
+  CHECK(config.housekeeping_cpus == std::vector<int>{0, 1, 2, 3, 96, 97, 98, 99});
+  CHECK(config.template_directories ==
+        std::vector<std::filesystem::path>{"/opt/templates", "/etc/hostagent/templates.d"});
+  CHECK(config.storage_pool == "vm-disks");
+  CHECK(config.state_directory == "/srv/hostagent/state");
+  CHECK(config.console_log_directory == "/srv/hostagent/console");
+  CHECK(config.operation_workers == 256);
+  CHECK(config.stop_timeout == milliseconds(3600000));
+  CHECK(config.api.listen == std::vector<std::string>{"unix:/run/ha.sock", "tcp://0.0.0.0:8443", "tcp://[::1]:65535"});
+  CHECK(config.api.tls.certificate == "/etc/hostagent/tls/cert.pem");
+  CHECK(config.api.tls.key == "/etc/hostagent/tls/key.pem");
+  CHECK(config.api.tls.client_ca == "/etc/hostagent/tls/ca.pem");
+  CHECK(config.api.token_file == "/etc/hostagent/token");
+}
+
+TEST_CASE("values: a simulated host and libvirt's test driver") {
+  const DaemonConfig config = valid(
+      "libvirt: {uri: \"test:///default\", domain_type: test}\n"
+      "host: {simulated: vela2}\n"
+      "api: {listen: [\"tcp://localhost:1\"], token_file: /etc/hostagent/token}\n");
+  CHECK(config.libvirt_uri == "test:///default");
+  CHECK(config.domain_type == "test");
+  CHECK(config.simulated_host == "vela2");
+  CHECK(config.sysfs_root == "/");
+  CHECK(config.api.listen == std::vector<std::string>{"tcp://localhost:1"});
+}
+
+TEST_CASE("values: a null section or key keeps its default") {
+  const DaemonConfig config = valid("libvirt:\nhost: ~\napi: {listen: ~, tls: ~}\noperations: {workers: }\n");
+  CHECK(config.libvirt_uri == "qemu:///system");
+  CHECK(config.api.listen == std::vector<std::string>{"unix:/run/hostagent/api.sock"});
+  CHECK(config.operation_workers == 8);
+}
+
+TEST_CASE("values: the embedded default runs on libvirt's test driver under the scratch directory") {
+  const DaemonConfig config = embedded_default_config("workstation", "/tmp/ha-scratch");
+  CHECK(config.source == "<embedded>");
+  CHECK(config.libvirt_uri == "test:///default");
+  CHECK(config.domain_type == "test");
+  CHECK(config.simulated_host == "workstation");
+  CHECK(config.sysfs_root == "/");
+  CHECK(config.state_directory == "/tmp/ha-scratch/state");
+  CHECK(config.console_log_directory == "/tmp/ha-scratch/console");
+  CHECK(config.storage_pool == "default-pool");
+  CHECK(config.api.listen == std::vector<std::string>{"unix:/tmp/ha-scratch/api.sock"});
+  CHECK(config.template_directories == DaemonConfig{}.template_directories);
+  CHECK(config.api.token_file.empty());
+}
+
+TEST_CASE("values: parse_listen_address splits both forms") {
+  auto unix_socket = parse_listen_address("unix:/run/hostagent/api.sock");
+  REQUIRE(unix_socket.ok());
+  CHECK(unix_socket->kind == ListenAddress::Kind::unix_socket);
+  CHECK(unix_socket->socket_path == "/run/hostagent/api.sock");
+  auto v4 = parse_listen_address("tcp://10.0.0.7:8443");
+  REQUIRE(v4.ok());
+  CHECK(v4->kind == ListenAddress::Kind::tcp);
+  CHECK(v4->host == "10.0.0.7");
+  CHECK(v4->port == 8443);
+  auto v6 = parse_listen_address("tcp://[fe80::1]:443");
+  REQUIRE(v6.ok());
+  CHECK(v6->host == "fe80::1");
+  CHECK(v6->port == 443);
+}
+
+TEST_CASE("values: parse_listen_address refuses malformed addresses with the reason") {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"unix:run/api.sock", "the socket path: it is relative"},
+      {"unix:/" + std::string(107, 'a'), "the socket path is 108 bytes, the kernel's limit is 107"},
+      {"tcp://::1:80", "an IPv6 address goes in brackets, like tcp://[::1]:8443"},
+      {"tcp://[::g]:80", "\"::g\" is not an IPv6 address"},
+      {"tcp://host", "the port is missing"},
+      {"tcp://:80", "the host is missing (0.0.0.0 listens on every IPv4 address)"},
+      {"tcp://host:65536", "port \"65536\" is not a number 1..65535"},
+      {"tcp://host:80/", "port \"80/\" is not a number 1..65535"},
+      {"tcp://ho_st:80", "the host is neither a host name nor an IP address"},
+      {"http://host:80", "the address starts with neither unix: nor tcp://"},
+  };
+  for (const auto& [text, reason] : cases) {
+    auto address = parse_listen_address(text);
+    REQUIRE_FALSE(address.ok());
+    CHECK(address.error().code == ErrorCode::invalid_argument);
+    CHECK(address.error().message == "listen address \"" + text + "\": " + reason +
+                                         "; write unix:/ABSOLUTE/PATH or tcp://HOST:PORT with PORT 1..65535");
+  }
+}
+
+}  // namespace
+}  // namespace hostagent::config

@@ -1,0 +1,203 @@
+// Daemon test fixtures.
+#include "daemon_fixture.hpp"
+
+#include <doctest/doctest.h>
+
+#include <fstream>
+
+#include "hostagent/state/vm_record.hpp"
+
+namespace hostagent::testing {
+
+namespace fs = std::filesystem;
+
+std::optional<Error> FaultyHypervisor::injected(const std::string& method) {
+  std::lock_guard lock(mutex_);
+  ++calls_[method];
+  const auto it = failures_.find(method);
+  if (it == failures_.end() || it->second.second == 0) return std::nullopt;
+  if (it->second.second > 0) --it->second.second;
+  return Error{it->second.first, "injected failure of " + method};
+}
+
+void FaultyHypervisor::fail(const std::string& method, ErrorCode code, int times) {
+  std::lock_guard lock(mutex_);
+  failures_[method] = {code, times};
+}
+
+int FaultyHypervisor::calls(const std::string& method) const {
+  std::lock_guard lock(mutex_);
+  const auto it = calls_.find(method);
+  return it == calls_.end() ? 0 : it->second;
+}
+
+#define HA_FORWARD(method, ...)                      \
+  if (auto error = injected(#method)) return *error; \
+  return real_->method(__VA_ARGS__)
+
+Result<std::string> FaultyHypervisor::define(const std::string& xml) {
+  HA_FORWARD(define, xml);
+}
+Status FaultyHypervisor::start(const std::string& name) {
+  HA_FORWARD(start, name);
+}
+Status FaultyHypervisor::shutdown(const std::string& name) {
+  if (auto error = injected("shutdown")) return *error;
+  if (ignore_shutdown_) return ok_status();
+  return real_->shutdown(name);
+}
+Status FaultyHypervisor::destroy(const std::string& name) {
+  HA_FORWARD(destroy, name);
+}
+Status FaultyHypervisor::reboot(const std::string& name) {
+  HA_FORWARD(reboot, name);
+}
+Status FaultyHypervisor::undefine(const std::string& name) {
+  HA_FORWARD(undefine, name);
+}
+Result<std::string> FaultyHypervisor::create_overlay(const std::string& pool, const std::string& volume,
+                                                     const std::string& backing) {
+  HA_FORWARD(create_overlay, pool, volume, backing);
+}
+Status FaultyHypervisor::delete_volume(const std::string& pool, const std::string& volume) {
+  HA_FORWARD(delete_volume, pool, volume);
+}
+#undef HA_FORWARD
+
+Status RecordingPreparer::prepare(const std::string& vm, const numa::Placement& /*placement*/) {
+  std::lock_guard lock(shared_->mutex);
+  if (shared_->fail_prepare) return Error{ErrorCode::io_error, "injected failure of prepare"};
+  shared_->prepared.insert(vm);
+  return ok_status();
+}
+
+Status RecordingPreparer::release(const std::string& vm, const numa::Allocation& /*held*/) {
+  std::lock_guard lock(shared_->mutex);
+  if (shared_->fail_release) return Error{ErrorCode::io_error, "injected failure of release"};
+  shared_->prepared.erase(vm);
+  return ok_status();
+}
+
+Result<std::vector<std::string>> RecordingPreparer::release_unheld(const std::vector<numa::Allocation>& held) {
+  std::lock_guard lock(shared_->mutex);
+  std::set<std::string> holders;
+  for (const auto& allocation : held) holders.insert(allocation.vm);
+  std::vector<std::string> released;
+  for (auto it = shared_->prepared.begin(); it != shared_->prepared.end();) {
+    if (holders.count(*it) != 0) {
+      ++it;
+      continue;
+    }
+    released.push_back("devices of " + *it);
+    it = shared_->prepared.erase(it);
+  }
+  return released;
+}
+
+std::chrono::steady_clock::time_point ManualClock::steady_now() {
+  std::lock_guard lock(mutex_);
+  return now_;
+}
+
+void ManualClock::sleep_for(std::chrono::milliseconds duration) {
+  std::lock_guard lock(mutex_);
+  now_ += duration;
+  slept_ += duration;
+}
+
+std::chrono::milliseconds ManualClock::slept() const {
+  std::lock_guard lock(mutex_);
+  return slept_;
+}
+
+namespace {
+
+// test:///default frees its domains when its last connection closes: one connection held for the
+// fixture's lifetime keeps them across the services a test starts and stops (daemon "restarts").
+std::unique_ptr<virt::Hypervisor>& anchor() {
+  static std::unique_ptr<virt::Hypervisor> connection;
+  return connection;
+}
+
+}  // namespace
+
+DaemonFixture::DaemonFixture(const std::string& simulated_host) : simulated_host_(simulated_host) {
+  if (!anchor()) {
+    virt::LibvirtOptions options;
+    options.uri = "test:///default";
+    options.metadata_namespace = std::string(state::kMetadataNamespace);
+    auto connection = virt::connect_libvirt(options);
+    REQUIRE_MESSAGE(connection.ok(), connection.error().message);
+    anchor() = std::move(connection).value();
+  }
+}
+
+// test:///default outlives the fixture (the anchor keeps it): leave it as the driver starts, with
+// its own "test" domain only, so the next test in this process starts clean.
+DaemonFixture::~DaemonFixture() {
+  auto domains = anchor()->list();
+  if (domains.ok()) {
+    for (const auto& domain : *domains) {
+      if (domain.name == "test") continue;
+      (void)anchor()->destroy(domain.name);
+      (void)anchor()->undefine(domain.name);
+    }
+  }
+  auto volumes = anchor()->list_volumes("default-pool");
+  if (volumes.ok()) {
+    for (const auto& volume : *volumes) (void)anchor()->delete_volume("default-pool", volume);
+  }
+}
+
+daemon::CreateVmRequest DaemonFixture::request(const std::string& name, const std::string& template_name) const {
+  const auto image = scratch_.path() / "boot.raw";
+  if (!fs::exists(image)) {
+    std::ofstream(image, std::ios::binary).close();
+    fs::resize_file(image, 1ULL << 30);
+  }
+  daemon::CreateVmRequest request;
+  request.name = name;
+  request.template_name = template_name;
+  request.boot_image = image.string();
+  return request;
+}
+
+config::DaemonConfig DaemonFixture::config() const {
+  auto config = config::embedded_default_config(simulated_host_, scratch_.path());
+  config.template_directories = {fs::path(HOSTAGENT_SOURCE_DIR) / "vmtemplates" / "templates"};
+  config.template_directories.insert(config.template_directories.end(), template_dirs_.begin(), template_dirs_.end());
+  config.operation_workers = 8;
+  return config;
+}
+
+Result<std::unique_ptr<daemon::VmService>> DaemonFixture::start(FaultyHypervisor** faulty,
+                                                                std::shared_ptr<ManualClock> clock) {
+  HA_TRY(auto parts, daemon::assemble_parts(config()));
+  auto wrapper = std::make_unique<FaultyHypervisor>(std::move(parts.hypervisor));
+  if (faulty != nullptr) *faulty = wrapper.get();
+  parts.hypervisor = std::move(wrapper);
+  parts.devices = std::make_unique<RecordingPreparer>(devices_);
+  if (clock) parts.clock = clock;
+  return daemon::VmService::start(std::move(parts));
+}
+
+std::vector<fs::path> DaemonFixture::journal_files() const {
+  std::vector<fs::path> files;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(scratch_.path() / "state" / "journal", ec)) {
+    files.push_back(entry.path());
+  }
+  return files;
+}
+
+std::vector<std::string> test_driver_domains(const std::string& prefix) {
+  std::vector<std::string> names;
+  auto domains = anchor()->list();
+  REQUIRE_MESSAGE(domains.ok(), domains.error().message);
+  for (const auto& domain : *domains) {
+    if (domain.name.rfind(prefix, 0) == 0) names.push_back(domain.name);
+  }
+  return names;
+}
+
+}  // namespace hostagent::testing

@@ -1,0 +1,128 @@
+// Test fixtures for the daemon: a service on libvirt's in-process test:/// driver and a simulated
+// host, plus hypervisor, preparer and clock doubles that fail or stall on request. The doubles wrap
+// the real test:/// hypervisor: everything they do not fail reaches real libvirt.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "hostagent/daemon/vm_service.hpp"
+#include "test_support.hpp"
+
+namespace hostagent::testing {
+
+// Forwards to a real hypervisor, except the calls told to fail.
+class FaultyHypervisor final : public virt::Hypervisor {
+ public:
+  explicit FaultyHypervisor(std::unique_ptr<virt::Hypervisor> real) : real_(std::move(real)) {}
+
+  // The next calls of `method` ("define", "start", "undefine", ...) fail with this error; `times`
+  // < 0 fails every call.
+  void fail(const std::string& method, ErrorCode code, int times = -1);
+  // shutdown() asks nothing of the guest: a guest that ignores the ACPI button.
+  void ignore_shutdown() { ignore_shutdown_ = true; }
+  int calls(const std::string& method) const;
+
+  void subscribe(virt::DomainEventSink on_domain, virt::ConnectionEventSink on_connection) override {
+    real_->subscribe(std::move(on_domain), std::move(on_connection));
+  }
+  bool connected() const override { return real_->connected(); }
+  Result<std::string> define(const std::string& xml) override;
+  Status start(const std::string& name) override;
+  Status shutdown(const std::string& name) override;
+  Status destroy(const std::string& name) override;
+  Status reboot(const std::string& name) override;
+  Status undefine(const std::string& name) override;
+  Result<virt::DomainSummary> lookup(const std::string& name) override { return real_->lookup(name); }
+  Result<std::vector<virt::DomainSummary>> list() override { return real_->list(); }
+  Result<std::string> domain_xml(const std::string& name) override { return real_->domain_xml(name); }
+  Result<std::string> create_overlay(const std::string& pool, const std::string& volume,
+                                     const std::string& backing) override;
+  Status delete_volume(const std::string& pool, const std::string& volume) override;
+  Result<std::vector<std::string>> list_volumes(const std::string& pool) override { return real_->list_volumes(pool); }
+
+ private:
+  std::optional<Error> injected(const std::string& method);
+
+  std::unique_ptr<virt::Hypervisor> real_;
+  mutable std::mutex mutex_;
+  std::map<std::string, std::pair<ErrorCode, int>> failures_;
+  std::map<std::string, int> calls_;
+  bool ignore_shutdown_ = false;
+};
+
+// Records what it prepared; fails prepare or release on request.
+class RecordingPreparer final : public daemon::DevicePreparer {
+ public:
+  struct Shared {
+    std::mutex mutex;
+    std::set<std::string> prepared;  // VMs with devices prepared
+    bool fail_prepare = false;
+    bool fail_release = false;
+  };
+  explicit RecordingPreparer(std::shared_ptr<Shared> shared) : shared_(std::move(shared)) {}
+  bool libvirt_manages_hostdevs() const override { return true; }
+  Status prepare(const std::string& vm, const numa::Placement& placement) override;
+  Status release(const std::string& vm, const numa::Allocation& held) override;
+  Result<std::vector<std::string>> release_unheld(const std::vector<numa::Allocation>& held) override;
+
+ private:
+  std::shared_ptr<Shared> shared_;
+};
+
+// Real wall clock; a steady clock that only moves when slept on, so timeouts pass instantly.
+class ManualClock final : public daemon::Clock {
+ public:
+  std::chrono::system_clock::time_point now() override { return std::chrono::system_clock::now(); }
+  std::chrono::steady_clock::time_point steady_now() override;
+  void sleep_for(std::chrono::milliseconds duration) override;
+  std::chrono::milliseconds slept() const;
+
+ private:
+  mutable std::mutex mutex_;
+  std::chrono::steady_clock::time_point now_{};
+  std::chrono::milliseconds slept_{0};
+};
+
+// A daemon on test:///default and a simulated host, its state in a scratch directory that outlives
+// restarts (so a second service started on it reconciles what the first left).
+class DaemonFixture {
+ public:
+  explicit DaemonFixture(const std::string& simulated_host = "vela2");
+  ~DaemonFixture();
+
+  // Extra template directories searched after the shipped ones.
+  void add_template_dir(const std::filesystem::path& dir) { template_dirs_.push_back(dir); }
+  config::DaemonConfig config() const;
+  // A create request with a boot image of the fixture's (a sparse raw file: the simulated host has
+  // no OS images, and the templates ask for one).
+  daemon::CreateVmRequest request(const std::string& name, const std::string& template_name) const;
+
+  // Starts a service; `faulty` and `preparer` (when non-null) receive the doubles it runs with.
+  Result<std::unique_ptr<daemon::VmService>> start(FaultyHypervisor** faulty = nullptr,
+                                                   std::shared_ptr<ManualClock> clock = nullptr);
+  std::shared_ptr<RecordingPreparer::Shared> devices() const { return devices_; }
+  const std::filesystem::path& scratch() const { return scratch_.path(); }
+  // The journal's entries on disk.
+  std::vector<std::filesystem::path> journal_files() const;
+
+ private:
+  std::string simulated_host_;
+  TempDir scratch_;
+  std::vector<std::filesystem::path> template_dirs_;
+  std::shared_ptr<RecordingPreparer::Shared> devices_ = std::make_shared<RecordingPreparer::Shared>();
+};
+
+// Domains named `prefix`* that libvirt's test:///default holds right now (it is shared by every
+// connection in the process).
+std::vector<std::string> test_driver_domains(const std::string& prefix);
+
+}  // namespace hostagent::testing

@@ -1,0 +1,76 @@
+// The daemon against the machine's real libvirtd with QEMU (TCG): a configuration for it, the
+// bootable test guest as a template, a transient storage pool for the VMs' disks, and ways to look
+// at what libvirt and the kernel hold independently of hostagent.
+#pragma once
+
+#include <sys/types.h>
+
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "hostagent/daemon/vm_service.hpp"
+#include "test_support.hpp"
+
+namespace hostagent::testing {
+
+class LibvirtdFixture {
+ public:
+  // nullopt (after SKIPPED, or a failure where libvirtd is required) when libvirtd or the guest's
+  // kernel and busybox are missing.
+  static std::unique_ptr<LibvirtdFixture> make();
+  ~LibvirtdFixture();
+  LibvirtdFixture(const LibvirtdFixture&) = delete;
+  LibvirtdFixture& operator=(const LibvirtdFixture&) = delete;
+
+  const std::filesystem::path& config_file() const { return config_file_; }
+  std::filesystem::path console_log(const std::string& vm) const;
+  static constexpr const char* kTemplate = "ci-guest";  // boots the test guest, with a disk overlay
+  static constexpr const char* kPool = "hostagent-test-pool";
+
+  // A service in this process on the same configuration: what a restarted daemon does.
+  Result<std::unique_ptr<daemon::VmService>> start_service() const;
+
+  // libvirt's and the kernel's view, not hostagent's.
+  bool domain_exists(const std::string& name) const;
+  std::string live_xml(const std::string& name) const;
+  std::vector<std::string> pool_volumes() const;
+  std::vector<std::filesystem::path> journal_files() const;
+  static uint64_t free_hugepages_2m();
+
+  // Waits (bounded) until the console log has `count` of the guest's "up" reports; returns the
+  // console from the last one on, or "" on timeout.
+  std::string wait_for_boot(const std::string& vm, int count, int timeout_s) const;
+
+  // Removes a domain (and its disk) whatever state it is in: cleanup after a failed check.
+  void remove_domain(const std::string& name) const;
+
+ private:
+  LibvirtdFixture() = default;
+  TempDir scratch_;
+  std::string uri_;
+  std::filesystem::path config_file_;
+  struct Connection;
+  std::unique_ptr<Connection> connection_;
+};
+
+// hostagentd as a child process.
+class DaemonProcess {
+ public:
+  explicit DaemonProcess(const std::vector<std::string>& argv);
+  ~DaemonProcess();
+  DaemonProcess(const DaemonProcess&) = delete;
+  DaemonProcess& operator=(const DaemonProcess&) = delete;
+  void kill_hard();  // SIGKILL, then reaps it
+  int wait();        // exit status
+  pid_t pid() const { return pid_; }
+
+ private:
+  pid_t pid_ = -1;
+};
+
+std::filesystem::path hostagentd_binary();
+
+}  // namespace hostagent::testing

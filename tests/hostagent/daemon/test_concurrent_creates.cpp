@@ -1,0 +1,116 @@
+// 200 creates at once on a host that fits N of them: exactly N succeed, every other one fails with
+// "does not fit", and no CPU, device or hugepage is given twice.
+#include <doctest/doctest.h>
+
+#include <fstream>
+#include <future>
+
+#include "daemon_fixture.hpp"
+#include "hostagent/daemon/shape_request.hpp"
+#include "hostagent/numa/placement.hpp"
+#include "hostagent/vmtemplates/vm_template.hpp"
+#include "simulated_hosts.hpp"
+
+namespace hostagent::testing {
+namespace {
+
+constexpr int kRequests = 200;
+
+// 2 vCPUs and 2 GiB of 1 GiB pages, with one GPU: GPUs run out first on Vela 2.
+const char* const kSmallGpuVm = R"(name: small-gpu
+vcpus: 2
+memory: 2GiB
+hugepage_size: 1G
+gpus: {count: 1, model: H100}
+machine: q35
+firmware: efi
+)";
+
+// How many fit, by placing one after another with the placement function alone: the oracle the
+// concurrent run is checked against.
+int capacity(const numa::HostModel& host, const vmtemplates::VmTemplate& shape) {
+  std::vector<numa::Allocation> held;
+  for (;;) {
+    auto placed = numa::place(host, held, numa::HostPolicy{}, placement_request(shape));
+    if (!placed.ok()) {
+      REQUIRE(placed.error().code == ErrorCode::does_not_fit);
+      return static_cast<int>(held.size());
+    }
+    held.push_back(numa::allocation_of("vm" + std::to_string(held.size()), *placed, shape.hugepage_size_bytes));
+  }
+}
+
+struct Outcome {
+  int created = 0;
+  std::vector<std::string> refusals;  // messages of the failures that were not does_not_fit
+  std::vector<daemon::VmView> vms;
+};
+
+Outcome create_all_at_once(const DaemonFixture& fixture, daemon::VmService& service) {
+  std::vector<std::promise<Result<daemon::VmView>>> promises(kRequests);
+  std::vector<std::future<Result<daemon::VmView>>> futures;
+  for (auto& promise : promises) futures.push_back(promise.get_future());
+  for (int i = 0; i < kRequests; ++i) {
+    const auto request = fixture.request("many-" + std::to_string(i), "small-gpu");
+    service.submit_create(
+        request, [&promise = promises[i]](Result<daemon::VmView> result) { promise.set_value(std::move(result)); });
+  }
+  Outcome outcome;
+  for (auto& future : futures) {
+    auto result = future.get();
+    if (result.ok()) {
+      ++outcome.created;
+      outcome.vms.push_back(*result);
+    } else if (result.error().code != ErrorCode::does_not_fit) {
+      outcome.refusals.push_back(result.error().message);
+    }
+  }
+  return outcome;
+}
+
+}  // namespace
+
+TEST_CASE("200 concurrent creates on a host that fits N: exactly N succeed and nothing is given twice") {
+  DaemonFixture fixture;
+  TempDir templates;
+  std::ofstream(templates.path() / "small-gpu.yaml") << kSmallGpuVm;
+  fixture.add_template_dir(templates.path());
+  TempDir host_dir;
+  const auto host = discover_simulated("vela2", host_dir);
+  const auto shape = vmtemplates::load_template_file(templates.path() / "small-gpu.yaml", {});
+  REQUIRE(shape.ok());
+  const int fits = capacity(host, *shape);
+  REQUIRE(fits > 0);
+  REQUIRE(fits < kRequests);
+
+  auto service = fixture.start();
+  REQUIRE_MESSAGE(service.ok(), service.error().message);
+  const auto outcome = create_all_at_once(fixture, **service);
+  CHECK(outcome.created == fits);
+  CHECK_MESSAGE(outcome.refusals.empty(), outcome.refusals.front());
+
+  std::set<int> cpus;
+  std::set<PciAddress> devices;
+  std::map<int, uint64_t> pages;
+  std::size_t cpu_count = 0;
+  std::size_t device_count = 0;
+  for (const auto& vm : outcome.vms) {
+    const auto& held = vm.record->allocation;
+    cpus.insert(held.cpus.begin(), held.cpus.end());
+    devices.insert(held.devices.begin(), held.devices.end());
+    cpu_count += held.cpus.size();
+    device_count += held.devices.size();
+    for (const auto& [node, count] : held.hugepages) pages[node] += count;
+  }
+  CHECK(cpus.size() == cpu_count);        // no CPU twice
+  CHECK(devices.size() == device_count);  // no device twice
+  for (const auto& node : host.numa_nodes) {
+    for (const auto& pool : node.hugepages) {
+      if (pool.page_size_bytes == shape->hugepage_size_bytes) CHECK(pages[node.id] <= pool.total);
+    }
+  }
+  CHECK(test_driver_domains("many-").size() == static_cast<std::size_t>(fits));
+  CHECK(fixture.journal_files().empty());
+}
+
+}  // namespace hostagent::testing

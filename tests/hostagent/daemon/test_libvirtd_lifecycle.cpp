@@ -1,0 +1,108 @@
+// The daemon against the real libvirtd with QEMU (TCG): a guest that really boots, pinned, in its
+// own NUMA cell, on hugepages; and libvirtd restarted under a running service.
+#include <doctest/doctest.h>
+
+#include <thread>
+
+#include "libvirtd_fixture.hpp"
+#include "libvirtd_support.hpp"
+#include "test_guest.hpp"
+
+namespace hostagent::testing {
+namespace {
+
+constexpr uint64_t kGuestPages = 512;  // 1 GiB of 2 MiB pages (test_guest.hpp)
+
+std::unique_ptr<daemon::VmService> service_on(const LibvirtdFixture& fixture) {
+  auto service = fixture.start_service();
+  REQUIRE_MESSAGE(service.ok(), service.error().message);
+  return std::move(service).value();
+}
+
+daemon::CreateVmRequest guest(const std::string& name) {
+  daemon::CreateVmRequest request;
+  request.name = name;
+  request.template_name = LibvirtdFixture::kTemplate;
+  return request;
+}
+
+}  // namespace
+
+TEST_CASE("a guest boots under QEMU and goes through stop, start and delete with its pins and pages") {
+  auto fixture = LibvirtdFixture::make();
+  if (!fixture) return;
+  const std::string name = "ci-life";
+  fixture->remove_domain(name);
+  const uint64_t free_before = LibvirtdFixture::free_hugepages_2m();
+  auto service = service_on(*fixture);
+
+  auto vm = service->create_vm(guest(name));
+  REQUIRE_MESSAGE(vm.ok(), vm.error().message);
+  CHECK(vm->state == "running");
+  const auto up = fixture->wait_for_boot(name, 1, 180);
+  REQUIRE_MESSAGE(!up.empty(), ("the guest did not report up; console: " + fixture->console_log(name).string()));
+  const auto report = find_test_guest_report(up);
+  REQUIRE(report.has_value());
+  CHECK(report->cpus == 2);
+  CHECK(report->nodes == 1);
+  CHECK(report->power_button);
+  CHECK(LibvirtdFixture::free_hugepages_2m() == free_before - kGuestPages);
+
+  // What QEMU runs with, from libvirt's live XML rather than from hostagent.
+  const auto xml = fixture->live_xml(name);
+  for (const auto& cpu : vm->record->allocation.cpus) {
+    CHECK(xml.find("cpuset='" + std::to_string(cpu) + "'") != std::string::npos);
+  }
+  CHECK(xml.find("<memnode cellid='0' mode='strict'") != std::string::npos);
+  CHECK(xml.find("<page size='2048' unit='KiB'") != std::string::npos);
+  CHECK(xml.find("<cell id='0' cpus='0-1'") != std::string::npos);
+  CHECK(fixture->pool_volumes() == std::vector<std::string>{"hostagent-" + name + ".qcow2"});
+
+  auto stopped = service->stop_vm(name, false);  // ACPI: the guest powers itself off
+  REQUIRE_MESSAGE(stopped.ok(), stopped.error().message);
+  CHECK(stopped->state == "shut_off");
+  CHECK(LibvirtdFixture::free_hugepages_2m() == free_before);
+
+  auto started = service->start_vm(name);
+  REQUIRE_MESSAGE(started.ok(), started.error().message);
+  CHECK(started->state == "running");
+  CHECK_FALSE(fixture->wait_for_boot(name, 2, 180).empty());
+
+  REQUIRE(service->delete_vm(name).ok());
+  CHECK_FALSE(fixture->domain_exists(name));
+  CHECK(fixture->pool_volumes().empty());
+  CHECK(fixture->journal_files().empty());
+  CHECK(LibvirtdFixture::free_hugepages_2m() == free_before);
+}
+
+TEST_CASE("libvirtd restarted under a running daemon: it reconnects and its state stays right") {
+  auto fixture = LibvirtdFixture::make();
+  if (!fixture) return;
+  const std::string name = "ci-restart";
+  fixture->remove_domain(name);
+  auto service = service_on(*fixture);
+  REQUIRE(service->create_vm(guest(name)).ok());
+
+  restart_libvirtd();
+  // Bounded wait: the service notices the loss through libvirt's close callback or keepalive.
+  daemon::ServiceStatus status;
+  for (int i = 0; i < 600; ++i) {
+    status = service->status();
+    if (status.libvirt_connection_losses > 0 && status.libvirt_connected && status.operations_in_flight == 0) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  CHECK(status.libvirt_connection_losses > 0);
+  REQUIRE(status.libvirt_connected);
+  auto vm = service->get_vm(name);
+  REQUIRE(vm.ok());
+  CHECK(vm->state == "running");  // QEMU outlived libvirtd, and the new libvirtd found it again
+
+  // It still works: a stop and a delete through the new connection.
+  auto stopped = service->stop_vm(name, true);
+  REQUIRE_MESSAGE(stopped.ok(), stopped.error().message);
+  CHECK(stopped->state == "shut_off");
+  REQUIRE(service->delete_vm(name).ok());
+  CHECK_FALSE(fixture->domain_exists(name));
+}
+
+}  // namespace hostagent::testing

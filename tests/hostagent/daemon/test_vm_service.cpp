@@ -1,0 +1,239 @@
+// The daemon's service against real libvirt (the in-process test:/// driver) on the simulated
+// Vela 2 host: operations, rollback, restarts, events.
+#include <doctest/doctest.h>
+
+#include <thread>
+
+#include "daemon_fixture.hpp"
+#include "hostagent/state/vm_record.hpp"
+
+namespace hostagent::testing {
+namespace {
+
+constexpr const char* kEightGpus = "gx3d-160x1792x8h100";
+constexpr const char* kOneGpu = "gx3-16x128x1h100";
+
+std::unique_ptr<daemon::VmService> started(DaemonFixture& fixture, FaultyHypervisor** faulty = nullptr,
+                                           std::shared_ptr<ManualClock> clock = nullptr) {
+  auto service = fixture.start(faulty, std::move(clock));
+  REQUIRE_MESSAGE(service.ok(), service.error().message);
+  return std::move(service).value();
+}
+
+}  // namespace
+
+TEST_CASE("create places the Vela 2 training VM, defines it with its record and starts it") {
+  DaemonFixture fixture;
+  auto service = started(fixture);
+  auto vm = service->create_vm(fixture.request("train-0", kEightGpus));
+  REQUIRE_MESSAGE(vm.ok(), vm.error().message);
+  CHECK(vm->state == "running");
+  CHECK(vm->managed);
+  CHECK(vm->operation.empty());
+  REQUIRE(vm->record.has_value());
+  CHECK(vm->record->template_name == kEightGpus);
+  CHECK(vm->record->allocation.cpus.size() == 160);
+  CHECK(vm->record->allocation.devices.size() >= 16);  // 8 GPUs and 8 VFs, with any group companions
+  uint64_t pages = 0;
+  for (const auto& [node, count] : vm->record->allocation.hugepages) pages += count;
+  CHECK(pages == 1792);
+
+  // What libvirt holds says the same: the record went in with the definition.
+  auto domain = fixture.start().value();  // a second service reads libvirt afresh
+  auto seen = domain->get_vm("train-0");
+  REQUIRE(seen.ok());
+  REQUIRE(seen->record.has_value());
+  CHECK(seen->record->allocation.cpus == vm->record->allocation.cpus);
+  CHECK(seen->record->allocation.devices == vm->record->allocation.devices);
+  CHECK(seen->uuid == vm->uuid);
+}
+
+TEST_CASE("a VM goes through stop, start, reboot and delete, and the domain is gone after") {
+  DaemonFixture fixture;
+  auto service = started(fixture);
+  REQUIRE(service->create_vm(fixture.request("life-0", kOneGpu)).ok());
+  auto stopped = service->stop_vm("life-0", false);
+  REQUIRE_MESSAGE(stopped.ok(), stopped.error().message);
+  CHECK(stopped->state == "shut_off");
+  auto again = service->start_vm("life-0");
+  REQUIRE_MESSAGE(again.ok(), again.error().message);
+  CHECK(again->state == "running");
+  CHECK(service->start_vm("life-0").ok());  // starting a running VM is done already
+  auto rebooted = service->reboot_vm("life-0");
+  REQUIRE_MESSAGE(rebooted.ok(), rebooted.error().message);
+  CHECK(rebooted->state == "running");
+  auto deleted = service->delete_vm("life-0");
+  REQUIRE_MESSAGE(deleted.ok(), deleted.error().message);
+  CHECK(service->get_vm("life-0").error().code == ErrorCode::not_found);
+  CHECK(test_driver_domains("life-").empty());
+  CHECK(fixture.journal_files().empty());
+}
+
+TEST_CASE("a guest that ignores the ACPI request is forced off after the stop timeout") {
+  DaemonFixture fixture;
+  FaultyHypervisor* faulty = nullptr;
+  auto clock = std::make_shared<ManualClock>();
+  auto service = started(fixture, &faulty, clock);
+  REQUIRE(service->create_vm(fixture.request("stubborn", kOneGpu)).ok());
+  faulty->ignore_shutdown();
+  auto stopped = service->stop_vm("stubborn", false);
+  REQUIRE_MESSAGE(stopped.ok(), stopped.error().message);
+  CHECK(stopped->state == "shut_off");
+  CHECK(faulty->calls("shutdown") == 1);
+  CHECK(faulty->calls("destroy") == 1);
+  CHECK(clock->slept() >= fixture.config().stop_timeout);
+}
+
+TEST_CASE("force stop skips the ACPI request") {
+  DaemonFixture fixture;
+  FaultyHypervisor* faulty = nullptr;
+  auto service = started(fixture, &faulty);
+  REQUIRE(service->create_vm(fixture.request("forced", kOneGpu)).ok());
+  auto stopped = service->stop_vm("forced", true);
+  REQUIRE(stopped.ok());
+  CHECK(stopped->state == "shut_off");
+  CHECK(faulty->calls("shutdown") == 0);
+}
+
+TEST_CASE("a create that fails at each step rolls back everything before it") {
+  for (const std::string step : {"disk", "prepare_devices", "define", "start"}) {
+    CAPTURE(step);
+    DaemonFixture fixture;
+    FaultyHypervisor* faulty = nullptr;
+    auto service = started(fixture, &faulty);
+    const std::string name = "doomed-" + step;
+    if (step == "prepare_devices") fixture.devices()->fail_prepare = true;
+    if (step == "disk") faulty->fail("create_overlay", ErrorCode::internal, 1);
+    if (step == "define" || step == "start") faulty->fail(step, ErrorCode::internal, 1);
+    auto vm = service->create_vm(fixture.request(name, kEightGpus));
+    REQUIRE_FALSE(vm.ok());
+    CHECK_MESSAGE(vm.error().message.find("injected failure") != std::string::npos, vm.error().message);
+    CHECK(service->get_vm(name).error().code == ErrorCode::not_found);
+    CHECK(test_driver_domains("doomed").empty());
+    CHECK(fixture.devices()->prepared.empty());
+    CHECK(fixture.journal_files().empty());
+    CHECK(service->status().last_reconcile.problems.empty());
+    // Everything went back: the same 8 GPUs can be placed again, and the disk made again.
+    fixture.devices()->fail_prepare = false;
+    auto retry = service->create_vm(fixture.request(name, kEightGpus));
+    CHECK_MESSAGE(retry.ok(), retry.error().message);
+    CHECK(service->delete_vm(name).ok());
+  }
+}
+
+TEST_CASE("a rollback cut short keeps the reservation and the journal until a restart finishes it") {
+  DaemonFixture fixture;
+  FaultyHypervisor* faulty = nullptr;
+  auto service = started(fixture, &faulty);
+  faulty->fail("start", ErrorCode::internal, 1);
+  faulty->fail("undefine", ErrorCode::unavailable);
+  auto vm = service->create_vm(fixture.request("halfway", kEightGpus));
+  REQUIRE_FALSE(vm.ok());
+  CHECK(vm.error().message.find("rollback incomplete") != std::string::npos);
+  CHECK(fixture.journal_files().size() == 1);
+  // Still held: a second 8-GPU VM does not fit on Vela 2.
+  auto second = service->create_vm(fixture.request("second", kEightGpus));
+  REQUIRE_FALSE(second.ok());
+  CHECK(second.error().code == ErrorCode::does_not_fit);
+  service.reset();
+
+  auto restarted = started(fixture);
+  const auto report = restarted->status().last_reconcile;
+  CHECK(report.rolled_back == std::vector<std::string>{"create halfway"});
+  CHECK(fixture.journal_files().empty());
+  CHECK(test_driver_domains("halfway").empty());
+  CHECK(restarted->create_vm(fixture.request("second", kEightGpus)).ok());
+}
+
+TEST_CASE("a restarted daemon adopts its VMs, reports foreign domains and keeps allocations") {
+  DaemonFixture fixture;
+  std::vector<daemon::VmView> made;
+  {
+    auto service = started(fixture);
+    for (const std::string name : {"keep-0", "keep-1"}) {
+      auto vm = service->create_vm(fixture.request(name, kOneGpu));
+      REQUIRE(vm.ok());
+      made.push_back(*vm);
+    }
+    REQUIRE(service->stop_vm("keep-1", true).ok());
+  }
+  auto service = started(fixture);
+  const auto report = service->status().last_reconcile;
+  CHECK(report.adopted == std::vector<std::string>{"keep-0", "keep-1"});
+  // libvirt's test driver comes with a domain called "test": not ours, reported, never touched.
+  CHECK(report.foreign == std::vector<std::string>{"test"});
+  for (const auto& before : made) {
+    auto after = service->get_vm(before.name);
+    REQUIRE(after.ok());
+    CHECK(after->record->allocation.cpus == before.record->allocation.cpus);
+    CHECK(after->record->allocation.devices == before.record->allocation.devices);
+    CHECK(after->record->allocation.hugepages == before.record->allocation.hugepages);
+  }
+  CHECK(service->get_vm("keep-1")->state == "shut_off");
+  auto foreign = service->delete_vm("test");
+  REQUIRE_FALSE(foreign.ok());
+  CHECK(foreign.error().code == ErrorCode::conflict);
+}
+
+TEST_CASE("bad requests are refused with the field named and nothing held") {
+  DaemonFixture fixture;
+  auto service = started(fixture);
+  auto bad_name = service->create_vm(fixture.request("no/slashes", kOneGpu));
+  REQUIRE_FALSE(bad_name.ok());
+  CHECK(bad_name.error().code == ErrorCode::invalid_argument);
+  CHECK(bad_name.error().message.rfind("name:", 0) == 0);
+  auto unknown = service->create_vm(fixture.request("vm", "gx9-nope"));
+  REQUIRE_FALSE(unknown.ok());
+  CHECK(unknown.error().code == ErrorCode::not_found);
+  CHECK(unknown.error().message.find(kEightGpus) != std::string::npos);  // lists what exists
+  auto relative = fixture.request("vm", kOneGpu);
+  relative.boot_image = "images/x.qcow2";
+  CHECK(service->create_vm(relative).error().code == ErrorCode::invalid_argument);
+  CHECK(service->list_vms().size() == 1);  // libvirt's own "test" domain only
+}
+
+TEST_CASE("a name in use is a conflict, and a retried create with the same request id is not") {
+  DaemonFixture fixture;
+  auto service = started(fixture);
+  auto first = fixture.request("dup", kOneGpu);
+  first.request_id = "req-1";
+  REQUIRE(service->create_vm(first).ok());
+  auto retry = service->create_vm(first);
+  REQUIRE_MESSAGE(retry.ok(), retry.error().message);
+  CHECK(retry->name == "dup");
+  auto other = fixture.request("dup", kOneGpu);
+  other.request_id = "req-2";
+  CHECK(service->create_vm(other).error().code == ErrorCode::conflict);
+  CHECK(service->create_vm(fixture.request("test", kOneGpu)).error().code ==
+        ErrorCode::conflict);  // a foreign domain's name
+}
+
+TEST_CASE("a second 8-GPU VM does not fit on Vela 2 and says what is missing") {
+  DaemonFixture fixture;
+  auto service = started(fixture);
+  REQUIRE(service->create_vm(fixture.request("big-0", kEightGpus)).ok());
+  auto second = service->create_vm(fixture.request("big-1", kEightGpus));
+  REQUIRE_FALSE(second.ok());
+  CHECK(second.error().code == ErrorCode::does_not_fit);
+  CHECK(second.error().message.find("big-0") != std::string::npos);  // who holds it
+  REQUIRE(service->delete_vm("big-0").ok());
+  CHECK(service->create_vm(fixture.request("big-1", kEightGpus)).ok());
+}
+
+TEST_CASE("a domain stopped outside hostagent is seen through libvirt's events") {
+  DaemonFixture fixture;
+  auto service = started(fixture);
+  REQUIRE(service->create_vm(fixture.request("watched", kOneGpu)).ok());
+  auto outside = fixture.start().value();  // another client of the same libvirt
+  // The second service adopts the same domain; stopping it there is "outside" the first one.
+  REQUIRE(outside->stop_vm("watched", true).ok());
+  std::string state;
+  for (int i = 0; i < 500 && state != "shut_off"; ++i) {  // events are asynchronous; bounded wait
+    state = service->get_vm("watched")->state;
+    if (state != "shut_off") std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  CHECK(state == "shut_off");
+  CHECK(service->get_vm("watched")->last_event.rfind("stopped", 0) == 0);
+}
+
+}  // namespace hostagent::testing

@@ -1,0 +1,227 @@
+// The test guest's pieces, without libvirtd: the cpio "newc" writer (read back by a parser written
+// from the format's description and by busybox's cpio), the initramfs built from this host, /init's
+// syntax, the template, the console report and module decompression.
+#include <doctest/doctest.h>
+#include <sys/stat.h>
+
+#include <fstream>
+#include <map>
+#include <set>
+
+#include "hostagent/vmtemplates/vm_template.hpp"
+#include "test_guest.hpp"
+#include "test_support.hpp"
+
+namespace hostagent::testing {
+namespace {
+
+namespace fs = std::filesystem;
+using guest_detail::CpioEntry;
+
+struct Record {
+  uint32_t ino = 0, mode = 0, nlink = 0, size = 0, rdev_major = 0, rdev_minor = 0;
+  std::string data;
+};
+
+// Reads an archive back: each record is "070701", 13 fields of 8 hex digits, the name with its NUL
+// padded so that header and name end on 4 bytes, the data padded likewise; "TRAILER!!!" ends it.
+std::map<std::string, Record> parse_newc(const std::string& archive) {
+  std::map<std::string, Record> records;
+  std::size_t at = 0;
+  const auto field = [&](std::size_t i) {
+    return static_cast<uint32_t>(std::stoul(archive.substr(at + 6 + i * 8, 8), nullptr, 16));
+  };
+  const auto align = [](std::size_t n) { return (n + 3) / 4 * 4; };
+  while (true) {
+    REQUIRE(at + 110 <= archive.size());
+    REQUIRE(archive.compare(at, 6, "070701") == 0);
+    CHECK(at % 4 == 0);
+    Record r{field(0), field(1), field(4), field(6), field(9), field(10), {}};
+    CHECK(field(2) == 0);   // uid
+    CHECK(field(3) == 0);   // gid
+    CHECK(field(12) == 0);  // check
+    const uint32_t name_size = field(11);
+    const std::string name = archive.substr(at + 110, name_size - 1);
+    REQUIRE(archive[at + 110 + name_size - 1] == '\0');
+    const std::size_t data_at = align(at + 110 + name_size);
+    for (std::size_t i = at + 110 + name_size; i < data_at; ++i) CHECK(archive[i] == '\0');
+    if (name == "TRAILER!!!") {
+      CHECK(align(data_at) == archive.size());
+      return records;
+    }
+    r.data = archive.substr(data_at, r.size);
+    at = align(data_at + r.size);
+    records[name] = r;
+  }
+}
+
+std::string write_temp(const fs::path& file, const std::string& data) {
+  std::ofstream(file, std::ios::binary) << data;
+  return file.string();
+}
+
+TEST_CASE("newc archive: headers, names, data and padding as the kernel's initramfs unpacker reads them") {
+  const std::vector<CpioEntry> entries = {
+      {"d", CpioEntry::Kind::directory, 0755, {}},     {"d/f", CpioEntry::Kind::file, 0640, "abc"},
+      {"d/four", CpioEntry::Kind::file, 0600, "1234"}, {"console", CpioEntry::Kind::char_device, 0600, {}, 5, 1},
+      {"empty", CpioEntry::Kind::file, 0644, {}},
+  };
+  const std::string archive = guest_detail::newc_archive(entries);
+  const auto records = parse_newc(archive);
+  REQUIRE(records.size() == entries.size());
+  CHECK(records.at("d").mode == (S_IFDIR | 0755));
+  CHECK(records.at("d").nlink == 2);
+  CHECK(records.at("d/f").mode == (S_IFREG | 0640));
+  CHECK(records.at("d/f").data == "abc");
+  CHECK(records.at("d/four").data == "1234");
+  CHECK(records.at("console").mode == (S_IFCHR | 0600));
+  CHECK(records.at("console").rdev_major == 5);
+  CHECK(records.at("console").rdev_minor == 1);
+  CHECK(records.at("empty").size == 0);
+  // Distinct inode numbers: the unpacker treats records with one inode number as hard links.
+  std::set<uint32_t> inos;
+  for (const auto& [name, r] : records) inos.insert(r.ino);
+  CHECK(inos.size() == records.size());
+  CHECK(guest_detail::newc_archive(entries) == archive);  // the same bytes every time
+}
+
+TEST_CASE("newc archive: busybox cpio lists and extracts what was written") {
+  const auto busybox = find_program("busybox");
+  if (!busybox) {
+    skip("busybox is not installed (package busybox-static)");
+    return;
+  }
+  TempDir dir;
+  const std::vector<CpioEntry> entries = {
+      {"bin", CpioEntry::Kind::directory, 0755, {}},
+      {"bin/tool", CpioEntry::Kind::file, 0755, std::string("\177ELF\0\1\2", 7)},
+      {"init", CpioEntry::Kind::file, 0755, "#!/bin/sh\necho hi\n"},
+  };
+  const std::string archive = write_temp(dir.path() / "a.cpio", guest_detail::newc_archive(entries));
+  const auto listing = run_command({busybox->string(), "cpio", "-t", "-F", archive});
+  CHECK_MESSAGE(listing.exit_code == 0, listing.output);
+  CHECK(listing.output.starts_with("bin\nbin/tool\ninit\n"));  // then "1 blocks" on stderr
+  const fs::path out = dir.path() / "out";
+  fs::create_directory(out);
+  // busybox cpio extracts into the working directory; the paths go in as arguments, never as script.
+  const auto extracted = run_command({busybox->string(), "sh", "-c", "cd \"$1\" && exec \"$2\" cpio -i -d -F \"$3\"",
+                                      "sh", out.string(), busybox->string(), archive});
+  REQUIRE_MESSAGE(extracted.exit_code == 0, extracted.output);
+  CHECK(read_text_file(out / "init") == "#!/bin/sh\necho hi\n");
+  CHECK(read_text_file(out / "bin/tool") == entries[1].data);
+  CHECK((fs::status(out / "init").permissions() & fs::perms::owner_exec) != fs::perms::none);
+}
+
+TEST_CASE("the guest's /init is shell that busybox parses") {
+  const auto busybox = find_program("busybox");
+  if (!busybox) {
+    skip("busybox is not installed (package busybox-static)");
+    return;
+  }
+  TempDir dir;
+  const auto file = write_temp(dir.path() / "init", guest_detail::init_script());
+  const auto parsed = run_command({busybox->string(), "sh", "-n", file});
+  CHECK_MESSAGE(parsed.exit_code == 0, parsed.output);
+  // A syntax error is caught: the check above can fail.
+  const auto broken = write_temp(dir.path() / "broken", guest_detail::init_script() + "if true; then\n");
+  CHECK(run_command({busybox->string(), "sh", "-n", broken}).exit_code != 0);
+  CHECK(guest_detail::init_script().starts_with("#!/bin/busybox sh\n"));
+}
+
+TEST_CASE("the initramfs built on this host holds a static busybox, /init, a console and the power button modules") {
+  TempDir dir;
+  const auto guest = build_test_guest(dir.path());
+  if (!guest) return;
+  CHECK(guest->cmdline.find("console=ttyS0") != std::string::npos);
+  CHECK(guest->kernel.parent_path() == dir.path());
+  CHECK(fs::file_size(guest->kernel) > 1'000'000);
+  CHECK(fs::status(dir.path()).permissions() == fs::perms(0755));
+  CHECK(fs::status(guest->initrd).permissions() == fs::perms(0644));
+  const auto records = parse_newc(read_text_file(guest->initrd));
+  CHECK(records.at("init").data == guest_detail::init_script());
+  CHECK(records.at("init").mode == (S_IFREG | 0755));
+  CHECK(records.at("bin/busybox").data == read_text_file("/bin/busybox"));
+  CHECK(records.at("dev/console").mode == (S_IFCHR | 0600));
+  for (const char* dir_name : {"proc", "sys", "dev", "bin", "lib/modules"}) {
+    CAPTURE(dir_name);
+    CHECK(records.at(dir_name).mode == (S_IFDIR | 0755));
+  }
+  // Debian 12 builds the ACPI button and evdev as modules; they go in uncompressed, as ELF objects.
+  for (const char* module : {"lib/modules/button.ko", "lib/modules/evdev.ko"}) {
+    CAPTURE(module);
+    REQUIRE(records.count(module) == 1);
+    CHECK(records.at(module).data.starts_with("\177ELF"));
+  }
+}
+
+TEST_CASE("the test guest's template loads with the documented shape") {
+  TempDir dir;
+  const TestGuest guest{"/tmp/a \"b\": c/vmlinuz", "/tmp/a \\ #d/initramfs.cpio", "console=ttyS0 x=\"y z\""};
+  const auto file = write_test_guest_template(dir.path(), "test-guest", guest);
+  CHECK(file == dir.path() / "test-guest.yaml");
+  const auto shape = vmtemplates::load_template_file(file, {});
+  REQUIRE_MESSAGE(shape.ok(), (shape.ok() ? "" : shape.error().message));
+  CHECK(shape->name == "test-guest");
+  CHECK(shape->vcpus == 2);
+  CHECK(shape->memory_bytes == 1ULL << 30);
+  CHECK(shape->hugepage_size_bytes == 2ULL << 20);
+  CHECK_FALSE(shape->guest_numa.mirror);
+  CHECK(shape->guest_numa.cells == 1);
+  CHECK(shape->machine == "q35");
+  CHECK(shape->firmware == vmtemplates::Firmware::bios);
+  CHECK(shape->gpus.count == 0);
+  CHECK(shape->boot.image.empty());
+  CHECK(shape->boot.kernel == guest.kernel.string());
+  CHECK(shape->boot.initrd == guest.initrd.string());
+  CHECK(shape->boot.cmdline == guest.cmdline);
+}
+
+TEST_CASE("the guest's report is read from its up line, CRLF and all, and only when complete") {
+  const std::string line = "hostagent-test-guest: up cpus=2 nodes=2 node_cpus=0/1 mem_kib=1001234 power_button=yes";
+  const auto report = find_test_guest_report("[    1.5] booting\r\n" + line + "\r\nafter\r\n");
+  REQUIRE(report.has_value());
+  CHECK(report->cpus == 2);
+  CHECK(report->nodes == 2);
+  CHECK(report->node_cpus == std::vector<std::string>{"0", "1"});
+  CHECK(report->mem_kib == 1001234);
+  CHECK(report->power_button);
+  CHECK_FALSE(find_test_guest_report(line).has_value());  // no line end yet: still being written
+  CHECK_FALSE(find_test_guest_report("nothing here\n").has_value());
+  CHECK_FALSE(find_test_guest_report("hostagent-test-guest: up cpus=two nodes=1 mem_kib=1 power_button=no\n"));
+  CHECK_FALSE(find_test_guest_report("hostagent-test-guest: up cpus=2 nodes=1 power_button=no\n"));
+  CHECK_FALSE(find_test_guest_report("hostagent-test-guest: up cpus=2 nodes=1 mem_kib=1 power_button=maybe\n"));
+  const auto no_button =
+      find_test_guest_report("hostagent-test-guest: up cpus=1 nodes=1 node_cpus=0 mem_kib=9 power_button=no\n");
+  REQUIRE(no_button.has_value());
+  CHECK_FALSE(no_button->power_button);
+}
+
+TEST_CASE("kernel modules: .ko as is, .ko.xz decompressed, other compressions refused with the file named") {
+  TempDir dir;
+  const std::string elf("\177ELF module body \0\1\2", 20);
+  std::string why;
+  const auto plain = write_temp(dir.path() / "m.ko", elf);
+  CHECK(guest_detail::read_module(plain, why) == elf);
+  CHECK_FALSE(guest_detail::read_module(write_temp(dir.path() / "m.ko.zst", "(zstd)"), why).has_value());
+  CHECK(why.find("m.ko.zst") != std::string::npos);
+  CHECK_FALSE(guest_detail::read_module(write_temp(dir.path() / "bad.ko.xz", "not xz"), why).has_value());
+  CHECK(why.find("bad.ko.xz") != std::string::npos);
+  CHECK_FALSE(guest_detail::read_module(dir.path() / "absent.ko", why).has_value());
+  CHECK(why.find("absent.ko") != std::string::npos);
+  const auto xz = find_program("xz");
+  if (!xz) {
+    skip("xz is not installed (package xz-utils): .ko.xz decompression untested");
+    return;
+  }
+  const auto compressed = run_command({xz->string(), "--keep", "--check=crc32", plain});
+  REQUIRE_MESSAGE(compressed.exit_code == 0, compressed.output);
+  const auto decompressed = guest_detail::read_module(dir.path() / "m.ko.xz", why);
+  if (why.find("without liblzma") != std::string::npos) {
+    skip(why);
+    return;
+  }
+  CHECK_MESSAGE(decompressed == elf, why);
+}
+
+}  // namespace
+}  // namespace hostagent::testing

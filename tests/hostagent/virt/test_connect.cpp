@@ -1,0 +1,45 @@
+// connect_libvirt: what a bad URI, an absent libvirtd and a good connection give.
+#include <doctest/doctest.h>
+
+#include "virt_fixture.hpp"
+
+namespace hostagent::testing {
+
+TEST_CASE("connect_libvirt with a URI no driver takes is invalid_argument at once") {
+  for (const std::string uri : {"::bad", "nosuchdriver:///x"}) {
+    CAPTURE(uri);
+    virt::LibvirtOptions options;
+    options.uri = uri;
+    auto hv = virt::connect_libvirt(options);  // the default 30 s timeout would show as a slow test
+    REQUIRE_FALSE(hv.ok());
+    CHECK(hv.error().code == ErrorCode::invalid_argument);
+    CHECK(hv.error().message.find(uri) != std::string::npos);
+  }
+}
+
+TEST_CASE("connect_libvirt to a socket nobody listens on is unavailable once connect_timeout passed") {
+  virt::LibvirtOptions options;
+  options.uri = "qemu+unix:///system?socket=/nonexistent/hostagent-test/libvirt-sock";
+  options.connect_timeout = std::chrono::milliseconds(600);
+  auto hv = virt::connect_libvirt(options);
+  REQUIRE_FALSE(hv.ok());
+  CHECK(hv.error().code == ErrorCode::unavailable);
+  INFO(hv.error().message);
+  CHECK(hv.error().message.find("did not answer") != std::string::npos);
+  CHECK(hv.error().message.find("libvirt-sock") != std::string::npos);
+}
+
+TEST_CASE("connect_libvirt refuses an empty URI and a zero reconnect interval") {
+  virt::LibvirtOptions options;
+  CHECK(virt::connect_libvirt(options).error().code == ErrorCode::invalid_argument);
+  options.uri = "test:///default";
+  options.reconnect_interval = std::chrono::milliseconds(0);
+  CHECK(virt::connect_libvirt(options).error().code == ErrorCode::invalid_argument);
+}
+
+TEST_CASE("a hypervisor on test:///default is connected") {
+  auto hv = connect_hypervisor("test:///default");
+  CHECK(hv->connected());
+}
+
+}  // namespace hostagent::testing

@@ -1,0 +1,427 @@
+// Test helper: the bootable test guest. Finds the host's kernel, its two modules the guest needs and
+// a static busybox, and writes the initramfs (a cpio archive written here, no cpio tool) and a
+// template that boots it.
+#include "test_guest.hpp"
+
+#include <doctest/doctest.h>
+#include <sys/stat.h>
+
+#if HOSTAGENT_TEST_GUEST_XZ
+#include <lzma.h>
+#endif
+
+#include <array>
+#include <charconv>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "test_support.hpp"
+
+namespace hostagent::testing {
+namespace {
+
+namespace fs = std::filesystem;
+using guest_detail::CpioEntry;
+
+// ttyS0: the guest's first serial port, which the domain's <serial> logs to a file. panic=-1
+// reboots at once on a kernel panic, so a broken guest shows up in the log (and as a reboot)
+// instead of hanging. quiet keeps the log to warnings and the guest's own lines.
+constexpr const char* kCmdline = "console=ttyS0 panic=-1 quiet";
+
+// What the guest needs from the kernel's modules when they are not built in (Debian builds both as
+// modules, CONFIG_ACPI_BUTTON=m and CONFIG_INPUT_EVDEV=m): button.ko turns the ACPI power button
+// (what virDomainShutdown presses) into a key press on an input device, evdev.ko makes that device
+// readable as /dev/input/eventN. Neither depends on another module (modinfo -F depends).
+constexpr std::array<const char*, 2> kModules = {"kernel/drivers/acpi/button.ko", "kernel/drivers/input/evdev.ko"};
+
+std::nullopt_t missing(const std::string& why, const std::string& package) {
+  const std::string message = why + " (install the Debian package " + package + ")";
+  const char* require = std::getenv("HOSTAGENT_REQUIRE_LIBVIRTD");
+  if (require != nullptr && std::string(require) == "1") {
+    FAIL_CHECK("the test guest cannot be built: " << message);
+  } else {
+    skip("the test guest cannot be built: " + message);
+  }
+  return std::nullopt;
+}
+
+std::optional<std::string> read_file(const fs::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) return std::nullopt;
+  std::ostringstream out;
+  out << in.rdbuf();
+  if (in.bad()) return std::nullopt;
+  return out.str();
+}
+
+void write_file(const fs::path& file, const std::string& data) {
+  std::ofstream out(file, std::ios::binary | std::ios::trunc);
+  out << data;
+  out.flush();
+  REQUIRE_MESSAGE(out.good(), "cannot write " << file.string());
+}
+
+// The newest /boot/vmlinuz-VERSION by version order (6.1.0-10 before 6.1.0-9 would be wrong).
+std::optional<fs::path> newest_boot_kernel() {
+  std::optional<fs::path> newest;
+  std::error_code ec;
+  for (fs::directory_iterator it("/boot", ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (!name.starts_with("vmlinuz-") || !it->is_regular_file(ec)) continue;
+    if (!newest || strverscmp(name.c_str(), newest->filename().c_str()) > 0) newest = it->path();
+  }
+  return newest;
+}
+
+// An ELF executable without a PT_INTERP program header needs no dynamic loader: it runs in an
+// initramfs that holds nothing else. Debian's busybox package ships a dynamic /bin/busybox,
+// busybox-static a static one.
+bool is_static_elf(const std::string& image) {
+  constexpr uint32_t kPtInterp = 3;
+  const auto read = [&](std::size_t at, std::size_t size) -> std::optional<uint64_t> {
+    if (at + size > image.size()) return std::nullopt;
+    uint64_t value = 0;
+    std::memcpy(&value, image.data() + at, size);  // x86-64 is little-endian, like the file
+    return value;
+  };
+  if (image.size() < 64 || image.compare(0, 4, "\177ELF") != 0 || image[4] != 2) return false;  // ELFCLASS64
+  const auto phoff = read(0x20, 8);
+  const auto phentsize = read(0x36, 2);
+  const auto phnum = read(0x38, 2);
+  if (!phoff || !phentsize || !phnum) return false;
+  for (uint64_t i = 0; i < *phnum; ++i) {
+    const auto type = read(*phoff + i * *phentsize, 4);
+    if (!type || *type == kPtInterp) return false;
+  }
+  return true;
+}
+
+std::optional<std::string> static_busybox() {
+  const fs::path busybox = "/bin/busybox";
+  std::error_code ec;
+  if (!fs::is_regular_file(busybox, ec)) return missing(busybox.string() + " does not exist", "busybox-static");
+  auto image = read_file(busybox);
+  if (!image) return missing("cannot read " + busybox.string(), "busybox-static");
+  if (!is_static_elf(*image)) {
+    return missing(busybox.string() + " is dynamically linked (Debian's busybox): the initramfs has no C library",
+                   "busybox-static");
+  }
+  return image;
+}
+
+struct Kernel {
+  fs::path image;
+  std::vector<CpioEntry> modules;  // lib/modules/NAME.ko, decompressed
+};
+
+bool built_in(const fs::path& modules_dir, const std::string& module) {
+  const auto builtin = read_file(modules_dir / "modules.builtin");
+  return builtin && (builtin->starts_with(module + "\n") || builtin->find("\n" + module + "\n") != std::string::npos);
+}
+
+// MODULE (kernel/...) from a modules directory, decompressed; nullopt after missing() when it is
+// not there or cannot be read.
+std::optional<CpioEntry> module_entry(const fs::path& dir, const std::string& module, const std::string& package) {
+  std::error_code ec;
+  for (const char* suffix : {"", ".xz", ".zst", ".gz"}) {
+    const fs::path file = dir / (module + suffix);
+    if (!fs::exists(file, ec)) continue;
+    std::string why;
+    auto image = guest_detail::read_module(file, why);
+    if (!image) return missing(why, package);
+    return CpioEntry{"lib/modules/" + fs::path(module).filename().string(), CpioEntry::Kind::file, 0644,
+                     std::move(*image)};
+  }
+  return missing(module + " is in neither " + dir.string() + " nor its modules.builtin", package);
+}
+
+// The guest's modules from /lib/modules/VERSION, VERSION being the kernel file's suffix.
+std::optional<std::vector<CpioEntry>> kernel_modules(const fs::path& kernel, bool from_env) {
+  const std::string name = kernel.filename().string();
+  const std::string version = name.starts_with("vmlinuz-") ? name.substr(8) : name;
+  const std::string package = "linux-image-" + version;
+  const fs::path dir = fs::path("/lib/modules") / version;
+  std::error_code ec;
+  // A kernel of one's own (HOSTAGENT_TEST_KERNEL) may have everything built in and no modules; its
+  // guest then says power_button=no when it lacks the button.
+  if (!fs::is_directory(dir, ec)) {
+    if (from_env) return std::vector<CpioEntry>{};
+    return missing(dir.string() + " does not exist: the modules of " + kernel.string() + " are missing", package);
+  }
+  std::vector<CpioEntry> modules;
+  for (const std::string module : kModules) {
+    if (built_in(dir, module)) continue;
+    auto entry = module_entry(dir, module, package);
+    if (!entry) return std::nullopt;
+    modules.push_back(std::move(*entry));
+  }
+  return modules;
+}
+
+std::optional<Kernel> find_kernel() {
+  const char* env = std::getenv("HOSTAGENT_TEST_KERNEL");
+  const bool from_env = env != nullptr && *env != '\0';
+  const auto image = from_env ? std::optional<fs::path>(env) : newest_boot_kernel();
+  std::error_code ec;
+  if (!image) return missing("no kernel in /boot (vmlinuz-*)", "linux-image-amd64");
+  if (!fs::is_regular_file(*image, ec)) {
+    return missing("HOSTAGENT_TEST_KERNEL=" + image->string() + " is not a file", "linux-image-amd64");
+  }
+  auto modules = kernel_modules(*image, from_env);
+  if (!modules) return std::nullopt;
+  return Kernel{*image, std::move(*modules)};
+}
+
+std::vector<CpioEntry> initramfs_entries(const std::string& busybox, const std::vector<CpioEntry>& modules) {
+  using Kind = CpioEntry::Kind;
+  std::vector<CpioEntry> entries = {
+      {"bin", Kind::directory, 0755, {}},
+      {"bin/busybox", Kind::file, 0755, busybox},
+      // The kernel opens /dev/console for init's stdin, stdout and stderr before init runs, from
+      // the initramfs: without this node init's messages and errors would go nowhere.
+      {"dev", Kind::directory, 0755, {}},
+      {"dev/console", Kind::char_device, 0600, {}, 5, 1},
+      {"proc", Kind::directory, 0755, {}},
+      {"sys", Kind::directory, 0755, {}},
+      {"lib", Kind::directory, 0755, {}},
+      {"lib/modules", Kind::directory, 0755, {}},
+      {"init", Kind::file, 0755, guest_detail::init_script()},
+  };
+  entries.insert(entries.end(), modules.begin(), modules.end());
+  return entries;
+}
+
+// A YAML double-quoted scalar: the paths come from $TMPDIR and the environment.
+std::string yaml_quoted(const std::string& text) {
+  std::string out = "\"";
+  for (const char c : text) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += c;
+  }
+  return out + "\"";
+}
+
+void append_hex(std::string& out, uint32_t value) {
+  std::array<char, 9> text{};
+  std::snprintf(text.data(), text.size(), "%08x", value);
+  out.append(text.data(), 8);
+}
+
+void pad_to_4(std::string& out) {
+  while (out.size() % 4 != 0) out += '\0';
+}
+
+uint32_t mode_of(const CpioEntry& entry) {
+  switch (entry.kind) {
+    case CpioEntry::Kind::directory:
+      return S_IFDIR | entry.permissions;
+    case CpioEntry::Kind::char_device:
+      return S_IFCHR | entry.permissions;
+    case CpioEntry::Kind::file:
+      break;
+  }
+  return S_IFREG | entry.permissions;
+}
+
+// One "newc" record: "070701", then 13 fields of 8 hex digits (ino, mode, uid, gid, nlink, mtime,
+// filesize, devmajor, devminor, rdevmajor, rdevminor, namesize with its NUL, check = 0), the name
+// and its NUL padded to 4 bytes, the data padded to 4 bytes. Owner root, mtime 0: the archive is
+// the same bytes on every run.
+void append_record(std::string& out, uint32_t ino, const CpioEntry& entry) {
+  const bool directory = entry.kind == CpioEntry::Kind::directory;
+  out += "070701";
+  for (const uint32_t field :
+       {ino, mode_of(entry), 0U, 0U, directory ? 2U : 1U, 0U, static_cast<uint32_t>(entry.data.size()), 0U, 0U,
+        entry.rdev_major, entry.rdev_minor, static_cast<uint32_t>(entry.path.size() + 1), 0U}) {
+    append_hex(out, field);
+  }
+  out += entry.path;
+  out += '\0';
+  pad_to_4(out);
+  out += entry.data;
+  pad_to_4(out);
+}
+
+std::optional<uint64_t> number(const std::string& text) {
+  uint64_t value = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || end != text.data() + text.size() || text.empty()) return std::nullopt;
+  return value;
+}
+
+}  // namespace
+
+namespace guest_detail {
+
+std::string newc_archive(const std::vector<CpioEntry>& entries) {
+  std::string out;
+  uint32_t ino = 1;
+  for (const auto& entry : entries) append_record(out, ino++, entry);
+  append_record(out, 0, CpioEntry{"TRAILER!!!", CpioEntry::Kind::file, 0, {}});
+  return out;
+}
+
+std::string init_script() {
+  // Every command is spelled "busybox APPLET": the archive holds the binary and no applet links.
+  return R"sh(#!/bin/busybox sh
+# /init of hostagent's test guest (tests/support/test_guest.cpp): PID 1, started by the kernel from
+# the initramfs. It must never exit: the kernel panics when PID 1 does.
+bb=/bin/busybox
+$bb mount -t proc proc /proc
+$bb mount -t sysfs sysfs /sys
+# devtmpfs: the kernel makes the device nodes itself (/dev/input/eventN among them); no mdev needed.
+$bb mount -t devtmpfs devtmpfs /dev
+
+# button.ko and evdev.ko when the kernel has them as modules (see kModules in test_guest.cpp).
+for module in /lib/modules/*.ko; do
+  [ -e "$module" ] && $bb insmod "$module"
+done
+
+# A graceful shutdown (virDomainShutdown) is an ACPI power button press: the button driver reports
+# it as KEY_POWER on the "Power Button" input device. Reading one struct input_event (24 bytes on
+# x86-64) from its evdev node is the press; poweroff -f then powers off through ACPI at once, and
+# QEMU exits. This is armed before the "up" line, so a shutdown sent after it is not missed.
+power_button=no
+for input in /sys/class/input/input*; do
+  [ "$($bb cat "$input/name" 2>/dev/null)" = "Power Button" ] || continue
+  for event in "$input"/event*; do
+    node=/dev/input/${event##*/}
+    [ -c "$node" ] || continue
+    power_button=yes
+    (
+      if $bb dd if="$node" of=/dev/null bs=24 count=1 2>/dev/null; then
+        echo "hostagent-test-guest: power button pressed, powering off" >/dev/console
+        $bb poweroff -f
+      fi
+    ) &
+  done
+done
+
+# What the guest sees, for the tests to compare with its template: online CPUs (/proc/cpuinfo lists
+# those), NUMA nodes with their CPUs, and the memory the kernel manages.
+cpus=$($bb grep -c '^processor' /proc/cpuinfo)
+nodes=0
+node_cpus=
+for node in /sys/devices/system/node/node[0-9]*; do
+  [ -d "$node" ] || continue
+  nodes=$((nodes + 1))
+  node_cpus="${node_cpus:+$node_cpus/}$($bb cat "$node/cpulist")"
+done
+mem_kib=$($bb awk '/^MemTotal:/ { print $2 }' /proc/meminfo)
+echo "hostagent-test-guest: up cpus=$cpus nodes=$nodes node_cpus=$node_cpus mem_kib=$mem_kib power_button=$power_button" >/dev/console
+
+while true; do
+  $bb sleep 3600
+done
+)sh";
+}
+
+std::optional<std::string> read_module(const fs::path& file, std::string& why) {
+  auto data = read_file(file);
+  if (!data) {
+    why = "cannot read " + file.string();
+    return std::nullopt;
+  }
+  if (file.extension() == ".ko") return data;
+  if (file.extension() != ".xz") {
+    why = file.string() + " is compressed in a format the test support cannot decompress (only .ko and .ko.xz)";
+    return std::nullopt;
+  }
+#if HOSTAGENT_TEST_GUEST_XZ
+  lzma_stream stream = LZMA_STREAM_INIT;
+  if (lzma_stream_decoder(&stream, UINT64_MAX, 0) != LZMA_OK) {
+    why = "liblzma could not start a decoder for " + file.string();
+    return std::nullopt;
+  }
+  stream.next_in = reinterpret_cast<const uint8_t*>(data->data());
+  stream.avail_in = data->size();
+  std::string out;
+  std::array<uint8_t, 1 << 16> buffer{};
+  lzma_ret ret = LZMA_OK;
+  while (ret == LZMA_OK) {
+    stream.next_out = buffer.data();
+    stream.avail_out = buffer.size();
+    ret = lzma_code(&stream, LZMA_FINISH);
+    out.append(reinterpret_cast<const char*>(buffer.data()), buffer.size() - stream.avail_out);
+  }
+  lzma_end(&stream);
+  if (ret == LZMA_STREAM_END) return out;
+  why = file.string() + " is not a valid xz file (liblzma error " + std::to_string(static_cast<int>(ret)) + ")";
+  return std::nullopt;
+#else
+  why = file.string() + " is xz-compressed and the tests were built without liblzma (liblzma-dev)";
+  return std::nullopt;
+#endif
+}
+
+}  // namespace guest_detail
+
+std::optional<TestGuest> build_test_guest(const fs::path& dir) {
+  const auto busybox = static_busybox();
+  if (!busybox) return std::nullopt;
+  const auto kernel = find_kernel();
+  if (!kernel) return std::nullopt;
+  TestGuest guest{dir / "vmlinuz", dir / "initramfs.cpio", kCmdline};
+  // A copy, not the host's /boot file: libvirt's DAC driver relabels the kernel and initrd for
+  // QEMU's user while the VM runs, which must not touch /boot.
+  std::error_code ec;
+  fs::copy_file(kernel->image, guest.kernel, fs::copy_options::overwrite_existing, ec);
+  REQUIRE_MESSAGE(!ec,
+                  "cannot copy " << kernel->image.string() << " to " << guest.kernel.string() << ": " << ec.message());
+  write_file(guest.initrd, guest_detail::newc_archive(initramfs_entries(*busybox, kernel->modules)));
+  // QEMU runs as libvirt-qemu and opens both files itself; a TempDir is 0700 root.
+  for (const auto& mode : {std::pair{dir, fs::perms(0755)}, std::pair{guest.kernel, fs::perms(0644)},
+                           std::pair{guest.initrd, fs::perms(0644)}}) {
+    fs::permissions(mode.first, mode.second, ec);
+    REQUIRE_MESSAGE(!ec, "cannot chmod " << mode.first.string() << ": " << ec.message());
+  }
+  return guest;
+}
+
+fs::path write_test_guest_template(const fs::path& dir, const std::string& name, const TestGuest& guest) {
+  // 2M pages and BIOS, as the shipped cx-2x1: what CI machines without 1G pages or OVMF can run.
+  const std::string yaml = "name: " + name +
+                           "\n"
+                           "description: hostagent's bootable test guest (tests/support/test_guest.hpp)\n"
+                           "vcpus: 2\n"
+                           "memory: 1GiB\n"
+                           "hugepage_size: 2M\n"
+                           "guest_numa: {cells: 1}\n"
+                           "machine: q35\n"
+                           "firmware: bios\n"
+                           "boot:\n"
+                           "  kernel: " +
+                           yaml_quoted(guest.kernel.string()) + "\n  initrd: " + yaml_quoted(guest.initrd.string()) +
+                           "\n  cmdline: " + yaml_quoted(guest.cmdline) + "\nmetadata: {purpose: ci}\n";
+  fs::path file = dir / (name + ".yaml");
+  write_file(file, yaml);
+  return file;
+}
+
+std::optional<TestGuestReport> find_test_guest_report(const std::string& console) {
+  const auto at = console.find(kTestGuestUp);
+  if (at == std::string::npos) return std::nullopt;
+  const auto end = console.find('\n', at);
+  if (end == std::string::npos) return std::nullopt;  // the guest is still writing it
+  std::istringstream words(console.substr(at + std::strlen(kTestGuestUp), end - at - std::strlen(kTestGuestUp)));
+  std::map<std::string, std::string> fields;
+  for (std::string word; words >> word;) {
+    const auto equals = word.find('=');
+    if (equals != std::string::npos) fields[word.substr(0, equals)] = word.substr(equals + 1);
+  }
+  const auto cpus = number(fields["cpus"]);
+  const auto nodes = number(fields["nodes"]);
+  const auto mem_kib = number(fields["mem_kib"]);
+  const std::string& button = fields["power_button"];
+  if (!cpus || !nodes || !mem_kib || (button != "yes" && button != "no")) return std::nullopt;
+  TestGuestReport report{static_cast<int>(*cpus), static_cast<int>(*nodes), {}, *mem_kib, button == "yes"};
+  std::istringstream lists(fields["node_cpus"]);
+  for (std::string list; std::getline(lists, list, '/');) report.node_cpus.push_back(list);
+  return report;
+}
+
+}  // namespace hostagent::testing

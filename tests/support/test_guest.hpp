@@ -1,0 +1,75 @@
+// Test helper: a guest that really boots, for the lifecycle tests that run QEMU under libvirtd. It
+// is Debian's own kernel and a few-megabyte initramfs built here (busybox and a shell script as
+// /init), booted directly by QEMU: no disk image, no network, no download. Once up it prints one
+// line on its serial console saying what it sees, and it powers off on the ACPI power button, so
+// a graceful shutdown (virDomainShutdown) ends it.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace hostagent::testing {
+
+struct TestGuest {
+  std::filesystem::path kernel;  // a copy of the host's kernel, beside the initramfs
+  std::filesystem::path initrd;  // the initramfs: an uncompressed cpio "newc" archive
+  std::string cmdline;
+};
+
+// Finds Debian's kernel (the newest /boot/vmlinuz-*, or $HOSTAGENT_TEST_KERNEL) with the modules
+// the guest needs from /lib/modules/VERSION, and busybox-static's /bin/busybox; builds the
+// initramfs into dir and makes dir readable for libvirt's QEMU user. When something is missing:
+// nullopt after "SKIPPED: ..." naming the Debian package to install (linux-image-amd64,
+// busybox-static), or a failed check instead when HOSTAGENT_REQUIRE_LIBVIRTD=1.
+std::optional<TestGuest> build_test_guest(const std::filesystem::path& dir);
+
+// Writes dir/NAME.yaml, a template for the guest: 2 vCPUs, 1 GiB in 2M hugepages, one guest NUMA
+// cell, q35, BIOS, direct kernel boot of `guest`. Returns the file's path.
+std::filesystem::path write_test_guest_template(const std::filesystem::path& dir, const std::string& name,
+                                                const TestGuest& guest);
+
+// The guest's console lines, for tests to wait for.
+inline constexpr const char* kTestGuestUp = "hostagent-test-guest: up ";
+inline constexpr const char* kTestGuestPowerButton = "hostagent-test-guest: power button pressed, powering off";
+
+// What the guest reports once booted, in its line
+//   hostagent-test-guest: up cpus=2 nodes=1 node_cpus=0-1 mem_kib=1001234 power_button=yes
+struct TestGuestReport {
+  int cpus = 0;                        // online CPUs
+  int nodes = 0;                       // NUMA nodes
+  std::vector<std::string> node_cpus;  // each node's CPU list, as the guest kernel prints it ("0-1")
+  uint64_t mem_kib = 0;                // MemTotal: the memory the guest kernel manages
+  bool power_button = false;           // an ACPI power button is watched: a graceful shutdown works
+};
+
+// The report in a console log, or nullopt when the "up" line is not (yet) there or is incomplete.
+std::optional<TestGuestReport> find_test_guest_report(const std::string& console);
+
+// The pieces, for their own tests.
+namespace guest_detail {
+
+struct CpioEntry {
+  enum class Kind { directory, file, char_device };
+  std::string path;  // inside the archive, without a leading '/': "bin/busybox"
+  Kind kind = Kind::file;
+  uint32_t permissions = 0644;
+  std::string data;  // a file's content
+  uint32_t rdev_major = 0, rdev_minor = 0;
+};
+
+// An uncompressed cpio archive in the "newc" format (the kernel's initramfs format, see the
+// kernel's Documentation/driver-api/early-userspace/buffer-format.rst), ending in TRAILER!!!.
+std::string newc_archive(const std::vector<CpioEntry>& entries);
+
+// The guest's /init script.
+std::string init_script();
+
+// A kernel module file's ELF image: NAME.ko as is, NAME.ko.xz decompressed (busybox insmod loads
+// only uncompressed modules); nullopt with `why` set when it cannot be read or decompressed.
+std::optional<std::string> read_module(const std::filesystem::path& file, std::string& why);
+
+}  // namespace guest_detail
+}  // namespace hostagent::testing
