@@ -33,7 +33,11 @@ Result<std::map<std::string, vmtemplates::VmTemplate>> load_templates(const conf
     if (fs::is_directory(dir, ec)) existing.push_back(dir);
   }
   if (existing.empty()) {
-    return Error{ErrorCode::not_found, config.source + ": templates.directories: none of the directories exists"};
+    std::string listed;
+    for (const auto& dir : config.template_directories) listed += (listed.empty() ? "" : ", ") + dir.string();
+    return Error{ErrorCode::not_found, config.source + ": templates.directories: none of " + listed +
+                                           " exists: install the shipped templates there, or list a directory "
+                                           "that holds templates"};
   }
   HA_TRY(auto all, vmtemplates::load_template_dirs(existing));
   std::map<std::string, vmtemplates::VmTemplate> shapes;

@@ -171,7 +171,7 @@ config::DaemonConfig DaemonFixture::config() const {
 }
 
 Result<std::unique_ptr<daemon::VmService>> DaemonFixture::start(FaultyHypervisor** faulty,
-                                                                std::shared_ptr<ManualClock> clock) {
+                                                                const std::shared_ptr<ManualClock>& clock) {
   HA_TRY(auto parts, daemon::assemble_parts(config()));
   auto wrapper = std::make_unique<FaultyHypervisor>(std::move(parts.hypervisor));
   if (faulty != nullptr) *faulty = wrapper.get();

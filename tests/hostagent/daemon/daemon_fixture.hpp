@@ -108,7 +108,7 @@ class DaemonFixture {
 
   // Starts a service; `faulty` and `preparer` (when non-null) receive the doubles it runs with.
   Result<std::unique_ptr<daemon::VmService>> start(FaultyHypervisor** faulty = nullptr,
-                                                   std::shared_ptr<ManualClock> clock = nullptr);
+                                                   const std::shared_ptr<ManualClock>& clock = nullptr);
   std::shared_ptr<RecordingPreparer::Shared> devices() const { return devices_; }
   const std::filesystem::path& scratch() const { return scratch_.path(); }
   // The journal's entries on disk.

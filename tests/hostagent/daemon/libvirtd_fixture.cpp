@@ -48,7 +48,7 @@ void open_for_qemu(const fs::path& dir) {
 
 // A 64 MiB raw image: the "boot image" each VM's disk is an overlay of.
 fs::path write_base_image(const fs::path& dir) {
-  const auto path = dir / "base.raw";
+  auto path = dir / "base.raw";
   std::ofstream(path, std::ios::binary).close();
   fs::resize_file(path, 64ULL << 20);
   return path;

@@ -49,6 +49,7 @@ struct Outcome {
 Outcome create_all_at_once(const DaemonFixture& fixture, daemon::VmService& service) {
   std::vector<std::promise<Result<daemon::VmView>>> promises(kRequests);
   std::vector<std::future<Result<daemon::VmView>>> futures;
+  futures.reserve(kRequests);
   for (auto& promise : promises) futures.push_back(promise.get_future());
   for (int i = 0; i < kRequests; ++i) {
     const auto request = fixture.request("many-" + std::to_string(i), "small-gpu");
