@@ -24,6 +24,8 @@ packages=(
   # they boot: Debian's kernel with a busybox initramfs the tests build
   libvirt-daemon libvirt-daemon-system libvirt-daemon-driver-qemu qemu-system-x86 qemu-utils
   busybox-static linux-image-amd64 liblzma-dev
+  # cloud-init NoCloud seeds (ISO 9660)
+  libisofs-dev
 )
 
 if [[ ${EUID} -ne 0 ]]; then

@@ -30,6 +30,7 @@ boost::json::object to_json(const state::VmRecord& record) {
           {"boot_image", record.inputs.boot_image},
           {"disk", record.inputs.disk_volume.empty() ? "" : record.inputs.disk_pool + "/" + record.inputs.disk_volume},
           {"macs", strings(record.inputs.macs)},
+          {"cloud_init_seed", record.inputs.seed_iso},
           {"holds", to_json(record.allocation)}};
 }
 

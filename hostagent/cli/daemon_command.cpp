@@ -97,7 +97,8 @@ int serve(daemon::VmService& service, const sigset_t& signals, std::ostream& err
 }  // namespace
 
 std::string exec_help() {
-  return "Run these commands, in order, then exit: create NAME TEMPLATE [boot_image=PATH] [request_id=ID] | "
+  return "Run these commands, in order, then exit: create NAME TEMPLATE [boot_image=PATH] [request_id=ID] "
+         "[ssh_key_file=PATH | user_data_file=PATH] | "
          "show NAME | list | status | start NAME | stop NAME [force] | reboot NAME | delete NAME";
 }
 

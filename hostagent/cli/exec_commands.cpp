@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "hostagent/api/vm_json.hpp"
+#include "hostagent/common/text_file.hpp"
 
 namespace hostagent::cli {
 namespace {
@@ -25,8 +26,21 @@ Result<boost::json::value> view(Result<daemon::VmView> result) {
   return api::to_json(*result);
 }
 
+// An authorized_keys file: one key per line; blank lines and # comments skipped.
+Result<std::vector<std::string>> key_lines(const std::string& file) {
+  HA_TRY(const auto text, read_text_file(file));
+  std::vector<std::string> keys;
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (!line.empty() && line.front() != '#') keys.push_back(line);
+  }
+  return keys;
+}
+
 Result<daemon::CreateVmRequest> create_request(const std::string& command, const std::vector<std::string>& args) {
-  const std::string expected = "create NAME TEMPLATE [boot_image=PATH] [request_id=ID]";
+  const std::string expected =
+      "create NAME TEMPLATE [boot_image=PATH] [request_id=ID] [ssh_key_file=PATH | user_data_file=PATH]";
   if (args.size() < 3) return usage(command, expected);
   daemon::CreateVmRequest request;
   request.name = args[1];
@@ -39,6 +53,10 @@ Result<daemon::CreateVmRequest> create_request(const std::string& command, const
       request.boot_image = value;
     } else if (key == "request_id") {
       request.request_id = value;
+    } else if (key == "ssh_key_file") {
+      HA_TRY(request.ssh_authorized_keys, key_lines(value));
+    } else if (key == "user_data_file") {
+      HA_TRY(request.user_data, read_text_file(value));
     } else {
       return usage(command, expected);
     }

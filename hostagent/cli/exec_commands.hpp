@@ -10,7 +10,8 @@
 
 namespace hostagent::cli {
 
-// Runs one command ("create NAME TEMPLATE [boot_image=PATH] [request_id=ID]", "show NAME", "list",
+// Runs one command ("create NAME TEMPLATE [boot_image=PATH] [request_id=ID] [ssh_key_file=PATH |
+// user_data_file=PATH]", "show NAME", "list",
 // "status", "start NAME", "stop NAME [force]", "reboot NAME", "delete NAME").
 Result<boost::json::value> run_exec_command(daemon::VmService& service, const std::string& command);
 

@@ -2,6 +2,7 @@
 #include <random>
 #include <regex>
 
+#include "hostagent/cloudinit/nocloud_seed.hpp"
 #include "hostagent/daemon/shape_request.hpp"
 #include "hostagent/render/guest_renderer.hpp"
 #include "log.hpp"
@@ -26,6 +27,10 @@ Status check_request(const CreateVmRequest& request) {
     return Error{ErrorCode::invalid_argument,
                  "boot_image: '" + request.boot_image + "' must be an absolute path without '..'"};
   }
+  if (!request.ssh_authorized_keys.empty() && !request.user_data.empty()) {
+    return Error{ErrorCode::invalid_argument,
+                 "ssh_authorized_keys and user_data: give one or the other; put the keys in your user data"};
+  }
   return ok_status();
 }
 
@@ -35,6 +40,17 @@ Result<vmtemplates::VmTemplate> find_template(const Context& context, const std:
   std::string known;
   for (const auto& [template_name, shape] : context.templates) known += (known.empty() ? "" : ", ") + template_name;
   return Error{ErrorCode::not_found, "template: no template named '" + name + "'; known: " + known};
+}
+
+// The guest's hostname: the VM's name as an RFC 1123 label ('.' and '_' become '-').
+std::string hostname_of(const std::string& name) {
+  std::string label = name.substr(0, 63);
+  for (auto& c : label) {
+    if (c == '.' || c == '_') c = '-';
+  }
+  while (!label.empty() && label.back() == '-') label.pop_back();
+  while (!label.empty() && label.front() == '-') label.erase(0, 1);
+  return label.empty() ? "vm" : label;
 }
 
 // A random (version 4) UUID: the domain's identity, chosen here so the journal knows it before
@@ -59,6 +75,10 @@ state::VmRecord new_record(Context& context, const CreateVmRequest& request, con
   record.created_at = rfc3339(context.clock->now());
   record.inputs.boot_image = shape.boot.image;
   record.inputs.macs = request.macs;
+  if (!request.ssh_authorized_keys.empty() || !request.user_data.empty()) {
+    record.inputs.seed_iso = (context.config.state_directory / "seeds" / (request.name + ".iso")).string();
+    record.inputs.user_data = !request.user_data.empty();
+  }
   if (!shape.boot.image.empty()) {
     record.inputs.disk_pool = context.config.storage_pool;
     record.inputs.disk_volume = "hostagent-" + request.name + ".qcow2";
@@ -68,13 +88,19 @@ state::VmRecord new_record(Context& context, const CreateVmRequest& request, con
 
 class CreateRun {
  public:
-  CreateRun(Context& context, vmtemplates::VmTemplate shape, numa::Placement placement, state::VmRecord& record)
-      : context_(context), shape_(std::move(shape)), placement_(std::move(placement)), record_(record) {}
+  CreateRun(Context& context, vmtemplates::VmTemplate shape, numa::Placement placement, state::VmRecord& record,
+            const CreateVmRequest& request)
+      : context_(context),
+        shape_(std::move(shape)),
+        placement_(std::move(placement)),
+        record_(record),
+        request_(request) {}
 
   // On failure, `unfinished` says whether the journal kept the operation for reconcile.
   Status run(bool& unfinished) {
     std::vector<Step> steps;
     if (!record_.inputs.disk_volume.empty()) steps.push_back({"disk", [this] { return make_disk(); }});
+    if (!record_.inputs.seed_iso.empty()) steps.push_back({"seed", [this] { return make_seed(); }});
     steps.push_back({"prepare_devices", [this] { return context_.devices->prepare(record_.name, placement_); }});
     steps.push_back({"define", [this] { return define(); }});
     steps.push_back({"start", [this] { return start(); }});
@@ -93,6 +119,19 @@ class CreateRun {
     return ok_status();
   }
 
+  Status make_seed() {
+    cloudinit::NoCloudSeed seed;
+    seed.instance_id = record_.uuid;
+    seed.hostname = hostname_of(record_.name);
+    seed.ssh_authorized_keys = request_.ssh_authorized_keys;
+    seed.user_data = request_.user_data;
+    const fs::path iso = record_.inputs.seed_iso;
+    std::error_code ec;
+    fs::create_directories(iso.parent_path(), ec);
+    if (ec) return errno_error(ec.value(), "create directory", iso.parent_path().string());
+    return cloudinit::write_nocloud_seed(iso, seed);
+  }
+
   Status define() {
     render::GuestOptions options;
     options.name = record_.name;
@@ -101,6 +140,7 @@ class CreateRun {
     options.emulator = context_.config.emulator;
     options.managed_hostdevs = context_.devices->libvirt_manages_hostdevs();
     options.vf_macs = record_.inputs.macs;
+    options.seed_iso = record_.inputs.seed_iso;
     if (context_.config.domain_type != "test") {
       options.console_log = (context_.config.console_log_directory / (record_.name + ".log")).string();
     }
@@ -121,6 +161,7 @@ class CreateRun {
   vmtemplates::VmTemplate shape_;
   numa::Placement placement_;
   state::VmRecord& record_;
+  const CreateVmRequest& request_;
 };
 
 // A retried create (same request id) of a VM that exists: the VM, not a conflict.
@@ -140,7 +181,7 @@ Result<VmView> create_vm(Context& context, const CreateVmRequest& request) {
   if (!request.boot_image.empty()) shape.boot.image = request.boot_image;
   auto record = new_record(context, request, shape);
   HA_TRY(auto placement, context.ledger.reserve(record, placement_request(shape)));
-  CreateRun run(context, std::move(shape), std::move(placement), record);
+  CreateRun run(context, std::move(shape), std::move(placement), record, request);
   bool unfinished = false;
   if (auto created = run.run(unfinished); !created.ok()) {
     // Rolled back: what was reserved goes back. Rollback incomplete: it stays held until reconcile

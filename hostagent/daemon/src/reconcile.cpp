@@ -147,6 +147,9 @@ void release_unheld(Context& context, ReconcileReport& report) {
 Result<ReconcileReport> reconcile(Context& context) {
   ReconcileReport report;
   HA_TRY_STATUS(sync_domains(context, report, true));
+  // libvirt lists domains in no particular order; the report is read by people, and compared.
+  std::sort(report.adopted.begin(), report.adopted.end());
+  std::sort(report.foreign.begin(), report.foreign.end());
   // An entry that cannot be read is an operation whose effects are unknown: starting anyway could
   // give its CPUs or devices to another VM. The message names the file for the operator.
   HA_TRY(const auto entries, context.journal.entries());

@@ -1,6 +1,8 @@
 // daemon/vm_steps: step effects for rollback and recovery.
 #include "vm_steps.hpp"
 
+#include <filesystem>
+
 #include "log.hpp"
 
 namespace hostagent::daemon {
@@ -37,19 +39,29 @@ Status delete_disk(Context& context, const state::VmRecord& record) {
   return context.hypervisor->delete_volume(record.inputs.disk_pool, record.inputs.disk_volume);
 }
 
+Status delete_seed(const state::VmRecord& record) {
+  if (record.inputs.seed_iso.empty()) return ok_status();
+  std::error_code ec;
+  std::filesystem::remove(record.inputs.seed_iso, ec);  // absent: false, no error
+  if (ec) return errno_error(ec.value(), "remove", record.inputs.seed_iso);
+  return ok_status();
+}
+
 }  // namespace
 
 Status undo_create_step(Context& context, const state::VmRecord& record, const std::string& step) {
   if (step == "start") return destroy_if_ours(context, record);
   if (step == "define") return undefine_if_ours(context, record);
   if (step == "prepare_devices") return context.devices->release(record.name, record.allocation);
+  if (step == "seed") return delete_seed(record);
   if (step == "disk") return delete_disk(context, record);
   HA_ASSERT(false && "undo of an unknown create step");
   return ok_status();
 }
 
 const std::vector<std::string>& delete_steps() {
-  static const std::vector<std::string> steps = {"destroy", "undefine", "delete_disk", "release_devices"};
+  static const std::vector<std::string> steps = {"destroy", "undefine", "delete_disk", "delete_seed",
+                                                 "release_devices"};
   return steps;
 }
 
@@ -57,6 +69,7 @@ Status run_delete_step(Context& context, const state::VmRecord& record, const st
   if (step == "destroy") return destroy_if_ours(context, record);
   if (step == "undefine") return undefine_if_ours(context, record);
   if (step == "delete_disk") return delete_disk(context, record);
+  if (step == "delete_seed") return delete_seed(record);
   if (step == "release_devices") return context.devices->release(record.name, record.allocation);
   HA_ASSERT(false && "unknown delete step");
   return ok_status();

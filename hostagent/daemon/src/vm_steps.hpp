@@ -11,10 +11,10 @@
 
 namespace hostagent::daemon {
 
-// Create: disk, prepare_devices, define, start (reservation precedes them, in memory only).
+// Create: disk, seed, prepare_devices, define, start (reservation precedes them, in memory only).
 Status undo_create_step(Context& context, const state::VmRecord& record, const std::string& step);
 
-// Delete: destroy, undefine, delete_disk, release_devices. Finished forward, never undone.
+// Delete: destroy, undefine, delete_disk, delete_seed, release_devices. Finished forward, never undone.
 const std::vector<std::string>& delete_steps();
 Status run_delete_step(Context& context, const state::VmRecord& record, const std::string& step);
 

@@ -1,5 +1,6 @@
-// render/domain_devices: the <devices> of the domain (boot disk, the PCI controllers of the layout,
-// assigned GPUs/NVMe and VFs at their guest addresses, console) and the QEMU per-device overrides.
+// render/domain_devices: the <devices> of the domain (boot disk, cloud-init seed CD-ROM, the PCI
+// controllers of the layout, assigned GPUs/NVMe and VFs at their guest addresses, console) and the
+// QEMU per-device overrides.
 #include <string>
 
 #include "domain_xml.hpp"
@@ -40,6 +41,18 @@ void append_boot_disk(pugi::xml_node devices, const DomainInputs& in) {
   set(add(disk, "boot"), "order", 1);
   set(add(disk, "alias"), "name", "ua-boot");
   append_guest_address(disk, Plug{0, kBootDiskSlot, 0}, false);
+}
+
+// The NoCloud seed (hostagent/cloudinit), which cloud-init finds by its "cidata" label. sata: q35
+// has an AHCI controller built in (ICH9, 00:1f.2), so the CD-ROM takes no PCI slot of the layout;
+// libvirt adds <controller type='sata' index='0'/> for it. No <boot> order: it is data, not a boot device.
+void append_seed_cdrom(pugi::xml_node devices, const DomainInputs& in) {
+  if (in.options.seed_iso.empty()) return;
+  auto cdrom = set(set(add(devices, "disk"), "type", "file"), "device", "cdrom");
+  set(set(add(cdrom, "driver"), "name", "qemu"), "type", "raw");
+  set(add(cdrom, "source"), "file", in.options.seed_iso);
+  set(set(add(cdrom, "target"), "dev", "sda"), "bus", "sata");
+  add(cdrom, "readonly");
 }
 
 void append_pcie_root(pugi::xml_node devices, const DomainInputs& in) {
@@ -125,6 +138,7 @@ void append_devices(pugi::xml_node domain, const DomainInputs& in) {
   auto devices = add(domain, "devices");
   if (!in.options.emulator.empty()) add_text(devices, "emulator", in.options.emulator);
   append_boot_disk(devices, in);
+  append_seed_cdrom(devices, in);
   // No USB controller: q35 would otherwise get a qemu-xhci on a root port libvirt adds itself.
   set(set(set(add(devices, "controller"), "type", "usb"), "index", 0), "model", "none");
   append_pcie_root(devices, in);

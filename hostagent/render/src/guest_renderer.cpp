@@ -30,6 +30,7 @@ Status check_options(const GuestOptions& options) {
   if (!options.emulator.empty()) HA_TRY_STATUS(detail::check_absolute_path("emulator", options.emulator));
   if (!options.uuid.empty()) HA_TRY_STATUS(detail::check_uuid(options.uuid));
   if (!options.console_log.empty()) HA_TRY_STATUS(detail::check_absolute_path("console log", options.console_log));
+  if (!options.seed_iso.empty()) HA_TRY_STATUS(detail::check_absolute_path("seed ISO", options.seed_iso));
   return ok_status();
 }
 

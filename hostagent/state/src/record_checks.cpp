@@ -105,8 +105,7 @@ std::string allocation_problem(const VmRecord& record) {
 std::string inputs_problem(const VmInputs& inputs) {
   for (const auto& [field, value] :
        {std::pair{"inputs.boot_image", &inputs.boot_image}, std::pair{"inputs.disk_pool", &inputs.disk_pool},
-        std::pair{"inputs.disk_volume", &inputs.disk_volume},
-        std::pair{"inputs.ssh_authorized_key", &inputs.ssh_authorized_key}}) {
+        std::pair{"inputs.disk_volume", &inputs.disk_volume}, std::pair{"inputs.seed_iso", &inputs.seed_iso}}) {
     if (auto problem = text_problem(field, *value); !problem.empty()) return problem;
   }
   for (std::size_t i = 0; i < inputs.macs.size(); ++i) {

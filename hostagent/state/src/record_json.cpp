@@ -33,12 +33,9 @@ json::object allocation_to_json(const numa::Allocation& allocation) {
 }
 
 json::object inputs_to_json(const VmInputs& inputs) {
-  return json::object{{"boot_image", inputs.boot_image},
-                      {"disk_pool", inputs.disk_pool},
-                      {"disk_volume", inputs.disk_volume},
-                      {"macs", string_array(inputs.macs)},
-                      {"ssh_authorized_key", inputs.ssh_authorized_key},
-                      {"user_data", inputs.user_data}};
+  return json::object{{"boot_image", inputs.boot_image},   {"disk_pool", inputs.disk_pool},
+                      {"disk_volume", inputs.disk_volume}, {"macs", string_array(inputs.macs)},
+                      {"seed_iso", inputs.seed_iso},       {"user_data", inputs.user_data}};
 }
 
 Status read_devices(const JsonFields& fields, numa::Allocation& out) {
@@ -87,7 +84,7 @@ Result<VmInputs> inputs_from_json(const JsonFields& fields) {
   HA_TRY(out.disk_pool, fields.string("disk_pool"));
   HA_TRY(out.disk_volume, fields.string("disk_volume"));
   HA_TRY(out.macs, fields.strings("macs"));
-  HA_TRY(out.ssh_authorized_key, fields.string("ssh_authorized_key"));
+  HA_TRY(out.seed_iso, fields.string("seed_iso"));
   HA_TRY(out.user_data, fields.boolean("user_data"));
   return out;
 }

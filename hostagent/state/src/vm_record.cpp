@@ -8,7 +8,7 @@
 //     <hostagent:hugepages node='0' pages='896'/>
 //   </hostagent:allocation>
 //   <hostagent:inputs boot-image='/var/lib/...' disk-pool='default' disk-volume='vm1-disk.qcow2'
-//                     ssh-authorized-key='ssh-ed25519 ...' user-data='yes'>
+//                     seed-iso='/var/lib/hostagent/seeds/vm1.iso' user-data='yes'>
 //     <hostagent:mac>52:54:00:00:00:01</hostagent:mac>
 //   </hostagent:inputs>
 //
@@ -103,7 +103,7 @@ void write_inputs(pugi::xml_node vm, const VmInputs& inputs) {
   set_attribute(element, "boot-image", inputs.boot_image);
   set_attribute(element, "disk-pool", inputs.disk_pool);
   set_attribute(element, "disk-volume", inputs.disk_volume);
-  set_attribute(element, "ssh-authorized-key", inputs.ssh_authorized_key);
+  set_attribute(element, "seed-iso", inputs.seed_iso);
   set_attribute(element, "user-data", inputs.user_data ? "yes" : "no");
   for (const auto& mac : inputs.macs) add_child(element, "mac").text().set(mac.c_str());
 }
@@ -215,7 +215,7 @@ Status read_inputs(pugi::xml_node vm, VmInputs& out) {
   out.boot_image = inputs.attribute("boot-image").value();
   out.disk_pool = inputs.attribute("disk-pool").value();
   out.disk_volume = inputs.attribute("disk-volume").value();
-  out.ssh_authorized_key = inputs.attribute("ssh-authorized-key").value();
+  out.seed_iso = inputs.attribute("seed-iso").value();
   HA_TRY(const std::string user_data, required_attribute(inputs, "user-data"));
   if (user_data != "yes" && user_data != "no") {
     return bad("<" + std::string(inputs.name()) + "> user-data " + in_quotes(user_data) + " is neither 'yes' nor 'no'");

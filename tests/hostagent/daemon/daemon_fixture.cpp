@@ -200,4 +200,10 @@ std::vector<std::string> test_driver_domains(const std::string& prefix) {
   return names;
 }
 
+std::string test_driver_xml(const std::string& name) {
+  auto xml = anchor()->domain_xml(name);
+  REQUIRE_MESSAGE(xml.ok(), xml.error().message);
+  return *xml;
+}
+
 }  // namespace hostagent::testing

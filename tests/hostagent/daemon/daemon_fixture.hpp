@@ -124,5 +124,7 @@ class DaemonFixture {
 // Domains named `prefix`* that libvirt's test:///default holds right now (it is shared by every
 // connection in the process).
 std::vector<std::string> test_driver_domains(const std::string& prefix);
+// A domain's XML as libvirt's test:///default holds it.
+std::string test_driver_xml(const std::string& name);
 
 }  // namespace hostagent::testing

@@ -88,6 +88,7 @@ std::unique_ptr<LibvirtdFixture> LibvirtdFixture::make() {
   fs::create_directories(scratch / "pool");
   const auto template_file = write_test_guest_template(scratch / "templates", kTemplate, *guest);
   add_disk_to_template(template_file, write_base_image(scratch));
+  std::ofstream(scratch / "authorized_keys") << "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIBxsmSd5 ci@hostagent\n";
   fixture->uri_ = *uri;
   fixture->config_file_ = scratch / "hostagent.yaml";
   std::ofstream(fixture->config_file_) << config_yaml(*uri, scratch);
@@ -147,6 +148,15 @@ std::vector<std::string> LibvirtdFixture::pool_volumes() const {
   }
   free(volumes);  // NOLINT(cppcoreguidelines-no-malloc): libvirt's allocation
   return names;
+}
+
+std::vector<fs::path> LibvirtdFixture::seed_files() const {
+  std::vector<fs::path> files;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(scratch_.path() / "state" / "seeds", ec)) {
+    files.push_back(entry.path());
+  }
+  return files;
 }
 
 std::vector<fs::path> LibvirtdFixture::journal_files() const {

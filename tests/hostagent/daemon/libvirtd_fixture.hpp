@@ -27,6 +27,10 @@ class LibvirtdFixture {
 
   const std::filesystem::path& config_file() const { return config_file_; }
   std::filesystem::path console_log(const std::string& vm) const;
+  // An authorized_keys file with one key: creates given it get a cloud-init seed (a CD-ROM).
+  std::filesystem::path authorized_keys() const { return scratch_.path() / "authorized_keys"; }
+  // The seeds the daemon has written and not removed.
+  std::vector<std::filesystem::path> seed_files() const;
   static constexpr const char* kTemplate = "ci-guest";  // boots the test guest, with a disk overlay
   static constexpr const char* kPool = "hostagent-test-pool";
 

@@ -26,6 +26,15 @@ machine: q35
 firmware: efi
 )";
 
+// 2 vCPUs and 2 GiB of 1 GiB pages, no devices: CPUs run out first.
+const char* const kSmallCpuVm = R"(name: small-cpu
+vcpus: 2
+memory: 2GiB
+hugepage_size: 1G
+machine: q35
+firmware: efi
+)";
+
 // How many fit, by placing one after another with the placement function alone: the oracle the
 // concurrent run is checked against.
 int capacity(const numa::HostModel& host, const vmtemplates::VmTemplate& shape) {
@@ -46,13 +55,13 @@ struct Outcome {
   std::vector<daemon::VmView> vms;
 };
 
-Outcome create_all_at_once(const DaemonFixture& fixture, daemon::VmService& service) {
+Outcome create_all_at_once(const DaemonFixture& fixture, daemon::VmService& service, const std::string& shape) {
   std::vector<std::promise<Result<daemon::VmView>>> promises(kRequests);
   std::vector<std::future<Result<daemon::VmView>>> futures;
   futures.reserve(kRequests);
   for (auto& promise : promises) futures.push_back(promise.get_future());
   for (int i = 0; i < kRequests; ++i) {
-    const auto request = fixture.request("many-" + std::to_string(i), "small-gpu");
+    const auto request = fixture.request("many-" + std::to_string(i), shape);
     service.submit_create(
         request, [&promise = promises[i]](Result<daemon::VmView> result) { promise.set_value(std::move(result)); });
   }
@@ -69,24 +78,23 @@ Outcome create_all_at_once(const DaemonFixture& fixture, daemon::VmService& serv
   return outcome;
 }
 
-}  // namespace
-
-TEST_CASE("200 concurrent creates on a host that fits N: exactly N succeed and nothing is given twice") {
+void create_concurrently(const std::string& name, const char* yaml) {
   DaemonFixture fixture;
   TempDir templates;
-  std::ofstream(templates.path() / "small-gpu.yaml") << kSmallGpuVm;
+  std::ofstream(templates.path() / (name + ".yaml")) << yaml;
   fixture.add_template_dir(templates.path());
   TempDir host_dir;
   const auto host = discover_simulated("vela2", host_dir);
-  const auto shape = vmtemplates::load_template_file(templates.path() / "small-gpu.yaml", {});
+  const auto shape = vmtemplates::load_template_file(templates.path() / (name + ".yaml"), {});
   REQUIRE(shape.ok());
   const int fits = capacity(host, *shape);
   REQUIRE(fits > 0);
   REQUIRE(fits < kRequests);
+  MESSAGE("vela2 fits " << fits << " of " << kRequests << " concurrent creates of " << name);
 
   auto service = fixture.start();
   REQUIRE_MESSAGE(service.ok(), service.error().message);
-  const auto outcome = create_all_at_once(fixture, **service);
+  const auto outcome = create_all_at_once(fixture, **service, name);
   CHECK(outcome.created == fits);
   CHECK_MESSAGE(outcome.refusals.empty(), outcome.refusals.front());
 
@@ -112,6 +120,16 @@ TEST_CASE("200 concurrent creates on a host that fits N: exactly N succeed and n
   }
   CHECK(test_driver_domains("many-").size() == static_cast<std::size_t>(fits));
   CHECK(fixture.journal_files().empty());
+}
+
+}  // namespace
+
+TEST_CASE("200 concurrent creates of a 1-GPU shape: exactly the N that fit succeed, no GPU twice") {
+  create_concurrently("small-gpu", kSmallGpuVm);
+}
+
+TEST_CASE("200 concurrent creates of a CPU-only shape: exactly the N that fit succeed, no CPU twice") {
+  create_concurrently("small-cpu", kSmallCpuVm);
 }
 
 }  // namespace hostagent::testing

@@ -31,9 +31,13 @@ void run_until_killed(const LibvirtdFixture& fixture, const std::string& command
   daemon.kill_hard();
 }
 
+std::string create_command(const LibvirtdFixture& fixture) {
+  return "create " + kVm + " " + LibvirtdFixture::kTemplate + " ssh_key_file=" + fixture.authorized_keys().string();
+}
+
 void create_with_daemon(const LibvirtdFixture& fixture) {
-  const auto result = run_command({hostagentd_binary().string(), "--config", fixture.config_file().string(), "--exec",
-                                   std::string("create ") + kVm + " " + LibvirtdFixture::kTemplate});
+  const auto result = run_command(
+      {hostagentd_binary().string(), "--config", fixture.config_file().string(), "--exec", create_command(fixture)});
   REQUIRE_MESSAGE(result.exit_code == 0, result.output);
 }
 
@@ -57,10 +61,12 @@ void check_recovered(const LibvirtdFixture& fixture, uint64_t free_before, const
   if (expected.vm_exists && vm.ok()) {
     CHECK(vm->state == "running");
     CHECK(fixture.pool_volumes().size() == 1);
+    CHECK(fixture.seed_files().size() == 1);
     CHECK(LibvirtdFixture::free_hugepages_2m() == free_before - kGuestPages);
     CHECK((*service)->delete_vm(kVm).ok());
   }
   CHECK(fixture.pool_volumes().empty());
+  CHECK(fixture.seed_files().empty());
   CHECK(LibvirtdFixture::free_hugepages_2m() == free_before);
   CHECK_FALSE(fixture.domain_exists(kVm));
 }
@@ -70,7 +76,7 @@ void crash_create_before(const std::string& step) {
   if (!fixture) return;
   fixture->remove_domain(kVm);
   const uint64_t free_before = LibvirtdFixture::free_hugepages_2m();
-  run_until_killed(*fixture, std::string("create ") + kVm + " " + LibvirtdFixture::kTemplate, "create:" + step);
+  run_until_killed(*fixture, create_command(*fixture), "create:" + step);
   // Killed after start, the VM is complete: it is kept. Killed before, it is undone.
   const bool complete = step == "commit";
   check_recovered(*fixture, free_before,
@@ -95,6 +101,9 @@ void crash_delete_before(const std::string& step) {
 TEST_CASE("crash before create's disk step: rolled back") {
   crash_create_before("disk");
 }
+TEST_CASE("crash before create's seed step: rolled back") {
+  crash_create_before("seed");
+}
 TEST_CASE("crash before create's prepare_devices step: rolled back") {
   crash_create_before("prepare_devices");
 }
@@ -116,6 +125,9 @@ TEST_CASE("crash before delete's undefine step: finished") {
 }
 TEST_CASE("crash before delete's delete_disk step: finished") {
   crash_delete_before("delete_disk");
+}
+TEST_CASE("crash before delete's delete_seed step: finished") {
+  crash_delete_before("delete_seed");
 }
 TEST_CASE("crash before delete's release_devices step: finished") {
   crash_delete_before("release_devices");

@@ -36,9 +36,13 @@ TEST_CASE("a guest boots under QEMU and goes through stop, start and delete with
   const uint64_t free_before = LibvirtdFixture::free_hugepages_2m();
   auto service = service_on(*fixture);
 
-  auto vm = service->create_vm(guest(name));
+  auto request = guest(name);
+  request.ssh_authorized_keys = {read_text_file(fixture->authorized_keys())};
+  request.ssh_authorized_keys.front().pop_back();  // the newline
+  auto vm = service->create_vm(request);           // with a cloud-init seed: QEMU must take the CD-ROM too
   REQUIRE_MESSAGE(vm.ok(), vm.error().message);
   CHECK(vm->state == "running");
+  CHECK(fixture->seed_files().size() == 1);
   const auto up = fixture->wait_for_boot(name, 1, 180);
   REQUIRE_MESSAGE(!up.empty(), ("the guest did not report up; console: " + fixture->console_log(name).string()));
   const auto report = find_test_guest_report(up);
@@ -71,6 +75,7 @@ TEST_CASE("a guest boots under QEMU and goes through stop, start and delete with
   REQUIRE(service->delete_vm(name).ok());
   CHECK_FALSE(fixture->domain_exists(name));
   CHECK(fixture->pool_volumes().empty());
+  CHECK(fixture->seed_files().empty());
   CHECK(fixture->journal_files().empty());
   CHECK(LibvirtdFixture::free_hugepages_2m() == free_before);
 }

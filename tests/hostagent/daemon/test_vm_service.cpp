@@ -2,6 +2,7 @@
 // Vela 2 host: operations, rollback, restarts, events.
 #include <doctest/doctest.h>
 
+#include <filesystem>
 #include <thread>
 
 #include "daemon_fixture.hpp"
@@ -234,6 +235,30 @@ TEST_CASE("a domain stopped outside hostagent is seen through libvirt's events")
   }
   CHECK(state == "shut_off");
   CHECK(service->get_vm("watched")->last_event.rfind("stopped", 0) == 0);
+}
+
+TEST_CASE("SSH keys reach the guest in a cloud-init seed, which goes with the VM and with a rollback") {
+  DaemonFixture fixture;
+  FaultyHypervisor* faulty = nullptr;
+  auto service = started(fixture, &faulty);
+  auto request = fixture.request("seeded", kOneGpu);
+  request.ssh_authorized_keys = {"ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIBxsmSd5 alice@laptop"};
+  auto vm = service->create_vm(request);
+  REQUIRE_MESSAGE(vm.ok(), vm.error().message);
+  const std::filesystem::path seed = vm->record->inputs.seed_iso;
+  CHECK(std::filesystem::is_regular_file(seed));
+  CHECK(test_driver_xml("seeded").find("<source file='" + seed.string() + "'") != std::string::npos);
+  REQUIRE(service->delete_vm("seeded").ok());
+  CHECK_FALSE(std::filesystem::exists(seed));
+
+  faulty->fail("define", ErrorCode::internal, 1);
+  REQUIRE_FALSE(service->create_vm(request).ok());
+  CHECK_FALSE(std::filesystem::exists(seed));
+
+  request.user_data = "#cloud-config\n";
+  auto both = service->create_vm(request);
+  REQUIRE_FALSE(both.ok());
+  CHECK(both.error().code == ErrorCode::invalid_argument);
 }
 
 }  // namespace hostagent::testing

@@ -1,6 +1,7 @@
 // The scenarios the render tests share: 8 GPUs with their VFs over 2 cells on vela1 and vela2, a
 // 2-GPU guest, a guest without devices, IBM's gx2-80x1280x8a100 shape on vela1, the quirks host (a
-// GPU with its audio function, GPUs on root ports of their own), and CI's direct-kernel-boot guest.
+// GPU with its audio function, GPUs on root ports of their own), CI's direct-kernel-boot guest, and a
+// small VM with its cloud-init seed.
 #include <doctest/doctest.h>
 
 #include "render_fixture.hpp"
@@ -114,6 +115,19 @@ Case vela1_kernel_boot() {
   return c;
 }
 
+// A small cloud VM on vela1's node 0: the boot image, and the cloud-init NoCloud seed hostagent
+// writes for it (its SSH keys) as a read-only CD-ROM.
+Case vela1_cloud_init() {
+  Want want;
+  want.host_nodes = {0};
+  want.vcpus_per_cell = 4;
+  want.memory_per_cell = 8 * GiB;
+  auto c = start("vela1-cloud-init", "vela1", 0, want);
+  c.shape.boot.image = "/var/lib/hostagent/images/vela1-cloud-init.qcow2";
+  c.opts.seed_iso = "/var/lib/hostagent/seeds/vela1-cloud-init.iso";
+  return c;
+}
+
 // The quirks host: an RTX A6000 sharing its IOMMU group with its audio function and a downtrained
 // A100, both on root ports of node 0; on node 1 an A100 and a ConnectX-6 Dx behind a switch whose
 // ports do not know their NUMA node.
@@ -138,8 +152,8 @@ Case quirks_3gpu() {
 }  // namespace
 
 std::vector<std::string> case_names() {
-  return {"vela1-8gpu",  "vela2-8gpu",       "vela2-2gpu", "vela1-nodevice", "vela1-gx2-80x1280x8a100",
-          "quirks-3gpu", "vela1-kernel-boot"};
+  return {"vela1-8gpu",  "vela2-8gpu",        "vela2-2gpu",      "vela1-nodevice", "vela1-gx2-80x1280x8a100",
+          "quirks-3gpu", "vela1-kernel-boot", "vela1-cloud-init"};
 }
 
 Case make_case(const std::string& name) {
@@ -150,6 +164,7 @@ Case make_case(const std::string& name) {
   if (name == "vela1-gx2-80x1280x8a100") return vela1_gx2();
   if (name == "quirks-3gpu") return quirks_3gpu();
   if (name == "vela1-kernel-boot") return vela1_kernel_boot();
+  if (name == "vela1-cloud-init") return vela1_cloud_init();
   FAIL("unknown case " << name);
   return {};
 }

@@ -88,7 +88,7 @@ struct Case {
   GuestOptions opts;
 };
 // vela1-8gpu, vela2-8gpu, vela2-2gpu, vela1-nodevice, vela1-gx2-80x1280x8a100, quirks-3gpu,
-// vela1-kernel-boot.
+// vela1-kernel-boot, vela1-cloud-init.
 std::vector<std::string> case_names();
 Case make_case(const std::string& name);
 

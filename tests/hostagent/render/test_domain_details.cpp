@@ -1,6 +1,6 @@
 // Details of the domain XML: VF MACs and VLANs, a GPU's companion functions, firmware, the CPU model
-// per domain type, managed hostdevs, the boot disk (and no cloud-init data in the XML), direct
-// kernel boot, the console log, metadata, and the guest CPU topology limits.
+// per domain type, managed hostdevs, the boot disk (and no cloud-init data in the XML), the cloud-init
+// seed CD-ROM, direct kernel boot, the console log, metadata, and the guest CPU topology limits.
 #include <doctest/doctest.h>
 
 #include <set>
@@ -185,6 +185,41 @@ TEST_CASE("the serial console is logged to console_log, appending, and not logge
   doc = domain_of(c);
   CHECK_FALSE(doc->child("domain").child("devices").child("serial").child("log"));
   CHECK(doc->child("domain").child("devices").child("serial").child("target"));
+}
+
+TEST_CASE("the cloud-init seed is a read-only raw SATA CD-ROM beside the boot disk, and absent without seed_iso") {
+  auto c = make_case("vela1-cloud-init");
+  auto doc = domain_of(c);
+  const auto devices = doc->child("domain").child("devices");
+  const auto cdrom = devices.find_child_by_attribute("disk", "device", "cdrom");
+  REQUIRE(cdrom);
+  CHECK(std::string(cdrom.attribute("type").value()) == "file");
+  CHECK(std::string(cdrom.child("driver").attribute("name").value()) == "qemu");
+  CHECK(std::string(cdrom.child("driver").attribute("type").value()) == "raw");
+  CHECK(std::string(cdrom.child("source").attribute("file").value()) == c.opts.seed_iso);
+  CHECK(std::string(cdrom.child("target").attribute("dev").value()) == "sda");
+  CHECK(std::string(cdrom.child("target").attribute("bus").value()) == "sata");
+  CHECK(cdrom.child("readonly"));
+  // Not bootable, and on the AHCI controller q35 has built in: no PCI address of the layout's.
+  CHECK_FALSE(cdrom.child("boot"));
+  CHECK_FALSE(cdrom.child("address"));
+  const auto boot = devices.find_child_by_attribute("disk", "device", "disk");
+  CHECK(std::string(boot.child("source").attribute("file").value()) == c.shape.boot.image);
+  CHECK(boot.child("boot").attribute("order").as_int() == 1);
+
+  // Markup in the path stays text.
+  c.opts.seed_iso = "/var/lib/hostagent/seeds/a'b\"<c>&.iso";
+  doc = domain_of(c);
+  CHECK(std::string(doc->child("domain")
+                        .child("devices")
+                        .find_child_by_attribute("disk", "device", "cdrom")
+                        .child("source")
+                        .attribute("file")
+                        .value()) == c.opts.seed_iso);
+  c.opts.seed_iso.clear();
+  doc = domain_of(c);
+  CHECK_FALSE(doc->child("domain").child("devices").find_child_by_attribute("disk", "device", "cdrom"));
+  CHECK(doc->child("domain").child("devices").find_child_by_attribute("disk", "device", "disk"));
 }
 
 TEST_CASE("metadata carries the template name and its key/values in the hostagent namespace, escaped") {

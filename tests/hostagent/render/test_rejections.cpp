@@ -109,6 +109,18 @@ TEST_CASE("the console log is an absolute path without '..'") {
   CHECK(mentions(rejected(c), "console log"));
 }
 
+TEST_CASE("the seed ISO is an absolute path without '..'") {
+  auto c = make_case("vela1-cloud-init");
+  c.opts.seed_iso = "seed.iso";
+  CHECK(mentions(rejected(c), "seed ISO \"seed.iso\" is not an absolute path"));
+  c.opts.seed_iso = "/var/lib/hostagent/seeds/../../../etc/shadow";
+  CHECK(mentions(rejected(c), "seed ISO \"/var/lib/hostagent/seeds/../../../etc/shadow\" contains \"..\""));
+  c.opts.seed_iso = "/var/lib/hostagent/seeds/a\nb.iso";
+  CHECK(mentions(rejected(c), "contains a line break or tab"));
+  c.opts.seed_iso = "/var/lib/hostagent/seeds/\xff.iso";
+  CHECK(mentions(rejected(c), "is not valid UTF-8"));
+}
+
 TEST_CASE("VF MACs: one per VF, unicast, well-formed, distinct, and required when the template asks for them") {
   auto c = make_case("vela2-2gpu");
   c.opts.vf_macs = {"52:54:00:aa:00:01"};

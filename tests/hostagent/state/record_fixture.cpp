@@ -39,7 +39,7 @@ VmRecord full_record(const std::string& name) {
   record.inputs.disk_pool = "default";
   record.inputs.disk_volume = name + "-disk.qcow2";
   record.inputs.macs = {"52:54:00:00:00:01", "52:54:00:AB:cd:02"};
-  record.inputs.ssh_authorized_key = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIJ user@host";
+  record.inputs.seed_iso = "/var/lib/hostagent/seeds/vm1.iso";
   record.inputs.user_data = true;
   return record;
 }
@@ -59,7 +59,7 @@ void check_same(const VmRecord& actual, const VmRecord& expected) {
   CHECK(actual.inputs.disk_pool == expected.inputs.disk_pool);
   CHECK(actual.inputs.disk_volume == expected.inputs.disk_volume);
   CHECK(actual.inputs.macs == expected.inputs.macs);
-  CHECK(actual.inputs.ssh_authorized_key == expected.inputs.ssh_authorized_key);
+  CHECK(actual.inputs.seed_iso == expected.inputs.seed_iso);
   CHECK(actual.inputs.user_data == expected.inputs.user_data);
 }
 

@@ -147,7 +147,7 @@ TEST_CASE("a missing field is an error naming the file and the field") {
       {{"record", "inputs"}, "disk_pool"},
       {{"record", "inputs"}, "disk_volume"},
       {{"record", "inputs"}, "macs"},
-      {{"record", "inputs"}, "ssh_authorized_key"},
+      {{"record", "inputs"}, "seed_iso"},
       {{"record", "inputs"}, "user_data"},
   };
   for (const auto& field : fields) {

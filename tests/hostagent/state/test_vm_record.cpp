@@ -112,7 +112,7 @@ TEST_CASE("the record's XML has the documented shape") {
       "        <hostagent:hugepages node='0' pages='896' />\n"
       "      </hostagent:allocation>\n"
       "      <hostagent:inputs boot-image='/var/lib/images/base.qcow2' disk-pool='default' "
-      "disk-volume='vm1-disk.qcow2' ssh-authorized-key='ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIJ user@host' "
+      "disk-volume='vm1-disk.qcow2' seed-iso='/var/lib/hostagent/seeds/vm1.iso' "
       "user-data='yes'>\n"
       "        <hostagent:mac>52:54:00:00:00:01</hostagent:mac>\n"
       "      </hostagent:inputs>\n"
@@ -232,13 +232,13 @@ TEST_CASE("elements of other namespaces inside hostagent's are not read as the r
 
 TEST_CASE("values with markup characters are escaped and come back unchanged") {
   auto record = full_record(kGoldenName);
-  record.inputs.ssh_authorized_key = "ssh-ed25519 AAAA <b>&amp; \"quoted\" 'single' ]]> --> user@host";
+  record.inputs.seed_iso = "ssh-ed25519 AAAA <b>&amp; \"quoted\" 'single' ]]> --> user@host";
   record.request_id = "r<1>&\"'";
   record.inputs.boot_image = "/images/a&b <c> \"d\" 'e'.qcow2";
   record.inputs.disk_volume = "vol ]]> &#x41;";
   record.template_name = "t'\"<&>";
   const std::string xml = embedded_golden(record);
-  CHECK_FALSE(mentions(xml, record.inputs.ssh_authorized_key));
+  CHECK_FALSE(mentions(xml, record.inputs.seed_iso));
   CHECK_FALSE(mentions(xml, "<b>"));
   pugi::xml_document doc;
   REQUIRE(doc.load_string(xml.c_str()));
@@ -255,7 +255,7 @@ TEST_CASE("the embedded domain is valid for libvirt's domain schema") {
   }
   hostagent::testing::TempDir dir;
   auto record = full_record(kGoldenName);
-  record.inputs.ssh_authorized_key = "key <with> & \"markup\" 'and' caf\xc3\xa9";
+  record.inputs.seed_iso = "key <with> & \"markup\" 'and' caf\xc3\xa9";
   const auto path = dir.path() / "domain.xml";
   {
     std::ofstream out(path);
@@ -324,7 +324,7 @@ TEST_CASE("empty optional fields are left out and come back empty") {
   REQUIRE(embedded.ok());
   CHECK_FALSE(mentions(*embedded, "request-id"));
   CHECK_FALSE(mentions(*embedded, "boot-image"));
-  CHECK_FALSE(mentions(*embedded, "ssh-authorized-key"));
+  CHECK_FALSE(mentions(*embedded, "seed-iso"));
   CHECK(mentions(*embedded, "user-data='no'"));
   const auto parsed = parse_record(*embedded);
   REQUIRE(parsed.ok());

@@ -141,10 +141,10 @@ TEST_CASE("bad text values are a parse_error naming the field") {
   check_parse_error(set_attribute("hostagent:record", "name", ""), {"name", "empty"});
   check_parse_error(set_attribute("hostagent:template", "name", ""), {"template_name", "empty"});
   check_parse_error(set_attribute("hostagent:inputs", "user-data", "maybe"), {"user-data", "'maybe'"});
-  check_parse_error(set_attribute("hostagent:inputs", "ssh-authorized-key",
+  check_parse_error(set_attribute("hostagent:inputs", "seed-iso",
                                   "a\x01"
                                   "b"),
-                    {"inputs.ssh_authorized_key", "\\x01", "control character"});
+                    {"inputs.seed_iso", "\\x01", "control character"});
   const std::string mac = broken("hostagent:mac", [](pugi::xml_node node) { node.text().set("52:54:00:00:00"); });
   check_parse_error(mac, {"inputs.macs[0]", "'52:54:00:00:00'"});
 }

@@ -29,6 +29,9 @@ struct CreateVmRequest {
   std::string request_id;         // optional: a retried create with the same id returns the VM, not a conflict
   std::string boot_image;         // optional: overrides the template's boot.image (absolute path)
   std::vector<std::string> macs;  // optional: one per VF, in placement order
+  // optional, one or the other: reach the guest through a cloud-init NoCloud seed (a CD-ROM)
+  std::vector<std::string> ssh_authorized_keys;
+  std::string user_data;
 };
 
 struct VmView {

@@ -26,6 +26,9 @@ struct GuestOptions {
   // An absolute path on the host; "" for none. virtlogd copies the guest's serial console into it
   // (appending), so an operator can read what a guest printed after the fact, even after it is gone.
   std::string console_log;
+  // An absolute path on the host; "" for none. A cloud-init NoCloud seed (hostagent/cloudinit),
+  // attached as a read-only SATA CD-ROM on q35's built-in AHCI controller.
+  std::string seed_iso;
 };
 
 // Where a host function appears inside the guest.

@@ -1,0 +1,44 @@
+// cloudinit/seed_yaml: meta-data and generated user-data through YAML::Emitter.
+#include "seed_yaml.hpp"
+
+#include <yaml-cpp/yaml.h>
+
+namespace hostagent::cloudinit::detail {
+namespace {
+
+// cloud-init chooses a part's handler by how the user data starts: cloud-config must begin with
+// exactly this (a YAML comment from the emitter would read "# cloud-config", which it does not recognise).
+constexpr const char* kCloudConfigHeader = "#cloud-config\n";
+
+std::string finish(const YAML::Emitter& out) {
+  HA_ASSERT(out.good());  // only emitter misuse (unbalanced Begin/End) makes it fail
+  return std::string(out.c_str()) + "\n";
+}
+
+}  // namespace
+
+// Every value is double-quoted: cloud-init reads YAML 1.1 (PyYAML), where a plain 123, "no" or
+// "null" would arrive as a number, a boolean or nothing instead of the host name or key given.
+std::string render_meta_data(const NoCloudSeed& seed) {
+  YAML::Emitter out;
+  out << YAML::BeginMap;
+  out << YAML::Key << "instance-id" << YAML::Value << YAML::DoubleQuoted << seed.instance_id;
+  out << YAML::Key << "local-hostname" << YAML::Value << YAML::DoubleQuoted << seed.hostname;
+  out << YAML::EndMap;
+  return finish(out);
+}
+
+std::string render_user_data(const NoCloudSeed& seed) {
+  if (!seed.user_data.empty()) return seed.user_data;
+  YAML::Emitter out;
+  out << YAML::BeginMap;
+  if (!seed.ssh_authorized_keys.empty()) {
+    out << YAML::Key << "ssh_authorized_keys" << YAML::Value << YAML::BeginSeq;
+    for (const auto& key : seed.ssh_authorized_keys) out << YAML::DoubleQuoted << key;
+    out << YAML::EndSeq;
+  }
+  out << YAML::EndMap;
+  return kCloudConfigHeader + finish(out);
+}
+
+}  // namespace hostagent::cloudinit::detail

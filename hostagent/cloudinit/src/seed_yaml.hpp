@@ -1,0 +1,20 @@
+// cloudinit/seed_yaml: the YAML files of a NoCloud seed, written with yaml-cpp's emitter so that no
+// value from a request is ever spliced into YAML text (a key comment with ": " or a quote stays a
+// string).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "hostagent/cloudinit/nocloud_seed.hpp"
+
+namespace hostagent::cloudinit::detail {
+
+// "instance-id: ...\nlocal-hostname: ...\n"
+std::string render_meta_data(const NoCloudSeed& seed);
+
+// The user-data file: user_data verbatim when given; otherwise a cloud-config document listing the
+// keys under ssh_authorized_keys (cloud-init adds them to the default user), "{}" without keys.
+std::string render_user_data(const NoCloudSeed& seed);
+
+}  // namespace hostagent::cloudinit::detail

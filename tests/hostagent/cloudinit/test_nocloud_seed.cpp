@@ -1,0 +1,230 @@
+// NoCloud seeds as cloud-init reads them: the volume label, the two file names in both the Rock
+// Ridge and the Joliet tree, meta-data and generated user-data as YAML, user data byte for byte,
+// atomic replacement, and cross-checks with blkid and isoinfo when they are installed.
+#include <doctest/doctest.h>
+#include <sys/stat.h>
+#include <yaml-cpp/yaml.h>
+
+#include <filesystem>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "hostagent/cloudinit/nocloud_seed.hpp"
+#include "iso_reader.hpp"
+#include "test_support.hpp"
+
+namespace hostagent::cloudinit::testing {
+namespace {
+
+using hostagent::testing::TempDir;
+namespace fs = std::filesystem;
+
+const std::string kEd25519 = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGd3cmVkZW50aWFsc2FyZW5vdGhlcmVhdGFsbA alice@laptop";
+// A comment with quotes, a colon-space, a '#' and a backslash: each would change the meaning of
+// YAML text spliced together by hand.
+const std::string kTrickyComment =
+    "ecdsa-sha2-nistp256 AAAAE2VjZHNhLXNoYTItbmlzdHAyNTYAAAAIbmlzdHAyNTY= bob \"ops\": key #2, 'x' \\ - [y]";
+const std::string kRsa = "ssh-rsa AAAAB3NzaC1yc2EAAAADAQABAAABAQC7+/abc==";
+
+NoCloudSeed keys_seed() {
+  NoCloudSeed seed;
+  seed.instance_id = "6f3b8c1e-2a4d-4e5f-9a0b-1c2d3e4f5a6b";
+  seed.hostname = "train-0";
+  seed.ssh_authorized_keys = {kEd25519, kTrickyComment, kRsa};
+  return seed;
+}
+
+IsoContents write_and_read(const fs::path& iso, const NoCloudSeed& seed, Tree tree = Tree::rock_ridge) {
+  const auto status = write_nocloud_seed(iso, seed);
+  REQUIRE_MESSAGE(status.ok(), (status.ok() ? "" : status.error().message));
+  return read_iso(iso, tree);
+}
+
+std::vector<std::string> names(const IsoContents& contents) {
+  std::vector<std::string> out;
+  for (const auto& [name, data] : contents.files) out.push_back(name);
+  return out;
+}
+
+std::string first_line(const std::string& text) {
+  return text.substr(0, text.find('\n'));
+}
+
+TEST_CASE("a seed is volume cidata with exactly meta-data and user-data, in the Rock Ridge and the Joliet tree") {
+  TempDir dir;
+  const auto iso = dir.path() / "seed.iso";
+  const auto rr = write_and_read(iso, keys_seed(), Tree::rock_ridge);
+  CHECK(rr.volume_id == "cidata");
+  CHECK(rr.rock_ridge);
+  CHECK(names(rr) == std::vector<std::string>{"meta-data", "user-data"});
+  CHECK(rr.directories == 0);
+  CHECK(fs::file_size(iso) % 2048 == 0);
+
+  // A guest without Rock Ridge support (or a blkid/mount preferring Joliet) sees the same names.
+  const auto joliet = read_iso(iso, Tree::joliet);
+  CHECK(joliet.joliet);
+  CHECK(names(joliet) == std::vector<std::string>{"meta-data", "user-data"});
+  CHECK(joliet.files == rr.files);
+  // Plain ISO 9660 names are mangled, which is why the extensions are there at all.
+  const auto plain = read_iso(iso, Tree::iso9660);
+  CHECK(plain.files.size() == 2);
+  CHECK(plain.files.count("user-data") == 0);
+}
+
+TEST_CASE("meta-data is YAML with the instance id and the hostname, quoted so YAML 1.1 keeps them strings") {
+  TempDir dir;
+  auto seed = keys_seed();
+  seed.hostname = "12345";  // a number to a YAML 1.1 reader (cloud-init's PyYAML) if left plain
+  const auto contents = write_and_read(dir.path() / "seed.iso", seed);
+  const auto meta = YAML::Load(contents.files.at("meta-data"));
+  REQUIRE(meta.IsMap());
+  CHECK(meta.size() == 2);
+  CHECK(meta["instance-id"].as<std::string>() == seed.instance_id);
+  CHECK(meta["local-hostname"].as<std::string>() == "12345");
+  // yaml-cpp tags a quoted scalar "!" (non-specific, never resolved to int/bool/null) and a plain one "?".
+  CHECK(meta["local-hostname"].Tag() == "!");
+  CHECK(meta["instance-id"].Tag() == "!");
+}
+
+TEST_CASE("generated user-data is #cloud-config YAML listing exactly the keys given, comments escaped") {
+  TempDir dir;
+  const auto seed = keys_seed();
+  const auto contents = write_and_read(dir.path() / "seed.iso", seed);
+  const auto& user_data = contents.files.at("user-data");
+  CHECK(first_line(user_data) == "#cloud-config");
+  const auto doc = YAML::Load(user_data);
+  REQUIRE(doc.IsMap());
+  CHECK(doc.size() == 1);
+  const auto keys = doc["ssh_authorized_keys"];
+  REQUIRE(keys.IsSequence());
+  std::vector<std::string> read_back;
+  for (const auto& key : keys) read_back.push_back(key.as<std::string>());
+  CHECK(read_back == seed.ssh_authorized_keys);
+  // Nothing of the comment escaped the string it belongs to.
+  CHECK(user_data.find("\n\"ops\"") == std::string::npos);
+}
+
+TEST_CASE("without keys or user data, user-data is an empty cloud-config document") {
+  TempDir dir;
+  auto seed = keys_seed();
+  seed.ssh_authorized_keys.clear();
+  const auto contents = write_and_read(dir.path() / "seed.iso", seed);
+  const auto& user_data = contents.files.at("user-data");
+  CHECK(first_line(user_data) == "#cloud-config");
+  const auto doc = YAML::Load(user_data);
+  CHECK(doc.IsMap());
+  CHECK(doc.size() == 0);
+  CHECK(contents.files.count("meta-data") == 1);  // cloud-init needs both files to take the seed
+}
+
+TEST_CASE("user data is written byte for byte: cloud-config, a script, binary (gzip) data, 64 KiB") {
+  TempDir dir;
+  auto seed = keys_seed();
+  seed.ssh_authorized_keys.clear();
+  std::string binary("\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\x03", 10);
+  for (int i = 0; i < 3000; ++i) binary += static_cast<char>((i * 7919) & 0xff);  // every byte value, NULs too
+  std::string largest(kMaxUserDataBytes, 'x');
+  largest.front() = '#';
+  const std::vector<std::string> payloads{
+      "#cloud-config\nusers:\n  - name: ops\n    ssh_authorized_keys: [\"" + kEd25519 + "\"]\nruncmd: [[touch, /ok]]\n",
+      "#!/bin/sh\necho 'hello: world' > /etc/motd\n", binary, largest};
+  for (std::size_t i = 0; i < payloads.size(); ++i) {
+    CAPTURE(i);
+    seed.user_data = payloads[i];
+    const auto contents = write_and_read(dir.path() / "seed.iso", seed);
+    CHECK(contents.files.at("user-data") == payloads[i]);
+    CHECK(YAML::Load(contents.files.at("meta-data"))["local-hostname"].as<std::string>() == seed.hostname);
+  }
+}
+
+TEST_CASE("rewriting a seed replaces it whole: mode 0600, no temporary file left behind") {
+  TempDir dir;
+  const auto iso = dir.path() / "seed.iso";
+  auto seed = keys_seed();
+  write_and_read(iso, seed);
+  seed.hostname = "train-1";
+  seed.ssh_authorized_keys = {kRsa};
+  const auto contents = write_and_read(iso, seed);
+  CHECK(YAML::Load(contents.files.at("meta-data"))["local-hostname"].as<std::string>() == "train-1");
+  CHECK(YAML::Load(contents.files.at("user-data"))["ssh_authorized_keys"].size() == 1);
+  std::vector<std::string> entries;
+  for (const auto& entry : fs::directory_iterator(dir.path())) entries.push_back(entry.path().filename().string());
+  CHECK(entries == std::vector<std::string>{"seed.iso"});
+  struct stat st {};
+  REQUIRE(::stat(iso.c_str(), &st) == 0);
+  CHECK((st.st_mode & 07777) == 0600);
+}
+
+TEST_CASE("seeds written from several threads at once are each whole and their own") {
+  TempDir dir;
+  constexpr int kThreads = 4;
+  std::vector<std::string> errors(kThreads);
+  std::vector<std::thread> threads;
+  threads.reserve(kThreads);
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      auto seed = keys_seed();
+      seed.hostname = "vm-" + std::to_string(t);
+      for (int round = 0; round < 5; ++round) {
+        const auto status = write_nocloud_seed(dir.path() / (seed.hostname + ".iso"), seed);
+        if (!status.ok()) errors[t] = status.error().message;
+      }
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  for (int t = 0; t < kThreads; ++t) {
+    CAPTURE(t);
+    CHECK(errors[t].empty());
+    const auto contents = read_iso(dir.path() / ("vm-" + std::to_string(t) + ".iso"));
+    CHECK(YAML::Load(contents.files.at("meta-data"))["local-hostname"].as<std::string>() == "vm-" + std::to_string(t));
+  }
+}
+
+// cloud-init finds the seed by its label through blkid (util-linux), so this is the check that counts.
+TEST_CASE("blkid, which cloud-init asks for LABEL=cidata, reads an iso9660 filesystem labelled cidata") {
+  const auto blkid = hostagent::testing::find_program("blkid");
+  if (!blkid) {
+    hostagent::testing::skip("blkid is not installed (package util-linux)");
+    return;
+  }
+  TempDir dir;
+  const auto iso = dir.path() / "seed.iso";
+  REQUIRE(write_nocloud_seed(iso, keys_seed()).ok());
+  const auto probe = [&](const char* tag) {
+    const auto result =
+        hostagent::testing::run_command({blkid->string(), "-p", "-o", "value", "-s", tag, iso.string()});
+    CHECK_MESSAGE(result.exit_code == 0, result.output);
+    return result.output;
+  };
+  CHECK(probe("LABEL") == "cidata\n");
+  CHECK(probe("TYPE") == "iso9660\n");
+}
+
+TEST_CASE("isoinfo (genisoimage) reads the same label, names and contents") {
+  const auto isoinfo = hostagent::testing::find_program("isoinfo");
+  if (!isoinfo) {
+    hostagent::testing::skip("isoinfo is not installed (package genisoimage); libisofs's reader checked the rest");
+    return;
+  }
+  TempDir dir;
+  const auto iso = dir.path() / "seed.iso";
+  const auto contents = write_and_read(iso, keys_seed());
+  const auto run = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), isoinfo->string());
+    args.insert(args.end(), {"-i", iso.string()});
+    const auto result = hostagent::testing::run_command(args);
+    CHECK_MESSAGE(result.exit_code == 0, result.output);
+    return result.output;
+  };
+  CHECK(run({"-d"}).find("Volume id: cidata") != std::string::npos);
+  const auto listing = run({"-R", "-f"});
+  CHECK(listing.find("/meta-data") != std::string::npos);
+  CHECK(listing.find("/user-data") != std::string::npos);
+  CHECK(run({"-J", "-f"}).find("/user-data") != std::string::npos);
+  CHECK(run({"-R", "-x", "/user-data"}) == contents.files.at("user-data"));
+  CHECK(run({"-R", "-x", "/meta-data"}) == contents.files.at("meta-data"));
+}
+
+}  // namespace
+}  // namespace hostagent::cloudinit::testing
