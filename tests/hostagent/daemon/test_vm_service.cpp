@@ -15,8 +15,8 @@ constexpr const char* kEightGpus = "gx3d-160x1792x8h100";
 constexpr const char* kOneGpu = "gx3-16x128x1h100";
 
 std::unique_ptr<daemon::VmService> started(DaemonFixture& fixture, FaultyHypervisor** faulty = nullptr,
-                                           std::shared_ptr<ManualClock> clock = nullptr) {
-  auto service = fixture.start(faulty, std::move(clock));
+                                           const std::shared_ptr<ManualClock>& clock = nullptr) {
+  auto service = fixture.start(faulty, clock);
   REQUIRE_MESSAGE(service.ok(), service.error().message);
   return std::move(service).value();
 }
