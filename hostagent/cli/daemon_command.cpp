@@ -60,14 +60,14 @@ int run_exec(daemon::VmService& service, const std::vector<std::string>& command
              std::ostream& err) {
   int status = 0;
   for (const auto& command : commands) {
-    out << "$ " << command << "\n";
+    out << "$ " << command << std::endl;
     auto result = run_exec_command(service, command);
     if (!result.ok()) {
       err << "hostagentd: " << to_string(result.error().code) << ": " << result.error().message << "\n";
       status = 1;
       continue;
     }
-    out << api::to_pretty_json(*result);
+    out << api::to_pretty_json(*result) << std::flush;  // in order with the log lines on stderr
   }
   return status;
 }
