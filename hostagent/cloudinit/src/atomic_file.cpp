@@ -8,54 +8,18 @@
 #include <cerrno>
 #include <string>
 
+#include "hostagent/common/posix_file.hpp"
+
 namespace hostagent::cloudinit::detail {
 namespace {
 
-// Owns a file descriptor; close() reports the error a destructor would have to drop.
-class FileDescriptor {
- public:
-  explicit FileDescriptor(int fd) : fd_(fd) {}
-  ~FileDescriptor() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  FileDescriptor(const FileDescriptor&) = delete;
-  FileDescriptor& operator=(const FileDescriptor&) = delete;
-  int get() const { return fd_; }
-  // close(2) may be where a write error surfaces (NFS); the descriptor is gone either way.
-  int close() {
-    const int rc = ::close(fd_);
-    fd_ = -1;
-    return rc == 0 ? 0 : errno;
-  }
-
- private:
-  int fd_;
-};
-
-Status write_all(int fd, std::string_view data, const std::filesystem::path& path) {
-  while (!data.empty()) {
-    const ssize_t written = ::write(fd, data.data(), data.size());
-    if (written < 0 && errno == EINTR) continue;
-    if (written < 0) return errno_error(errno, "write", path.string());
-    data.remove_prefix(static_cast<std::size_t>(written));
-  }
-  return ok_status();
-}
+using posix::FileDescriptor;
 
 // The data must be on disk before the rename is: otherwise a crash can leave the new name pointing
 // at an empty or partial file (ext4 with delayed allocation, XFS).
 Status write_durably(int fd, std::string_view contents, const std::filesystem::path& path) {
-  HA_TRY_STATUS(write_all(fd, contents, path));
+  if (const int err = posix::write_all(fd, contents); err != 0) return errno_error(err, "write", path.string());
   if (::fsync(fd) != 0) return errno_error(errno, "fsync", path.string());
-  return ok_status();
-}
-
-// rename(2) changes the directory, not the file: the directory needs its own fsync(2).
-Status fsync_directory(const std::filesystem::path& directory) {
-  FileDescriptor fd(::open(directory.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (fd.get() < 0) return errno_error(errno, "open directory", directory.string());
-  if (::fsync(fd.get()) != 0) return errno_error(errno, "fsync directory", directory.string());
-  if (const int err = fd.close(); err != 0) return errno_error(err, "close directory", directory.string());
   return ok_status();
 }
 
@@ -79,7 +43,7 @@ Status replace_file_atomically(const std::filesystem::path& path, std::string_vi
     ::unlink(temporary.c_str());  // best effort: the error above is the one to report
     return status;
   }
-  return fsync_directory(path.parent_path());
+  return posix::fsync_directory(path.parent_path());
 }
 
 }  // namespace hostagent::cloudinit::detail

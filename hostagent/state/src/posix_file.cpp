@@ -6,6 +6,8 @@
 
 #include <cerrno>
 
+#include "hostagent/common/posix_file.hpp"
+
 namespace hostagent::state::detail {
 namespace {
 
@@ -15,53 +17,26 @@ Error io_failure(int err, const std::string& operation, const std::filesystem::p
   return error;
 }
 
-// Owns a file descriptor; close() reports the error that a destructor would have to drop.
-class FileDescriptor {
- public:
-  explicit FileDescriptor(int fd) : fd_(fd) {}
-  ~FileDescriptor() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  FileDescriptor(const FileDescriptor&) = delete;
-  FileDescriptor& operator=(const FileDescriptor&) = delete;
-  int get() const { return fd_; }
-  // close(2): on NFS and some other filesystems a write error may surface only here. The
-  // descriptor is gone either way (Linux frees it even on EINTR), so it is never retried.
-  int close() {
-    const int rc = ::close(fd_);
-    fd_ = -1;
-    return rc == 0 ? 0 : errno;
-  }
+using posix::FileDescriptor;
 
- private:
-  int fd_;
-};
-
-Status write_all(int fd, std::string_view data, const std::filesystem::path& path) {
-  while (!data.empty()) {
-    const ssize_t written = ::write(fd, data.data(), data.size());
-    if (written < 0 && errno == EINTR) continue;
-    if (written < 0) return io_failure(errno, "write", path);
-    data.remove_prefix(static_cast<std::size_t>(written));
-  }
-  return ok_status();
+// The journal's own directory failing us is never "not found" for the caller: it is the
+// environment, whatever errno says.
+Status as_io_error(Status status) {
+  if (status.ok()) return status;
+  Error error = std::move(status).error();
+  error.code = ErrorCode::io_error;
+  return error;
 }
 
-// rename(2) and unlink(2) change the directory, not the file: fsync(2) on the file does not make
-// them durable ("an explicit fsync() on a file descriptor for the directory is also needed").
 Status fsync_directory(const std::filesystem::path& directory) {
-  FileDescriptor fd(::open(directory.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (fd.get() < 0) return io_failure(errno, "open directory", directory);
-  if (::fsync(fd.get()) != 0) return io_failure(errno, "fsync directory", directory);
-  if (const int err = fd.close(); err != 0) return io_failure(err, "close directory", directory);
-  return ok_status();
+  return as_io_error(posix::fsync_directory(directory));
 }
 
 Status write_durably(const std::filesystem::path& path, std::string_view contents) {
   // 0600: entries hold SSH keys and request ids. O_NOFOLLOW: never write through a planted link.
   FileDescriptor fd(::open(path.c_str(), O_CREAT | O_TRUNC | O_WRONLY | O_CLOEXEC | O_NOFOLLOW, 0600));
   if (fd.get() < 0) return io_failure(errno, "create", path);
-  HA_TRY_STATUS(write_all(fd.get(), contents, path));
+  if (const int err = posix::write_all(fd.get(), contents); err != 0) return io_failure(err, "write", path);
   // The data must reach the disk before the rename does. Otherwise a crash can leave the rename
   // durable and the data not: a committed entry that is empty or partial (ext4 with delayed
   // allocation, XFS), which is the very state the journal exists to rule out.
