@@ -56,22 +56,16 @@ void CallbackState::set_sinks(DomainEventSink domain_sink, ConnectionEventSink c
   on_connection = std::move(connection_sink);
 }
 
+// The sink runs under the lock, so set_sinks() returns only once no old sink is running: a
+// subscriber that unsubscribes and then goes away is never called after it is gone.
 void CallbackState::emit(const DomainEvent& event) {
-  DomainEventSink sink;
-  {
-    const std::lock_guard lock(sink_mutex);
-    sink = on_domain;
-  }
-  if (sink) sink(event);
+  const std::lock_guard lock(sink_mutex);
+  if (on_domain) on_domain(event);
 }
 
 void CallbackState::emit(ConnectionEvent event) {
-  ConnectionEventSink sink;
-  {
-    const std::lock_guard lock(sink_mutex);
-    sink = on_connection;
-  }
-  if (sink) sink(event);
+  const std::lock_guard lock(sink_mutex);
+  if (on_connection) on_connection(event);
 }
 
 void CallbackState::closed(std::uint64_t closed_generation) {
