@@ -132,4 +132,11 @@ fs::path extract_tarball(const fs::path& tarball, const fs::path& dir) {
   return dir;
 }
 
+std::vector<fs::path> files_in(const fs::path& dir) {
+  std::vector<fs::path> files;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) files.push_back(entry.path());
+  return files;
+}
+
 }  // namespace hostagent::testing

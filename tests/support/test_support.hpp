@@ -45,4 +45,7 @@ std::filesystem::path extract_tarball(const std::filesystem::path& tarball, cons
 
 std::string read_text_file(const std::filesystem::path& path);
 
+// The entries of a directory (none when it does not exist), in no particular order.
+std::vector<std::filesystem::path> files_in(const std::filesystem::path& dir);
+
 }  // namespace hostagent::testing

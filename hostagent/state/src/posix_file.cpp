@@ -11,25 +11,23 @@
 namespace hostagent::state::detail {
 namespace {
 
-Error io_failure(int err, const std::string& operation, const std::filesystem::path& path) {
-  Error error = errno_error(err, operation, path.string());
+using posix::FileDescriptor;
+
+// The journal's own files failing us are never "not found" for the caller: it is the environment,
+// whatever errno says.
+Error as_io_error(Error error) {
   error.code = ErrorCode::io_error;
   return error;
 }
 
-using posix::FileDescriptor;
-
-// The journal's own directory failing us is never "not found" for the caller: it is the
-// environment, whatever errno says.
-Status as_io_error(Status status) {
-  if (status.ok()) return status;
-  Error error = std::move(status).error();
-  error.code = ErrorCode::io_error;
-  return error;
+Error io_failure(int err, const std::string& operation, const std::filesystem::path& path) {
+  return as_io_error(errno_error(err, operation, path.string()));
 }
 
 Status fsync_directory(const std::filesystem::path& directory) {
-  return as_io_error(posix::fsync_directory(directory));
+  auto synced = posix::fsync_directory(directory);
+  if (!synced.ok()) return as_io_error(std::move(synced).error());
+  return ok_status();
 }
 
 Status write_durably(const std::filesystem::path& path, std::string_view contents) {

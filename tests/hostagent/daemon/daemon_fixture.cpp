@@ -182,12 +182,7 @@ Result<std::unique_ptr<daemon::VmService>> DaemonFixture::start(FaultyHypervisor
 }
 
 std::vector<fs::path> DaemonFixture::journal_files() const {
-  std::vector<fs::path> files;
-  std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(scratch_.path() / "state" / "journal", ec)) {
-    files.push_back(entry.path());
-  }
-  return files;
+  return files_in(scratch_.path() / "state" / "journal");
 }
 
 std::vector<std::string> test_driver_domains(const std::string& prefix) {

@@ -151,21 +151,11 @@ std::vector<std::string> LibvirtdFixture::pool_volumes() const {
 }
 
 std::vector<fs::path> LibvirtdFixture::seed_files() const {
-  std::vector<fs::path> files;
-  std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(scratch_.path() / "state" / "seeds", ec)) {
-    files.push_back(entry.path());
-  }
-  return files;
+  return files_in(scratch_.path() / "state" / "seeds");
 }
 
 std::vector<fs::path> LibvirtdFixture::journal_files() const {
-  std::vector<fs::path> files;
-  std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(scratch_.path() / "state" / "journal", ec)) {
-    files.push_back(entry.path());
-  }
-  return files;
+  return files_in(scratch_.path() / "state" / "journal");
 }
 
 uint64_t LibvirtdFixture::free_hugepages_2m() {
@@ -192,13 +182,7 @@ std::string LibvirtdFixture::wait_for_boot(const std::string& vm, int count, int
 }
 
 void LibvirtdFixture::remove_domain(const std::string& name) const {
-  virDomainPtr domain = virDomainLookupByName(connection_->conn, name.c_str());
-  if (domain != nullptr) {
-    virDomainDestroy(domain);
-    virDomainUndefineFlags(domain, VIR_DOMAIN_UNDEFINE_NVRAM);
-    virDomainFree(domain);
-  }
-  virResetLastError();
+  testing::remove_domain(uri_, name);
   for (const auto& volume : pool_volumes()) {
     if (virStorageVolPtr vol = virStorageVolLookupByName(connection_->pool, volume.c_str())) {
       virStorageVolDelete(vol, 0);
