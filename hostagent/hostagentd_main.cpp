@@ -18,6 +18,9 @@ int main(int argc, char** argv) {
                  "Run the embedded default instead: libvirt's test:/// driver on this simulated host (" + hosts + ")")
       ->excludes(config);
   app.add_option("--state-dir", args.state_directory, "State directory (overrides the configuration's)");
+  app.add_option("--listen", args.listen,
+                 "Serve the API here instead of the configuration's api.listen (unix:/PATH or tcp://HOST:PORT); "
+                 "repeatable");
   app.add_option("--exec", args.exec, hostagent::cli::exec_help());
   // For the crash tests: stop before a step ("create:define") after writing the marker file.
   app.add_option("--pause-at", args.pause_at)->group("");

@@ -10,7 +10,7 @@ packages=(
   # libraries named in DEVELOPERS.md
   libhwloc-dev hwloc
   libpci-dev pciutils pci.ids
-  libboost1.81-dev libboost-json1.81-dev libboost-url1.81-dev
+  libboost1.81-dev libboost-json1.81-dev libboost-url1.81-dev libssl-dev
   libyaml-cpp-dev
   libpugixml-dev
   libcli11-dev doctest-dev
@@ -19,7 +19,7 @@ packages=(
   libibverbs-dev
   libnl-3-dev libnl-route-3-dev libnl-genl-3-dev
   # tools the tests and benchmarks run
-  bzip2 xz-utils python3
+  bzip2 xz-utils python3 openssl
   # the real libvirtd and QEMU of the lifecycle tests (TCG: CI machines have no KVM), and the guest
   # they boot: Debian's kernel with a busybox initramfs the tests build
   libvirt-daemon libvirt-daemon-system libvirt-daemon-driver-qemu qemu-system-x86 qemu-utils

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The README's second command (and CI's): install, build, and run the whole suite twice: the
-# default build, then the AddressSanitizer + UBSan build. Lint runs first: it is the fastest to fail.
+# default build, then the AddressSanitizer + UBSan build; then the fuzz targets for a fixed number of
+# executions (a clang build of their own), then lint.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
@@ -18,5 +19,7 @@ for preset in default asan; do
   echo "=== test: $preset"
   ctest --preset "$preset"
 done
+echo "=== fuzz"
+scripts/fuzz.sh 200000
 echo "=== lint"
 scripts/lint.sh

@@ -51,12 +51,61 @@ boost::json::value to_json(const daemon::ReconcileReport& report) {
 }
 
 boost::json::value to_json(const daemon::ServiceStatus& status) {
-  return boost::json::object{{"libvirt_connected", status.libvirt_connected},
+  return boost::json::object{{"ready", status.ready},
+                             {"libvirt_connected", status.libvirt_connected},
                              {"libvirt_connection_losses", status.libvirt_connection_losses},
                              {"managed_vms", status.managed_vms},
                              {"foreign_domains", status.foreign_domains},
                              {"operations_in_flight", status.operations_in_flight},
                              {"last_reconcile", to_json(status.last_reconcile)}};
+}
+
+boost::json::value to_json(const daemon::OperationView& operation) {
+  boost::json::value error = nullptr;
+  if (operation.error) {
+    error = boost::json::object{{"code", to_string(operation.error->code)}, {"message", operation.error->message}};
+  }
+  return boost::json::object{{"id", operation.id},
+                             {"kind", operation.kind},
+                             {"vm", operation.vm},
+                             {"request_id", operation.request_id},
+                             {"state", operation.state},
+                             {"step", operation.step},
+                             {"step_number", operation.step_number},
+                             {"step_count", operation.step_count},
+                             {"error", std::move(error)},
+                             {"submitted_at", operation.submitted_at},
+                             {"started_at", operation.started_at},
+                             {"finished_at", operation.finished_at},
+                             {"duration_seconds", operation.duration_seconds}};
+}
+
+boost::json::value to_json(const daemon::ServiceEvent& event) {
+  switch (event.kind) {
+    case daemon::ServiceEvent::Kind::operation:
+      if (event.operation) return to_json(*event.operation);
+      return boost::json::object{{"vm", event.vm}};
+    case daemon::ServiceEvent::Kind::device: {
+      boost::json::array devices;
+      for (const auto& device : event.devices) devices.emplace_back(device.to_string());
+      return boost::json::object{{"vm", event.vm}, {"held", event.held}, {"devices", std::move(devices)}};
+    }
+    case daemon::ServiceEvent::Kind::vm:
+      break;
+  }
+  return boost::json::object{{"vm", event.vm}, {"state", event.vm_state}, {"detail", event.detail}};
+}
+
+const char* event_name(daemon::ServiceEvent::Kind kind) {
+  switch (kind) {
+    case daemon::ServiceEvent::Kind::operation:
+      return "operation";
+    case daemon::ServiceEvent::Kind::device:
+      return "device";
+    case daemon::ServiceEvent::Kind::vm:
+      break;
+  }
+  return "vm";
 }
 
 }  // namespace hostagent::api

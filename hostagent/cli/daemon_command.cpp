@@ -6,6 +6,7 @@
 #include <csignal>
 #include <cstdlib>
 
+#include "api_listener.hpp"
 #include "exec_commands.hpp"
 #include "hostagent/api/host_json.hpp"
 #include "hostagent/config/daemon_config.hpp"
@@ -56,6 +57,24 @@ Result<config::DaemonConfig> load(const DaemonArgs& args, Scratch& scratch) {
   return embedded;
 }
 
+// --listen replaces the configuration's addresses; checked like them.
+Status apply_listen(const DaemonArgs& args, config::DaemonConfig& config) {
+  if (args.listen.empty()) return ok_status();
+  for (const auto& text : args.listen) {
+    auto address = config::parse_listen_address(text);
+    if (!address.ok()) return Error{ErrorCode::invalid_argument, "--listen: " + address.error().message};
+    const bool authenticated =
+        !config.api.tls.certificate.empty() || !config.api.token_file.empty() || !config.api.reader_token_file.empty();
+    if (address->kind == config::ListenAddress::Kind::tcp && !authenticated) {
+      return Error{ErrorCode::invalid_argument, "--listen " + text +
+                                                    ": a tcp:// address needs api.tls or a token file in the "
+                                                    "configuration; use a unix: address"};
+    }
+  }
+  config.api.listen = args.listen;
+  return ok_status();
+}
+
 int run_exec(daemon::VmService& service, const std::vector<std::string>& commands, std::ostream& out,
              std::ostream& err) {
   int status = 0;
@@ -81,12 +100,20 @@ sigset_t stop_signals() {
   return signals;
 }
 
-int serve(daemon::VmService& service, const sigset_t& signals, std::ostream& err) {
+// Ready once state is reconciled (VmService::start returned) and the API listens.
+int serve(const config::DaemonConfig& config, daemon::VmService& service, const sigset_t& signals, std::ostream& err) {
+  auto api = ApiListener::start(config, service);
+  if (!api.ok()) {
+    err << "hostagentd: " << to_string(api.error().code) << ": api: " << api.error().message << "\n";
+    return 1;
+  }
+  std::string where;
+  for (const auto& endpoint : (*api)->endpoints()) where += (where.empty() ? "" : ", ") + endpoint;
   const auto status = service.status();
   const std::string summary = "STATUS=" + std::to_string(status.managed_vms) + " VMs, " +
-                              std::to_string(status.foreign_domains) + " foreign domains";
+                              std::to_string(status.foreign_domains) + " foreign domains; API on " + where;
   sd_notify(0, ("READY=1\n" + summary).c_str());
-  err << "hostagentd: ready: " << summary.substr(7) << "\n";
+  err << "hostagentd: ready: " << summary.substr(7) << std::endl;
   int signal = 0;
   sigwait(&signals, &signal);
   sd_notify(0, "STOPPING=1");
@@ -117,12 +144,13 @@ int run_hostagentd(const DaemonArgs& args, std::ostream& out, std::ostream& err)
   Scratch scratch;
   auto config = load(args, scratch);
   if (!config.ok()) return fail(config.error());
+  if (auto listen = apply_listen(args, *config); !listen.ok()) return fail(listen.error());
   auto parts = daemon::assemble_parts(*config);
   if (!parts.ok()) return fail(parts.error());
   if (!args.pause_at.empty()) parts->hook = daemon::pause_at_step(args.pause_at, args.pause_marker);
   auto service = daemon::VmService::start(std::move(parts).value());
   if (!service.ok()) return fail(service.error());
-  return serving ? serve(**service, signals, err) : run_exec(**service, args.exec, out, err);
+  return serving ? serve(*config, **service, signals, err) : run_exec(**service, args.exec, out, err);
 }
 
 }  // namespace hostagent::cli

@@ -1,7 +1,6 @@
 // hostagent/cli/daemon_command: what hostagentd does with its command line: load the configuration
 // (or the embedded default), assemble and start the service, then either serve until SIGTERM or,
-// with --exec, run the given commands in order and exit. The command mode is the daemon's thin
-// entry until the REST API drives it.
+// with --exec, run the given commands in order and exit (no API: for scripts and crash tests).
 #pragma once
 
 #include <filesystem>
@@ -16,6 +15,7 @@ struct DaemonArgs {
   std::optional<std::filesystem::path> config_file;      // default /etc/hostagent/hostagent.yaml
   std::optional<std::string> simulated;                  // the embedded default on this simulated host
   std::optional<std::filesystem::path> state_directory;  // overrides the configuration's
+  std::vector<std::string> listen;                       // overrides api.listen ("unix:/PATH", "tcp://HOST:PORT")
   std::vector<std::string> exec;                         // "create vm1 cx-2x1", "show vm1", ...
   std::string pause_at;                                  // crash tests: "create:define"
   std::filesystem::path pause_marker;                    // written when the pause is reached

@@ -1,7 +1,9 @@
-// hostagentctl: the operator's and infra engineer's command line. Only wiring lives here.
+// hostagentctl: the operator's and infra engineer's command line. Only wiring lives here: the
+// offline commands (topology, render, template validate) and the API's (api_commands).
 #include <CLI/CLI.hpp>
 #include <iostream>
 
+#include "api_commands.hpp"
 #include "host_source.hpp"
 #include "hostagent/api/host_json.hpp"
 #include "hostagent/daemon/build_info.hpp"
@@ -48,6 +50,8 @@ int main(int argc, char** argv) {
   CLI::App app{"hostagentctl: inspect and drive hostagent on a GPU hypervisor host"};
   app.set_version_flag("--version", hostagent::version_string("hostagentctl"));
   app.require_subcommand(1);
+  // The API's connection options (--socket, --json, ...) are the top's, given anywhere on the line.
+  app.fallthrough();
 
   HostSource topology_source;
   bool as_json = false;
@@ -78,7 +82,10 @@ int main(int argc, char** argv) {
   validate->add_option("files", validate_files, "Template files")->required();
   validate->add_option("--template-dir", template_dirs, "Where templates named by extends: live");
 
+  hostagent::ctl::ApiCommands api_commands(app, *templates);
+
   CLI11_PARSE(app, argc, argv);
+  if (const auto status = api_commands.run(std::cout, std::cerr)) return *status;
 
   std::vector<std::filesystem::path> dirs(template_dirs.begin(), template_dirs.end());
   dirs.push_back(hostagent::ctl::shipped_template_dir());

@@ -141,6 +141,45 @@ void write_link(TreeWriter& w, const PlannedFunction& f) {
   w.file(f.dir + "/current_link_width", decimal_attr(fn.link_sta_width));
 }
 
+// drivers/pci/pcie/aer.c (Linux 6.1) names the error status bits it counts; unnamed bits print only
+// when non-zero, so a fresh device lists exactly these.
+constexpr const char* kAerCorrectable[] = {"RxErr",   "BadTLP",      "BadDLLP",    "Rollover",
+                                           "Timeout", "NonFatalErr", "CorrIntErr", "HeaderOF"};
+constexpr const char* kAerUncorrectable[] = {"Undefined",     "DLP",
+                                             "SDES",          "TLP",
+                                             "FCP",           "CmpltTO",
+                                             "CmpltAbrt",     "UnxCmplt",
+                                             "RxOF",          "MalfTLP",
+                                             "ECRC",          "UnsupReq",
+                                             "ACSViol",       "UncorrIntErr",
+                                             "BlockedTLP",    "AtomicOpBlocked",
+                                             "TLPBlockedErr", "PoisonTLPBlocked"};
+
+// aer_stats_dev_attr: one "NAME COUNT" line per named bit, then "TOTAL_<kind> COUNT". A booted host
+// that has seen no errors reads all zeros.
+template <std::size_t N>
+std::string aer_counters_attr(const char* const (&names)[N], const char* total) {
+  std::string out;
+  for (const char* name : names) out += std::string(name) + " 0\n";
+  return out + "TOTAL_" + total + " 0\n";
+}
+
+// The kernel shows aer_dev_* only on a device with the AER extended capability (pci_aer_init
+// allocates aer_stats). Simulated here for the physical GPUs, NICs and NVMe drives, which have it on
+// real hardware; not for VFs (AER is optional on a VF) nor other functions.
+bool has_aer(const PlannedFunction& f) {
+  const uint32_t base = f.spec->class_code >> 16;
+  const bool kind = base == 0x03 || base == 0x02 || (f.spec->class_code >> 8) == 0x0108;
+  return kind && !f.placement.is_vf && f.spec->port_type == SimPortType::endpoint;
+}
+
+void write_aer(TreeWriter& w, const PlannedFunction& f) {
+  if (!has_aer(f)) return;
+  w.file(f.dir + "/aer_dev_correctable", aer_counters_attr(kAerCorrectable, "ERR_COR"));
+  w.file(f.dir + "/aer_dev_fatal", aer_counters_attr(kAerUncorrectable, "ERR_FATAL"));
+  w.file(f.dir + "/aer_dev_nonfatal", aer_counters_attr(kAerUncorrectable, "ERR_NONFATAL"));
+}
+
 void write_locality(TreeWriter& w, const HostSpec& spec, const CpuLayout& cpus, const PlannedFunction& f) {
   const auto local = local_cpus(spec, cpus, f.spec->numa_node);
   w.file(f.dir + "/numa_node", decimal_attr(f.spec->numa_node));
@@ -195,6 +234,7 @@ void write_function(TreeWriter& w, const HostSpec& spec, const PciPlan& plan, co
   // VFs have no INTx and report irq 0; others get a distinct legacy-looking number.
   write_state(w, f, f.placement.is_vf ? 0 : 24 + static_cast<int>(index % 200));
   write_link(w, f);
+  write_aer(w, f);
   write_locality(w, spec, cpus, f);
   write_bridge(w, f);
   write_sriov(w, plan, f);

@@ -1,9 +1,16 @@
 // hostagentctl as an operator runs it: the real binary, its exit codes and what it prints.
 #include <doctest/doctest.h>
 
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <boost/json.hpp>
+#include <chrono>
 #include <cstdlib>
 #include <fstream>
+#include <thread>
 
 #include "hostagent/simhost/sim_host.hpp"
 #include "test_support.hpp"
@@ -90,6 +97,164 @@ TEST_CASE("hostagentctl template validate: shipped templates pass, a broken one 
   const auto bad = testing::run_command({ctl(), "template", "validate", broken.string()});
   CHECK(bad.exit_code == 1);
   CHECK(bad.output.find(broken.string() + ":2:8: vcpus") != std::string::npos);
+}
+
+// hostagentd --simulated vela2 serving its API on a unix socket in a scratch directory, for as
+// long as the test holds this; its log is kept to show when it does not come up.
+class Daemon {
+ public:
+  explicit Daemon(const fs::path& dir) : socket_((dir / "api.sock").string()), log_(dir / "hostagentd.log") {
+    const auto binary = (fs::path(std::getenv("HOSTAGENT_BINARY_DIR")) / "hostagent" / "hostagentd").string();
+    const std::vector<std::string> argv = {
+        binary, "--simulated", "vela2", "--state-dir", (dir / "state").string(), "--listen", "unix:" + socket_};
+    fs::create_directories(dir / "state");
+    pid_ = fork();
+    REQUIRE(pid_ >= 0);
+    if (pid_ == 0) {
+      const int fd = ::open(log_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      dup2(fd, STDOUT_FILENO);
+      dup2(fd, STDERR_FILENO);
+      std::vector<char*> args;
+      for (const auto& arg : argv) args.push_back(const_cast<char*>(arg.c_str()));
+      args.push_back(nullptr);
+      execv(args[0], args.data());
+      _exit(127);
+    }
+  }
+  ~Daemon() {
+    ::kill(pid_, SIGTERM);
+    int status = 0;
+    waitpid(pid_, &status, 0);
+  }
+  Daemon(const Daemon&) = delete;
+  Daemon& operator=(const Daemon&) = delete;
+
+  // Until `hostagentctl health` says ready (reconciled, libvirt connected), the daemon exits, or
+  // two minutes pass (a loaded CI machine; on the test:/// driver it takes a second or two).
+  bool ready() {
+    for (int i = 0; i < 1200; ++i) {
+      int status = 0;
+      if (waitpid(pid_, &status, WNOHANG) == pid_) return false;
+      if (fs::exists(socket_) && run({"health"}).exit_code == 0) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    return false;
+  }
+  testing::CommandResult run(std::vector<std::string> args) const {
+    args.insert(args.begin(), {ctl(), "--socket", socket_});
+    return testing::run_command(args);
+  }
+  std::string log() const { return testing::read_text_file(log_); }
+
+ private:
+  std::string socket_;
+  fs::path log_;
+  pid_t pid_ = -1;
+};
+
+TEST_CASE("hostagentctl vm create, list, show and delete against hostagentd's API") {
+  testing::TempDir dir;
+  Daemon daemon(dir.path());
+  REQUIRE_MESSAGE(daemon.ready(), daemon.log());
+  const auto boot = dir.path() / "boot.raw";
+  std::ofstream(boot) << std::string(1 << 16, '\0');
+
+  const auto created = daemon.run({"vm", "create", "--template", "gx3d-160x1792x8h100", "--name", "train-0",
+                                   "--boot-image", boot.string(), "--request-id", "r-1"});
+  REQUIRE_MESSAGE(created.exit_code == 0, (created.output + daemon.log()));
+  CHECK(created.output.find("create train-0: ") != std::string::npos);  // plain progress: not a terminal
+  CHECK(created.output.find("NAME") != std::string::npos);
+  CHECK(created.output.find("train-0") != std::string::npos);
+  CHECK(created.output.find("running") != std::string::npos);
+  CHECK(created.output.find("gx3d-160x1792x8h100") != std::string::npos);
+
+  const auto listed = daemon.run({"vm", "list"});
+  REQUIRE_MESSAGE(listed.exit_code == 0, listed.output);
+  CHECK(listed.output.rfind("NAME", 0) == 0);
+  CHECK(listed.output.find("train-0") != std::string::npos);
+
+  const auto shown = daemon.run({"vm", "show", "train-0", "--json"});
+  REQUIRE_MESSAGE(shown.exit_code == 0, shown.output);
+  const auto vm = boost::json::parse(shown.output);
+  CHECK(vm.at("name").as_string() == "train-0");
+  CHECK(vm.at("managed").as_bool());
+  CHECK(vm.at("record").at("template").as_string() == "gx3d-160x1792x8h100");
+  CHECK(vm.at("record").at("request_id").as_string() == "r-1");
+  CHECK(vm.at("record").at("holds").at("devices").as_array().size() >= 8);
+
+  const auto operations = daemon.run({"operation", "list", "--json"});
+  REQUIRE_MESSAGE(operations.exit_code == 0, operations.output);
+  const auto ops = boost::json::parse(operations.output).at("operations").as_array();
+  REQUIRE_FALSE(ops.empty());
+  CHECK(ops.front().at("kind").as_string() == "create");
+  CHECK(ops.front().at("state").as_string() == "succeeded");
+
+  const auto deleted = daemon.run({"vm", "delete", "train-0"});
+  REQUIRE_MESSAGE(deleted.exit_code == 0, deleted.output);
+  CHECK(deleted.output.find("deleted train-0") != std::string::npos);
+  const auto after = daemon.run({"vm", "list", "--json"});
+  REQUIRE(after.exit_code == 0);
+  const auto remaining_vms = boost::json::parse(after.output);
+  for (const auto& remaining : remaining_vms.at("vms").as_array()) {
+    CHECK(remaining.at("name").as_string() != "train-0");  // test:///default's own domain "test" stays
+  }
+}
+
+TEST_CASE("hostagentctl exits 1 with the server's problem detail for a VM that does not exist") {
+  testing::TempDir dir;
+  Daemon daemon(dir.path());
+  REQUIRE_MESSAGE(daemon.ready(), daemon.log());
+  for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
+           {"vm", "show", "ghost"}, {"vm", "delete", "ghost"}, {"vm", "xml", "ghost"}}) {
+    const auto run = daemon.run(args);
+    CAPTURE(run.output);
+    CHECK(run.exit_code == 1);
+    CHECK(run.output.find("hostagentctl: not_found: ") != std::string::npos);
+    CHECK(run.output.find("ghost") != std::string::npos);
+  }
+  const auto bad_template = daemon.run({"vm", "create", "--template", "no-such-shape", "--name", "x"});
+  CHECK(bad_template.exit_code == 1);
+  CHECK(bad_template.output.find("no-such-shape") != std::string::npos);
+}
+
+TEST_CASE("hostagentctl without a daemon names the socket and asks whether hostagentd runs") {
+  testing::TempDir dir;
+  const auto socket = (dir.path() / "none.sock").string();
+  const auto run = testing::run_command({ctl(), "vm", "list", "--socket", socket});
+  CHECK(run.exit_code == 1);
+  CHECK(run.output.find("cannot connect to unix:" + socket + ": No such file or directory; is hostagentd running?") !=
+        std::string::npos);
+  const auto env = testing::run_command({ctl(), "status"}, {"HOSTAGENT_URL=unix:" + socket});
+  CHECK(env.exit_code == 1);
+  CHECK(env.output.find("unix:" + socket) != std::string::npos);
+}
+
+TEST_CASE("hostagentctl completion scripts come from the command tree") {
+  const auto bash = testing::run_command({ctl(), "completion", "bash"});
+  REQUIRE(bash.exit_code == 0);
+  CHECK(bash.output.find("complete -o default -F _hostagentctl hostagentctl") != std::string::npos);
+  CHECK(bash.output.find("\"vm:create\") cmdpath=\"vm create\"") != std::string::npos);
+  CHECK(bash.output.find("--ssh-key-file") != std::string::npos);
+  CHECK(bash.output.find("\"template:validate\")") != std::string::npos);
+  if (const auto shell = testing::find_program("bash")) {
+    testing::TempDir dir;
+    const auto script = dir.path() / "completion.bash";
+    std::ofstream(script) << bash.output;
+    const auto syntax = testing::run_command({shell->string(), "-n", script.string()});
+    CHECK_MESSAGE(syntax.exit_code == 0, syntax.output);
+    // What bash offers after "hostagentctl --json vm cr" and after "hostagentctl vm create --tem".
+    const auto offered = testing::run_command(
+        {shell->string(), "-c",
+         "source " + script.string() +
+             "; COMP_WORDS=(hostagentctl --json vm cr); COMP_CWORD=3; _hostagentctl; echo \"[${COMPREPLY[*]}]\""
+             "; COMP_WORDS=(hostagentctl vm create --tem); COMP_CWORD=3; _hostagentctl; echo \"[${COMPREPLY[*]}]\""});
+    CHECK_MESSAGE(offered.output == "[create]\n[--template]\n", offered.output);
+  }
+  const auto zsh = testing::run_command({ctl(), "completion", "zsh"});
+  REQUIRE(zsh.exit_code == 0);
+  CHECK(zsh.output.rfind("#compdef hostagentctl", 0) == 0);
+  CHECK(zsh.output.find("\"vm:create\")") != std::string::npos);
+  CHECK(testing::run_command({ctl(), "completion", "fish"}).exit_code != 0);
 }
 
 }  // namespace

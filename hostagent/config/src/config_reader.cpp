@@ -26,8 +26,9 @@ const std::vector<std::string_view> kTopKeys = {
 const std::vector<std::string_view> kLibvirtKeys = {"uri", "domain_type", "emulator", "connect_timeout",
                                                     "reconnect_interval"};
 const std::vector<std::string_view> kHostKeys = {"sysfs_root", "simulated", "housekeeping_cpus"};
-const std::vector<std::string_view> kApiKeys = {"listen", "tls", "token_file"};
-const std::vector<std::string_view> kTlsKeys = {"certificate", "key", "client_ca"};
+const std::vector<std::string_view> kApiKeys = {"listen", "tls", "token_file", "reader_token_file", "audit_log"};
+const std::vector<std::string_view> kTlsKeys = {"certificate", "key", "client_ca"};  // the files
+const std::vector<std::string_view> kTlsSectionKeys = {"certificate", "key", "client_ca", "operator_common_names"};
 // The domain types hostagent renders: QEMU with or without KVM, and libvirt's test driver.
 const std::vector<std::string_view> kDomainTypes = {"kvm", "qemu", "test"};
 // The libvirt drivers those types run on; a transport may follow ("qemu+ssh://host/system").
@@ -206,6 +207,31 @@ class ConfigReader {
     const auto token_path = read_absolute_path(check_, token, "api.token_file", EmptyPath::none);
     config.token_file = token_path.value_or(config.token_file);
     token_file_ = Written::of(token, token_path.has_value());
+    const Value& reader = field(api, "reader_token_file");
+    const auto reader_path = read_absolute_path(check_, reader, "api.reader_token_file", EmptyPath::none);
+    config.reader_token_file = reader_path.value_or(config.reader_token_file);
+    reader_token_file_ = Written::of(reader, reader_path.has_value());
+    config.audit_log = read_absolute_path(check_, field(api, "audit_log"), "api.audit_log", EmptyPath::none)
+                           .value_or(config.audit_log);
+  }
+
+  void read_common_names(const Value& names, TlsConfig& config) {
+    if (names.is_null()) return;
+    if (names.kind != Value::Kind::list) {
+      check_.report(names.at, "api.tls.operator_common_names", describe(names), "a list of certificate common names");
+      return;
+    }
+    std::vector<std::string> read;
+    for (std::size_t i = 0; i < names.items.size(); ++i) {
+      const Value& item = names.items[i];
+      if (item.kind != Value::Kind::scalar || item.scalar.empty()) {
+        check_.report(item.at, "api.tls.operator_common_names[" + std::to_string(i) + "]", describe(item),
+                      "a certificate's subject common name (CN), like control-plane.example.net");
+        continue;
+      }
+      read.push_back(item.scalar);
+    }
+    if (read.size() == names.items.size()) config.operator_common_names = std::move(read);
   }
 
   void read_listen(const Value& listen, ApiConfig& config) {
@@ -233,7 +259,7 @@ class ConfigReader {
 
   void read_tls(const Value& tls, TlsConfig& config) {
     tls_ = Written::of(tls, true);
-    if (!section(tls, "api.tls", kTlsKeys)) {
+    if (!section(tls, "api.tls", kTlsSectionKeys)) {
       tls_.valid = tls.is_null();
       return;
     }
@@ -244,6 +270,7 @@ class ConfigReader {
       if (file) *targets[i] = *file;
       if (!file && !field(tls, kTlsKeys[i]).is_null()) tls_.valid = false;
     }
+    read_common_names(field(tls, "operator_common_names"), config);
     if (tls_.valid) check_tls_complete(tls, config);
   }
 
@@ -287,9 +314,9 @@ class ConfigReader {
   // Nothing reachable over the network is unauthenticated: a tcp listener needs client
   // certificates or a bearer token.
   void check_api_auth(const ApiConfig& config) {
-    if (!tls_.valid || !token_file_.valid) return;
+    if (!tls_.valid || !token_file_.valid || !reader_token_file_.valid) return;
     const bool tls = !config.tls.certificate.empty();  // complete, or check_tls_complete said otherwise
-    if (tls || !config.token_file.empty()) return;
+    if (tls || !config.token_file.empty() || !config.reader_token_file.empty()) return;
     for (const auto& [index, item] : tcp_listeners_) {
       check_.report(item->at, "api.listen[" + std::to_string(index) + "]", describe(*item) + " with no authentication",
                     "api.tls (certificate, key and client_ca) or api.token_file set beside a tcp:// address");
@@ -297,7 +324,7 @@ class ConfigReader {
   }
 
   Checker check_;
-  Written uri_, domain_type_, sysfs_root_, simulated_, tls_, token_file_;
+  Written uri_, domain_type_, sysfs_root_, simulated_, tls_, token_file_, reader_token_file_;
   std::vector<std::pair<std::size_t, const Value*>> tcp_listeners_;  // index in api.listen
 };
 

@@ -83,7 +83,8 @@ DaemonConfig embedded_default_config(const std::string& simulated_host, const fs
   config.state_directory = scratch_directory / "state";
   config.console_log_directory = scratch_directory / "console";
   config.storage_pool = "default-pool";  // the one pool libvirt's test:///default driver defines
-  config.api.listen = {"unix:" + (scratch_directory / "api.sock").string()};
+  config.api.listen = {"unix:" + (scratch_directory / "hostagent.sock").string()};
+  config.api.audit_log = scratch_directory / "audit.log";
   return config;
 }
 

@@ -13,11 +13,16 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// The simulated host's sysfs tree, written under the state directory.
+fs::path simulated_root(const config::DaemonConfig& config) {
+  return config.state_directory / "simulated-host";
+}
+
 Result<numa::HostModel> discover_host(const config::DaemonConfig& config) {
   if (config.simulated_host.empty()) return numa::discover_from_sysfs(config.sysfs_root);
   HA_TRY(const auto spec, simhost::builtin_host(config.simulated_host));
   // Written fresh at every start: a simulated host has no state of its own to keep.
-  const fs::path root = config.state_directory / "simulated-host";
+  const fs::path root = simulated_root(config);
   std::error_code ec;
   fs::remove_all(root, ec);
   if (ec) return errno_error(ec.value(), "remove", root.string());
@@ -53,6 +58,7 @@ Result<ServiceParts> assemble_parts(const config::DaemonConfig& config) {
   ServiceParts parts;
   parts.config = config;
   HA_TRY(parts.host, discover_host(config));
+  parts.host_sysfs_root = config.simulated_host.empty() ? config.sysfs_root : simulated_root(config);
   HA_TRY(parts.templates, load_templates(config));
   virt::LibvirtOptions options;
   options.uri = config.libvirt_uri;

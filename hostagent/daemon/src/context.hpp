@@ -7,6 +7,7 @@
 #include <memory>
 #include <string>
 
+#include "event_hub.hpp"
 #include "hostagent/config/daemon_config.hpp"
 #include "hostagent/daemon/clock.hpp"
 #include "hostagent/daemon/device_preparer.hpp"
@@ -17,6 +18,7 @@
 #include "hostagent/virt/hypervisor.hpp"
 #include "hostagent/vmtemplates/vm_template.hpp"
 #include "ledger.hpp"
+#include "operation_tracker.hpp"
 
 namespace hostagent::daemon {
 
@@ -24,23 +26,28 @@ struct Context {
   Context(ServiceParts parts, state::Journal journal_in, numa::HostPolicy policy)
       : config(std::move(parts.config)),
         host(std::move(parts.host)),
+        host_sysfs_root(std::move(parts.host_sysfs_root)),
         templates(std::move(parts.templates)),
         hypervisor(std::move(parts.hypervisor)),
         devices(std::move(parts.devices)),
         clock(std::move(parts.clock)),
         hook(std::move(parts.hook)),
         journal(std::move(journal_in)),
-        ledger(host, std::move(policy)) {}
+        ledger(host, std::move(policy), events),
+        operations(*clock, events) {}
 
   const config::DaemonConfig config;
   const numa::HostModel host;
+  const std::filesystem::path host_sysfs_root;
   const std::map<std::string, vmtemplates::VmTemplate> templates;
   const std::unique_ptr<virt::Hypervisor> hypervisor;
   const std::unique_ptr<DevicePreparer> devices;
   const std::shared_ptr<Clock> clock;
   const std::shared_ptr<StepHook> hook;
   state::Journal journal;
-  Ledger ledger;  // refers to host: declared after it
+  EventHub events;
+  Ledger ledger;                // refers to host and events: declared after them
+  OperationTracker operations;  // refers to clock and events
   std::atomic<uint64_t> operations_started{0};
   std::mutex report_mutex;
   ReconcileReport last_reconcile;

@@ -15,25 +15,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-Status check_request(const CreateVmRequest& request) {
-  static const std::regex kName("[A-Za-z0-9_.-]{1,64}");
-  if (!std::regex_match(request.name, kName) || request.name.front() == '.') {
-    return Error{ErrorCode::invalid_argument, "name: '" + request.name +
-                                                  "' is not a VM name: use 1-64 letters, digits, '.', '_' or '-', not "
-                                                  "starting with '.'"};
-  }
-  if (!request.boot_image.empty() &&
-      (!fs::path(request.boot_image).is_absolute() || request.boot_image.find("/../") != std::string::npos)) {
-    return Error{ErrorCode::invalid_argument,
-                 "boot_image: '" + request.boot_image + "' must be an absolute path without '..'"};
-  }
-  if (!request.ssh_authorized_keys.empty() && !request.user_data.empty()) {
-    return Error{ErrorCode::invalid_argument,
-                 "ssh_authorized_keys and user_data: give one or the other; put the keys in your user data"};
-  }
-  return ok_status();
-}
-
 Result<vmtemplates::VmTemplate> find_template(const Context& context, const std::string& name) {
   const auto it = context.templates.find(name);
   if (it != context.templates.end()) return it->second;
@@ -145,6 +126,7 @@ class CreateRun {
       options.console_log = (context_.config.console_log_directory / (record_.name + ".log")).string();
     }
     HA_TRY(const auto guest, render::render_guest(context_.host, shape_, placement_, options));
+    record_.nccl_topology = guest.nccl_topology_xml;
     HA_TRY(const auto xml, state::embed_record(guest.domain_xml, record_));
     HA_TRY(const auto uuid, context_.hypervisor->define(xml));
     context_.ledger.set_domain(record_.name, uuid, virt::DomainState::shut_off);
@@ -174,8 +156,27 @@ std::optional<VmView> earlier_create(Context& context, const CreateVmRequest& re
 
 }  // namespace
 
+Status check_create_request(const CreateVmRequest& request) {
+  static const std::regex kName("[A-Za-z0-9_.-]{1,64}");
+  if (!std::regex_match(request.name, kName) || request.name.front() == '.') {
+    return Error{ErrorCode::invalid_argument, "name: '" + request.name +
+                                                  "' is not a VM name: use 1-64 letters, digits, '.', '_' or '-', not "
+                                                  "starting with '.'"};
+  }
+  if (!request.boot_image.empty() &&
+      (!fs::path(request.boot_image).is_absolute() || request.boot_image.find("/../") != std::string::npos)) {
+    return Error{ErrorCode::invalid_argument,
+                 "boot_image: '" + request.boot_image + "' must be an absolute path without '..'"};
+  }
+  if (!request.ssh_authorized_keys.empty() && !request.user_data.empty()) {
+    return Error{ErrorCode::invalid_argument,
+                 "ssh_authorized_keys and user_data: give one or the other; put the keys in your user data"};
+  }
+  return ok_status();
+}
+
 Result<VmView> create_vm(Context& context, const CreateVmRequest& request) {
-  HA_TRY_STATUS(check_request(request));
+  HA_TRY_STATUS(check_create_request(request));
   if (auto earlier = earlier_create(context, request)) return *earlier;
   HA_TRY(auto shape, find_template(context, request.template_name));
   if (!request.boot_image.empty()) shape.boot.image = request.boot_image;

@@ -30,6 +30,12 @@ std::optional<virt::DomainState> state_after(virt::DomainEventKind kind) {
 }  // namespace
 
 Result<numa::Placement> Ledger::reserve(state::VmRecord& record, const numa::PlacementRequest& request) {
+  HA_TRY(auto placement, place_and_record(record, request));
+  publish_devices(record.name, record.allocation.devices, true);
+  return placement;
+}
+
+Result<numa::Placement> Ledger::place_and_record(state::VmRecord& record, const numa::PlacementRequest& request) {
   std::lock_guard lock(mutex_);
   if (const auto it = entries_.find(record.name); it != entries_.end()) {
     const std::string whose = it->second.managed ? "a VM" : "a domain hostagent did not make";
@@ -48,8 +54,25 @@ Result<numa::Placement> Ledger::reserve(state::VmRecord& record, const numa::Pla
 }
 
 void Ledger::release(const std::string& name) {
-  std::lock_guard lock(mutex_);
-  entries_.erase(name);
+  std::vector<PciAddress> devices;
+  {
+    std::lock_guard lock(mutex_);
+    const auto it = entries_.find(name);
+    if (it == entries_.end()) return;
+    if (it->second.managed && it->second.record) devices = it->second.record->allocation.devices;
+    entries_.erase(it);
+  }
+  publish_devices(name, devices, false);
+}
+
+void Ledger::publish_devices(const std::string& vm, const std::vector<PciAddress>& devices, bool held) {
+  if (devices.empty()) return;
+  ServiceEvent event;
+  event.kind = ServiceEvent::Kind::device;
+  event.vm = vm;
+  event.devices = devices;
+  event.held = held;
+  events_.publish(event);
 }
 
 void Ledger::adopt(const virt::DomainSummary& domain, std::optional<state::VmRecord> record) {

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "event_hub.hpp"
 #include "hostagent/common/result.hpp"
 #include "hostagent/numa/host_model.hpp"
 #include "hostagent/numa/placement.hpp"
@@ -31,7 +32,9 @@ struct LedgerEntry {
 
 class Ledger {
  public:
-  Ledger(const numa::HostModel& host, numa::HostPolicy policy) : host_(host), policy_(std::move(policy)) {}
+  // Devices changing hands are published to `events` (after the ledger's lock is released).
+  Ledger(const numa::HostModel& host, numa::HostPolicy policy, EventHub& events)
+      : host_(host), policy_(std::move(policy)), events_(events) {}
 
   // Places a new VM and records what it holds in record.allocation, under one lock. conflict when
   // the name is taken (by any domain), does_not_fit when the host has no room.
@@ -52,10 +55,13 @@ class Ledger {
   std::vector<numa::Allocation> held() const;
 
  private:
+  Result<numa::Placement> place_and_record(state::VmRecord& record, const numa::PlacementRequest& request);
   std::vector<numa::Allocation> held_locked() const;
+  void publish_devices(const std::string& vm, const std::vector<PciAddress>& devices, bool held);
 
   const numa::HostModel& host_;
   const numa::HostPolicy policy_;
+  EventHub& events_;
   mutable std::mutex mutex_;
   std::map<std::string, LedgerEntry> entries_;
 };

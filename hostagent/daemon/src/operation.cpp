@@ -17,23 +17,28 @@ Operation::Operation(Context& context, state::OperationKind kind, state::VmRecor
   entry_.started_at = rfc3339(now);
 }
 
-Status Operation::begin_step(const std::string& step) {
+Status Operation::begin_step(const std::string& step, int number, int count) {
   entry_.current_step = step;
   entry_.record = record_;
   HA_TRY_STATUS(context_.journal.write(entry_));
   context_.ledger.set_progress(record_.name, std::string(state::to_string(entry_.kind)), step);
+  context_.operations.progress(record_.name, step, number, count);
   if (context_.hook) context_.hook->before_step(std::string(state::to_string(entry_.kind)), record_.name, step);
   return ok_status();
 }
 
 Status Operation::run(const std::vector<Step>& steps, const UndoStep& undo) {
+  const int count = static_cast<int>(steps.size()) + 1;  // and commit
+  int number = 0;
   for (const auto& step : steps) {
-    if (auto begun = begin_step(step.name); !begun.ok()) return roll_back(begun.error(), false, undo);
+    if (auto begun = begin_step(step.name, ++number, count); !begun.ok()) return roll_back(begun.error(), false, undo);
     if (auto done = step.run(); !done.ok()) return roll_back(done.error(), true, undo);
     entry_.steps_done.push_back(step.name);
   }
   // Recorded like a step, so a crash from here on finds every step done and only finishes.
-  if (auto committing = begin_step("commit"); !committing.ok()) return roll_back(committing.error(), false, undo);
+  if (auto committing = begin_step("commit", count, count); !committing.ok()) {
+    return roll_back(committing.error(), false, undo);
+  }
   if (auto removed = context_.journal.remove(entry_.id); !removed.ok()) {
     // Done, but a stale entry stays: reconcile sees every step done and only removes it.
     log(LogLevel::warning,

@@ -34,7 +34,7 @@ class Operation {
   bool left_for_reconcile() const { return left_for_reconcile_; }
 
  private:
-  Status begin_step(const std::string& step);
+  Status begin_step(const std::string& step, int number, int count);
   Status roll_back(const Error& failure, bool failed_step_began, const UndoStep& undo);
 
   Context& context_;

@@ -17,8 +17,11 @@ Result<state::VmRecord> managed_record(Context& context, const std::string& name
   return *entry->record;
 }
 
-void step(Context& context, const std::string& name, const std::string& operation, const std::string& step_name) {
+// Power operations have one step, or two for a graceful stop that has to be forced.
+void step(Context& context, const std::string& name, const std::string& operation, const std::string& step_name,
+          int number = 1, int count = 1) {
   context.ledger.set_progress(name, operation, step_name);
+  context.operations.progress(name, step_name, number, count);
   if (context.hook) context.hook->before_step(operation, name, step_name);
 }
 
@@ -65,14 +68,14 @@ Result<VmView> stop_vm(Context& context, const std::string& name, bool force) {
   HA_TRY_STATUS(managed_record(context, name));
   auto outcome = [&]() -> Status {
     if (!force) {
-      step(context, name, "stop", "shutdown");
+      step(context, name, "stop", "shutdown", 1, 2);
       HA_TRY_STATUS(context.hypervisor->shutdown(name));
       HA_TRY(const bool off, wait_for_shut_off(context, name));
       if (off) return ok_status();
       log(LogLevel::warning, name + " did not power off within " + std::to_string(context.config.stop_timeout.count()) +
                                  " ms of the ACPI request: forcing");
     }
-    step(context, name, "stop", "destroy");
+    step(context, name, "stop", "destroy", force ? 1 : 2, force ? 1 : 2);
     return context.hypervisor->destroy(name);
   }();
   if (!outcome.ok()) {

@@ -4,6 +4,8 @@
 
 #include <future>
 
+#include "hostagent/common/sysfs_root.hpp"
+
 #include "log.hpp"
 #include "operations.hpp"
 #include "reconcile.hpp"
@@ -39,6 +41,7 @@ class VmServiceImpl final : public VmService {
                             std::to_string(report.finished.size() + report.rolled_back.size()) +
                             " interrupted operations recovered");
     set_report(std::move(report));
+    ready_ = true;
     return ok_status();
   }
 
@@ -68,6 +71,7 @@ class VmServiceImpl final : public VmService {
 
   ServiceStatus status() override {
     ServiceStatus status;
+    status.ready = ready_.load();
     status.libvirt_connected = context_.hypervisor->connected();
     status.libvirt_connection_losses = connection_losses_.load();
     for (const auto& entry : context_.ledger.entries()) (entry.managed ? status.managed_vms : status.foreign_domains)++;
@@ -78,25 +82,159 @@ class VmServiceImpl final : public VmService {
   }
 
   void submit_create(CreateVmRequest request, std::function<void(Result<VmView>)> done) override {
-    const std::string key = request.name;
-    queues_.post(key, [this, request = std::move(request), done = std::move(done)] {
-      done(daemon::create_vm(context_, request));
-    });
+    const auto operation =
+        context_.operations.enqueue("create", request.name, request.request_id, request.template_name);
+    queue_create(operation.id, std::move(request), std::move(done));
   }
   void submit_start(std::string name, std::function<void(Result<VmView>)> done) override {
-    queues_.post(name, [this, name, done = std::move(done)] { done(daemon::start_vm(context_, name)); });
+    queue(
+        enqueue("start", name).id, name, [this, name] { return daemon::start_vm(context_, name); }, std::move(done));
   }
   void submit_stop(std::string name, bool force, std::function<void(Result<VmView>)> done) override {
-    queues_.post(name, [this, name, force, done = std::move(done)] { done(daemon::stop_vm(context_, name, force)); });
+    queue(
+        enqueue("stop", name).id, name, [this, name, force] { return daemon::stop_vm(context_, name, force); },
+        std::move(done));
   }
   void submit_reboot(std::string name, std::function<void(Result<VmView>)> done) override {
-    queues_.post(name, [this, name, done = std::move(done)] { done(daemon::reboot_vm(context_, name)); });
+    queue(
+        enqueue("reboot", name).id, name, [this, name] { return daemon::reboot_vm(context_, name); }, std::move(done));
   }
   void submit_delete(std::string name, std::function<void(Status)> done) override {
-    queues_.post(name, [this, name, done = std::move(done)] { done(daemon::delete_vm(context_, name)); });
+    queue(
+        enqueue("delete", name).id, name, [this, name] { return daemon::delete_vm(context_, name); }, std::move(done));
+  }
+
+  Result<OperationView> begin_create(const CreateVmRequest& request) override {
+    HA_TRY_STATUS(check_create_request(request));
+    // One at a time from the check to the enqueue: two replays racing get one operation.
+    std::unique_lock lock(begin_create_mutex_);
+    if (!request.request_id.empty()) {
+      if (auto earlier = context_.operations.find_create(request.request_id)) {
+        HA_TRY_STATUS(same_create(request, earlier->vm, earlier->template_name));
+        return *earlier;
+      }
+      HA_TRY_STATUS(check_request_id_unused(request));
+    }
+    auto operation = context_.operations.enqueue("create", request.name, request.request_id, request.template_name);
+    lock.unlock();
+    queue_create(operation.id, request, nullptr);
+    return operation;
+  }
+  Result<OperationView> begin_start(const std::string& name) override {
+    HA_TRY_STATUS(known(name));
+    const auto operation = enqueue("start", name);
+    queue(
+        operation.id, name, [this, name] { return daemon::start_vm(context_, name); }, nullptr);
+    return operation;
+  }
+  Result<OperationView> begin_stop(const std::string& name, bool force) override {
+    HA_TRY_STATUS(known(name));
+    const auto operation = enqueue("stop", name);
+    queue(
+        operation.id, name, [this, name, force] { return daemon::stop_vm(context_, name, force); }, nullptr);
+    return operation;
+  }
+  Result<OperationView> begin_reboot(const std::string& name) override {
+    HA_TRY_STATUS(known(name));
+    const auto operation = enqueue("reboot", name);
+    queue(
+        operation.id, name, [this, name] { return daemon::reboot_vm(context_, name); }, nullptr);
+    return operation;
+  }
+  Result<OperationView> begin_delete(const std::string& name) override {
+    HA_TRY_STATUS(known(name));
+    const auto operation = enqueue("delete", name);
+    queue(
+        operation.id, name, [this, name] { return daemon::delete_vm(context_, name); }, nullptr);
+    return operation;
+  }
+
+  Result<OperationView> operation(const std::string& id) override {
+    if (auto found = context_.operations.find(id)) return *found;
+    return Error{ErrorCode::not_found, "no operation " + id + " (operations are kept for an hour after they end)"};
+  }
+  std::vector<OperationView> operations() override { return context_.operations.list(); }
+
+  uint64_t subscribe(ServiceEventSink sink) override { return context_.events.subscribe(std::move(sink)); }
+  void unsubscribe(uint64_t id) override { context_.events.unsubscribe(id); }
+
+  HostUsage usage() override { return HostUsage{&context_.host, context_.ledger.held()}; }
+  const std::map<std::string, vmtemplates::VmTemplate>& templates() const override { return context_.templates; }
+
+  Result<std::string> domain_xml(const std::string& name) override {
+    HA_TRY_STATUS(known(name));
+    return context_.hypervisor->domain_xml(name);
+  }
+  Result<std::string> nccl_topology(const std::string& name) override {
+    const auto entry = context_.ledger.find(name);
+    if (!entry) return Error{ErrorCode::not_found, "no VM named " + name};
+    if (!entry->record || entry->record->nccl_topology.empty()) {
+      return Error{ErrorCode::not_found,
+                   "VM " + name + " has no NCCL topology: " +
+                       (entry->managed ? "it is still being created" : "hostagent did not make it")};
+    }
+    return entry->record->nccl_topology;
+  }
+  Result<std::vector<numa::DeviceHealth>> device_health() override {
+    if (context_.host_sysfs_root.empty()) {
+      return Error{ErrorCode::unsupported, "device health: this host model was not read from sysfs"};
+    }
+    HA_TRY(const auto sysfs, SysfsRoot::open(context_.host_sysfs_root));
+    return numa::read_device_health(sysfs, context_.host);
   }
 
  private:
+  OperationView enqueue(const std::string& kind, const std::string& name) {
+    return context_.operations.enqueue(kind, name, "", "");
+  }
+
+  // Runs `run` on the VM's queue as the operation `operation`; `done` (may be null) gets the result.
+  template <typename Run>
+  void queue(const std::string& id, const std::string& name, Run run,
+             std::function<void(std::invoke_result_t<Run>)> done) {
+    queues_.post(name, [this, id, run = std::move(run), done = std::move(done)] {
+      context_.operations.start(id);
+      auto outcome = run();
+      context_.operations.finish(id, status_of(outcome));
+      if (done) done(std::move(outcome));
+    });
+  }
+
+  void queue_create(const std::string& id, CreateVmRequest request, std::function<void(Result<VmView>)> done) {
+    const std::string name = request.name;
+    queue(
+        id, name, [this, request = std::move(request)] { return daemon::create_vm(context_, request); },
+        std::move(done));
+  }
+
+  static Status status_of(const Status& status) { return status; }
+  static Status status_of(const Result<VmView>& result) {
+    if (!result.ok()) return result.error();
+    return ok_status();
+  }
+
+  Status known(const std::string& name) const {
+    if (!context_.ledger.find(name)) return Error{ErrorCode::not_found, "no VM named " + name};
+    return ok_status();
+  }
+
+  // A create replayed with its request id must ask for the same VM.
+  static Status same_create(const CreateVmRequest& request, const std::string& vm, const std::string& template_name) {
+    if (request.name == vm && request.template_name == template_name) return ok_status();
+    return Error{ErrorCode::conflict, "request_id: '" + request.request_id + "' was used to create VM " + vm +
+                                          " from template " + template_name +
+                                          "; a different create needs a new request id"};
+  }
+
+  // After a restart the tracker is empty, but the VMs' records keep their request ids.
+  Status check_request_id_unused(const CreateVmRequest& request) {
+    for (const auto& entry : context_.ledger.entries()) {
+      if (!entry.record || entry.record->request_id != request.request_id) continue;
+      return same_create(request, entry.name, entry.record->template_name);
+    }
+    return ok_status();
+  }
+
   template <typename Submit>
   Result<VmView> wait(Submit submit) {
     std::promise<Result<VmView>> promise;
@@ -121,17 +259,29 @@ class VmServiceImpl final : public VmService {
   // On libvirt's event thread: only the ledger's lock, never a libvirt call.
   void on_domain_event(const virt::DomainEvent& event) {
     if (context_.ledger.on_event(event)) queues_.post(kHostQueue, [this] { resync(); });
+    ServiceEvent changed;
+    changed.kind = ServiceEvent::Kind::vm;
+    changed.vm = event.name;
+    const auto entry = context_.ledger.find(event.name);
+    changed.vm_state = entry && entry->defined ? std::string(virt::to_string(entry->state)) : "absent";
+    if (event.kind == virt::DomainEventKind::undefined) changed.vm_state = "absent";
+    changed.detail = entry ? entry->last_event : std::string(virt::to_string(event.kind));
+    context_.events.publish(changed);
   }
 
   void on_connection_event(virt::ConnectionEvent event) {
     if (event == virt::ConnectionEvent::lost) {
       ++connection_losses_;
+      ready_ = false;
       log(LogLevel::warning, "libvirt connection lost; reconnecting");
       return;
     }
     log(LogLevel::info, "libvirt connection back: syncing");
     queues_.post(kHostQueue, [this] { resync(); });
-    queues_.post(kHostQueue, [this] { recover_journal(); });
+    queues_.post(kHostQueue, [this] {
+      recover_journal();
+      ready_ = context_.hypervisor->connected();
+    });
   }
 
   // Events may have been missed while libvirt was away, or a domain changed outside hostagent.
@@ -161,6 +311,8 @@ class VmServiceImpl final : public VmService {
 
   Context context_;
   std::atomic<int> connection_losses_{0};
+  std::atomic<bool> ready_{false};
+  std::mutex begin_create_mutex_;
   VmQueues queues_;  // after context_: destroyed (joined) before it
 };
 

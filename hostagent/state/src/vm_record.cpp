@@ -71,7 +71,7 @@ void write_template(pugi::xml_node vm, const std::string& template_name) {
 
 // A second embed replaces the record rather than adding another.
 void remove_record(pugi::xml_node vm) {
-  for (const char* local : {"record", "allocation", "inputs"}) {
+  for (const char* local : {"record", "allocation", "inputs", "nccl-topology"}) {
     while (auto old = hostagent_child(vm, local)) vm.remove_child(old);
   }
 }
@@ -248,6 +248,8 @@ Result<std::string> embed_record(const std::string& domain_xml, const VmRecord& 
   write_identity(vm, record);
   write_allocation(vm, record.allocation);
   write_inputs(vm, record.inputs);
+  // As text, escaped: the file is NCCL's own XML, not part of the domain's.
+  if (!record.nccl_topology.empty()) add_child(vm, "nccl-topology").text().set(record.nccl_topology.c_str());
   return to_text(doc);
 }
 
@@ -274,6 +276,7 @@ Result<VmRecord> parse_record(const std::string& xml) {
   HA_TRY_STATUS(read_identity(vm, out));
   HA_TRY_STATUS(read_allocation(vm, out.allocation));
   HA_TRY_STATUS(read_inputs(vm, out.inputs));
+  if (const auto topology = hostagent_child(vm, "nccl-topology")) out.nccl_topology = topology.text().get();
   out.allocation.vm = out.name;
   if (auto problem = detail::record_problem(out); !problem.empty()) return bad(problem);
   return out;

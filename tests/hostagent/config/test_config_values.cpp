@@ -34,7 +34,7 @@ TEST_CASE("values: an empty file takes every documented default") {
   CHECK(config.console_log_directory == "/var/log/hostagent/console");
   CHECK(config.operation_workers == 8);
   CHECK(config.stop_timeout == milliseconds(60000));
-  CHECK(config.api.listen == std::vector<std::string>{"unix:/run/hostagent/api.sock"});
+  CHECK(config.api.listen == std::vector<std::string>{"unix:/run/hostagent/hostagent.sock"});
   CHECK(config.api.tls.certificate.empty());
   CHECK(config.api.tls.key.empty());
   CHECK(config.api.tls.client_ca.empty());
@@ -106,7 +106,7 @@ TEST_CASE("values: a simulated host and libvirt's test driver") {
 TEST_CASE("values: a null section or key keeps its default") {
   const DaemonConfig config = valid("libvirt:\nhost: ~\napi: {listen: ~, tls: ~}\noperations: {workers: }\n");
   CHECK(config.libvirt_uri == "qemu:///system");
-  CHECK(config.api.listen == std::vector<std::string>{"unix:/run/hostagent/api.sock"});
+  CHECK(config.api.listen == std::vector<std::string>{"unix:/run/hostagent/hostagent.sock"});
   CHECK(config.operation_workers == 8);
 }
 
@@ -120,16 +120,17 @@ TEST_CASE("values: the embedded default runs on libvirt's test driver under the 
   CHECK(config.state_directory == "/tmp/ha-scratch/state");
   CHECK(config.console_log_directory == "/tmp/ha-scratch/console");
   CHECK(config.storage_pool == "default-pool");
-  CHECK(config.api.listen == std::vector<std::string>{"unix:/tmp/ha-scratch/api.sock"});
+  CHECK(config.api.listen == std::vector<std::string>{"unix:/tmp/ha-scratch/hostagent.sock"});
+  CHECK(config.api.audit_log == "/tmp/ha-scratch/audit.log");
   CHECK(config.template_directories == DaemonConfig{}.template_directories);
   CHECK(config.api.token_file.empty());
 }
 
 TEST_CASE("values: parse_listen_address splits both forms") {
-  auto unix_socket = parse_listen_address("unix:/run/hostagent/api.sock");
+  auto unix_socket = parse_listen_address("unix:/run/hostagent/hostagent.sock");
   REQUIRE(unix_socket.ok());
   CHECK(unix_socket->kind == ListenAddress::Kind::unix_socket);
-  CHECK(unix_socket->socket_path == "/run/hostagent/api.sock");
+  CHECK(unix_socket->socket_path == "/run/hostagent/hostagent.sock");
   auto v4 = parse_listen_address("tcp://10.0.0.7:8443");
   REQUIRE(v4.ok());
   CHECK(v4->kind == ListenAddress::Kind::tcp);

@@ -1,5 +1,5 @@
-// api/vm_json: the JSON form of a VM, of the service's status and of a reconcile, as the REST API
-// and hostagentd's command mode report them.
+// api/vm_json: the JSON form of a VM, of the service's status and of a reconcile, of an operation
+// and of a service event, as the REST API and hostagentd's command mode report them.
 #pragma once
 
 #include <boost/json/value.hpp>
@@ -11,5 +11,12 @@ namespace hostagent::api {
 boost::json::value to_json(const daemon::VmView& vm);
 boost::json::value to_json(const daemon::ReconcileReport& report);
 boost::json::value to_json(const daemon::ServiceStatus& status);
+// An operation; a failed one's error is {"code", "message"} here (the REST API makes it a problem).
+boost::json::value to_json(const daemon::OperationView& operation);
+// The `data` of an event: vm {"vm", "state", "detail"}, operation (the operation), device {"vm",
+// "held", "devices"}.
+boost::json::value to_json(const daemon::ServiceEvent& event);
+// "vm", "operation", "device": the event's name in an event stream.
+const char* event_name(daemon::ServiceEvent::Kind kind);
 
 }  // namespace hostagent::api

@@ -16,14 +16,18 @@ struct TlsConfig {
   std::filesystem::path certificate;  // PEM; required for a tcp listener unless a token file is set
   std::filesystem::path key;
   std::filesystem::path client_ca;  // clients must present a certificate signed by this CA
+  // Clients whose certificate's subject CN is listed are operators; any other the CA signed, readers.
+  std::vector<std::string> operator_common_names;
 };
 
 struct ApiConfig {
-  // "unix:/run/hostagent/api.sock" or "tcp://HOST:PORT". TCP needs tls (client certificates) or a
+  // "unix:/run/hostagent/hostagent.sock" or "tcp://HOST:PORT". TCP needs tls (client certificates) or a
   // token file: nothing reachable over the network is unauthenticated.
-  std::vector<std::string> listen = {"unix:/run/hostagent/api.sock"};
+  std::vector<std::string> listen = {"unix:/run/hostagent/hostagent.sock"};
   TlsConfig tls;
-  std::filesystem::path token_file;  // bearer token, one line; "" for none
+  std::filesystem::path token_file;         // the operators' bearer token, one line; "" for none
+  std::filesystem::path reader_token_file;  // the readers' bearer token (GET only); "" for none
+  std::filesystem::path audit_log = "/var/log/hostagent/audit.log";  // one JSON line per change; "" for none
 };
 
 struct DaemonConfig {

@@ -1,4 +1,4 @@
-// hostagent/config/listen_address: the API's listen addresses ("unix:/run/hostagent/api.sock",
+// hostagent/config/listen_address: the API's listen addresses ("unix:/run/hostagent/hostagent.sock",
 // "tcp://HOST:PORT"), parsed once here so the configuration check and the listener that binds them
 // agree on what an address means.
 #pragma once

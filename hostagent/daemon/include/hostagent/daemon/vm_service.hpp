@@ -5,6 +5,7 @@
 // so network threads use the submit_* forms.
 #pragma once
 
+#include <filesystem>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -16,7 +17,9 @@
 #include "hostagent/daemon/clock.hpp"
 #include "hostagent/daemon/device_preparer.hpp"
 #include "hostagent/daemon/step_hook.hpp"
+#include "hostagent/numa/device_health.hpp"
 #include "hostagent/numa/host_model.hpp"
+#include "hostagent/numa/placement.hpp"
 #include "hostagent/state/vm_record.hpp"
 #include "hostagent/virt/hypervisor.hpp"
 #include "hostagent/vmtemplates/vm_template.hpp"
@@ -45,6 +48,47 @@ struct VmView {
   std::optional<state::VmRecord> record;  // what a managed VM holds
 };
 
+// An operation as the API reports it: queued behind the VM's earlier operations, then running step
+// by step, then finished. Kept for a while after it ends (see VmService::operation).
+struct OperationView {
+  std::string id;    // "op-<n>": unique while the daemon runs
+  std::string kind;  // create | delete | start | stop | reboot
+  std::string vm;
+  std::string request_id;       // the create's, "" otherwise
+  std::string template_name;    // the create's, "" otherwise
+  std::string state;            // queued | running | succeeded | failed
+  std::string step;             // the step running, or the last one run; "" while queued
+  int step_number = 0;          // 1-based position of `step` among the operation's steps; 0 while queued
+  int step_count = 0;           // known once it runs (create's depend on disk and seed); 0 while queued
+  std::optional<Error> error;   // when failed
+  std::string submitted_at;     // RFC 3339, UTC
+  std::string started_at;       // "" while queued
+  std::string finished_at;      // "" until it ends
+  double duration_seconds = 0;  // from start to end; 0 until it ends
+};
+
+// What changed, for the API's event stream. Sinks run on the thread that made the change (an
+// operation thread, libvirt's event thread): they must return quickly and never call back into
+// the service.
+struct ServiceEvent {
+  enum class Kind { vm, operation, device };
+  Kind kind = Kind::vm;
+  std::string vm;                          // the VM concerned
+  std::string vm_state;                    // vm: its state after the change ("absent" once gone)
+  std::string detail;                      // vm: the lifecycle event ("started (booted)", "defined", "undefined")
+  std::optional<OperationView> operation;  // operation: the operation as it now is
+  std::vector<PciAddress> devices;         // device: the devices that changed hands
+  bool held = false;                       // device: true when now held by `vm`, false when released
+};
+
+using ServiceEventSink = std::function<void(const ServiceEvent&)>;
+
+// Reads of what the host has and who holds what, for capacity, devices and metrics.
+struct HostUsage {
+  const numa::HostModel* host = nullptr;  // the service's; lives as long as the service
+  std::vector<numa::Allocation> held;     // one per VM holding anything
+};
+
 struct ReconcileReport {
   std::vector<std::string> adopted;      // managed VMs found in libvirt
   std::vector<std::string> foreign;      // domains hostagent did not make (or whose record it cannot read)
@@ -55,6 +99,7 @@ struct ReconcileReport {
 };
 
 struct ServiceStatus {
+  bool ready = false;  // false until the first reconcile ends, and while a resync after a reconnect runs
   bool libvirt_connected = false;
   int libvirt_connection_losses = 0;  // since start
   int managed_vms = 0;
@@ -67,6 +112,7 @@ struct ServiceStatus {
 struct ServiceParts {
   config::DaemonConfig config;
   numa::HostModel host;
+  std::filesystem::path host_sysfs_root;  // the sysfs the host was read from, for device health; "" none
   std::map<std::string, vmtemplates::VmTemplate> templates;
   std::unique_ptr<virt::Hypervisor> hypervisor;
   std::unique_ptr<DevicePreparer> devices;
@@ -97,6 +143,34 @@ class VmService {
   virtual void submit_stop(std::string name, bool force, std::function<void(Result<VmView>)> done) = 0;
   virtual void submit_reboot(std::string name, std::function<void(Result<VmView>)> done) = 0;
   virtual void submit_delete(std::string name, std::function<void(Status)> done) = 0;
+
+  // The API's forms: queued like submit_*, answered at once with the operation to poll.
+  // A create whose request id matches an earlier create of this run returns that operation when
+  // the name and template match, conflict (naming the VM) when they do not. A create whose VM
+  // already exists with that request id (from before a restart) gets an operation that succeeds.
+  // Validation that needs no queue (names, fields) fails here, before an operation exists.
+  virtual Result<OperationView> begin_create(const CreateVmRequest& request) = 0;
+  virtual Result<OperationView> begin_start(const std::string& name) = 0;
+  virtual Result<OperationView> begin_stop(const std::string& name, bool force) = 0;
+  virtual Result<OperationView> begin_reboot(const std::string& name) = 0;
+  virtual Result<OperationView> begin_delete(const std::string& name) = 0;
+  // not_found when the id is unknown or the operation ended more than an hour (or 1000 operations) ago.
+  virtual Result<OperationView> operation(const std::string& id) = 0;
+  virtual std::vector<OperationView> operations() = 0;  // newest first
+
+  // Events from now on; the returned id unsubscribes. Unsubscribing waits for a running sink.
+  virtual uint64_t subscribe(ServiceEventSink sink) = 0;
+  virtual void unsubscribe(uint64_t id) = 0;
+
+  virtual HostUsage usage() = 0;
+  // The templates the service creates from, by name.
+  virtual const std::map<std::string, vmtemplates::VmTemplate>& templates() const = 0;
+  // The domain XML as libvirt has it now (live when running); the NCCL topology file rendered for
+  // the VM at create. not_found for a VM hostagent did not make.
+  virtual Result<std::string> domain_xml(const std::string& name) = 0;
+  virtual Result<std::string> nccl_topology(const std::string& name) = 0;
+  // Every PCI device's health (link trained below its capability, AER counters, gone), from sysfs.
+  virtual Result<std::vector<numa::DeviceHealth>> device_health() = 0;
 };
 
 // What main wires: discovers the host (or writes the simulated one), loads the templates, connects

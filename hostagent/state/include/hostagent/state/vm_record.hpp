@@ -36,6 +36,9 @@ struct VmRecord {
   std::string created_at;  // RFC 3339, UTC
   numa::Allocation allocation;
   VmInputs inputs;
+  // The NCCL topology file rendered for the guest at create, so the API can hand it out without
+  // placing the VM again. Kept in the domain's metadata only: the journal does not need it.
+  std::string nccl_topology;
 };
 
 // Returns domain_xml with the record written into its <metadata><hostagent:vm> element (created if

@@ -1,0 +1,122 @@
+// api/http_server: the REST API's HTTP/1.1 server (Boost.Beast on Asio). It owns the listeners (a
+// unix socket by default; TCP only with TLS client certificates or a bearer token), who each
+// client is and what it may do, the limits that keep a slow or hostile client from holding the
+// daemon, and the server-sent event streams. What a request means is the handler's business.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "hostagent/common/result.hpp"
+#include "hostagent/config/listen_address.hpp"
+
+namespace hostagent::api {
+
+// reader: GET only. operator: everything.
+enum class Role { reader, operator_role };
+const char* to_string(Role role);
+
+struct Identity {
+  // Who, for the audit log: "uid:1000" (unix socket peer, SO_PEERCRED), "cert:CN=control-plane"
+  // (TLS client certificate subject), "token:operator" / "token:reader".
+  std::string principal;
+  Role role = Role::reader;
+};
+
+struct HttpRequest {
+  std::string method;                          // "GET", "POST", ...
+  std::string target;                          // as sent: "/v1/vms?state=running"
+  std::string path;                            // percent-decoded, without the query: "/v1/vms"
+  std::map<std::string, std::string> query;    // decoded; a repeated key keeps the last value
+  std::map<std::string, std::string> headers;  // lower-case names
+  std::string body;
+  Identity identity;
+  std::string remote;  // "unix" or "203.0.113.5:40112", for logs
+};
+
+// A stream of server-sent events (text/event-stream). The server writes what take() returns, then
+// calls wait() and writes again when woken; it ends the stream when the client goes away or the
+// server stops, and then destroys the stream (which unsubscribes from whatever feeds it).
+class EventStream {
+ public:
+  virtual ~EventStream() = default;
+  // Frames ready now, each complete ("event: vm\ndata: {...}\n\n"); empty when none.
+  virtual std::vector<std::string> take() = 0;
+  // `wake` is called once, from any thread, when frames are waiting (at once if some already are).
+  virtual void wait(std::function<void()> wake) = 0;
+};
+
+struct HttpResponse {
+  unsigned status = 200;
+  std::string content_type = "application/json";
+  std::string body;
+  std::vector<std::pair<std::string, std::string>> headers;  // extra: Location, Retry-After, ...
+  std::shared_ptr<EventStream> events;  // set: the body is this stream (status 200, text/event-stream)
+};
+
+// Runs on the server's handler threads, never on a network thread: it may block (on libvirt).
+using RequestHandler = std::function<HttpResponse(const HttpRequest&)>;
+
+// Called once per request after the response is sent (or the client left): for the audit log and
+// request metrics.
+struct RequestRecord {
+  const HttpRequest* request = nullptr;
+  unsigned status = 0;
+  std::chrono::nanoseconds latency{0};  // from the whole request read to the response written
+};
+using RequestObserver = std::function<void(const RequestRecord&)>;
+
+struct ServerLimits {
+  std::size_t max_body_bytes = 1 << 20;              // 413 above
+  std::size_t max_header_bytes = 16 << 10;           // 431 above
+  std::chrono::milliseconds request_timeout{10000};  // the whole request must arrive within (slow clients)
+  std::chrono::milliseconds idle_timeout{60000};     // a keep-alive connection with no request is closed
+  int max_connections = 256;  // beyond: the connection is accepted and answered 503 at once, then closed
+  std::chrono::milliseconds event_heartbeat{15000};  // a comment line on idle event streams
+};
+
+struct ServerOptions {
+  std::vector<config::ListenAddress> listen;
+  // TCP only: mutual TLS when certificate, key and client_ca are set. A client certificate whose
+  // subject CN is in operator_common_names is an operator; any other one the CA signed, a reader.
+  std::string tls_certificate_file;
+  std::string tls_key_file;
+  std::string tls_client_ca_file;
+  std::vector<std::string> operator_common_names;
+  // TCP: bearer tokens ("Authorization: Bearer T"); "" for none. A TCP listener without TLS
+  // requires at least one of them (the configuration check enforces it; start() refuses otherwise).
+  std::string operator_token;
+  std::string reader_token;
+  // Unix sockets: made with this mode, and this group when it exists (else the process's group, and
+  // a warning). Every peer that can connect is an operator: the socket's permissions are the control,
+  // as for libvirt's own socket.
+  unsigned socket_mode = 0660;
+  std::string socket_group = "hostagent";
+  ServerLimits limits;
+  int network_threads = 2;
+  int handler_threads = 4;
+};
+
+class HttpServer {
+ public:
+  // Binds every listener (a stale unix socket file is replaced; a live one, where another process
+  // answers, is an error naming it) and starts serving. The handler and observer are called until
+  // stop() returns.
+  static Result<std::unique_ptr<HttpServer>> start(ServerOptions options, RequestHandler handler,
+                                                   RequestObserver observer = nullptr);
+  virtual ~HttpServer() = default;  // stops
+
+  // Where it listens, as ListenAddress with the bound port filled in (tcp port 0 binds any port).
+  virtual std::vector<config::ListenAddress> endpoints() const = 0;
+  virtual int open_connections() const = 0;
+  // Stops accepting, ends event streams, closes connections, joins the threads; removes the unix
+  // socket files it made. Idempotent.
+  virtual void stop() = 0;
+};
+
+}  // namespace hostagent::api

@@ -1,0 +1,25 @@
+// api/http request_conversion: the one place Beast's parsed request becomes an HttpRequest and a
+// parser error becomes a status, shared by parse_http_request and the server's sessions.
+#pragma once
+
+#include <boost/beast/http.hpp>
+#include <boost/system/error_code.hpp>
+
+#include "hostagent/api/http_parse.hpp"
+
+namespace hostagent::api::detail {
+
+namespace http = boost::beast::http;
+using BeastRequest = http::request<http::string_body>;
+using RequestParser = http::request_parser<http::string_body>;
+
+void apply_limits(RequestParser& parser, const ServerLimits& limits);
+
+// A Beast parse error as the answer to it: body_limit 413, header_limit 431, the rest 400.
+// `header_done` tells a full buffer while reading the body (413) from one in the headers (431).
+RequestRejection rejection_for(const boost::system::error_code& error, bool header_done, const ServerLimits& limits);
+
+// Method, target (decoded), lower-cased headers (repeats joined with ", ", RFC 9110 5.3) and body.
+Result<HttpRequest> to_http_request(const BeastRequest& request, RequestRejection* rejection);
+
+}  // namespace hostagent::api::detail

@@ -1,0 +1,36 @@
+// api/rest_api: the routes of /v1. Each request becomes a typed command (parse_request: pure, no
+// service, fuzzed), the command runs against the daemon's service, and its result becomes the
+// response; errors become problems through api/problem's one table. Also the audit log of every
+// change and the request metrics.
+#pragma once
+
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "hostagent/api/http_server.hpp"
+#include "hostagent/common/result.hpp"
+#include "hostagent/daemon/vm_service.hpp"
+
+namespace hostagent::api {
+
+struct RestApiOptions {
+  std::filesystem::path audit_log;                          // JSON lines, appended; "" logs audit lines to stderr only
+  std::vector<std::filesystem::path> template_directories;  // for validate's `extends` lookups
+  // The configuration's host.housekeeping_cpus: never free for VMs (capacity, free_cpus metrics).
+  std::vector<int> housekeeping_cpus;
+  std::size_t event_queue_frames = 1024;  // per event-stream client; beyond, its oldest are dropped
+};
+
+class RestApi {
+ public:
+  // The service outlives the RestApi.
+  static Result<std::unique_ptr<RestApi>> make(daemon::VmService& service, RestApiOptions options);
+  virtual ~RestApi() = default;
+
+  virtual HttpResponse handle(const HttpRequest& request) = 0;  // an HttpServer's RequestHandler
+  virtual void observe(const RequestRecord& record) = 0;        // its RequestObserver
+};
+
+}  // namespace hostagent::api

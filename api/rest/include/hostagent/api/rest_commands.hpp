@@ -1,0 +1,105 @@
+// api/rest_commands: what each request of /v1 asks, as a typed command. parse_request is pure (no
+// service, no clock, no I/O) and total: every byte sequence gives a command or a RouteError, never
+// an exception or an abort, because a libFuzzer target drives it with arbitrary requests.
+//
+// Parse errors carry their own HTTP status, since routing (404, 405) and media types (415) are
+// decided here, before any service error can arise; the routes turn a RouteError into a problem
+// through api/problem with `code`, `field` and, for 405, the Allow header.
+#pragma once
+
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "hostagent/api/http_server.hpp"
+#include "hostagent/common/pci_address.hpp"
+#include "hostagent/daemon/vm_service.hpp"
+
+namespace hostagent::api {
+
+namespace command {
+
+struct Live {};
+struct Ready {};
+struct GetStatus {};
+struct GetHost {};
+struct GetCapacity {};
+struct ListDevices {
+  std::string role;  // "" for every role, else a numa::PciRole name ("gpu", "nic", ...)
+  bool free_only = false;
+};
+struct GetDevice {
+  PciAddress address;
+};
+struct ListTemplates {};
+struct GetTemplate {
+  std::string name;
+};
+struct ValidateTemplate {
+  std::string yaml;
+};
+struct ListVms {};
+struct GetVm {
+  std::string name;
+};
+struct CreateVm {
+  daemon::CreateVmRequest request;
+};
+struct StartVm {
+  std::string name;
+};
+struct StopVm {
+  std::string name;
+  bool force = false;
+};
+struct RebootVm {
+  std::string name;
+};
+struct DeleteVm {
+  std::string name;
+};
+struct GetDomainXml {
+  std::string name;
+};
+struct GetNcclTopology {
+  std::string name;
+};
+struct ListOperations {};
+struct GetOperation {
+  std::string id;
+};
+struct StreamEvents {};
+struct GetMetrics {};
+
+}  // namespace command
+
+using Command =
+    std::variant<command::Live, command::Ready, command::GetStatus, command::GetHost, command::GetCapacity,
+                 command::ListDevices, command::GetDevice, command::ListTemplates, command::GetTemplate,
+                 command::ValidateTemplate, command::ListVms, command::GetVm, command::CreateVm, command::StartVm,
+                 command::StopVm, command::RebootVm, command::DeleteVm, command::GetDomainXml, command::GetNcclTopology,
+                 command::ListOperations, command::GetOperation, command::StreamEvents, command::GetMetrics>;
+
+// Why a request names no command. `code` is a problem code (api/problem.hpp): invalid_argument
+// (400), not_found (404), method_not_allowed (405, with `allow`), unsupported_media_type (415).
+struct RouteError {
+  unsigned status = 400;
+  std::string code = "invalid_argument";
+  std::string detail;  // for the operator: what is wrong and what is accepted
+  std::string field;   // the body field, query parameter or path segment at fault; "" for none
+  std::string allow;   // 405: the methods the path accepts, "GET, POST"
+};
+
+// Either the command or why there is none.
+using ParsedRequest = std::variant<Command, RouteError>;
+
+// Routes by path (404 for none), then method (405), then checks the media type of a body (415:
+// application/json for JSON bodies, application/yaml for validate), then parses and checks the
+// body, path segments and query strictly (400): broken JSON, unknown fields (the detail lists the
+// accepted ones), wrong types, missing required fields and bad names each name the field.
+ParsedRequest parse_request(const HttpRequest& request);
+
+// A VM name as the daemon accepts it: [A-Za-z0-9_.-]{1,64}, not starting with '.'.
+bool is_vm_name(const std::string& name);
+
+}  // namespace hostagent::api

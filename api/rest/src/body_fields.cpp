@@ -1,0 +1,124 @@
+// api/rest: typed JSON body fields and create's field checks.
+#include "body_fields.hpp"
+
+#include <algorithm>
+
+namespace hostagent::api::detail {
+namespace {
+
+RouteError bad(const std::string& field, const std::string& detail) {
+  return RouteError{400, "invalid_argument", "body." + detail, field, ""};
+}
+
+RouteError wrong_type(const std::string& field, const boost::json::value& found, const std::string& expected) {
+  return bad(field, field + ": found " + describe(found) + ", expected " + expected);
+}
+
+bool printable(const std::string& text) {
+  return std::none_of(text.begin(), text.end(), [](char c) {
+    const auto byte = static_cast<unsigned char>(c);
+    return byte < 0x20 || byte == 0x7f;
+  });
+}
+
+}  // namespace
+
+std::string describe(const boost::json::value& value) {
+  switch (value.kind()) {
+    case boost::json::kind::null:
+      return "null";
+    case boost::json::kind::bool_:
+      return value.get_bool() ? "true" : "false";
+    case boost::json::kind::int64:
+    case boost::json::kind::uint64:
+    case boost::json::kind::double_:
+      return "a number";
+    case boost::json::kind::string:
+      return "a string";
+    case boost::json::kind::array:
+      return "an array";
+    case boost::json::kind::object:
+      return "an object";
+  }
+  return "a value";
+}
+
+std::optional<RouteError> BodyFields::check_unknown() const {
+  for (const auto& entry : body_) {
+    const std::string_view key = entry.key();
+    if (std::find(accepted_.begin(), accepted_.end(), key) != accepted_.end()) continue;
+    std::string list;
+    for (const auto& a : accepted_) list += (list.empty() ? "" : ", ") + std::string(a);
+    // The key is the client's: printable ASCII only in the detail, as a path segment would be.
+    std::string shown;
+    for (const char c : key.substr(0, 64)) shown += (c >= 0x20 && c < 0x7f) ? c : '?';
+    return bad(shown, shown + ": unknown field; " +
+                          (list.empty() ? std::string("this request takes no fields") : "the fields are " + list));
+  }
+  return std::nullopt;
+}
+
+std::optional<RouteError> BodyFields::text(std::string_view key, std::string& out, bool required) const {
+  const std::string field(key);
+  const auto* value = body_.if_contains(key);
+  if (value == nullptr || value->is_null()) {
+    if (required) return bad(field, field + ": missing; it is required");
+    return std::nullopt;
+  }
+  if (!value->is_string()) return wrong_type(field, *value, "a string");
+  out = std::string(value->get_string());
+  return std::nullopt;
+}
+
+std::optional<RouteError> BodyFields::texts(std::string_view key, std::vector<std::string>& out) const {
+  const std::string field(key);
+  const auto* value = body_.if_contains(key);
+  if (value == nullptr || value->is_null()) return std::nullopt;
+  if (!value->is_array()) return wrong_type(field, *value, "an array of strings");
+  const auto& array = value->get_array();
+  std::vector<std::string> items;
+  for (std::size_t i = 0; i < array.size(); ++i) {
+    if (!array[i].is_string()) return wrong_type(field + "[" + std::to_string(i) + "]", array[i], "a string");
+    items.emplace_back(array[i].get_string());
+  }
+  out = std::move(items);
+  return std::nullopt;
+}
+
+std::optional<RouteError> BodyFields::boolean(std::string_view key, bool& out) const {
+  const std::string field(key);
+  const auto* value = body_.if_contains(key);
+  if (value == nullptr || value->is_null()) return std::nullopt;
+  if (!value->is_bool()) return wrong_type(field, *value, "true or false");
+  out = value->get_bool();
+  return std::nullopt;
+}
+
+std::optional<RouteError> check_request_id(const std::string& request_id) {
+  const bool fine = request_id.size() <= 128 &&
+                    std::all_of(request_id.begin(), request_id.end(), [](char c) { return c > 0x20 && c < 0x7f; });
+  if (fine) return std::nullopt;
+  return bad("request_id", "request_id: use at most 128 printable ASCII characters without spaces (a UUID, say)");
+}
+
+std::optional<RouteError> check_boot_image(const std::string& path) {
+  if (path.empty()) return std::nullopt;
+  const bool dotdot = path.find("/../") != std::string::npos || path.ends_with("/..");
+  if (path.front() == '/' && !dotdot && printable(path) && path.size() <= 4096) return std::nullopt;
+  return bad("boot_image", "boot_image: must be an absolute path on the host without '..' or control characters");
+}
+
+std::optional<RouteError> check_mac(const std::string& field, const std::string& mac) {
+  const auto hex = [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); };
+  bool fine = mac.size() == 17;
+  for (std::size_t i = 0; fine && i < mac.size(); ++i) fine = i % 3 == 2 ? mac[i] == ':' : hex(mac[i]);
+  if (fine) return std::nullopt;
+  return bad(field, field + ": not a MAC address; write six hex pairs separated by ':' (02:00:00:00:00:01)");
+}
+
+std::optional<RouteError> check_one_line(const std::string& field, const std::string& text) {
+  if (!text.empty() && text.size() <= 16384 && printable(text)) return std::nullopt;
+  return bad(field, field + ": expected one non-empty line (an authorized_keys entry) without control characters");
+}
+
+}  // namespace hostagent::api::detail

@@ -1,0 +1,325 @@
+// api/rest_commands: routing and strict request parsing, from an HttpRequest to a Command. Pure and
+// total (fuzzed): Boost.JSON is driven through its error_code overloads, so nothing here throws on
+// input.
+#include "hostagent/api/rest_commands.hpp"
+
+#include <algorithm>
+#include <array>
+#include <boost/json/parse.hpp>
+#include <boost/json/value.hpp>
+#include <optional>
+#include <string_view>
+
+#include "body_fields.hpp"
+
+namespace hostagent::api {
+namespace {
+
+using Params = std::vector<std::string>;  // the path's {} segments, in order
+using Builder = ParsedRequest (*)(const HttpRequest&, const Params&);
+
+RouteError bad(std::string field, std::string detail) {
+  return RouteError{400, "invalid_argument", std::move(detail), std::move(field), ""};
+}
+
+// Printable ASCII as is, the rest as \xNN: a name from the path goes into a message safely.
+std::string shown(std::string_view text) {
+  static constexpr std::string_view kHex = "0123456789abcdef";
+  std::string out = "'";
+  for (const char c : text.substr(0, 128)) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (byte >= 0x20 && byte < 0x7f && c != '\'') {
+      out += c;
+    } else {
+      out += "\\x";
+      out += kHex[byte >> 4];
+      out += kHex[byte & 0xf];
+    }
+  }
+  return out + (text.size() > 128 ? "...'" : "'");
+}
+
+bool name_chars(const std::string& text, std::size_t max) {
+  if (text.empty() || text.size() > max) return false;
+  return std::all_of(text.begin(), text.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' ||
+           c == '-';
+  });
+}
+
+std::optional<RouteError> check_vm_name(const std::string& field, const std::string& name) {
+  if (is_vm_name(name)) return std::nullopt;
+  return bad(field, field + ": " + shown(name) +
+                        " is not a VM name: use 1-64 letters, digits, '.', '_' or '-', not starting with '.'");
+}
+
+// Template names are YAML identifiers (letters, digits, '.', '_', '-'); never "." or "..".
+std::optional<RouteError> check_template_name(const std::string& field, const std::string& name) {
+  if (name_chars(name, 64) && name.front() != '.') return std::nullopt;
+  return bad(field, field + ": " + shown(name) +
+                        " is not a template name: use 1-64 letters, digits, '.', '_' or '-', not starting with '.'");
+}
+
+// "application/json; charset=utf-8" -> "application/json"
+std::string media_type(const HttpRequest& request) {
+  const auto it = request.headers.find("content-type");
+  if (it == request.headers.end()) return "";
+  std::string type = it->second.substr(0, it->second.find(';'));
+  type.erase(std::remove_if(type.begin(), type.end(), [](char c) { return c == ' ' || c == '\t'; }), type.end());
+  std::transform(type.begin(), type.end(), type.begin(),
+                 [](char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c; });
+  return type;
+}
+
+std::optional<RouteError> require_media_type(const HttpRequest& request,
+                                             const std::vector<std::string_view>& accepted) {
+  const std::string type = media_type(request);
+  if (std::find(accepted.begin(), accepted.end(), type) != accepted.end()) return std::nullopt;
+  std::string list;
+  for (const auto& a : accepted) list += (list.empty() ? "" : " or ") + std::string(a);
+  return RouteError{415, "unsupported_media_type",
+                    "Content-Type: found " + (type.empty() ? std::string("none") : shown(type)) + ", expected " + list,
+                    "Content-Type", ""};
+}
+
+// The body as a JSON object. An empty body is an empty object when `optional_body`: start, stop,
+// reboot and delete need none.
+std::variant<boost::json::object, RouteError> json_body(const HttpRequest& request, bool optional_body) {
+  if (request.body.empty() && optional_body) return boost::json::object{};
+  if (auto error = require_media_type(request, {"application/json"})) return std::move(*error);
+  boost::system::error_code ec;
+  boost::json::value value = boost::json::parse(request.body, ec);
+  if (ec) return bad("body", "body: not valid JSON (" + ec.message() + "); send a JSON object");
+  if (!value.is_object()) {
+    return bad("body", "body: found " + detail::describe(value) + ", expected a JSON object");
+  }
+  return std::move(value.as_object());
+}
+
+std::optional<RouteError> no_query(const HttpRequest& request, const std::vector<std::string_view>& accepted = {}) {
+  for (const auto& [key, value] : request.query) {
+    if (std::find(accepted.begin(), accepted.end(), key) != accepted.end()) continue;
+    std::string list;
+    for (const auto& a : accepted) list += (list.empty() ? "" : ", ") + std::string(a);
+    return bad(key, "query parameter " + shown(key) + ": unknown; " +
+                        (accepted.empty() ? std::string("this path takes none") : "the parameters are " + list));
+  }
+  return std::nullopt;
+}
+
+template <typename T>
+ParsedRequest plain(const HttpRequest& request, const Params& /*params*/) {
+  if (auto error = no_query(request)) return std::move(*error);
+  return Command{T{}};
+}
+
+// GET routes that name one VM in the path.
+template <typename T>
+ParsedRequest named_vm(const HttpRequest& request, const Params& params) {
+  if (auto error = no_query(request)) return std::move(*error);
+  if (auto error = check_vm_name("name", params.at(0))) return std::move(*error);
+  return Command{T{params.at(0)}};
+}
+
+// POST/DELETE routes on one VM whose body, when there is one, is an object with `fields` only.
+template <typename T>
+ParsedRequest vm_change(const HttpRequest& request, const Params& params) {
+  if (auto error = no_query(request)) return std::move(*error);
+  if (auto error = check_vm_name("name", params.at(0))) return std::move(*error);
+  auto body = json_body(request, true);
+  if (auto* error = std::get_if<RouteError>(&body)) return std::move(*error);
+  detail::BodyFields fields(std::get<boost::json::object>(body), {});
+  if (auto error = fields.check_unknown()) return std::move(*error);
+  return Command{T{params.at(0)}};
+}
+
+ParsedRequest stop_vm(const HttpRequest& request, const Params& params) {
+  if (auto error = no_query(request)) return std::move(*error);
+  if (auto error = check_vm_name("name", params.at(0))) return std::move(*error);
+  auto body = json_body(request, true);
+  if (auto* error = std::get_if<RouteError>(&body)) return std::move(*error);
+  detail::BodyFields fields(std::get<boost::json::object>(body), {"force"});
+  command::StopVm stop{params.at(0), false};
+  if (auto error = fields.check_unknown()) return std::move(*error);
+  if (auto error = fields.boolean("force", stop.force)) return std::move(*error);
+  return Command{std::move(stop)};
+}
+
+std::optional<RouteError> check_create(const daemon::CreateVmRequest& create) {
+  if (auto error = check_vm_name("name", create.name)) return error;
+  if (auto error = check_template_name("template", create.template_name)) return error;
+  if (auto error = detail::check_request_id(create.request_id)) return error;
+  if (auto error = detail::check_boot_image(create.boot_image)) return error;
+  for (std::size_t i = 0; i < create.macs.size(); ++i) {
+    if (auto error = detail::check_mac("macs[" + std::to_string(i) + "]", create.macs[i])) return error;
+  }
+  for (std::size_t i = 0; i < create.ssh_authorized_keys.size(); ++i) {
+    const std::string field = "ssh_authorized_keys[" + std::to_string(i) + "]";
+    if (auto error = detail::check_one_line(field, create.ssh_authorized_keys[i])) return error;
+  }
+  if (!create.ssh_authorized_keys.empty() && !create.user_data.empty()) {
+    return bad("user_data",
+               "user_data: give ssh_authorized_keys or user_data, not both; put the keys in your user data");
+  }
+  return std::nullopt;
+}
+
+ParsedRequest create_vm(const HttpRequest& request, const Params& /*params*/) {
+  if (auto error = no_query(request)) return std::move(*error);
+  auto body = json_body(request, false);
+  if (auto* error = std::get_if<RouteError>(&body)) return std::move(*error);
+  detail::BodyFields fields(std::get<boost::json::object>(body), {"name", "template", "request_id", "boot_image",
+                                                                  "macs", "ssh_authorized_keys", "user_data"});
+  if (auto error = fields.check_unknown()) return std::move(*error);
+  daemon::CreateVmRequest create;
+  for (auto error :
+       {fields.text("name", create.name, true), fields.text("template", create.template_name, true),
+        fields.text("request_id", create.request_id, false), fields.text("boot_image", create.boot_image, false),
+        fields.texts("macs", create.macs), fields.texts("ssh_authorized_keys", create.ssh_authorized_keys),
+        fields.text("user_data", create.user_data, false)}) {
+    if (error) return std::move(*error);
+  }
+  if (auto error = check_create(create)) return std::move(*error);
+  return Command{command::CreateVm{std::move(create)}};
+}
+
+ParsedRequest list_devices(const HttpRequest& request, const Params& /*params*/) {
+  static constexpr std::array<std::string_view, 8> kRoles = {
+      "gpu", "nvswitch", "nic", "nvme", "switch-upstream", "switch-downstream", "root-port", "other"};
+  if (auto error = no_query(request, {"role", "free"})) return std::move(*error);
+  command::ListDevices list;
+  if (const auto it = request.query.find("role"); it != request.query.end()) {
+    if (std::find(kRoles.begin(), kRoles.end(), it->second) == kRoles.end()) {
+      return bad("role", "query parameter role: found " + shown(it->second) +
+                             ", expected gpu, nvswitch, nic, nvme, switch-upstream, switch-downstream, root-port "
+                             "or other");
+    }
+    list.role = it->second;
+  }
+  if (const auto it = request.query.find("free"); it != request.query.end()) {
+    if (it->second != "true" && it->second != "false") {
+      return bad("free", "query parameter free: found " + shown(it->second) + ", expected true or false");
+    }
+    list.free_only = it->second == "true";
+  }
+  return Command{std::move(list)};
+}
+
+ParsedRequest get_device(const HttpRequest& request, const Params& params) {
+  if (auto error = no_query(request)) return std::move(*error);
+  auto address = PciAddress::parse(params.at(0));
+  if (!address.ok()) {
+    return bad("address", "address: " + shown(params.at(0)) +
+                              " is not a PCI address: use the kernel's form, domain:bus:device.function "
+                              "(0000:17:00.0)");
+  }
+  return Command{command::GetDevice{*address}};
+}
+
+ParsedRequest get_template(const HttpRequest& request, const Params& params) {
+  if (auto error = no_query(request)) return std::move(*error);
+  if (auto error = check_template_name("name", params.at(0))) return std::move(*error);
+  return Command{command::GetTemplate{params.at(0)}};
+}
+
+ParsedRequest validate_template(const HttpRequest& request, const Params& /*params*/) {
+  if (auto error = no_query(request)) return std::move(*error);
+  if (auto error = require_media_type(request, {"application/yaml", "application/x-yaml", "text/yaml"})) {
+    return std::move(*error);
+  }
+  return Command{command::ValidateTemplate{request.body}};
+}
+
+ParsedRequest get_operation(const HttpRequest& request, const Params& params) {
+  if (auto error = no_query(request)) return std::move(*error);
+  if (!name_chars(params.at(0), 64)) {
+    return bad("id", "id: " + shown(params.at(0)) + " is not an operation id (op-N)");
+  }
+  return Command{command::GetOperation{params.at(0)}};
+}
+
+struct Route {
+  std::string_view pattern;  // "{}" is one non-empty segment
+  std::string_view method;
+  Builder build;
+};
+
+// Literal segments before {} where both match: /v1/templates/validate is tried before /v1/templates/{}.
+constexpr auto kRoutes = std::to_array<Route>({
+    {"/v1/health/live", "GET", plain<command::Live>},
+    {"/v1/health/ready", "GET", plain<command::Ready>},
+    {"/v1/status", "GET", plain<command::GetStatus>},
+    {"/v1/host", "GET", plain<command::GetHost>},
+    {"/v1/host/capacity", "GET", plain<command::GetCapacity>},
+    {"/v1/devices", "GET", list_devices},
+    {"/v1/devices/{}", "GET", get_device},
+    {"/v1/templates", "GET", plain<command::ListTemplates>},
+    {"/v1/templates/validate", "POST", validate_template},
+    {"/v1/templates/{}", "GET", get_template},
+    {"/v1/vms", "GET", plain<command::ListVms>},
+    {"/v1/vms", "POST", create_vm},
+    {"/v1/vms/{}", "GET", named_vm<command::GetVm>},
+    {"/v1/vms/{}", "DELETE", vm_change<command::DeleteVm>},
+    {"/v1/vms/{}/start", "POST", vm_change<command::StartVm>},
+    {"/v1/vms/{}/stop", "POST", stop_vm},
+    {"/v1/vms/{}/reboot", "POST", vm_change<command::RebootVm>},
+    {"/v1/vms/{}/domain-xml", "GET", named_vm<command::GetDomainXml>},
+    {"/v1/vms/{}/nccl-topology", "GET", named_vm<command::GetNcclTopology>},
+    {"/v1/operations", "GET", plain<command::ListOperations>},
+    {"/v1/operations/{}", "GET", get_operation},
+    {"/v1/events", "GET", plain<command::StreamEvents>},
+    {"/v1/metrics", "GET", plain<command::GetMetrics>},
+});
+
+std::vector<std::string_view> split(std::string_view path) {
+  std::vector<std::string_view> segments;
+  std::size_t start = 0;
+  while (true) {
+    const std::size_t slash = path.find('/', start);
+    segments.push_back(path.substr(start, slash == std::string_view::npos ? std::string_view::npos : slash - start));
+    if (slash == std::string_view::npos) return segments;
+    start = slash + 1;
+  }
+}
+
+std::optional<Params> match(std::string_view pattern, const std::vector<std::string_view>& segments) {
+  const auto parts = split(pattern);
+  if (parts.size() != segments.size()) return std::nullopt;
+  Params params;
+  for (std::size_t i = 0; i < parts.size(); ++i) {
+    if (parts[i] == "{}") {
+      if (segments[i].empty()) return std::nullopt;
+      params.emplace_back(segments[i]);
+    } else if (parts[i] != segments[i]) {
+      return std::nullopt;
+    }
+  }
+  return params;
+}
+
+}  // namespace
+
+bool is_vm_name(const std::string& name) {
+  return name_chars(name, 64) && name.front() != '.';
+}
+
+ParsedRequest parse_request(const HttpRequest& request) {
+  const auto segments = split(request.path);
+  std::string allow;
+  for (const auto& route : kRoutes) {
+    auto params = match(route.pattern, segments);
+    if (!params) continue;
+    if (route.method == request.method) return route.build(request, *params);
+    if (allow.find(route.method) == std::string::npos) allow += (allow.empty() ? "" : ", ") + std::string(route.method);
+  }
+  if (!allow.empty()) {
+    return RouteError{405, "method_not_allowed",
+                      shown(request.method) + " is not allowed on " + shown(request.path) + "; allowed: " + allow, "",
+                      allow};
+  }
+  return RouteError{404, "not_found",
+                    "no resource at " + shown(request.path) + "; the API's resources are listed at docs/api.md", "",
+                    ""};
+}
+
+}  // namespace hostagent::api

@@ -1,0 +1,317 @@
+// api/rest: the commands of /v1, run against the daemon's service.
+#include "routes.hpp"
+
+#include <boost/json/parse.hpp>
+#include <boost/json/serialize.hpp>
+#include <map>
+#include <optional>
+
+#include "capacity.hpp"
+#include "event_stream.hpp"
+#include "hostagent/api/host_json.hpp"
+#include "hostagent/api/problem.hpp"
+#include "hostagent/api/template_json.hpp"
+#include "hostagent/api/vm_json.hpp"
+#include "hostagent/common/text_file.hpp"
+#include "operation_json.hpp"
+
+namespace hostagent::api::detail {
+namespace {
+
+constexpr const char* kRetryAfterSeconds = "5";
+
+HttpResponse json_response(unsigned status, const boost::json::value& body) {
+  HttpResponse response;
+  response.status = status;
+  response.body = boost::json::serialize(body);
+  return response;
+}
+
+HttpResponse xml_response(std::string xml) {
+  HttpResponse response;
+  response.content_type = "application/xml";
+  response.body = std::move(xml);
+  return response;
+}
+
+// 202 with the operation and where to poll it.
+HttpResponse accepted(const Result<daemon::OperationView>& operation, const HttpRequest& request) {
+  if (!operation.ok()) return service_problem(operation.error(), request);
+  HttpResponse response = json_response(202, operation_json(*operation));
+  response.headers.emplace_back("Location", "/v1/operations/" + operation->id);
+  return response;
+}
+
+template <typename T>
+HttpResponse json_or_problem(const Result<T>& result, const HttpRequest& request) {
+  if (!result.ok()) return service_problem(result.error(), request);
+  return json_response(200, to_json(*result));
+}
+
+// "" when no VM holds it.
+std::map<PciAddress, std::string> holders(const daemon::HostUsage& usage) {
+  std::map<PciAddress, std::string> held_by;
+  for (const auto& allocation : usage.held) {
+    for (const auto& device : allocation.devices) held_by.emplace(device, allocation.vm);
+  }
+  return held_by;
+}
+
+std::optional<std::string> holder(const std::map<PciAddress, std::string>& held_by, const PciAddress& address) {
+  const auto it = held_by.find(address);
+  if (it == held_by.end()) return std::nullopt;
+  return it->second;
+}
+
+// PCI endpoints: bridges and switch ports are the tree, not devices anyone is given.
+bool is_endpoint(const numa::PciFunction& f) {
+  return !f.is_bridge() && f.role != numa::PciRole::switch_upstream && f.role != numa::PciRole::switch_downstream &&
+         f.role != numa::PciRole::root_port;
+}
+
+HttpResponse not_found(const std::string& detail, const HttpRequest& request) {
+  return service_problem(Error{ErrorCode::not_found, detail}, request);
+}
+
+struct Runner {
+  RouteContext& context;
+  const HttpRequest& request;
+
+  daemon::VmService& service() const { return context.service; }
+
+  HttpResponse operator()(const command::Live& /*unused*/) const {
+    return json_response(200, boost::json::object{{"status", "ok"}});
+  }
+
+  HttpResponse operator()(const command::Ready& /*unused*/) const {
+    const auto status = service().status();
+    if (status.ready && status.libvirt_connected) return json_response(200, boost::json::object{{"status", "ready"}});
+    const std::string why = !status.libvirt_connected ? "libvirtd is not connected; the daemon keeps reconnecting"
+                                                      : "the daemon is reconciling its state with libvirt";
+    HttpResponse response = problem(503, "not_ready", "not ready: " + why, request.target);
+    response.headers.emplace_back("Retry-After", kRetryAfterSeconds);
+    return response;
+  }
+
+  HttpResponse operator()(const command::GetStatus& /*unused*/) const {
+    return json_response(200, to_json(service().status()));
+  }
+
+  HttpResponse operator()(const command::GetHost& /*unused*/) const {
+    const auto usage = service().usage();
+    if (usage.host == nullptr) return service_problem(Error{ErrorCode::internal, "the host model is missing"}, request);
+    return json_response(200, to_json(*usage.host));
+  }
+
+  HttpResponse operator()(const command::GetCapacity& /*unused*/) const {
+    const auto usage = service().usage();
+    if (usage.host == nullptr) return service_problem(Error{ErrorCode::internal, "the host model is missing"}, request);
+    return json_response(200,
+                         capacity_json(compute_capacity(*usage.host, usage.held, context.options.housekeeping_cpus)));
+  }
+
+  HttpResponse operator()(const command::ListDevices& list) const {
+    const auto usage = service().usage();
+    if (usage.host == nullptr) return service_problem(Error{ErrorCode::internal, "the host model is missing"}, request);
+    const auto held_by = holders(usage);
+    boost::json::array devices;
+    for (const auto& f : usage.host->pci_devices) {
+      if (!is_endpoint(f)) continue;
+      if (!list.role.empty() && list.role != numa::to_string(f.role)) continue;
+      const auto vm = holder(held_by, f.address);
+      if (list.free_only && vm) continue;
+      devices.push_back(device_json(f, vm));
+    }
+    return json_response(200, boost::json::object{{"devices", std::move(devices)}});
+  }
+
+  HttpResponse operator()(const command::GetDevice& get) const {
+    const auto usage = service().usage();
+    const auto* f = usage.host == nullptr ? nullptr : usage.host->find(get.address);
+    if (f == nullptr || !is_endpoint(*f)) {
+      return not_found("device: no PCI endpoint at " + get.address.to_string() + " on this host", request);
+    }
+    return json_response(200, device_json(*f, holder(holders(usage), get.address)));
+  }
+
+  HttpResponse operator()(const command::ListTemplates& /*unused*/) const {
+    boost::json::array templates;
+    for (const auto& [name, shape] : service().templates()) templates.push_back(to_json(shape));
+    return json_response(200, boost::json::object{{"templates", std::move(templates)}});
+  }
+
+  HttpResponse operator()(const command::GetTemplate& get) const {
+    const auto& templates = service().templates();
+    const auto it = templates.find(get.name);
+    if (it == templates.end()) return not_found("template: no template named '" + get.name + "'", request);
+    return json_response(200, to_json(it->second));
+  }
+
+  HttpResponse operator()(const command::ValidateTemplate& validate) const;
+
+  HttpResponse operator()(const command::ListVms& /*unused*/) const {
+    boost::json::array vms;
+    for (const auto& vm : service().list_vms()) vms.push_back(to_json(vm));
+    return json_response(200, boost::json::object{{"vms", std::move(vms)}});
+  }
+
+  HttpResponse operator()(const command::GetVm& get) const {
+    return json_or_problem(service().get_vm(get.name), request);
+  }
+  // An unknown template is 404 now rather than an operation that fails in the queue.
+  HttpResponse operator()(const command::CreateVm& create) const {
+    if (service().templates().count(create.request.template_name) == 0) {
+      return not_found(
+          "template: no template named '" + create.request.template_name + "'; GET /v1/templates lists them", request);
+    }
+    if (auto taken = name_taken(create.request)) return service_problem(*taken, request);
+    return accepted(service().begin_create(create.request), request);
+  }
+
+  // A name in use is 409 now, unless the VM is this very create's (a replay with its request id,
+  // which the service answers with the same operation): the queue would only fail it later.
+  std::optional<Error> name_taken(const daemon::CreateVmRequest& create) const {
+    auto vm = service().get_vm(create.name);
+    if (!vm.ok() || vm->state == "absent") return std::nullopt;
+    const bool replay = !create.request_id.empty() && vm->record && vm->record->request_id == create.request_id;
+    if (replay) return std::nullopt;
+    return Error{ErrorCode::conflict, "name: a VM named '" + create.name + "' exists" +
+                                          (vm->managed ? "" : " (a domain hostagent did not make)") +
+                                          "; choose another name, or delete it first"};
+  }
+  HttpResponse operator()(const command::StartVm& start) const {
+    return accepted(service().begin_start(start.name), request);
+  }
+  HttpResponse operator()(const command::StopVm& stop) const {
+    return accepted(service().begin_stop(stop.name, stop.force), request);
+  }
+  HttpResponse operator()(const command::RebootVm& reboot) const {
+    return accepted(service().begin_reboot(reboot.name), request);
+  }
+  HttpResponse operator()(const command::DeleteVm& del) const {
+    return accepted(service().begin_delete(del.name), request);
+  }
+
+  HttpResponse operator()(const command::GetDomainXml& get) const {
+    auto xml = service().domain_xml(get.name);
+    if (!xml.ok()) return service_problem(xml.error(), request);
+    return xml_response(std::move(xml).value());
+  }
+
+  HttpResponse operator()(const command::GetNcclTopology& get) const {
+    auto xml = service().nccl_topology(get.name);
+    if (!xml.ok()) return service_problem(xml.error(), request);
+    return xml_response(std::move(xml).value());
+  }
+
+  HttpResponse operator()(const command::ListOperations& /*unused*/) const {
+    boost::json::array operations;
+    for (const auto& operation : service().operations()) operations.push_back(operation_json(operation));
+    return json_response(200, boost::json::object{{"operations", std::move(operations)}});
+  }
+
+  HttpResponse operator()(const command::GetOperation& get) const {
+    auto operation = service().operation(get.id);
+    if (!operation.ok()) return service_problem(operation.error(), request);
+    return json_response(200, operation_json(*operation));
+  }
+
+  HttpResponse operator()(const command::StreamEvents& /*unused*/) const {
+    HttpResponse response;
+    response.content_type = "text/event-stream";
+    response.events = ServiceEventStream::open(service(), context.options.event_queue_frames);
+    return response;
+  }
+
+  HttpResponse operator()(const command::GetMetrics& /*unused*/) const {
+    HttpResponse response;
+    response.content_type = "text/plain; version=0.0.4; charset=utf-8";
+    response.body = context.metrics.render(service(), context.options.housekeeping_cpus);
+    return response;
+  }
+};
+
+std::vector<std::string> lines(const std::string& text) {
+  std::vector<std::string> out;
+  std::size_t start = 0;
+  while (start <= text.size()) {
+    const std::size_t end = std::min(text.find('\n', start), text.size());
+    if (end > start) out.push_back(text.substr(start, end - start));
+    start = end + 1;
+  }
+  return out;
+}
+
+// `extends: NAME` in a template under validation: NAME.yaml from the configured directories, the
+// operator's (later) ones first, as load_template_dirs lets a later directory override.
+vmtemplates::ParentLookup parent_lookup(const std::vector<std::filesystem::path>& directories) {
+  return [directories](const std::string& name) -> Result<std::pair<std::string, std::string>> {
+    if (!is_vm_name(name)) return Error{ErrorCode::invalid_argument, "'" + name + "' is not a template name"};
+    for (auto it = directories.rbegin(); it != directories.rend(); ++it) {
+      const auto file = *it / (name + ".yaml");
+      std::error_code ec;
+      if (!std::filesystem::is_regular_file(file, ec)) continue;
+      HA_TRY(auto text, read_text_file(file));
+      return std::pair(std::move(text), file.filename().string());
+    }
+    return Error{ErrorCode::not_found, "no " + name + ".yaml in the template directories"};
+  };
+}
+
+HttpResponse Runner::operator()(const command::ValidateTemplate& validate) const {
+  auto shape =
+      vmtemplates::parse_template(validate.yaml, "request", parent_lookup(context.options.template_directories));
+  if (shape.ok()) return json_response(200, boost::json::object{{"valid", true}, {"template", to_json(*shape)}});
+  const auto& error = shape.error();
+  if (error.code != ErrorCode::invalid_argument && error.code != ErrorCode::parse_error &&
+      error.code != ErrorCode::not_found) {
+    return service_problem(error, request);
+  }
+  const auto errors = lines(error.message);
+  HttpResponse response = problem(422, "invalid_template",
+                                  "the template is invalid (" + std::to_string(errors.size()) +
+                                      (errors.size() == 1 ? " error" : " errors") +
+                                      "): " + (errors.empty() ? error.message : errors.front()),
+                                  request.target);
+  boost::system::error_code ec;
+  auto body = boost::json::parse(response.body, ec);
+  if (!ec && body.is_object()) {
+    boost::json::array list;
+    for (const auto& line : errors) list.emplace_back(line);
+    body.as_object()["errors"] = std::move(list);
+    response.body = boost::json::serialize(body);
+  }
+  return response;
+}
+
+// "name: ..." -> "name"; "" when the message does not start with a field.
+std::string field_of(const Error& error) {
+  if (error.code != ErrorCode::invalid_argument) return "";
+  const std::size_t colon = error.message.find(": ");
+  if (colon == std::string::npos || colon == 0 || colon > 64) return "";
+  const std::string field = error.message.substr(0, colon);
+  const bool plain = std::all_of(field.begin(), field.end(), [](char c) { return (c >= 'a' && c <= 'z') || c == '_'; });
+  return plain ? field : "";
+}
+
+}  // namespace
+
+HttpResponse run_command(RouteContext& context, const Command& command, const HttpRequest& request) {
+  return std::visit(Runner{context, request}, command);
+}
+
+HttpResponse route_problem(const RouteError& error, const HttpRequest& request) {
+  HttpResponse response = problem(error.status, error.code, error.detail, request.target, error.field);
+  if (!error.allow.empty()) response.headers.emplace_back("Allow", error.allow);
+  return response;
+}
+
+HttpResponse service_problem(const Error& error, const HttpRequest& request) {
+  HttpResponse response = problem(error, request.target, field_of(error));
+  const bool has_retry = std::any_of(response.headers.begin(), response.headers.end(),
+                                     [](const auto& header) { return header.first == "Retry-After"; });
+  if (response.status == 503 && !has_retry) response.headers.emplace_back("Retry-After", kRetryAfterSeconds);
+  return response;
+}
+
+}  // namespace hostagent::api::detail

@@ -1,0 +1,158 @@
+// api/rest: the metrics of docs/api.md, in the Prometheus text format.
+#include "service_metrics.hpp"
+
+#include "capacity.hpp"
+
+namespace hostagent::api::detail {
+namespace {
+
+constexpr std::size_t kRememberedOperations = 4096;
+
+std::vector<double> operation_bounds() {
+  return {0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600};
+}
+std::vector<double> request_bounds() {
+  return {0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10};
+}
+
+// A label from the client stays within a known set: every method string would be a new series.
+std::string method_label(const std::string& method) {
+  for (const char* known : {"GET", "POST", "DELETE", "HEAD", "PUT", "PATCH", "OPTIONS"}) {
+    if (method == known) return method;
+  }
+  return "other";
+}
+
+void render_vms(MetricsText& out, daemon::VmService& service) {
+  std::map<std::string, int> by_state;
+  for (const auto& vm : service.list_vms()) ++by_state[vm.state];
+  out.family("hostagent_vms", "VMs by libvirt state, managed and foreign.", "gauge");
+  for (const auto& [state, count] : by_state) out.sample("hostagent_vms", {{"state", state}}, count);
+}
+
+void render_status(MetricsText& out, const daemon::ServiceStatus& status) {
+  out.family("hostagent_operations_in_flight", "Operations queued or running.", "gauge");
+  out.sample("hostagent_operations_in_flight", {}, status.operations_in_flight);
+  out.family("hostagent_libvirt_connected", "1 while the connection to libvirtd is up.", "gauge");
+  out.sample("hostagent_libvirt_connected", {}, status.libvirt_connected ? 1 : 0);
+  out.family("hostagent_libvirt_connection_losses_total", "Connections to libvirtd lost since the daemon started.",
+             "counter");
+  out.sample("hostagent_libvirt_connection_losses_total", {}, status.libvirt_connection_losses);
+}
+
+void render_capacity(MetricsText& out, const Capacity& capacity) {
+  const auto per_node = [&](const std::string& name, const std::string& help, auto value) {
+    out.family(name, help, "gauge");
+    for (const auto& node : capacity.nodes) out.sample(name, {{"node", std::to_string(node.node)}}, value(node));
+  };
+  per_node("hostagent_free_cpus", "CPUs a VM could be pinned to, per NUMA node.",
+           [](const NodeCapacity& n) { return n.cpus.free; });
+  per_node("hostagent_free_gpus", "GPUs that could be given whole, per NUMA node.",
+           [](const NodeCapacity& n) { return n.gpus.free; });
+  per_node("hostagent_free_vfs", "NIC VFs that could be given, per NUMA node.",
+           [](const NodeCapacity& n) { return n.vfs.free; });
+  out.family("hostagent_free_hugepages", "Hugepages no VM holds, per NUMA node and page size in bytes.", "gauge");
+  for (const auto& node : capacity.nodes) {
+    for (const auto& pool : node.hugepages) {
+      out.sample("hostagent_free_hugepages",
+                 {{"node", std::to_string(node.node)}, {"page_size", std::to_string(pool.page_size_bytes)}},
+                 static_cast<double>(pool.free));
+    }
+  }
+}
+
+// TOTAL_ERR_* is the kernel's own sum; older kernels without it get the sum of the lines.
+double aer_total(const std::map<std::string, uint64_t>& counters, const std::string& total_key) {
+  const auto it = counters.find(total_key);
+  if (it != counters.end()) return static_cast<double>(it->second);
+  uint64_t sum = 0;
+  for (const auto& [name, count] : counters) sum += count;
+  return static_cast<double>(sum);
+}
+
+void render_health(MetricsText& out, const std::vector<numa::DeviceHealth>& health) {
+  out.family("hostagent_device_present", "1 while the PCI device is in sysfs.", "gauge");
+  for (const auto& d : health) {
+    out.sample("hostagent_device_present", {{"device", d.address.to_string()}, {"role", numa::to_string(d.role)}},
+               d.present ? 1 : 0);
+  }
+  out.family("hostagent_device_link_degraded", "1 when the PCIe link trained below its capability.", "gauge");
+  for (const auto& d : health) {
+    out.sample("hostagent_device_link_degraded", {{"device", d.address.to_string()}, {"role", numa::to_string(d.role)}},
+               d.link_degraded ? 1 : 0);
+  }
+  out.family("hostagent_device_aer_errors_total", "PCIe AER errors the kernel counted, by severity.", "counter");
+  for (const auto& d : health) {
+    const struct {
+      const std::map<std::string, uint64_t>& counters;
+      const char* severity;
+      const char* total_key;
+    } kinds[] = {{d.aer_correctable, "correctable", "TOTAL_ERR_COR"},
+                 {d.aer_nonfatal, "nonfatal", "TOTAL_ERR_NONFATAL"},
+                 {d.aer_fatal, "fatal", "TOTAL_ERR_FATAL"}};
+    for (const auto& kind : kinds) {
+      if (kind.counters.empty()) continue;
+      out.sample("hostagent_device_aer_errors_total",
+                 {{"device", d.address.to_string()}, {"role", numa::to_string(d.role)}, {"severity", kind.severity}},
+                 aer_total(kind.counters, kind.total_key));
+    }
+  }
+}
+
+}  // namespace
+
+ServiceMetrics::ServiceMetrics() : request_durations_(request_bounds()) {}
+
+void ServiceMetrics::on_event(const daemon::ServiceEvent& event) {
+  if (event.kind != daemon::ServiceEvent::Kind::operation || !event.operation) return;
+  const auto& operation = *event.operation;
+  if (operation.state != "succeeded" && operation.state != "failed") return;
+  std::lock_guard lock(mutex_);
+  if (!ended_.insert(operation.id).second) return;
+  ended_order_.push_back(operation.id);
+  if (ended_order_.size() > kRememberedOperations) {
+    ended_.erase(ended_order_.front());
+    ended_order_.pop_front();
+  }
+  auto it = operation_durations_.find({operation.kind, operation.state});
+  if (it == operation_durations_.end()) {
+    it = operation_durations_.emplace(std::pair(operation.kind, operation.state), Histogram(operation_bounds())).first;
+  }
+  it->second.observe(operation.duration_seconds);
+}
+
+void ServiceMetrics::on_request(const std::string& method, unsigned status, std::chrono::nanoseconds latency) {
+  std::lock_guard lock(mutex_);
+  ++requests_[{method_label(method), status}];
+  request_durations_.observe(std::chrono::duration<double>(latency).count());
+}
+
+std::string ServiceMetrics::render(daemon::VmService& service, const std::vector<int>& housekeeping_cpus) {
+  MetricsText out;
+  const auto status = service.status();
+  render_vms(out, service);
+  render_status(out, status);
+  const auto usage = service.usage();
+  if (usage.host != nullptr) render_capacity(out, compute_capacity(*usage.host, usage.held, housekeeping_cpus));
+  const auto health = service.device_health();
+  render_health(out, health.ok() ? *health : std::vector<numa::DeviceHealth>{});
+  render_counted(out);
+  return out.text();
+}
+
+void ServiceMetrics::render_counted(MetricsText& out) {
+  std::lock_guard lock(mutex_);
+  out.family("hostagent_operation_duration_seconds", "Ended operations by kind and result, start to end.", "histogram");
+  for (const auto& [key, histogram] : operation_durations_) {
+    out.histogram("hostagent_operation_duration_seconds", {{"kind", key.first}, {"result", key.second}}, histogram);
+  }
+  out.family("hostagent_http_requests_total", "HTTP requests answered, by method and status code.", "counter");
+  for (const auto& [key, count] : requests_) {
+    out.sample("hostagent_http_requests_total", {{"method", key.first}, {"code", std::to_string(key.second)}},
+               static_cast<double>(count));
+  }
+  out.family("hostagent_http_request_duration_seconds", "HTTP requests, from read to written.", "histogram");
+  out.histogram("hostagent_http_request_duration_seconds", {}, request_durations_);
+}
+
+}  // namespace hostagent::api::detail

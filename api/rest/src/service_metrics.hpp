@@ -1,0 +1,40 @@
+// api/rest, private: /v1/metrics. What the service knows (VMs, free capacity, libvirt, device
+// health) is read at each scrape; what only passes by (ended operations, HTTP requests) is counted
+// here as it happens.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "hostagent/daemon/vm_service.hpp"
+#include "metrics_text.hpp"
+
+namespace hostagent::api::detail {
+
+class ServiceMetrics {
+ public:
+  ServiceMetrics();
+  // An operation event: an operation that ended (once per id) is observed in the duration histogram.
+  void on_event(const daemon::ServiceEvent& event);
+  void on_request(const std::string& method, unsigned status, std::chrono::nanoseconds latency);
+  // The exposition text; reads the service (may block on libvirt).
+  std::string render(daemon::VmService& service, const std::vector<int>& housekeeping_cpus);
+
+ private:
+  void render_counted(MetricsText& out);
+
+  std::mutex mutex_;
+  std::map<std::pair<std::string, std::string>, Histogram> operation_durations_;  // (kind, result)
+  std::set<std::string> ended_;                                                   // operation ids already observed
+  std::deque<std::string> ended_order_;                                           // oldest first, to forget them
+  std::map<std::pair<std::string, unsigned>, uint64_t> requests_;                 // (method, status)
+  Histogram request_durations_;
+};
+
+}  // namespace hostagent::api::detail

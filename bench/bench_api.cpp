@@ -1,0 +1,505 @@
+// What the REST API's routes cost over the HTTP floor: the daemon's service on libvirt's in-process
+// test:///default driver and the simulated vela2 host (8 one-GPU VMs created first), served by the
+// HTTP server with the /v1 routes on a unix socket and on TCP (127.0.0.1, bearer token). A load
+// generator of its own drives GET /v1/vms and GET /v1/host over keep-alive connections, at 1 and 64
+// connections, over each transport; the baseline is GET /v1/health/live on the same server,
+// transport and connections (what HTTP itself costs here). Arms run interleaved in rounds (one round
+// = every arm once, the first arm rotating), so drift on a shared machine hits them alike. Then the
+// p99 of GET /v1/vms while another connection creates and deletes VMs without pause, against the
+// same reads with nothing in flight, also interleaved.
+//
+// wrk is not used: it cannot talk to a unix socket, the daemon's default listener. The generator
+// is one Asio thread driving every connection (closed loop: each connection sends its next request
+// when the previous answer is read), so on a small machine it takes one core's share, not 64
+// threads' worth of switching.
+//
+// Usage: bench_api [ROUNDS [PHASE_MS]]   (defaults 6 and 500: about 50 s)
+//        bench_api --quick               (1 round of 100 ms: a smoke run for CI)
+#include <fcntl.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <boost/asio.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <boost/json.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "hostagent/api/http_server.hpp"
+#include "hostagent/api/rest_api.hpp"
+#include "hostagent/common/result.hpp"
+#include "hostagent/config/daemon_config.hpp"
+#include "hostagent/daemon/vm_service.hpp"
+
+namespace {
+
+using namespace hostagent;
+namespace fs = std::filesystem;
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using Clock = std::chrono::steady_clock;
+using Endpoint = asio::generic::stream_protocol::endpoint;
+using Socket = asio::generic::stream_protocol::socket;
+
+constexpr const char* kToken = "bench-api-token";
+constexpr const char* kVmShape = "gx3-16x128x1h100";    // one GPU: 8 of them fill vela2's GPUs
+constexpr const char* kChurnShape = "bench-api-small";  // no devices: fits beside the 8
+constexpr int kVms = 8;
+
+// While the benchmark runs, stderr goes to the daemon's log (below); a failure shows both.
+int g_terminal_stderr = -1;
+fs::path g_daemon_log;
+
+[[noreturn]] void fail(const std::string& what) {
+  if (g_terminal_stderr >= 0) ::dup2(g_terminal_stderr, STDERR_FILENO);
+  std::fprintf(stderr, "bench_api: %s\n", what.c_str());
+  std::ifstream in(g_daemon_log);
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  if (!lines.empty()) std::fprintf(stderr, "the daemon's last log lines (%s):\n", g_daemon_log.c_str());
+  for (std::size_t i = lines.size() > 20 ? lines.size() - 20 : 0; i < lines.size(); ++i) {
+    std::fprintf(stderr, "  %s\n", lines[i].c_str());
+  }
+  std::error_code ec;
+  if (!g_daemon_log.empty()) fs::remove_all(g_daemon_log.parent_path(), ec);  // the scratch directory
+  std::_Exit(1);  // not exit(): the server's and the service's threads are still running
+}
+
+double ms_between(Clock::time_point from, Clock::time_point to) {
+  return std::chrono::duration<double, std::milli>(to - from).count();
+}
+
+// Nearest rank over a sorted copy.
+double quantile(std::vector<double> values, double q) {
+  if (values.empty()) return 0;
+  std::sort(values.begin(), values.end());
+  const auto rank = static_cast<std::size_t>(std::ceil(q * static_cast<double>(values.size())));
+  return values[std::max<std::size_t>(rank, 1) - 1];
+}
+
+class ScratchDir {
+ public:
+  ScratchDir() {
+    char templ[] = "/tmp/hostagent-bench-api-XXXXXX";
+    if (mkdtemp(templ) == nullptr) fail("mkdtemp failed");
+    path_ = templ;
+  }
+  ~ScratchDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  ScratchDir(const ScratchDir&) = delete;
+  ScratchDir& operator=(const ScratchDir&) = delete;
+  const fs::path& path() const { return path_; }
+
+ private:
+  fs::path path_;
+};
+
+// The daemon and the server log a line per operation and per warning to stderr: into a file while
+// the benchmark runs, so the table stays readable.
+void stderr_to_file(const fs::path& file) {
+  g_daemon_log = file;
+  g_terminal_stderr = ::dup(STDERR_FILENO);
+  const int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+  if (fd < 0) return;
+  ::dup2(fd, STDERR_FILENO);
+  ::close(fd);
+}
+
+// ---- the transports --------------------------------------------------------------------------
+
+struct Transport {
+  std::string name;  // "unix", "tcp"
+  Endpoint endpoint;
+  bool bearer = false;  // TCP needs the token; the unix socket's peers are operators
+};
+
+void set_common_headers(http::request_header<>& header, const Transport& transport) {
+  header.set(http::field::host, "localhost");
+  if (transport.bearer) header.set(http::field::authorization, std::string("Bearer ") + kToken);
+}
+
+Socket connect(asio::io_context& context, const Transport& transport) {
+  Socket socket(context);
+  boost::system::error_code ec;
+  socket.connect(transport.endpoint, ec);
+  if (ec) fail("connect over " + transport.name + ": " + ec.message());
+  // Small requests and answers: without it, Nagle and delayed ACKs add 40 ms to TCP round trips.
+  if (transport.name == "tcp") socket.set_option(asio::ip::tcp::no_delay(true));
+  return socket;
+}
+
+// ---- the load generator ----------------------------------------------------------------------
+
+struct PhaseResult {
+  std::vector<double> latencies_ms;
+  double seconds = 0;
+  std::size_t body_bytes = 0;  // of the last answer
+  double rate() const { return static_cast<double>(latencies_ms.size()) / seconds; }
+};
+
+// `count` keep-alive connections, opened once and reused by every phase; closed loop.
+class LoadClient {
+ public:
+  LoadClient(const Transport& transport, int count) : transport_(transport) {
+    for (int i = 0; i < count; ++i) connections_.push_back(std::make_unique<Connection>(connect(context_, transport)));
+  }
+
+  // GET `target` on every connection until `duration` has passed; every answer must be 200.
+  PhaseResult run(const std::string& target, std::chrono::milliseconds duration) {
+    result_ = PhaseResult{};
+    result_.latencies_ms.reserve(1 << 16);
+    const auto start = Clock::now();
+    deadline_ = start + duration;
+    context_.restart();
+    for (auto& connection : connections_) {
+      connection->request = http::request<http::empty_body>(http::verb::get, target, 11);
+      set_common_headers(connection->request, transport_);
+      send(*connection);
+    }
+    context_.run();
+    result_.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    return std::move(result_);
+  }
+
+ private:
+  struct Connection {
+    explicit Connection(Socket s) : socket(std::move(s)) {}
+    Socket socket;
+    beast::flat_buffer buffer;
+    http::request<http::empty_body> request;
+    std::optional<http::response<http::string_body>> response;
+    Clock::time_point sent;
+  };
+
+  void send(Connection& connection) {
+    connection.sent = Clock::now();
+    connection.response.emplace();
+    http::async_write(connection.socket, connection.request, [this, &connection](beast::error_code ec, std::size_t) {
+      if (ec) fail("write " + std::string(connection.request.target()) + ": " + ec.message());
+      http::async_read(connection.socket, connection.buffer, *connection.response,
+                       [this, &connection](beast::error_code read_ec, std::size_t) { received(connection, read_ec); });
+    });
+  }
+
+  void received(Connection& connection, beast::error_code ec) {
+    const auto now = Clock::now();
+    const std::string target(connection.request.target());
+    if (ec) fail("read the answer to GET " + target + " over " + transport_.name + ": " + ec.message());
+    const auto& response = *connection.response;
+    if (response.result_int() != 200) {
+      fail("GET " + target + " over " + transport_.name + ": " + std::to_string(response.result_int()) + " " +
+           response.body());
+    }
+    if (!response.keep_alive()) fail("GET " + target + ": the server closed a keep-alive connection");
+    result_.latencies_ms.push_back(ms_between(connection.sent, now));
+    result_.body_bytes = response.body().size();
+    if (now < deadline_) send(connection);
+  }
+
+  Transport transport_;
+  asio::io_context context_;
+  std::vector<std::unique_ptr<Connection>> connections_;
+  Clock::time_point deadline_;
+  PhaseResult result_;
+};
+
+// The string member `key` of a JSON object answer.
+std::string json_string(const std::string& body, const char* key) {
+  boost::system::error_code ec;
+  const auto value = boost::json::parse(body, ec);
+  const auto* object = ec ? nullptr : value.if_object();
+  const auto* member = object == nullptr ? nullptr : object->if_contains(key);
+  if (member == nullptr || !member->is_string()) fail(std::string("no string '") + key + "' in the answer " + body);
+  return std::string(member->get_string());
+}
+
+// ---- one synchronous client, for setup and the churn ------------------------------------------
+
+class SyncClient {
+ public:
+  explicit SyncClient(const Transport& transport) : transport_(transport), socket_(connect(context_, transport)) {}
+
+  http::response<http::string_body> call(http::verb verb, const std::string& target, const std::string& body = "") {
+    http::request<http::string_body> request{verb, target, 11};
+    set_common_headers(request, transport_);
+    if (!body.empty()) {
+      request.set(http::field::content_type, "application/json");
+      request.body() = body;
+    }
+    request.prepare_payload();
+    http::write(socket_, request);
+    http::response_parser<http::string_body> parser;
+    http::read(socket_, buffer_, parser);
+    return parser.release();
+  }
+
+  // POST or DELETE that must answer 202 with an operation: its id.
+  std::string begin(http::verb verb, const std::string& target, const std::string& body = "") {
+    const auto response = call(verb, target, body);
+    if (response.result_int() != 202) {
+      fail(std::string(http::to_string(verb)) + " " + target + ": " + std::to_string(response.result_int()) + " " +
+           response.body());
+    }
+    return json_string(response.body(), "id");
+  }
+
+  // Polls the operation until it ends; fails the benchmark when it failed.
+  void wait(const std::string& operation) {
+    for (;;) {
+      const auto response = call(http::verb::get, "/v1/operations/" + operation);
+      if (response.result_int() != 200) fail("GET /v1/operations/" + operation + ": " + response.body());
+      const auto state = json_string(response.body(), "state");
+      if (state == "succeeded") return;
+      if (state == "failed") fail("operation " + operation + " failed: " + response.body());
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+  }
+
+ private:
+  Transport transport_;
+  asio::io_context context_;
+  Socket socket_;
+  beast::flat_buffer buffer_;
+};
+
+std::string create_body(const std::string& name, const std::string& shape, const std::string& boot_image) {
+  boost::json::object body{{"name", name}, {"template", shape}, {"request_id", "bench-" + name}};
+  if (!boot_image.empty()) body["boot_image"] = boot_image;
+  return boost::json::serialize(body);
+}
+
+// Another connection creates a VM, waits for it, deletes it, waits, and again, until stopped: an
+// operation is in flight the whole time. stop() lets the cycle under way finish, so the next quiet
+// arm starts with nothing in flight.
+class Churn {
+ public:
+  explicit Churn(const Transport& transport) : client_(transport) {}
+  ~Churn() { stop(); }
+  Churn(const Churn&) = delete;
+  Churn& operator=(const Churn&) = delete;
+
+  void start() {
+    stopping_ = false;
+    thread_ = std::thread([this] {
+      while (!stopping_) {
+        // Unique in the run: a create that repeats an earlier request id is answered with that
+        // earlier operation (the API's idempotent create), and creates nothing.
+        static std::atomic<long> made{0};
+        const std::string name = "bench-churn-" + std::to_string(made++);
+        client_.wait(client_.begin(http::verb::post, "/v1/vms", create_body(name, kChurnShape, "")));
+        client_.wait(client_.begin(http::verb::delete_, "/v1/vms/" + name));
+        ++cycles_;
+      }
+    });
+  }
+  void stop() {
+    stopping_ = true;
+    if (thread_.joinable()) thread_.join();
+  }
+  long cycles() const { return cycles_; }
+
+ private:
+  SyncClient client_;
+  std::thread thread_;
+  std::atomic<bool> stopping_{false};
+  std::atomic<long> cycles_{0};
+};
+
+// ---- the daemon ------------------------------------------------------------------------------
+
+struct Daemon {
+  std::unique_ptr<daemon::VmService> service;
+  std::unique_ptr<api::RestApi> rest;
+  std::unique_ptr<api::HttpServer> server;
+  std::vector<Transport> transports;
+  api::ServerOptions options;
+};
+
+void write_sparse_file(const fs::path& path, uintmax_t size) {
+  std::ofstream(path, std::ios::binary).close();
+  fs::resize_file(path, size);
+}
+
+Result<Daemon> start_daemon(const fs::path& scratch) {
+  fs::create_directories(scratch / "templates");
+  // vela2 offers 1 GiB pages only; no boot image: the churn needs a domain, not an OS.
+  std::ofstream(scratch / "templates" / (std::string(kChurnShape) + ".yaml"))
+      << "name: " << kChurnShape << "\ndescription: bench_api's churn VM, no devices\nvcpus: 2\nmemory: 2GiB\n"
+      << "hugepage_size: 1G\nguest_numa: {cells: 1}\nmachine: q35\nfirmware: bios\n";
+  auto config = config::embedded_default_config("vela2", scratch);
+  config.template_directories = {fs::path(HOSTAGENT_SOURCE_DIR) / "vmtemplates" / "templates", scratch / "templates"};
+
+  Daemon daemon;
+  HA_TRY(auto parts, daemon::assemble_parts(config));
+  HA_TRY(daemon.service, daemon::VmService::start(std::move(parts)));
+  api::RestApiOptions rest_options;
+  rest_options.audit_log = scratch / "audit.log";
+  rest_options.template_directories = config.template_directories;
+  rest_options.housekeeping_cpus = config.housekeeping_cpus;
+  HA_TRY(daemon.rest, api::RestApi::make(*daemon.service, std::move(rest_options)));
+
+  config::ListenAddress unix_address;
+  unix_address.socket_path = scratch / "api.sock";
+  config::ListenAddress tcp_address;  // port 0: any free port (the configuration's parser wants 1..65535)
+  tcp_address.kind = config::ListenAddress::Kind::tcp;
+  tcp_address.host = "127.0.0.1";
+  daemon.options.listen = {unix_address, tcp_address};
+  daemon.options.operator_token = kToken;
+  api::RestApi* rest = daemon.rest.get();
+  HA_TRY(daemon.server, api::HttpServer::start(
+                            daemon.options, [rest](const api::HttpRequest& request) { return rest->handle(request); },
+                            [rest](const api::RequestRecord& record) { rest->observe(record); }));
+
+  for (const auto& endpoint : daemon.server->endpoints()) {
+    if (endpoint.kind == config::ListenAddress::Kind::unix_socket) {
+      daemon.transports.push_back(
+          {"unix", Endpoint(asio::local::stream_protocol::endpoint(endpoint.socket_path)), false});
+    } else {
+      const asio::ip::tcp::endpoint tcp(asio::ip::make_address(endpoint.host), endpoint.port);
+      daemon.transports.push_back({"tcp", Endpoint(tcp), true});
+    }
+  }
+  std::sort(daemon.transports.begin(), daemon.transports.end(),
+            [](const Transport& a, const Transport& b) { return a.name > b.name; });  // unix first
+  if (daemon.transports.size() != 2) return Error{ErrorCode::internal, "the server did not report both listeners"};
+  return daemon;
+}
+
+void create_vms(const Transport& transport, const fs::path& scratch) {
+  const fs::path image = scratch / "boot.raw";
+  write_sparse_file(image, 1ULL << 30);
+  SyncClient client(transport);
+  for (int i = 0; i < kVms; ++i) {
+    const std::string name = "bench-vm-" + std::to_string(i);
+    client.wait(client.begin(http::verb::post, "/v1/vms", create_body(name, kVmShape, image.string())));
+  }
+}
+
+// ---- the measurements ------------------------------------------------------------------------
+
+struct Arm {
+  std::string target;
+  std::vector<double> rates;      // one per round
+  std::vector<double> latencies;  // every request of every round
+  std::size_t body_bytes = 0;
+  void add(PhaseResult&& phase) {
+    rates.push_back(phase.rate());
+    latencies.insert(latencies.end(), phase.latencies_ms.begin(), phase.latencies_ms.end());
+    body_bytes = phase.body_bytes;
+  }
+  double rate() const { return quantile(rates, 0.5); }
+  double p50() const { return quantile(latencies, 0.5); }
+  double p99() const { return quantile(latencies, 0.99); }
+};
+
+struct Settings {
+  int rounds = 6;
+  std::chrono::milliseconds phase{500};
+};
+
+void print_arm(const Arm& arm, const Arm* floor) {
+  std::printf("    %-28s %9.0f %8.3f %8.3f %9zu", arm.target.c_str(), arm.rate(), arm.p50(), arm.p99(), arm.body_bytes);
+  if (floor != nullptr) std::printf(" %9.3f %9.2f", arm.rate() / floor->rate(), arm.p99() / floor->p99());
+  std::printf("\n");
+}
+
+// One transport and connection count: the floor and the two reads, interleaved.
+void throughput(const Transport& transport, int connections, const Settings& settings) {
+  std::vector<Arm> arms{{"/v1/health/live", {}, {}, 0}, {"/v1/vms", {}, {}, 0}, {"/v1/host", {}, {}, 0}};
+  LoadClient client(transport, connections);
+  for (const auto& arm : arms) client.run(arm.target, std::chrono::milliseconds(50));  // warm
+  for (int round = 0; round < settings.rounds; ++round) {
+    for (std::size_t i = 0; i < arms.size(); ++i) {
+      auto& arm = arms[(round + i) % arms.size()];
+      arm.add(client.run(arm.target, settings.phase));
+    }
+  }
+  std::printf("  %s, %d connection%s\n", transport.name.c_str(), connections, connections == 1 ? "" : "s");
+  print_arm(arms[0], nullptr);
+  for (std::size_t i = 1; i < arms.size(); ++i) print_arm(arms[i], &arms[0]);
+  std::fflush(stdout);
+}
+
+// GET /v1/vms with nothing in flight, and while the churn runs, interleaved.
+void under_churn(const Transport& transport, int connections, const Settings& settings) {
+  Arm quiet{"/v1/vms, nothing in flight", {}, {}, 0};
+  Arm busy{"/v1/vms, creates+deletes", {}, {}, 0};
+  LoadClient client(transport, connections);
+  Churn churn(transport);
+  double churn_seconds = 0;
+  for (int round = 0; round < settings.rounds; ++round) {
+    for (int i = 0; i < 2; ++i) {
+      if ((round + i) % 2 == 0) {
+        quiet.add(client.run("/v1/vms", settings.phase));
+        continue;
+      }
+      churn.start();
+      auto phase = client.run("/v1/vms", settings.phase);
+      churn_seconds += phase.seconds;
+      busy.add(std::move(phase));
+      churn.stop();
+    }
+  }
+  std::printf("  %s, %d connection%s; %.1f create+delete cycles/s during the churn arm\n", transport.name.c_str(),
+              connections, connections == 1 ? "" : "s", static_cast<double>(churn.cycles()) / churn_seconds);
+  print_arm(quiet, nullptr);
+  print_arm(busy, &quiet);
+  std::fflush(stdout);
+}
+
+Settings parse_settings(int argc, char** argv) {
+  Settings settings;
+  if (argc > 1 && std::strcmp(argv[1], "--quick") == 0) return {1, std::chrono::milliseconds(100)};
+  if (argc > 1) settings.rounds = std::max(1, std::atoi(argv[1]));
+  if (argc > 2) settings.phase = std::chrono::milliseconds(std::max(10, std::atoi(argv[2])));
+  return settings;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Settings settings = parse_settings(argc, argv);
+  const ScratchDir scratch;
+  stderr_to_file(scratch.path() / "daemon.log");
+  auto daemon = start_daemon(scratch.path());
+  if (!daemon.ok()) fail(daemon.error().message);
+  create_vms(daemon->transports[0], scratch.path());
+
+  std::printf("REST API: the daemon's service on test:///default (simulated vela2, %d x %s), its HTTP server\n", kVms,
+              kVmShape);
+  std::printf("with the /v1 routes (%d network + %d handler threads) on a unix socket and on TCP 127.0.0.1\n",
+              daemon->options.network_threads, daemon->options.handler_threads);
+  std::printf("(bearer token); the client is one Asio thread over keep-alive connections, closed loop.\n");
+  std::printf("%d round%s of %lld ms per arm, arms interleaved; req/s = median over rounds, p50/p99 over every\n",
+              settings.rounds, settings.rounds == 1 ? "" : "s", static_cast<long long>(settings.phase.count()));
+  std::printf("request (ms); rate/flr and p99/flr = that arm / the first arm of its block (same server,\n");
+  std::printf("transport and connections)\n\n");
+  std::printf("    %-28s %9s %8s %8s %9s %9s %9s\n", "GET", "req/s", "p50", "p99", "bytes", "rate/flr", "p99/flr");
+  for (const auto& transport : daemon->transports) {
+    for (const int connections : {1, 64}) throughput(transport, connections, settings);
+  }
+  std::printf("\nGET /v1/vms while another connection creates (%s) and deletes VMs back to back, against\n",
+              kChurnShape);
+  std::printf("the same reads with nothing in flight (interleaved); rate/flr and p99/flr = churn / quiet\n");
+  for (const int connections : {1, 64}) under_churn(daemon->transports[0], connections, settings);
+  daemon->server->stop();
+  return 0;
+}

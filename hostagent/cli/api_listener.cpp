@@ -1,0 +1,76 @@
+// hostagent/cli/api_listener: the configuration's api section to a listening server.
+#include "api_listener.hpp"
+
+#include "hostagent/common/text_file.hpp"
+
+namespace hostagent::cli {
+namespace {
+
+// A token file holds one line; surrounding whitespace (the newline an editor adds) is not the token.
+Result<std::string> read_token(const std::filesystem::path& file, const std::string& key) {
+  if (file.empty()) return std::string();
+  HA_TRY(auto text, read_text_file(file));
+  const auto first = text.find_first_not_of(" \t\r\n");
+  const auto last = text.find_last_not_of(" \t\r\n");
+  if (first == std::string::npos) {
+    return Error{ErrorCode::invalid_argument, key + ": " + file.string() + " is empty: write the token on one line"};
+  }
+  std::string token = text.substr(first, last - first + 1);
+  if (token.find_first_of(" \t\r\n") != std::string::npos) {
+    return Error{ErrorCode::invalid_argument,
+                 key + ": " + file.string() + " holds more than one word: write the token alone on one line"};
+  }
+  return token;
+}
+
+Result<api::ServerOptions> server_options(const config::ApiConfig& config) {
+  api::ServerOptions options;
+  for (const auto& text : config.listen) {
+    HA_TRY(auto address, config::parse_listen_address(text));
+    options.listen.push_back(std::move(address));
+  }
+  options.tls_certificate_file = config.tls.certificate.string();
+  options.tls_key_file = config.tls.key.string();
+  options.tls_client_ca_file = config.tls.client_ca.string();
+  options.operator_common_names = config.tls.operator_common_names;
+  HA_TRY(options.operator_token, read_token(config.token_file, "api.token_file"));
+  HA_TRY(options.reader_token, read_token(config.reader_token_file, "api.reader_token_file"));
+  return options;
+}
+
+std::string to_text(const config::ListenAddress& address) {
+  if (address.kind == config::ListenAddress::Kind::unix_socket) return "unix:" + address.socket_path.string();
+  const bool v6 = address.host.find(':') != std::string::npos;
+  return "tcp://" + (v6 ? "[" + address.host + "]" : address.host) + ":" + std::to_string(address.port);
+}
+
+}  // namespace
+
+Result<std::unique_ptr<ApiListener>> ApiListener::start(const config::DaemonConfig& config,
+                                                        daemon::VmService& service) {
+  HA_TRY(auto options, server_options(config.api));
+  api::RestApiOptions rest;
+  rest.audit_log = config.api.audit_log;
+  rest.template_directories = config.template_directories;
+  rest.housekeeping_cpus = config.housekeeping_cpus;
+  std::unique_ptr<ApiListener> listener(new ApiListener());
+  HA_TRY(listener->routes_, api::RestApi::make(service, std::move(rest)));
+  auto* routes = listener->routes_.get();
+  HA_TRY(listener->server_,
+         api::HttpServer::start(
+             std::move(options), [routes](const api::HttpRequest& request) { return routes->handle(request); },
+             [routes](const api::RequestRecord& record) { routes->observe(record); }));
+  return listener;
+}
+
+ApiListener::~ApiListener() {
+  if (server_) server_->stop();
+}
+
+std::vector<std::string> ApiListener::endpoints() const {
+  std::vector<std::string> listed;
+  for (const auto& address : server_->endpoints()) listed.push_back(to_text(address));
+  return listed;
+}
+
+}  // namespace hostagent::cli

@@ -1,0 +1,36 @@
+// hostagent/cli/api_listener: the REST API as hostagentd serves it: the configuration's api section
+// turned into the server's options (token files read here, once), the routes over the service, and
+// the server that listens. Stopped (and its unix sockets removed) when destroyed.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "hostagent/api/http_server.hpp"
+#include "hostagent/api/rest_api.hpp"
+#include "hostagent/common/result.hpp"
+#include "hostagent/config/daemon_config.hpp"
+#include "hostagent/daemon/vm_service.hpp"
+
+namespace hostagent::cli {
+
+class ApiListener {
+ public:
+  // Listens on config.api.listen; the service outlives the listener.
+  static Result<std::unique_ptr<ApiListener>> start(const config::DaemonConfig& config, daemon::VmService& service);
+  ~ApiListener();
+  ApiListener(const ApiListener&) = delete;
+  ApiListener& operator=(const ApiListener&) = delete;
+
+  // "unix:/run/hostagent/hostagent.sock", "tcp://127.0.0.1:8443": where it listens, for the log.
+  std::vector<std::string> endpoints() const;
+
+ private:
+  ApiListener() = default;
+  // The routes go after the server: the server stops (no handler running) before they are destroyed.
+  std::unique_ptr<api::RestApi> routes_;
+  std::unique_ptr<api::HttpServer> server_;
+};
+
+}  // namespace hostagent::cli

@@ -1,0 +1,451 @@
+// hostagentctl's API commands: wiring to CLI11, one request (or a create and its wait) each.
+#include "api_commands.hpp"
+
+#include <unistd.h>
+
+#include <boost/json.hpp>
+#include <random>
+
+#include "api_views.hpp"
+#include "completion.hpp"
+#include "hostagent/api/host_json.hpp"
+#include "hostagent/common/text_file.hpp"
+#include "table.hpp"
+
+namespace hostagent::ctl {
+namespace {
+
+namespace json = boost::json;
+using Context = ApiCommands::Context;
+
+int fail(Context& context, const Error& error) {
+  context.err << "hostagentctl: " << to_string(error.code) << ": " << error.message << "\n";
+  return 1;
+}
+
+void print_json(Context& context, const json::value& value) {
+  context.out << api::to_pretty_json(value);
+}
+
+// Percent-encodes a path segment or query value (names are [A-Za-z0-9_.-], but the server judges).
+std::string encode(const std::string& text) {
+  static const char* const hex = "0123456789ABCDEF";
+  std::string out;
+  for (const unsigned char c : text) {
+    if (std::isalnum(c) != 0 || c == '-' || c == '_' || c == '.' || c == '~' || c == ':') {
+      out += static_cast<char>(c);
+    } else {
+      out += {'%', hex[c >> 4], hex[c & 15]};
+    }
+  }
+  return out;
+}
+
+// GET target; --json prints it, else render() does.
+int show(Context& context, const std::string& target, std::string (*render)(const json::value&)) {
+  auto value = context.client.get_json(target);
+  if (!value.ok()) return fail(context, value.error());
+  if (context.globals.json) {
+    print_json(context, *value);
+  } else {
+    context.out << render(*value);
+  }
+  return 0;
+}
+
+// GET target and print the body as it came (XML, Prometheus text).
+int show_text(Context& context, const std::string& target) {
+  auto response = context.client.call("GET", target);
+  if (!response.ok()) return fail(context, response.error());
+  context.out << response->body;
+  if (!response->body.empty() && response->body.back() != '\n') context.out << "\n";
+  return 0;
+}
+
+std::string vm_target(const std::string& name) {
+  return "/v1/vms/" + encode(name);
+}
+
+int print_vm_row(Context& context, const std::string& name) {
+  auto vm = context.client.get_json(vm_target(name));
+  if (!vm.ok()) return fail(context, vm.error());
+  if (context.globals.json) {
+    print_json(context, *vm);
+  } else {
+    context.out << render_vms(json::array{*vm});
+  }
+  return 0;
+}
+
+// After a 202: wait for the operation (unless --no-wait), then `done` prints the outcome.
+int follow(Context& context, const json::value& operation, bool no_wait, const std::function<int()>& done) {
+  if (no_wait) {
+    if (context.globals.json) {
+      print_json(context, operation);
+    } else {
+      const auto id = display(operation, "id");
+      context.out << "operation " << id << ": " << progress_plain(operation)
+                  << " (follow it: hostagentctl operation wait " << id << ")\n";
+    }
+    return 0;
+  }
+  std::ostringstream discard;
+  const bool quiet = context.globals.json && !context.wait.terminal;  // --json to a pipe: no progress lines
+  auto ended = wait_for_operation(context.client, operation, context.wait, quiet ? discard : context.err);
+  if (!ended.ok()) return fail(context, ended.error());
+  if (display(*ended, "state") != "succeeded") {
+    context.err << "hostagentctl: " << failure_message(*ended) << "\n";
+    if (context.globals.json) print_json(context, *ended);
+    return 1;
+  }
+  return done();
+}
+
+Result<std::vector<std::string>> read_ssh_keys(const std::string& file) {
+  HA_TRY(auto text, read_text_file(file));
+  std::vector<std::string> keys;
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line.empty() || line.front() == '#') continue;
+    keys.push_back(line);
+  }
+  if (keys.empty()) return Error{ErrorCode::invalid_argument, "--ssh-key-file " + file + ": no keys in it"};
+  return keys;
+}
+
+// A request id of our own when none is given: a create the client had to resend is then the same
+// create, not a second one (docs/api.md, "Create").
+std::string fresh_request_id() {
+  std::random_device random;
+  char text[40];
+  std::snprintf(text, sizeof text, "hostagentctl-%08x%08x", random(), random());
+  return text;
+}
+
+struct CreateArgs {
+  const std::string& name;
+  const std::string& template_name;
+  const std::string& request_id;
+  const std::string& boot_image;
+  const std::vector<std::string>& macs;
+  const std::string& ssh_key_file;
+  const std::string& user_data_file;
+};
+
+Result<json::object> create_body(const CreateArgs& args) {
+  json::object body{{"name", args.name},
+                    {"template", args.template_name},
+                    {"request_id", args.request_id.empty() ? fresh_request_id() : args.request_id}};
+  if (!args.boot_image.empty()) body["boot_image"] = args.boot_image;
+  if (!args.macs.empty()) body["macs"] = json::value_from(args.macs);
+  if (!args.ssh_key_file.empty()) {
+    HA_TRY(auto keys, read_ssh_keys(args.ssh_key_file));
+    body["ssh_authorized_keys"] = json::value_from(keys);
+  }
+  if (!args.user_data_file.empty()) {
+    HA_TRY(auto user_data, read_text_file(args.user_data_file));
+    body["user_data"] = user_data;
+  }
+  return body;
+}
+
+int vm_create(Context& context, const CreateArgs& args, bool no_wait) {
+  auto body = create_body(args);
+  if (!body.ok()) return fail(context, body.error());
+  auto operation = context.client.send_json("POST", "/v1/vms", *body);
+  if (!operation.ok()) return fail(context, operation.error());
+  return follow(context, *operation, no_wait, [&] { return print_vm_row(context, args.name); });
+}
+
+int vm_change(Context& context, const std::string& verb, const std::string& name, bool force, bool no_wait) {
+  Result<json::value> operation = Error{ErrorCode::internal, ""};
+  if (verb == "delete") {
+    auto response = context.client.call("DELETE", vm_target(name));
+    if (!response.ok()) return fail(context, response.error());
+    boost::system::error_code ec;
+    operation = json::parse(response->body, ec);
+    if (ec) return fail(context, {ErrorCode::parse_error, "DELETE " + vm_target(name) + ": the answer is not JSON"});
+  } else {
+    json::object body;
+    if (verb == "stop" && force) body["force"] = true;
+    operation = context.client.send_json("POST", vm_target(name) + "/" + verb, body);
+  }
+  if (!operation.ok()) return fail(context, operation.error());
+  return follow(context, *operation, no_wait, [&] {
+    if (verb != "delete") return print_vm_row(context, name);
+    if (!context.globals.json) context.out << "deleted " << name << "\n";
+    return 0;
+  });
+}
+
+int operation_wait(Context& context, const std::string& id) {
+  auto operation = context.client.get_json("/v1/operations/" + encode(id));
+  if (!operation.ok()) return fail(context, operation.error());
+  return follow(context, *operation, false, [&] {
+    if (context.globals.json) print_json(context, *operation);
+    return 0;
+  });
+}
+
+// The server names the document "request" in its messages; the operator knows it as FILE.
+std::string with_file(std::string message, const std::string& file) {
+  if (message.rfind("request:", 0) == 0) message.replace(0, 7, file);
+  return message;
+}
+
+int template_check(Context& context, const std::vector<std::string>& files) {
+  int status = 0;
+  for (const auto& file : files) {
+    auto yaml = read_text_file(file);
+    if (!yaml.ok()) return fail(context, yaml.error());
+    auto response = context.client.request("POST", "/v1/templates/validate", *yaml, "application/yaml");
+    if (!response.ok()) return fail(context, response.error());
+    if (response->status == 200) {
+      const auto value = json::parse(response->body);
+      context.out << file << ": ok (" << display(value.at("template"), "name") << ")\n";
+      continue;
+    }
+    const auto problem = api::parse_problem(response->body);
+    if (response->status != 422 || !problem) {
+      return fail(context,
+                  problem ? api::problem_error(*problem)
+                          : Error{ErrorCode::internal, "template check: HTTP " + std::to_string(response->status)});
+    }
+    status = 1;
+    const auto* errors = problem->json.as_object().if_contains("errors");
+    if (errors == nullptr || !errors->is_array()) {
+      context.err << file << ": " << problem->detail << "\n";
+      continue;
+    }
+    for (const auto& error : errors->get_array()) context.err << with_file(display(error), file) << "\n";
+  }
+  return status;
+}
+
+int health(Context& context) {
+  auto live = context.client.call("GET", "/v1/health/live");
+  if (!live.ok()) return fail(context, live.error());
+  auto ready = context.client.request("GET", "/v1/health/ready");
+  if (!ready.ok()) return fail(context, ready.error());
+  const auto problem = api::parse_problem(ready->body);
+  const bool is_ready = ready->status == 200;
+  if (context.globals.json) {
+    boost::system::error_code ec;
+    print_json(context, json::object{{"live", json::parse(live->body, ec)}, {"ready", json::parse(ready->body, ec)}});
+  } else {
+    context.out << "live:  ok\nready: " << (is_ready ? "yes" : "no" + (problem ? ": " + problem->detail : "")) << "\n";
+  }
+  return is_ready ? 0 : 1;
+}
+
+int events(Context& context) {
+  auto status = context.client.read_events("/v1/events", [&context](const api::ServerEvent& event) {
+    context.out << (context.globals.json ? event.data : render_event(event)) << std::endl;
+    return static_cast<bool>(context.out);
+  });
+  return status.ok() ? 0 : fail(context, status.error());
+}
+
+std::string trimmed(std::string text) {
+  const auto begin = text.find_first_not_of(" \t\r\n");
+  if (begin == std::string::npos) return "";
+  return text.substr(begin, text.find_last_not_of(" \t\r\n") - begin + 1);
+}
+
+}  // namespace
+
+Result<api::ClientOptions> client_options(const ApiGlobals& globals) {
+  api::ClientOptions options;
+  if (!globals.socket.empty()) {
+    options.url = "unix:" + globals.socket;
+  } else if (!globals.url.empty()) {
+    options.url = globals.url;
+  }
+  if (!globals.token_file.empty()) {
+    HA_TRY(auto token, read_text_file(globals.token_file));
+    options.token = trimmed(std::move(token));
+    if (options.token.empty()) {
+      return Error{ErrorCode::invalid_argument, "--token-file " + globals.token_file + ": the file is empty"};
+    }
+  }
+  options.certificate_file = globals.certificate_file;
+  options.key_file = globals.key_file;
+  options.ca_file = globals.ca_file;
+  if (!(globals.timeout_seconds > 0)) {
+    return Error{ErrorCode::invalid_argument, "--timeout must be a positive number of seconds"};
+  }
+  const auto timeout = std::chrono::milliseconds(static_cast<std::int64_t>(globals.timeout_seconds * 1000));
+  options.connect_timeout = std::min(timeout, std::chrono::milliseconds(10000));
+  options.read_timeout = timeout;
+  return options;
+}
+
+ApiCommands::ApiCommands(CLI::App& app, CLI::App& templates) : app_(app) {
+  add_globals();
+  add_host_commands();
+  add_template_commands(templates);
+  add_vm_commands();
+  add_operation_commands();
+  add_service_commands();
+}
+
+CLI::App* ApiCommands::add(CLI::App& parent, const std::string& name, const std::string& help, Action action) {
+  auto* command = parent.add_subcommand(name, help);
+  commands_.emplace_back(command, std::move(action));
+  return command;
+}
+
+void ApiCommands::add_globals() {
+  const std::string group = "API connection (any command that talks to hostagentd)";
+  auto* socket =
+      app_.add_option("--socket", globals_.socket, "hostagentd's unix socket (default /run/hostagent/hostagent.sock)")
+          ->group(group);
+  auto* url = app_.add_option("--url", globals_.url,
+                              "unix:PATH, https://HOST:PORT or http://HOST:PORT (bearer token, loopback only)")
+                  ->envname("HOSTAGENT_URL")
+                  ->group(group);
+  socket->excludes(url);
+  app_.add_option("--token-file", globals_.token_file, "File holding the bearer token")->group(group);
+  app_.add_option("--cert", globals_.certificate_file, "Client certificate (PEM), for https://")->group(group);
+  app_.add_option("--key", globals_.key_file, "The client certificate's key (PEM)")->group(group);
+  app_.add_option("--ca", globals_.ca_file, "CA certificate that signed the server's (default: the system's)")
+      ->group(group);
+  app_.add_option("--timeout", globals_.timeout_seconds, "Seconds to wait for each answer")
+      ->capture_default_str()
+      ->group(group);
+  app_.add_flag("--json", globals_.json, "Print the server's JSON instead of tables")->group(group);
+}
+
+void ApiCommands::add_host_commands() {
+  auto* host = app_.add_subcommand("host", "The host as hostagentd sees it");
+  host->require_subcommand(1);
+  add(*host, "show", "NUMA nodes, CPUs and devices by role",
+      [](Context& c) { return show(c, "/v1/host", render_host); });
+  add(*host, "capacity", "Free CPUs, GPUs, VFs, NVMe and hugepages per NUMA node",
+      [](Context& c) { return show(c, "/v1/host/capacity", render_capacity); });
+  auto* devices = add(app_, "devices", "PCI endpoints and the VM holding each", [this](Context& c) {
+    std::string query;
+    if (!args_.role.empty()) query += "role=" + encode(args_.role);
+    if (args_.free_only) query += std::string(query.empty() ? "" : "&") + "free=true";
+    return show(c, "/v1/devices" + (query.empty() ? "" : "?" + query), render_devices);
+  });
+  devices->add_option("--role", args_.role, "Only this role: gpu, nic, nvme, nvswitch, other");
+  devices->add_flag("--free", args_.free_only, "Only devices no VM holds");
+}
+
+void ApiCommands::add_template_commands(CLI::App& templates) {
+  add(templates, "list", "The templates hostagentd creates VMs from",
+      [](Context& c) { return show(c, "/v1/templates", render_templates); });
+  add(templates, "show", "One template, as hostagentd loaded it",
+      [this](Context& c) { return show(c, "/v1/templates/" + encode(args_.name), render_template); })
+      ->add_option("name", args_.name, "Template name")
+      ->required();
+  add(templates, "check", "Check template files against hostagentd (its templates resolve extends:)",
+      [this](Context& c) { return template_check(c, args_.files); })
+      ->add_option("files", args_.files, "Template files")
+      ->required();
+}
+
+void ApiCommands::add_vm_commands() {
+  auto* vm = app_.add_subcommand("vm", "Create, inspect, start, stop and delete VMs");
+  vm->require_subcommand(1);
+  add(*vm, "list", "Every VM, managed and foreign",
+      [](Context& c) { return show(c, "/v1/vms", [](const json::value& v) { return render_vms(v.at("vms")); }); });
+  add(*vm, "show", "One VM: state, operation, what it holds",
+      [this](Context& c) { return show(c, vm_target(args_.name), render_vm); })
+      ->add_option("name", args_.name, "VM name")
+      ->required();
+  auto* create = add(*vm, "create", "Create a VM from a template; waits until it runs", [this](Context& c) {
+    const CreateArgs create_args{args_.name, args_.template_name, args_.request_id,    args_.boot_image,
+                                 args_.macs, args_.ssh_key_file,  args_.user_data_file};
+    return vm_create(c, create_args, args_.no_wait);
+  });
+  create->add_option("--template", args_.template_name, "Template name (hostagentctl template list)")->required();
+  create->add_option("--name", args_.name, "VM name: [A-Za-z0-9_.-], at most 64")->required();
+  create->add_option("--request-id", args_.request_id, "Idempotency key: the same create again is the same operation");
+  create->add_option("--boot-image", args_.boot_image,
+                     "Boot image (absolute path on the host), overriding the template's");
+  create->add_option("--mac", args_.macs, "MAC address of a VF, one per VF in placement order (repeat)");
+  auto* keys = create->add_option("--ssh-key-file", args_.ssh_key_file, "authorized_keys file for the guest");
+  auto* user_data = create->add_option("--user-data-file", args_.user_data_file, "cloud-config for the guest");
+  keys->excludes(user_data);
+  create->add_flag("--no-wait", args_.no_wait, "Print the operation and return at once");
+  for (const auto& [verb, help] :
+       std::vector<std::pair<std::string, std::string>>{{"start", "Start a VM"},
+                                                        {"stop", "Stop a VM (ACPI, then forced)"},
+                                                        {"reboot", "Reboot a VM"},
+                                                        {"delete", "Delete a VM and release what it holds"}}) {
+    add_vm_change(*vm, verb, help);
+  }
+  add(*vm, "xml", "libvirt's domain XML of a VM",
+      [this](Context& c) { return show_text(c, vm_target(args_.name) + "/domain-xml"); })
+      ->add_option("name", args_.name, "VM name")
+      ->required();
+  add(*vm, "nccl-topology", "The NCCL topology file rendered for a VM",
+      [this](Context& c) { return show_text(c, vm_target(args_.name) + "/nccl-topology"); })
+      ->add_option("name", args_.name, "VM name")
+      ->required();
+}
+
+void ApiCommands::add_vm_change(CLI::App& vm, const std::string& verb, const std::string& help) {
+  auto* command = add(vm, verb, help,
+                      [this, verb](Context& c) { return vm_change(c, verb, args_.name, args_.force, args_.no_wait); });
+  command->add_option("name", args_.name, "VM name")->required();
+  command->add_flag("--no-wait", args_.no_wait, "Print the operation and return at once");
+  if (verb == "stop") command->add_flag("--force", args_.force, "Power off at once, without asking the guest");
+}
+
+void ApiCommands::add_operation_commands() {
+  auto* operation = app_.add_subcommand("operation", "Operations in flight and recently ended");
+  operation->require_subcommand(1);
+  add(*operation, "list", "Operations, newest first", [](Context& c) {
+    return show(c, "/v1/operations", [](const json::value& v) { return render_operations(v.at("operations")); });
+  });
+  add(*operation, "show", "One operation",
+      [this](Context& c) { return show(c, "/v1/operations/" + encode(args_.id), render_operation); })
+      ->add_option("id", args_.id, "Operation id (op-N)")
+      ->required();
+  add(*operation, "wait", "Wait for an operation to end; exit 1 when it failed",
+      [this](Context& c) { return operation_wait(c, args_.id); })
+      ->add_option("id", args_.id, "Operation id (op-N)")
+      ->required();
+}
+
+void ApiCommands::add_service_commands() {
+  add(app_, "events", "Follow hostagentd's events (vm, operation, device) until interrupted", events);
+  add(app_, "status", "hostagentd's status: libvirt, VM counts, the last reconcile",
+      [](Context& c) { return show(c, "/v1/status", render_status); });
+  add(app_, "health", "Liveness and readiness; exit 1 when not ready", health);
+  add(app_, "metrics", "The Prometheus metrics", [](Context& c) { return show_text(c, "/v1/metrics"); });
+  completion_ = app_.add_subcommand("completion", "Print a shell completion script (bash or zsh)");
+  completion_->add_option("shell", args_.shell, "bash or zsh")->required()->check(CLI::IsMember({"bash", "zsh"}));
+}
+
+std::optional<int> ApiCommands::run(std::ostream& out, std::ostream& err) {
+  if (completion_->parsed()) {
+    out << (args_.shell == "zsh" ? zsh_completion(app_, "hostagentctl") : bash_completion(app_, "hostagentctl"));
+    return 0;
+  }
+  const Action* action = nullptr;
+  for (const auto& [command, candidate] : commands_) {
+    if (command->parsed()) action = &candidate;
+  }
+  if (action == nullptr) return std::nullopt;
+  auto options = client_options(globals_);
+  if (!options.ok()) {
+    err << "hostagentctl: " << to_string(options.error().code) << ": " << options.error().message << "\n";
+    return 1;
+  }
+  options->warn = [&err](const std::string& warning) { err << "hostagentctl: warning: " << warning << "\n"; };
+  auto client = api::ApiClient::make(*options);
+  if (!client.ok()) {
+    err << "hostagentctl: " << to_string(client.error().code) << ": " << client.error().message << "\n";
+    return 1;
+  }
+  Context context{**client, globals_, out, err, WaitSettings{}};
+  context.wait.terminal = ::isatty(STDERR_FILENO) == 1;
+  return (*action)(context);
+}
+
+}  // namespace hostagent::ctl

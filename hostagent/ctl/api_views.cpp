@@ -1,0 +1,237 @@
+// hostagentctl: the API's documents as tables and field blocks.
+#include "api_views.hpp"
+
+#include <boost/json/parse.hpp>
+#include <map>
+
+#include "progress.hpp"
+#include "table.hpp"
+
+namespace hostagent::ctl {
+namespace {
+
+namespace json = boost::json;
+
+const json::value& member(const json::value& object, const char* key) {
+  static const json::value null;
+  const auto* found = object.is_object() ? object.get_object().if_contains(key) : nullptr;
+  return found == nullptr ? null : *found;
+}
+
+const json::array& items(const json::value& value) {
+  static const json::array empty;
+  return value.is_array() ? value.get_array() : empty;
+}
+
+std::uint64_t unsigned_of(const json::value& value) {
+  if (value.is_uint64()) return value.get_uint64();
+  if (value.is_int64() && value.get_int64() >= 0) return static_cast<std::uint64_t>(value.get_int64());
+  if (value.is_double() && value.get_double() >= 0) return static_cast<std::uint64_t>(value.get_double());
+  return 0;
+}
+
+std::string free_of_total(const json::value& count) {
+  return display(count, "free") + "/" + display(count, "total");
+}
+
+std::string operation_cell(const json::value& vm) {
+  const auto operation = display(vm, "operation");
+  if (operation == "-") return operation;
+  const auto step = display(vm, "step");
+  return step == "-" ? operation : operation + " (" + step + ")";
+}
+
+// "512 x 1 GiB (0: 256, 1: 256)"
+std::string hugepages_held(const json::value& holds) {
+  const auto size = unsigned_of(member(holds, "hugepage_size_bytes"));
+  const auto& by_node = member(holds, "hugepages_by_node");
+  if (!by_node.is_object() || by_node.get_object().empty()) return "-";
+  std::uint64_t total = 0;
+  std::string nodes;
+  for (const auto& [node, pages] : by_node.get_object()) {
+    total += unsigned_of(pages);
+    nodes += (nodes.empty() ? "" : ", ") + std::string(node) + ": " + display(pages);
+  }
+  return std::to_string(total) + " x " + format_bytes(size) + " (node " + nodes + ")";
+}
+
+std::string hugepage_pools(const json::value& pools) {
+  std::string out;
+  for (const auto& pool : items(pools)) {
+    out += (out.empty() ? "" : ", ") + free_of_total(pool) + " x " +
+           format_bytes(unsigned_of(member(pool, "page_size_bytes")));
+  }
+  return out.empty() ? "-" : out;
+}
+
+}  // namespace
+
+std::string render_vms(const json::value& vms) {
+  Table table({"NAME", "STATE", "TEMPLATE", "OPERATION", "CPUS", "DEVICES", "LAST EVENT"});
+  for (const auto& vm : items(vms)) {
+    const auto& record = member(vm, "record");
+    const bool managed = member(vm, "managed").is_bool() && member(vm, "managed").get_bool();
+    const auto& holds = member(record, "holds");
+    table.add_row({display(vm, "name"), display(vm, "state"), managed ? display(record, "template") : "(foreign)",
+                   operation_cell(vm), display(holds, "cpus"),
+                   managed ? std::to_string(items(member(holds, "devices")).size()) : "-", display(vm, "last_event")});
+  }
+  return table.render();
+}
+
+std::string render_vm(const json::value& vm) {
+  const auto& record = member(vm, "record");
+  const auto& holds = member(record, "holds");
+  std::vector<std::pair<std::string, std::string>> fields = {
+      {"name", display(vm, "name")},   {"uuid", display(vm, "uuid")},     {"managed", display(vm, "managed")},
+      {"state", display(vm, "state")}, {"operation", operation_cell(vm)}, {"last event", display(vm, "last_event")}};
+  if (record.is_object()) {
+    fields.insert(fields.end(), {{"template", display(record, "template")},
+                                 {"request id", display(record, "request_id")},
+                                 {"created at", display(record, "created_at")},
+                                 {"boot image", display(record, "boot_image")},
+                                 {"disk", display(record, "disk")},
+                                 {"macs", display(record, "macs")},
+                                 {"cloud-init seed", display(record, "cloud_init_seed")},
+                                 {"cpus", display(holds, "cpus")},
+                                 {"hugepages", hugepages_held(holds)},
+                                 {"devices", display(holds, "devices")}});
+  }
+  return render_fields(fields);
+}
+
+std::string render_operations(const json::value& operations) {
+  Table table({"ID", "KIND", "VM", "STATE", "STEP", "SUBMITTED", "SECONDS", "ERROR"});
+  for (const auto& operation : items(operations)) {
+    const auto& error = member(operation, "error");
+    table.add_row(
+        {display(operation, "id"), display(operation, "kind"), display(operation, "vm"), display(operation, "state"),
+         display(operation, "step_number") + "/" + display(operation, "step_count") + " " + display(operation, "step"),
+         display(operation, "submitted_at"), display(operation, "duration_seconds"),
+         error.is_object() ? display(error, "detail") : "-"});
+  }
+  return table.render();
+}
+
+std::string render_operation(const json::value& operation) {
+  const auto& error = member(operation, "error");
+  return render_fields({{"id", display(operation, "id")},
+                        {"kind", display(operation, "kind")},
+                        {"vm", display(operation, "vm")},
+                        {"request id", display(operation, "request_id")},
+                        {"state", display(operation, "state")},
+                        {"progress", progress_line(operation)},
+                        {"submitted at", display(operation, "submitted_at")},
+                        {"started at", display(operation, "started_at")},
+                        {"finished at", display(operation, "finished_at")},
+                        {"duration", display(operation, "duration_seconds") + " s"},
+                        {"error", error.is_object() ? display(error, "detail") : "-"}});
+}
+
+std::string render_host(const json::value& host) {
+  Table nodes({"NODE", "CPUS", "MEMORY", "FREE", "HUGEPAGES"});
+  for (const auto& node : items(member(host, "numa_nodes"))) {
+    const auto& memory = member(node, "memory_bytes");
+    const auto& memory_free = member(node, "memory_free_bytes");
+    nodes.add_row({display(node, "id"), std::to_string(items(member(node, "cpus")).size()),
+                   memory.is_null() ? "-" : format_bytes(unsigned_of(memory)),
+                   memory_free.is_null() ? "-" : format_bytes(unsigned_of(memory_free)),
+                   hugepage_pools(member(node, "hugepages"))});
+  }
+  std::map<std::string, int> roles;
+  for (const auto& device : items(member(host, "pci_devices"))) ++roles[display(device, "role")];
+  Table devices({"ROLE", "COUNT"});
+  for (const auto& [role, count] : roles) devices.add_row({role, std::to_string(count)});
+  return render_fields({{"source", display(host, "source")},
+                        {"cpus", std::to_string(items(member(host, "cpus")).size())},
+                        {"pcie switches", std::to_string(items(member(host, "switches")).size())}}) +
+         "\n" + nodes.render() + "\n" + devices.render();
+}
+
+std::string render_capacity(const json::value& capacity) {
+  Table table({"NODE", "CPUS FREE", "HELD", "HOUSEKEEPING", "GPUS FREE", "VFS FREE", "NVME FREE", "HUGEPAGES FREE"});
+  const auto row = [&table](const std::string& name, const json::value& node) {
+    const auto& cpus = member(node, "cpus");
+    table.add_row({name, free_of_total(cpus), display(cpus, "held"), display(cpus, "housekeeping"),
+                   free_of_total(member(node, "gpus")), free_of_total(member(node, "vfs")),
+                   free_of_total(member(node, "nvme")), hugepage_pools(member(node, "hugepages"))});
+  };
+  for (const auto& node : items(member(capacity, "nodes"))) row(display(node, "node"), node);
+  row("total", member(capacity, "totals"));
+  return table.render();
+}
+
+std::string render_devices(const json::value& devices) {
+  Table table({"ADDRESS", "ROLE", "ID", "NODE", "IOMMU", "DRIVER", "SWITCH", "HELD BY"});
+  for (const auto& device : items(member(devices, "devices"))) {
+    table.add_row({display(device, "address"), display(device, "role"),
+                   display(device, "vendor_id") + ":" + display(device, "device_id"), display(device, "numa_node"),
+                   display(device, "iommu_group"), display(device, "driver"), display(device, "switch"),
+                   display(device, "held_by")});
+  }
+  return table.render();
+}
+
+std::string render_templates(const json::value& templates) {
+  Table table({"NAME", "VCPUS", "MEMORY", "GPUS", "VFS/GPU", "NVME", "DESCRIPTION"});
+  for (const auto& shape : items(member(templates, "templates"))) {
+    const auto& gpus = member(shape, "gpus");
+    table.add_row(
+        {display(shape, "name"), display(shape, "vcpus"), format_bytes(unsigned_of(member(shape, "memory_bytes"))),
+         display(gpus, "count") + (display(gpus, "model") == "-" ? "" : " " + display(gpus, "model")),
+         display(member(shape, "nics"), "vfs_per_gpu"), display(shape, "nvme"), display(shape, "description")});
+  }
+  return table.render();
+}
+
+std::string render_template(const json::value& shape) {
+  const auto& gpus = member(shape, "gpus");
+  const auto& nics = member(shape, "nics");
+  const auto& boot = member(shape, "boot");
+  return render_fields({{"name", display(shape, "name")},
+                        {"description", display(shape, "description")},
+                        {"vcpus", display(shape, "vcpus")},
+                        {"memory", format_bytes(unsigned_of(member(shape, "memory_bytes")))},
+                        {"hugepages", format_bytes(unsigned_of(member(shape, "hugepage_size_bytes")))},
+                        {"gpus", display(gpus, "count") + " " + display(gpus, "model")},
+                        {"vfs per gpu", display(nics, "vfs_per_gpu")},
+                        {"nic placement", display(nics, "placement")},
+                        {"nvme", display(shape, "nvme")},
+                        {"peer to peer", display(shape, "peer_to_peer")},
+                        {"machine", display(shape, "machine")},
+                        {"firmware", display(shape, "firmware")},
+                        {"boot image", display(boot, "image")}});
+}
+
+std::string render_status(const json::value& status) {
+  const auto& reconcile = member(status, "last_reconcile");
+  std::vector<std::pair<std::string, std::string>> fields = {
+      {"libvirt connected", display(status, "libvirt_connected")},
+      {"libvirt connection losses", display(status, "libvirt_connection_losses")},
+      {"managed VMs", display(status, "managed_vms")},
+      {"foreign domains", display(status, "foreign_domains")},
+      {"operations in flight", display(status, "operations_in_flight")}};
+  if (member(status, "ready").is_bool()) fields.insert(fields.begin(), {"ready", display(status, "ready")});
+  for (const char* key : {"adopted", "foreign", "finished", "rolled_back", "released", "problems"}) {
+    fields.emplace_back(std::string("last reconcile: ") + key, display(reconcile, key));
+  }
+  return render_fields(fields);
+}
+
+std::string render_event(const api::ServerEvent& event) {
+  boost::system::error_code ec;
+  const auto data = json::parse(event.data, ec);
+  std::string line = event.id + " " + event.event + " ";
+  if (ec || !data.is_object()) return line + event.data;
+  if (event.event == "operation") return line + display(data, "id") + " " + progress_plain(data);
+  if (event.event == "vm")
+    return line + display(data, "vm") + ": " + display(data, "state") + " (" + display(data, "detail") + ")";
+  if (event.event == "device") {
+    const auto& held = member(data, "held");
+    const bool taken = held.is_bool() && held.get_bool();
+    return line + display(data, "vm") + (taken ? " holds " : " released ") + display(data, "devices");
+  }
+  return line + event.data;
+}
+
+}  // namespace hostagent::ctl

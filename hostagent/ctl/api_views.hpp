@@ -1,0 +1,25 @@
+// hostagentctl's human views of the API's JSON documents (docs/api.md): tables for lists, field
+// blocks for one thing. --json prints the documents themselves instead.
+#pragma once
+
+#include <boost/json/value.hpp>
+#include <string>
+
+#include "hostagent/api/api_client.hpp"
+
+namespace hostagent::ctl {
+
+std::string render_vms(const boost::json::value& vms);  // an array of VMs: one row each
+std::string render_vm(const boost::json::value& vm);    // one VM with what it holds
+std::string render_operations(const boost::json::value& operations);
+std::string render_operation(const boost::json::value& operation);
+std::string render_host(const boost::json::value& host);  // the topology document, summarized
+std::string render_capacity(const boost::json::value& capacity);
+std::string render_devices(const boost::json::value& devices);
+std::string render_templates(const boost::json::value& templates);
+std::string render_template(const boost::json::value& shape);
+std::string render_status(const boost::json::value& status);
+// One line per event: "41 operation op-12 create train-0: 3/5 define".
+std::string render_event(const api::ServerEvent& event);
+
+}  // namespace hostagent::ctl

@@ -1,0 +1,57 @@
+// daemon/operation_tracker (private): the operations the API polls. Each submitted command gets an
+// id and is followed from queued through its steps to its end; ended ones are kept for an hour (at
+// most kKeptEnded of them) so a control plane that polls late still learns the outcome. In memory
+// only: after a restart, the journal and libvirt say what happened, and an idempotent create retried
+// with its request id is answered from the VM's record.
+#pragma once
+
+#include <deque>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include "event_hub.hpp"
+#include "hostagent/daemon/clock.hpp"
+#include "hostagent/daemon/vm_service.hpp"
+
+namespace hostagent::daemon {
+
+class OperationTracker {
+ public:
+  static constexpr std::size_t kKeptEnded = 1000;
+  static constexpr std::chrono::hours kKeptFor{1};
+
+  OperationTracker(Clock& clock, EventHub& events) : clock_(clock), events_(events) {}
+
+  OperationView enqueue(const std::string& kind, const std::string& vm, const std::string& request_id,
+                        const std::string& template_name);
+  void start(const std::string& id);
+  // The running operation of `vm` is at step `number` of `count`.
+  void progress(const std::string& vm, const std::string& step, int number, int count);
+  void finish(const std::string& id, const Status& outcome);
+
+  std::optional<OperationView> find(const std::string& id);
+  // The create that carried this request id, if this run has seen one.
+  std::optional<OperationView> find_create(const std::string& request_id);
+  std::vector<OperationView> list();  // newest first
+
+ private:
+  // Each returns the view to publish, taken under the lock; publishing happens after it is released.
+  std::optional<OperationView> update(const std::string& id, const std::function<void(OperationView&)>& change);
+  void forget_old_locked();
+  void publish(const std::optional<OperationView>& view);
+
+  Clock& clock_;
+  EventHub& events_;
+  std::mutex mutex_;
+  uint64_t next_ = 1;
+  std::map<std::string, OperationView> operations_;
+  std::map<std::string, std::chrono::steady_clock::time_point> started_;  // running ones
+  std::map<std::string, std::string> running_by_vm_;                      // one at a time per VM (its queue is a FIFO)
+  std::map<std::string, std::string> create_by_request_id_;
+  std::deque<std::pair<std::string, std::chrono::steady_clock::time_point>> ended_;  // oldest first
+};
+
+}  // namespace hostagent::daemon

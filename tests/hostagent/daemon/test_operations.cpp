@@ -1,0 +1,248 @@
+// The service's API-facing members on test:/// and the simulated Vela 2 host: operations followed
+// from queued to their end, idempotent creates by request id, the event feed, and the reads (usage,
+// domain XML, NCCL topology, device health, readiness).
+#include <doctest/doctest.h>
+
+#include <condition_variable>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "daemon_fixture.hpp"
+
+namespace hostagent::testing {
+namespace {
+
+constexpr const char* kOneGpu = "gx3-16x128x1h100";
+constexpr const char* kTwoGpus = "gx3-32x256x2h100";
+
+std::unique_ptr<daemon::VmService> started(DaemonFixture& fixture) {
+  auto service = fixture.start();
+  REQUIRE_MESSAGE(service.ok(), service.error().message);
+  return std::move(service).value();
+}
+
+// Polls the operation until it ends; operations on test:/// take milliseconds.
+daemon::OperationView wait_for(daemon::VmService& service, const std::string& id) {
+  for (int i = 0; i < 3000; ++i) {
+    auto view = service.operation(id);
+    REQUIRE_MESSAGE(view.ok(), view.error().message);
+    if (view->state == "succeeded" || view->state == "failed") return *view;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  FAIL("operation " << id << " did not end within 30 s");
+  return {};
+}
+
+// Collects every event the service publishes while it lives.
+class EventLog {
+ public:
+  explicit EventLog(daemon::VmService& service)
+      : service_(service), id_(service.subscribe([this](const daemon::ServiceEvent& event) {
+          std::lock_guard lock(mutex_);
+          events_.push_back(event);
+        })) {}
+  ~EventLog() { service_.unsubscribe(id_); }
+  EventLog(const EventLog&) = delete;
+  EventLog& operator=(const EventLog&) = delete;
+
+  std::vector<daemon::ServiceEvent> events() {
+    std::lock_guard lock(mutex_);
+    return events_;
+  }
+
+ private:
+  daemon::VmService& service_;
+  std::mutex mutex_;
+  std::vector<daemon::ServiceEvent> events_;
+  uint64_t id_;
+};
+
+}  // namespace
+
+TEST_CASE("a create answers at once with an operation that runs step by step to its end") {
+  DaemonFixture fixture;
+  auto service = started(fixture);
+  EventLog log(*service);
+  auto begun = service->begin_create(fixture.request("op-0", kOneGpu));
+  REQUIRE_MESSAGE(begun.ok(), begun.error().message);
+  CHECK(begun->kind == "create");
+  CHECK(begun->vm == "op-0");
+  CHECK(begun->template_name == kOneGpu);
+  CHECK(!begun->submitted_at.empty());
+
+  const auto ended = wait_for(*service, begun->id);
+  CHECK(ended.state == "succeeded");
+  CHECK_FALSE(ended.error.has_value());
+  // disk, prepare_devices, define, start and commit: the fixture's request has a boot image.
+  CHECK(ended.step == "commit");
+  CHECK(ended.step_count == 5);
+  CHECK(ended.step_number == ended.step_count);
+  CHECK(!ended.finished_at.empty());
+  CHECK(ended.duration_seconds > 0);
+
+  // The operation's events came in order, each step once, numbered 1..5.
+  std::vector<int> steps;
+  std::vector<std::string> states;
+  bool devices_held = false;
+  bool vm_started = false;
+  for (const auto& event : log.events()) {
+    if (event.kind == daemon::ServiceEvent::Kind::operation && event.operation->id == begun->id) {
+      states.push_back(event.operation->state);
+      if (event.operation->state == "running" && event.operation->step_number > 0) {
+        steps.push_back(event.operation->step_number);
+      }
+    }
+    if (event.kind == daemon::ServiceEvent::Kind::device && event.vm == "op-0" && event.held) {
+      devices_held = !event.devices.empty();
+    }
+    if (event.kind == daemon::ServiceEvent::Kind::vm && event.vm == "op-0" && event.vm_state == "running") {
+      vm_started = true;
+    }
+  }
+  CHECK(steps == std::vector<int>{1, 2, 3, 4, 5});
+  REQUIRE(!states.empty());
+  CHECK(states.front() == "queued");
+  CHECK(states.back() == "succeeded");
+  CHECK(devices_held);
+  CHECK(vm_started);
+
+  auto listed = service->operations();
+  REQUIRE(!listed.empty());
+  CHECK(listed.front().id == begun->id);
+}
+
+TEST_CASE("a failed operation says why, and a delete releases the devices it held") {
+  DaemonFixture fixture;
+  auto service = started(fixture);
+  auto create = service->begin_create(fixture.request("gone-0", kOneGpu));
+  REQUIRE(create.ok());
+  REQUIRE(wait_for(*service, create->id).state == "succeeded");
+
+  EventLog log(*service);
+  auto removal = service->begin_delete("gone-0");
+  REQUIRE_MESSAGE(removal.ok(), removal.error().message);
+  const auto deleted = wait_for(*service, removal->id);
+  CHECK(deleted.state == "succeeded");
+  bool released = false;
+  for (const auto& event : log.events()) {
+    if (event.kind == daemon::ServiceEvent::Kind::device && event.vm == "gone-0" && !event.held) released = true;
+  }
+  CHECK(released);
+
+  // Vela 2 has eight GPUs: of nine 1-GPU creates, one does not fit.
+  std::vector<std::string> ids;
+  for (int i = 0; i < 9; ++i) {
+    auto begun = service->begin_create(fixture.request("fill-" + std::to_string(i), kOneGpu));
+    REQUIRE(begun.ok());
+    ids.push_back(begun->id);
+  }
+  int failed = 0;
+  for (const auto& id : ids) {
+    const auto ended = wait_for(*service, id);
+    if (ended.state != "failed") continue;
+    ++failed;
+    REQUIRE(ended.error.has_value());
+    CHECK(ended.error->code == ErrorCode::does_not_fit);
+  }
+  CHECK(failed == 1);
+}
+
+TEST_CASE("begin_ calls refuse what they can tell at once, before any operation exists") {
+  DaemonFixture fixture;
+  auto service = started(fixture);
+  auto bad_name = service->begin_create(fixture.request("../etc", kOneGpu));
+  REQUIRE_FALSE(bad_name.ok());
+  CHECK(bad_name.error().code == ErrorCode::invalid_argument);
+  for (const auto& result : {service->begin_start("nobody"), service->begin_stop("nobody", true),
+                             service->begin_reboot("nobody"), service->begin_delete("nobody")}) {
+    REQUIRE_FALSE(result.ok());
+    CHECK(result.error().code == ErrorCode::not_found);
+  }
+  CHECK(service->operations().empty());
+  auto unknown = service->operation("op-999");
+  REQUIRE_FALSE(unknown.ok());
+  CHECK(unknown.error().code == ErrorCode::not_found);
+}
+
+TEST_CASE("a create replayed with its request id gets the same operation, and a different one a conflict") {
+  DaemonFixture fixture;
+  auto service = started(fixture);
+  auto request = fixture.request("idem-0", kOneGpu);
+  request.request_id = "req-1";
+  auto first = service->begin_create(request);
+  REQUIRE(first.ok());
+  auto replay = service->begin_create(request);
+  REQUIRE(replay.ok());
+  CHECK(replay->id == first->id);
+
+  auto other_name = request;
+  other_name.name = "idem-1";
+  auto conflict = service->begin_create(other_name);
+  REQUIRE_FALSE(conflict.ok());
+  CHECK(conflict.error().code == ErrorCode::conflict);
+  CHECK(conflict.error().message.find("idem-0") != std::string::npos);
+
+  auto other_template = request;
+  other_template.template_name = kTwoGpus;
+  CHECK(service->begin_create(other_template).error().code == ErrorCode::conflict);
+  REQUIRE(wait_for(*service, first->id).state == "succeeded");
+
+  // After a restart the tracker is empty, but the VM's record keeps its request id.
+  service.reset();
+  service = started(fixture);
+  auto after_restart = service->begin_create(request);
+  REQUIRE_MESSAGE(after_restart.ok(), after_restart.error().message);
+  CHECK(wait_for(*service, after_restart->id).state == "succeeded");
+  CHECK(service->begin_create(other_name).error().code == ErrorCode::conflict);
+  REQUIRE(service->delete_vm("idem-0").ok());
+}
+
+TEST_CASE("usage, domain XML, NCCL topology and readiness describe the running VM") {
+  DaemonFixture fixture;
+  auto service = started(fixture);
+  CHECK(service->status().ready);
+  auto vm = service->create_vm(fixture.request("read-0", kOneGpu));
+  REQUIRE_MESSAGE(vm.ok(), vm.error().message);
+
+  const auto usage = service->usage();
+  REQUIRE(usage.host != nullptr);
+  CHECK(usage.host->numa_nodes.size() == 2);
+  REQUIRE(usage.held.size() == 1);
+  CHECK(usage.held.front().devices == vm->record->allocation.devices);
+  CHECK(service->templates().count(kOneGpu) == 1);
+
+  auto xml = service->domain_xml("read-0");
+  REQUIRE_MESSAGE(xml.ok(), xml.error().message);
+  CHECK(xml->find("<name>read-0</name>") != std::string::npos);
+
+  auto topology = service->nccl_topology("read-0");
+  REQUIRE_MESSAGE(topology.ok(), topology.error().message);
+  // NCCL's file, with the GPU (class 0x0302) at its guest bus id.
+  CHECK(topology->find("<system") != std::string::npos);
+  CHECK(topology->find("class=\"0x030200\"") != std::string::npos);
+
+  // The topology lives in the domain's metadata: a restarted service hands out the same file.
+  service.reset();
+  service = started(fixture);
+  auto again = service->nccl_topology("read-0");
+  REQUIRE(again.ok());
+  CHECK(*again == *topology);
+  CHECK(service->nccl_topology("nobody").error().code == ErrorCode::not_found);
+  REQUIRE(service->delete_vm("read-0").ok());
+}
+
+TEST_CASE("device health is read from the simulated host's sysfs") {
+  DaemonFixture fixture;
+  auto service = started(fixture);
+  auto health = service->device_health();
+  REQUIRE_MESSAGE(health.ok(), health.error().message);
+  int gpus = 0;
+  for (const auto& device : *health) {
+    CHECK(device.present);
+    if (device.role == numa::PciRole::gpu) ++gpus;
+  }
+  CHECK(gpus == 8);
+}
+
+}  // namespace hostagent::testing
