@@ -247,7 +247,7 @@ int events(Context& context) {
   return status.ok() ? 0 : fail(context, status.error());
 }
 
-std::string trimmed(std::string text) {
+std::string trimmed(const std::string& text) {
   const auto begin = text.find_first_not_of(" \t\r\n");
   if (begin == std::string::npos) return "";
   return text.substr(begin, text.find_last_not_of(" \t\r\n") - begin + 1);
@@ -264,7 +264,7 @@ Result<api::ClientOptions> client_options(const ApiGlobals& globals) {
   }
   if (!globals.token_file.empty()) {
     HA_TRY(auto token, read_text_file(globals.token_file));
-    options.token = trimmed(std::move(token));
+    options.token = trimmed(token);
     if (options.token.empty()) {
       return Error{ErrorCode::invalid_argument, "--token-file " + globals.token_file + ": the file is empty"};
     }

@@ -35,7 +35,7 @@ std::string free_of_total(const json::value& count) {
 }
 
 std::string operation_cell(const json::value& vm) {
-  const auto operation = display(vm, "operation");
+  auto operation = display(vm, "operation");
   if (operation == "-") return operation;
   const auto step = display(vm, "step");
   return step == "-" ? operation : operation + " (" + step + ")";

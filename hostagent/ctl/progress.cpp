@@ -32,7 +32,7 @@ std::string title(const boost::json::value& operation) {
 
 // "3/5 define", "queued", "succeeded": where the operation is now.
 std::string position(const boost::json::value& operation) {
-  const auto state = text(operation, "state");
+  auto state = text(operation, "state");
   const auto count = number(operation, "step_count");
   if (state == "queued" || count == 0) return state;
   std::string where =

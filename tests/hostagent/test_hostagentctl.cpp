@@ -115,6 +115,7 @@ class Daemon {
       dup2(fd, STDOUT_FILENO);
       dup2(fd, STDERR_FILENO);
       std::vector<char*> args;
+      args.reserve(argv.size() + 1);
       for (const auto& arg : argv) args.push_back(const_cast<char*>(arg.c_str()));
       args.push_back(nullptr);
       execv(args[0], args.data());

@@ -23,7 +23,10 @@ TEST_CASE("every error code maps to the status docs/api.md gives it") {
       {ErrorCode::io_error, 500},         {ErrorCode::unsupported, 501}, {ErrorCode::conflict, 409},
       {ErrorCode::does_not_fit, 409},     {ErrorCode::unavailable, 503}, {ErrorCode::internal, 500},
   };
-  for (const auto& [code, status] : table) {
+  for (const auto& entry : table) {
+    // Named copies, not a structured binding: CAPTURE captures by reference in a lambda.
+    const ErrorCode code = entry.first;
+    const unsigned status = entry.second;
     CAPTURE(to_string(code));
     CHECK(http_status(code) == status);
     const HttpResponse response = problem(Error{code, "what went wrong"}, "/v1/vms/x");
