@@ -266,4 +266,16 @@ Result<HostModel> discover_from_hwloc_xml(const std::filesystem::path& xml_file)
   return model;
 }
 
+int treat_as_gpus(HostModel& model, const std::vector<std::pair<uint16_t, uint16_t>>& vendor_device_ids) {
+  int changed = 0;
+  for (auto& f : model.pci_devices) {
+    if (f.is_bridge() || f.role == PciRole::gpu) continue;
+    const std::pair<uint16_t, uint16_t> id{f.vendor_id, f.device_id};
+    if (std::find(vendor_device_ids.begin(), vendor_device_ids.end(), id) == vendor_device_ids.end()) continue;
+    f.role = PciRole::gpu;
+    ++changed;
+  }
+  return changed;
+}
+
 }  // namespace hostagent::numa

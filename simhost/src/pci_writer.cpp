@@ -1,6 +1,7 @@
 // simhost/pci_writer: the PCI part of sysfs. Each function's directory nests under its bridge as in
 // /sys/devices/pci0000:00/0000:00:01.0/0000:01:00.0, with the attributes drivers/pci/pci-sysfs.c
 // and iov.c create; /sys/bus/pci/{devices,drivers,slots} and /sys/kernel/iommu_groups link to it.
+// The vfio nodes under /dev come with the drivers, as the vfio modules create them.
 #include <cstdio>
 #include <optional>
 #include <set>
@@ -241,16 +242,22 @@ void write_function(TreeWriter& w, const HostSpec& spec, const PciPlan& plan, co
   write_bindings(w, f);
 }
 
+// A GPU host loads vfio-pci at boot (the module's directory is there whether or not a device is
+// bound to it), and loading it brings the vfio core's container node, /dev/vfio/vfio
+// (drivers/vfio/container.c, a misc device). Each group with a member bound to vfio-pci has its
+// /dev/vfio/N (drivers/vfio/group.c, vfio_create_group).
 void write_drivers(TreeWriter& w, const PciPlan& plan) {
-  std::set<std::string> drivers;
+  std::set<std::string> drivers{"vfio-pci"};
   for (const auto& f : plan.functions) {
     if (!f.spec->driver.empty()) drivers.insert(f.spec->driver);
+    if (f.spec->driver == "vfio-pci") w.file("/dev/vfio/" + std::to_string(f.iommu_group), "");
   }
   for (const auto& name : drivers) {
     for (const char* attr : {"bind", "unbind", "new_id", "remove_id", "uevent"}) {
       w.file(kDrivers + "/" + name + "/" + attr, "");
     }
   }
+  w.file("/dev/vfio/vfio", "");
 }
 
 void write_groups(TreeWriter& w, const PciPlan& plan) {
@@ -279,6 +286,8 @@ void write_slots(TreeWriter& w, const PciPlan& plan) {
 void write_pci(TreeWriter& w, const HostSpec& spec, const PciPlan& plan, const CpuLayout& cpus) {
   w.dir(kDevices);
   w.file("/sys/bus/pci/drivers_autoprobe", "1\n");
+  // drivers/base/bus.c: write-only; a device name written here is probed again (drivers_probe_store).
+  w.file("/sys/bus/pci/drivers_probe", "");
   w.file("/sys/bus/pci/rescan", "");
   for (const auto& dir : plan.host_bridge_dirs) w.dir(dir);
   for (std::size_t i = 0; i < plan.functions.size(); ++i) write_function(w, spec, plan, cpus, i);

@@ -133,6 +133,29 @@ TEST_CASE("workstation: one NUMA node, a GPU on a root port, no ConnectX") {
   CHECK(node.hugepages[0].page_size_bytes == (2ULL << 20));
 }
 
+TEST_CASE("treat_as_gpus: listed endpoints become GPUs, bridges and other ids keep their role") {
+  auto host = discover_builtin("vela2");
+  auto& m = host->model;
+  const auto nvmes = with_role(m, PciRole::nvme);
+  REQUIRE_FALSE(nvmes.empty());
+  const auto gpus_before = with_role(m, PciRole::gpu).size();
+  const PciAddress nvme = nvmes[0]->address;
+  const std::pair<uint16_t, uint16_t> nvme_id{nvmes[0]->vendor_id, nvmes[0]->device_id};
+  const auto* port = m.find(*m.find(nvme)->parent);
+  REQUIRE(port != nullptr);
+  const std::pair<uint16_t, uint16_t> port_id{port->vendor_id, port->device_id};
+  const auto same_id =
+      static_cast<std::size_t>(std::count_if(m.pci_devices.begin(), m.pci_devices.end(), [&](const auto& f) {
+        return f.vendor_id == nvme_id.first && f.device_id == nvme_id.second && !f.is_bridge();
+      }));
+  const int changed = treat_as_gpus(m, {nvme_id, port_id, {0xffff, 0xffff}});
+  CHECK(static_cast<std::size_t>(changed) == same_id);
+  CHECK(m.find(nvme)->role == PciRole::gpu);
+  CHECK(m.find(port->address)->role != PciRole::gpu);
+  CHECK(with_role(m, PciRole::gpu).size() == gpus_before + same_id);
+  CHECK(treat_as_gpus(m, {nvme_id}) == 0);
+}
+
 TEST_CASE("quirk: a GPU and its audio function share one IOMMU group") {
   const auto host = discover_builtin("quirks");
   const auto& m = host->model;

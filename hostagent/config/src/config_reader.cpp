@@ -7,6 +7,7 @@
 #include <optional>
 #include <string_view>
 
+#include "hostagent/common/pci_address.hpp"
 #include "hostagent/simhost/sim_host.hpp"
 #include "hostagent/vmtemplates/yaml_checker.hpp"
 #include "value_readers.hpp"
@@ -20,15 +21,26 @@ using vmtemplates::yaml::join_choices;
 using vmtemplates::yaml::Problem;
 
 constexpr int kMaxWorkers = 256;
+constexpr int kMaxVfs = 2048;         // PCIe SR-IOV TotalVFs is 16 bits; no device has more than this
+constexpr int kMaxVlan = 4094;        // IEEE 802.1Q: 4095 is reserved
+constexpr int kMaxQos = 7;            // 802.1p priority
+constexpr int kMaxRateMbps = 400000;  // above any NIC's line rate today
 
 const std::vector<std::string_view> kTopKeys = {
-    "libvirt", "host", "templates", "storage", "state_directory", "console_log_directory", "operations", "api"};
+    "libvirt",    "host",    "templates", "storage", "state_directory", "console_log_directory",
+    "operations", "devices", "api"};
 const std::vector<std::string_view> kLibvirtKeys = {"uri", "domain_type", "emulator", "connect_timeout",
                                                     "reconnect_interval"};
 const std::vector<std::string_view> kHostKeys = {"sysfs_root", "simulated", "housekeeping_cpus"};
 const std::vector<std::string_view> kApiKeys = {"listen", "tls", "token_file", "reader_token_file", "audit_log"};
 const std::vector<std::string_view> kTlsKeys = {"certificate", "key", "client_ca"};  // the files
 const std::vector<std::string_view> kTlsSectionKeys = {"certificate", "key", "client_ca", "operator_common_names"};
+const std::vector<std::string_view> kDevicesKeys = {"preparation", "bind_at_start",     "gpu_ids", "sriov",
+                                                    "vf",          "releasable_drivers"};
+const std::vector<std::string_view> kVfKeys = {
+    "vlan", "qos", "trust", "spoofchk", "link_state", "min_tx_rate_mbps", "max_tx_rate_mbps"};
+const std::vector<std::string_view> kPreparations = {"hostagent", "libvirt"};
+const std::vector<std::string_view> kLinkStates = {"auto", "enable", "disable"};
 // The domain types hostagent renders: QEMU with or without KVM, and libvirt's test driver.
 const std::vector<std::string_view> kDomainTypes = {"kvm", "qemu", "test"};
 // The libvirt drivers those types run on; a transport may follow ("qemu+ssh://host/system").
@@ -85,8 +97,10 @@ class ConfigReader {
     read_storage(field(root, "storage"), config);
     read_directories(root, config);
     read_operations(field(root, "operations"), config);
+    read_devices(field(root, "devices"), config.devices);
     read_api(field(root, "api"), config.api);
     check_libvirt_pair(config);
+    settle_preparation(config);
     check_host_pair(config);
     check_api_auth(config.api);
     return config;
@@ -197,6 +211,102 @@ class ConfigReader {
                                    .value_or(config.operation_workers);
     config.stop_timeout = read_duration(check_, field(operations, "stop_timeout"), "operations.stop_timeout")
                               .value_or(config.stop_timeout);
+  }
+
+  void read_devices(const Value& devices, DevicesConfig& config) {
+    if (!section(devices, "devices", kDevicesKeys)) return;
+    const Value& preparation = field(devices, "preparation");
+    const auto how = check_.choice(preparation, "devices.preparation", kPreparations);
+    config.preparation = how.value_or(config.preparation);
+    preparation_ = Written::of(preparation, how.has_value());
+    config.bind_at_start =
+        check_.boolean(field(devices, "bind_at_start"), "devices.bind_at_start").value_or(config.bind_at_start);
+    read_gpu_ids(field(devices, "gpu_ids"), config);
+    read_sriov(field(devices, "sriov"), config);
+    read_vf(field(devices, "vf"), config.vf);
+    read_drivers(field(devices, "releasable_drivers"), config);
+  }
+
+  // A list whose items each read with `item`; the whole list is kept only when every item read.
+  template <typename T, typename ReadItem>
+  std::optional<std::vector<T>> read_list(const Value& list, const std::string& path, const std::string& expected,
+                                          ReadItem item) {
+    if (list.is_null()) return std::nullopt;
+    if (list.kind != Value::Kind::list) {
+      check_.report(list.at, path, describe(list), expected);
+      return std::nullopt;
+    }
+    std::vector<T> out;
+    for (std::size_t i = 0; i < list.items.size(); ++i) {
+      if (auto value = item(list.items[i], path + "[" + std::to_string(i) + "]")) out.push_back(std::move(*value));
+    }
+    if (out.size() != list.items.size()) return std::nullopt;
+    return out;
+  }
+
+  void read_gpu_ids(const Value& ids, DevicesConfig& config) {
+    auto read = read_list<PciDeviceIdConfig>(
+        ids, "devices.gpu_ids", "a list of {vendor: 0x1234, device: 0x11e8}",
+        [this](const Value& item, const std::string& path) -> std::optional<PciDeviceIdConfig> {
+          if (!check_.mapping(item, path, {"vendor", "device"})) return std::nullopt;
+          const auto vendor = check_.pci_id(field(item, "vendor"), path + ".vendor");
+          const auto device = check_.pci_id(field(item, "device"), path + ".device");
+          if (!vendor || !device) {
+            if (field(item, "vendor").is_null() || field(item, "device").is_null()) {
+              check_.report(item.at, path, describe(item),
+                            "both vendor and device, like {vendor: 0x1234, device: 0x11e8}");
+            }
+            return std::nullopt;
+          }
+          return PciDeviceIdConfig{*vendor, *device};
+        });
+    if (read) config.gpu_ids = std::move(*read);
+  }
+
+  void read_sriov(const Value& sriov, DevicesConfig& config) {
+    auto read = read_list<SriovPfConfig>(
+        sriov, "devices.sriov", "a list of {pf: \"0000:3b:00.0\", vfs: 8}",
+        [this](const Value& item, const std::string& path) -> std::optional<SriovPfConfig> {
+          if (!check_.mapping(item, path, {"pf", "vfs"})) return std::nullopt;
+          const Value& pf = field(item, "pf");
+          const auto address = check_.text(pf, path + ".pf");
+          if (address && !PciAddress::parse(*address).ok()) {
+            check_.report(pf.at, path + ".pf", describe(pf), "a PCI address like 0000:3b:00.0");
+            return std::nullopt;
+          }
+          const auto vfs = check_.whole(field(item, "vfs"), path + ".vfs", 0, kMaxVfs);
+          if (!address || !vfs) {
+            if (pf.is_null() || field(item, "vfs").is_null()) {
+              check_.report(item.at, path, describe(item), "both pf and vfs, like {pf: \"0000:3b:00.0\", vfs: 8}");
+            }
+            return std::nullopt;
+          }
+          return SriovPfConfig{*address, *vfs};
+        });
+    if (read) config.sriov = std::move(*read);
+  }
+
+  void read_vf(const Value& vf, VfConfigDefaults& config) {
+    if (!section(vf, "devices.vf", kVfKeys)) return;
+    config.vlan = check_.whole(field(vf, "vlan"), "devices.vf.vlan", 0, kMaxVlan).value_or(config.vlan);
+    config.qos = check_.whole(field(vf, "qos"), "devices.vf.qos", 0, kMaxQos).value_or(config.qos);
+    config.trust = check_.boolean(field(vf, "trust"), "devices.vf.trust").value_or(config.trust);
+    config.spoofchk = check_.boolean(field(vf, "spoofchk"), "devices.vf.spoofchk").value_or(config.spoofchk);
+    config.link_state =
+        check_.choice(field(vf, "link_state"), "devices.vf.link_state", kLinkStates).value_or(config.link_state);
+    config.min_tx_rate_mbps = static_cast<uint32_t>(
+        check_.whole(field(vf, "min_tx_rate_mbps"), "devices.vf.min_tx_rate_mbps", 0, kMaxRateMbps)
+            .value_or(static_cast<int>(config.min_tx_rate_mbps)));
+    config.max_tx_rate_mbps = static_cast<uint32_t>(
+        check_.whole(field(vf, "max_tx_rate_mbps"), "devices.vf.max_tx_rate_mbps", 0, kMaxRateMbps)
+            .value_or(static_cast<int>(config.max_tx_rate_mbps)));
+  }
+
+  void read_drivers(const Value& drivers, DevicesConfig& config) {
+    auto read = read_list<std::string>(
+        drivers, "devices.releasable_drivers", "a list of kernel driver names",
+        [this](const Value& item, const std::string& path) { return check_.identifier(item, path, false); });
+    if (read) config.releasable_drivers = std::move(*read);
   }
 
   void read_api(const Value& api, ApiConfig& config) {
@@ -311,6 +421,20 @@ class ConfigReader {
                   "host.simulated: \"\")");
   }
 
+  // A simulated host's tree is files that do not act on writes, so binding there would fail its own
+  // checks: a simulated host gets libvirt's preparation unless the file asks for hostagent's.
+  void settle_preparation(DaemonConfig& config) {
+    if (config.simulated_host.empty() || !simulated_.valid || !preparation_.valid) return;
+    if (preparation_.value == nullptr) {
+      config.devices.preparation = "libvirt";
+      return;
+    }
+    if (config.devices.preparation != "hostagent") return;
+    check_.report(preparation_.value->at, "devices.preparation",
+                  describe(*preparation_.value) + " with host.simulated \"" + config.simulated_host + "\"",
+                  "libvirt on a simulated host (its sysfs tree does not act on writes)");
+  }
+
   // Nothing reachable over the network is unauthenticated: a tcp listener needs client
   // certificates or a bearer token.
   void check_api_auth(const ApiConfig& config) {
@@ -324,7 +448,7 @@ class ConfigReader {
   }
 
   Checker check_;
-  Written uri_, domain_type_, sysfs_root_, simulated_, tls_, token_file_, reader_token_file_;
+  Written uri_, domain_type_, sysfs_root_, simulated_, preparation_, tls_, token_file_, reader_token_file_;
   std::vector<std::pair<std::size_t, const Value*>> tcp_listeners_;  // index in api.listen
 };
 

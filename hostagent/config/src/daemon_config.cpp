@@ -85,6 +85,7 @@ DaemonConfig embedded_default_config(const std::string& simulated_host, const fs
   config.storage_pool = "default-pool";  // the one pool libvirt's test:///default driver defines
   config.api.listen = {"unix:" + (scratch_directory / "hostagent.sock").string()};
   config.api.audit_log = scratch_directory / "audit.log";
+  config.devices.preparation = "libvirt";  // a simulated tree does not act on writes
   return config;
 }
 

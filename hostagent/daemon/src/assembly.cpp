@@ -1,11 +1,15 @@
 // daemon/assembly: from a configuration to the parts of a running service: the host model (real
-// sysfs, or a built-in simulated host written out as a sysfs tree), the templates, libvirt.
+// sysfs, or a built-in simulated host written out as a sysfs tree), the devices readied at start,
+// the templates, libvirt.
 #include <system_error>
 
+#include "hostagent/common/sysfs_writer.hpp"
 #include "hostagent/daemon/vm_service.hpp"
 #include "hostagent/numa/discovery.hpp"
 #include "hostagent/simhost/sim_host.hpp"
+#include "hostagent/sriov/vf_netlink.hpp"
 #include "hostagent/state/vm_record.hpp"
+#include "hostagent/vfio/config_space_access.hpp"
 #include "log.hpp"
 
 namespace hostagent::daemon {
@@ -18,8 +22,20 @@ fs::path simulated_root(const config::DaemonConfig& config) {
   return config.state_directory / "simulated-host";
 }
 
+std::vector<std::pair<uint16_t, uint16_t>> gpu_ids(const config::DaemonConfig& config) {
+  std::vector<std::pair<uint16_t, uint16_t>> ids;
+  for (const auto& id : config.devices.gpu_ids) ids.emplace_back(id.vendor, id.device);
+  return ids;
+}
+
+Result<numa::HostModel> discover_live(const config::DaemonConfig& config) {
+  HA_TRY(auto model, numa::discover_from_sysfs(config.sysfs_root));
+  numa::treat_as_gpus(model, gpu_ids(config));
+  return model;
+}
+
 Result<numa::HostModel> discover_host(const config::DaemonConfig& config) {
-  if (config.simulated_host.empty()) return numa::discover_from_sysfs(config.sysfs_root);
+  if (config.simulated_host.empty()) return discover_live(config);
   HA_TRY(const auto spec, simhost::builtin_host(config.simulated_host));
   // Written fresh at every start: a simulated host has no state of its own to keep.
   const fs::path root = simulated_root(config);
@@ -27,7 +43,9 @@ Result<numa::HostModel> discover_host(const config::DaemonConfig& config) {
   fs::remove_all(root, ec);
   if (ec) return errno_error(ec.value(), "remove", root.string());
   HA_TRY_STATUS(simhost::write_sysfs_tree(spec, root));
-  return numa::discover_from_sysfs(root);
+  HA_TRY(auto model, numa::discover_from_sysfs(root));
+  numa::treat_as_gpus(model, gpu_ids(config));
+  return model;
 }
 
 Result<std::map<std::string, vmtemplates::VmTemplate>> load_templates(const config::DaemonConfig& config) {
@@ -50,6 +68,33 @@ Result<std::map<std::string, vmtemplates::VmTemplate>> load_templates(const conf
     if (!shape.abstract) shapes.emplace(name, std::move(shape));
   }
   return shapes;
+}
+
+Result<HostDeviceParts> host_device_parts(const config::DaemonConfig& config) {
+  HostDeviceParts parts;
+  parts.sysfs_root = config.sysfs_root;
+  parts.writer = make_sysfs_writer(config.sysfs_root);
+  HA_TRY(parts.config_space, vfio::make_libpci_config_space(config.sysfs_root));
+  parts.netlink = sriov::make_libnl_vf_netlink();
+  parts.devices = config.devices;
+  parts.records_directory = config.state_directory / "devices";
+  return parts;
+}
+
+// hostagent's own preparation: the host readied once (VFs made, GPU groups bound), the model
+// discovered again when that changed it, then the preparer for each VM.
+Status prepare_devices(const config::DaemonConfig& config, ServiceParts& parts) {
+  if (config.devices.preparation != "hostagent") {
+    HA_TRY_STATUS(prepare_devices(config, parts));
+    return ok_status();
+  }
+  HA_TRY(auto devices, host_device_parts(config));
+  HA_TRY(const bool changed, prepare_host_devices(parts.host, devices));
+  if (changed) {
+    HA_TRY(parts.host, discover_live(config));
+  }
+  HA_TRY(parts.devices, make_host_device_preparer(parts.host, std::move(devices)));
+  return ok_status();
 }
 
 }  // namespace

@@ -82,7 +82,7 @@ class CreateRun {
     std::vector<Step> steps;
     if (!record_.inputs.disk_volume.empty()) steps.push_back({"disk", [this] { return make_disk(); }});
     if (!record_.inputs.seed_iso.empty()) steps.push_back({"seed", [this] { return make_seed(); }});
-    steps.push_back({"prepare_devices", [this] { return context_.devices->prepare(record_.name, placement_); }});
+    steps.push_back({"prepare_devices", [this] { return prepare_devices(); }});
     steps.push_back({"define", [this] { return define(); }});
     steps.push_back({"start", [this] { return start(); }});
     Operation operation(context_, state::OperationKind::create, record_);
@@ -113,7 +113,14 @@ class CreateRun {
     return cloudinit::write_nocloud_seed(iso, seed);
   }
 
-  Status define() {
+  Status prepare_devices() {
+    DeviceRequest request;
+    HA_TRY(request.vf_macs, render::vf_mac_addresses(shape_, placement_, guest_options()));
+    request.vlan = shape_.nics.vf.vlan;
+    return context_.devices->prepare(record_.name, placement_, request);
+  }
+
+  render::GuestOptions guest_options() const {
     render::GuestOptions options;
     options.name = record_.name;
     options.uuid = record_.uuid;
@@ -125,7 +132,11 @@ class CreateRun {
     if (context_.config.domain_type != "test") {
       options.console_log = (context_.config.console_log_directory / (record_.name + ".log")).string();
     }
-    HA_TRY(const auto guest, render::render_guest(context_.host, shape_, placement_, options));
+    return options;
+  }
+
+  Status define() {
+    HA_TRY(const auto guest, render::render_guest(context_.host, shape_, placement_, guest_options()));
     record_.nccl_topology = guest.nccl_topology_xml;
     HA_TRY(const auto xml, state::embed_record(guest.domain_xml, record_));
     HA_TRY(const auto uuid, context_.hypervisor->define(xml));

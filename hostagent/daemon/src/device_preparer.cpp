@@ -1,4 +1,4 @@
-// daemon/device_preparer: the first preparer. libvirt's managed hostdevs do the binding: at start
+// daemon/device_preparer: the preparer for simulated hosts. libvirt's managed hostdevs do the binding: at start
 // libvirt detaches each <hostdev managed='yes'> from its driver and binds it to vfio-pci, and at
 // stop it rebinds the original driver (virHostdevPreparePCIDevices / virHostdevReAttachPCIDevices),
 // so there is nothing to prepare ahead and nothing left over after a crash of ours.
@@ -10,7 +10,10 @@ namespace {
 class LibvirtManagedPreparer final : public DevicePreparer {
  public:
   bool libvirt_manages_hostdevs() const override { return true; }
-  Status prepare(const std::string& /*vm*/, const numa::Placement& /*placement*/) override { return ok_status(); }
+  Status prepare(const std::string& /*vm*/, const numa::Placement& /*placement*/,
+                 const DeviceRequest& /*request*/) override {
+    return ok_status();
+  }
   Status release(const std::string& /*vm*/, const numa::Allocation& /*held*/) override { return ok_status(); }
   Result<std::vector<std::string>> release_unheld(const std::vector<numa::Allocation>& /*held*/) override {
     return std::vector<std::string>{};

@@ -90,6 +90,21 @@ std::vector<GuestDeviceAddress> addresses(const detail::PciLayout& layout) {
 
 }  // namespace
 
+Result<std::vector<std::pair<numa::PciAddress, std::string>>> vf_mac_addresses(const vmtemplates::VmTemplate& shape,
+                                                                               const numa::Placement& placement,
+                                                                               const GuestOptions& options) {
+  // The order pci_layout numbers VFs in, and so the order of the MACs the domain XML uses.
+  std::vector<numa::PciAddress> vfs;
+  for (const auto& gpu : placement.gpus) {
+    for (const auto& vf : gpu.vfs) vfs.push_back(vf.address);
+  }
+  for (const auto& vf : placement.extra_vfs) vfs.push_back(vf.address);
+  HA_TRY(const auto macs, detail::vf_macs(options, shape, vfs.size()));
+  std::vector<std::pair<numa::PciAddress, std::string>> out;
+  for (std::size_t i = 0; i < vfs.size(); ++i) out.emplace_back(vfs[i], macs[i]);
+  return out;
+}
+
 Result<RenderedGuest> render_guest(const numa::HostModel& host, const vmtemplates::VmTemplate& shape,
                                    const numa::Placement& placement, const GuestOptions& options) {
   HA_TRY_STATUS(check_options(options));

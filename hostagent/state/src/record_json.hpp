@@ -28,6 +28,8 @@ class JsonFields {
   Result<const boost::json::array*> array(std::string_view key) const;
   Result<JsonFields> object(std::string_view key) const;
   std::string path(std::string_view key) const;
+  // For the few optional fields (a VF setting nobody asked for): written only when set.
+  bool has(std::string_view key) const { return object_->contains(key); }
 
  private:
   JsonFields(const boost::json::object* object, std::string path) : object_(object), path_(std::move(path)) {}

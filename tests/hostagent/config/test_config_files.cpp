@@ -34,6 +34,18 @@ void check_same_settings(const DaemonConfig& a, const DaemonConfig& b) {
   CHECK(a.api.tls.key == b.api.tls.key);
   CHECK(a.api.tls.client_ca == b.api.tls.client_ca);
   CHECK(a.api.token_file == b.api.token_file);
+  CHECK(a.devices.preparation == b.devices.preparation);
+  CHECK(a.devices.bind_at_start == b.devices.bind_at_start);
+  CHECK(a.devices.gpu_ids.size() == b.devices.gpu_ids.size());
+  CHECK(a.devices.sriov.size() == b.devices.sriov.size());
+  CHECK(a.devices.releasable_drivers == b.devices.releasable_drivers);
+  CHECK(a.devices.vf.vlan == b.devices.vf.vlan);
+  CHECK(a.devices.vf.qos == b.devices.vf.qos);
+  CHECK(a.devices.vf.trust == b.devices.vf.trust);
+  CHECK(a.devices.vf.spoofchk == b.devices.vf.spoofchk);
+  CHECK(a.devices.vf.link_state == b.devices.vf.link_state);
+  CHECK(a.devices.vf.min_tx_rate_mbps == b.devices.vf.min_tx_rate_mbps);
+  CHECK(a.devices.vf.max_tx_rate_mbps == b.devices.vf.max_tx_rate_mbps);
 }
 
 void write_file(const fs::path& path, const std::string& text) {
@@ -57,11 +69,37 @@ TEST_CASE("files: the shipped hostagent.yaml writes out every key") {
   auto tree = vmtemplates::yaml::parse_yaml(testing::read_text_file(shipped), shipped.string(), problems);
   REQUIRE(tree.ok());
   CHECK(problems.empty());
-  for (const char* path : {"libvirt.uri", "libvirt.domain_type", "libvirt.emulator", "libvirt.connect_timeout",
-                           "libvirt.reconnect_interval", "host.sysfs_root", "host.simulated", "host.housekeeping_cpus",
-                           "templates.directories", "storage.pool", "state_directory", "console_log_directory",
-                           "operations.workers", "operations.stop_timeout", "api.listen", "api.tls.certificate",
-                           "api.tls.key", "api.tls.client_ca", "api.token_file"}) {
+  for (const char* path : {"libvirt.uri",
+                           "libvirt.domain_type",
+                           "libvirt.emulator",
+                           "libvirt.connect_timeout",
+                           "libvirt.reconnect_interval",
+                           "host.sysfs_root",
+                           "host.simulated",
+                           "host.housekeeping_cpus",
+                           "templates.directories",
+                           "storage.pool",
+                           "state_directory",
+                           "console_log_directory",
+                           "operations.workers",
+                           "operations.stop_timeout",
+                           "api.listen",
+                           "api.tls.certificate",
+                           "api.tls.key",
+                           "api.tls.client_ca",
+                           "api.token_file",
+                           "devices.preparation",
+                           "devices.bind_at_start",
+                           "devices.gpu_ids",
+                           "devices.sriov",
+                           "devices.vf.vlan",
+                           "devices.vf.qos",
+                           "devices.vf.trust",
+                           "devices.vf.spoofchk",
+                           "devices.vf.link_state",
+                           "devices.vf.min_tx_rate_mbps",
+                           "devices.vf.max_tx_rate_mbps",
+                           "devices.releasable_drivers"}) {
     CAPTURE(path);
     const vmtemplates::yaml::Value* value = &*tree;
     std::stringstream parts(path);

@@ -70,7 +70,8 @@ class RecordingPreparer final : public daemon::DevicePreparer {
   };
   explicit RecordingPreparer(std::shared_ptr<Shared> shared) : shared_(std::move(shared)) {}
   bool libvirt_manages_hostdevs() const override { return true; }
-  Status prepare(const std::string& vm, const numa::Placement& placement) override;
+  Status prepare(const std::string& vm, const numa::Placement& placement,
+                 const daemon::DeviceRequest& request) override;
   Status release(const std::string& vm, const numa::Allocation& held) override;
   Result<std::vector<std::string>> release_unheld(const std::vector<numa::Allocation>& held) override;
 

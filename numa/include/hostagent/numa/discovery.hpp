@@ -2,7 +2,10 @@
 // or from an hwloc XML export that an infra engineer captured on a real host.
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
+#include <utility>
+#include <vector>
 
 #include "hostagent/common/result.hpp"
 #include "hostagent/numa/host_model.hpp"
@@ -16,5 +19,10 @@ Result<HostModel> discover_from_sysfs(const std::filesystem::path& root);
 
 // What an XML export lacks (IOMMU groups, drivers, SR-IOV state, config space) stays unknown.
 Result<HostModel> discover_from_hwloc_xml(const std::filesystem::path& xml_file);
+
+// Gives the GPU role to the endpoints whose vendor and device ids are listed: the operator's
+// stand-ins on a test host (QEMU's edu device), or a GPU the built-in rule (NVIDIA, display or 3D
+// class) does not know. Bridges keep their role. Returns how many functions changed role.
+int treat_as_gpus(HostModel& model, const std::vector<std::pair<uint16_t, uint16_t>>& vendor_device_ids);
 
 }  // namespace hostagent::numa

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -28,6 +29,42 @@ struct ApiConfig {
   std::filesystem::path token_file;         // the operators' bearer token, one line; "" for none
   std::filesystem::path reader_token_file;  // the readers' bearer token (GET only); "" for none
   std::filesystem::path audit_log = "/var/log/hostagent/audit.log";  // one JSON line per change; "" for none
+};
+
+// One PF whose VFs the daemon creates at start (sriov_numvfs).
+struct SriovPfConfig {
+  std::string pf;  // PCI address, "0000:3b:00.0"
+  int vfs = 0;
+};
+
+// What a VF is set to over netlink before a VM gets it (besides its MAC, which the VM's request or
+// a generated one gives). When the VM lets it go, it returns to the neutral setting instead.
+struct VfConfigDefaults {
+  int vlan = 0;  // 0: untagged
+  int qos = 0;
+  bool trust = false;
+  bool spoofchk = true;
+  std::string link_state = "auto";  // auto | enable | disable
+  uint32_t min_tx_rate_mbps = 0;
+  uint32_t max_tx_rate_mbps = 0;  // 0: unlimited
+};
+
+struct PciDeviceIdConfig {
+  uint16_t vendor = 0;
+  uint16_t device = 0;
+};
+
+struct DevicesConfig {
+  // hostagent: vfio/ and sriov/ bind, configure and restore the devices, and the domain XML says
+  // managed='no'. libvirt: libvirt's managed hostdevs bind at start and restore at stop.
+  std::string preparation = "hostagent";
+  bool bind_at_start = true;               // GPUs and NVSwitches to vfio-pci when the daemon starts
+  std::vector<PciDeviceIdConfig> gpu_ids;  // more devices to treat as GPUs (stand-ins in test hosts)
+  std::vector<SriovPfConfig> sriov;        // VFs to create at start
+  VfConfigDefaults vf;
+  // Drivers a GPU's or VF's IOMMU group member may be taken from; a member on any other driver
+  // means the host uses it, and the group is refused. Empty: vfio/'s built-in list.
+  std::vector<std::string> releasable_drivers;
 };
 
 struct DaemonConfig {
@@ -59,6 +96,8 @@ struct DaemonConfig {
   // operations
   int operation_workers = 8;                      // threads running operations (each may block on libvirt)
   std::chrono::milliseconds stop_timeout{60000};  // graceful stop: ACPI, then forced after this long
+
+  DevicesConfig devices;
 
   ApiConfig api;
 };

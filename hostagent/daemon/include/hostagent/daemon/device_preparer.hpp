@@ -1,17 +1,32 @@
 // hostagent/daemon/device_preparer: readying a VM's host devices before its domain starts, and
-// giving them back after. An interface, because the first implementation leaves binding to libvirt's
-// managed hostdevs (libvirt binds vfio-pci at start and restores the driver at stop), and the device
-// work of vfio/ and sriov/ replaces it without the operations changing.
+// giving them back after. An interface with two implementations: hostagent's own (vfio/ binds the
+// IOMMU groups, sriov/ configures the VFs over netlink, ACS/ATS are set for peer-to-peer; the domain
+// XML says managed='no'), and libvirt's managed hostdevs (libvirt binds at start and restores at
+// stop), which a simulated host uses because its sysfs tree does not act on writes.
 #pragma once
 
+#include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "hostagent/common/result.hpp"
+#include "hostagent/common/sysfs_writer.hpp"
+#include "hostagent/config/daemon_config.hpp"
+#include "hostagent/numa/host_model.hpp"
 #include "hostagent/numa/placement.hpp"
+#include "hostagent/sriov/vf_netlink.hpp"
+#include "hostagent/vfio/config_space_access.hpp"
 
 namespace hostagent::daemon {
+
+// What the VM asks of its devices beyond the placement.
+struct DeviceRequest {
+  std::vector<std::pair<PciAddress, std::string>> vf_macs;  // each VF's MAC, as the domain XML gives it
+  std::optional<int> vlan;                                  // the template's VLAN; else the configured one
+};
 
 class DevicePreparer {
  public:
@@ -19,7 +34,7 @@ class DevicePreparer {
   // True when libvirt binds and unbinds the devices itself (<hostdev managed='yes'>).
   virtual bool libvirt_manages_hostdevs() const = 0;
   // Readies what the placement assigns to vm. On failure, leaves nothing half-prepared.
-  virtual Status prepare(const std::string& vm, const numa::Placement& placement) = 0;
+  virtual Status prepare(const std::string& vm, const numa::Placement& placement, const DeviceRequest& request) = 0;
   // Gives back what vm held. Idempotent: rollback and crash recovery call it for steps that may
   // never have run.
   virtual Status release(const std::string& vm, const numa::Allocation& held) = 0;
@@ -30,5 +45,29 @@ class DevicePreparer {
 
 // Leaves binding to libvirt (managed hostdevs): prepare and release have nothing to do.
 std::unique_ptr<DevicePreparer> make_libvirt_managed_preparer();
+
+// The OS interfaces hostagent's own preparation works through: tests give it a fake kernel.
+struct HostDeviceParts {
+  std::filesystem::path sysfs_root = "/";
+  std::unique_ptr<SysfsWriter> writer;
+  std::unique_ptr<vfio::ConfigSpace> config_space;
+  std::unique_ptr<sriov::VfNetlink> netlink;
+  config::DevicesConfig devices;
+  std::filesystem::path records_directory;  // one record per VM, written ahead of each change
+};
+
+// hostagent's preparation. The host's groups already bound at start (host preparation) are
+// verified, not bound again, and stay on vfio-pci when the VM lets them go. Reads back every
+// record left by an earlier run, so the ACS/ATS registers shared by VMs keep their count.
+Result<std::unique_ptr<DevicePreparer>> make_host_device_preparer(const numa::HostModel& host, HostDeviceParts parts);
+
+// At start, before the host model is final: creates the configured VFs (sriov_numvfs, with
+// sriov_drivers_autoprobe off so they wait, unbound, for vfio-pci) and, with bind_at_start, binds
+// every GPU and NVSwitch group to vfio-pci, recording the original drivers ahead as the host's
+// device record. A VF count that cannot be set is an error (the configuration names a PF that is
+// not there, or not SR-IOV); a group that cannot be bound is logged and left as it was (a VM given
+// it binds it then, or fails naming why). Returns whether anything changed: the model must then be
+// discovered again.
+Result<bool> prepare_host_devices(const numa::HostModel& host, HostDeviceParts& parts);
 
 }  // namespace hostagent::daemon

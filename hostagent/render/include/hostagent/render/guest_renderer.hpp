@@ -7,6 +7,7 @@
 
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "hostagent/common/result.hpp"
@@ -44,6 +45,13 @@ struct RenderedGuest {
   std::string nccl_topology_xml;
   std::vector<GuestDeviceAddress> addresses;
 };
+
+// The MAC each VF of the placement gets, with the VF's host address, in placement order (each GPU's
+// VFs, then the extra VFs): what the domain XML gives the guest, and what device preparation sets
+// on the VF over netlink before the VM starts.
+Result<std::vector<std::pair<numa::PciAddress, std::string>>> vf_mac_addresses(const vmtemplates::VmTemplate& shape,
+                                                                               const numa::Placement& placement,
+                                                                               const GuestOptions& options);
 
 Result<RenderedGuest> render_guest(const numa::HostModel& host, const vmtemplates::VmTemplate& shape,
                                    const numa::Placement& placement, const GuestOptions& options);

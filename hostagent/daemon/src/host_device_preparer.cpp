@@ -1,0 +1,258 @@
+// daemon/host_device_preparer: hostagent's own device preparation. For a VM: its IOMMU groups to
+// vfio-pci (vfio/), its VFs configured over netlink (sriov/), ACS/ATS set on the path between its
+// GPUs and NICs (vfio/p2p_settings); each change recorded ahead in the VM's device record, and all
+// of it undone from that record, in reverse, on release or on a failure midway.
+#include <mutex>
+#include <set>
+
+#include "hostagent/daemon/device_preparer.hpp"
+#include "hostagent/sriov/vf_configurator.hpp"
+#include "hostagent/state/device_records.hpp"
+#include "hostagent/vfio/p2p_settings.hpp"
+#include "hostagent/vfio/vfio_binding.hpp"
+#include "log.hpp"
+
+namespace hostagent::daemon {
+namespace {
+
+Error with_rollback(Error error, const Status& rollback) {
+  error.message += rollback.ok() ? "; rolled back" : "; rolling back: " + rollback.error().message;
+  return error;
+}
+
+// The VF's place under its PF: the PF's netdev (the VF's settings live there) and N of virtfnN.
+struct VfPlace {
+  std::string pf_netdev;
+  int index = 0;
+};
+
+Result<VfPlace> vf_place(const numa::HostModel& host, const PciAddress& vf) {
+  const auto* function = host.find(vf);
+  if (function == nullptr || !function->physfn) {
+    return Error{ErrorCode::not_found, "VF " + vf.to_string() + ": not a virtual function of this host"};
+  }
+  const auto* pf = host.find(*function->physfn);
+  if (pf == nullptr || !pf->sriov) {
+    return Error{ErrorCode::not_found, "VF " + vf.to_string() + ": its PF " + function->physfn->to_string() +
+                                           " is not an SR-IOV physical function of this host"};
+  }
+  if (pf->net_interfaces.empty()) {
+    return Error{ErrorCode::unavailable, "VF " + vf.to_string() + ": its PF " + pf->address.to_string() +
+                                             " has no network interface to configure it through: is the PF's driver "
+                                             "loaded?"};
+  }
+  const auto& vfs = pf->sriov->vfs;
+  const auto it = std::find(vfs.begin(), vfs.end(), vf);
+  if (it == vfs.end()) {
+    return Error{ErrorCode::not_found,
+                 "VF " + vf.to_string() + ": not among the virtfn links of " + pf->address.to_string()};
+  }
+  return VfPlace{pf->net_interfaces.front(), static_cast<int>(it - vfs.begin())};
+}
+
+sriov::LinkState link_state_of(const std::string& text) {
+  if (text == "enable") return sriov::LinkState::enable;
+  if (text == "disable") return sriov::LinkState::disable;
+  return sriov::LinkState::automatic;
+}
+
+sriov::VfSettings vf_settings(const config::VfConfigDefaults& defaults, const std::string& mac,
+                              const std::optional<int>& vlan) {
+  sriov::VfSettings wanted;
+  wanted.mac = mac;
+  wanted.vlan = vlan.value_or(defaults.vlan);
+  if (*wanted.vlan != 0) wanted.qos = defaults.qos;
+  wanted.trust = defaults.trust;
+  wanted.spoofchk = defaults.spoofchk;
+  wanted.link_state = link_state_of(defaults.link_state);
+  wanted.min_tx_rate_mbps = defaults.min_tx_rate_mbps;
+  wanted.max_tx_rate_mbps = defaults.max_tx_rate_mbps;
+  return wanted;
+}
+
+// Every passthrough function of the placement, GPUs (with their companions) first, as it is held.
+std::vector<PciAddress> passthrough_devices(const numa::Placement& placement) {
+  std::vector<PciAddress> out;
+  for (const auto& gpu : placement.gpus) {
+    out.push_back(gpu.gpu.address);
+    out.insert(out.end(), gpu.companions.begin(), gpu.companions.end());
+    for (const auto& vf : gpu.vfs) out.push_back(vf.address);
+  }
+  for (const auto& vf : placement.extra_vfs) out.push_back(vf.address);
+  for (const auto& nvme : placement.nvme) out.push_back(nvme.address);
+  return out;
+}
+
+// The functions peer-to-peer DMA runs between: GPUs and NICs (NVMe is left as the host set it).
+std::vector<PciAddress> peer_devices(const numa::Placement& placement) {
+  std::vector<PciAddress> out;
+  for (const auto& gpu : placement.gpus) {
+    out.push_back(gpu.gpu.address);
+    for (const auto& vf : gpu.vfs) out.push_back(vf.address);
+  }
+  for (const auto& vf : placement.extra_vfs) out.push_back(vf.address);
+  return out;
+}
+
+class HostDevicePreparer final : public DevicePreparer {
+ public:
+  HostDevicePreparer(numa::HostModel host, HostDeviceParts parts, SysfsRoot sysfs, state::DeviceRecords records)
+      : host_(std::move(host)),
+        parts_(std::move(parts)),
+        records_(std::move(records)),
+        binder_(std::move(sysfs), *parts_.writer, binder_options(parts_.devices)) {}
+
+  // Reads back the records of an earlier run: the host's groups, and each VM's register needs.
+  Status load() {
+    HA_TRY(const auto all, records_.all());
+    for (const auto& record : all) {
+      if (record.owner == state::kHostDeviceOwner) {
+        for (const auto& group : record.groups) host_groups_.insert(group.group);
+      } else {
+        ledger_.acquire(record.owner, record.p2p);
+      }
+    }
+    return ok_status();
+  }
+
+  bool libvirt_manages_hostdevs() const override { return false; }
+
+  Status prepare(const std::string& vm, const numa::Placement& placement, const DeviceRequest& request) override {
+    std::lock_guard lock(mutex_);
+    state::DeviceRecord record;
+    record.owner = vm;
+    auto prepared = prepare_locked(record, placement, request);
+    if (prepared.ok()) return prepared;
+    return with_rollback(std::move(prepared).error(), undo(record));
+  }
+
+  Status release(const std::string& vm, const numa::Allocation& /*held*/) override {
+    std::lock_guard lock(mutex_);
+    HA_TRY(const auto record, records_.read(vm));
+    if (!record) return ok_status();
+    return undo(*record);
+  }
+
+  Result<std::vector<std::string>> release_unheld(const std::vector<numa::Allocation>& held) override {
+    std::lock_guard lock(mutex_);
+    std::set<std::string> holders;
+    for (const auto& allocation : held) holders.insert(allocation.vm);
+    HA_TRY(const auto all, records_.all());
+    std::vector<std::string> released;
+    for (const auto& record : all) {
+      if (record.owner == state::kHostDeviceOwner || holders.count(record.owner) != 0) continue;
+      HA_TRY_STATUS(undo(record));
+      released.push_back("devices of " + record.owner);
+    }
+    return released;
+  }
+
+ private:
+  static vfio::BinderOptions binder_options(const config::DevicesConfig& devices) {
+    vfio::BinderOptions options;
+    if (!devices.releasable_drivers.empty()) options.unbindable_drivers = devices.releasable_drivers;
+    return options;
+  }
+
+  Status prepare_locked(state::DeviceRecord& record, const numa::Placement& placement, const DeviceRequest& request) {
+    HA_TRY_STATUS(bind_groups(record, passthrough_devices(placement)));
+    HA_TRY_STATUS(configure_vfs(record, request));
+    return enable_peer_to_peer(record, peer_devices(placement));
+  }
+
+  Status bind_groups(state::DeviceRecord& record, const std::vector<PciAddress>& devices) {
+    std::set<int> seen;
+    for (const auto& device : devices) {
+      HA_TRY(const auto now, binder_.inspect_group(device));
+      if (!seen.insert(now.group).second) continue;
+      if (host_groups_.count(now.group) != 0) {
+        HA_TRY_STATUS(check_still_bound(now));
+        continue;
+      }
+      // Ahead: what each member is on now is what release gives it back to.
+      record.groups.push_back(now);
+      HA_TRY_STATUS(records_.write(record));
+      HA_TRY(record.groups.back(), binder_.bind_group(device));
+      HA_TRY_STATUS(records_.write(record));
+    }
+    return ok_status();
+  }
+
+  // A group bound at start must still be: someone may have rebound a member by hand since.
+  static Status check_still_bound(const vfio::GroupBinding& group) {
+    for (const auto& f : group.functions) {
+      if (f.original_driver != "vfio-pci") {
+        return Error{ErrorCode::conflict,
+                     "IOMMU group " + std::to_string(group.group) +
+                         " was bound to vfio-pci when hostagentd started, "
+                         "but " +
+                         f.address.to_string() + " is now on " +
+                         (f.original_driver.empty() ? std::string("no driver") : f.original_driver) +
+                         ": restart hostagentd to bind it again"};
+      }
+    }
+    return ok_status();
+  }
+
+  Status configure_vfs(state::DeviceRecord& record, const DeviceRequest& request) {
+    for (const auto& [vf, mac] : request.vf_macs) {
+      HA_TRY(const auto place, vf_place(host_, vf));
+      const auto wanted = vf_settings(parts_.devices.vf, mac, request.vlan);
+      record.vfs.push_back(sriov::VfConfigRecord{place.pf_netdev, place.index, wanted, {}});
+      HA_TRY_STATUS(records_.write(record));
+      HA_TRY(record.vfs.back(), sriov::configure(*parts_.netlink, place.pf_netdev, place.index, wanted));
+      HA_TRY_STATUS(records_.write(record));
+    }
+    return ok_status();
+  }
+
+  Status enable_peer_to_peer(state::DeviceRecord& record, const std::vector<PciAddress>& devices) {
+    if (devices.empty()) return ok_status();
+    HA_TRY(record.p2p, vfio::p2p_needs(host_, devices, *parts_.config_space));
+    HA_TRY_STATUS(records_.write(record));
+    ledger_.acquire(record.owner, record.p2p);
+    HA_TRY_STATUS(vfio::apply_p2p(*parts_.config_space, record.p2p));
+    return ok_status();
+  }
+
+  // Everything the record names, in reverse: registers no VM needs any more, VF settings, groups.
+  // Each undo is idempotent, so a record written ahead of a change that never happened is harmless.
+  // The record goes only when all of it is undone; otherwise it stays for the next release.
+  Status undo(const state::DeviceRecord& record) {
+    std::string failures;
+    auto note = [&failures](const Status& status) {
+      if (!status.ok()) failures += (failures.empty() ? "" : "; ") + status.error().message;
+    };
+    const auto restored = vfio::restore_p2p(*parts_.config_space, ledger_.release(record.owner));
+    // Still needed by this owner as far as the count goes, so the next release tries them again.
+    if (!restored.ok()) ledger_.acquire(record.owner, record.p2p);
+    note(restored);
+    for (auto vf = record.vfs.rbegin(); vf != record.vfs.rend(); ++vf) note(sriov::reset(*parts_.netlink, *vf));
+    for (auto group = record.groups.rbegin(); group != record.groups.rend(); ++group) note(binder_.release(*group));
+    if (!failures.empty()) {
+      return Error{ErrorCode::io_error, "devices of " + record.owner + " not all given back: " + failures};
+    }
+    return records_.remove(record.owner);
+  }
+
+  const numa::HostModel host_;
+  HostDeviceParts parts_;
+  state::DeviceRecords records_;
+  vfio::VfioBinder binder_;
+  std::mutex mutex_;  // one preparation at a time: the ledger, and two VMs' groups never interleave
+  std::set<int> host_groups_;
+  vfio::P2pLedger ledger_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<DevicePreparer>> make_host_device_preparer(const numa::HostModel& host, HostDeviceParts parts) {
+  HA_ASSERT(parts.writer && parts.config_space && parts.netlink);
+  HA_TRY(auto sysfs, SysfsRoot::open(parts.sysfs_root));
+  HA_TRY(auto records, state::DeviceRecords::open(parts.records_directory));
+  auto preparer = std::make_unique<HostDevicePreparer>(host, std::move(parts), std::move(sysfs), std::move(records));
+  HA_TRY_STATUS(preparer->load());
+  return std::unique_ptr<DevicePreparer>(std::move(preparer));
+}
+
+}  // namespace hostagent::daemon

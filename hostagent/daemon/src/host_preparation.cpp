@@ -1,0 +1,84 @@
+// daemon/host_preparation: what hostagentd readies once, at start, before any VM asks: the VFs the
+// configuration lists, and every GPU and NVSwitch group on vfio-pci (Vela binds them at boot), so a
+// VM's start never waits for a driver to let go of a device.
+#include <algorithm>
+#include <set>
+
+#include "hostagent/daemon/device_preparer.hpp"
+#include "hostagent/sriov/vf_provisioning.hpp"
+#include "hostagent/state/device_records.hpp"
+#include "hostagent/vfio/host_preparation.hpp"
+#include "log.hpp"
+
+namespace hostagent::daemon {
+namespace {
+
+// VFs made for passthrough stay unbound until vfio-pci takes them: with sriov_drivers_autoprobe
+// at 1 the PF's driver would probe each (Documentation/ABI/testing/sysfs-bus-pci), building a
+// netdev and RDMA device per VF only to tear them down again, and some VFs (QEMU's NVMe) cannot
+// be probed until the PF gives them resources.
+Result<bool> create_vfs(const SysfsRoot& sysfs, SysfsWriter& writer, const config::SriovPfConfig& pf_config) {
+  HA_TRY(const auto pf, PciAddress::parse(pf_config.pf));
+  HA_TRY(const auto now, sriov::live_vfs(sysfs, pf));
+  if (static_cast<int>(now.size()) == pf_config.vfs) return false;
+  const std::string autoprobe = "/sys/bus/pci/devices/" + pf.to_string() + "/sriov_drivers_autoprobe";
+  if (pf_config.vfs > 0 && sysfs.exists(autoprobe)) HA_TRY_STATUS(writer.write(autoprobe, "0"));
+  HA_TRY_STATUS(sriov::set_vf_count(sysfs, writer, pf, pf_config.vfs));
+  log(LogLevel::info, "devices: " + pf.to_string() + " has " + std::to_string(pf_config.vfs) + " VFs");
+  return true;
+}
+
+// Binds the GPU and NVSwitch groups not bound yet, recording each member's driver ahead (merged
+// with what an earlier start recorded: a group already on vfio-pci keeps its first record).
+Result<bool> bind_host_groups(const numa::HostModel& host, const SysfsRoot& sysfs, HostDeviceParts& parts) {
+  HA_TRY(auto records, state::DeviceRecords::open(parts.records_directory));
+  HA_TRY(auto record, records.read(state::kHostDeviceOwner));
+  state::DeviceRecord host_record = record.value_or(state::DeviceRecord{state::kHostDeviceOwner, {}, {}, {}});
+  vfio::BinderOptions options;
+  if (!parts.devices.releasable_drivers.empty()) options.unbindable_drivers = parts.devices.releasable_drivers;
+  vfio::VfioBinder binder(sysfs, *parts.writer, options);
+  std::set<int> recorded;
+  for (const auto& group : host_record.groups) recorded.insert(group.group);
+  const auto roles = vfio::default_passthrough_roles();
+  bool changed = false;
+  for (const auto& f : host.pci_devices) {
+    if (std::find(roles.begin(), roles.end(), f.role) == roles.end()) continue;
+    HA_TRY(const auto now, binder.inspect_group(f.address));
+    if (recorded.count(now.group) != 0) continue;
+    host_record.groups.push_back(now);
+    recorded.insert(now.group);
+    HA_TRY_STATUS(records.write(host_record));
+    auto bound = binder.bind_group(f.address);
+    if (!bound.ok()) {
+      // bind_group put the group back as it was. The daemon still starts: a VM placed on this
+      // device binds it at its own start, or fails there naming the reason.
+      log(LogLevel::warning, "devices: IOMMU group " + std::to_string(now.group) + " of " + f.address.to_string() +
+                                 " left as it is: " + bound.error().message);
+      host_record.groups.pop_back();
+      recorded.erase(now.group);
+      HA_TRY_STATUS(records.write(host_record));
+      continue;
+    }
+    changed = changed || std::any_of(bound->functions.begin(), bound->functions.end(),
+                                     [](const vfio::BoundFunction& b) { return !b.was_vfio; });
+    host_record.groups.back() = *bound;
+    HA_TRY_STATUS(records.write(host_record));
+  }
+  return changed;
+}
+
+}  // namespace
+
+Result<bool> prepare_host_devices(const numa::HostModel& host, HostDeviceParts& parts) {
+  HA_TRY(const auto sysfs, SysfsRoot::open(parts.sysfs_root));
+  bool changed = false;
+  for (const auto& pf : parts.devices.sriov) {
+    HA_TRY(const bool created, create_vfs(sysfs, *parts.writer, pf));
+    changed = changed || created;
+  }
+  if (!parts.devices.bind_at_start) return changed;
+  HA_TRY(const bool bound, bind_host_groups(host, sysfs, parts));
+  return changed || bound;
+}
+
+}  // namespace hostagent::daemon

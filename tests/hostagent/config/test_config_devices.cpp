@@ -1,0 +1,94 @@
+// config devices: the device-preparation section's defaults, every key read, each class of error
+// with its position, and the rule that a simulated host gets libvirt's preparation.
+#include <doctest/doctest.h>
+
+#include "hostagent/config/daemon_config.hpp"
+
+namespace hostagent::config {
+namespace {
+
+DaemonConfig valid(const std::string& yaml) {
+  auto config = parse_config(yaml, "c.yaml");
+  REQUIRE(config.ok());
+  return *config;
+}
+
+std::string problems(const std::string& yaml) {
+  auto config = parse_config(yaml, "c.yaml");
+  REQUIRE_FALSE(config.ok());
+  CHECK(config.error().code == ErrorCode::invalid_argument);
+  return config.error().message;
+}
+
+TEST_CASE("devices: an empty file prepares devices with hostagent, binding GPUs at start") {
+  const DevicesConfig devices = valid("").devices;
+  CHECK(devices.preparation == "hostagent");
+  CHECK(devices.bind_at_start);
+  CHECK(devices.gpu_ids.empty());
+  CHECK(devices.sriov.empty());
+  CHECK(devices.releasable_drivers.empty());
+  CHECK(devices.vf.vlan == 0);
+  CHECK_FALSE(devices.vf.trust);
+  CHECK(devices.vf.spoofchk);
+  CHECK(devices.vf.link_state == "auto");
+  CHECK(devices.vf.max_tx_rate_mbps == 0);
+}
+
+TEST_CASE("devices: every key of a full section is read") {
+  const DevicesConfig devices = valid(
+                                    "devices:\n"
+                                    "  preparation: hostagent\n"
+                                    "  bind_at_start: false\n"
+                                    "  gpu_ids:\n"
+                                    "    - {vendor: 0x1234, device: 0x11e8}\n"
+                                    "  sriov:\n"
+                                    "    - {pf: \"0000:3b:00.0\", vfs: 8}\n"
+                                    "    - {pf: \"0000:5e:00.1\", vfs: 0}\n"
+                                    "  vf: {vlan: 100, qos: 3, trust: true, spoofchk: false, link_state: enable,\n"
+                                    "       min_tx_rate_mbps: 1000, max_tx_rate_mbps: 25000}\n"
+                                    "  releasable_drivers: [nvidia, mlx5_core]\n")
+                                    .devices;
+  CHECK_FALSE(devices.bind_at_start);
+  REQUIRE(devices.gpu_ids.size() == 1);
+  CHECK(devices.gpu_ids[0].vendor == 0x1234);
+  CHECK(devices.gpu_ids[0].device == 0x11e8);
+  REQUIRE(devices.sriov.size() == 2);
+  CHECK(devices.sriov[0].pf == "0000:3b:00.0");
+  CHECK(devices.sriov[0].vfs == 8);
+  CHECK(devices.sriov[1].vfs == 0);
+  CHECK(devices.vf.vlan == 100);
+  CHECK(devices.vf.qos == 3);
+  CHECK(devices.vf.trust);
+  CHECK_FALSE(devices.vf.spoofchk);
+  CHECK(devices.vf.link_state == "enable");
+  CHECK(devices.vf.min_tx_rate_mbps == 1000);
+  CHECK(devices.vf.max_tx_rate_mbps == 25000);
+  CHECK(devices.releasable_drivers == std::vector<std::string>{"nvidia", "mlx5_core"});
+}
+
+TEST_CASE("devices: errors name the key, what was found and what is expected") {
+  CHECK(problems("devices:\n  preparation: kernel\n") ==
+        "c.yaml:2:16: devices.preparation: found \"kernel\", expected hostagent or libvirt");
+  CHECK(problems("devices:\n  sriov:\n    - {pf: \"3b:00\", vfs: 8}\n") ==
+        "c.yaml:3:12: devices.sriov[0].pf: found \"3b:00\", expected a PCI address like 0000:3b:00.0");
+  CHECK(problems("devices:\n  sriov:\n    - {pf: \"0000:3b:00.0\"}\n") ==
+        "c.yaml:3:7: devices.sriov[0]: found a mapping, expected both pf and vfs, like {pf: \"0000:3b:00.0\", vfs: 8}");
+  CHECK(problems("devices:\n  vf: {vlan: 4095}\n") ==
+        "c.yaml:2:14: devices.vf.vlan: found 4095, expected a whole number 0..4094");
+  CHECK(problems("devices:\n  gpu_ids: [{vendor: 4660, device: 0x11e8}]\n") ==
+        "c.yaml:2:22: devices.gpu_ids[0].vendor: found \"4660\", expected a hex PCI id like 0x2330");
+  CHECK(problems("devices:\n  sriov: 0000:3b:00.0\n") ==
+        "c.yaml:2:10: devices.sriov: found \"0000:3b:00.0\", expected a list of {pf: \"0000:3b:00.0\", vfs: 8}");
+}
+
+TEST_CASE("devices: a simulated host gets libvirt's preparation unless hostagent's is asked for, which is refused") {
+  CHECK(valid("host: {simulated: vela2}\n").devices.preparation == "libvirt");
+  CHECK(valid("host: {simulated: vela2}\ndevices: {preparation: libvirt}\n").devices.preparation == "libvirt");
+  CHECK(problems("host: {simulated: vela2}\ndevices: {preparation: hostagent}\n") ==
+        "c.yaml:2:24: devices.preparation: found \"hostagent\" with host.simulated \"vela2\", expected libvirt on a "
+        "simulated host (its sysfs tree does not act on writes)");
+  CHECK(embedded_default_config("vela2", "/tmp/x").devices.preparation == "libvirt");
+}
+
+}  // namespace
+}  // namespace hostagent::config

@@ -1,0 +1,110 @@
+// Real-kernel harness: the emulated GPU host's QEMU command line (see qemu_command.hpp).
+#include "qemu_command.hpp"
+
+#include "../emulated_host.hpp"
+
+namespace hostagent::testing::kernel {
+namespace {
+
+namespace host = emulated_host;
+
+std::string hex(int value) {
+  static constexpr const char* kDigits = "0123456789abcdef";
+  std::string out;
+  do {
+    out.insert(out.begin(), kDigits[value % 16]);
+    value /= 16;
+  } while (value > 0);
+  return "0x" + out;
+}
+
+// Every PCIe port needs a (chassis, slot) pair of its own; a counter gives each a chassis.
+class Chassis {
+ public:
+  std::string next() { return std::to_string(next_++); }
+
+ private:
+  int next_ = 1;
+};
+
+// QEMU 7.2's NVMe SR-IOV constraints (hw/nvme/ctrl.c nvme_check_constraints): a subsystem; at least
+// two flexible queue pairs and one flexible interrupt per VF; the PF keeps two queue pairs (admin +
+// one I/O) and its MSI-X table two vectors beyond the flexible ones.
+std::string nvme_pf(int node) {
+  const int vq_flexible = 2 * host::kNvmeMaxVfs;
+  const int vi_flexible = host::kNvmeMaxVfs;
+  const std::string n = std::to_string(node);
+  return "nvme,id=nvme" + n + ",bus=rp" + n + "n,serial=hostagent-nvme" + n + ",subsys=subsys" + n +
+         ",sriov_max_vfs=" + std::to_string(host::kNvmeMaxVfs) + ",sriov_vq_flexible=" + std::to_string(vq_flexible) +
+         ",sriov_vi_flexible=" + std::to_string(vi_flexible) + ",max_ioqpairs=" + std::to_string(vq_flexible + 2) +
+         ",msix_qsize=" + std::to_string(vi_flexible + 2);
+}
+
+void add_node(std::vector<std::string>& devices, int node, Chassis& chassis) {
+  const std::string n = std::to_string(node);
+  const std::string pxb = "pxb" + n;
+  devices.push_back("pxb-pcie,id=" + pxb + ",bus_nr=" + hex(host::kBusBase.at(node)) + ",numa_node=" + n +
+                    ",bus=pcie.0,addr=" + hex(0x10 + node));
+  // The switch: a root port, the upstream port, one downstream port per endpoint.
+  devices.push_back("pcie-root-port,id=rp" + n + "s,bus=" + pxb + ",chassis=" + chassis.next() + ",slot=0,addr=0x0");
+  devices.push_back("x3130-upstream,id=up" + n + ",bus=rp" + n + "s");
+  int port = 0;
+  const auto downstream = [&](const std::string& endpoint) {
+    const std::string id = "dp" + n + "_" + std::to_string(port);
+    devices.push_back("xio3130-downstream,id=" + id + ",bus=up" + n + ",port=" + std::to_string(port) +
+                      ",chassis=" + chassis.next() + ",slot=0");
+    devices.push_back(endpoint + ",bus=" + id);
+    ++port;
+  };
+  for (int i = 0; i < host::kEduPerNode; ++i) downstream("edu");
+  if (node == 0) downstream("virtio-rng-pci,disable-legacy=on,ats=on");
+  // The NVMe PF on a root port of its own.
+  devices.push_back("pcie-root-port,id=rp" + n + "n,bus=" + pxb + ",chassis=" + chassis.next() + ",slot=0,addr=0x1");
+  devices.push_back("nvme-subsys,id=subsys" + n + ",nqn=hostagent-kernel-" + n);
+  devices.push_back(nvme_pf(node));
+}
+
+}  // namespace
+
+std::string kernel_cmdline() {
+  return "console=ttyS0 intel_iommu=on iommu=pt panic=-1 quiet";
+}
+
+std::vector<std::string> device_arguments() {
+  // The IOMMU first: QEMU attaches each PCI device to the IOMMU that exists when it is created.
+  std::vector<std::string> devices = {"intel-iommu,intremap=on,caching-mode=on"};
+  Chassis chassis;
+  for (int node = 0; node < host::kNodes; ++node) add_node(devices, node, chassis);
+  return devices;
+}
+
+std::vector<std::string> qemu_argv(const QemuInputs& inputs) {
+  const int cpus = host::kNodes * host::kCpusPerNode;
+  // TCG, as on CI, even where /dev/kvm exists: nested KVM with the emulated IOMMU and the split
+  // irqchip hung before the kernel's first line on a development machine.
+  std::vector<std::string> argv = {inputs.qemu.string(),       "-accel", "tcg", "-machine",
+                                   "q35,kernel-irqchip=split", "-cpu",   "max"};
+  // A socket per node, as on a two-socket host: CPUs of one package on two nodes make the guest
+  // kernel warn (arch/x86/kernel/smpboot.c topology_sane).
+  argv.insert(argv.end(), {"-smp", std::to_string(cpus) + ",sockets=" + std::to_string(host::kNodes), "-m",
+                           std::to_string(host::kNodes * host::kMemoryMibPerNode) + "M"});
+  // No default NIC, VGA, monitor or serial port: only what is listed here.
+  argv.insert(argv.end(), {"-nodefaults", "-display", "none", "-no-reboot"});
+  for (int node = 0; node < host::kNodes; ++node) {
+    const std::string n = std::to_string(node);
+    const int first_cpu = node * host::kCpusPerNode;
+    const std::string cpu_range =
+        host::kCpusPerNode == 1 ? std::to_string(first_cpu)
+                                : std::to_string(first_cpu) + "-" + std::to_string(first_cpu + host::kCpusPerNode - 1);
+    argv.insert(argv.end(),
+                {"-object", "memory-backend-ram,id=mem" + n + ",size=" + std::to_string(host::kMemoryMibPerNode) + "M",
+                 "-numa", "node,nodeid=" + n + ",cpus=" + cpu_range + ",memdev=mem" + n});
+  }
+  for (const auto& device : device_arguments()) argv.insert(argv.end(), {"-device", device});
+  argv.insert(argv.end(),
+              {"-serial", "file:" + inputs.console_log.string(), "-serial", "file:" + inputs.results_log.string(),
+               "-kernel", inputs.kernel.string(), "-initrd", inputs.initrd.string(), "-append", kernel_cmdline()});
+  return argv;
+}
+
+}  // namespace hostagent::testing::kernel

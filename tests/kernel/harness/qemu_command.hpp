@@ -1,0 +1,31 @@
+// Real-kernel harness: the QEMU command line of the emulated GPU host (emulated_host.hpp). Q35 with
+// an emulated Intel IOMMU (interrupt remapping needs the split irqchip; caching-mode=on is what lets
+// vfio-pci in the guest map DMA through it), two NUMA nodes each with its own PCIe expander bridge,
+// switches, NVMe SR-IOV PFs, and two serial ports: ttyS0 the console, ttyS1 the tests' results.
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace hostagent::testing::kernel {
+
+struct QemuInputs {
+  std::filesystem::path qemu = "qemu-system-x86_64";
+  std::filesystem::path kernel;
+  std::filesystem::path initrd;
+  std::filesystem::path console_log;  // ttyS0
+  std::filesystem::path results_log;  // ttyS1
+};
+
+// The kernel command line: the console on ttyS0, the IOMMU on (Debian's default leaves it off),
+// and a panic that ends the run at once (panic=-1 reboots, -no-reboot turns that into QEMU's exit).
+std::string kernel_cmdline();
+
+// The device arguments of the emulated host, in creation order (a bus before what plugs into it).
+std::vector<std::string> device_arguments();
+
+// The whole argv, QEMU first.
+std::vector<std::string> qemu_argv(const QemuInputs& inputs);
+
+}  // namespace hostagent::testing::kernel

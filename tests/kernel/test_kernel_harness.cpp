@@ -1,0 +1,209 @@
+// The real-kernel harness's own pieces, on any machine: the guest's results log, the module and
+// library closures that fill the initramfs, the archive's order, the QEMU command line.
+#include <doctest/doctest.h>
+
+#include <filesystem>
+#include <map>
+#include <set>
+
+#include "emulated_host.hpp"
+#include "harness/guest_results.hpp"
+#include "harness/host_prerequisites.hpp"
+#include "harness/initramfs.hpp"
+#include "harness/qemu_command.hpp"
+#include "test_support.hpp"
+
+namespace hostagent::testing::kernel {
+namespace {
+
+namespace fs = std::filesystem;
+
+TEST_CASE("the results log gives each test case its output and exit status, an unfinished one none") {
+  const std::string log =
+      "hostagent-kernel-guest: tests 3\r\n"
+      "hostagent-kernel-guest: begin a passing case, with a comma\r\n"
+      "[doctest] test cases: 1 | 1 passed\r\n"
+      "hostagent-kernel-guest: end 0 a passing case, with a comma\r\n"
+      "hostagent-kernel-guest: begin failing\n"
+      "CHECK( x == 1 ) is NOT correct!\n"
+      "hostagent-kernel-guest: end 1 failing\n"
+      "hostagent-kernel-guest: begin hangs\n"
+      "still running";
+  const GuestRun run = parse_guest_run(log);
+  CHECK(run.listed == 3);
+  CHECK_FALSE(run.done);
+  REQUIRE(run.tests.size() == 3);
+  const auto* passing = find_result(run, "a passing case, with a comma");
+  REQUIRE(passing != nullptr);
+  CHECK(passing->exit_code == 0);
+  CHECK(passing->output == "[doctest] test cases: 1 | 1 passed\n");
+  CHECK(find_result(run, "failing")->exit_code == 1);
+  CHECK(find_result(run, "failing")->output == "CHECK( x == 1 ) is NOT correct!\n");
+  CHECK_FALSE(find_result(run, "hangs")->exit_code.has_value());
+  CHECK(find_result(run, "hangs")->output == "still running\n");
+  CHECK(find_result(run, "never began") == nullptr);
+  CHECK(parse_guest_run("hostagent-kernel-guest: tests 0\nhostagent-kernel-guest: done\n").done);
+}
+
+TEST_CASE("an end marker for another test case does not end the current one") {
+  const GuestRun run = parse_guest_run(
+      "hostagent-kernel-guest: begin one\nhostagent-kernel-guest: end 0 two\nhostagent-kernel-guest: done\n");
+  REQUIRE(run.tests.size() == 1);
+  CHECK_FALSE(run.tests[0].exit_code.has_value());
+}
+
+TEST_CASE("tail_lines keeps the last lines") {
+  CHECK(tail_lines("a\nb\nc\n", 2) == "b\nc\n");
+  CHECK(tail_lines("a\nb\nc", 5) == "a\nb\nc");
+  CHECK(tail_lines("", 3).empty());
+}
+
+TEST_CASE("the module closure follows modules.dep, with dashes and underscores alike") {
+  const std::string dep =
+      "kernel/drivers/vfio/vfio.ko:\n"
+      "kernel/virt/lib/irqbypass.ko:\n"
+      "kernel/drivers/vfio/pci/vfio-pci-core.ko: kernel/virt/lib/irqbypass.ko kernel/drivers/vfio/vfio.ko\n"
+      "kernel/drivers/vfio/pci/vfio-pci.ko: kernel/drivers/vfio/pci/vfio-pci-core.ko\n"
+      "kernel/drivers/nvme/host/nvme.ko.xz: kernel/drivers/nvme/host/nvme-core.ko.xz\n"
+      "kernel/drivers/nvme/host/nvme-core.ko.xz:\n";
+  CHECK(module_closure(dep, {"vfio_pci"}).value() ==
+        std::vector<std::string>{"kernel/drivers/vfio/pci/vfio-pci-core.ko", "kernel/drivers/vfio/pci/vfio-pci.ko",
+                                 "kernel/drivers/vfio/vfio.ko", "kernel/virt/lib/irqbypass.ko"});
+  CHECK(module_closure(dep, {"nvme", "vfio"}).value() ==
+        std::vector<std::string>{"kernel/drivers/nvme/host/nvme-core.ko.xz", "kernel/drivers/nvme/host/nvme.ko.xz",
+                                 "kernel/drivers/vfio/vfio.ko"});
+  const auto missing = module_closure(dep, {"netdevsim"});
+  REQUIRE_FALSE(missing.ok());
+  CHECK(missing.error().code == ErrorCode::not_found);
+  CHECK(missing.error().message.find("netdevsim") != std::string::npos);
+}
+
+TEST_CASE("the loader's --list output gives the libraries and the loader, and names what it cannot find") {
+  const std::string listed =
+      "\tlinux-vdso.so.1 (0x00007ffd0b5f2000)\n"
+      "\tlibmnl.so.0 => /lib/x86_64-linux-gnu/libmnl.so.0 (0x00007f8659083000)\n"
+      "\tlibc.so.6 => /lib/x86_64-linux-gnu/libc.so.6 (0x00007f8658e7f000)\n"
+      "\t/lib64/ld-linux-x86-64.so.2 (0x00007f86590d4000)\n";
+  CHECK(parse_loader_list(listed, "/usr/bin/rdma").value() == std::vector<fs::path>{"/lib/x86_64-linux-gnu/libmnl.so.0",
+                                                                                    "/lib/x86_64-linux-gnu/libc.so.6",
+                                                                                    "/lib64/ld-linux-x86-64.so.2"});
+  const auto missing = parse_loader_list(listed + "\tlibgone.so.1 => not found\n", "/usr/bin/rdma");
+  REQUIRE_FALSE(missing.ok());
+  CHECK(missing.error().message.find("libgone.so.1") != std::string::npos);
+  CHECK(missing.error().message.find("/usr/bin/rdma") != std::string::npos);
+}
+
+TEST_CASE("a program goes into the initramfs with its libraries and the dynamic loader") {
+  const fs::path program = "/bin/sh";
+  if (!fs::exists("/lib64/ld-linux-x86-64.so.2")) {
+    skip("no x86-64 dynamic loader on this machine");
+    return;
+  }
+  InitramfsTree tree;
+  REQUIRE(add_elf_with_libraries(tree, fs::canonical(program)).ok());
+  CHECK(tree.contains(fs::canonical(program).relative_path().string()));
+  CHECK(tree.contains("lib64/ld-linux-x86-64.so.2"));
+  CHECK(tree.contains("lib/x86_64-linux-gnu/libc.so.6"));
+  CHECK(tree.contains("lib64"));
+}
+
+TEST_CASE("the archive lists each directory before what it holds") {
+  InitramfsTree tree;
+  tree.add_file("usr/lib/x86_64-linux-gnu/libibverbs/librxe-rdmav34.so", "elf", 0755);
+  tree.add_file("init", "#!/bin/busybox sh\n", 0755);
+  tree.add_char_device("dev/console", 5, 1);
+  const std::string archive = tree.archive();
+  const auto at = [&](const std::string& name) { return archive.find(std::string(name) + '\0'); };
+  for (const char* name : {"usr", "usr/lib", "usr/lib/x86_64-linux-gnu", "usr/lib/x86_64-linux-gnu/libibverbs",
+                           "usr/lib/x86_64-linux-gnu/libibverbs/librxe-rdmav34.so", "dev", "dev/console", "init"}) {
+    INFO(name);
+    CHECK(at(name) != std::string::npos);
+  }
+  CHECK(at("usr") < at("usr/lib"));
+  CHECK(at("usr/lib/x86_64-linux-gnu/libibverbs") < at("usr/lib/x86_64-linux-gnu/libibverbs/librxe-rdmav34.so"));
+  CHECK(at("dev") < at("dev/console"));
+  CHECK(archive.find("TRAILER!!!") > at("usr/lib/x86_64-linux-gnu/libibverbs/librxe-rdmav34.so"));
+}
+
+// "key=value,key=value" of a -device argument, its driver under "driver".
+std::map<std::string, std::string> device_properties(const std::string& device) {
+  std::map<std::string, std::string> properties;
+  std::size_t start = 0;
+  for (bool first = true; start <= device.size(); first = false) {
+    const auto end = std::min(device.find(',', start), device.size());
+    const std::string item = device.substr(start, end - start);
+    const auto equals = item.find('=');
+    if (first) {
+      properties["driver"] = item;
+    } else if (equals != std::string::npos) {
+      properties[item.substr(0, equals)] = item.substr(equals + 1);
+    }
+    start = end + 1;
+  }
+  return properties;
+}
+
+TEST_CASE("every device plugs into a bus created before it, and every PCIe port has a chassis of its own") {
+  std::set<std::string> ids = {"pcie.0"};
+  std::set<std::string> chassis;
+  std::map<std::string, int> drivers;
+  const auto devices = device_arguments();
+  REQUIRE(!devices.empty());
+  CHECK(devices.front() == "intel-iommu,intremap=on,caching-mode=on");
+  for (const auto& device : devices) {
+    INFO(device);
+    auto properties = device_properties(device);
+    ++drivers[properties["driver"]];
+    if (properties.contains("bus")) CHECK(ids.contains(properties["bus"]));
+    if (properties.contains("chassis")) CHECK(chassis.insert(properties["chassis"]).second);
+    if (properties.contains("id")) CHECK(ids.insert(properties["id"]).second);
+  }
+  namespace host = emulated_host;
+  CHECK(drivers["pxb-pcie"] == host::kNodes);
+  CHECK(drivers["edu"] == host::kNodes * host::kEduPerNode);
+  CHECK(drivers["nvme"] == host::kNodes);
+  CHECK(drivers["nvme-subsys"] == host::kNodes);
+  CHECK(drivers["x3130-upstream"] == host::kNodes);
+  CHECK(drivers["virtio-rng-pci"] == 1);
+}
+
+TEST_CASE("the QEMU command line: Q35 with a split irqchip, two NUMA nodes, the IOMMU on in the kernel") {
+  const auto argv = qemu_argv(QemuInputs{"qemu-system-x86_64", "/boot/vmlinuz", "/tmp/initrd", "/tmp/c", "/tmp/r"});
+  const auto after = [&](const std::string& option) {
+    std::vector<std::string> values;
+    for (std::size_t i = 0; i + 1 < argv.size(); ++i) {
+      if (argv[i] == option) values.push_back(argv[i + 1]);
+    }
+    return values;
+  };
+  CHECK(after("-machine") == std::vector<std::string>{"q35,kernel-irqchip=split"});
+  CHECK(after("-numa").size() == static_cast<std::size_t>(emulated_host::kNodes));
+  CHECK(after("-serial") == std::vector<std::string>{"file:/tmp/c", "file:/tmp/r"});
+  CHECK(after("-append").at(0).find("intel_iommu=on") != std::string::npos);
+  CHECK(after("-kernel") == std::vector<std::string>{"/boot/vmlinuz"});
+  for (const auto& device : after("-device")) {
+    if (!device.starts_with("nvme,")) continue;
+    INFO(device);
+    CHECK(device.find("sriov_max_vfs=" + std::to_string(emulated_host::kNvmeMaxVfs)) != std::string::npos);
+    CHECK(device.find("subsys=") != std::string::npos);
+  }
+}
+
+TEST_CASE("the guest's /init loads the modules, then runs the guest program's test cases between markers") {
+  const std::string script = init_script(InitOptions{{"vfio-pci", "nvme"}, "/hostagent/guest", 77});
+  CHECK(script.starts_with("#!/bin/busybox sh\n"));
+  CHECK(script.find("for module in vfio-pci nvme; do") != std::string::npos);
+  CHECK(script.find("guest=/hostagent/guest\n") != std::string::npos);
+  CHECK(script.find("timeout 77 $guest --test-case=") != std::string::npos);
+  CHECK(script.find("report done") != std::string::npos);
+  CHECK(script.find("poweroff -f") != std::string::npos);
+}
+
+TEST_CASE("the linux-source package of a Debian kernel version") {
+  CHECK(kernel_series("6.1.0-57-amd64") == "6.1");
+  CHECK(kernel_series("6.12.9-amd64") == "6.12");
+  CHECK(kernel_series("6.1") == "6.1");
+}
+
+}  // namespace
+}  // namespace hostagent::testing::kernel

@@ -1,0 +1,80 @@
+// Test helper: a SysfsWriter over a fixture tree (a simulated host's root) that does, on each write,
+// what the kernel does: libvirt's tests/virpcimock.c, as an object rather than an LD_PRELOAD. The
+// base routes a write to the model registered for that attribute; models of the PCI driver core,
+// SR-IOV and resets live beside it (fake_pci_drivers.hpp, fake_sriov.hpp) and are installed by the
+// suites that need them. A write nobody models stores the value, as a plain attribute would.
+//
+// Fault injection fails the Nth write matching a pattern before anything changes, as the kernel does
+// when a store() handler returns an error, so every step of a multi-step preparation can be made to
+// fail and the rollback checked against a snapshot of the tree.
+#pragma once
+
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <regex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "hostagent/common/sysfs_writer.hpp"
+
+namespace hostagent::testing {
+
+class FakeKernel final : public SysfsWriter {
+ public:
+  // The model of one attribute: called with the kernel path ("/sys/bus/pci/drivers_probe") and
+  // the value as written (trailing newline included, as userspace sends it). Returns the kernel's
+  // answer; an Error built with sysfs_write_error(errno, ...) is what a real refusal looks like.
+  using Model = std::function<Status(FakeKernel& kernel, const std::string& kernel_path, std::string_view value)>;
+
+  explicit FakeKernel(std::filesystem::path root);
+
+  Status write(const std::string& kernel_path, std::string_view value) override;
+  const std::filesystem::path& root() const override { return root_; }
+
+  // Writes to kernel paths matching `pattern` (std::regex, whole path) go to model. The first
+  // registered match wins.
+  void model(const std::string& pattern, Model model);
+
+  // The nth (1-based) write from now whose kernel path matches pattern fails with err, changing
+  // nothing. Each injected fault fires once.
+  void fail_write(const std::string& pattern, int err, int nth = 1);
+
+  // Every write that reached a model or the plain store, in order: {kernel path, value}.
+  const std::vector<std::pair<std::string, std::string>>& writes() const { return writes_; }
+  int faults_fired() const { return faults_fired_; }
+
+  // Helpers for models: the file on disk for a kernel path, and the usual filesystem changes.
+  std::filesystem::path host_path(const std::string& kernel_path) const;
+  void store(const std::string& kernel_path, std::string_view value) const;
+  Error refuse(int err, const std::string& kernel_path, std::string_view value) const;
+
+ private:
+  struct Entry {
+    std::regex pattern;
+    Model model;
+  };
+  struct Fault {
+    std::regex pattern;
+    int err = 0;
+    int remaining = 1;  // matching writes still to let through, plus this one
+  };
+
+  std::filesystem::path root_;
+  std::vector<Entry> models_;
+  std::vector<Fault> faults_;
+  std::vector<std::pair<std::string, std::string>> writes_;
+  int faults_fired_ = 0;
+};
+
+// Everything under root, as "relative path" -> "dir", "file:<contents>" or "link:<target>": two
+// snapshots compare equal exactly when a rollback left the tree as it found it.
+std::map<std::string, std::string> snapshot_tree(const std::filesystem::path& root);
+
+// The entries on which two snapshots differ, one per line ("- path: before" / "+ path: after"), for
+// a failure message that says what was left behind.
+std::string describe_difference(const std::map<std::string, std::string>& before,
+                                const std::map<std::string, std::string>& after);
+
+}  // namespace hostagent::testing
