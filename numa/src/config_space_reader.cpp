@@ -4,34 +4,10 @@ extern "C" {
 #include <pci/pci.h>
 }
 
-#include <csetjmp>
-#include <cstdarg>
-#include <cstdio>
 #include <string>
 
 namespace hostagent::numa::detail {
 namespace {
-
-// libpci declares its error callback noreturn ("write error message and quit"); the default one
-// calls exit(). A daemon must not exit because one config file is odd, so the callback jumps back
-// to the libpci call in progress. libpci is C: no destructors are skipped by the jump.
-thread_local std::jmp_buf* libpci_escape = nullptr;
-thread_local std::string libpci_last_error;
-
-// GNU attribute rather than [[noreturn]]: libpci's callback type carries it, and clang checks it.
-__attribute__((noreturn)) void on_libpci_error(char* msg, ...) {
-  char buf[512];
-  va_list args;
-  va_start(args, msg);
-  std::vsnprintf(buf, sizeof buf, msg, args);
-  va_end(args);
-  libpci_last_error = buf;
-  if (libpci_escape != nullptr) std::longjmp(*libpci_escape, 1);
-  std::fprintf(stderr, "hostagent: libpci error outside a guarded call: %s\n", buf);
-  std::abort();
-}
-
-void on_libpci_warning(char*, ...) {}  // missing attributes are reported by our own reads
 
 PciePortType port_type_from(unsigned code) {
   // PCIe Base Spec 7.5.3.2, Device/Port Type field of the PCI Express Capabilities Register.
@@ -84,22 +60,6 @@ void read_extended(pci_dev* dev, ConfigSpaceInfo& info) {
   }
 }
 
-// Runs f with libpci errors turned into a false return. Only trivially destructible frames may lie
-// between here and the jump (f's and libpci's), and f writes its results outside this frame, so
-// nothing here is modified between setjmp and longjmp.
-template <typename F>
-bool call_guarded(F&& f) {
-  std::jmp_buf escape;
-  libpci_escape = &escape;
-  if (setjmp(escape) != 0) {
-    libpci_escape = nullptr;
-    return false;
-  }
-  f();
-  libpci_escape = nullptr;
-  return true;
-}
-
 }  // namespace
 
 double pcie_speed_gts(int speed_code) {
@@ -121,31 +81,17 @@ double pcie_speed_gts(int speed_code) {
   }
 }
 
-void ConfigSpaceReader::AccessDeleter::operator()(pci_access* access) const {
-  pci_cleanup(access);
-}
-
 Result<ConfigSpaceReader> ConfigSpaceReader::open(const std::filesystem::path& sysfs_bus_pci) {
-  std::unique_ptr<pci_access, AccessDeleter> access(pci_alloc());
-  if (!access) return Error{ErrorCode::internal, "pci_alloc failed"};
-  access->method = PCI_ACCESS_SYS_BUS_PCI;
-  access->error = on_libpci_error;
-  access->warning = on_libpci_warning;
-  std::string path = sysfs_bus_pci.string();
-  pci_set_param(access.get(), const_cast<char*>("sysfs.path"), path.data());
-  pci_access* raw = access.get();
-  if (!call_guarded([raw] { pci_init(raw); })) {
-    return Error{ErrorCode::io_error, "libpci on " + path + ": " + libpci_last_error};
-  }
-  return ConfigSpaceReader(std::move(access));
+  HA_TRY(auto session, LibpciSession::open(sysfs_bus_pci));
+  return ConfigSpaceReader(std::move(session));
 }
 
 ConfigSpaceInfo ConfigSpaceReader::read(const PciAddress& address) const {
   ConfigSpaceInfo info;
   pci_dev* dev =
-      pci_get_dev(access_.get(), static_cast<int>(address.domain), address.bus, address.device, address.function);
+      pci_get_dev(session_.access(), static_cast<int>(address.domain), address.bus, address.device, address.function);
   if (dev == nullptr) return info;
-  const bool completed = call_guarded([dev, &info] {
+  const bool completed = LibpciSession::call([dev, &info] {
     uint8_t header[64];
     // A config file shorter than the standard header (or absent) has nothing to decode.
     if (pci_read_block(dev, 0, header, sizeof header) != 0) {
@@ -156,7 +102,6 @@ ConfigSpaceInfo ConfigSpaceReader::read(const PciAddress& address) const {
   });
   // Half-read config space is worse than none: callers treat it as the device's truth.
   if (!completed) info = ConfigSpaceInfo{};
-  libpci_last_error.clear();
   pci_free_dev(dev);
   return info;
 }

@@ -8,8 +8,7 @@
 
 #include "hostagent/common/result.hpp"
 #include "hostagent/numa/host_model.hpp"
-
-struct pci_access;
+#include "hostagent/numa/libpci_session.hpp"
 
 namespace hostagent::numa::detail {
 
@@ -29,11 +28,8 @@ class ConfigSpaceReader {
   ConfigSpaceInfo read(const PciAddress& address) const;
 
  private:
-  struct AccessDeleter {
-    void operator()(pci_access* access) const;
-  };
-  explicit ConfigSpaceReader(std::unique_ptr<pci_access, AccessDeleter> access) : access_(std::move(access)) {}
-  std::unique_ptr<pci_access, AccessDeleter> access_;
+  explicit ConfigSpaceReader(LibpciSession session) : session_(std::move(session)) {}
+  LibpciSession session_;
 };
 
 double pcie_speed_gts(int speed_code);  // Link Capabilities/Status speed encoding, 0 if unknown

@@ -8,71 +8,18 @@ extern "C" {
 }
 
 #include <cerrno>
-#include <csetjmp>
-#include <cstdarg>
 #include <cstdio>
 #include <cstring>
 #include <mutex>
 #include <string>
+
+#include "hostagent/numa/libpci_session.hpp"
 
 namespace hostagent::vfio {
 namespace {
 
 constexpr int kConfigSpaceSize = 4096;  // PCIe extended configuration space
 constexpr int kHeaderSize = 64;         // the standard header every function has
-
-// libpci's error callback is declared noreturn and its default calls exit(); a daemon must not exit
-// because one config file is odd, so ours jumps back into the guarded call (the approach of
-// numa/src/config_space_reader.cpp). libpci reports failed reads and writes through the warning
-// callback and a zero return; the warning's text and errno are kept for the error message.
-thread_local std::jmp_buf* libpci_escape = nullptr;
-thread_local std::string libpci_message;
-thread_local int libpci_errno = 0;
-
-std::string format_message(const char* format, va_list args) {
-  char buf[512];
-  std::vsnprintf(buf, sizeof buf, format, args);
-  return buf;
-}
-
-__attribute__((noreturn)) void on_libpci_error(char* msg, ...) {
-  va_list args;
-  va_start(args, msg);
-  libpci_message = format_message(msg, args);
-  va_end(args);
-  if (libpci_escape != nullptr) std::longjmp(*libpci_escape, 1);
-  std::fprintf(stderr, "hostagent: libpci error outside a guarded call: %s\n", libpci_message.c_str());
-  std::abort();
-}
-
-void on_libpci_warning(char* msg, ...) {
-  libpci_errno = errno;  // the failed pread/pwrite's, before formatting can change it
-  va_list args;
-  va_start(args, msg);
-  libpci_message = format_message(msg, args);
-  va_end(args);
-}
-
-// Runs f with libpci errors turned into a false return. f only calls libpci and writes to storage
-// outside this frame, so no destructor is skipped and nothing here changes between setjmp and
-// longjmp.
-template <typename F>
-bool call_guarded(F&& f) {
-  std::jmp_buf escape;
-  libpci_escape = &escape;
-  if (setjmp(escape) != 0) {
-    libpci_escape = nullptr;
-    return false;
-  }
-  f();
-  libpci_escape = nullptr;
-  return true;
-}
-
-void reset_libpci_report() {
-  libpci_message.clear();
-  libpci_errno = 0;
-}
 
 std::string hex(int value) {
   char buf[16];
@@ -86,9 +33,6 @@ Status check_offset(const numa::PciAddress& device, int offset) {
                                                 " is not a 2-byte aligned register below 0x1000"};
 }
 
-struct AccessDeleter {
-  void operator()(pci_access* access) const { pci_cleanup(access); }
-};
 struct DeviceDeleter {
   void operator()(pci_dev* dev) const { pci_free_dev(dev); }  // closes the config file libpci opened
 };
@@ -96,8 +40,8 @@ using DevicePtr = std::unique_ptr<pci_dev, DeviceDeleter>;
 
 class LibpciConfigSpace final : public ConfigSpace {
  public:
-  LibpciConfigSpace(std::unique_ptr<pci_access, AccessDeleter> access, std::filesystem::path bus_pci)
-      : access_(std::move(access)), bus_pci_(std::move(bus_pci)) {}
+  LibpciConfigSpace(numa::LibpciSession session, std::filesystem::path bus_pci)
+      : session_(std::move(session)), bus_pci_(std::move(bus_pci)) {}
 
   Result<uint16_t> read16(const numa::PciAddress& device, int offset) override {
     HA_TRY_STATUS(check_offset(device, offset));
@@ -113,10 +57,9 @@ class LibpciConfigSpace final : public ConfigSpace {
     const DevicePtr dev = open(device);
     pci_dev* raw = dev.get();
     int written = 0;
-    reset_libpci_report();
     // pci_write_word converts to little-endian and pwrite()s the config file, which the kernel
     // turns into config cycles (pci_write_config in drivers/pci/pci-sysfs.c).
-    if (!call_guarded([raw, offset, value, &written] { written = pci_write_word(raw, offset, value); }) ||
+    if (!numa::LibpciSession::call([raw, offset, value, &written] { written = pci_write_word(raw, offset, value); }) ||
         written == 0) {
       return failure("write " + hex(value) + " to", device, offset);
     }
@@ -132,7 +75,7 @@ class LibpciConfigSpace final : public ConfigSpace {
     pci_cap* cap = nullptr;
     // A 256-byte config file (conventional PCI) reads as no extended capabilities: libpci's chain
     // walk stops at the failed read of 0x100 (lib/caps.c, pci_scan_ext_caps).
-    if (!call_guarded(
+    if (!numa::LibpciSession::call(
             [raw, cap_id, &cap] { cap = pci_find_cap(raw, static_cast<unsigned>(cap_id), PCI_CAP_EXTENDED); })) {
       return failure("walk the extended capabilities of", device, 0x100);
     }
@@ -143,7 +86,7 @@ class LibpciConfigSpace final : public ConfigSpace {
  private:
   DevicePtr open(const numa::PciAddress& device) {
     pci_dev* dev =
-        pci_get_dev(access_.get(), static_cast<int>(device.domain), device.bus, device.device, device.function);
+        pci_get_dev(session_.access(), static_cast<int>(device.domain), device.bus, device.device, device.function);
     HA_ASSERT(dev != nullptr);  // pci_get_dev only allocates; libpci's allocator exits rather than fail
     return DevicePtr(dev);
   }
@@ -152,8 +95,8 @@ class LibpciConfigSpace final : public ConfigSpace {
     const DevicePtr dev = open(device);
     pci_dev* raw = dev.get();
     int read = 0;
-    reset_libpci_report();
-    if (!call_guarded([raw, offset, buf, length, &read] { read = pci_read_block(raw, offset, buf, length); }) ||
+    if (!numa::LibpciSession::call(
+            [raw, offset, buf, length, &read] { read = pci_read_block(raw, offset, buf, length); }) ||
         read == 0) {
       return failure("read", device, offset);
     }
@@ -162,23 +105,23 @@ class LibpciConfigSpace final : public ConfigSpace {
 
   Error failure(const std::string& operation, const numa::PciAddress& device, int offset) const {
     const std::string file = (bus_pci_ / "devices" / device.to_string() / "config").string();
-    std::string why = libpci_message.empty() ? "the file is shorter than the register" : libpci_message;
+    const auto& said = numa::LibpciSession::report();
+    std::string why = said.message.empty() ? "the file is shorter than the register" : said.message;
     ErrorCode code = ErrorCode::io_error;
-    if (libpci_errno == ENOENT) {
+    if (said.err == ENOENT) {
       code = ErrorCode::not_found;
       why += " (is " + device.to_string() + " on this host?)";
-    } else if (libpci_errno == EPERM || libpci_errno == EACCES) {
+    } else if (said.err == EPERM || said.err == EACCES) {
       // Config writes need CAP_SYS_ADMIN, and kernel lockdown refuses them past the header
       // (pci_write_config: security_locked_down(LOCKDOWN_PCI_ACCESS)).
       why += " (run as root, with kernel lockdown off)";
     }
-    reset_libpci_report();
     return Error{
         code, operation + " config space of " + device.to_string() + " at " + hex(offset) + " (" + file + "): " + why};
   }
 
   std::mutex mutex_;
-  std::unique_ptr<pci_access, AccessDeleter> access_;
+  numa::LibpciSession session_;
   std::filesystem::path bus_pci_;
 };
 
@@ -186,19 +129,8 @@ class LibpciConfigSpace final : public ConfigSpace {
 
 Result<std::unique_ptr<ConfigSpace>> make_libpci_config_space(const std::filesystem::path& sysfs_root) {
   const std::filesystem::path bus_pci = sysfs_root / "sys" / "bus" / "pci";
-  std::unique_ptr<pci_access, AccessDeleter> access(pci_alloc());
-  if (!access) return Error{ErrorCode::internal, "pci_alloc failed"};
-  access->method = PCI_ACCESS_SYS_BUS_PCI;
-  access->error = on_libpci_error;
-  access->warning = on_libpci_warning;
-  std::string path = bus_pci.string();
-  pci_set_param(access.get(), const_cast<char*>("sysfs.path"), path.data());
-  pci_access* raw = access.get();
-  reset_libpci_report();
-  if (!call_guarded([raw] { pci_init(raw); })) {
-    return Error{ErrorCode::io_error, "libpci on " + path + ": " + libpci_message};
-  }
-  return std::unique_ptr<ConfigSpace>(std::make_unique<LibpciConfigSpace>(std::move(access), bus_pci));
+  HA_TRY(auto session, numa::LibpciSession::open(bus_pci));
+  return std::unique_ptr<ConfigSpace>(std::make_unique<LibpciConfigSpace>(std::move(session), bus_pci));
 }
 
 }  // namespace hostagent::vfio
