@@ -85,7 +85,7 @@ Result<HostDeviceParts> host_device_parts(const config::DaemonConfig& config) {
 // discovered again when that changed it, then the preparer for each VM.
 Status prepare_devices(const config::DaemonConfig& config, ServiceParts& parts) {
   if (config.devices.preparation != "hostagent") {
-    HA_TRY_STATUS(prepare_devices(config, parts));
+    parts.devices = make_libvirt_managed_preparer();
     return ok_status();
   }
   HA_TRY(auto devices, host_device_parts(config));
@@ -111,7 +111,7 @@ Result<ServiceParts> assemble_parts(const config::DaemonConfig& config) {
   options.connect_timeout = config.libvirt_connect_timeout;
   options.reconnect_interval = config.libvirt_reconnect_interval;
   HA_TRY(parts.hypervisor, virt::connect_libvirt(options));
-  parts.devices = make_libvirt_managed_preparer();
+  HA_TRY_STATUS(prepare_devices(config, parts));
   parts.clock = make_system_clock();
   log(LogLevel::info, "host: " + std::to_string(parts.host.numa_nodes.size()) + " NUMA nodes; " +
                           std::to_string(parts.templates.size()) + " templates; libvirt " + config.libvirt_uri);

@@ -2,6 +2,7 @@
 // vfio-pci (vfio/), its VFs configured over netlink (sriov/), ACS/ATS set on the path between its
 // GPUs and NICs (vfio/p2p_settings); each change recorded ahead in the VM's device record, and all
 // of it undone from that record, in reverse, on release or on a failure midway.
+#include <algorithm>
 #include <mutex>
 #include <set>
 
@@ -119,8 +120,10 @@ class HostDevicePreparer final : public DevicePreparer {
 
   Status prepare(const std::string& vm, const numa::Placement& placement, const DeviceRequest& request) override {
     std::lock_guard lock(mutex_);
-    state::DeviceRecord record;
-    record.owner = vm;
+    // A VM prepared before (a retried step) goes on from its record: what it names was found
+    // before this VM changed anything, and is what a release must give back.
+    HA_TRY(auto existing, records_.read(vm));
+    state::DeviceRecord record = existing.value_or(state::DeviceRecord{vm, {}, {}, {}});
     auto prepared = prepare_locked(record, placement, request);
     if (prepared.ok()) return prepared;
     return with_rollback(std::move(prepared).error(), undo(record));
@@ -154,13 +157,40 @@ class HostDevicePreparer final : public DevicePreparer {
     return options;
   }
 
+  // A VF to configure: where its record is, how to reach it, what it gets.
+  struct VfPlan {
+    std::size_t record_index = 0;
+    VfPlace place;
+    sriov::VfSettings wanted;
+  };
+
+  // Reads first (what each group is on now, each VF's place and settings, the registers
+  // peer-to-peer needs), then one durable record naming all of it, then the changes: one record
+  // write ahead of them all rather than two per device, since every undo is idempotent anyway.
   Status prepare_locked(state::DeviceRecord& record, const numa::Placement& placement, const DeviceRequest& request) {
-    HA_TRY_STATUS(bind_groups(record, passthrough_devices(placement)));
-    HA_TRY_STATUS(configure_vfs(record, request));
-    return enable_peer_to_peer(record, peer_devices(placement));
+    HA_TRY(const auto groups, plan_groups(record, passthrough_devices(placement)));
+    HA_TRY(const auto vfs, plan_vfs(record, request));
+    HA_TRY_STATUS(plan_peer_to_peer(record, peer_devices(placement)));
+    HA_TRY_STATUS(records_.write(record));
+    for (const auto& device : groups) {
+      // The record keeps what the members were on before: the result says the same, or (bound by
+      // this VM before) that they are on vfio-pci now, which release must not take for the original.
+      if (auto bound = binder_.bind_group(device); !bound.ok()) return std::move(bound).error();
+    }
+    for (const auto& vf : vfs) {
+      HA_TRY(auto configured, sriov::configure(*parts_.netlink, vf.place.pf_netdev, vf.place.index, vf.wanted));
+      auto& recorded = record.vfs[vf.record_index];
+      // A VF configured by this VM before keeps the settings it had before that.
+      if (recorded.previous == sriov::VfState{}) recorded.previous = configured.previous;
+    }
+    ledger_.acquire(record.owner, record.p2p);
+    HA_TRY_STATUS(vfio::apply_p2p(*parts_.config_space, record.p2p));
+    return records_.write(record);  // the VFs' earlier settings, for an operator reading the record
   }
 
-  Status bind_groups(state::DeviceRecord& record, const std::vector<PciAddress>& devices) {
+  // One device per group to bind, and the groups recorded with what their members are on now.
+  Result<std::vector<PciAddress>> plan_groups(state::DeviceRecord& record, const std::vector<PciAddress>& devices) {
+    std::vector<PciAddress> to_bind;
     std::set<int> seen;
     for (const auto& device : devices) {
       HA_TRY(const auto now, binder_.inspect_group(device));
@@ -169,19 +199,23 @@ class HostDevicePreparer final : public DevicePreparer {
         HA_TRY_STATUS(check_still_bound(now));
         continue;
       }
-      // Ahead: what each member is on now is what release gives it back to.
-      record.groups.push_back(now);
-      HA_TRY_STATUS(records_.write(record));
-      HA_TRY(record.groups.back(), binder_.bind_group(device));
-      HA_TRY_STATUS(records_.write(record));
+      // Bound by this VM before (a retried step): bound again, a no-op on members still on
+      // vfio-pci, and the record keeps the drivers they came from.
+      if (!recorded_group(record, now.group)) record.groups.push_back(now);
+      to_bind.push_back(device);
     }
-    return ok_status();
+    return to_bind;
+  }
+
+  static bool recorded_group(const state::DeviceRecord& record, int group) {
+    return std::any_of(record.groups.begin(), record.groups.end(),
+                       [group](const vfio::GroupBinding& g) { return g.group == group; });
   }
 
   // A group bound at start must still be: someone may have rebound a member by hand since.
   static Status check_still_bound(const vfio::GroupBinding& group) {
     for (const auto& f : group.functions) {
-      if (f.original_driver != "vfio-pci") {
+      if (!f.was_vfio) {
         return Error{ErrorCode::conflict,
                      "IOMMU group " + std::to_string(group.group) +
                          " was bound to vfio-pci when hostagentd started, "
@@ -194,25 +228,41 @@ class HostDevicePreparer final : public DevicePreparer {
     return ok_status();
   }
 
-  Status configure_vfs(state::DeviceRecord& record, const DeviceRequest& request) {
+  Result<std::vector<VfPlan>> plan_vfs(state::DeviceRecord& record, const DeviceRequest& request) {
+    std::vector<VfPlan> plans;
     for (const auto& [vf, mac] : request.vf_macs) {
       HA_TRY(const auto place, vf_place(host_, vf));
       const auto wanted = vf_settings(parts_.devices.vf, mac, request.vlan);
-      record.vfs.push_back(sriov::VfConfigRecord{place.pf_netdev, place.index, wanted, {}});
-      HA_TRY_STATUS(records_.write(record));
-      HA_TRY(record.vfs.back(), sriov::configure(*parts_.netlink, place.pf_netdev, place.index, wanted));
-      HA_TRY_STATUS(records_.write(record));
+      auto recorded = std::find_if(record.vfs.begin(), record.vfs.end(), [&](const sriov::VfConfigRecord& r) {
+        return r.pf_netdev == place.pf_netdev && r.vf == place.index;
+      });
+      if (recorded == record.vfs.end()) {
+        record.vfs.push_back(sriov::VfConfigRecord{place.pf_netdev, place.index, wanted, {}});
+        recorded = record.vfs.end() - 1;
+      }
+      recorded->applied = wanted;
+      plans.push_back(VfPlan{static_cast<std::size_t>(recorded - record.vfs.begin()), place, wanted});
     }
+    return plans;
+  }
+
+  Status plan_peer_to_peer(state::DeviceRecord& record, const std::vector<PciAddress>& devices) {
+    if (devices.empty()) return ok_status();
+    HA_TRY(auto needs, vfio::p2p_needs(host_, devices, *parts_.config_space));
+    for (auto& need : needs) need.before = host_value(record, need);
+    record.p2p = std::move(needs);
     return ok_status();
   }
 
-  Status enable_peer_to_peer(state::DeviceRecord& record, const std::vector<PciAddress>& devices) {
-    if (devices.empty()) return ok_status();
-    HA_TRY(record.p2p, vfio::p2p_needs(host_, devices, *parts_.config_space));
-    HA_TRY_STATUS(records_.write(record));
-    ledger_.acquire(record.owner, record.p2p);
-    HA_TRY_STATUS(vfio::apply_p2p(*parts_.config_space, record.p2p));
-    return ok_status();
+  // The register's value before any VM changed it. A register this VM or another already holds
+  // reads Vela's setting now; the record must keep the host's own value all the same, since after a
+  // restart the records are all that says what to restore once the last VM lets the register go.
+  uint16_t host_value(const state::DeviceRecord& record, const vfio::RegisterChange& need) const {
+    for (const auto& held : record.p2p) {
+      if (held.device == need.device && held.reg == need.reg) return held.before;
+    }
+    const auto entry = ledger_.entries().find({need.device, need.reg});
+    return entry != ledger_.entries().end() ? entry->second.change.before : need.before;
   }
 
   // Everything the record names, in reverse: registers no VM needs any more, VF settings, groups.

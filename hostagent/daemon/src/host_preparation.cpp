@@ -28,8 +28,24 @@ Result<bool> create_vfs(const SysfsRoot& sysfs, SysfsWriter& writer, const confi
   return true;
 }
 
-// Binds the GPU and NVSwitch groups not bound yet, recording each member's driver ahead (merged
-// with what an earlier start recorded: a group already on vfio-pci keeps its first record).
+bool any_moved(const vfio::GroupBinding& bound) {
+  return std::any_of(bound.functions.begin(), bound.functions.end(),
+                     [](const vfio::BoundFunction& b) { return !b.was_vfio; });
+}
+
+// A group an earlier start bound, whose record keeps the drivers from before that start. A member
+// rebound by hand since goes back to vfio-pci (what a VM's refused prepare tells the operator a
+// restart does); bind_group writes nothing for members still there.
+bool bind_recorded_group(vfio::VfioBinder& binder, const numa::PciAddress& device, int group) {
+  const auto bound = binder.bind_group(device);
+  if (bound.ok()) return any_moved(*bound);
+  log(LogLevel::warning, "devices: IOMMU group " + std::to_string(group) + " of " + device.to_string() +
+                             " left as it is: " + bound.error().message);
+  return false;
+}
+
+// Binds the GPU and NVSwitch groups, recording each member's driver ahead (merged with what an
+// earlier start recorded: a group bound then keeps its first record).
 Result<bool> bind_host_groups(const numa::HostModel& host, const SysfsRoot& sysfs, HostDeviceParts& parts) {
   HA_TRY(auto records, state::DeviceRecords::open(parts.records_directory));
   HA_TRY(auto record, records.read(state::kHostDeviceOwner));
@@ -41,12 +57,16 @@ Result<bool> bind_host_groups(const numa::HostModel& host, const SysfsRoot& sysf
   for (const auto& group : host_record.groups) recorded.insert(group.group);
   const auto roles = vfio::default_passthrough_roles();
   bool changed = false;
+  std::set<int> seen;  // each group once per start
   for (const auto& f : host.pci_devices) {
     if (std::find(roles.begin(), roles.end(), f.role) == roles.end()) continue;
     HA_TRY(const auto now, binder.inspect_group(f.address));
-    if (recorded.count(now.group) != 0) continue;
+    if (!seen.insert(now.group).second) continue;
+    if (recorded.count(now.group) != 0) {
+      changed = bind_recorded_group(binder, f.address, now.group) || changed;
+      continue;
+    }
     host_record.groups.push_back(now);
-    recorded.insert(now.group);
     HA_TRY_STATUS(records.write(host_record));
     auto bound = binder.bind_group(f.address);
     if (!bound.ok()) {
@@ -55,12 +75,10 @@ Result<bool> bind_host_groups(const numa::HostModel& host, const SysfsRoot& sysf
       log(LogLevel::warning, "devices: IOMMU group " + std::to_string(now.group) + " of " + f.address.to_string() +
                                  " left as it is: " + bound.error().message);
       host_record.groups.pop_back();
-      recorded.erase(now.group);
       HA_TRY_STATUS(records.write(host_record));
       continue;
     }
-    changed = changed || std::any_of(bound->functions.begin(), bound->functions.end(),
-                                     [](const vfio::BoundFunction& b) { return !b.was_vfio; });
+    changed = changed || any_moved(*bound);
     host_record.groups.back() = *bound;
     HA_TRY_STATUS(records.write(host_record));
   }

@@ -125,10 +125,19 @@ Result<T> number(const JsonFields& fields, std::string_view key, uint64_t high) 
   return static_cast<T>(value);
 }
 
+// A MAC goes into a netlink request: six hex octets, as the configurator would take it.
+Result<std::string> mac_field(const JsonFields& f) {
+  HA_TRY(auto text, f.string("mac"));
+  if (!sriov::normalize_mac(text, f.path("mac")).ok()) {
+    return bad("field '" + f.path("mac") + "' is not a MAC address: " + text);
+  }
+  return text;
+}
+
 Result<sriov::VfSettings> settings_from_json(const JsonFields& f) {
   sriov::VfSettings s;
   if (f.has("mac")) {
-    HA_TRY(s.mac, f.string("mac"));
+    HA_TRY(s.mac, mac_field(f));
   }
   HA_TRY(s.vlan, optional_number<int>(f, "vlan", 4095));
   HA_TRY(s.qos, optional_number<int>(f, "qos", 7));
@@ -142,7 +151,7 @@ Result<sriov::VfSettings> settings_from_json(const JsonFields& f) {
 
 Result<sriov::VfState> state_from_json(const JsonFields& f) {
   sriov::VfState s;
-  HA_TRY(s.mac, f.string("mac"));
+  HA_TRY(s.mac, mac_field(f));
   HA_TRY(s.vlan, number<int>(f, "vlan", 4095));
   HA_TRY(s.qos, number<int>(f, "qos", 7));
   HA_TRY(s.trust, optional_bool(f, "trust"));
@@ -299,6 +308,11 @@ Result<std::vector<DeviceRecord>> DeviceRecords::all() const {
   for (const auto& path : files) {
     HA_TRY(const auto text, detail::read_file(path, kMaxRecordBytes));
     HA_TRY(auto record, device_record_from_json(text, path.string()));
+    // A record filed under another name would be undone as its owner's and then never removed
+    // (remove() goes by the owner's name): every later start would undo it again.
+    if (path.filename().string() != file_name(record.owner)) {
+      return bad(path.string() + ": names owner '" + record.owner + "', which is filed as " + file_name(record.owner));
+    }
     out.push_back(std::move(record));
   }
   return out;

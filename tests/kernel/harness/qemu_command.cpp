@@ -30,17 +30,17 @@ class Chassis {
 // QEMU 7.2's NVMe SR-IOV constraints (hw/nvme/ctrl.c nvme_check_constraints): a subsystem; at least
 // two flexible queue pairs and one flexible interrupt per VF; the PF keeps two queue pairs (admin +
 // one I/O) and its MSI-X table two vectors beyond the flexible ones.
-std::string nvme_pf(int node) {
-  const int vq_flexible = 2 * host::kNvmeMaxVfs;
-  const int vi_flexible = host::kNvmeMaxVfs;
+std::string nvme_pf(int node, int max_vfs) {
+  const int vq_flexible = 2 * max_vfs;
+  const int vi_flexible = max_vfs;
   const std::string n = std::to_string(node);
   return "nvme,id=nvme" + n + ",bus=rp" + n + "n,serial=hostagent-nvme" + n + ",subsys=subsys" + n +
-         ",sriov_max_vfs=" + std::to_string(host::kNvmeMaxVfs) + ",sriov_vq_flexible=" + std::to_string(vq_flexible) +
+         ",sriov_max_vfs=" + std::to_string(max_vfs) + ",sriov_vq_flexible=" + std::to_string(vq_flexible) +
          ",sriov_vi_flexible=" + std::to_string(vi_flexible) + ",max_ioqpairs=" + std::to_string(vq_flexible + 2) +
          ",msix_qsize=" + std::to_string(vi_flexible + 2);
 }
 
-void add_node(std::vector<std::string>& devices, int node, Chassis& chassis) {
+void add_node(std::vector<std::string>& devices, int node, Chassis& chassis, int nvme_max_vfs) {
   const std::string n = std::to_string(node);
   const std::string pxb = "pxb" + n;
   devices.push_back("pxb-pcie,id=" + pxb + ",bus_nr=" + hex(host::kBusBase.at(node)) + ",numa_node=" + n +
@@ -61,7 +61,7 @@ void add_node(std::vector<std::string>& devices, int node, Chassis& chassis) {
   // The NVMe PF on a root port of its own.
   devices.push_back("pcie-root-port,id=rp" + n + "n,bus=" + pxb + ",chassis=" + chassis.next() + ",slot=0,addr=0x1");
   devices.push_back("nvme-subsys,id=subsys" + n + ",nqn=hostagent-kernel-" + n);
-  devices.push_back(nvme_pf(node));
+  devices.push_back(nvme_pf(node, nvme_max_vfs));
 }
 
 }  // namespace
@@ -70,11 +70,11 @@ std::string kernel_cmdline() {
   return "console=ttyS0 intel_iommu=on iommu=pt panic=-1 quiet";
 }
 
-std::vector<std::string> device_arguments() {
+std::vector<std::string> device_arguments(int nvme_max_vfs) {
   // The IOMMU first: QEMU attaches each PCI device to the IOMMU that exists when it is created.
   std::vector<std::string> devices = {"intel-iommu,intremap=on,caching-mode=on"};
   Chassis chassis;
-  for (int node = 0; node < host::kNodes; ++node) add_node(devices, node, chassis);
+  for (int node = 0; node < host::kNodes; ++node) add_node(devices, node, chassis, nvme_max_vfs);
   return devices;
 }
 
@@ -100,7 +100,7 @@ std::vector<std::string> qemu_argv(const QemuInputs& inputs) {
                 {"-object", "memory-backend-ram,id=mem" + n + ",size=" + std::to_string(host::kMemoryMibPerNode) + "M",
                  "-numa", "node,nodeid=" + n + ",cpus=" + cpu_range + ",memdev=mem" + n});
   }
-  for (const auto& device : device_arguments()) argv.insert(argv.end(), {"-device", device});
+  for (const auto& device : device_arguments(inputs.nvme_max_vfs)) argv.insert(argv.end(), {"-device", device});
   argv.insert(argv.end(),
               {"-serial", "file:" + inputs.console_log.string(), "-serial", "file:" + inputs.results_log.string(),
                "-kernel", inputs.kernel.string(), "-initrd", inputs.initrd.string(), "-append", kernel_cmdline()});

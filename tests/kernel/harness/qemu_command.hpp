@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "../emulated_host.hpp"
+
 namespace hostagent::testing::kernel {
 
 struct QemuInputs {
@@ -16,6 +18,9 @@ struct QemuInputs {
   std::filesystem::path initrd;
   std::filesystem::path console_log;  // ttyS0
   std::filesystem::path results_log;  // ttyS1
+  // VFs per NVMe PF (sriov_max_vfs): the tests' host has kNvmeMaxVfs; a benchmark may ask for more
+  // (bench/bench_kernel_vfs.cpp, 16), and the PF's flexible resources grow with it.
+  int nvme_max_vfs = emulated_host::kNvmeMaxVfs;
 };
 
 // The kernel command line: the console on ttyS0, the IOMMU on (Debian's default leaves it off),
@@ -23,7 +28,7 @@ struct QemuInputs {
 std::string kernel_cmdline();
 
 // The device arguments of the emulated host, in creation order (a bus before what plugs into it).
-std::vector<std::string> device_arguments();
+std::vector<std::string> device_arguments(int nvme_max_vfs = emulated_host::kNvmeMaxVfs);
 
 // The whole argv, QEMU first.
 std::vector<std::string> qemu_argv(const QemuInputs& inputs);

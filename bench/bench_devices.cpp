@@ -1,0 +1,592 @@
+// Device preparation of the largest shipped shape (gx3d-160x1792x8h100: 8 H100, a ConnectX-7 VF
+// beside each, 8 NVMe) on the simulated vela2 host: the daemon's own preparer
+// (make_host_device_preparer) readying every device of the placement and giving it back, over the
+// fake kernel of tests/support (each sysfs write does what the PCI driver core does), libpci on the
+// fixture's config files, and the in-memory VF netlink. Its parts alone show where the time goes:
+// the vfio binder, the VF configuration, the ACS/ATS settings. The fixture lives on tmpfs, as sysfs
+// lives in memory; the preparer's device records go to a directory on disk (/tmp), and, in a second
+// arm, on tmpfs (/dev/shm): the difference is what making them durable costs.
+//
+// Baselines, measured in the same run: (a) reading the live state of every device's group
+// (VfioBinder::inspect_group, what the preparer does before each bind), and (b) the fake kernel
+// replaying the very sysfs writes one prepare+release makes, with no hostagent logic around them:
+// what the fixture's write path costs. Rounds are interleaved (one round = every arm once, the first
+// arm rotating), so drift on a shared machine hits the arms alike; ratios are medians over medians.
+// No timing is asserted; what is checked is that every release leaves the fixture as it found it.
+//
+// Usage: bench_devices [ROUNDS]   (default 60)
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <memory>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "fake_kernel.hpp"
+#include "fake_pci_drivers.hpp"
+#include "fake_vf_netlink.hpp"
+#include "hostagent/daemon/device_preparer.hpp"
+#include "hostagent/daemon/shape_request.hpp"
+#include "hostagent/numa/discovery.hpp"
+#include "hostagent/numa/placement.hpp"
+#include "hostagent/render/guest_renderer.hpp"
+#include "hostagent/simhost/sim_host.hpp"
+#include "hostagent/sriov/vf_configurator.hpp"
+#include "hostagent/vfio/p2p_settings.hpp"
+#include "hostagent/vfio/vfio_binding.hpp"
+#include "hostagent/vmtemplates/vm_template.hpp"
+
+namespace {
+
+using namespace hostagent;
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+int64_t ns_since(Clock::time_point start) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count();
+}
+
+// Everything the preparation does through the OS, counted by the forwarding objects below and by
+// the --wrap'd file calls of the device records.
+struct Counts {
+  int64_t sysfs_writes = 0, netlink_reads = 0, netlink_applies = 0, config_reads = 0, config_writes = 0;
+  int64_t fsyncs = 0, fsync_ns = 0, renames = 0, unlinks = 0, file_ops_ns = 0;
+
+  Counts minus(const Counts& o) const {
+    return {sysfs_writes - o.sysfs_writes,
+            netlink_reads - o.netlink_reads,
+            netlink_applies - o.netlink_applies,
+            config_reads - o.config_reads,
+            config_writes - o.config_writes,
+            fsyncs - o.fsyncs,
+            fsync_ns - o.fsync_ns,
+            renames - o.renames,
+            unlinks - o.unlinks,
+            file_ops_ns - o.file_ops_ns};
+  }
+  void add(const Counts& o) {
+    sysfs_writes += o.sysfs_writes;
+    netlink_reads += o.netlink_reads;
+    netlink_applies += o.netlink_applies;
+    config_reads += o.config_reads;
+    config_writes += o.config_writes;
+    fsyncs += o.fsyncs;
+    fsync_ns += o.fsync_ns;
+    renames += o.renames;
+    unlinks += o.unlinks;
+    file_ops_ns += o.file_ops_ns;
+  }
+};
+
+Counts g_counts;                     // the benchmark is single-threaded
+std::atomic<int64_t> g_fsync_ns{0};  // the wrappers may run on any thread in principle
+std::atomic<int64_t> g_fsync_calls{0};
+std::atomic<int64_t> g_rename_calls{0};
+std::atomic<int64_t> g_unlink_calls{0};
+std::atomic<int64_t> g_file_ops_ns{0};  // open, rename, unlink
+
+Counts counts_now() {
+  Counts now = g_counts;
+  now.fsyncs = g_fsync_calls;
+  now.fsync_ns = g_fsync_ns;
+  now.renames = g_rename_calls;
+  now.unlinks = g_unlink_calls;
+  now.file_ops_ns = g_file_ops_ns;
+  return now;
+}
+
+}  // namespace
+
+// Linked with -Wl,--wrap for these (bench/CMakeLists.txt): the device records' write (temporary
+// file, fsync, rename, directory fsync), read and removal (unlink, directory fsync) come here first,
+// so the records written and the time of their file calls are counted, not guessed. Nothing else
+// the preparation runs calls them: the fake kernel's models and libpci change the fixture through
+// libstdc++ and libpci, which --wrap does not reach.
+// NOLINTBEGIN(bugprone-reserved-identifier): the names --wrap gives
+extern "C" int __real_fsync(int fd);
+extern "C" int __real_open(const char* path, int flags, ...);
+extern "C" int __real_rename(const char* from, const char* to);
+extern "C" int __real_unlink(const char* path);
+
+extern "C" int __wrap_fsync(int fd) {
+  const auto start = Clock::now();
+  const int rc = __real_fsync(fd);
+  g_fsync_ns += ns_since(start);
+  ++g_fsync_calls;
+  return rc;
+}
+
+extern "C" int __wrap_open(const char* path, int flags, ...) {
+  mode_t mode = 0;
+  if ((flags & O_CREAT) != 0 || (flags & O_TMPFILE) == O_TMPFILE) {
+    va_list args;
+    va_start(args, flags);
+    mode = va_arg(args, mode_t);
+    va_end(args);
+  }
+  const auto start = Clock::now();
+  const int fd = __real_open(path, flags, mode);
+  g_file_ops_ns += ns_since(start);
+  return fd;
+}
+
+extern "C" int __wrap_rename(const char* from, const char* to) {
+  const auto start = Clock::now();
+  const int rc = __real_rename(from, to);
+  g_file_ops_ns += ns_since(start);
+  ++g_rename_calls;
+  return rc;
+}
+
+extern "C" int __wrap_unlink(const char* path) {
+  const auto start = Clock::now();
+  const int rc = __real_unlink(path);
+  g_file_ops_ns += ns_since(start);
+  ++g_unlink_calls;
+  return rc;
+}
+// NOLINTEND(bugprone-reserved-identifier)
+
+namespace {
+
+// ---- small tools ------------------------------------------------------------------------------
+
+struct Samples {
+  std::vector<double> ms;
+  double at(double quantile) const {  // nearest rank
+    std::vector<double> sorted = ms;
+    std::sort(sorted.begin(), sorted.end());
+    const auto rank = static_cast<std::size_t>(std::ceil(quantile * static_cast<double>(sorted.size())));
+    return sorted[std::max<std::size_t>(rank, 1) - 1];
+  }
+  double median() const { return at(0.5); }
+  double p90() const { return at(0.9); }
+};
+
+[[noreturn]] void fail(const std::string& what) {
+  std::fprintf(stderr, "bench_devices: %s\n", what.c_str());
+  std::exit(1);
+}
+
+void check(const Status& status, const std::string& what) {
+  if (!status.ok()) fail(what + ": " + status.error().message);
+}
+
+template <typename T>
+T take(Result<T> result, const std::string& what) {
+  if (!result.ok()) fail(what + ": " + result.error().message);
+  return std::move(result).value();
+}
+
+class ScratchDir {
+ public:
+  explicit ScratchDir(const char* parent) {
+    std::string templ = std::string(parent) + "/hostagent-bench-devices-XXXXXX";
+    if (mkdtemp(templ.data()) == nullptr) fail("cannot make a scratch directory under " + std::string(parent));
+    path_ = templ;
+  }
+  ~ScratchDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  ScratchDir(const ScratchDir&) = delete;
+  ScratchDir& operator=(const ScratchDir&) = delete;
+  const fs::path& path() const { return path_; }
+
+ private:
+  fs::path path_;
+};
+
+std::string load_average() {
+  std::ifstream in("/proc/loadavg");
+  std::string one, five, fifteen;
+  in >> one >> five >> fifteen;
+  return one + " " + five + " " + fifteen;
+}
+
+// ---- the OS interfaces, forwarding and counting -------------------------------------------------
+
+// The daemon's SysfsWriter, as make_sysfs_writer would be on a host, here forwarding to the fake
+// kernel. While `recording`, keeps each write for the replay baseline.
+class CountingWriter final : public SysfsWriter {
+ public:
+  explicit CountingWriter(testing::FakeKernel& kernel) : kernel_(kernel) {}
+  Status write(const std::string& kernel_path, std::string_view value) override {
+    ++g_counts.sysfs_writes;
+    if (recording) recorded.emplace_back(kernel_path, std::string(value));
+    return kernel_.write(kernel_path, value);
+  }
+  const fs::path& root() const override { return kernel_.root(); }
+
+  bool recording = false;
+  std::vector<std::pair<std::string, std::string>> recorded;
+
+ private:
+  testing::FakeKernel& kernel_;
+};
+
+class CountingConfigSpace final : public vfio::ConfigSpace {
+ public:
+  explicit CountingConfigSpace(std::unique_ptr<vfio::ConfigSpace> inner) : inner_(std::move(inner)) {}
+  Result<uint16_t> read16(const numa::PciAddress& device, int offset) override {
+    ++g_counts.config_reads;
+    return inner_->read16(device, offset);
+  }
+  Status write16(const numa::PciAddress& device, int offset, uint16_t value) override {
+    ++g_counts.config_writes;
+    return inner_->write16(device, offset, value);
+  }
+  Result<std::optional<int>> find_ext_capability(const numa::PciAddress& device, int cap_id) override {
+    ++g_counts.config_reads;  // a walk of the extended capability list: reads, however many
+    return inner_->find_ext_capability(device, cap_id);
+  }
+
+ private:
+  std::unique_ptr<vfio::ConfigSpace> inner_;
+};
+
+class CountingNetlink final : public sriov::VfNetlink {
+ public:
+  explicit CountingNetlink(const numa::HostModel& host) {
+    // vela2's ConnectX-7 PFs, each with the VFs its fixture made, fresh.
+    for (const auto& f : host.pci_devices) {
+      if (f.sriov && !f.net_interfaces.empty()) inner_.add_pf(f.net_interfaces.front(), int(f.sriov->vfs.size()));
+    }
+  }
+  Result<sriov::VfState> read(const std::string& pf_netdev, int vf) override {
+    ++g_counts.netlink_reads;
+    return inner_.read(pf_netdev, vf);
+  }
+  Status apply(const std::string& pf_netdev, int vf, const sriov::VfSettings& settings) override {
+    ++g_counts.netlink_applies;
+    return inner_.apply(pf_netdev, vf, settings);
+  }
+
+ private:
+  sriov::fake::FakeVfNetlink inner_;
+};
+
+// ---- the fixture and the VM's request -------------------------------------------------------------
+
+fs::path written_vela2(const fs::path& root) {
+  check(simhost::write_sysfs_tree(take(simhost::builtin_host("vela2"), "vela2"), root), "write vela2");
+  return root;
+}
+
+struct Fixture {
+  explicit Fixture(const fs::path& scratch)
+      : root(written_vela2(scratch / "host")),
+        kernel(root),
+        drivers(testing::install_pci_driver_model(kernel)),
+        host(take(numa::discover_from_sysfs(root), "discover vela2")) {}
+
+  fs::path root;
+  testing::FakeKernel kernel;
+  std::shared_ptr<testing::FakePciDrivers> drivers;
+  numa::HostModel host;
+};
+
+struct VmDevices {
+  numa::Placement placement;
+  daemon::DeviceRequest request;
+  std::vector<numa::PciAddress> passthrough;  // as the preparer binds them: GPUs, companions, VFs; NVMe
+  std::vector<numa::PciAddress> peers;        // as it sets ACS/ATS for: GPUs and VFs
+};
+
+VmDevices vm_devices(const numa::HostModel& host) {
+  const auto shape = take(vmtemplates::load_template_file(
+                              fs::path(HOSTAGENT_SOURCE_DIR) / "vmtemplates/templates/gx3d-160x1792x8h100.yaml", {}),
+                          "load the template");
+  const numa::HostPolicy policy{{0, 1, 2, 3, 96, 97, 98, 99}, true};
+  VmDevices vm;
+  vm.placement = take(numa::place(host, {}, policy, placement_request(shape)), "place the template");
+  render::GuestOptions options;
+  options.name = "train-0";
+  vm.request.vf_macs = take(render::vf_mac_addresses(shape, vm.placement, options), "VF MACs");
+  vm.request.vlan = shape.nics.vf.vlan;
+  for (const auto& gpu : vm.placement.gpus) {
+    vm.passthrough.push_back(gpu.gpu.address);
+    vm.passthrough.insert(vm.passthrough.end(), gpu.companions.begin(), gpu.companions.end());
+    vm.peers.push_back(gpu.gpu.address);
+    for (const auto& vf : gpu.vfs) {
+      vm.passthrough.push_back(vf.address);
+      vm.peers.push_back(vf.address);
+    }
+  }
+  for (const auto& vf : vm.placement.extra_vfs) {
+    vm.passthrough.push_back(vf.address);
+    vm.peers.push_back(vf.address);
+  }
+  for (const auto& nvme : vm.placement.nvme) vm.passthrough.push_back(nvme.address);
+  return vm;
+}
+
+// ---- the arms ---------------------------------------------------------------------------------
+
+struct Arm {
+  const char* label;
+  std::function<void()> round;  // one timed round, which appends to the samples itself
+  Samples total;
+};
+
+// The daemon's preparer with its own counting interfaces, over the shared fixture.
+struct Preparer {
+  std::unique_ptr<daemon::DevicePreparer> preparer;
+  CountingWriter* writer = nullptr;  // owned by the preparer
+  Samples prepare, release;
+  Samples fsync, file_ops;  // the records' fsyncs, and their open/rename/unlink, in each prepare+release
+  Counts prepare_counts, release_counts;
+  int rounds = 0;
+};
+
+Preparer make_preparer(Fixture& fixture, const fs::path& records) {
+  auto writer = std::make_unique<CountingWriter>(fixture.kernel);
+  Preparer made;
+  made.writer = writer.get();
+  daemon::HostDeviceParts parts;
+  parts.sysfs_root = fixture.root;
+  parts.writer = std::move(writer);
+  parts.config_space = std::make_unique<CountingConfigSpace>(
+      take(vfio::make_libpci_config_space(fixture.root), "libpci over the fixture"));
+  parts.netlink = std::make_unique<CountingNetlink>(fixture.host);
+  parts.records_directory = records;
+  made.preparer = take(daemon::make_host_device_preparer(fixture.host, std::move(parts)), "make the preparer");
+  return made;
+}
+
+double prepare_round(Preparer& p, const VmDevices& vm, bool timed) {
+  Counts before = counts_now();
+  auto start = Clock::now();
+  check(p.preparer->prepare("train-0", vm.placement, vm.request), "prepare");
+  const double prepare_ms = double(ns_since(start)) / 1e6;
+  Counts middle = counts_now();
+  start = Clock::now();
+  check(p.preparer->release("train-0", numa::allocation_of("train-0", vm.placement, 1ULL << 30)), "release");
+  const double release_ms = double(ns_since(start)) / 1e6;
+  if (timed) {
+    p.prepare.ms.push_back(prepare_ms);
+    p.release.ms.push_back(release_ms);
+    const Counts after = counts_now();
+    p.prepare_counts.add(middle.minus(before));
+    p.release_counts.add(after.minus(middle));
+    p.fsync.ms.push_back(double(after.fsync_ns - before.fsync_ns) / 1e6);
+    p.file_ops.ms.push_back(double(after.file_ops_ns - before.file_ops_ns) / 1e6);
+    ++p.rounds;
+  }
+  return prepare_ms + release_ms;
+}
+
+// The first device of each IOMMU group the placement holds, in the preparer's order.
+std::vector<numa::PciAddress> group_leaders(const vfio::VfioBinder& binder, const VmDevices& vm) {
+  std::set<int> seen;
+  std::vector<numa::PciAddress> leaders;
+  for (const auto& device : vm.passthrough) {
+    if (seen.insert(take(binder.inspect_group(device), "inspect " + device.to_string()).group).second) {
+      leaders.push_back(device);
+    }
+  }
+  return leaders;
+}
+
+void bind_and_release(vfio::VfioBinder& binder, const std::vector<numa::PciAddress>& leaders) {
+  std::vector<vfio::GroupBinding> bound;
+  bound.reserve(leaders.size());
+  for (const auto& device : leaders) bound.push_back(take(binder.bind_group(device), "bind " + device.to_string()));
+  for (auto group = bound.rbegin(); group != bound.rend(); ++group) check(binder.release(*group), "release a group");
+}
+
+// The settings the daemon asks of each VF with the default devices configuration (its vf_settings).
+sriov::VfSettings vf_settings(const std::string& mac, const std::optional<int>& vlan) {
+  const config::VfConfigDefaults defaults;
+  sriov::VfSettings wanted;
+  wanted.mac = mac;
+  wanted.vlan = vlan.value_or(defaults.vlan);
+  if (*wanted.vlan != 0) wanted.qos = defaults.qos;
+  wanted.trust = defaults.trust;
+  wanted.spoofchk = defaults.spoofchk;
+  wanted.link_state = sriov::LinkState::automatic;
+  wanted.min_tx_rate_mbps = defaults.min_tx_rate_mbps;
+  wanted.max_tx_rate_mbps = defaults.max_tx_rate_mbps;
+  return wanted;
+}
+
+struct VfTarget {
+  std::string pf_netdev;
+  int index = 0;
+  sriov::VfSettings wanted;
+};
+
+std::vector<VfTarget> vf_targets(const numa::HostModel& host, const VmDevices& vm) {
+  std::vector<VfTarget> out;
+  for (const auto& [vf, mac] : vm.request.vf_macs) {
+    const auto* function = host.find(vf);
+    const auto* pf = function != nullptr && function->physfn ? host.find(*function->physfn) : nullptr;
+    if (pf == nullptr || !pf->sriov || pf->net_interfaces.empty()) fail(vf.to_string() + " has no PF netdev");
+    const auto& vfs = pf->sriov->vfs;
+    const auto index = static_cast<int>(std::find(vfs.begin(), vfs.end(), vf) - vfs.begin());
+    out.push_back({pf->net_interfaces.front(), index, vf_settings(mac, vm.request.vlan)});
+  }
+  return out;
+}
+
+void configure_and_reset(sriov::VfNetlink& netlink, const std::vector<VfTarget>& targets) {
+  std::vector<sriov::VfConfigRecord> records;
+  records.reserve(targets.size());
+  for (const auto& t : targets) {
+    records.push_back(take(sriov::configure(netlink, t.pf_netdev, t.index, t.wanted), "configure " + t.pf_netdev));
+  }
+  for (auto r = records.rbegin(); r != records.rend(); ++r) check(sriov::reset(netlink, *r), "reset a VF");
+}
+
+std::size_t apply_and_restore(const numa::HostModel& host, vfio::ConfigSpace& config, const VmDevices& vm) {
+  const auto needs = take(vfio::p2p_needs(host, vm.peers, config), "p2p_needs");
+  const auto applied = take(vfio::apply_p2p(config, needs), "apply_p2p");
+  check(vfio::restore_p2p(config, applied), "restore_p2p");
+  return applied.size();
+}
+
+// ---- report -----------------------------------------------------------------------------------
+
+void print_row(const char* label, const Samples& s, const Samples& inspect, const Samples& replay) {
+  std::printf("  %-52s %8.3f %8.3f %9.1f %8.2f\n", label, s.median(), s.p90(), s.median() / inspect.median(),
+              s.median() / replay.median());
+}
+
+void print_counts(const char* what, const Counts& c, int rounds) {
+  const auto per = [rounds](int64_t n) { return double(n) / rounds; };
+  std::printf(
+      "  per %-8s sysfs writes %5.0f, netlink reads %3.0f applies %3.0f, config-space reads %4.0f writes %3.0f, "
+      "records written %3.0f removed %1.0f, fsyncs %3.0f (%.2f ms), record open/rename/unlink %.2f ms\n",
+      what, per(c.sysfs_writes), per(c.netlink_reads), per(c.netlink_applies), per(c.config_reads),
+      per(c.config_writes), per(c.renames), per(c.unlinks), per(c.fsyncs), per(c.fsync_ns) / 1e6,
+      per(c.file_ops_ns) / 1e6);
+}
+
+Samples sum(const Samples& a, const Samples& b) {
+  Samples out;
+  for (std::size_t i = 0; i < a.ms.size(); ++i) out.ms.push_back(a.ms[i] + b.ms[i]);
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int rounds = argc > 1 ? std::max(1, std::atoi(argv[1])) : 60;
+  const std::string load_before = load_average();
+  const ScratchDir scratch("/tmp");
+  const ScratchDir shm("/dev/shm");
+  // The fixture stands for sysfs, which lives in memory: on tmpfs, so that its own file system
+  // work does not queue behind the records' fsyncs on the disk (ext4's journal).
+  Fixture fixture(shm.path());
+  const VmDevices vm = vm_devices(fixture.host);
+
+  Preparer on_disk = make_preparer(fixture, scratch.path() / "records");
+  Preparer on_tmpfs = make_preparer(fixture, shm.path() / "records");
+
+  CountingWriter part_writer(fixture.kernel);
+  vfio::VfioBinder binder(take(SysfsRoot::open(fixture.root), "open the fixture"), part_writer);
+  const auto leaders = group_leaders(binder, vm);
+  CountingNetlink part_netlink(fixture.host);
+  const auto vf_list = vf_targets(fixture.host, vm);
+  CountingConfigSpace part_config(take(vfio::make_libpci_config_space(fixture.root), "libpci over the fixture"));
+
+  // One untimed prepare+release, recording its writes for the replay, and checked to leave the
+  // fixture exactly as it was.
+  const auto pristine = testing::snapshot_tree(fixture.root);
+  on_disk.writer->recording = true;
+  prepare_round(on_disk, vm, false);
+  on_disk.writer->recording = false;
+  const auto replay = on_disk.writer->recorded;
+  if (const auto diff = testing::describe_difference(pristine, testing::snapshot_tree(fixture.root)); !diff.empty()) {
+    fail("prepare+release did not leave the fixture as it was:\n" + diff);
+  }
+
+  std::size_t registers = 0;
+  Samples binder_ms, vf_ms, p2p_ms, inspect_ms, replay_ms;
+  const auto time_into = [](Samples& samples, const std::function<void()>& work) {
+    const auto start = Clock::now();
+    work();
+    samples.ms.push_back(double(ns_since(start)) / 1e6);
+  };
+  std::vector<std::function<void(bool)>> arms = {
+      [&](bool timed) { prepare_round(on_disk, vm, timed); },
+      [&](bool timed) { prepare_round(on_tmpfs, vm, timed); },
+      [&](bool /*timed*/) { time_into(binder_ms, [&] { bind_and_release(binder, leaders); }); },
+      [&](bool /*timed*/) { time_into(vf_ms, [&] { configure_and_reset(part_netlink, vf_list); }); },
+      [&](bool /*timed*/) { time_into(p2p_ms, [&] { registers = apply_and_restore(fixture.host, part_config, vm); }); },
+      [&](bool /*timed*/) {
+        time_into(inspect_ms, [&] {
+          for (const auto& device : vm.passthrough) take(binder.inspect_group(device), "inspect");
+        });
+      },
+      [&](bool /*timed*/) {
+        time_into(replay_ms, [&] {
+          for (const auto& [path, value] : replay) check(fixture.kernel.write(path, value), "replay " + path);
+        });
+      },
+  };
+  for (auto& arm : arms) arm(false);  // warm: caches, the libpci handles, the records directories
+  for (auto* samples : {&binder_ms, &vf_ms, &p2p_ms, &inspect_ms, &replay_ms}) samples->ms.clear();
+
+  const auto start = Clock::now();
+  for (int round = 0; round < rounds; ++round) {
+    for (std::size_t i = 0; i < arms.size(); ++i) arms[(round + i) % arms.size()](true);
+  }
+  const double wall_s = double(ns_since(start)) / 1e9;
+  if (const auto diff = testing::describe_difference(pristine, testing::snapshot_tree(fixture.root)); !diff.empty()) {
+    fail("the rounds did not leave the fixture as it was:\n" + diff);
+  }
+
+  std::printf(
+      "device preparation of gx3d-160x1792x8h100 on simulated vela2 over the fake kernel: %zu devices "
+      "(%zu GPUs, %zu VFs, %zu NVMe) in %zu IOMMU groups, %zu VFs configured, %zu ACS/ATS registers set\n",
+      vm.passthrough.size(), vm.placement.gpus.size(), vf_list.size(), vm.placement.nvme.size(), leaders.size(),
+      vf_list.size(), registers);
+  std::printf("%d rounds interleaved, %.1f s; load average before %s, after %s (%ld CPUs)\n", rounds, wall_s,
+              load_before.c_str(), load_average().c_str(), sysconf(_SC_NPROCESSORS_ONLN));
+  std::printf("  %-52s %8s %8s %9s %8s\n", "(ms)", "median", "p90", "x inspect", "x replay");
+  const Samples disk_total = sum(on_disk.prepare, on_disk.release);
+  const Samples tmpfs_total = sum(on_tmpfs.prepare, on_tmpfs.release);
+  print_row("daemon preparer prepare+release, records on disk", disk_total, inspect_ms, replay_ms);
+  print_row("  prepare", on_disk.prepare, inspect_ms, replay_ms);
+  print_row("  release", on_disk.release, inspect_ms, replay_ms);
+  print_row("daemon preparer prepare+release, records on tmpfs", tmpfs_total, inspect_ms, replay_ms);
+  print_row("  prepare", on_tmpfs.prepare, inspect_ms, replay_ms);
+  print_row("  release", on_tmpfs.release, inspect_ms, replay_ms);
+  print_row("parts alone: vfio bind_group+release, every group", binder_ms, inspect_ms, replay_ms);
+  print_row("parts alone: VF configure+reset, every VF", vf_ms, inspect_ms, replay_ms);
+  print_row("parts alone: ACS/ATS p2p_needs+apply+restore", p2p_ms, inspect_ms, replay_ms);
+  print_row("baseline (a): inspect_group of every device", inspect_ms, inspect_ms, replay_ms);
+  char replay_label[96];
+  std::snprintf(replay_label, sizeof(replay_label), "baseline (b): fake kernel replaying the %zu writes",
+                replay.size());
+  print_row(replay_label, replay_ms, inspect_ms, replay_ms);
+
+  std::printf("OS calls of the daemon preparer, records on disk (%s)\n", scratch.path().c_str());
+  print_counts("prepare", on_disk.prepare_counts, on_disk.rounds);
+  print_counts("release", on_disk.release_counts, on_disk.rounds);
+  std::printf("records on tmpfs (%s)\n", shm.path().c_str());
+  print_counts("prepare", on_tmpfs.prepare_counts, on_tmpfs.rounds);
+  print_counts("release", on_tmpfs.release_counts, on_tmpfs.rounds);
+  std::printf(
+      "record durability: disk - tmpfs = %.3f ms of the median prepare+release (disk/tmpfs %.2f); of each "
+      "prepare+release on disk the records' fsyncs take %.3f ms (median; p90 %.3f) and their "
+      "open/rename/unlink %.3f ms (median; p90 %.3f); on tmpfs %.3f and %.3f ms\n",
+      disk_total.median() - tmpfs_total.median(), disk_total.median() / tmpfs_total.median(), on_disk.fsync.median(),
+      on_disk.fsync.p90(), on_disk.file_ops.median(), on_disk.file_ops.p90(), on_tmpfs.fsync.median(),
+      on_tmpfs.file_ops.median());
+  return 0;
+}

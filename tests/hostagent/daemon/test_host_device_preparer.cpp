@@ -1,0 +1,755 @@
+// hostagent's own device preparation (daemon/host_device_preparer, daemon/host_preparation) on the
+// simulated Vela-2-like host, through the fake kernel's PCI driver core, the fixture's config files
+// (libpci) and an in-memory netlink: what a prepare changes, that a release or a failure at any step
+// leaves the tree exactly as it was, the registers two VMs share, a restart in between, and the
+// host's own preparation at start.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <filesystem>
+#include <functional>
+#include <iterator>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "fake_host.hpp"
+#include "fake_sriov.hpp"
+#include "fake_vf_netlink.hpp"
+#include "hostagent/daemon/device_preparer.hpp"
+#include "hostagent/numa/discovery.hpp"
+#include "hostagent/state/device_records.hpp"
+#include "hostagent/vfio/p2p_settings.hpp"
+
+namespace hostagent::daemon {
+namespace {
+
+namespace fs = std::filesystem;
+using sriov::fake::FakeVfNetlink;
+using testing::builtin_spec;
+using testing::describe_difference;
+using testing::FakeHost;
+using testing::FakeKernel;
+using testing::TempDir;
+
+constexpr uint64_t kGiB = 1ULL << 30;
+
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+// The preparer owns its writer, config space and netlink; the fixture keeps the real ones, so these
+// forward to them.
+class ForwardingWriter final : public SysfsWriter {
+ public:
+  explicit ForwardingWriter(SysfsWriter& inner) : inner_(inner) {}
+  Status write(const std::string& kernel_path, std::string_view value) override {
+    return inner_.write(kernel_path, value);
+  }
+  const fs::path& root() const override { return inner_.root(); }
+
+ private:
+  SysfsWriter& inner_;
+};
+
+class ForwardingNetlink final : public sriov::VfNetlink {
+ public:
+  explicit ForwardingNetlink(sriov::VfNetlink& inner) : inner_(inner) {}
+  Result<sriov::VfState> read(const std::string& pf, int vf) override { return inner_.read(pf, vf); }
+  Status apply(const std::string& pf, int vf, const sriov::VfSettings& s) override { return inner_.apply(pf, vf, s); }
+
+ private:
+  sriov::VfNetlink& inner_;
+};
+
+// Counts config-space accesses and fails the Nth write or read when asked (0: none).
+struct ConfigCounters {
+  int writes = 0;
+  int reads = 0;
+  int fail_write = 0;
+  int fail_read = 0;
+};
+
+class CountingConfigSpace final : public vfio::ConfigSpace {
+ public:
+  CountingConfigSpace(std::unique_ptr<vfio::ConfigSpace> inner, ConfigCounters& counters)
+      : inner_(std::move(inner)), counters_(counters) {}
+  Result<uint16_t> read16(const numa::PciAddress& device, int offset) override {
+    if (++counters_.reads == counters_.fail_read) {
+      return Error{ErrorCode::io_error, "injected failure of config read of " + device.to_string()};
+    }
+    return inner_->read16(device, offset);
+  }
+  Status write16(const numa::PciAddress& device, int offset, uint16_t value) override {
+    if (++counters_.writes == counters_.fail_write) {
+      return Error{ErrorCode::io_error, "injected failure of config write to " + device.to_string()};
+    }
+    return inner_->write16(device, offset, value);
+  }
+  Result<std::optional<int>> find_ext_capability(const numa::PciAddress& device, int cap_id) override {
+    return inner_->find_ext_capability(device, cap_id);
+  }
+
+ private:
+  std::unique_ptr<vfio::ConfigSpace> inner_;
+  ConfigCounters& counters_;
+};
+
+numa::HostModel discover(const FakeHost& host) {
+  auto model = numa::discover_from_sysfs(host.root());
+  REQUIRE_MESSAGE(model.ok(), model.error().message);
+  return std::move(model).value();
+}
+
+// VF settings away from neutral everywhere, so that a reset that forgot one shows.
+config::DevicesConfig configured_devices() {
+  config::DevicesConfig devices;
+  devices.vf.vlan = 100;
+  devices.vf.qos = 3;
+  devices.vf.trust = true;
+  devices.vf.spoofchk = false;
+  devices.vf.link_state = "enable";
+  devices.vf.max_tx_rate_mbps = 25000;
+  return devices;
+}
+
+// One vela2 host and everything a preparer works through. Building the tree takes about a second:
+// cases share one where they can, which is sound because each checks the tree is back as it was.
+struct Fixture {
+  explicit Fixture(const std::function<void(FakeKernel&)>& before_model = {})
+      : host(builtin_spec("vela2"), before_model), model(discover(host)) {
+    for (const auto& f : model.pci_devices) {
+      if (f.sriov && !f.net_interfaces.empty()) {
+        netlink.add_pf(f.net_interfaces.front(), static_cast<int>(f.sriov->vfs.size()));
+      }
+    }
+  }
+
+  HostDeviceParts parts() {
+    HostDeviceParts parts;
+    parts.sysfs_root = host.root();
+    parts.writer = std::make_unique<ForwardingWriter>(host.kernel());
+    auto config = vfio::make_libpci_config_space(host.root());
+    REQUIRE_MESSAGE(config.ok(), config.error().message);
+    parts.config_space = std::make_unique<CountingConfigSpace>(std::move(config).value(), config_counters);
+    parts.netlink = std::make_unique<ForwardingNetlink>(netlink);
+    parts.devices = devices;
+    parts.records_directory = records_dir.path() / "devices";
+    return parts;
+  }
+
+  std::unique_ptr<DevicePreparer> preparer(const numa::HostModel& on) {
+    auto made = make_host_device_preparer(on, parts());
+    REQUIRE_MESSAGE(made.ok(), made.error().message);
+    return std::move(made).value();
+  }
+  std::unique_ptr<DevicePreparer> preparer() { return preparer(model); }
+
+  state::DeviceRecords records() const { return state::DeviceRecords::open(records_dir.path() / "devices").value(); }
+  std::optional<state::DeviceRecord> record(const std::string& owner) const {
+    auto read = records().read(owner);
+    REQUIRE_MESSAGE(read.ok(), read.error().message);
+    return std::move(read).value();
+  }
+
+  // The PF netdev and index of a VF, from the model.
+  std::pair<std::string, int> vf_place(const numa::PciAddress& vf) const {
+    const auto* pf = model.find(*model.find(vf)->physfn);
+    const auto& vfs = pf->sriov->vfs;
+    return {pf->net_interfaces.front(), static_cast<int>(std::find(vfs.begin(), vfs.end(), vf) - vfs.begin())};
+  }
+  sriov::VfState vf_state(const numa::PciAddress& vf) {
+    const auto [pf, index] = vf_place(vf);
+    return netlink.state(pf, index);
+  }
+  // Every VF of the host at the state a freshly created VF has.
+  void check_netlink_neutral() {
+    for (const auto& f : model.pci_devices) {
+      if (!f.physfn) continue;
+      CHECK_MESSAGE(vf_state(f.address) == FakeVfNetlink::fresh(), f.address.to_string() << " is not neutral");
+    }
+  }
+
+  std::size_t writes() { return host.kernel().writes().size(); }
+
+  FakeHost host;
+  numa::HostModel model;
+  FakeVfNetlink netlink;
+  ConfigCounters config_counters;
+  config::DevicesConfig devices = configured_devices();
+  TempDir records_dir;
+};
+
+numa::PlacementRequest gpu_request(int gpus, int vfs_per_gpu, int nvme) {
+  numa::PlacementRequest request;
+  request.vcpus = 8;
+  request.memory_bytes = 16 * kGiB;
+  request.gpus = gpus;
+  request.vfs_per_gpu = vfs_per_gpu;
+  request.nvme = nvme;
+  return request;
+}
+
+numa::Placement place(const numa::HostModel& model, const numa::PlacementRequest& request,
+                      const std::vector<numa::Allocation>& existing = {}) {
+  numa::HostPolicy policy;
+  policy.housekeeping_cpus = {0, 96};
+  auto placed = numa::place(model, existing, policy, request);
+  REQUIRE_MESSAGE(placed.ok(), placed.error().message);
+  return std::move(placed).value();
+}
+
+std::vector<numa::PciAddress> placed_vfs(const numa::Placement& placement) {
+  std::vector<numa::PciAddress> out;
+  for (const auto& gpu : placement.gpus) {
+    for (const auto& vf : gpu.vfs) out.push_back(vf.address);
+  }
+  for (const auto& vf : placement.extra_vfs) out.push_back(vf.address);
+  return out;
+}
+
+DeviceRequest request_for(const numa::Placement& placement) {
+  DeviceRequest request;
+  int n = 0;
+  for (const auto& vf : placed_vfs(placement)) {
+    request.vf_macs.emplace_back(vf, "52:54:00:00:10:0" + std::to_string(++n));
+  }
+  return request;
+}
+
+// Every endpoint of the IOMMU groups the placement's devices are in.
+std::set<numa::PciAddress> group_endpoints(const numa::HostModel& model, const numa::Placement& placement) {
+  std::vector<numa::PciAddress> devices = placed_vfs(placement);
+  for (const auto& gpu : placement.gpus) {
+    devices.push_back(gpu.gpu.address);
+    devices.insert(devices.end(), gpu.companions.begin(), gpu.companions.end());
+  }
+  for (const auto& nvme : placement.nvme) devices.push_back(nvme.address);
+  std::set<numa::PciAddress> out;
+  for (const auto& device : devices) {
+    const int group = model.find(device)->iommu_group.value();
+    for (const auto& g : model.iommu_groups) {
+      if (g.id != group) continue;
+      for (const auto& member : g.members) {
+        if (!model.find(member)->is_bridge()) out.insert(member);
+      }
+    }
+  }
+  return out;
+}
+
+// The devices peer-to-peer runs between (GPUs and VFs) and the ports above them Vela's ACS setting
+// is for: root ports and switch downstream ports.
+std::vector<numa::PciAddress> peer_devices(const numa::Placement& placement) {
+  std::vector<numa::PciAddress> out = placed_vfs(placement);
+  for (const auto& gpu : placement.gpus) out.push_back(gpu.gpu.address);
+  return out;
+}
+std::set<numa::PciAddress> acs_ports(const numa::HostModel& model, const std::vector<numa::PciAddress>& devices) {
+  std::set<numa::PciAddress> out;
+  for (const auto& device : devices) {
+    for (const auto& bridge : model.find(device)->bridge_chain) {
+      const auto role = model.find(bridge)->role;
+      if (role == numa::PciRole::root_port || role == numa::PciRole::switch_downstream) out.insert(bridge);
+    }
+  }
+  return out;
+}
+
+// What a prepare must have done, read back from the tree, the netlink fake and the records.
+void check_prepared(Fixture& f, const std::string& vm, const numa::Placement& placement, const DeviceRequest& request) {
+  for (const auto& endpoint : group_endpoints(f.model, placement)) {
+    CHECK_MESSAGE(f.host.driver_of(endpoint.to_string()) == "vfio-pci", endpoint.to_string());
+    CHECK(f.host.exists("/dev/vfio/" + std::to_string(*f.model.find(endpoint)->iommu_group)));
+  }
+  for (const auto& [vf, mac] : request.vf_macs) {
+    const auto state = f.vf_state(vf);
+    CHECK(state.mac == mac);
+    CHECK(state.vlan == f.devices.vf.vlan);
+    CHECK(state.qos == f.devices.vf.qos);
+    CHECK(state.trust == f.devices.vf.trust);
+    CHECK(state.spoofchk == f.devices.vf.spoofchk);
+    CHECK(state.link_state == sriov::LinkState::enable);
+    CHECK(state.max_tx_rate_mbps == f.devices.vf.max_tx_rate_mbps);
+  }
+  const auto now = discover(f.host);
+  const auto peers = peer_devices(placement);
+  for (const auto& port : acs_ports(f.model, peers)) {
+    const auto& was = *f.model.find(port)->acs;
+    CHECK_MESSAGE(now.find(port)->acs->control == vfio::vela_acs_control(was.capability, was.control),
+                  port.to_string());
+    CHECK(now.find(port)->acs->control != was.control);  // vela2's ports start at Linux's 0x1d
+  }
+  for (const auto& device : peers) {
+    REQUIRE(now.find(device)->ats.has_value());
+    CHECK_MESSAGE(now.find(device)->ats->enabled, device.to_string());
+  }
+  const auto record = f.record(vm);
+  REQUIRE(record.has_value());
+  CHECK(record->vfs.size() == request.vf_macs.size());
+  std::set<int> groups;
+  for (const auto& endpoint : group_endpoints(f.model, placement)) groups.insert(*f.model.find(endpoint)->iommu_group);
+  CHECK(record->groups.size() == groups.size());
+}
+
+TEST_CASE("prepare binds the VM's groups, configures its VFs and sets ACS and ATS, release undoes all of it") {
+  Fixture f;
+  const auto placement = place(f.model, gpu_request(2, 1, 1));
+  REQUIRE(placement.gpus.size() == 2);
+  REQUIRE(placed_vfs(placement).size() == 2);
+  REQUIRE(placement.nvme.size() == 1);
+  const auto request = request_for(placement);
+  const auto before = f.host.snapshot();
+  auto preparer = f.preparer();
+  CHECK_FALSE(preparer->libvirt_manages_hostdevs());
+
+  const auto prepared = preparer->prepare("train-0", placement, request);
+  REQUIRE_MESSAGE(prepared.ok(), prepared.error().message);
+  check_prepared(f, "train-0", placement, request);
+  // The NVMe goes to the VM but peer-to-peer is not set up for it.
+  const auto now = discover(f.host);
+  const auto nvme = placement.nvme[0].address;
+  CHECK(f.host.driver_of(nvme.to_string()) == "vfio-pci");
+  if (f.model.find(nvme)->ats) CHECK(now.find(nvme)->ats->enabled == f.model.find(nvme)->ats->enabled);
+
+  const auto allocation = numa::allocation_of("train-0", placement, kGiB);
+  const auto released = preparer->release("train-0", allocation);
+  REQUIRE_MESSAGE(released.ok(), released.error().message);
+  CHECK(describe_difference(before, f.host.snapshot()) == "");
+  f.check_netlink_neutral();
+  CHECK_FALSE(f.record("train-0").has_value());
+
+  // Again: nothing left to give back, and nothing written.
+  const auto writes = f.writes();
+  const auto config_writes = f.config_counters.writes;
+  const auto applies = f.netlink.applies();
+  REQUIRE(preparer->release("train-0", allocation).ok());
+  CHECK(f.writes() == writes);
+  CHECK(f.config_counters.writes == config_writes);
+  CHECK(f.netlink.applies() == applies);
+}
+
+TEST_CASE("the template's VLAN wins over the configured one") {
+  Fixture f;
+  const auto placement = place(f.model, gpu_request(1, 1, 0));
+  auto request = request_for(placement);
+  request.vlan = 0;
+  auto preparer = f.preparer();
+  REQUIRE(preparer->prepare("vm-a", placement, request).ok());
+  const auto state = f.vf_state(request.vf_macs[0].first);
+  CHECK(state.vlan == 0);
+  CHECK(state.qos == 0);  // no priority without a tag
+  REQUIRE(preparer->release("vm-a", numa::allocation_of("vm-a", placement, kGiB)).ok());
+  f.check_netlink_neutral();
+}
+
+// The checks after a prepare that failed: everything back, nothing recorded.
+void check_rolled_back(Fixture& f, const Status& prepared, const std::map<std::string, std::string>& before) {
+  REQUIRE_FALSE(prepared.ok());
+  CHECK_MESSAGE(contains(prepared.error().message, "rolled back"), prepared.error().message);
+  CHECK(describe_difference(before, f.host.snapshot()) == "");
+  f.check_netlink_neutral();
+  CHECK(f.records().all().value().empty());
+}
+
+TEST_CASE("a sysfs write failing at any step of prepare leaves the tree as it was and no record") {
+  Fixture f;
+  const auto placement = place(f.model, gpu_request(2, 1, 1));
+  const auto request = request_for(placement);
+  const auto before = f.host.snapshot();
+  std::size_t steps = 0;
+  {
+    auto clean = f.preparer();
+    const std::size_t start = f.writes();
+    REQUIRE(clean->prepare("vm-a", placement, request).ok());
+    steps = f.writes() - start;
+    REQUIRE(clean->release("vm-a", {}).ok());
+  }
+  REQUIRE(steps >= 5 * 3);  // override, unbind and probe for each of the five groups
+  for (std::size_t k = 1; k <= steps; ++k) {
+    CAPTURE(k);
+    const int fired = f.host.kernel().faults_fired();
+    f.host.kernel().fail_write(".*", EIO, static_cast<int>(k));
+    const auto prepared = f.preparer()->prepare("vm-a", placement, request);
+    CHECK(f.host.kernel().faults_fired() == fired + 1);
+    check_rolled_back(f, prepared, before);
+  }
+}
+
+TEST_CASE("a netlink refusal or read failure at any step of prepare leaves everything as it was") {
+  Fixture f;
+  const auto placement = place(f.model, gpu_request(2, 1, 0));
+  const auto request = request_for(placement);
+  const auto before = f.host.snapshot();
+  int reads = 0;
+  {
+    auto clean = f.preparer();
+    REQUIRE(clean->prepare("vm-a", placement, request).ok());
+    reads = f.netlink.reads();
+    REQUIRE(clean->release("vm-a", {}).ok());
+  }
+  REQUIRE(reads >= 4);  // before and after, for each VF
+  for (const char* field : {"mac", "vlan", "rate", "spoofchk", "link_state", "trust"}) {
+    CAPTURE(field);
+    f.netlink.refuse_next(field);
+    const auto prepared = f.preparer()->prepare("vm-a", placement, request);
+    CHECK_MESSAGE(contains(prepared.error().message, "set " + std::string(field)), prepared.error().message);
+    check_rolled_back(f, prepared, before);
+  }
+  for (int n = 1; n <= reads; ++n) {
+    CAPTURE(n);
+    f.netlink.fail_read(n);
+    const auto prepared = f.preparer()->prepare("vm-a", placement, request);
+    CHECK_MESSAGE(contains(prepared.error().message, "injected failure"), prepared.error().message);
+    check_rolled_back(f, prepared, before);
+  }
+}
+
+TEST_CASE("a config space write or read failing at any step of prepare leaves everything as it was") {
+  Fixture f;
+  const auto placement = place(f.model, gpu_request(2, 1, 0));
+  const auto request = request_for(placement);
+  const auto before = f.host.snapshot();
+  int writes = 0;
+  int reads = 0;
+  {
+    auto clean = f.preparer();
+    REQUIRE(clean->prepare("vm-a", placement, request).ok());
+    writes = f.config_counters.writes;
+    reads = f.config_counters.reads;
+    REQUIRE(clean->release("vm-a", {}).ok());
+  }
+  REQUIRE(writes >= 10);  // root, GPU and NIC port of two stacks, ATS on two GPUs and two VFs
+  REQUIRE(reads > writes);
+  for (int n = 1; n <= writes; ++n) {
+    CAPTURE(n);
+    f.config_counters = ConfigCounters{0, 0, n, 0};
+    const auto prepared = f.preparer()->prepare("vm-a", placement, request);
+    CHECK_MESSAGE(contains(prepared.error().message, "injected failure of config write"), prepared.error().message);
+    check_rolled_back(f, prepared, before);
+  }
+  // Reads are many (capabilities, registers, read-backs) and each case takes a snapshot of the
+  // tree: the first and last, and a spread between them, cover the plan and the apply.
+  std::set<int> sampled{1, 2, reads / 4, reads / 2, 3 * reads / 4, reads - 1, reads};
+  for (const int n : sampled) {
+    CAPTURE(n);
+    f.config_counters = ConfigCounters{0, 0, 0, n};
+    const auto prepared = f.preparer()->prepare("vm-a", placement, request);
+    CHECK_MESSAGE(contains(prepared.error().message, "injected failure of config read"), prepared.error().message);
+    check_rolled_back(f, prepared, before);
+  }
+}
+
+TEST_CASE("a release that fails at any step keeps the record, and the next release finishes it") {
+  Fixture f;
+  const auto placement = place(f.model, gpu_request(1, 1, 0));
+  const auto request = request_for(placement);
+  const auto before = f.host.snapshot();
+  auto preparer = f.preparer();
+  std::size_t steps = 0;
+  int config_writes = 0;
+  REQUIRE(preparer->prepare("vm-a", placement, request).ok());
+  const std::size_t start = f.writes();
+  f.config_counters = ConfigCounters{};
+  REQUIRE(preparer->release("vm-a", {}).ok());
+  steps = f.writes() - start;
+  config_writes = f.config_counters.writes;
+  REQUIRE(steps >= 2 * 3);
+  REQUIRE(config_writes >= 5);  // root, GPU and NIC port, ATS on the GPU and the VF
+  auto fail_and_finish = [&](const std::function<void()>& inject, const std::string& why) {
+    REQUIRE(preparer->prepare("vm-a", placement, request).ok());
+    inject();
+    const auto failed = preparer->release("vm-a", {});
+    REQUIRE_FALSE(failed.ok());
+    CHECK_MESSAGE(contains(failed.error().message, why), failed.error().message);
+    CHECK(f.record("vm-a").has_value());
+    // A daemon restarted in between reads the record back and finishes from it.
+    const auto finished = f.preparer()->release("vm-a", {});
+    REQUIRE_MESSAGE(finished.ok(), finished.error().message);
+    CHECK(describe_difference(before, f.host.snapshot()) == "");
+    f.check_netlink_neutral();
+    CHECK_FALSE(f.record("vm-a").has_value());
+  };
+  for (std::size_t k = 1; k <= steps; ++k) {
+    CAPTURE(k);
+    fail_and_finish([&] { f.host.kernel().fail_write(".*", EIO, static_cast<int>(k)); }, "not all given back");
+  }
+  for (int n = 1; n <= config_writes; ++n) {
+    CAPTURE(n);
+    fail_and_finish([&] { f.config_counters = ConfigCounters{0, 0, n, 0}; }, "injected failure of config write");
+  }
+  // The same preparer, not restarted: its ledger must still let the registers go.
+  REQUIRE(preparer->prepare("vm-a", placement, request).ok());
+  f.config_counters = ConfigCounters{0, 0, 1, 0};
+  REQUIRE_FALSE(preparer->release("vm-a", {}).ok());
+  REQUIRE(preparer->release("vm-a", {}).ok());
+  CHECK(describe_difference(before, f.host.snapshot()) == "");
+}
+
+// Two VMs on one NIC: a GPU with its VF, and another VF of the same PF. They share the NIC's
+// downstream port and the root port above it.
+struct SharedPorts {
+  numa::Placement first;
+  numa::Placement second;
+  numa::PciAddress gpu_port;
+  std::vector<numa::PciAddress> shared;
+};
+
+SharedPorts shared_ports(const Fixture& f) {
+  SharedPorts s;
+  s.first = place(f.model, gpu_request(1, 1, 0));
+  const auto vf = placed_vfs(s.first).at(0);
+  const auto* pf = f.model.find(*f.model.find(vf)->physfn);
+  const auto other =
+      std::find_if(pf->sriov->vfs.begin(), pf->sriov->vfs.end(), [&](const numa::PciAddress& a) { return a != vf; });
+  REQUIRE(other != pf->sriov->vfs.end());
+  s.second.extra_vfs.push_back(numa::PlacedDevice{*other, pf->numa_node, pf->pcie_switch, 0});
+  const auto first_ports = acs_ports(f.model, peer_devices(s.first));
+  const auto second_ports = acs_ports(f.model, {*other});
+  s.shared.assign(second_ports.begin(), second_ports.end());
+  REQUIRE(s.shared.size() == 2);  // the root port and the NIC's downstream port
+  std::vector<numa::PciAddress> only_first;
+  std::set_difference(first_ports.begin(), first_ports.end(), second_ports.begin(), second_ports.end(),
+                      std::back_inserter(only_first));
+  REQUIRE(only_first.size() == 1);  // the GPU's downstream port
+  s.gpu_port = only_first[0];
+  return s;
+}
+
+uint16_t acs_control(const FakeHost& host, const numa::PciAddress& port) {
+  return discover(host).find(port)->acs->control;
+}
+
+TEST_CASE("a port two VMs share keeps Vela's setting until the second lets it go") {
+  Fixture f;
+  const auto s = shared_ports(f);
+  const auto before = f.host.snapshot();
+  auto preparer = f.preparer();
+  REQUIRE(preparer->prepare("vm-a", s.first, request_for(s.first)).ok());
+  REQUIRE(preparer->prepare("vm-b", s.second, request_for(s.second)).ok());
+  check_prepared(f, "vm-b", s.second, request_for(s.second));
+
+  REQUIRE(preparer->release("vm-a", {}).ok());
+  for (const auto& port : s.shared) CHECK_MESSAGE(acs_control(f.host, port) == vfio::kAcsVelaControl, port.to_string());
+  CHECK(acs_control(f.host, s.gpu_port) == f.model.find(s.gpu_port)->acs->control);
+  CHECK_FALSE(discover(f.host).find(s.first.gpus[0].gpu.address)->ats->enabled);
+  CHECK(discover(f.host).find(s.second.extra_vfs[0].address)->ats->enabled);
+
+  REQUIRE(preparer->release("vm-b", {}).ok());
+  CHECK(describe_difference(before, f.host.snapshot()) == "");
+  f.check_netlink_neutral();
+  CHECK(f.records().all().value().empty());
+}
+
+TEST_CASE("after a restart the records are read back and the release restores the tree") {
+  Fixture f;
+  const auto s = shared_ports(f);
+  const auto before = f.host.snapshot();
+  {
+    auto preparer = f.preparer();
+    // The first VM's record sorts last: read back, the second's (which found the shared ports set
+    // already) comes first, and must not make the set value the one to restore.
+    REQUIRE(preparer->prepare("vm-z", s.first, request_for(s.first)).ok());
+    REQUIRE(preparer->prepare("vm-a", s.second, request_for(s.second)).ok());
+  }
+  {
+    auto restarted = f.preparer();
+    REQUIRE(restarted->release("vm-z", {}).ok());
+    for (const auto& port : s.shared) CHECK(acs_control(f.host, port) == vfio::kAcsVelaControl);
+  }
+  auto again = f.preparer();
+  REQUIRE(again->release("vm-a", {}).ok());
+  CHECK(describe_difference(before, f.host.snapshot()) == "");
+  f.check_netlink_neutral();
+  CHECK(f.records().all().value().empty());
+}
+
+TEST_CASE("prepare twice for one VM, then release, gives back what was there before the first") {
+  Fixture f;
+  const auto placement = place(f.model, gpu_request(1, 1, 0));
+  const auto request = request_for(placement);
+  const auto before = f.host.snapshot();
+  {
+    auto preparer = f.preparer();
+    REQUIRE(preparer->prepare("vm-a", placement, request).ok());
+    const auto prepared = f.host.snapshot();
+    const auto again = preparer->prepare("vm-a", placement, request);
+    REQUIRE_MESSAGE(again.ok(), again.error().message);
+    CHECK(describe_difference(prepared, f.host.snapshot()) == "");
+  }
+  // And through a restarted daemon (a retried step after a crash).
+  auto restarted = f.preparer();
+  REQUIRE(restarted->prepare("vm-a", placement, request).ok());
+  REQUIRE(restarted->release("vm-a", {}).ok());
+  CHECK(describe_difference(before, f.host.snapshot()) == "");
+  f.check_netlink_neutral();
+}
+
+TEST_CASE("release_unheld gives back the devices of a VM nobody holds, and only those") {
+  Fixture f;
+  const auto kept = place(f.model, gpu_request(1, 1, 0));
+  const auto kept_allocation = numa::allocation_of("kept", kept, kGiB);
+  const auto orphan = place(f.model, gpu_request(1, 1, 0), {kept_allocation});
+  const auto before = f.host.snapshot();
+  auto preparer = f.preparer();
+  REQUIRE(preparer->prepare("kept", kept, request_for(kept)).ok());
+  const auto only_kept = f.host.snapshot();
+  REQUIRE(preparer->prepare("orphan", orphan, request_for(orphan)).ok());
+
+  auto restarted = f.preparer();
+  const auto released = restarted->release_unheld({kept_allocation});
+  REQUIRE_MESSAGE(released.ok(), released.error().message);
+  REQUIRE(released->size() == 1);
+  CHECK(contains(released->front(), "orphan"));
+  CHECK(describe_difference(only_kept, f.host.snapshot()) == "");
+  CHECK_FALSE(f.record("orphan").has_value());
+  CHECK(f.record("kept").has_value());
+  CHECK(restarted->release_unheld({kept_allocation}).value().empty());
+
+  REQUIRE(restarted->release("kept", kept_allocation).ok());
+  CHECK(describe_difference(before, f.host.snapshot()) == "");
+}
+
+// An attribute's value without the newline (sysfs adds one on read; the fake stores what was written).
+std::string trimmed(std::string text) {
+  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
+  return text;
+}
+
+bool is_passthrough(const numa::PciFunction& f) {
+  return f.role == numa::PciRole::gpu || f.role == numa::PciRole::nvswitch;
+}
+
+TEST_CASE("host preparation binds every GPU and NVSwitch group at start, and a VM then uses them as bound") {
+  Fixture f;
+  auto parts = f.parts();
+  const auto changed = prepare_host_devices(f.model, parts);
+  REQUIRE_MESSAGE(changed.ok(), changed.error().message);
+  CHECK(*changed);
+  std::map<int, std::string> original;  // group -> the driver its endpoint had
+  for (const auto& d : f.model.pci_devices) {
+    const std::string driver = f.host.driver_of(d.address.to_string());
+    if (is_passthrough(d)) {
+      CHECK_MESSAGE(driver == "vfio-pci", d.address.to_string());
+      original[*d.iommu_group] = *d.driver;
+    } else {
+      CHECK_MESSAGE(driver == d.driver.value_or(""), d.address.to_string());
+    }
+  }
+  const auto host_record = f.record(state::kHostDeviceOwner);
+  REQUIRE(host_record.has_value());
+  CHECK(host_record->groups.size() == original.size());
+  for (const auto& group : host_record->groups) {
+    for (const auto& function : group.functions) {
+      CHECK(function.original_driver == original.at(group.group));
+      CHECK_FALSE(function.was_vfio);
+    }
+  }
+
+  // A second start: nothing to do.
+  const auto writes = f.writes();
+  auto again_parts = f.parts();
+  const auto again = prepare_host_devices(f.model, again_parts);
+  REQUIRE(again.ok());
+  CHECK_FALSE(*again);
+  CHECK(f.writes() == writes);
+  CHECK(state::device_record_to_json(f.record(state::kHostDeviceOwner).value()) ==
+        state::device_record_to_json(*host_record));
+
+  // The daemon discovers the host again, and a VM's prepare binds only its VFs.
+  const auto bound = discover(f.host);
+  const auto placement = place(bound, gpu_request(2, 1, 0));
+  const auto request = request_for(placement);
+  const auto host_ready = f.host.snapshot();
+  auto preparer = f.preparer(bound);
+  const auto start = f.writes();
+  REQUIRE(preparer->prepare("vm-a", placement, request).ok());
+  for (std::size_t i = start; i < f.writes(); ++i) {
+    const auto& [path, value] = f.host.kernel().writes()[i];
+    for (const auto& gpu : placement.gpus) {
+      CHECK_FALSE(contains(path + " " + value, gpu.gpu.address.to_string()));
+    }
+  }
+  const auto record = f.record("vm-a");
+  REQUIRE(record.has_value());
+  CHECK(record->groups.size() == 2);  // the VFs' groups only
+  REQUIRE(preparer->release("vm-a", {}).ok());
+  for (const auto& gpu : placement.gpus) CHECK(f.host.driver_of(gpu.gpu.address.to_string()) == "vfio-pci");
+  CHECK(describe_difference(host_ready, f.host.snapshot()) == "");
+
+  // Someone gives a GPU back to nvidia by hand: a VM placed on it is refused, naming it.
+  const std::string gpu = placement.gpus[0].gpu.address.to_string();
+  REQUIRE(f.host.kernel().write("/sys/bus/pci/devices/" + gpu + "/driver_override", "\n").ok());
+  REQUIRE(f.host.kernel().write("/sys/bus/pci/drivers/vfio-pci/unbind", gpu).ok());
+  REQUIRE(f.host.kernel().write("/sys/bus/pci/drivers/nvidia/bind", gpu).ok());
+  REQUIRE(f.host.driver_of(gpu) == "nvidia");
+  const auto rebound = f.host.snapshot();
+  const auto refused = preparer->prepare("vm-b", placement, request);
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.error().code == ErrorCode::conflict);
+  CHECK_MESSAGE(contains(refused.error().message, gpu), refused.error().message);
+  CHECK(describe_difference(rebound, f.host.snapshot()) == "");
+  CHECK_FALSE(f.record("vm-b").has_value());
+
+  // What the message advises: the next start binds it again, and the record still names nvidia.
+  auto restart_parts = f.parts();
+  const auto restarted = prepare_host_devices(f.model, restart_parts);
+  REQUIRE_MESSAGE(restarted.ok(), restarted.error().message);
+  CHECK(*restarted);
+  CHECK(f.host.driver_of(gpu) == "vfio-pci");
+  CHECK(state::device_record_to_json(f.record(state::kHostDeviceOwner).value()) ==
+        state::device_record_to_json(*host_record));
+  auto after_restart = f.preparer(discover(f.host));
+  REQUIRE(after_restart->prepare("vm-b", placement, request).ok());
+  REQUIRE(after_restart->release("vm-b", {}).ok());
+  CHECK(describe_difference(host_ready, f.host.snapshot()) == "");
+}
+
+TEST_CASE("host preparation creates the configured VFs unprobed, once") {
+  Fixture f([](FakeKernel& kernel) { testing::install_sriov_model(kernel); });
+  const numa::PciFunction* pf = nullptr;
+  for (const auto& d : f.model.pci_devices) {
+    if (d.sriov && !d.sriov->vfs.empty()) {
+      pf = &d;
+      break;
+    }
+  }
+  REQUIRE(pf != nullptr);
+  const std::string address = pf->address.to_string();
+  const int count = static_cast<int>(pf->sriov->vfs.size()) - 2;
+  REQUIRE(count > 0);
+  f.devices.bind_at_start = false;
+  f.devices.sriov = {config::SriovPfConfig{address, count}};
+  auto parts = f.parts();
+  const auto changed = prepare_host_devices(f.model, parts);
+  REQUIRE_MESSAGE(changed.ok(), changed.error().message);
+  CHECK(*changed);
+  const std::string dir = "/sys/bus/pci/devices/" + address + "/";
+  CHECK(trimmed(f.host.read(dir + "sriov_drivers_autoprobe")) == "0");
+  CHECK(trimmed(f.host.read(dir + "sriov_numvfs")) == std::to_string(count));
+  const auto now = discover(f.host);
+  REQUIRE(now.find(pf->address)->sriov->vfs.size() == static_cast<std::size_t>(count));
+  for (const auto& vf : now.find(pf->address)->sriov->vfs) CHECK(f.host.driver_of(vf.to_string()).empty());
+  for (const auto& d : f.model.pci_devices) {
+    if (is_passthrough(d)) CHECK(f.host.driver_of(d.address.to_string()) == *d.driver);  // not bound
+  }
+
+  const auto writes = f.writes();
+  auto again_parts = f.parts();
+  const auto again = prepare_host_devices(f.model, again_parts);
+  REQUIRE(again.ok());
+  CHECK_FALSE(*again);
+  CHECK(f.writes() == writes);
+
+  f.devices.sriov = {config::SriovPfConfig{"0000:ee:00.0", 2}};
+  auto missing_parts = f.parts();
+  const auto missing = prepare_host_devices(f.model, missing_parts);
+  REQUIRE_FALSE(missing.ok());
+  CHECK_MESSAGE(contains(missing.error().message, "0000:ee:00.0"), missing.error().message);
+}
+
+}  // namespace
+}  // namespace hostagent::daemon
