@@ -59,21 +59,8 @@ DeviceRecord full_record(const std::string& owner) {
 
 // DeviceRecord's defaulted == is deleted: vfio::GroupBinding and BoundFunction have none. Field
 // by field, so that a field from_json drops or changes shows.
-bool same(const vfio::BoundFunction& a, const vfio::BoundFunction& b) {
-  return a.address == b.address && a.original_driver == b.original_driver &&
-         a.original_override == b.original_override && a.was_vfio == b.was_vfio;
-}
-bool same(const vfio::GroupBinding& a, const vfio::GroupBinding& b) {
-  return a.group == b.group && std::equal(a.functions.begin(), a.functions.end(), b.functions.begin(),
-                                          b.functions.end(), [](const auto& x, const auto& y) { return same(x, y); });
-}
-bool same(const DeviceRecord& a, const DeviceRecord& b) {
-  return a.owner == b.owner && a.vfs == b.vfs && a.p2p == b.p2p &&
-         std::equal(a.groups.begin(), a.groups.end(), b.groups.begin(), b.groups.end(),
-                    [](const auto& x, const auto& y) { return same(x, y); });
-}
 bool same(const Result<std::optional<DeviceRecord>>& read, const DeviceRecord& b) {
-  return read.ok() && read->has_value() && same(**read, b);
+  return read.ok() && read->has_value() && **read == b;
 }
 
 DeviceRecords open_records(const fs::path& directory) {
@@ -111,7 +98,7 @@ TEST_CASE("a device record survives JSON and back with every field, set and unse
   const auto record = full_record("train-0");
   const auto back = device_record_from_json(device_record_to_json(record), "test");
   REQUIRE_MESSAGE(back.ok(), back.error().message);
-  CHECK(same(*back, record));
+  CHECK(*back == record);
   CHECK_FALSE(back->vfs[1].applied.mac.has_value());
   CHECK_FALSE(back->vfs[1].previous.trust.has_value());
   CHECK(back->vfs[0].applied.max_tx_rate_mbps == 4294967295U);
@@ -120,7 +107,7 @@ TEST_CASE("a device record survives JSON and back with every field, set and unse
   empty.owner = kHostDeviceOwner;
   const auto empty_back = device_record_from_json(device_record_to_json(empty), "test");
   REQUIRE_MESSAGE(empty_back.ok(), empty_back.error().message);
-  CHECK(same(*empty_back, empty));
+  CHECK(*empty_back == empty);
 }
 
 TEST_CASE("records are written, read, replaced, listed by owner and removed") {
@@ -141,8 +128,8 @@ TEST_CASE("records are written, read, replaced, listed by owner and removed") {
   const auto all = records.all();
   REQUIRE_MESSAGE(all.ok(), all.error().message);
   CHECK(owners(*all) == std::vector<std::string>{kHostDeviceOwner, "vm-a", "vm-b"});
-  CHECK(same((*all)[0], host));
-  CHECK(same((*all)[1], full_record("vm-a")));
+  CHECK((*all)[0] == host);
+  CHECK((*all)[1] == full_record("vm-a"));
 
   auto changed = full_record("vm-a");
   changed.vfs.clear();

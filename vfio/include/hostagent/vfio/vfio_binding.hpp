@@ -31,11 +31,13 @@ struct BoundFunction {
   std::string original_driver;    // "" was unbound
   std::string original_override;  // "" none
   bool was_vfio = false;          // already on a VFIO driver: bind and release leave it alone
+  bool operator==(const BoundFunction&) const = default;
 };
 
 struct GroupBinding {
   int group = -1;
   std::vector<BoundFunction> functions;  // endpoints of the group in bind order
+  bool operator==(const GroupBinding&) const = default;
 };
 
 // What a group member may be taken from. A member bound to any other driver is one the host is
