@@ -40,6 +40,15 @@ missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
+# netdevsim is built from linux-source against linux-headers for the kernel the harness boots: when
+# either is new, install the kernel image with them, so apt brings all three to one version (an
+# older image already installed would otherwise have no matching headers).
+for p in "${missing[@]}"; do
+  if [[ $p == linux-headers-amd64 || $p == linux-source-6.1 ]]; then
+    missing+=(linux-image-amd64)
+    break
+  fi
+done
 if [[ ${#missing[@]} -eq 0 ]]; then
   echo "install-deps.sh: all ${#packages[@]} packages present"
   exit 0
