@@ -11,7 +11,6 @@
 #include <fcntl.h>
 #include <libvirt/libvirt.h>
 #include <libvirt/virterror.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -31,6 +30,7 @@
 #include <string>
 #include <vector>
 
+#include "file_calls.hpp"
 #include "hostagent/common/result.hpp"
 #include "hostagent/config/daemon_config.hpp"
 #include "hostagent/daemon/vm_service.hpp"
@@ -39,6 +39,8 @@
 namespace {
 
 using namespace hostagent;
+using bench::file_calls_now;
+using bench::FileCalls;
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
@@ -60,62 +62,6 @@ constexpr const char* kOverlayVolume = "hostagent-bench-base.qcow2";
 constexpr const char* kQemuPool = "hostagent-bench-pool";
 constexpr const char* kQemuTemplate = "bench-2x256";
 constexpr int kQemuHugepages = 128;  // 256 MiB in 2 MiB pages
-
-// What the journal's file system calls cost, added up by the wrappers below.
-std::atomic<int64_t> g_fsync_ns{0};
-std::atomic<int64_t> g_fsync_calls{0};
-std::atomic<int64_t> g_file_ops_ns{0};  // file creation, rename, unlink
-
-}  // namespace
-
-// Linked with -Wl,--wrap for these: each call in hostagent's own (static) libraries comes here
-// first, so the share of a create spent in the journal's files is measured, not guessed. During a
-// create or delete the journal is the only hostagent code that fsyncs, creates, renames or unlinks.
-// NOLINTBEGIN(bugprone-reserved-identifier): the names --wrap gives
-extern "C" int __real_fsync(int fd);
-extern "C" int __real_open(const char* path, int flags, ...);
-extern "C" int __real_rename(const char* from, const char* to);
-extern "C" int __real_unlink(const char* path);
-
-extern "C" int __wrap_fsync(int fd) {
-  const auto start = Clock::now();
-  const int rc = __real_fsync(fd);
-  g_fsync_ns += ns_since(start);
-  ++g_fsync_calls;
-  return rc;
-}
-
-extern "C" int __wrap_open(const char* path, int flags, ...) {
-  mode_t mode = 0;
-  if ((flags & O_CREAT) != 0 || (flags & O_TMPFILE) == O_TMPFILE) {
-    va_list args;
-    va_start(args, flags);
-    mode = va_arg(args, mode_t);
-    va_end(args);
-  }
-  if ((flags & O_CREAT) == 0) return __real_open(path, flags, mode);  // reads: the backing image's header
-  const auto start = Clock::now();
-  const int fd = __real_open(path, flags, mode);
-  g_file_ops_ns += ns_since(start);
-  return fd;
-}
-
-extern "C" int __wrap_rename(const char* from, const char* to) {
-  const auto start = Clock::now();
-  const int rc = __real_rename(from, to);
-  g_file_ops_ns += ns_since(start);
-  return rc;
-}
-
-extern "C" int __wrap_unlink(const char* path) {
-  const auto start = Clock::now();
-  const int rc = __real_unlink(path);
-  g_file_ops_ns += ns_since(start);
-  return rc;
-}
-// NOLINTEND(bugprone-reserved-identifier)
-
-namespace {
 
 // ---- small tools ------------------------------------------------------------------------------
 
@@ -395,25 +341,22 @@ struct DaemonArm {
 class SplitTimer {
  public:
   explicit SplitTimer(const TimedHypervisor& hypervisor)
-      : hypervisor_(hypervisor),
-        libvirt_(hypervisor.libvirt_ns()),
-        fsync_(g_fsync_ns),
-        fsyncs_(g_fsync_calls),
-        file_ops_(g_file_ops_ns),
-        start_(Clock::now()) {}
+      : hypervisor_(hypervisor), libvirt_(hypervisor.libvirt_ns()), files_(file_calls_now()), start_(Clock::now()) {}
   void add_to(DaemonSplit& split) const {
     const int64_t total = ns_since(start_);
     split.samples.ms.push_back(static_cast<double>(total) / 1e6);
     split.total_ns += total;
     split.libvirt_ns += hypervisor_.libvirt_ns() - libvirt_;
-    split.fsync_ns += g_fsync_ns - fsync_;
-    split.fsyncs += g_fsync_calls - fsyncs_;
-    split.file_ops_ns += g_file_ops_ns - file_ops_;
+    const FileCalls files = file_calls_now() - files_;
+    split.fsync_ns += files.fsync_ns;
+    split.fsyncs += files.fsyncs;
+    split.file_ops_ns += files.file_ops_ns;
   }
 
  private:
   const TimedHypervisor& hypervisor_;
-  int64_t libvirt_, fsync_, fsyncs_, file_ops_;
+  int64_t libvirt_;
+  FileCalls files_;
   Clock::time_point start_;
 };
 

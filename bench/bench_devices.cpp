@@ -16,7 +16,6 @@
 //
 // Usage: bench_devices [ROUNDS]   (default 60)
 #include <fcntl.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -38,6 +37,7 @@
 #include "fake_kernel.hpp"
 #include "fake_pci_drivers.hpp"
 #include "fake_vf_netlink.hpp"
+#include "file_calls.hpp"
 #include "hostagent/daemon/device_preparer.hpp"
 #include "hostagent/daemon/shape_request.hpp"
 #include "hostagent/numa/discovery.hpp"
@@ -91,76 +91,18 @@ struct Counts {
   }
 };
 
-Counts g_counts;                     // the benchmark is single-threaded
-std::atomic<int64_t> g_fsync_ns{0};  // the wrappers may run on any thread in principle
-std::atomic<int64_t> g_fsync_calls{0};
-std::atomic<int64_t> g_rename_calls{0};
-std::atomic<int64_t> g_unlink_calls{0};
-std::atomic<int64_t> g_file_ops_ns{0};  // open, rename, unlink
+Counts g_counts;  // the benchmark is single-threaded
 
 Counts counts_now() {
   Counts now = g_counts;
-  now.fsyncs = g_fsync_calls;
-  now.fsync_ns = g_fsync_ns;
-  now.renames = g_rename_calls;
-  now.unlinks = g_unlink_calls;
-  now.file_ops_ns = g_file_ops_ns;
+  const auto files = bench::file_calls_now();
+  now.fsyncs = files.fsyncs;
+  now.fsync_ns = files.fsync_ns;
+  now.renames = files.renames;
+  now.unlinks = files.unlinks;
+  now.file_ops_ns = files.file_ops_ns;
   return now;
 }
-
-}  // namespace
-
-// Linked with -Wl,--wrap for these (bench/CMakeLists.txt): the device records' write (temporary
-// file, fsync, rename, directory fsync), read and removal (unlink, directory fsync) come here first,
-// so the records written and the time of their file calls are counted, not guessed. Nothing else
-// the preparation runs calls them: the fake kernel's models and libpci change the fixture through
-// libstdc++ and libpci, which --wrap does not reach.
-// NOLINTBEGIN(bugprone-reserved-identifier): the names --wrap gives
-extern "C" int __real_fsync(int fd);
-extern "C" int __real_open(const char* path, int flags, ...);
-extern "C" int __real_rename(const char* from, const char* to);
-extern "C" int __real_unlink(const char* path);
-
-extern "C" int __wrap_fsync(int fd) {
-  const auto start = Clock::now();
-  const int rc = __real_fsync(fd);
-  g_fsync_ns += ns_since(start);
-  ++g_fsync_calls;
-  return rc;
-}
-
-extern "C" int __wrap_open(const char* path, int flags, ...) {
-  mode_t mode = 0;
-  if ((flags & O_CREAT) != 0 || (flags & O_TMPFILE) == O_TMPFILE) {
-    va_list args;
-    va_start(args, flags);
-    mode = va_arg(args, mode_t);
-    va_end(args);
-  }
-  const auto start = Clock::now();
-  const int fd = __real_open(path, flags, mode);
-  g_file_ops_ns += ns_since(start);
-  return fd;
-}
-
-extern "C" int __wrap_rename(const char* from, const char* to) {
-  const auto start = Clock::now();
-  const int rc = __real_rename(from, to);
-  g_file_ops_ns += ns_since(start);
-  ++g_rename_calls;
-  return rc;
-}
-
-extern "C" int __wrap_unlink(const char* path) {
-  const auto start = Clock::now();
-  const int rc = __real_unlink(path);
-  g_file_ops_ns += ns_since(start);
-  ++g_unlink_calls;
-  return rc;
-}
-// NOLINTEND(bugprone-reserved-identifier)
-
-namespace {
 
 // ---- small tools ------------------------------------------------------------------------------
 
