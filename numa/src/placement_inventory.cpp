@@ -141,8 +141,10 @@ void take_singles(const Holders& holders, const GroupIndex& groups, bool (*wante
 bool is_vf(const PciFunction& f) {
   return f.role == PciRole::nic && f.physfn.has_value();
 }
+// A PF whose VFs are enabled is never given whole: a VM driving it would reset and reconfigure the
+// controller its VFs (and the VMs holding them) run on. Its VFs are the NVMe to give.
 bool is_nvme(const PciFunction& f) {
-  return f.role == PciRole::nvme;
+  return f.role == PciRole::nvme && !(f.sriov && f.sriov->num_vfs > 0);
 }
 
 // Sorts a node's free CPUs into whole free cores (pairs of siblings) and lone threads.

@@ -512,6 +512,29 @@ TEST_CASE("placement: a VF bound to vfio-pci by no known VM is not given") {
   CHECK(p->gpus[0].vfs[0].address.to_string() == "0000:19:00.2");
 }
 
+TEST_CASE("placement: an NVMe PF with its VFs enabled is not given whole") {
+  HostModel model = discover_builtin("vela2")->model;
+  const auto pf_address = PciAddress::parse("0000:1a:00.0").value();
+  auto pf = std::find_if(model.pci_devices.begin(), model.pci_devices.end(),
+                         [&](const PciFunction& f) { return f.address == pf_address; });
+  REQUIRE(pf != model.pci_devices.end());
+  REQUIRE(pf->role == PciRole::nvme);
+  auto r = one_gpu();
+  r.nvme = 1;
+  const auto before = place(model, {}, vela2_policy(), r);
+  REQUIRE_MESSAGE(before.ok(), before.error().message);
+  CHECK(before->nvme[0].address == pf_address);  // under the GPU's switch, as below
+
+  pf->sriov = Sriov{4, 2, {}};
+  const auto after = place(model, {}, vela2_policy(), r);
+  REQUIRE_MESSAGE(after.ok(), after.error().message);
+  CHECK(after->nvme[0].address != pf_address);
+  pf->sriov = Sriov{4, 0, {}};  // SR-IOV capable but off: a PF like any other
+  const auto off = place(model, {}, vela2_policy(), r);
+  REQUIRE_MESSAGE(off.ok(), off.error().message);
+  CHECK(off->nvme[0].address == pf_address);
+}
+
 TEST_CASE("placement: extra VFs and NVMe follow the GPU and without GPUs they follow the vCPUs") {
   const auto host = discover_builtin("vela2");
   const auto policy = vela2_policy();
