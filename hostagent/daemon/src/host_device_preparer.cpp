@@ -125,7 +125,12 @@ class HostDevicePreparer final : public DevicePreparer {
     HA_TRY(auto existing, records_.read(vm));
     state::DeviceRecord record = existing.value_or(state::DeviceRecord{vm, {}, {}, {}});
     auto prepared = prepare_locked(record, placement, request);
-    if (prepared.ok()) return prepared;
+    if (prepared.ok()) {
+      log(LogLevel::info, "devices: " + vm + ": " + std::to_string(record.groups.size()) +
+                              " IOMMU groups on vfio-pci, " + std::to_string(record.vfs.size()) + " VFs configured, " +
+                              std::to_string(record.p2p.size()) + " ACS/ATS registers held");
+      return prepared;
+    }
     return with_rollback(std::move(prepared).error(), undo(record));
   }
 
@@ -282,7 +287,9 @@ class HostDevicePreparer final : public DevicePreparer {
     if (!failures.empty()) {
       return Error{ErrorCode::io_error, "devices of " + record.owner + " not all given back: " + failures};
     }
-    return records_.remove(record.owner);
+    HA_TRY_STATUS(records_.remove(record.owner));
+    log(LogLevel::info, "devices: " + record.owner + ": given back");
+    return ok_status();
   }
 
   const numa::HostModel host_;
