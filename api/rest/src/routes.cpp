@@ -97,10 +97,9 @@ struct Runner {
     return json_response(200, to_json(service().status()));
   }
 
+  // ACS and ATS as config space holds them now: device preparation changes them after discovery.
   HttpResponse operator()(const command::GetHost& /*unused*/) const {
-    const auto usage = service().usage();
-    if (usage.host == nullptr) return service_problem(Error{ErrorCode::internal, "the host model is missing"}, request);
-    return json_response(200, to_json(*usage.host));
+    return json_response(200, to_json(service().host_now()));
   }
 
   HttpResponse operator()(const command::GetCapacity& /*unused*/) const {

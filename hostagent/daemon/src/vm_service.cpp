@@ -2,9 +2,12 @@
 // start and after libvirt comes back.
 #include "hostagent/daemon/vm_service.hpp"
 
+#include <algorithm>
 #include <future>
 
 #include "hostagent/common/sysfs_root.hpp"
+#include "hostagent/vfio/config_space_access.hpp"
+#include "hostagent/vfio/p2p_settings.hpp"
 
 #include "log.hpp"
 #include "operations.hpp"
@@ -175,6 +178,26 @@ class VmServiceImpl final : public VmService {
     }
     return entry->record->nccl_topology;
   }
+  numa::HostModel host_now() override {
+    numa::HostModel host = context_.host;
+    if (context_.host_sysfs_root.empty()) return host;
+    auto config = vfio::make_libpci_config_space(context_.host_sysfs_root);
+    auto states =
+        config.ok() ? vfio::current_state(host, **config) : Result<std::vector<vfio::P2pState>>(config.error());
+    if (!states.ok()) {
+      log(LogLevel::warning, "host: ACS/ATS as discovered, config space unreadable: " + states.error().message);
+      return host;
+    }
+    for (const auto& state : *states) {
+      const auto f = std::find_if(host.pci_devices.begin(), host.pci_devices.end(),
+                                  [&](const numa::PciFunction& p) { return p.address == state.device; });
+      if (f == host.pci_devices.end()) continue;
+      if (f->acs && state.acs_control) f->acs->control = *state.acs_control;
+      if (f->ats && state.ats_enabled) f->ats->enabled = *state.ats_enabled;
+    }
+    return host;
+  }
+
   Result<std::vector<numa::DeviceHealth>> device_health() override {
     if (context_.host_sysfs_root.empty()) {
       return Error{ErrorCode::unsupported, "device health: this host model was not read from sysfs"};

@@ -2,11 +2,14 @@
 // Vela 2 host: operations, rollback, restarts, events.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <thread>
 
 #include "daemon_fixture.hpp"
 #include "hostagent/state/vm_record.hpp"
+#include "hostagent/vfio/config_space_access.hpp"
+#include "hostagent/vfio/p2p_settings.hpp"
 
 namespace hostagent::testing {
 namespace {
@@ -259,6 +262,29 @@ TEST_CASE("SSH keys reach the guest in a cloud-init seed, which goes with the VM
   auto both = service->create_vm(request);
   REQUIRE_FALSE(both.ok());
   CHECK(both.error().code == ErrorCode::invalid_argument);
+}
+
+TEST_CASE("host_now reads ACS and ATS from config space as they are now, not as discovered") {
+  DaemonFixture fixture;
+  auto service = started(fixture);
+  const auto discovered = service->usage();
+  REQUIRE(discovered.host != nullptr);
+  const auto port = std::find_if(discovered.host->pci_devices.begin(), discovered.host->pci_devices.end(),
+                                 [](const numa::PciFunction& f) { return f.acs.has_value(); });
+  REQUIRE(port != discovered.host->pci_devices.end());
+  CHECK(service->host_now().find(port->address)->acs->control == port->acs->control);
+
+  // What device preparation does to a port, done here by hand on the simulated host's tree.
+  auto config = vfio::make_libpci_config_space(fixture.config().state_directory / "simulated-host");
+  REQUIRE_MESSAGE(config.ok(), config.error().message);
+  const auto acs = (*config)->find_ext_capability(port->address, 0x0d);  // PCI_EXT_CAP_ID_ACS
+  REQUIRE(acs.ok());
+  REQUIRE(acs->has_value());
+  const uint16_t changed = port->acs->control ^ vfio::kAcsDirectTranslated;
+  REQUIRE((*config)->write16(port->address, **acs + 6, changed).ok());
+
+  CHECK(service->host_now().find(port->address)->acs->control == changed);
+  CHECK(service->usage().host->find(port->address)->acs->control == port->acs->control);  // the model as discovered
 }
 
 }  // namespace hostagent::testing

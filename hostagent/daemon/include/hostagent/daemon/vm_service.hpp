@@ -171,6 +171,10 @@ class VmService {
   virtual Result<std::string> nccl_topology(const std::string& name) = 0;
   // Every PCI device's health (link trained below its capability, AER counters, gone), from sysfs.
   virtual Result<std::vector<numa::DeviceHealth>> device_health() = 0;
+  // The host model with each function's ACS and ATS control as its config space holds them now:
+  // device preparation changes them after discovery. When config space cannot be read (a device
+  // gone), the discovered values stay, and the device's health says why.
+  virtual numa::HostModel host_now() = 0;
 };
 
 // What main wires: discovers the host (or writes the simulated one), loads the templates, connects
