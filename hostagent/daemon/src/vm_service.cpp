@@ -178,7 +178,19 @@ class VmServiceImpl final : public VmService {
     }
     return entry->record->nccl_topology;
   }
+  // Read at most once a second: the read touches every function's config space (thousands of
+  // small reads on a large host), and a report a second old is as good to a control plane.
   numa::HostModel host_now() override {
+    std::lock_guard lock(host_now_mutex_);
+    const auto now = context_.clock->steady_now();
+    if (!host_now_ || now - host_now_at_ >= std::chrono::seconds(1)) {
+      host_now_ = read_host_now();
+      host_now_at_ = now;
+    }
+    return *host_now_;
+  }
+
+  numa::HostModel read_host_now() {
     numa::HostModel host = context_.host;
     if (context_.host_sysfs_root.empty()) return host;
     auto config = vfio::make_libpci_config_space(context_.host_sysfs_root);
@@ -336,6 +348,9 @@ class VmServiceImpl final : public VmService {
   std::atomic<int> connection_losses_{0};
   std::atomic<bool> ready_{false};
   std::mutex begin_create_mutex_;
+  std::mutex host_now_mutex_;
+  std::optional<numa::HostModel> host_now_;
+  std::chrono::steady_clock::time_point host_now_at_;
   VmQueues queues_;  // after context_: destroyed (joined) before it
 };
 
