@@ -35,6 +35,7 @@
 #include "hostagent/config/daemon_config.hpp"
 #include "hostagent/daemon/vm_service.hpp"
 #include "hostagent/virt/hypervisor.hpp"
+#include "samples.hpp"
 
 namespace {
 
@@ -65,17 +66,7 @@ constexpr int kQemuHugepages = 128;  // 256 MiB in 2 MiB pages
 
 // ---- small tools ------------------------------------------------------------------------------
 
-struct Samples {
-  std::vector<double> ms;
-  double at(double quantile) const {  // nearest rank
-    std::vector<double> sorted = ms;
-    std::sort(sorted.begin(), sorted.end());
-    const auto rank = static_cast<std::size_t>(std::ceil(quantile * static_cast<double>(sorted.size())));
-    return sorted[std::max<std::size_t>(rank, 1) - 1];
-  }
-  double median() const { return at(0.5); }
-  double p90() const { return at(0.9); }
-};
+using bench::Samples;
 
 Error libvirt_error(const std::string& what) {
   const virErrorPtr error = virGetLastError();

@@ -48,6 +48,7 @@
 #include "hostagent/vfio/p2p_settings.hpp"
 #include "hostagent/vfio/vfio_binding.hpp"
 #include "hostagent/vmtemplates/vm_template.hpp"
+#include "samples.hpp"
 
 namespace {
 
@@ -106,17 +107,7 @@ Counts counts_now() {
 
 // ---- small tools ------------------------------------------------------------------------------
 
-struct Samples {
-  std::vector<double> ms;
-  double at(double quantile) const {  // nearest rank
-    std::vector<double> sorted = ms;
-    std::sort(sorted.begin(), sorted.end());
-    const auto rank = static_cast<std::size_t>(std::ceil(quantile * static_cast<double>(sorted.size())));
-    return sorted[std::max<std::size_t>(rank, 1) - 1];
-  }
-  double median() const { return at(0.5); }
-  double p90() const { return at(0.9); }
-};
+using bench::Samples;
 
 [[noreturn]] void fail(const std::string& what) {
   std::fprintf(stderr, "bench_devices: %s\n", what.c_str());
