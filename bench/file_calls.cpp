@@ -4,9 +4,9 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <stdarg.h>
 #include <atomic>
 #include <chrono>
-#include <cstdarg>
 #include <cstdio>
 
 namespace hostagent::bench {
