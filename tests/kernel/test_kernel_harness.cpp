@@ -2,6 +2,7 @@
 // library closures that fill the initramfs, the archive's order, the QEMU command line.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <map>
 #include <set>
@@ -9,6 +10,7 @@
 #include "emulated_host.hpp"
 #include "harness/guest_results.hpp"
 #include "harness/host_prerequisites.hpp"
+#include "harness/host_root.hpp"
 #include "harness/initramfs.hpp"
 #include "harness/qemu_command.hpp"
 #include "test_support.hpp"
@@ -190,13 +192,43 @@ TEST_CASE("the QEMU command line: Q35 with a split irqchip, two NUMA nodes, the 
 }
 
 TEST_CASE("the guest's /init loads the modules, then runs the guest program's test cases between markers") {
-  const std::string script = init_script(InitOptions{{"vfio-pci", "nvme"}, "/hostagent/guest", 77});
+  const std::string script = init_script(InitOptions{{"vfio-pci", "nvme"}, "/hostagent/guest", 77, "", ""});
   CHECK(script.starts_with("#!/bin/busybox sh\n"));
   CHECK(script.find("for module in vfio-pci nvme; do") != std::string::npos);
-  CHECK(script.find("guest=/hostagent/guest\n") != std::string::npos);
-  CHECK(script.find("timeout 77 $guest --test-case=") != std::string::npos);
+  CHECK(script.find("guest=/hostagent/guest\nrun=\n") != std::string::npos);
+  CHECK(script.find("timeout 77 $run $guest --test-case=") != std::string::npos);
   CHECK(script.find("report done") != std::string::npos);
   CHECK(script.find("poweroff -f") != std::string::npos);
+}
+
+TEST_CASE("the end-to-end /init mounts this machine's root, starts libvirtd there, and runs the program chrooted") {
+  const std::string setup = host_root_setup();
+  const std::string script = init_script(InitOptions{{"nvme"}, "/build/kernel_e2e_tests", 77, setup, kNewRoot});
+  CHECK(script.find(setup) != std::string::npos);
+  CHECK(script.find(setup) < script.find("report \"tests"));
+  CHECK(script.find("run=\"chroot /newroot\"\n") != std::string::npos);
+  CHECK(setup.find(std::string("mount -t 9p -o trans=virtio,version=9p2000.L,ro,msize=512000,cache=loose ") +
+                   kHostRootTag) != std::string::npos);
+  CHECK(setup.find("lowerdir=/mnt/host,upperdir=") != std::string::npos);
+  CHECK(setup.find("chroot \"$R\" /usr/sbin/libvirtd -d") != std::string::npos);
+  CHECK(setup.find("namespaces = [ ]") != std::string::npos);
+  // The mounts' modules come after virtio_pci, which binds the 9p transport's PCI function.
+  const auto modules = host_root_modules();
+  CHECK(modules.front() == "virtio_pci");
+}
+
+TEST_CASE("the end-to-end boot shares this machine's root read-only over virtio-9p, and the device boot does not") {
+  QemuInputs inputs{"qemu-system-x86_64", "/boot/vmlinuz", "/tmp/initrd", "/tmp/c", "/tmp/r"};
+  const auto plain = qemu_argv(inputs);
+  CHECK(std::find(plain.begin(), plain.end(), std::string("-fsdev")) == plain.end());
+  inputs.share_host_root = true;
+  const auto shared = qemu_argv(inputs);
+  const auto fsdev = std::find(shared.begin(), shared.end(), std::string("-fsdev"));
+  REQUIRE(fsdev != shared.end());
+  CHECK(fsdev[1].find("path=/,") != std::string::npos);
+  CHECK(fsdev[1].find("readonly=on") != std::string::npos);
+  CHECK(fsdev[2] == "-device");
+  CHECK(fsdev[3].find(std::string("mount_tag=") + kHostRootTag) != std::string::npos);
 }
 
 TEST_CASE("the linux-source package of a Debian kernel version") {

@@ -354,6 +354,18 @@ class VmServiceImpl final : public VmService {
   VmQueues queues_;  // after context_: destroyed (joined) before it
 };
 
+// libvirt opens each VM's serial log in it and fails the start when it is missing
+// (virQEMUFileOpenAs: "Failed to create file"). The logs hold what guests print: 0750.
+Status create_console_log_directory(const std::filesystem::path& directory) {
+  if (directory.empty()) return ok_status();
+  std::error_code ec;
+  if (std::filesystem::create_directories(directory, ec)) {
+    std::filesystem::permissions(directory, std::filesystem::perms(0750), ec);
+  }
+  if (ec) return errno_error(ec.value(), "create the console log directory", directory.string());
+  return ok_status();
+}
+
 }  // namespace
 
 VmView view_of(const LedgerEntry& entry) {
@@ -372,6 +384,7 @@ VmView view_of(const LedgerEntry& entry) {
 Result<std::unique_ptr<VmService>> VmService::start(ServiceParts parts) {
   HA_ASSERT(parts.hypervisor && parts.devices && parts.clock);
   HA_TRY(auto journal, state::Journal::open(parts.config.state_directory / "journal"));
+  HA_TRY_STATUS(create_console_log_directory(parts.config.console_log_directory));
   numa::HostPolicy policy;
   policy.housekeeping_cpus = parts.config.housekeeping_cpus;
   auto service = std::make_unique<VmServiceImpl>(std::move(parts), std::move(journal), std::move(policy));

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
 #include <thread>
 
 #include "daemon_fixture.hpp"
@@ -50,6 +51,28 @@ TEST_CASE("create places the Vela 2 training VM, defines it with its record and 
   CHECK(seen->record->allocation.cpus == vm->record->allocation.cpus);
   CHECK(seen->record->allocation.devices == vm->record->allocation.devices);
   CHECK(seen->uuid == vm->uuid);
+}
+
+// libvirt fails a VM's start when the directory of its serial log is missing: the service makes it
+// (found by the end-to-end run in the emulated host, tests/kernel/e2e/).
+TEST_CASE("the service creates the console log directory at start, and says so when it cannot") {
+  DaemonFixture fixture;
+  const auto console = fixture.config().console_log_directory;
+  std::filesystem::remove_all(console);
+  REQUIRE_FALSE(std::filesystem::exists(console));
+  auto service = started(fixture);
+  CHECK(std::filesystem::is_directory(console));
+  CHECK((std::filesystem::status(console).permissions() & std::filesystem::perms::others_all) ==
+        std::filesystem::perms::none);
+  service.reset();
+
+  // A file where the directory should be: the start fails and names the path.
+  std::filesystem::remove_all(console);
+  std::ofstream(console) << "not a directory";
+  const auto refused = fixture.start();
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.error().message.find(console.string()) != std::string::npos);
+  CHECK(refused.error().message.find("console log directory") != std::string::npos);
 }
 
 TEST_CASE("a VM goes through stop, start, reboot and delete, and the domain is gone after") {

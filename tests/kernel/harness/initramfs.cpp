@@ -286,14 +286,17 @@ else
 fi
 say "set up after $(cut -d' ' -f1 /proc/uptime)s: netdev=$netdev"
 
+)sh" + options.setup +
+         R"sh(
+
 # The results channel: ttyS1, raw (no CR added to each LF), opened once.
 stty -F /dev/ttyS1 raw -echo
 exec 3>/dev/ttyS1
 report() { printf 'hostagent-kernel-guest: %s\n' "$*" >&3; }
 guest=)sh" +
-         options.guest_program +
+         options.guest_program + "\nrun=" + (options.chroot.empty() ? std::string() : "\"chroot " + options.chroot + "\"") +
          R"sh(
-$guest --list-test-cases >/tmp/list 2>&1 || say "$guest --list-test-cases failed: $(cat /tmp/list)"
+$run $guest --list-test-cases >/tmp/list 2>&1 || say "$guest --list-test-cases failed: $(cat /tmp/list)"
 grep -v -e '^\[doctest\]' -e '^=====' /tmp/list >/tmp/names
 report "tests $(grep -c . /tmp/names)"
 while IFS= read -r name; do
@@ -303,7 +306,7 @@ while IFS= read -r name; do
   report "begin $name"
   timeout )sh" +
          std::to_string(options.test_timeout_s) +
-         R"sh( $guest --test-case="$filter" --case-sensitive=true --no-colors=true </dev/null >&3 2>&3
+         R"sh( $run $guest --test-case="$filter" --case-sensitive=true --no-colors=true </dev/null >&3 2>&3
   report "end $? $name"
 done </tmp/names
 report done

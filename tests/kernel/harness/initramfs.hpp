@@ -65,10 +65,15 @@ struct InitOptions {
   std::vector<std::string> modules;  // modprobe'd in this order
   std::string guest_program;         // the path inside the archive, absolute
   int test_timeout_s = 300;          // per test case
+  // Shell lines run after the NIC is set up and before the tests (the end-to-end boot mounts this
+  // machine's root and starts libvirtd there: host_root.hpp).
+  std::string setup;
+  // When set, the guest program runs chrooted into this directory, at its path there.
+  std::string chroot;
 };
 
 // The guest's /init: mounts, loads the modules, sets up the emulated NIC (netdevsim device, its
-// netdev up with an IPv4 address, rxe on top of it), then runs each test case of the guest program
+// netdev up with an IPv4 address, rxe on top of it), runs the setup lines, then runs each test case of the guest program
 // with its output between the markers of guest_results.hpp on ttyS1, and powers off.
 std::string init_script(const InitOptions& options);
 

@@ -101,6 +101,14 @@ std::vector<std::string> qemu_argv(const QemuInputs& inputs) {
                  "-numa", "node,nodeid=" + n + ",cpus=" + cpu_range + ",memdev=mem" + n});
   }
   for (const auto& device : device_arguments(inputs.nvme_max_vfs)) argv.insert(argv.end(), {"-device", device});
+  if (inputs.share_host_root) {
+    // security_model=none: files keep this machine's owners and modes, and nothing is remapped;
+    // multidevs=remap: / spans several file systems, whose inode numbers would otherwise collide
+    // in the guest (QEMU's docs/system/invocation, -fsdev).
+    argv.insert(argv.end(),
+                {"-fsdev", std::string("local,id=hostroot,path=/,security_model=none,readonly=on,multidevs=remap"),
+                 "-device", std::string("virtio-9p-pci,fsdev=hostroot,mount_tag=") + kHostRootTag + ",bus=pcie.0"});
+  }
   argv.insert(argv.end(),
               {"-serial", "file:" + inputs.console_log.string(), "-serial", "file:" + inputs.results_log.string(),
                "-kernel", inputs.kernel.string(), "-initrd", inputs.initrd.string(), "-append", kernel_cmdline()});

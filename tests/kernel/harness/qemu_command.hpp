@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "../emulated_host.hpp"
+#include "host_root.hpp"
 
 namespace hostagent::testing::kernel {
 
@@ -21,6 +22,9 @@ struct QemuInputs {
   // VFs per NVMe PF (sriov_max_vfs): the tests' host has kNvmeMaxVfs; a benchmark may ask for more
   // (bench/bench_kernel_vfs.cpp, 16), and the PF's flexible resources grow with it.
   int nvme_max_vfs = emulated_host::kNvmeMaxVfs;
+  // This machine's root, read-only over virtio-9p with the mount tag kHostRootTag (host_root.hpp):
+  // the end-to-end boot runs libvirtd, QEMU and hostagentd from it.
+  bool share_host_root = false;
 };
 
 // The kernel command line: the console on ttyS0, the IOMMU on (Debian's default leaves it off),

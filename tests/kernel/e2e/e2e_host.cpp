@@ -1,0 +1,238 @@
+// The end-to-end boot's guest side (see e2e_host.hpp).
+#include "e2e_host.hpp"
+
+#include <doctest/doctest.h>
+#include <fcntl.h>
+#include <libvirt/libvirt.h>
+#include <libvirt/virterror.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <pugixml.hpp>
+#include <sstream>
+#include <thread>
+
+#include "../emulated_host.hpp"
+#include "../guest/guest_host.hpp"
+#include "harness/guest_results.hpp"
+
+extern char** environ;
+
+namespace hostagent::testing::e2e {
+namespace {
+
+namespace fs = std::filesystem;
+namespace host = emulated_host;
+
+void write_file(const fs::path& path, const std::string& text) {
+  fs::create_directories(path.parent_path());
+  std::ofstream out(path, std::ios::trunc);
+  out << text;
+  out.flush();
+  REQUIRE_MESSAGE(out.good(), "cannot write " << path.string());
+}
+
+std::string hex4(uint16_t value) {
+  char text[8];
+  std::snprintf(text, sizeof text, "0x%04x", value);
+  return text;
+}
+
+std::string configuration(const fs::path& dir, const EmulatedDevices& devices) {
+  std::ostringstream sriov;
+  for (const auto& pf : devices.nvme_pfs)
+    sriov << "\n    - {pf: \"" << pf.to_string() << "\", vfs: " << kVfsPerPf << "}";
+  return "libvirt: {uri: \"qemu:///system\", domain_type: qemu, connect_timeout: 120s}\n"
+         "host: {sysfs_root: /}\n"
+         "templates: {directories: [\"" +
+         (dir / "templates").string() + "\"]}\nstate_directory: \"" + (dir / "state").string() +
+         "\"\nconsole_log_directory: \"" + (dir / "console").string() +
+         "\"\noperations: {workers: 2, stop_timeout: 10s}\n"
+         "api: {listen: [\"unix:" +
+         (dir / "api.sock").string() +
+         "\"], audit_log: \"\"}\n"
+         "devices:\n  preparation: hostagent\n  bind_at_start: true\n  gpu_ids: [{vendor: " +
+         hex4(host::kEduVendor) + ", device: " + hex4(host::kEduDevice) + "}]\n  sriov:" + sriov.str() + "\n";
+}
+
+// A VM as small as the emulated host allows: one vCPU, 64 MiB of 2 MiB pages, no disk, SeaBIOS.
+constexpr const char* kVfTemplateYaml = R"(name: e2e-nvme-vf
+description: one NVMe VF, for the emulated GPU host's end-to-end run
+vcpus: 1
+memory: 64MiB
+hugepage_size: 2M
+nvme: 1
+firmware: bios
+)";
+// QEMU refuses to start it: the domain is defined and its VF prepared before that.
+constexpr const char* kBrokenTemplateYaml = R"(name: e2e-no-kernel
+extends: e2e-nvme-vf
+boot: {kernel: /nonexistent/vmlinuz}
+)";
+
+std::string tail_of(const fs::path& file, int lines) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) return "(" + file.string() + " does not exist)\n";
+  std::ostringstream text;
+  text << in.rdbuf();
+  return kernel::tail_lines(text.str(), lines);
+}
+
+struct ConnectionCloser {
+  void operator()(virConnectPtr connection) const { virConnectClose(connection); }
+};
+struct DomainFreer {
+  void operator()(virDomainPtr domain) const { virDomainFree(domain); }
+};
+
+std::vector<PciAddress> hostdev_addresses(const std::string& xml, bool& all_unmanaged) {
+  pugi::xml_document document;
+  REQUIRE_MESSAGE(document.load_string(xml.c_str()), "libvirt's domain XML does not parse:\n" << xml);
+  std::vector<PciAddress> addresses;
+  for (const auto& hostdev : document.select_nodes("/domain/devices/hostdev[@type='pci']")) {
+    if (std::string(hostdev.node().attribute("managed").as_string()) != "no") all_unmanaged = false;
+    const auto address = hostdev.node().child("source").child("address");
+    char text[32];
+    std::snprintf(text, sizeof text, "%04x:%02x:%02x.%x", address.attribute("domain").as_uint(),
+                  address.attribute("bus").as_uint(), address.attribute("slot").as_uint(),
+                  address.attribute("function").as_uint());
+    auto parsed = PciAddress::parse(text);
+    REQUIRE_MESSAGE(parsed.ok(), "hostdev address " << text);
+    addresses.push_back(*parsed);
+  }
+  return addresses;
+}
+
+}  // namespace
+
+EmulatedDevices emulated_devices() {
+  EmulatedDevices devices;
+  for (const auto& pf : guest::pci_functions(host::kNvmeVendor, host::kNvmeDevice)) {
+    // A VF has the PF's IDs too; only PFs have sriov_totalvfs.
+    if (guest::sysfs().exists(guest::pci_path(pf, "sriov_totalvfs"))) devices.nvme_pfs.push_back(pf);
+  }
+  devices.gpus = guest::pci_functions(host::kEduVendor, host::kEduDevice);
+  return devices;
+}
+
+std::vector<PciAddress> virtfns(const PciAddress& pf) {
+  std::vector<PciAddress> vfs;
+  for (int i = 0;; ++i) {
+    const auto vf = guest::sysfs().read_link_name(guest::pci_path(pf, "virtfn" + std::to_string(i))).value();
+    if (!vf) break;
+    vfs.push_back(PciAddress::parse(*vf).value());
+  }
+  return vfs;
+}
+
+Daemon::Daemon(const fs::path& dir) : dir_(dir), config_(dir / "hostagent.yaml") {
+  write_file(config_, configuration(dir_, emulated_devices()));
+  write_file(dir_ / "templates" / (std::string(kVfTemplate) + ".yaml"), kVfTemplateYaml);
+  write_file(dir_ / "templates" / (std::string(kBrokenTemplate) + ".yaml"), kBrokenTemplateYaml);
+}
+
+Daemon::~Daemon() {
+  if (pid_ > 0) kill_hard();
+}
+
+bool Daemon::start(std::chrono::seconds timeout) {
+  REQUIRE(pid_ < 0);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  const std::string log = (dir_ / "hostagentd.log").string();
+  posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+  posix_spawn_file_actions_adddup2(&actions, 1, 2);
+  std::vector<std::string> argv = {HOSTAGENT_E2E_HOSTAGENTD, "--config", config_.string()};
+  std::vector<char*> args;
+  for (auto& arg : argv) args.push_back(arg.data());
+  args.push_back(nullptr);
+  const int spawned = posix_spawn(&pid_, args[0], &actions, nullptr, args.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  REQUIRE_MESSAGE(spawned == 0, "cannot start " << argv[0] << ": " << std::strerror(spawned));
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    int status = 0;
+    if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+      pid_ = -1;
+      return false;
+    }
+    if (ctl({"host", "show"}).exit_code == 0) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(250));
+  }
+  return false;
+}
+
+int Daemon::stop() {
+  if (pid_ < 0) return -1;
+  ::kill(pid_, SIGTERM);
+  for (int i = 0; i < 600; ++i) {
+    int status = 0;
+    if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+      pid_ = -1;
+      return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  kill_hard();
+  return -1;
+}
+
+void Daemon::kill_hard() {
+  ::kill(pid_, SIGKILL);
+  int status = 0;
+  ::waitpid(pid_, &status, 0);
+  pid_ = -1;
+}
+
+CommandResult Daemon::ctl(const std::vector<std::string>& args) const {
+  std::vector<std::string> argv = {HOSTAGENT_E2E_HOSTAGENTCTL, "--socket", (dir_ / "api.sock").string()};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return run_command(argv);
+}
+
+std::string Daemon::log() const {
+  std::ifstream in(dir_ / "hostagentd.log", std::ios::binary);
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+std::string Daemon::log_tail() const {
+  return "hostagentd's output (" + (dir_ / "hostagentd.log").string() + "), last lines:\n" +
+         tail_of(dir_ / "hostagentd.log", 30);
+}
+
+DomainView libvirt_domain(const std::string& name) {
+  // A missing domain is an answer here, not an error for libvirt's default handler to print.
+  virSetErrorFunc(nullptr, [](void*, virErrorPtr) {});
+  const std::unique_ptr<virConnect, ConnectionCloser> connection(virConnectOpen("qemu:///system"));
+  REQUIRE_MESSAGE(connection != nullptr, "cannot connect to qemu:///system: " << virGetLastErrorMessage());
+  DomainView view;
+  const std::unique_ptr<virDomain, DomainFreer> domain(virDomainLookupByName(connection.get(), name.c_str()));
+  if (!domain) return view;
+  view.exists = true;
+  int state = VIR_DOMAIN_NOSTATE;
+  int reason = 0;
+  REQUIRE(virDomainGetState(domain.get(), &state, &reason, 0) == 0);
+  view.running = state == VIR_DOMAIN_RUNNING;
+  char* xml = virDomainGetXMLDesc(domain.get(), 0);
+  REQUIRE(xml != nullptr);
+  const std::string text = xml;
+  std::free(xml);  // NOLINT(cppcoreguidelines-no-malloc): libvirt's allocation
+  view.hostdevs = hostdev_addresses(text, view.all_unmanaged);
+  return view;
+}
+
+std::string libvirt_logs(const std::string& domain) {
+  return "libvirtd.log, last lines:\n" + tail_of("/var/log/libvirt/libvirtd.log", 15) + domain + ".log, last lines:\n" +
+         tail_of("/var/log/libvirt/qemu/" + domain + ".log", 15);
+}
+
+}  // namespace hostagent::testing::e2e

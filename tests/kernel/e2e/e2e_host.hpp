@@ -1,0 +1,69 @@
+// The end-to-end boot's guest side: hostagentd, configured for the emulated GPU host, as a child
+// process driven with hostagentctl over its unix socket, the way an operator drives it; and views
+// of what it did that do not go through hostagent: libvirt's (its C API) and the kernel's (sysfs).
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "hostagent/common/pci_address.hpp"
+#include "test_support.hpp"
+
+namespace hostagent::testing::e2e {
+
+inline constexpr int kVfsPerPf = 2;
+inline constexpr const char* kVfTemplate = "e2e-nvme-vf";        // 1 vCPU, 64 MiB, one NVMe VF
+inline constexpr const char* kBrokenTemplate = "e2e-no-kernel";  // the same, with a kernel that is not there
+
+// The emulated host's NVMe PFs (one per node) and GPU stand-ins, from sysfs.
+struct EmulatedDevices {
+  std::vector<PciAddress> nvme_pfs;
+  std::vector<PciAddress> gpus;
+};
+EmulatedDevices emulated_devices();
+
+// The VFs of a PF now, from its virtfnN links.
+std::vector<PciAddress> virtfns(const PciAddress& pf);
+
+// hostagentd with preparation "hostagent", devices.sriov creating kVfsPerPf VFs on each NVMe PF, the
+// edu devices as GPUs, and the two templates; its state under `dir`, which outlives a restart.
+class Daemon {
+ public:
+  explicit Daemon(const std::filesystem::path& dir);
+  ~Daemon();  // SIGKILL if still running
+  Daemon(const Daemon&) = delete;
+  Daemon& operator=(const Daemon&) = delete;
+
+  // Starts hostagentd; true once `hostagentctl host show` answers (it retries until timeout).
+  bool start(std::chrono::seconds timeout);
+  int stop();        // SIGTERM; the exit status, or -1 when it had to be killed after 60 s
+  void kill_hard();  // SIGKILL: a crash
+  CommandResult ctl(const std::vector<std::string>& args) const;
+  std::string log() const;       // hostagentd's own output, every start's
+  std::string log_tail() const;  // its last lines, for failure messages
+  std::filesystem::path records_directory() const { return dir_ / "state" / "devices"; }
+
+ private:
+  std::filesystem::path dir_;
+  std::filesystem::path config_;
+  pid_t pid_ = -1;
+};
+
+// libvirt's view of one domain, through qemu:///system.
+struct DomainView {
+  bool exists = false;
+  bool running = false;
+  std::vector<PciAddress> hostdevs;  // the PCI hostdevs' source addresses
+  bool all_unmanaged = true;         // every PCI hostdev has managed='no'
+};
+DomainView libvirt_domain(const std::string& name);
+
+// The tail of libvirt's own logs (libvirtd's and the domain's), for failure messages.
+std::string libvirt_logs(const std::string& domain);
+
+}  // namespace hostagent::testing::e2e

@@ -1,0 +1,69 @@
+// Real-kernel harness: this machine's root as the emulated host's (see host_root.hpp).
+#include "host_root.hpp"
+
+namespace hostagent::testing::kernel {
+
+std::vector<std::string> host_root_modules() {
+  // virtio_pci binds the 9p transport's PCI function; 9p itself after it.
+  return {"virtio_pci", "9pnet_virtio", "9p", "overlay"};
+}
+
+std::string host_root_setup() {
+  return std::string(R"sh(
+# The end-to-end boot (tests/kernel/harness/host_root.cpp): this machine's root, read-only over 9p,
+# under a tmpfs overlay. cache=loose: the lower layer never changes while the guest runs.
+R=)sh") + kNewRoot +
+         R"sh(
+mkdir -p /mnt/host /mnt/rw "$R"
+mount -t 9p -o trans=virtio,version=9p2000.L,ro,msize=512000,cache=loose )sh" +
+         kHostRootTag + R"sh( /mnt/host || say "cannot mount the host root over 9p"
+mount -t tmpfs -o size=512m tmpfs /mnt/rw
+mkdir -p /mnt/rw/upper /mnt/rw/work
+mount -t overlay overlay -o lowerdir=/mnt/host,upperdir=/mnt/rw/upper,workdir=/mnt/rw/work "$R" ||
+  say "cannot mount the overlay on $R"
+mount -t proc proc "$R/proc"
+mount -t sysfs sysfs "$R/sys"
+mount -t devtmpfs devtmpfs "$R/dev"
+mkdir -p "$R/dev/pts" "$R/dev/shm" "$R/dev/hugepages"
+mount -t devpts devpts "$R/dev/pts"
+mount -t tmpfs tmpfs "$R/dev/shm"
+mount -t hugetlbfs -o pagesize=2M hugetlbfs "$R/dev/hugepages"
+# /run is this machine's otherwise: its libvirtd's sockets and pid files.
+mount -t tmpfs tmpfs "$R/run"
+for node in /sys/devices/system/node/node*; do
+  echo )sh" +
+         std::to_string(kHugepages2mPerNode) + R"sh( > "$node/hugepages/hugepages-2048kB/nr_hugepages"
+done
+
+# libvirt's state on this machine (its domains, pools, networks, capability cache) stays out.
+rm -rf "$R/etc/libvirt/qemu" "$R/etc/libvirt/storage" "$R/etc/libvirt/secrets" "$R/etc/libvirt/nwfilter" \
+  "$R/var/lib/libvirt" "$R/var/cache/libvirt" "$R/var/log/libvirt"
+mkdir -p "$R/etc/libvirt/qemu" "$R/var/lib/libvirt" "$R/var/cache/libvirt" "$R/var/log/libvirt/qemu"
+# The guest has no systemd, cgroup mount, virtlogd, AppArmor or polkit, and its root is a chroot
+# (not a pivot_root), whose /dev libvirt's per-domain mount namespace cannot rebuild.
+cat > "$R/etc/libvirt/qemu.conf" <<'CONF'
+namespaces = [ ]
+cgroup_controllers = [ ]
+security_driver = "none"
+user = "root"
+group = "root"
+dynamic_ownership = 0
+remember_owner = 0
+stdio_handler = "file"
+hugetlbfs_mount = "/dev/hugepages"
+CONF
+cat > "$R/etc/libvirt/libvirtd.conf" <<'CONF'
+auth_unix_rw = "none"
+auth_unix_ro = "none"
+log_outputs = "3:file:/var/log/libvirt/libvirtd.log"
+CONF
+chroot "$R" /usr/sbin/libvirtd -d || say "libvirtd did not start"
+for attempt in $(seq 300); do
+  [ -S "$R/run/libvirt/libvirt-sock" ] && break
+  sleep 0.1
+done
+say "libvirtd up after $(cut -d' ' -f1 /proc/uptime)s: $(ls "$R/run/libvirt" | tr '\n' ' ')"
+)sh";
+}
+
+}  // namespace hostagent::testing::kernel

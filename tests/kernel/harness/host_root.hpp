@@ -1,0 +1,25 @@
+// Real-kernel harness, the end-to-end boot: the emulated GPU host takes this machine's root as its
+// own, read-only over virtio-9p under a tmpfs overlay, so the libvirtd, QEMU and hostagentd it runs
+// are the ones installed and built here and nothing it writes reaches this machine. It starts a
+// libvirtd there for hostagentd to drive (tests/kernel/e2e/).
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace hostagent::testing::kernel {
+
+inline constexpr const char* kHostRootTag = "hostroot";  // the virtio-9p mount tag (qemu_command.cpp)
+inline constexpr const char* kNewRoot = "/newroot";      // where the overlay is mounted in the guest
+// 2 MiB hugepages reserved on each guest NUMA node: the VMs' memory (hugepage_size 2M).
+inline constexpr int kHugepages2mPerNode = 64;
+
+// The modules the mounts need (virtio-9p and overlayfs), beyond the device tests' ones.
+std::vector<std::string> host_root_modules();
+
+// /init's lines (InitOptions::setup) that mount the overlay at kNewRoot with its own /proc, /sys,
+// /dev, /run and hugetlbfs, reserve the hugepages, hide this machine's libvirt state, write the
+// guest's libvirt configuration and start libvirtd there, waiting for its socket.
+std::string host_root_setup();
+
+}  // namespace hostagent::testing::kernel
