@@ -28,7 +28,7 @@ TEST_CASE("values: an empty file takes every documented default") {
   CHECK(config.simulated_host.empty());
   CHECK(config.housekeeping_cpus.empty());
   CHECK(config.template_directories ==
-        std::vector<std::filesystem::path>{"/usr/share/hostagent/templates", "/etc/hostagent/templates"});
+        std::vector<std::filesystem::path>{"/usr/share/hostagent/templates", "/etc/hostagent/templates.d"});
   CHECK(config.storage_pool == "default");
   CHECK(config.state_directory == "/var/lib/hostagent");
   CHECK(config.console_log_directory == "/var/log/hostagent/console");

@@ -84,7 +84,7 @@ struct DaemonConfig {
 
   // templates: shipped first, the operator's after (a later directory overrides an earlier one)
   std::vector<std::filesystem::path> template_directories = {"/usr/share/hostagent/templates",
-                                                             "/etc/hostagent/templates"};
+                                                             "/etc/hostagent/templates.d"};
 
   // storage: the libvirt storage pool where each VM's disk (a qcow2 overlay over its image) is made
   std::string storage_pool = "default";
