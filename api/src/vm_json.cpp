@@ -23,6 +23,23 @@ boost::json::object to_json(const numa::Allocation& allocation) {
           {"hugepages_by_node", std::move(hugepages)}};
 }
 
+boost::json::array to_json(const std::vector<state::VfRdma>& rdma) {
+  boost::json::array array;
+  for (const auto& vf : rdma) {
+    boost::json::value gid_index = nullptr;
+    if (vf.roce_v2_gid_index) gid_index = *vf.roce_v2_gid_index;
+    array.emplace_back(boost::json::object{{"vf", vf.vf.to_string()},
+                                           {"host_device", vf.device},
+                                           {"port", vf.port},
+                                           {"state", vf.state},
+                                           {"link_layer", vf.link_layer},
+                                           {"roce_v2_gid_index", gid_index},
+                                           {"node_guid", vf.node_guid},
+                                           {"port_guid", vf.port_guid}});
+  }
+  return array;
+}
+
 boost::json::object to_json(const state::VmRecord& record) {
   return {{"template", record.template_name},
           {"request_id", record.request_id},
@@ -31,7 +48,8 @@ boost::json::object to_json(const state::VmRecord& record) {
           {"disk", record.inputs.disk_volume.empty() ? "" : record.inputs.disk_pool + "/" + record.inputs.disk_volume},
           {"macs", strings(record.inputs.macs)},
           {"cloud_init_seed", record.inputs.seed_iso},
-          {"holds", to_json(record.allocation)}};
+          {"holds", to_json(record.allocation)},
+          {"rdma", to_json(record.rdma)}};
 }
 
 }  // namespace

@@ -99,4 +99,16 @@ Result<std::vector<RdmaDevice>> read_rdma_devices_sysfs(const SysfsRoot& sysfs) 
   return out;
 }
 
+Result<std::vector<RdmaDevice>> read_rdma_devices_of(const SysfsRoot& sysfs, const numa::PciAddress& function) {
+  // ib_register_device names the device under its parent: DEVDIR/infiniband/NAME
+  // (drivers/infiniband/core/device.c); a function without a driver that registers one has none.
+  HA_TRY(const auto names, sysfs.list("/sys/bus/pci/devices/" + function.to_string() + "/infiniband", true));
+  std::vector<RdmaDevice> out;
+  for (const auto& name : names) {
+    HA_TRY(auto device, read_device(sysfs, name));
+    out.push_back(std::move(device));
+  }
+  return out;
+}
+
 }  // namespace hostagent::sriov

@@ -99,7 +99,7 @@ struct QemuRun {
 };
 
 // Starts argv (timeout ... qemu ...) with its output in the run directory; true once it has exited,
-// false when the console stayed empty for kSilentLimit (then it is killed).
+// false when the console stayed empty for silent_limit() (then it is killed).
 bool run_until_exit_or_silent(const std::vector<std::string>& argv, const fs::path& run_dir, int& exit_code) {
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);

@@ -110,6 +110,30 @@ TEST_CASE("the sysfs reader names a GID file it cannot parse") {
   CHECK(devices.error().message.find("ports/1/gids/1") != std::string::npos);
 }
 
+TEST_CASE("one function's RDMA devices are those registered under it, and a function without one has none") {
+  Host host("vela2");
+  const auto all = read_rdma_devices_sysfs(host.sysfs()).value();
+  int with_rdma = 0;
+  for (const auto& device : all) {
+    const auto of = read_rdma_devices_of(host.sysfs(), *device.pci);
+    REQUIRE(of.ok());
+    REQUIRE(of->size() == 1);
+    CHECK(of->front().name == device.name);
+    CHECK(of->front().pci == device.pci);
+    CHECK(of->front().node_guid == device.node_guid);
+    ++with_rdma;
+  }
+  CHECK(with_rdma == 40);
+  // A GPU registers no RDMA device.
+  const auto model = numa::discover_from_sysfs(host.dir.path()).value();
+  for (const auto& function : model.pci_devices) {
+    if (function.role != numa::PciRole::gpu) continue;
+    const auto none = read_rdma_devices_of(host.sysfs(), function.address);
+    REQUIRE(none.ok());
+    CHECK(none->empty());
+  }
+}
+
 TEST_CASE("a host without RDMA devices reads as an empty list") {
   Host host("workstation");
   const auto devices = read_rdma_devices_sysfs(host.sysfs());

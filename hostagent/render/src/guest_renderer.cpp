@@ -1,5 +1,7 @@
 // render/guest_renderer: render_guest, the module's entry point. Checks every input, builds the guest
 // PCI layout once, and renders the domain XML and the NCCL topology file from it.
+#include <regex>
+
 #include "hostagent/render/guest_renderer.hpp"
 
 #include <string>
@@ -31,6 +33,13 @@ Status check_options(const GuestOptions& options) {
   if (!options.uuid.empty()) HA_TRY_STATUS(detail::check_uuid(options.uuid));
   if (!options.console_log.empty()) HA_TRY_STATUS(detail::check_absolute_path("console log", options.console_log));
   if (!options.seed_iso.empty()) HA_TRY_STATUS(detail::check_absolute_path("seed ISO", options.seed_iso));
+  static const std::regex kGuid("[0-9a-f]{4}(:[0-9a-f]{4}){3}");
+  for (const auto& [vf, rdma] : options.nic_rdma) {
+    if (!std::regex_match(rdma.node_guid, kGuid)) {
+      return invalid("RDMA node GUID " + detail::quoted(rdma.node_guid) + " of VF " + vf.to_string() +
+                     " is not xxxx:xxxx:xxxx:xxxx");
+    }
+  }
   return ok_status();
 }
 
@@ -117,7 +126,7 @@ Result<RenderedGuest> render_guest(const numa::HostModel& host, const vmtemplate
       host, shape, placement, options, layout, macs, detail::size_mmio_window(functions(layout))};
   RenderedGuest guest;
   guest.domain_xml = detail::render_domain_xml(inputs);
-  guest.nccl_topology_xml = detail::render_nccl_topology(host, placement, layout);
+  guest.nccl_topology_xml = detail::render_nccl_topology(host, placement, layout, options.nic_rdma);
   guest.addresses = addresses(layout);
   return guest;
 }

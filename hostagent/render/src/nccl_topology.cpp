@@ -10,6 +10,8 @@
 namespace hostagent::render::detail {
 namespace {
 
+using NicRdmaMap = std::map<numa::PciAddress, NicRdma>;
+
 // QEMU's emulated x3130 upstream port, as the guest's lspci shows it (hw/pci-bridge/xio3130_upstream.c).
 constexpr uint16_t kTiVendor = 0x104c;
 constexpr uint16_t kXio3130Upstream = 0x8232;
@@ -57,20 +59,41 @@ pugi::xml_node add_switch(pugi::xml_node cpu, const numa::HostModel& host, const
   return pci;
 }
 
-void add_device(pugi::xml_node parent, const numa::HostModel& host, const Device& d, int rdma_index) {
+// "0c42:a103:0012:3456" -> "0x0c42a10300123456", as NCCL writes a GUID.
+std::string nccl_guid(const std::string& node_guid) {
+  std::string hex_digits;
+  for (const char c : node_guid) {
+    if (c != ':') hex_digits += c;
+  }
+  return "0x" + hex_digits;
+}
+
+void add_net(pugi::xml_node pci, const numa::PciAddress& vf, int rdma_index, const NicRdmaMap& nic_rdma) {
+  auto nic = add(pci, "nic");
+  const auto rdma = nic_rdma.find(vf);
+  if (rdma != nic_rdma.end() && rdma->second.roce_v2_gid_index) {
+    const std::string note = " host " + vf.to_string() + ": RoCE v2 GID index " +
+                             std::to_string(*rdma->second.roce_v2_gid_index) + " (NCCL_IB_GID_INDEX) ";
+    add_comment(nic, note.c_str());
+  }
+  auto net = add(nic, "net");
+  set(net, "name", "mlx5_" + std::to_string(rdma_index));
+  set(set(net, "port", 1), "gdr", 1);
+  if (rdma != nic_rdma.end()) set(net, "guid", nccl_guid(rdma->second.node_guid));
+}
+
+void add_device(pugi::xml_node parent, const numa::HostModel& host, const Device& d, int rdma_index,
+                const NicRdmaMap& nic_rdma) {
   const auto& f = *d.host;
   auto pci = add_pci(parent, d.guest, f.class_code, f.vendor_id, f.device_id);
   if (f.subsystem_vendor_id) set(pci, "subsystem_vendor", hex(*f.subsystem_vendor_id, 4));
   if (f.subsystem_device_id) set(pci, "subsystem_device", hex(*f.subsystem_device_id, 4));
   set_link(pci, link_of(host, f));
-  if (d.role != DeviceRole::nic) return;
-  auto net = add(add(pci, "nic"), "net");
-  set(net, "name", "mlx5_" + std::to_string(rdma_index));
-  set(set(net, "port", 1), "gdr", 1);
+  if (d.role == DeviceRole::nic) add_net(pci, f.address, rdma_index, nic_rdma);
 }
 
 void add_cell(pugi::xml_node system, const numa::HostModel& host, const numa::GuestCell& cell, int nbits,
-              const PciLayout& layout, int& rdma_index) {
+              const PciLayout& layout, const NicRdmaMap& nic_rdma, int& rdma_index) {
   auto cpu = set(add(system, "cpu"), "numaid", cell.id);
   set(cpu, "affinity", cpumap(cell.vcpus, nbits));
   set(cpu, "arch", "x86_64");              // vendor, family and model: NCCL reads them from CPUID in the guest
@@ -83,7 +106,7 @@ void add_cell(pugi::xml_node system, const numa::HostModel& host, const numa::Gu
       if (added) it->second = add_switch(cpu, host, layout.controllers[static_cast<std::size_t>(d.upstream)]);
       parent = it->second;
     }
-    add_device(parent, host, d, d.role == DeviceRole::nic ? rdma_index++ : -1);
+    add_device(parent, host, d, d.role == DeviceRole::nic ? rdma_index++ : -1, nic_rdma);
   }
 }
 
@@ -95,8 +118,8 @@ int vcpu_count(const numa::Placement& placement) {
 
 }  // namespace
 
-std::string render_nccl_topology(const numa::HostModel& host, const numa::Placement& placement,
-                                 const PciLayout& layout) {
+std::string render_nccl_topology(const numa::HostModel& host, const numa::Placement& placement, const PciLayout& layout,
+                                 const NicRdmaMap& nic_rdma) {
   pugi::xml_document doc;
   auto system = set(doc.append_child("system"), "version", 1);
   add_comment(system,
@@ -105,7 +128,8 @@ std::string render_nccl_topology(const numa::HostModel& host, const numa::Placem
   // RDMA names follow guest PCI order across the whole VM, cell after cell (cells own ascending bus
   // ranges), hence one counter.
   int rdma_index = 0;
-  for (const auto& cell : placement.cells) add_cell(system, host, cell, vcpu_count(placement), layout, rdma_index);
+  for (const auto& cell : placement.cells)
+    add_cell(system, host, cell, vcpu_count(placement), layout, nic_rdma, rdma_index);
   // NCCL's hand-written parser (src/graph/xml.cc) cannot read an XML declaration and takes pugixml's
   // " />" for an empty attribute: no declaration, and every element gets an explicit end tag.
   return to_text(doc, pugi::format_no_empty_element_tags);

@@ -13,17 +13,24 @@
 // order, and the file says so in a comment (NCCL's parser skips comments since its first XML
 // release). A name that turns out wrong only costs NCCL the hint: it trims <net> entries it did not
 // find.
+//
+// A VF whose RDMA side the host read before the VM took it (GuestOptions::nic_rdma) gets its node GUID
+// in <net guid=...> (NCCL's own form, 0x and 16 hex digits: it groups ports of one NIC by it), and a
+// comment with the RoCE v2 GID index the host saw, for NCCL_IB_GID_INDEX: NCCL's file has no
+// attribute for it, and NCCL picks a RoCE v2 GID itself when the variable is unset.
 #pragma once
 
+#include <map>
 #include <string>
 
 #include "hostagent/numa/host_model.hpp"
 #include "hostagent/numa/placement.hpp"
+#include "hostagent/render/guest_renderer.hpp"
 #include "pci_layout.hpp"
 
 namespace hostagent::render::detail {
 
-std::string render_nccl_topology(const numa::HostModel& host, const numa::Placement& placement,
-                                 const PciLayout& layout);
+std::string render_nccl_topology(const numa::HostModel& host, const numa::Placement& placement, const PciLayout& layout,
+                                 const std::map<numa::PciAddress, NicRdma>& nic_rdma);
 
 }  // namespace hostagent::render::detail

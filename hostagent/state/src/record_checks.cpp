@@ -5,6 +5,8 @@
 #include <cctype>
 #include <charconv>
 #include <cstdio>
+#include <regex>
+#include <set>
 
 #include "hostagent/common/sysfs_root.hpp"
 
@@ -117,6 +119,35 @@ std::string inputs_problem(const VmInputs& inputs) {
   return {};
 }
 
+// The forms drivers/infiniband/core/sysfs.c prints (ports/N/state names, link_layer) and the GUID
+// form of node_guid: four groups of four hex digits.
+bool is_guid(std::string_view text) {
+  static const std::regex kGuid("[0-9a-f]{4}(:[0-9a-f]{4}){3}");
+  return std::regex_match(text.begin(), text.end(), kGuid);
+}
+
+std::string rdma_problem(const VfRdma& rdma) {
+  static const std::regex kDevice("[A-Za-z0-9_.-]{1,64}");
+  const std::string where = "rdma of " + rdma.vf.to_string() + ": ";
+  if (!std::regex_match(rdma.device, kDevice)) {
+    return where + "device " + in_quotes(rdma.device) + " is not an RDMA device name (letters, digits, '_', '.', '-')";
+  }
+  if (rdma.port < 1 || rdma.port > 255) return where + "port " + std::to_string(rdma.port) + " is not 1..255";
+  static const std::set<std::string, std::less<>> kStates = {"NOP", "DOWN", "INIT", "ARMED", "ACTIVE", "ACTIVE_DEFER"};
+  if (!kStates.contains(rdma.state)) return where + "state " + in_quotes(rdma.state) + " is not a port state";
+  if (rdma.link_layer != "Ethernet" && rdma.link_layer != "InfiniBand") {
+    return where + "link_layer " + in_quotes(rdma.link_layer) + " is neither Ethernet nor InfiniBand";
+  }
+  if (rdma.roce_v2_gid_index && (*rdma.roce_v2_gid_index < 0 || *rdma.roce_v2_gid_index > 65535)) {
+    return where + "roce_v2_gid_index " + std::to_string(*rdma.roce_v2_gid_index) + " is not 0..65535";
+  }
+  if (!is_guid(rdma.node_guid)) return where + "node_guid " + in_quotes(rdma.node_guid) + " is not xxxx:xxxx:xxxx:xxxx";
+  if (!rdma.port_guid.empty() && !is_guid(rdma.port_guid)) {
+    return where + "port_guid " + in_quotes(rdma.port_guid) + " is not xxxx:xxxx:xxxx:xxxx";
+  }
+  return "";
+}
+
 }  // namespace
 
 std::string in_quotes(std::string_view value) {
@@ -185,6 +216,9 @@ std::string record_problem(const VmRecord& record) {
     return "created_at " + in_quotes(record.created_at) + " is not an RFC 3339 UTC time such as 2026-11-29T23:00:00Z";
   }
   if (auto problem = allocation_problem(record); !problem.empty()) return problem;
+  for (const auto& rdma : record.rdma) {
+    if (auto problem = rdma_problem(rdma); !problem.empty()) return problem;
+  }
   return inputs_problem(record.inputs);
 }
 

@@ -11,10 +11,13 @@
 //                     seed-iso='/var/lib/hostagent/seeds/vm1.iso' user-data='yes'>
 //     <hostagent:mac>52:54:00:00:00:01</hostagent:mac>
 //   </hostagent:inputs>
+//   <hostagent:rdma vf='0000:1b:00.2' device='mlx5_10' port='1' state='ACTIVE' link-layer='Ethernet'
+//                   roce-v2-gid-index='3' node-guid='0c42:a103:0012:3456'/>
 //
 // Optional text attributes are left out when empty. Every value goes through pugixml, which escapes.
 #include <pugixml.hpp>
 
+#include <algorithm>
 #include <sstream>
 
 #include "hostagent/common/sysfs_root.hpp"
@@ -71,7 +74,7 @@ void write_template(pugi::xml_node vm, const std::string& template_name) {
 
 // A second embed replaces the record rather than adding another.
 void remove_record(pugi::xml_node vm) {
-  for (const char* local : {"record", "allocation", "inputs", "nccl-topology"}) {
+  for (const char* local : {"record", "allocation", "inputs", "rdma", "nccl-topology"}) {
     while (auto old = hostagent_child(vm, local)) vm.remove_child(old);
   }
 }
@@ -106,6 +109,20 @@ void write_inputs(pugi::xml_node vm, const VmInputs& inputs) {
   set_attribute(element, "seed-iso", inputs.seed_iso);
   set_attribute(element, "user-data", inputs.user_data ? "yes" : "no");
   for (const auto& mac : inputs.macs) add_child(element, "mac").text().set(mac.c_str());
+}
+
+void write_rdma(pugi::xml_node vm, const std::vector<VfRdma>& rdma) {
+  for (const auto& vf : rdma) {
+    auto element = add_child(vm, "rdma");
+    set_attribute(element, "vf", vf.vf.to_string());
+    set_attribute(element, "device", vf.device);
+    set_attribute(element, "port", std::to_string(vf.port));
+    set_attribute(element, "state", vf.state);
+    set_attribute(element, "link-layer", vf.link_layer);
+    if (vf.roce_v2_gid_index) set_attribute(element, "roce-v2-gid-index", std::to_string(*vf.roce_v2_gid_index));
+    set_attribute(element, "node-guid", vf.node_guid);
+    set_attribute(element, "port-guid", vf.port_guid);
+  }
 }
 
 Result<pugi::xml_node> domain_element(const pugi::xml_document& doc, const VmRecord& record) {
@@ -210,6 +227,37 @@ Status read_allocation(pugi::xml_node vm, numa::Allocation& out) {
   return ok_status();
 }
 
+// Values are checked with the rest of the record (record_problem) once read.
+Result<VfRdma> read_rdma_element(pugi::xml_node element) {
+  VfRdma out;
+  HA_TRY(const std::string vf, required_attribute(element, "vf"));
+  const auto address = PciAddress::parse(vf);
+  if (!address.ok()) return bad("<" + std::string(element.name()) + "> vf: " + address.error().message);
+  out.vf = *address;
+  HA_TRY(out.device, required_attribute(element, "device"));
+  HA_TRY(const uint64_t port, unsigned_attribute(element, "port"));
+  out.port = static_cast<int>(std::min<uint64_t>(port, 1U << 16));  // out of range either way: refused below
+  HA_TRY(out.state, required_attribute(element, "state"));
+  HA_TRY(out.link_layer, required_attribute(element, "link-layer"));
+  if (element.attribute("roce-v2-gid-index")) {
+    HA_TRY(const uint64_t index, unsigned_attribute(element, "roce-v2-gid-index"));
+    out.roce_v2_gid_index = static_cast<int>(std::min<uint64_t>(index, 1U << 20));
+  }
+  HA_TRY(out.node_guid, required_attribute(element, "node-guid"));
+  out.port_guid = element.attribute("port-guid").value();
+  return out;
+}
+
+Status read_rdma(pugi::xml_node vm, std::vector<VfRdma>& out) {
+  for (const auto child : vm.children()) {
+    if (child.type() != pugi::node_element || !detail::in_hostagent_namespace(child)) continue;
+    if (detail::local_name(child) != "rdma") continue;
+    HA_TRY(auto rdma, read_rdma_element(child));
+    out.push_back(std::move(rdma));
+  }
+  return ok_status();
+}
+
 Status read_inputs(pugi::xml_node vm, VmInputs& out) {
   HA_TRY(const auto inputs, required_child(vm, "inputs"));
   out.boot_image = inputs.attribute("boot-image").value();
@@ -248,6 +296,7 @@ Result<std::string> embed_record(const std::string& domain_xml, const VmRecord& 
   write_identity(vm, record);
   write_allocation(vm, record.allocation);
   write_inputs(vm, record.inputs);
+  write_rdma(vm, record.rdma);
   // As text, escaped: the file is NCCL's own XML, not part of the domain's.
   if (!record.nccl_topology.empty()) add_child(vm, "nccl-topology").text().set(record.nccl_topology.c_str());
   return to_text(doc);
@@ -276,6 +325,7 @@ Result<VmRecord> parse_record(const std::string& xml) {
   HA_TRY_STATUS(read_identity(vm, out));
   HA_TRY_STATUS(read_allocation(vm, out.allocation));
   HA_TRY_STATUS(read_inputs(vm, out.inputs));
+  HA_TRY_STATUS(read_rdma(vm, out.rdma));
   if (const auto topology = hostagent_child(vm, "nccl-topology")) out.nccl_topology = topology.text().get();
   out.allocation.vm = out.name;
   if (auto problem = detail::record_problem(out); !problem.empty()) return bad(problem);

@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <bit>
+#include <map>
 #include <set>
 
 #include "render_fixture.hpp"
@@ -279,6 +280,39 @@ TEST_CASE(
   std::sort(nets.begin(), nets.end());
   REQUIRE(nets.size() == 10);  // 8 GPU VFs and 2 front-end VFs
   for (std::size_t i = 0; i < nets.size(); ++i) CHECK(nets[i].second == "mlx5_" + std::to_string(i));
+}
+
+TEST_CASE("NCCL topology: a VF whose RDMA side the host read gets its node GUID and a note of its GID index") {
+  auto c = make_case("vela2-2gpu");
+  const auto vfs = all_vfs(c.placement);
+  REQUIRE(vfs.size() >= 2);
+  c.opts.nic_rdma[vfs[0].address] = NicRdma{"0c42:a103:0012:3456", 3};
+  c.opts.nic_rdma[vfs[1].address] = NicRdma{"0c42:a103:0012:3457", std::nullopt};  // InfiniBand: no GID index
+  const auto guest = render_ok(c.host->model, c.shape, c.placement, c.opts);
+  const auto nccl = parse(guest.nccl_topology_xml);
+  std::map<std::string, std::string> guids;  // guest busid -> guid
+  for (const auto& x : nccl->select_nodes("//pci[nic]")) {
+    const auto net = x.node().child("nic").child("net");
+    if (net.attribute("guid")) guids[x.node().attribute("busid").value()] = net.attribute("guid").value();
+  }
+  std::map<std::string, std::string> expected;
+  for (const auto& a : guest.addresses) {
+    if (a.host == vfs[0].address) expected[a.guest.to_string()] = "0x0c42a10300123456";
+    if (a.host == vfs[1].address) expected[a.guest.to_string()] = "0x0c42a10300123457";
+  }
+  CHECK(guids == expected);
+  CHECK(guest.nccl_topology_xml.find("host " + vfs[0].address.to_string() +
+                                     ": RoCE v2 GID index 3 (NCCL_IB_GID_INDEX)") != std::string::npos);
+  CHECK(guest.nccl_topology_xml.find("host " + vfs[1].address.to_string() + ": RoCE") == std::string::npos);
+  // Without the host's reading, no guid: the golden files stay as they were.
+  const auto plain = rendered("vela2-2gpu");
+  CHECK(plain.guest.nccl_topology_xml.find("guid=") == std::string::npos);
+
+  c.opts.nic_rdma[vfs[0].address].node_guid = "0c42a10300123456";
+  const auto refused = render_guest(c.host->model, c.shape, c.placement, c.opts);
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.error().message.find("\"0c42a10300123456\"") != std::string::npos);
+  CHECK(refused.error().message.find(vfs[0].address.to_string()) != std::string::npos);
 }
 
 }  // namespace

@@ -41,6 +41,9 @@ VmRecord full_record(const std::string& name) {
   record.inputs.macs = {"52:54:00:00:00:01", "52:54:00:AB:cd:02"};
   record.inputs.seed_iso = "/var/lib/hostagent/seeds/vm1.iso";
   record.inputs.user_data = true;
+  record.rdma = {VfRdma{address("0000:1b:00.1"), "mlx5_10", 1, "ACTIVE", "Ethernet", 3, "0c42:a103:0012:3456", ""},
+                 VfRdma{address("10000:e3:1f.7"), "mlx5_ib.7", 2, "DOWN", "InfiniBand", std::nullopt,
+                        "0c42:a103:0012:3457", "0c42:a103:0012:3458"}};
   return record;
 }
 

@@ -17,7 +17,8 @@ std::string golden_domain_xml();
 // A record with every field set, held by VM `name`.
 VmRecord full_record(const std::string& name);
 
-// CHECKs every field of actual against expected.
+// CHECKs every field of actual against expected that both the domain metadata and the journal keep
+// (rdma and nccl_topology are in the metadata only).
 void check_same(const VmRecord& actual, const VmRecord& expected);
 
 // The hostagent element of an embedded full record, as virDomainGetMetadata returns it.

@@ -61,6 +61,7 @@ TEST_CASE("a full record embedded into a rendered domain parses back equal") {
   const auto parsed = parse_record(xml);
   REQUIRE(parsed.ok());
   check_same(*parsed, record);
+  CHECK(parsed->rdma == record.rdma);
 }
 
 TEST_CASE("embedding keeps the rest of the domain and the shape's metadata") {
@@ -74,7 +75,8 @@ TEST_CASE("embedding keeps the rest of the domain and the shape's metadata") {
   const auto vm = after.child("domain").child("metadata").child("hostagent:vm");
   REQUIRE(vm);
   CHECK(child_names(vm) == std::vector<std::string>{"hostagent:template", "hostagent:metadata", "hostagent:record",
-                                                    "hostagent:allocation", "hostagent:inputs"});
+                                                    "hostagent:allocation", "hostagent:inputs", "hostagent:rdma",
+                                                    "hostagent:rdma"});
   CHECK(std::string(vm.child("hostagent:metadata").child_value("hostagent:family")) == "gx3");
   // Everything outside <metadata> is as render wrote it.
   before.child("domain").remove_child("metadata");
@@ -92,6 +94,7 @@ TEST_CASE("the record's XML has the documented shape") {
   record.allocation.hugepages = {{0, 896}};
   record.allocation.devices.resize(1);
   record.inputs.macs.resize(1);
+  record.rdma.resize(1);
   const std::string domain =
       "<domain type='kvm'><name>vm1</name><uuid>6f1c0e2a-5c1b-4d3e-9a0b-1c2d3e4f5a6b</uuid>"
       "<memory unit='KiB'>1024</memory></domain>";
@@ -116,6 +119,8 @@ TEST_CASE("the record's XML has the documented shape") {
       "user-data='yes'>\n"
       "        <hostagent:mac>52:54:00:00:00:01</hostagent:mac>\n"
       "      </hostagent:inputs>\n"
+      "      <hostagent:rdma vf='0000:1b:00.1' device='mlx5_10' port='1' state='ACTIVE' link-layer='Ethernet' "
+      "roce-v2-gid-index='3' node-guid='0c42:a103:0012:3456' />\n"
       "    </hostagent:vm>\n"
       "  </metadata>\n"
       "  <memory unit='KiB'>1024</memory>\n"
@@ -284,7 +289,8 @@ TEST_CASE("embedding again replaces the record, and the same record gives the sa
   REQUIRE(doc.load_string(replaced->c_str()));
   const auto vm = doc.child("domain").child("metadata").child("hostagent:vm");
   CHECK(child_names(vm) == std::vector<std::string>{"hostagent:template", "hostagent:metadata", "hostagent:record",
-                                                    "hostagent:allocation", "hostagent:inputs"});
+                                                    "hostagent:allocation", "hostagent:inputs", "hostagent:rdma",
+                                                    "hostagent:rdma"});
   const auto parsed = parse_record(*replaced);
   REQUIRE(parsed.ok());
   check_same(*parsed, second);

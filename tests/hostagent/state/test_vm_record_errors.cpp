@@ -149,6 +149,22 @@ TEST_CASE("bad text values are a parse_error naming the field") {
   check_parse_error(mac, {"inputs.macs[0]", "'52:54:00:00:00'"});
 }
 
+TEST_CASE("a VF's RDMA entry with a bad value is a parse_error naming the VF and the field") {
+  check_parse_error(set_attribute("hostagent:rdma", "vf", "0000:1b:00"), {"hostagent:rdma", "vf"});
+  check_parse_error(set_attribute("hostagent:rdma", "device", "mlx5 0"),
+                    {"rdma of 0000:1b:00.1", "device", "'mlx5 0'"});
+  check_parse_error(set_attribute("hostagent:rdma", "port", "0"), {"rdma of 0000:1b:00.1", "port 0"});
+  check_parse_error(set_attribute("hostagent:rdma", "port", "-1"), {"port", "'-1'"});
+  check_parse_error(set_attribute("hostagent:rdma", "state", "UP"), {"state", "'UP'"});
+  check_parse_error(set_attribute("hostagent:rdma", "link-layer", "Omni-Path"), {"link_layer", "'Omni-Path'"});
+  check_parse_error(set_attribute("hostagent:rdma", "roce-v2-gid-index", "x"), {"roce-v2-gid-index", "'x'"});
+  check_parse_error(set_attribute("hostagent:rdma", "roce-v2-gid-index", "70000"), {"roce_v2_gid_index 70000"});
+  check_parse_error(set_attribute("hostagent:rdma", "node-guid", "0c42a10300123456"),
+                    {"node_guid", "'0c42a10300123456'"});
+  check_parse_error(set_attribute("hostagent:rdma", "port-guid", "x"), {"port_guid", "'x'"});
+  check_parse_error(without_attribute("hostagent:rdma", "device"), {"hostagent:rdma", "no device attribute"});
+}
+
 TEST_CASE("a record the caller gets wrong is refused by embed_record, naming the field") {
   auto record = full_record(kGoldenName);
   record.name.clear();

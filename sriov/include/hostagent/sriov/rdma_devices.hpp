@@ -40,6 +40,10 @@ struct RdmaDevice {
 // From /sys/class/infiniband under the root, in name order; empty when there is no RDMA device.
 Result<std::vector<RdmaDevice>> read_rdma_devices_sysfs(const SysfsRoot& sysfs);
 
+// The RDMA devices of one PCI function (a PF or VF its driver registered with the RDMA core), read
+// as above; empty when it has none: unbound, on vfio-pci, or not an RDMA function.
+Result<std::vector<RdmaDevice>> read_rdma_devices_of(const SysfsRoot& sysfs, const numa::PciAddress& function);
+
 // From libibverbs (the devices this process may open), in name order; empty when there is none.
 Result<std::vector<RdmaDevice>> read_rdma_devices_verbs();
 

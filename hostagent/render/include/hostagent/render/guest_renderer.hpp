@@ -5,6 +5,7 @@
 // request is ever spliced into XML text.
 #pragma once
 
+#include <map>
 #include <optional>
 #include <string>
 #include <utility>
@@ -16,6 +17,12 @@
 #include "hostagent/vmtemplates/vm_template.hpp"
 
 namespace hostagent::render {
+
+// A NIC VF's RDMA side as the host saw it before the VM took it (the VM record's rdma entry).
+struct NicRdma {
+  std::string node_guid;                 // "xxxx:xxxx:xxxx:xxxx": the guest's device reports the same
+  std::optional<int> roce_v2_gid_index;  // RoCE: the GID NCCL picks by default on the host
+};
 
 struct GuestOptions {
   std::string name;                  // the domain name; validated: [A-Za-z0-9_.-]{1,64}
@@ -30,6 +37,8 @@ struct GuestOptions {
   // An absolute path on the host; "" for none. A cloud-init NoCloud seed (hostagent/cloudinit),
   // attached as a read-only SATA CD-ROM on q35's built-in AHCI controller.
   std::string seed_iso;
+  // By VF host address: the NCCL topology gives that VF's <net> its GUID and notes its GID index.
+  std::map<numa::PciAddress, NicRdma> nic_rdma;
 };
 
 // Where a host function appears inside the guest.

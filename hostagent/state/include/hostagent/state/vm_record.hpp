@@ -4,6 +4,7 @@
 // after a crash the daemon rebuilds its whole allocation ledger from libvirt alone.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -26,6 +27,23 @@ struct VmInputs {
   bool user_data = false;         // cloud-init user data was given (kept in the seed, not here)
 };
 
+// A NIC VF's RDMA side as the host saw it at create, while its host driver still held it (the VM
+// then takes the VF whole): what the guest's NCCL needs to find the same port and GID. Only a VF
+// the host had probed (an RDMA device registered under it) has one.
+struct VfRdma {
+  PciAddress vf;
+  std::string device;  // the host's name for it, "mlx5_12"; the guest names its own
+  int port = 1;
+  std::string state;       // the port's: "ACTIVE", "DOWN", ...
+  std::string link_layer;  // "Ethernet" (RoCE) or "InfiniBand"
+  // RoCE: the index of the GID NCCL picks by default (sriov::roce_v2_gid_index), for
+  // NCCL_IB_GID_INDEX; nullopt on InfiniBand or without a RoCE v2 GID.
+  std::optional<int> roce_v2_gid_index;
+  std::string node_guid;  // "xxxx:xxxx:xxxx:xxxx"
+  std::string port_guid;  // InfiniBand only; "" otherwise
+  bool operator==(const VfRdma&) const = default;
+};
+
 struct VmRecord {
   std::string name;
   // The domain's UUID, chosen by hostagent before the define: rollback and recovery touch a domain
@@ -39,6 +57,8 @@ struct VmRecord {
   // The NCCL topology file rendered for the guest at create, so the API can hand it out without
   // placing the VM again. Kept in the domain's metadata only: the journal does not need it.
   std::string nccl_topology;
+  // One per NIC VF that had an RDMA device on the host, in placement order. Domain metadata only.
+  std::vector<VfRdma> rdma;
 };
 
 // Returns domain_xml with the record written into its <metadata><hostagent:vm> element (created if
