@@ -46,9 +46,10 @@ std::string to_text(const config::ListenAddress& address) {
 
 }  // namespace
 
-Result<std::unique_ptr<ApiListener>> ApiListener::start(const config::DaemonConfig& config,
-                                                        daemon::VmService& service) {
+Result<std::unique_ptr<ApiListener>> ApiListener::start(const config::DaemonConfig& config, daemon::VmService& service,
+                                                        std::map<std::filesystem::path, int> inherited) {
   HA_TRY(auto options, server_options(config.api));
+  options.inherited_unix_sockets = std::move(inherited);
   api::RestApiOptions rest;
   rest.audit_log = config.api.audit_log;
   rest.template_directories = config.template_directories;

@@ -1,8 +1,11 @@
 // hostagent/cli/api_listener: the REST API as hostagentd serves it: the configuration's api section
 // turned into the server's options (token files read here, once), the routes over the service, and
-// the server that listens. Stopped (and its unix sockets removed) when destroyed.
+// the server that listens, on sockets systemd passed (socket activation) where it did. Stopped (and
+// the unix sockets it made removed) when destroyed.
 #pragma once
 
+#include <filesystem>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -17,8 +20,11 @@ namespace hostagent::cli {
 
 class ApiListener {
  public:
-  // Listens on config.api.listen; the service outlives the listener.
-  static Result<std::unique_ptr<ApiListener>> start(const config::DaemonConfig& config, daemon::VmService& service);
+  // Listens on config.api.listen; the service outlives the listener. A unix address whose path is
+  // in `inherited` (path -> fd, matched by systemd::inherited_sockets) is served on that fd, which
+  // the listener then owns, instead of being bound.
+  static Result<std::unique_ptr<ApiListener>> start(const config::DaemonConfig& config, daemon::VmService& service,
+                                                    std::map<std::filesystem::path, int> inherited = {});
   ~ApiListener();
   ApiListener(const ApiListener&) = delete;
   ApiListener& operator=(const ApiListener&) = delete;

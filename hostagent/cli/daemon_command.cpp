@@ -1,16 +1,21 @@
 // hostagent/cli/daemon_command: hostagentd's run: configuration, service, then serve or --exec.
 #include "daemon_command.hpp"
 
-#include <systemd/sd-daemon.h>
-
+#include <atomic>
 #include <csignal>
 #include <cstdlib>
+#include <cstring>
 
 #include "api_listener.hpp"
 #include "exec_commands.hpp"
+#include "host_confinement.hpp"
 #include "hostagent/api/host_json.hpp"
 #include "hostagent/config/daemon_config.hpp"
+#include "hostagent/daemon/log.hpp"
 #include "hostagent/daemon/vm_service.hpp"
+#include "hostagent/systemd/notifier.hpp"
+#include "hostagent/systemd/socket_activation.hpp"
+#include "hostagent/systemd/watchdog.hpp"
 
 namespace hostagent::cli {
 namespace {
@@ -100,24 +105,79 @@ sigset_t stop_signals() {
   return signals;
 }
 
-// Ready once state is reconciled (VmService::start returned) and the API listens.
-int serve(const config::DaemonConfig& config, daemon::VmService& service, const sigset_t& signals, std::ostream& err) {
-  auto api = ApiListener::start(config, service);
-  if (!api.ok()) {
-    err << "hostagentd: " << to_string(api.error().code) << ": api: " << api.error().message << "\n";
-    return 1;
+// sd_notify, with a failure logged once: systemd acts on what it does not receive (a start that
+// never reports ready times out), so the daemon goes on either way.
+class WarningNotifier final : public systemd::Notifier {
+ public:
+  explicit WarningNotifier(std::unique_ptr<systemd::Notifier> inner) : inner_(std::move(inner)) {}
+  Status notify(const std::string& assignments) override {
+    auto sent = inner_->notify(assignments);
+    if (!sent.ok() && !warned_.exchange(true)) {
+      daemon::log(daemon::LogLevel::warning, "systemd notification failed: " + sent.error().message);
+    }
+    return sent;
   }
+
+ private:
+  std::unique_ptr<systemd::Notifier> inner_;
+  std::atomic<bool> warned_{false};
+};
+
+// A start that fails: said to systemd (`systemctl status` shows it) and on stderr; exit status 1.
+int fail_start(systemd::Notifier& notifier, std::ostream& err, const Error& error, const std::string& where = "") {
+  (void)notifier.status("failed: " + where + error.message);
+  err << "hostagentd: " << to_string(error.code) << ": " << where << error.message << "\n";
+  return 1;
+}
+
+// The unix: paths of api.listen, for matching the sockets systemd passed.
+std::vector<fs::path> unix_listen_paths(const config::DaemonConfig& config) {
+  std::vector<fs::path> paths;
+  for (const auto& text : config.api.listen) {
+    auto address = config::parse_listen_address(text);
+    if (address.ok() && address->kind == config::ListenAddress::Kind::unix_socket)
+      paths.push_back(address->socket_path);
+  }
+  return paths;
+}
+
+// WATCHDOG=1 every half WatchdogSec while the service answers: status() takes the locks an
+// operation, libvirt's event thread and reconcile take, so a wedged service never returns from it.
+Result<std::unique_ptr<systemd::Watchdog>> start_watchdog(systemd::Notifier& notifier, daemon::VmService& service) {
+  HA_TRY(const auto interval, systemd::watchdog_interval());
+  if (!interval) return std::unique_ptr<systemd::Watchdog>();
+  return systemd::Watchdog::start(notifier, *interval, [&service] {
+    (void)service.status();
+    return true;
+  });
+}
+
+std::string recovered(const daemon::ServiceStatus& status) {
+  const auto& report = status.last_reconcile;
+  return std::to_string(status.managed_vms) + " VMs, " + std::to_string(status.foreign_domains) + " foreign domains, " +
+         std::to_string(report.finished.size() + report.rolled_back.size()) + " interrupted operations recovered";
+}
+
+// READY=1 once state is reconciled (VmService::start returned) and the API listens, not before:
+// systemd orders the units that need hostagent after that moment.
+int serve(const config::DaemonConfig& config, daemon::VmService& service, systemd::InheritedSockets inherited,
+          systemd::Notifier& notifier, const sigset_t& signals, std::ostream& err) {
+  auto watchdog = start_watchdog(notifier, service);
+  if (!watchdog.ok()) return fail_start(notifier, err, watchdog.error());
+  auto api = ApiListener::start(config, service, std::move(inherited));
+  if (!api.ok()) return fail_start(notifier, err, api.error(), "api: ");
   std::string where;
   for (const auto& endpoint : (*api)->endpoints()) where += (where.empty() ? "" : ", ") + endpoint;
   const auto status = service.status();
-  const std::string summary = "STATUS=" + std::to_string(status.managed_vms) + " VMs, " +
-                              std::to_string(status.foreign_domains) + " foreign domains; API on " + where;
-  sd_notify(0, ("READY=1\n" + summary).c_str());
-  err << "hostagentd: ready: " << summary.substr(7) << std::endl;
+  const std::string summary = std::to_string(status.managed_vms) + " VMs, " + std::to_string(status.foreign_domains) +
+                              " foreign domains; API listening on " + where;
+  (void)notifier.ready(summary);
+  err << "hostagentd: ready: " << summary << std::endl;
   int signal = 0;
   sigwait(&signals, &signal);
-  sd_notify(0, "STOPPING=1");
-  err << "hostagentd: stopping on signal " << signal << "\n";
+  const std::string stopping = "stopping on signal " + std::to_string(signal) + " (" + strsignal(signal) + ")";
+  (void)notifier.stopping(stopping);
+  err << "hostagentd: " << stopping << "\n";
   return 0;
 }
 
@@ -130,10 +190,8 @@ std::string exec_help() {
 }
 
 int run_hostagentd(const DaemonArgs& args, std::ostream& out, std::ostream& err) {
-  const auto fail = [&err](const Error& error) {
-    err << "hostagentd: " << to_string(error.code) << ": " << error.message << "\n";
-    return 1;
-  };
+  WarningNotifier notifier(systemd::make_sd_notifier());
+  const auto fail = [&err, &notifier](const Error& error) { return fail_start(notifier, err, error); };
   // A peer that goes away (libvirtd restarting, an API client hanging up) must make our write fail
   // with EPIPE, not kill the daemon.
   std::signal(SIGPIPE, SIG_IGN);
@@ -145,12 +203,23 @@ int run_hostagentd(const DaemonArgs& args, std::ostream& out, std::ostream& err)
   auto config = load(args, scratch);
   if (!config.ok()) return fail(config.error());
   if (auto listen = apply_listen(args, *config); !listen.ok()) return fail(listen.error());
-  auto parts = daemon::assemble_parts(*config);
+  // Checked before the slow part of start-up, so a unit/configuration mismatch fails at once.
+  systemd::InheritedSockets inherited;
+  if (serving) {
+    auto passed = systemd::inherited_sockets(unix_listen_paths(*config));
+    if (!passed.ok()) return fail(passed.error());
+    inherited = std::move(passed).value();
+  }
+  (void)notifier.status("configuration read: " + config->source);
+  confine_host_processes(*config, notifier);
+  auto parts = daemon::assemble_parts(*config, [&notifier](const std::string& stage) { (void)notifier.status(stage); });
   if (!parts.ok()) return fail(parts.error());
   if (!args.pause_at.empty()) parts->hook = daemon::pause_at_step(args.pause_at, args.pause_marker);
   auto service = daemon::VmService::start(std::move(parts).value());
   if (!service.ok()) return fail(service.error());
-  return serving ? serve(*config, **service, signals, err) : run_exec(**service, args.exec, out, err);
+  (void)notifier.status("state reconciled: " + recovered((*service)->status()));
+  if (!serving) return run_exec(**service, args.exec, out, err);
+  return serve(*config, **service, std::move(inherited), notifier, signals, err);
 }
 
 }  // namespace hostagent::cli

@@ -88,8 +88,11 @@ class ServerImpl final : public HttpServer {
     }
     for (const auto& address : options.listen) {
       if (address.kind == config::ListenAddress::Kind::unix_socket) {
+        const auto inherited = options.inherited_unix_sockets.find(address.socket_path);
         HA_TRY(auto listener,
-               bind_unix(asio::make_strand(io_), address.socket_path, options.socket_mode, options.socket_group));
+               inherited != options.inherited_unix_sockets.end()
+                   ? adopt_unix(asio::make_strand(io_), address.socket_path, inherited->second)
+                   : bind_unix(asio::make_strand(io_), address.socket_path, options.socket_mode, options.socket_group));
         unix_.push_back(std::move(listener));
         endpoints_.push_back(address);
       } else {

@@ -119,7 +119,20 @@ Result<UnixListener> bind_unix(const asio::any_io_executor& io, const std::files
   return listener;
 }
 
+Result<UnixListener> adopt_unix(const asio::any_io_executor& io, const std::filesystem::path& path, int fd) {
+  UnixListener listener;
+  listener.path = path;
+  listener.owns_file = false;
+  listener.acceptor = std::make_unique<UnixAcceptor>(io);
+  error_code error;
+  if (listener.acceptor->assign(asio::local::stream_protocol(), fd, error)) {
+    return asio_error(error, "serve on the socket systemd passed for", path.string());
+  }
+  return listener;
+}
+
 void remove_socket_file(const UnixListener& listener) {
+  if (!listener.owns_file) return;
   struct stat info {};
   if (::lstat(listener.path.c_str(), &info) != 0) return;
   if (info.st_dev == listener.device && info.st_ino == listener.inode) ::unlink(listener.path.c_str());

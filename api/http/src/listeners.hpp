@@ -27,6 +27,7 @@ struct UnixListener {
   // replaced it as stale keeps its socket.
   dev_t device = 0;
   ino_t inode = 0;
+  bool owns_file = true;  // false for a socket systemd passed: the file is systemd's
 };
 
 // A live socket (another process accepts on it) is ErrorCode::conflict naming the path; a path that
@@ -34,6 +35,9 @@ struct UnixListener {
 Result<UnixListener> bind_unix(const boost::asio::any_io_executor& io, const std::filesystem::path& path, unsigned mode,
                                const std::string& group);
 void remove_socket_file(const UnixListener& listener);
+
+// A listening unix socket passed by systemd, served as it is; the acceptor owns `fd` once this succeeds.
+Result<UnixListener> adopt_unix(const boost::asio::any_io_executor& io, const std::filesystem::path& path, int fd);
 
 Result<std::unique_ptr<TcpAcceptor>> bind_tcp(const boost::asio::any_io_executor& io,
                                               const config::ListenAddress& address);

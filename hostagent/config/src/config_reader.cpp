@@ -31,7 +31,8 @@ const std::vector<std::string_view> kTopKeys = {
     "operations", "devices", "api"};
 const std::vector<std::string_view> kLibvirtKeys = {"uri", "domain_type", "emulator", "connect_timeout",
                                                     "reconnect_interval"};
-const std::vector<std::string_view> kHostKeys = {"sysfs_root", "simulated", "housekeeping_cpus"};
+const std::vector<std::string_view> kHostKeys = {"sysfs_root", "simulated", "housekeeping_cpus",
+                                                 "confine_host_processes"};
 const std::vector<std::string_view> kApiKeys = {"listen", "tls", "token_file", "reader_token_file", "audit_log"};
 const std::vector<std::string_view> kTlsKeys = {"certificate", "key", "client_ca"};  // the files
 const std::vector<std::string_view> kTlsSectionKeys = {"certificate", "key", "client_ca", "operator_common_names"};
@@ -102,6 +103,7 @@ class ConfigReader {
     check_libvirt_pair(config);
     settle_preparation(config);
     check_host_pair(config);
+    check_confinement(config);
     check_api_auth(config.api);
     return config;
   }
@@ -153,8 +155,14 @@ class ConfigReader {
     const auto name = read_simulated(simulated);
     config.simulated_host = name.value_or(config.simulated_host);
     simulated_ = Written::of(simulated, name.has_value());
-    config.housekeeping_cpus = read_cpu_list(check_, field(host, "housekeeping_cpus"), "host.housekeeping_cpus")
-                                   .value_or(config.housekeeping_cpus);
+    const Value& housekeeping = field(host, "housekeeping_cpus");
+    const auto cpus = read_cpu_list(check_, housekeeping, "host.housekeeping_cpus");
+    config.housekeeping_cpus = cpus.value_or(config.housekeeping_cpus);
+    housekeeping_cpus_ = Written::of(housekeeping, cpus.has_value());
+    const Value& confine = field(host, "confine_host_processes");
+    const auto confined = check_.boolean(confine, "host.confine_host_processes");
+    config.confine_host_processes = confined.value_or(config.confine_host_processes);
+    confine_host_processes_ = Written::of(confine, confined.has_value());
   }
 
   std::optional<std::string> read_simulated(const Value& simulated) {
@@ -421,6 +429,16 @@ class ConfigReader {
                   "host.simulated: \"\")");
   }
 
+  // Confining the host's processes to no CPU at all would leave them nowhere to run.
+  void check_confinement(const DaemonConfig& config) {
+    if (!config.confine_host_processes || !config.housekeeping_cpus.empty() || !housekeeping_cpus_.valid) return;
+    HA_ASSERT(confine_host_processes_.value != nullptr);  // the default is false
+    check_.report(confine_host_processes_.value->at, "host.confine_host_processes",
+                  describe(*confine_host_processes_.value) + " with host.housekeeping_cpus empty",
+                  "host.housekeeping_cpus listing the CPUs the host's own processes may use (like 0-7,96-103), "
+                  "or host.confine_host_processes: false");
+  }
+
   // A simulated host's tree is files that do not act on writes, so binding there would fail its own
   // checks: a simulated host gets libvirt's preparation unless the file asks for hostagent's.
   void settle_preparation(DaemonConfig& config) {
@@ -448,7 +466,8 @@ class ConfigReader {
   }
 
   Checker check_;
-  Written uri_, domain_type_, sysfs_root_, simulated_, preparation_, tls_, token_file_, reader_token_file_;
+  Written uri_, domain_type_, sysfs_root_, simulated_, preparation_, tls_, token_file_, reader_token_file_,
+      housekeeping_cpus_, confine_host_processes_;
   std::vector<std::pair<std::size_t, const Value*>> tcp_listeners_;  // index in api.listen
 };
 

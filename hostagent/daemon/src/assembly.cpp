@@ -4,13 +4,13 @@
 #include <system_error>
 
 #include "hostagent/common/sysfs_writer.hpp"
+#include "hostagent/daemon/log.hpp"
 #include "hostagent/daemon/vm_service.hpp"
 #include "hostagent/numa/discovery.hpp"
 #include "hostagent/simhost/sim_host.hpp"
 #include "hostagent/sriov/vf_netlink.hpp"
 #include "hostagent/state/vm_record.hpp"
 #include "hostagent/vfio/config_space_access.hpp"
-#include "log.hpp"
 
 namespace hostagent::daemon {
 namespace {
@@ -99,10 +99,15 @@ Status prepare_devices(const config::DaemonConfig& config, ServiceParts& parts) 
 
 }  // namespace
 
-Result<ServiceParts> assemble_parts(const config::DaemonConfig& config) {
+Result<ServiceParts> assemble_parts(const config::DaemonConfig& config, const StartupProgress& progress) {
+  const auto report = [&progress](const std::string& stage) {
+    if (progress) progress(stage);
+  };
   ServiceParts parts;
   parts.config = config;
   HA_TRY(parts.host, discover_host(config));
+  report("host discovered: " + std::to_string(parts.host.numa_nodes.size()) + " NUMA nodes, " +
+         std::to_string(parts.host.pci_devices.size()) + " PCI functions");
   parts.host_sysfs_root = config.simulated_host.empty() ? config.sysfs_root : simulated_root(config);
   HA_TRY(parts.templates, load_templates(config));
   virt::LibvirtOptions options;
@@ -110,8 +115,13 @@ Result<ServiceParts> assemble_parts(const config::DaemonConfig& config) {
   options.metadata_namespace = std::string(state::kMetadataNamespace);
   options.connect_timeout = config.libvirt_connect_timeout;
   options.reconnect_interval = config.libvirt_reconnect_interval;
+  // Said before the wait, so `systemctl status` shows what start-up waits for while libvirtd starts.
+  report("connecting to libvirt " + config.libvirt_uri + " (waiting up to " +
+         std::to_string(config.libvirt_connect_timeout.count()) + " ms)");
   HA_TRY(parts.hypervisor, virt::connect_libvirt(options));
+  report("libvirt connected: " + config.libvirt_uri);
   HA_TRY_STATUS(prepare_devices(config, parts));
+  report("devices prepared (" + config.devices.preparation + ")");
   parts.clock = make_system_clock();
   log(LogLevel::info, "host: " + std::to_string(parts.host.numa_nodes.size()) + " NUMA nodes; " +
                           std::to_string(parts.templates.size()) + " templates; libvirt " + config.libvirt_uri);

@@ -3,11 +3,12 @@
 #include <regex>
 
 #include "hostagent/cloudinit/nocloud_seed.hpp"
+#include "hostagent/daemon/log.hpp"
 #include "hostagent/daemon/shape_request.hpp"
 #include "hostagent/render/guest_renderer.hpp"
-#include "log.hpp"
 #include "operation.hpp"
 #include "operations.hpp"
+#include "vf_rdma.hpp"
 #include "vm_steps.hpp"
 
 namespace hostagent::daemon {
@@ -114,6 +115,11 @@ class CreateRun {
   }
 
   Status prepare_devices() {
+    // Before prepare: it takes the VFs from the host driver whose RDMA device this reads.
+    if (!context_.host_sysfs_root.empty()) {
+      HA_TRY(const auto sysfs, SysfsRoot::open(context_.host_sysfs_root));
+      HA_TRY(record_.rdma, read_vf_rdma(sysfs, placement_));
+    }
     DeviceRequest request;
     HA_TRY(request.vf_macs, render::vf_mac_addresses(shape_, placement_, guest_options()));
     request.vlan = shape_.nics.vf.vlan;
@@ -129,6 +135,7 @@ class CreateRun {
     options.managed_hostdevs = context_.devices->libvirt_manages_hostdevs();
     options.vf_macs = record_.inputs.macs;
     options.seed_iso = record_.inputs.seed_iso;
+    for (const auto& rdma : record_.rdma) options.nic_rdma[rdma.vf] = {rdma.node_guid, rdma.roce_v2_gid_index};
     if (context_.config.domain_type != "test") {
       options.console_log = (context_.config.console_log_directory / (record_.name + ".log")).string();
     }
@@ -203,7 +210,8 @@ Result<VmView> create_vm(Context& context, const CreateVmRequest& request) {
   }
   context.ledger.set_record(record);
   context.ledger.set_progress(request.name, "", "");
-  log(LogLevel::info, "created " + request.name + " from template " + record.template_name);
+  log(LogLevel::info, "created " + request.name + " from template " + record.template_name,
+      {.vm = request.name, .operation = "create"});
   return current_view(context, request.name);
 }
 

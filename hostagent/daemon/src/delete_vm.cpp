@@ -1,7 +1,7 @@
 // daemon/delete_vm: destroy, undefine, delete the disk, release the devices, then the reservation.
 // Finished forward: once a delete has begun, a failure or a crash leaves it in the journal and
 // reconcile completes it; it is never undone into a half-deleted VM.
-#include "log.hpp"
+#include "hostagent/daemon/log.hpp"
 #include "operation.hpp"
 #include "operations.hpp"
 #include "vm_steps.hpp"
@@ -24,7 +24,7 @@ Status delete_vm(Context& context, const std::string& name) {
   Operation operation(context, state::OperationKind::remove, record);
   HA_TRY_STATUS(operation.run(steps, nullptr));
   context.ledger.release(name);
-  log(LogLevel::info, "deleted " + name);
+  log(LogLevel::info, "deleted " + name, {.vm = name, .operation = "delete"});
   return ok_status();
 }
 

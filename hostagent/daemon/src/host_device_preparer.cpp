@@ -7,11 +7,11 @@
 #include <set>
 
 #include "hostagent/daemon/device_preparer.hpp"
+#include "hostagent/daemon/log.hpp"
 #include "hostagent/sriov/vf_configurator.hpp"
 #include "hostagent/state/device_records.hpp"
 #include "hostagent/vfio/p2p_settings.hpp"
 #include "hostagent/vfio/vfio_binding.hpp"
-#include "log.hpp"
 
 namespace hostagent::daemon {
 namespace {
@@ -126,9 +126,11 @@ class HostDevicePreparer final : public DevicePreparer {
     state::DeviceRecord record = existing.value_or(state::DeviceRecord{vm, {}, {}, {}});
     auto prepared = prepare_locked(record, placement, request);
     if (prepared.ok()) {
-      log(LogLevel::info, "devices: " + vm + ": " + std::to_string(record.groups.size()) +
-                              " IOMMU groups on vfio-pci, " + std::to_string(record.vfs.size()) + " VFs configured, " +
-                              std::to_string(record.p2p.size()) + " ACS/ATS registers held");
+      log(LogLevel::info,
+          "devices: " + vm + ": " + std::to_string(record.groups.size()) + " IOMMU groups on vfio-pci, " +
+              std::to_string(record.vfs.size()) + " VFs configured, " + std::to_string(record.p2p.size()) +
+              " ACS/ATS registers held",
+          {.vm = vm});
       return prepared;
     }
     return with_rollback(std::move(prepared).error(), undo(record));
@@ -288,7 +290,7 @@ class HostDevicePreparer final : public DevicePreparer {
       return Error{ErrorCode::io_error, "devices of " + record.owner + " not all given back: " + failures};
     }
     HA_TRY_STATUS(records_.remove(record.owner));
-    log(LogLevel::info, "devices: " + record.owner + ": given back");
+    log(LogLevel::info, "devices: " + record.owner + ": given back", {.vm = record.owner});
     return ok_status();
   }
 

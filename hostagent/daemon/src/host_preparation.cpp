@@ -5,10 +5,10 @@
 #include <set>
 
 #include "hostagent/daemon/device_preparer.hpp"
+#include "hostagent/daemon/log.hpp"
 #include "hostagent/sriov/vf_provisioning.hpp"
 #include "hostagent/state/device_records.hpp"
 #include "hostagent/vfio/host_preparation.hpp"
-#include "log.hpp"
 
 namespace hostagent::daemon {
 namespace {
@@ -24,7 +24,8 @@ Result<bool> create_vfs(const SysfsRoot& sysfs, SysfsWriter& writer, const confi
   const std::string autoprobe = "/sys/bus/pci/devices/" + pf.to_string() + "/sriov_drivers_autoprobe";
   if (pf_config.vfs > 0 && sysfs.exists(autoprobe)) HA_TRY_STATUS(writer.write(autoprobe, "0"));
   HA_TRY_STATUS(sriov::set_vf_count(sysfs, writer, pf, pf_config.vfs));
-  log(LogLevel::info, "devices: " + pf.to_string() + " has " + std::to_string(pf_config.vfs) + " VFs");
+  log(LogLevel::info, "devices: " + pf.to_string() + " has " + std::to_string(pf_config.vfs) + " VFs",
+      {.device = pf.to_string()});
   return true;
 }
 
@@ -39,8 +40,10 @@ bool any_moved(const vfio::GroupBinding& bound) {
 bool bind_recorded_group(vfio::VfioBinder& binder, const numa::PciAddress& device, int group) {
   const auto bound = binder.bind_group(device);
   if (bound.ok()) return any_moved(*bound);
-  log(LogLevel::warning, "devices: IOMMU group " + std::to_string(group) + " of " + device.to_string() +
-                             " left as it is: " + bound.error().message);
+  log(LogLevel::warning,
+      "devices: IOMMU group " + std::to_string(group) + " of " + device.to_string() +
+          " left as it is: " + bound.error().message,
+      {.device = device.to_string()});
   return false;
 }
 
@@ -72,8 +75,10 @@ Result<bool> bind_host_groups(const numa::HostModel& host, const SysfsRoot& sysf
     if (!bound.ok()) {
       // bind_group put the group back as it was. The daemon still starts: a VM placed on this
       // device binds it at its own start, or fails there naming the reason.
-      log(LogLevel::warning, "devices: IOMMU group " + std::to_string(now.group) + " of " + f.address.to_string() +
-                                 " left as it is: " + bound.error().message);
+      log(LogLevel::warning,
+          "devices: IOMMU group " + std::to_string(now.group) + " of " + f.address.to_string() +
+              " left as it is: " + bound.error().message,
+          {.device = f.address.to_string()});
       host_record.groups.pop_back();
       HA_TRY_STATUS(records.write(host_record));
       continue;

@@ -1,6 +1,8 @@
-// daemon/log: stderr lines prefixed with the sd-daemon(3) priority, so the journal files them
-// under the right level ("<3>" error, "<4>" warning, "<6>" info).
-#include "log.hpp"
+// daemon/log: journal records with fields when stderr is the journal (decided once, from
+// JOURNAL_STREAM: systemd.exec(5)); else stderr lines prefixed with the sd-daemon(3) priority, so a
+// journal that captures them anyway files them under the right level ("<3>" error, "<4>" warning,
+// "<6>" info).
+#include "hostagent/daemon/log.hpp"
 
 #include <cstdio>
 #include <mutex>
@@ -13,36 +15,48 @@ std::mutex& sink_mutex() {
   return mutex;
 }
 
-std::function<void(LogLevel, const std::string&)>& sink() {
-  static std::function<void(LogLevel, const std::string&)> current;
+LogSink& sink() {
+  static LogSink current;
   return current;
 }
 
-const char* priority(LogLevel level) {
+int priority(LogLevel level) {
   switch (level) {
     case LogLevel::error:
-      return "<3>";
+      return systemd::kPriorityError;
     case LogLevel::warning:
-      return "<4>";
+      return systemd::kPriorityWarning;
     case LogLevel::info:
       break;
   }
-  return "<6>";
+  return systemd::kPriorityInfo;
+}
+
+bool to_journal() {
+  static const bool journal = systemd::stderr_is_journal();
+  return journal;
+}
+
+void write_default(LogLevel level, const std::string& message, const LogContext& context) {
+  // A journal that refuses (its socket gone while journald restarts) still has our stderr.
+  if (to_journal() && systemd::send_to_journal(systemd::journal_fields(priority(level), message, context)).ok()) {
+    return;
+  }
+  std::fprintf(stderr, "<%d>%s\n", priority(level), message.c_str());
 }
 
 }  // namespace
 
-void log(LogLevel level, const std::string& message) {
+void log(LogLevel level, const std::string& message, const LogContext& context) {
   std::lock_guard lock(sink_mutex());
   if (sink()) {
-    sink()(level, message);
+    sink()(level, message, context);
     return;
   }
-  std::fprintf(stderr, "%s%s\n", priority(level), message.c_str());
+  write_default(level, message, context);
 }
 
-std::function<void(LogLevel, const std::string&)> set_log_sink(
-    std::function<void(LogLevel, const std::string&)> sink_fn) {
+LogSink set_log_sink(LogSink sink_fn) {
   std::lock_guard lock(sink_mutex());
   auto previous = std::move(sink());
   sink() = std::move(sink_fn);

@@ -1,7 +1,7 @@
 // daemon/operation: journaled steps with rollback.
 #include "operation.hpp"
 
-#include "log.hpp"
+#include "hostagent/daemon/log.hpp"
 
 namespace hostagent::daemon {
 
@@ -15,6 +15,10 @@ Operation::Operation(Context& context, state::OperationKind kind, state::VmRecor
   entry_.kind = kind;
   entry_.vm = record.name;
   entry_.started_at = rfc3339(now);
+}
+
+LogContext Operation::log_context() const {
+  return {.vm = record_.name, .operation = std::string(state::to_string(entry_.kind))};
 }
 
 Status Operation::begin_step(const std::string& step, int number, int count) {
@@ -42,7 +46,7 @@ Status Operation::run(const std::vector<Step>& steps, const UndoStep& undo) {
   if (auto removed = context_.journal.remove(entry_.id); !removed.ok()) {
     // Done, but a stale entry stays: reconcile sees every step done and only removes it.
     log(LogLevel::warning,
-        "operation " + entry_.id + " finished but its journal entry stays: " + removed.error().message);
+        "operation " + entry_.id + " finished but its journal entry stays: " + removed.error().message, log_context());
   }
   return ok_status();
 }
@@ -51,8 +55,10 @@ Status Operation::roll_back(const Error& failure, bool failed_step_began, const 
   const std::string what = std::string(state::to_string(entry_.kind)) + " " + record_.name;
   if (!undo) {
     left_for_reconcile_ = true;
-    log(LogLevel::error, what + " stopped at step " + entry_.current_step + ": " + failure.message +
-                             "; the journal keeps it, to be finished at the next reconcile");
+    log(LogLevel::error,
+        what + " stopped at step " + entry_.current_step + ": " + failure.message +
+            "; the journal keeps it, to be finished at the next reconcile",
+        log_context());
     return failure;
   }
   std::vector<std::string> to_undo;
@@ -64,15 +70,19 @@ Status Operation::roll_back(const Error& failure, bool failed_step_began, const 
   }
   if (!incomplete.empty()) {
     left_for_reconcile_ = true;
-    log(LogLevel::error, what + ": rollback incomplete:" + incomplete + " the journal keeps it for reconcile");
+    log(LogLevel::error, what + ": rollback incomplete:" + incomplete + " the journal keeps it for reconcile",
+        log_context());
     return Error{failure.code, failure.message + " (rollback incomplete:" + incomplete +
                                    " hostagent retries it when libvirt is reachable and at its next start)"};
   }
   if (auto removed = context_.journal.remove(entry_.id); !removed.ok()) {
-    log(LogLevel::warning, what + " rolled back but its journal entry stays: " + removed.error().message);
+    log(LogLevel::warning, what + " rolled back but its journal entry stays: " + removed.error().message,
+        log_context());
   }
-  log(LogLevel::info, what + " failed at step " + (failed_step_began ? entry_.current_step : "journal") +
-                          " and was rolled back: " + failure.message);
+  log(LogLevel::info,
+      what + " failed at step " + (failed_step_began ? entry_.current_step : "journal") +
+          " and was rolled back: " + failure.message,
+      log_context());
   return failure;
 }
 

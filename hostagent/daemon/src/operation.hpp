@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "context.hpp"
+#include "hostagent/daemon/log.hpp"
 #include "hostagent/state/journal.hpp"
 
 namespace hostagent::daemon {
@@ -36,6 +37,7 @@ class Operation {
  private:
   Status begin_step(const std::string& step, int number, int count);
   Status roll_back(const Error& failure, bool failed_step_began, const UndoStep& undo);
+  LogContext log_context() const;  // the VM and the operation's kind, for the journal
 
   Context& context_;
   state::VmRecord& record_;

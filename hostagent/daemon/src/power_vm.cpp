@@ -1,6 +1,6 @@
 // daemon/power_vm: start, stop and reboot. They hold nothing and change no allocation, so they are
 // not journaled: after a crash, libvirt's state of the domain is the whole truth about them.
-#include "log.hpp"
+#include "hostagent/daemon/log.hpp"
 #include "operations.hpp"
 
 namespace hostagent::daemon {
@@ -72,8 +72,10 @@ Result<VmView> stop_vm(Context& context, const std::string& name, bool force) {
       HA_TRY_STATUS(context.hypervisor->shutdown(name));
       HA_TRY(const bool off, wait_for_shut_off(context, name));
       if (off) return ok_status();
-      log(LogLevel::warning, name + " did not power off within " + std::to_string(context.config.stop_timeout.count()) +
-                                 " ms of the ACPI request: forcing");
+      log(LogLevel::warning,
+          name + " did not power off within " + std::to_string(context.config.stop_timeout.count()) +
+              " ms of the ACPI request: forcing",
+          {.vm = name, .operation = "stop"});
     }
     step(context, name, "stop", "destroy", force ? 1 : 2, force ? 1 : 2);
     return context.hypervisor->destroy(name);

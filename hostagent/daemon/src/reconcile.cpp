@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <set>
 
-#include "log.hpp"
+#include "hostagent/daemon/log.hpp"
 #include "vm_steps.hpp"
 
 namespace hostagent::daemon {
@@ -48,7 +48,8 @@ void drop_vanished(Context& context, const std::set<std::string>& listed) {
   for (const auto& entry : context.ledger.entries()) {
     if (listed.count(entry.name) != 0 || !entry.defined || !entry.operation.empty()) continue;
     context.ledger.release(entry.name);
-    log(LogLevel::warning, "domain " + entry.name + " was removed outside hostagent; what it held is free again");
+    log(LogLevel::warning, "domain " + entry.name + " was removed outside hostagent; what it held is free again",
+        {.vm = entry.name});
   }
 }
 
@@ -131,7 +132,8 @@ void recover(Context& context, const state::JournalEntry& entry, ReconcileReport
     report.problems.push_back(removed.error().message);
   context.ledger.set_progress(entry.vm, "", "");
   (finished ? report.finished : report.rolled_back).push_back(describe(entry));
-  log(LogLevel::info, describe(entry) + " was interrupted: " + (finished ? "finished" : "rolled back"));
+  log(LogLevel::info, describe(entry) + " was interrupted: " + (finished ? "finished" : "rolled back"),
+      {.vm = entry.vm, .operation = std::string(state::to_string(entry.kind))});
 }
 
 void release_unheld(Context& context, ReconcileReport& report) {

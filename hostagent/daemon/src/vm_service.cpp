@@ -9,7 +9,7 @@
 #include "hostagent/vfio/config_space_access.hpp"
 #include "hostagent/vfio/p2p_settings.hpp"
 
-#include "log.hpp"
+#include "hostagent/daemon/log.hpp"
 #include "operations.hpp"
 #include "reconcile.hpp"
 #include "vm_queues.hpp"

@@ -3,7 +3,7 @@
 
 #include <filesystem>
 
-#include "log.hpp"
+#include "hostagent/daemon/log.hpp"
 
 namespace hostagent::daemon {
 namespace {
@@ -16,8 +16,10 @@ Result<bool> is_ours(Context& context, const state::VmRecord& record) {
     return std::move(domain).error();
   }
   if (domain->uuid == record.uuid) return true;
-  log(LogLevel::warning, "domain " + record.name + " has UUID " + domain->uuid + ", not " + record.uuid +
-                             " as hostagent's record says: left alone");
+  log(LogLevel::warning,
+      "domain " + record.name + " has UUID " + domain->uuid + ", not " + record.uuid +
+          " as hostagent's record says: left alone",
+      {.vm = record.name});
   return false;
 }
 

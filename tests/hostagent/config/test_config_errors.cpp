@@ -140,6 +140,19 @@ TEST_CASE("cross-key: a simulated host cannot have a sysfs root as well") {
   CHECK(parse_config("host:\n  sysfs_root: /\n  simulated: vela2\n", "c.yaml").ok());
 }
 
+TEST_CASE("cross-key: confining the host's processes needs housekeeping CPUs") {
+  const std::string expected =
+      "host.confine_host_processes: found \"true\" with host.housekeeping_cpus empty, expected host.housekeeping_cpus "
+      "listing the CPUs the host's own processes may use (like 0-7,96-103), or host.confine_host_processes: false";
+  CHECK(problems("host:\n  confine_host_processes: true\n") == "c.yaml:2:27: " + expected);
+  CHECK(problems("host:\n  housekeeping_cpus: \"\"\n  confine_host_processes: true\n") == "c.yaml:3:27: " + expected);
+  CHECK(parse_config("host:\n  housekeeping_cpus: 0-1,4\n  confine_host_processes: true\n", "c.yaml").ok());
+  CHECK(parse_config("host:\n  confine_host_processes: false\n", "c.yaml").ok());
+  // A CPU list already wrong is its own problem, not a second one here.
+  CHECK(problems("host:\n  housekeeping_cpus: 3-1\n  confine_host_processes: true\n").find("confine") ==
+        std::string::npos);
+}
+
 TEST_CASE("cross-key: simulated names one of the built-in hosts") {
   CHECK(problems("host:\n  simulated: vela3\n") ==
         "c.yaml:2:14: host.simulated: found \"vela3\", expected vela1, vela2, workstation or quirks, or \"\" for this "

@@ -23,6 +23,7 @@ void check_same_settings(const DaemonConfig& a, const DaemonConfig& b) {
   CHECK(a.sysfs_root == b.sysfs_root);
   CHECK(a.simulated_host == b.simulated_host);
   CHECK(a.housekeeping_cpus == b.housekeeping_cpus);
+  CHECK(a.confine_host_processes == b.confine_host_processes);
   CHECK(a.template_directories == b.template_directories);
   CHECK(a.storage_pool == b.storage_pool);
   CHECK(a.state_directory == b.state_directory);
@@ -77,6 +78,7 @@ TEST_CASE("files: the shipped hostagent.yaml writes out every key") {
                            "host.sysfs_root",
                            "host.simulated",
                            "host.housekeeping_cpus",
+                           "host.confine_host_processes",
                            "templates.directories",
                            "storage.pool",
                            "state_directory",

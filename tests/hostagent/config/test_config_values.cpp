@@ -27,6 +27,7 @@ TEST_CASE("values: an empty file takes every documented default") {
   CHECK(config.sysfs_root == "/");
   CHECK(config.simulated_host.empty());
   CHECK(config.housekeeping_cpus.empty());
+  CHECK_FALSE(config.confine_host_processes);
   CHECK(config.template_directories ==
         std::vector<std::filesystem::path>{"/usr/share/hostagent/templates", "/etc/hostagent/templates.d"});
   CHECK(config.storage_pool == "default");
@@ -53,6 +54,7 @@ TEST_CASE("values: every key of a full file is read") {
       "  sysfs_root: /srv/snapshots/vela2\n"
       "  simulated: \"\"\n"
       "  housekeeping_cpus: 0-3,96-99\n"
+      "  confine_host_processes: true\n"
       "templates:\n"
       "  directories: [/opt/templates, /etc/hostagent/templates.d]\n"
       "storage:\n"
@@ -77,6 +79,7 @@ TEST_CASE("values: every key of a full file is read") {
   CHECK(config.sysfs_root == "/srv/snapshots/vela2");
   CHECK(config.simulated_host.empty());
   CHECK(config.housekeeping_cpus == std::vector<int>{0, 1, 2, 3, 96, 97, 98, 99});
+  CHECK(config.confine_host_processes);
   CHECK(config.template_directories ==
         std::vector<std::filesystem::path>{"/opt/templates", "/etc/hostagent/templates.d"});
   CHECK(config.storage_pool == "vm-disks");

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "daemon_fixture.hpp"
+#include "hostagent/common/sysfs_root.hpp"
 #include "hostagent/state/vm_record.hpp"
 #include "hostagent/vfio/config_space_access.hpp"
 #include "hostagent/vfio/p2p_settings.hpp"
@@ -51,6 +52,36 @@ TEST_CASE("create places the Vela 2 training VM, defines it with its record and 
   CHECK(seen->record->allocation.cpus == vm->record->allocation.cpus);
   CHECK(seen->record->allocation.devices == vm->record->allocation.devices);
   CHECK(seen->uuid == vm->uuid);
+}
+
+TEST_CASE("create records each VF's RDMA side as the host saw it, and the NCCL topology carries its GUID") {
+  DaemonFixture fixture;
+  auto service = started(fixture);
+  auto vm = service->create_vm(fixture.request("rdma-0", kEightGpus));
+  REQUIRE_MESSAGE(vm.ok(), vm.error().message);
+  REQUIRE(vm->record.has_value());
+  // vela2's VFs are on mlx5_core, each with an RDMA device: a RoCE v2 GID at index 1 (its
+  // link-local address; the simulated host gives the VF netdevs no IP).
+  const auto& rdma = vm->record->rdma;
+  REQUIRE(rdma.size() == 8);
+  const auto sysfs = SysfsRoot::open(fixture.config().state_directory / "simulated-host").value();
+  for (const auto& entry : rdma) {
+    CAPTURE(entry.vf.to_string());
+    CHECK(std::count(vm->record->allocation.devices.begin(), vm->record->allocation.devices.end(), entry.vf) == 1);
+    CHECK(sysfs.exists("/sys/bus/pci/devices/" + entry.vf.to_string() + "/infiniband/" + entry.device));
+    CHECK(entry.state == "ACTIVE");
+    CHECK(entry.link_layer == "Ethernet");
+    CHECK(entry.roce_v2_gid_index == std::optional<int>(1));
+    CHECK(entry.node_guid == sysfs.read("/sys/class/infiniband/" + entry.device + "/node_guid").value());
+    std::string guid = "0x" + entry.node_guid;
+    guid.erase(std::remove(guid.begin(), guid.end(), ':'), guid.end());
+    CHECK(vm->record->nccl_topology.find("guid=\"" + guid + "\"") != std::string::npos);
+  }
+  // A restarted daemon reads it back from the domain's metadata.
+  auto again = fixture.start().value()->get_vm("rdma-0");
+  REQUIRE(again.ok());
+  REQUIRE(again->record.has_value());
+  CHECK(again->record->rdma == rdma);
 }
 
 // libvirt fails a VM's start when the directory of its serial log is missing: the service makes it

@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <filesystem>
 #include <functional>
 #include <map>
 #include <memory>
@@ -97,6 +98,11 @@ struct ServerOptions {
   // as for libvirt's own socket.
   unsigned socket_mode = 0660;
   std::string socket_group = "hostagent";
+  // Unix sockets systemd already listens on and passed (socket activation, sd_listen_fds(3)): a
+  // unix address of `listen` whose path is here is served on this fd, which the server then owns.
+  // It is not bound; its mode and group are systemd's (SocketMode=, SocketGroup=); its file stays
+  // when the server stops, so systemd goes on listening for the next start.
+  std::map<std::filesystem::path, int> inherited_unix_sockets;
   ServerLimits limits;
   int network_threads = 2;
   int handler_threads = 4;

@@ -177,8 +177,12 @@ class VmService {
   virtual numa::HostModel host_now() = 0;
 };
 
+// Told each stage of start-up as it is reached ("host discovered: ..."): systemd's STATUS= line.
+using StartupProgress = std::function<void(const std::string&)>;
+
 // What main wires: discovers the host (or writes the simulated one), loads the templates, connects
-// to libvirt. Call before starting any thread of your own: hwloc discovery sets the environment.
-Result<ServiceParts> assemble_parts(const config::DaemonConfig& config);
+// to libvirt, prepares the host's devices. Call before starting any thread of your own: hwloc
+// discovery sets the environment.
+Result<ServiceParts> assemble_parts(const config::DaemonConfig& config, const StartupProgress& progress = nullptr);
 
 }  // namespace hostagent::daemon

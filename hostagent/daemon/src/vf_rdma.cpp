@@ -1,0 +1,45 @@
+// daemon/vf_rdma: the RDMA side of a placement's NIC VFs (see vf_rdma.hpp).
+#include "vf_rdma.hpp"
+
+#include "hostagent/sriov/rdma_devices.hpp"
+
+namespace hostagent::daemon {
+namespace {
+
+std::vector<numa::PciAddress> nic_vfs(const numa::Placement& placement) {
+  std::vector<numa::PciAddress> vfs;
+  for (const auto& gpu : placement.gpus) {
+    for (const auto& vf : gpu.vfs) vfs.push_back(vf.address);
+  }
+  for (const auto& vf : placement.extra_vfs) vfs.push_back(vf.address);
+  return vfs;
+}
+
+state::VfRdma entry_of(const numa::PciAddress& vf, const sriov::RdmaDevice& device) {
+  // A VF's RDMA device has one port (mlx5 VFs: port 1).
+  const auto& port = device.ports.front();
+  state::VfRdma entry;
+  entry.vf = vf;
+  entry.device = device.name;
+  entry.port = port.port;
+  entry.state = port.state;
+  entry.link_layer = port.link_layer;
+  if (port.link_layer == "Ethernet") entry.roce_v2_gid_index = sriov::roce_v2_gid_index(port);
+  entry.node_guid = device.node_guid;
+  entry.port_guid = port.port_guid;
+  return entry;
+}
+
+}  // namespace
+
+Result<std::vector<state::VfRdma>> read_vf_rdma(const SysfsRoot& sysfs, const numa::Placement& placement) {
+  std::vector<state::VfRdma> out;
+  for (const auto& vf : nic_vfs(placement)) {
+    HA_TRY(const auto devices, sriov::read_rdma_devices_of(sysfs, vf));
+    if (devices.empty() || devices.front().ports.empty()) continue;
+    out.push_back(entry_of(vf, devices.front()));
+  }
+  return out;
+}
+
+}  // namespace hostagent::daemon
