@@ -29,6 +29,11 @@ packages=(
   linux-source-6.1 linux-headers-amd64 iproute2 kmod ibverbs-providers
   # cloud-init NoCloud seeds (ISO 9660)
   libisofs-dev
+  # the systemd tests: a notify socket, a private bus with a stand-in systemd1 (dbus-daemon)
+  systemd dbus-daemon
+  # scripts/package.sh: CPack's .deb (dpkg-shlibdeps) and .rpm (rpmbuild), lintian, a clean Debian
+  # 12 root to install the .deb into, booted under systemd (systemd-nspawn) to run the units
+  dpkg-dev rpm lintian debootstrap systemd-container
 )
 
 if [[ ${EUID} -ne 0 ]]; then

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The README's second command (and CI's): install, build, and run the whole suite twice: the
 # default build, then the AddressSanitizer + UBSan build; then the fuzz targets for a fixed number of
-# executions (a clang build of their own), then lint.
+# executions (a clang build of their own), then lint, then the packages (scripts/package.sh: the .deb
+# and .rpm built, lintian, installed into a clean Debian 12 root and checked there).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
@@ -23,3 +24,5 @@ echo "=== fuzz"
 scripts/fuzz.sh 200000
 echo "=== lint"
 scripts/lint.sh
+echo "=== package"
+scripts/package.sh
