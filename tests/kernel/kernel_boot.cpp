@@ -6,14 +6,11 @@
 // where CI demands the real thing (HOSTAGENT_REQUIRE_KERNEL=1, or HOSTAGENT_REQUIRE_LIBVIRTD=1 which CI sets).
 #include <doctest/doctest.h>
 
-#include <fcntl.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/wait.h>
 
 #include <chrono>
 #include <cstdlib>
-#include <cstring>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -26,8 +23,6 @@
 #include "harness/netdevsim_module.hpp"
 #include "harness/qemu_command.hpp"
 #include "test_support.hpp"
-
-extern char** environ;
 
 namespace hostagent::testing::kernel {
 namespace {
@@ -101,19 +96,7 @@ struct QemuRun {
 // Starts argv (timeout ... qemu ...) with its output in the run directory; true once it has exited,
 // false when the console stayed empty for silent_limit() (then it is killed).
 bool run_until_exit_or_silent(const std::vector<std::string>& argv, const fs::path& run_dir, int& exit_code) {
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  const std::string log = (run_dir / kQemuLog).string();
-  posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-  posix_spawn_file_actions_adddup2(&actions, 1, 2);
-  std::vector<std::string> words = argv;
-  std::vector<char*> args;
-  for (auto& word : words) args.push_back(word.data());
-  args.push_back(nullptr);
-  pid_t pid = -1;
-  const int spawned = posix_spawnp(&pid, args[0], &actions, nullptr, args.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  REQUIRE_MESSAGE(spawned == 0, "cannot start " << argv.front() << ": " << std::strerror(spawned));
+  const pid_t pid = spawn_logged(argv, run_dir / kQemuLog);
   const auto started = Clock::now();
   for (;;) {
     int status = 0;

@@ -1,11 +1,16 @@
 #include "test_support.hpp"
 
+#include <doctest/doctest.h>
+
+#include <fcntl.h>
+#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <array>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -137,6 +142,25 @@ std::vector<fs::path> files_in(const fs::path& dir) {
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(dir, ec)) files.push_back(entry.path());
   return files;
+}
+
+pid_t spawn_logged(const std::vector<std::string>& argv, const std::filesystem::path& log) {
+  REQUIRE(!argv.empty());
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  const std::string log_path = log.string();
+  posix_spawn_file_actions_addopen(&actions, 1, log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+  posix_spawn_file_actions_adddup2(&actions, 1, 2);
+  std::vector<std::string> words = argv;
+  std::vector<char*> args;
+  args.reserve(words.size() + 1);
+  for (auto& word : words) args.push_back(word.data());
+  args.push_back(nullptr);
+  pid_t pid = -1;
+  const int spawned = posix_spawnp(&pid, args[0], &actions, nullptr, args.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  REQUIRE_MESSAGE(spawned == 0, "cannot start " << argv.front() << ": " << std::strerror(spawned));
+  return pid;
 }
 
 }  // namespace hostagent::testing

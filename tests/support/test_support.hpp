@@ -1,6 +1,8 @@
 // Shared test helpers: scratch directories, the reference data, golden files, and running tools.
 #pragma once
 
+#include <sys/types.h>
+
 #include <filesystem>
 #include <optional>
 #include <string>
@@ -37,6 +39,9 @@ struct CommandResult {
 };
 // Runs argv (no shell) and captures its output. Tests only: production code never spawns tools.
 CommandResult run_command(const std::vector<std::string>& argv, const std::vector<std::string>& extra_env = {});
+// Starts argv (PATH searched) in the background with stdout and stderr appended to `log`; returns
+// its pid for the caller to wait for. Fails the test when it cannot start.
+pid_t spawn_logged(const std::vector<std::string>& argv, const std::filesystem::path& log);
 // The path of an executable on PATH, or nullopt.
 std::optional<std::filesystem::path> find_program(const std::string& name);
 

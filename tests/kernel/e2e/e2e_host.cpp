@@ -2,17 +2,14 @@
 #include "e2e_host.hpp"
 
 #include <doctest/doctest.h>
-#include <fcntl.h>
 #include <libvirt/libvirt.h>
 #include <libvirt/virterror.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <fstream>
 #include <memory>
 #include <pugixml.hpp>
@@ -22,8 +19,6 @@
 #include "../emulated_host.hpp"
 #include "../guest/guest_host.hpp"
 #include "harness/guest_results.hpp"
-
-extern char** environ;
 
 namespace hostagent::testing::e2e {
 namespace {
@@ -144,18 +139,7 @@ Daemon::~Daemon() {
 
 bool Daemon::start(std::chrono::seconds timeout) {
   REQUIRE(pid_ < 0);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  const std::string log = (dir_ / "hostagentd.log").string();
-  posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-  posix_spawn_file_actions_adddup2(&actions, 1, 2);
-  std::vector<std::string> argv = {HOSTAGENT_E2E_HOSTAGENTD, "--config", config_.string()};
-  std::vector<char*> args;
-  for (auto& arg : argv) args.push_back(arg.data());
-  args.push_back(nullptr);
-  const int spawned = posix_spawn(&pid_, args[0], &actions, nullptr, args.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  REQUIRE_MESSAGE(spawned == 0, "cannot start " << argv[0] << ": " << std::strerror(spawned));
+  pid_ = spawn_logged({HOSTAGENT_E2E_HOSTAGENTD, "--config", config_.string()}, dir_ / "hostagentd.log");
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   while (std::chrono::steady_clock::now() < deadline) {
     int status = 0;
