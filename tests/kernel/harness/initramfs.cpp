@@ -294,7 +294,8 @@ stty -F /dev/ttyS1 raw -echo
 exec 3>/dev/ttyS1
 report() { printf 'hostagent-kernel-guest: %s\n' "$*" >&3; }
 guest=)sh" +
-         options.guest_program + "\nrun=" + (options.chroot.empty() ? std::string() : "\"chroot " + options.chroot + "\"") +
+         options.guest_program +
+         "\nrun=" + (options.chroot.empty() ? std::string() : "\"chroot " + options.chroot + "\"") +
          R"sh(
 $run $guest --list-test-cases >/tmp/list 2>&1 || say "$guest --list-test-cases failed: $(cat /tmp/list)"
 grep -v -e '^\[doctest\]' -e '^=====' /tmp/list >/tmp/names

@@ -73,8 +73,9 @@ struct InitOptions {
 };
 
 // The guest's /init: mounts, loads the modules, sets up the emulated NIC (netdevsim device, its
-// netdev up with an IPv4 address, rxe on top of it), runs the setup lines, then runs each test case of the guest program
-// with its output between the markers of guest_results.hpp on ttyS1, and powers off.
+// netdev up with an IPv4 address, rxe on top of it), runs the setup lines, then runs each test
+// case of the guest program with its output between the markers of guest_results.hpp on ttyS1,
+// and powers off.
 std::string init_script(const InitOptions& options);
 
 }  // namespace hostagent::testing::kernel
