@@ -46,6 +46,8 @@
 #include "hostagent/config/daemon_config.hpp"
 #include "hostagent/daemon/vm_service.hpp"
 
+#include "scratch_dir.hpp"
+
 namespace {
 
 using namespace hostagent;
@@ -92,25 +94,6 @@ double quantile(std::vector<double> values, double q) {
   const auto rank = static_cast<std::size_t>(std::ceil(q * static_cast<double>(values.size())));
   return values[std::max<std::size_t>(rank, 1) - 1];
 }
-
-class ScratchDir {
- public:
-  ScratchDir() {
-    char templ[] = "/tmp/hostagent-bench-api-XXXXXX";
-    if (mkdtemp(templ) == nullptr) fail("mkdtemp failed");
-    path_ = templ;
-  }
-  ~ScratchDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  ScratchDir(const ScratchDir&) = delete;
-  ScratchDir& operator=(const ScratchDir&) = delete;
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
 
 // The daemon and the server log a line per operation and per warning to stderr: into a file while
 // the benchmark runs, so the table stays readable.
@@ -477,7 +460,7 @@ Settings parse_settings(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   const Settings settings = parse_settings(argc, argv);
-  const ScratchDir scratch;
+  const bench::ScratchDir scratch("api");
   stderr_to_file(scratch.path() / "daemon.log");
   auto daemon = start_daemon(scratch.path());
   if (!daemon.ok()) fail(daemon.error().message);

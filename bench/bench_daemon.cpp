@@ -36,6 +36,7 @@
 #include "hostagent/daemon/vm_service.hpp"
 #include "hostagent/virt/hypervisor.hpp"
 #include "samples.hpp"
+#include "scratch_dir.hpp"
 
 namespace {
 
@@ -103,27 +104,6 @@ std::string xml_text(const pugi::xml_document& doc) {
   doc.save(out, "  ", pugi::format_indent | pugi::format_no_declaration, pugi::encoding_utf8);
   return out.str();
 }
-
-class ScratchDir {
- public:
-  ScratchDir() {
-    char templ[] = "/tmp/hostagent-bench-XXXXXX";
-    if (mkdtemp(templ) != nullptr) path_ = templ;
-    // QEMU runs as libvirt-qemu and must walk in to the backing image and the overlays.
-    fs::permissions(path_, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
-                               fs::perms::others_read | fs::perms::others_exec);
-  }
-  ~ScratchDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  ScratchDir(const ScratchDir&) = delete;
-  ScratchDir& operator=(const ScratchDir&) = delete;
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
 
 // The daemon logs a line per operation to stderr (its sink is private to the daemon library): into
 // a file while a backend runs, so the table stays readable and a failure can show the daemon's view.
@@ -657,6 +637,12 @@ bool run_one(const char* name, const Backend& backend, int rounds, const fs::pat
   return true;
 }
 
+// QEMU runs as libvirt-qemu and must walk in to the backing image and the overlays.
+void open_to_qemu(const fs::path& dir) {
+  fs::permissions(dir, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec | fs::perms::others_read |
+                           fs::perms::others_exec);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -668,13 +654,14 @@ int main(int argc, char** argv) {
   std::fflush(stdout);
   bool ok = true;
   {
-    const ScratchDir scratch;
+    const bench::ScratchDir scratch("daemon");
     ok = run_one("test:///", test_backend(scratch.path()), test_rounds, scratch.path()) && ok;
   }
   if (const auto why = qemu_unavailable(); !why.empty()) {
     std::printf("\nqemu: skipped (%s)\n", why.c_str());
   } else {
-    const ScratchDir scratch;
+    const bench::ScratchDir scratch("daemon");
+    open_to_qemu(scratch.path());
     ok = run_one("qemu:///system", qemu_backend(scratch.path()), qemu_rounds, scratch.path()) && ok;
   }
   return ok ? 0 : 1;

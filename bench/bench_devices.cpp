@@ -49,6 +49,7 @@
 #include "hostagent/vfio/vfio_binding.hpp"
 #include "hostagent/vmtemplates/vm_template.hpp"
 #include "samples.hpp"
+#include "scratch_dir.hpp"
 
 namespace {
 
@@ -123,25 +124,6 @@ T take(Result<T> result, const std::string& what) {
   if (!result.ok()) fail(what + ": " + result.error().message);
   return std::move(result).value();
 }
-
-class ScratchDir {
- public:
-  explicit ScratchDir(const char* parent) {
-    std::string templ = std::string(parent) + "/hostagent-bench-devices-XXXXXX";
-    if (mkdtemp(templ.data()) == nullptr) fail("cannot make a scratch directory under " + std::string(parent));
-    path_ = templ;
-  }
-  ~ScratchDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  ScratchDir(const ScratchDir&) = delete;
-  ScratchDir& operator=(const ScratchDir&) = delete;
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
 
 std::string load_average() {
   std::ifstream in("/proc/loadavg");
@@ -419,8 +401,8 @@ Samples sum(const Samples& a, const Samples& b) {
 int main(int argc, char** argv) {
   const int rounds = argc > 1 ? std::max(1, std::atoi(argv[1])) : 60;
   const std::string load_before = load_average();
-  const ScratchDir scratch("/tmp");
-  const ScratchDir shm("/dev/shm");
+  const bench::ScratchDir scratch("devices", "/tmp");
+  const bench::ScratchDir shm("devices", "/dev/shm");
   // The fixture stands for sysfs, which lives in memory: on tmpfs, so that its own file system
   // work does not queue behind the records' fsyncs on the disk (ext4's journal).
   Fixture fixture(shm.path());
