@@ -64,6 +64,18 @@ std::string hugepage_pools(const json::value& pools) {
   return out.empty() ? "-" : out;
 }
 
+// Each NIC VF's RDMA side as the host saw it at create: "0000:19:00.1 mlx5_10 ACTIVE RoCE v2 GID 1".
+std::string rdma_held(const json::value& record) {
+  std::string out;
+  for (const auto& vf : items(member(record, "rdma"))) {
+    std::string entry = display(vf, "vf") + " " + display(vf, "host_device") + " " + display(vf, "state");
+    const auto& gid = member(vf, "roce_v2_gid_index");
+    if (!gid.is_null()) entry += " RoCE v2 GID " + display(vf, "roce_v2_gid_index");
+    out += (out.empty() ? "" : ", ") + entry;
+  }
+  return out.empty() ? "-" : out;
+}
+
 }  // namespace
 
 std::string render_vms(const json::value& vms) {
@@ -95,7 +107,8 @@ std::string render_vm(const json::value& vm) {
                                  {"cloud-init seed", display(record, "cloud_init_seed")},
                                  {"cpus", display(holds, "cpus")},
                                  {"hugepages", hugepages_held(holds)},
-                                 {"devices", display(holds, "devices")}});
+                                 {"devices", display(holds, "devices")},
+                                 {"rdma", rdma_held(record)}});
   }
   return render_fields(fields);
 }

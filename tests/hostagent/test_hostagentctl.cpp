@@ -182,6 +182,17 @@ TEST_CASE("hostagentctl vm create, list, show and delete against hostagentd's AP
   CHECK(vm.at("record").at("template").as_string() == "gx3d-160x1792x8h100");
   CHECK(vm.at("record").at("request_id").as_string() == "r-1");
   CHECK(vm.at("record").at("holds").at("devices").as_array().size() >= 8);
+  // vela2's VFs are on mlx5_core: each has its RDMA side recorded, and `vm show` lists them.
+  const auto& rdma = vm.at("record").at("rdma").as_array();
+  REQUIRE(rdma.size() == 8);
+  const auto table = daemon.run({"vm", "show", "train-0"});
+  REQUIRE_MESSAGE(table.exit_code == 0, table.output);
+  for (const auto& vf : rdma) {
+    const std::string entry = std::string(vf.at("vf").as_string()) + " " +
+                              std::string(vf.at("host_device").as_string()) + " ACTIVE RoCE v2 GID " +
+                              std::to_string(vf.at("roce_v2_gid_index").as_int64());
+    CHECK_MESSAGE(table.output.find(entry) != std::string::npos, entry << " in\n" << table.output);
+  }
 
   const auto operations = daemon.run({"operation", "list", "--json"});
   REQUIRE_MESSAGE(operations.exit_code == 0, operations.output);
