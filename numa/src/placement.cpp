@@ -363,4 +363,13 @@ Allocation allocation_of(const std::string& vm, const Placement& placement, uint
   return out;
 }
 
+std::vector<PciAddress> placed_vfs(const Placement& placement) {
+  std::vector<PciAddress> vfs;
+  for (const auto& gpu : placement.gpus) {
+    for (const auto& vf : gpu.vfs) vfs.push_back(vf.address);
+  }
+  for (const auto& vf : placement.extra_vfs) vfs.push_back(vf.address);
+  return vfs;
+}
+
 }  // namespace hostagent::numa

@@ -6,15 +6,6 @@
 namespace hostagent::daemon {
 namespace {
 
-std::vector<numa::PciAddress> nic_vfs(const numa::Placement& placement) {
-  std::vector<numa::PciAddress> vfs;
-  for (const auto& gpu : placement.gpus) {
-    for (const auto& vf : gpu.vfs) vfs.push_back(vf.address);
-  }
-  for (const auto& vf : placement.extra_vfs) vfs.push_back(vf.address);
-  return vfs;
-}
-
 state::VfRdma entry_of(const numa::PciAddress& vf, const sriov::RdmaDevice& device) {
   // A VF's RDMA device has one port (mlx5 VFs: port 1).
   const auto& port = device.ports.front();
@@ -34,7 +25,7 @@ state::VfRdma entry_of(const numa::PciAddress& vf, const sriov::RdmaDevice& devi
 
 Result<std::vector<state::VfRdma>> read_vf_rdma(const SysfsRoot& sysfs, const numa::Placement& placement) {
   std::vector<state::VfRdma> out;
-  for (const auto& vf : nic_vfs(placement)) {
+  for (const auto& vf : numa::placed_vfs(placement)) {
     HA_TRY(const auto devices, sriov::read_rdma_devices_of(sysfs, vf));
     if (devices.empty() || devices.front().ports.empty()) continue;
     out.push_back(entry_of(vf, devices.front()));

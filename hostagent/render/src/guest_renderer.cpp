@@ -103,11 +103,7 @@ Result<std::vector<std::pair<numa::PciAddress, std::string>>> vf_mac_addresses(c
                                                                                const numa::Placement& placement,
                                                                                const GuestOptions& options) {
   // The order pci_layout numbers VFs in, and so the order of the MACs the domain XML uses.
-  std::vector<numa::PciAddress> vfs;
-  for (const auto& gpu : placement.gpus) {
-    for (const auto& vf : gpu.vfs) vfs.push_back(vf.address);
-  }
-  for (const auto& vf : placement.extra_vfs) vfs.push_back(vf.address);
+  const auto vfs = numa::placed_vfs(placement);
   HA_TRY(const auto macs, detail::vf_macs(options, shape, vfs.size()));
   std::vector<std::pair<numa::PciAddress, std::string>> out;
   for (std::size_t i = 0; i < vfs.size(); ++i) out.emplace_back(vfs[i], macs[i]);

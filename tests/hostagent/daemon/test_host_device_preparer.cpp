@@ -202,19 +202,10 @@ numa::Placement place(const numa::HostModel& model, const numa::PlacementRequest
   return std::move(placed).value();
 }
 
-std::vector<numa::PciAddress> placed_vfs(const numa::Placement& placement) {
-  std::vector<numa::PciAddress> out;
-  for (const auto& gpu : placement.gpus) {
-    for (const auto& vf : gpu.vfs) out.push_back(vf.address);
-  }
-  for (const auto& vf : placement.extra_vfs) out.push_back(vf.address);
-  return out;
-}
-
 DeviceRequest request_for(const numa::Placement& placement) {
   DeviceRequest request;
   int n = 0;
-  for (const auto& vf : placed_vfs(placement)) {
+  for (const auto& vf : numa::placed_vfs(placement)) {
     request.vf_macs.emplace_back(vf, "52:54:00:00:10:0" + std::to_string(++n));
   }
   return request;
@@ -222,7 +213,7 @@ DeviceRequest request_for(const numa::Placement& placement) {
 
 // Every endpoint of the IOMMU groups the placement's devices are in.
 std::set<numa::PciAddress> group_endpoints(const numa::HostModel& model, const numa::Placement& placement) {
-  std::vector<numa::PciAddress> devices = placed_vfs(placement);
+  std::vector<numa::PciAddress> devices = numa::placed_vfs(placement);
   for (const auto& gpu : placement.gpus) {
     devices.push_back(gpu.gpu.address);
     devices.insert(devices.end(), gpu.companions.begin(), gpu.companions.end());
@@ -244,7 +235,7 @@ std::set<numa::PciAddress> group_endpoints(const numa::HostModel& model, const n
 // The devices peer-to-peer runs between (GPUs and VFs) and the ports above them Vela's ACS setting
 // is for: root ports and switch downstream ports.
 std::vector<numa::PciAddress> peer_devices(const numa::Placement& placement) {
-  std::vector<numa::PciAddress> out = placed_vfs(placement);
+  std::vector<numa::PciAddress> out = numa::placed_vfs(placement);
   for (const auto& gpu : placement.gpus) out.push_back(gpu.gpu.address);
   return out;
 }
@@ -299,7 +290,7 @@ TEST_CASE("prepare binds the VM's groups, configures its VFs and sets ACS and AT
   Fixture f;
   const auto placement = place(f.model, gpu_request(2, 1, 1));
   REQUIRE(placement.gpus.size() == 2);
-  REQUIRE(placed_vfs(placement).size() == 2);
+  REQUIRE(numa::placed_vfs(placement).size() == 2);
   REQUIRE(placement.nvme.size() == 1);
   const auto request = request_for(placement);
   const auto before = f.host.snapshot();

@@ -95,4 +95,8 @@ Result<Placement> place(const HostModel& host, const std::vector<Allocation>& ex
 // What a placement holds, to record and to pass as `existing` to the next placement.
 Allocation allocation_of(const std::string& vm, const Placement& placement, uint64_t hugepage_size_bytes);
 
+// The placement's NIC VFs in placement order: each GPU's VFs, then the extra VFs. The order the
+// guest's PCI layout numbers them in, and so the order of their MACs.
+std::vector<PciAddress> placed_vfs(const Placement& placement);
+
 }  // namespace hostagent::numa
