@@ -6,10 +6,13 @@
 #include <sstream>
 
 #include "hostagent/common/sysfs_root.hpp"
+#include "hostagent/numa/affinity.hpp"
 
 namespace hostagent::ctl {
 namespace {
 
+using numa::affinity;
+using numa::affinity_label;
 using numa::HostModel;
 using numa::PciFunction;
 using numa::PciRole;
@@ -39,15 +42,6 @@ std::string count(size_t n, const std::string& noun) {
 
 std::string optional_int(const std::optional<int>& value) {
   return value ? std::to_string(*value) : "?";
-}
-
-std::set<numa::PciAddress> switches_above(const HostModel& model, const PciFunction& f) {
-  std::set<numa::PciAddress> out;
-  for (const auto& bridge : f.bridge_chain) {
-    const auto* b = model.find(bridge);
-    if (b != nullptr && b->role == PciRole::switch_upstream) out.insert(bridge);
-  }
-  return out;
 }
 
 void render_nodes(const HostModel& model, std::ostream& out) {
@@ -166,32 +160,6 @@ void render_matrix(const HostModel& model, std::ostream& out) {
 }
 
 }  // namespace
-
-Affinity affinity(const HostModel& model, const PciFunction& a, const PciFunction& b) {
-  if (a.address == b.address) return Affinity::self;
-  const auto sa = switches_above(model, a);
-  const auto sb = switches_above(model, b);
-  const bool share = std::any_of(sa.begin(), sa.end(), [&](const auto& s) { return sb.count(s) != 0; });
-  if (share) return Affinity::same_switch;
-  if (!a.numa_node || !b.numa_node) return Affinity::unknown;
-  return *a.numa_node == *b.numa_node ? Affinity::same_node : Affinity::across_nodes;
-}
-
-const char* affinity_label(Affinity affinity) {
-  switch (affinity) {
-    case Affinity::self:
-      return "X";
-    case Affinity::same_switch:
-      return "SW";
-    case Affinity::same_node:
-      return "NODE";
-    case Affinity::across_nodes:
-      return "SYS";
-    case Affinity::unknown:
-      return "?";
-  }
-  return "?";
-}
 
 std::string render_topology_report(const HostModel& model) {
   std::ostringstream out;
