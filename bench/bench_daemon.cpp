@@ -157,6 +157,9 @@ class TimedHypervisor final : public virt::Hypervisor {
   Status start(const std::string& name) override {
     return timed([&] { return real_->start(name); });
   }
+  Result<std::string> create_transient(const std::string& xml) override {
+    return timed([&] { return real_->create_transient(xml); });
+  }
   Status shutdown(const std::string& name) override {
     return timed([&] { return real_->shutdown(name); });
   }

@@ -83,6 +83,16 @@ Result<std::string> LibvirtHypervisor::define(const std::string& domain_xml) {
   return std::string(uuid.data());
 }
 
+Result<std::string> LibvirtHypervisor::create_transient(const std::string& domain_xml) {
+  const std::string what = "create transient domain" + name_for_message(domain_xml);
+  HA_TRY(ConnPtr conn, connection_->get(what));
+  const DomainPtr domain(virDomainCreateXML(conn.get(), domain_xml.c_str(), VIR_DOMAIN_START_VALIDATE));
+  if (!domain) return last_call_error(conn.get(), what);
+  std::array<char, VIR_UUID_STRING_BUFLEN> uuid{};
+  if (virDomainGetUUIDString(domain.get(), uuid.data()) < 0) return last_call_error(conn.get(), what);
+  return std::string(uuid.data());
+}
+
 Status LibvirtHypervisor::start(const std::string& name) {
   const std::string what = "start domain " + name;
   HA_TRY(ConnPtr conn, connection_->get(what));

@@ -22,6 +22,7 @@ class LibvirtHypervisor final : public Hypervisor {
 
   Result<std::string> define(const std::string& domain_xml) override;
   Status start(const std::string& name) override;
+  Result<std::string> create_transient(const std::string& domain_xml) override;
   Status shutdown(const std::string& name) override;
   Status destroy(const std::string& name) override;
   Status reboot(const std::string& name) override;

@@ -37,6 +37,7 @@ class FaultyHypervisor final : public virt::Hypervisor {
   bool connected() const override { return real_->connected(); }
   Result<std::string> define(const std::string& xml) override;
   Status start(const std::string& name) override;
+  Result<std::string> create_transient(const std::string& xml) override { return real_->create_transient(xml); }
   Status shutdown(const std::string& name) override;
   Status destroy(const std::string& name) override;
   Status reboot(const std::string& name) override;

@@ -131,6 +131,26 @@ TEST_CASE("undefine of a running domain leaves it running as a transient domain"
   CHECK_FALSE(summary->persistent);
 }
 
+TEST_CASE("a transient domain runs at once and is gone once destroyed") {
+  auto hv = connect_hypervisor(kTestUri);
+  const std::string name = unique_name("create-transient");
+  const DomainGuard guard{*hv, name};
+  auto uuid = hv->create_transient(domain_xml({.name = name, .template_name = "x"}));
+  REQUIRE_MESSAGE(uuid.ok(), uuid.error().message);
+  auto summary = hv->lookup(name);
+  REQUIRE(summary.ok());
+  CHECK(summary->uuid == *uuid);
+  CHECK(summary->state == DomainState::running);
+  CHECK_FALSE(summary->persistent);
+  REQUIRE(hv->destroy(name).ok());
+  CHECK(hv->lookup(name).error().code == ErrorCode::not_found);
+
+  auto refused = hv->create_transient("<domain type='test'><name>" + name + "</name><memory>1024</memory></domain>");
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.error().code == ErrorCode::invalid_argument);
+  CHECK(refused.error().message.find("create transient domain " + name + ": ") == 0);
+}
+
 TEST_CASE("calls on a missing domain are not_found and name it") {
   auto hv = connect_hypervisor(kTestUri);
   const std::string name = unique_name("missing");

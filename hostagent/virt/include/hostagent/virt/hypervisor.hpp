@@ -59,6 +59,9 @@ class Hypervisor {
   // written with the definition, in one step.
   virtual Result<std::string> define(const std::string& domain_xml) = 0;
   virtual Status start(const std::string& name) = 0;
+  // Starts a domain that exists only while it runs (virDomainCreateXML): once it stops, libvirt
+  // forgets it, so a caller that dies leaves no definition behind. Returns its UUID.
+  virtual Result<std::string> create_transient(const std::string& domain_xml) = 0;
   // Asks the guest to power off (ACPI). Returns once asked, not once off. Not running: ok.
   virtual Status shutdown(const std::string& name) = 0;
   // Pulls the plug. Not running: ok.
