@@ -50,8 +50,8 @@ pugi::xml_node add_pci(pugi::xml_node parent, const numa::PciAddress& busid, uin
   return pci;
 }
 
-pugi::xml_node add_switch(pugi::xml_node cpu, const numa::HostModel& host, const Controller& upstream) {
-  auto pci = add_pci(cpu, upstream.guest, kPciBridgeClass, kTiVendor, kXio3130Upstream);
+pugi::xml_node add_switch(pugi::xml_node parent, const numa::HostModel& host, const Controller& upstream) {
+  auto pci = add_pci(parent, upstream.guest, kPciBridgeClass, kTiVendor, kXio3130Upstream);
   set(pci, "subsystem_vendor", "0x0000");
   set(pci, "subsystem_device", "0x0000");
   const auto* host_port = upstream.host_switch ? host.find(*upstream.host_switch) : nullptr;
@@ -92,21 +92,41 @@ void add_device(pugi::xml_node parent, const numa::HostModel& host, const Device
   if (d.role == DeviceRole::nic) add_net(pci, f.address, rdma_index, nic_rdma);
 }
 
+// The <pci> of each emulated switch of one cell, made on first use: a nested switch's inside its
+// parent switch's, an outermost one's inside the <cpu>. NCCL reads a <pci> inside a <pci> as a bridge
+// below a bridge (ncclTopoXmlLoadPci in src/graph/xml.cc recurses into "pci"), so two GPUs that meet
+// only at an outer switch get PXB, as on the host. Made in guest order, so siblings keep bus order.
+class SwitchElements {
+ public:
+  SwitchElements(pugi::xml_node cpu, const numa::HostModel& host, const PciLayout& layout)
+      : cpu_(cpu), host_(host), layout_(layout) {}
+
+  pugi::xml_node of(int upstream) {
+    if (upstream < 0) return cpu_;
+    const auto made = made_.find(upstream);
+    if (made != made_.end()) return made->second;
+    const auto& port = layout_.controllers[static_cast<std::size_t>(upstream)];
+    const auto pci = add_switch(of(port.upstream), host_, port);
+    made_.emplace(upstream, pci);
+    return pci;
+  }
+
+ private:
+  pugi::xml_node cpu_;
+  const numa::HostModel& host_;
+  const PciLayout& layout_;
+  std::map<int, pugi::xml_node> made_;  // upstream controller index -> its <pci>
+};
+
 void add_cell(pugi::xml_node system, const numa::HostModel& host, const numa::GuestCell& cell, int nbits,
               const PciLayout& layout, const NicRdmaMap& nic_rdma, int& rdma_index) {
   auto cpu = set(add(system, "cpu"), "numaid", cell.id);
   set(cpu, "affinity", cpumap(cell.vcpus, nbits));
-  set(cpu, "arch", "x86_64");              // vendor, family and model: NCCL reads them from CPUID in the guest
-  std::map<int, pugi::xml_node> switches;  // upstream controller index -> its <pci>
+  set(cpu, "arch", "x86_64");  // vendor, family and model: NCCL reads them from CPUID in the guest
+  SwitchElements switches(cpu, host, layout);
   for (const auto& d : layout.devices) {
     if (d.cell != cell.id || (d.role != DeviceRole::gpu && d.role != DeviceRole::nic)) continue;
-    pugi::xml_node parent = cpu;
-    if (d.upstream >= 0) {
-      auto [it, added] = switches.try_emplace(d.upstream);
-      if (added) it->second = add_switch(cpu, host, layout.controllers[static_cast<std::size_t>(d.upstream)]);
-      parent = it->second;
-    }
-    add_device(parent, host, d, d.role == DeviceRole::nic ? rdma_index++ : -1, nic_rdma);
+    add_device(switches.of(d.upstream), host, d, d.role == DeviceRole::nic ? rdma_index++ : -1, nic_rdma);
   }
 }
 

@@ -2,7 +2,10 @@
 // sample and the files Azure ships in its ND VMs: <system version="1">, one <cpu> per guest NUMA cell
 // with the cpumap of its vCPUs, below it one <pci class="0x060400"> per emulated switch (busid: the
 // guest address of its upstream port, which is how NCCL's own sysfs walk names a switch) holding the
-// GPUs and NIC VFs beneath it, and GPUs or VFs on their own root port directly under the <cpu>.
+// GPUs and NIC VFs whose nearest switch it is, and GPUs or VFs on their own root port directly under
+// the <cpu>. A switch nested in another on the host (pci_layout.hpp) has its <pci> inside its parent
+// switch's <pci>, as NCCL's sysfs walk would nest them on bare metal; a switch with no GPU or VF
+// beneath it is left out.
 // Every busid is the guest address from the PCI layout; class, ids and link speed/width are the host
 // device's (a VF, whose link registers read zero, takes its PF's link), and a switch takes its host
 // switch's uplink, so NCCL computes the same PCIe bandwidths as on bare metal. NVMe and companion

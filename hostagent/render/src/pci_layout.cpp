@@ -1,6 +1,7 @@
 // render/pci_layout: builds the guest PCI tree (scheme in pci_layout.hpp): collects the placed
-// functions, groups them per guest cell into host-switch and switch-less units, then hands out
-// controller indexes, slots and the bus numbers the guest firmware will assign.
+// functions, groups them per guest cell into units (the tree of host switches below one outermost
+// switch, or a switch-less device), then hands out controller indexes, slots and the bus numbers the
+// guest firmware will assign.
 #include "pci_layout.hpp"
 
 #include <algorithm>
@@ -24,9 +25,20 @@ Error invalid(std::string message) {
 // The placed functions before they have guest addresses.
 struct Collected {
   std::vector<Device> devices;
-  std::vector<std::optional<PciAddress>> host_switch;  // per device
-  std::vector<int> companion_of;                       // per device: the GPU's device index, or -1
+  std::vector<std::vector<PciAddress>> switches;  // per device: the host switches above it, nearest first
+  std::vector<int> companion_of;                  // per device: the GPU's device index, or -1
 };
+
+// The upstream ports of the host switches above f, nearest first: the switch upstream ports of its
+// bridge_chain, as numa's model builder (and so PciFunction::pcie_switch) tells them.
+std::vector<PciAddress> switches_above(const numa::HostModel& host, const numa::PciFunction& f) {
+  std::vector<PciAddress> out;
+  for (const auto& bridge : f.bridge_chain) {
+    const auto* port = host.find(bridge);
+    if (port != nullptr && port->role == numa::PciRole::switch_upstream) out.push_back(bridge);
+  }
+  return out;
+}
 
 class Collector {
  public:
@@ -44,14 +56,14 @@ class Collector {
                      ", but the host has it under " +
                      (function->pcie_switch ? function->pcie_switch->to_string() : std::string("no switch")));
     }
-    push(role, function, placed.guest_cell, function->pcie_switch, std::move(alias), ordinal, -1);
+    push(role, function, placed.guest_cell, switches_above(host_, *function), std::move(alias), ordinal, -1);
     return ok_status();
   }
 
   Status add_companion(const PciAddress& address, int gpu, std::string alias) {
     HA_TRY(const auto* function, lookup(address));
     const Device& owner = out_.devices[static_cast<std::size_t>(gpu)];
-    push(DeviceRole::companion, function, owner.cell, std::nullopt, std::move(alias), owner.ordinal, gpu);
+    push(DeviceRole::companion, function, owner.cell, {}, std::move(alias), owner.ordinal, gpu);
     return ok_status();
   }
 
@@ -66,7 +78,7 @@ class Collector {
     return function;
   }
 
-  void push(DeviceRole role, const numa::PciFunction* function, int cell, std::optional<PciAddress> host_switch,
+  void push(DeviceRole role, const numa::PciFunction* function, int cell, std::vector<PciAddress> switches,
             std::string alias, int ordinal, int companion_of) {
     Device device;
     device.role = role;
@@ -75,7 +87,7 @@ class Collector {
     device.alias = std::move(alias);
     device.ordinal = ordinal;
     out_.devices.push_back(std::move(device));
-    out_.host_switch.push_back(host_switch);
+    out_.switches.push_back(std::move(switches));
     out_.companion_of.push_back(companion_of);
   }
 
@@ -114,29 +126,48 @@ Result<Collected> collect(const numa::HostModel& host, const numa::Placement& pl
   return collector.take();
 }
 
-// A root port's worth of devices: those under one host switch, or a single switch-less device.
+// A child of an emulated switch: a placed device (with its companions), or a nested switch.
+struct Child {
+  bool is_switch = false;
+  std::size_t device = 0;  // the device index, when not a switch
+};
+
+// A host switch that leads to placed devices; children keyed by host address (a nested switch's by
+// its upstream port's), which is the order of their downstream ports.
+struct SwitchNode {
+  std::map<PciAddress, Child> children;
+};
+
+// A root port's worth of devices: those under one outermost host switch, or a single switch-less
+// device.
 struct Unit {
-  std::optional<PciAddress> host_switch;
-  std::vector<std::size_t> members;  // device indexes, companions aside, by host address
+  std::optional<PciAddress> host_switch;      // the outermost switch; nullopt: a lone device
+  std::size_t lone_device = 0;                // when host_switch is nullopt
+  std::map<PciAddress, SwitchNode> switches;  // every switch of the unit with a placed device beneath
 };
 using CellUnits = std::map<PciAddress, Unit>;  // sorted by the unit's key
+
+// Adds device d to its unit: under its nearest switch, each switch under the next one out. Switches
+// with no placed device beneath never enter the tree.
+void add_member(Unit& unit, const std::vector<PciAddress>& switches, std::size_t d, const PciAddress& address) {
+  if (switches.empty()) {
+    unit.lone_device = d;
+    return;
+  }
+  unit.host_switch = switches.back();
+  unit.switches[switches.front()].children[address] = Child{false, d};
+  for (std::size_t i = 1; i < switches.size(); ++i)
+    unit.switches[switches[i]].children[switches[i - 1]] = Child{true, 0};
+}
 
 std::vector<CellUnits> group_units(const Collected& collected, int cells) {
   std::vector<CellUnits> units(static_cast<std::size_t>(cells));
   for (std::size_t d = 0; d < collected.devices.size(); ++d) {
     if (collected.companion_of[d] >= 0) continue;
     const auto& device = collected.devices[d];
-    const auto& host_switch = collected.host_switch[d];
-    auto& unit = units[static_cast<std::size_t>(device.cell)][host_switch ? *host_switch : device.host->address];
-    unit.host_switch = host_switch;
-    unit.members.push_back(d);
-  }
-  for (auto& cell : units) {
-    for (auto& [key, unit] : cell) {
-      std::sort(unit.members.begin(), unit.members.end(), [&](std::size_t a, std::size_t b) {
-        return collected.devices[a].host->address < collected.devices[b].host->address;
-      });
-    }
+    const auto& switches = collected.switches[d];
+    const auto& key = switches.empty() ? device.host->address : switches.back();
+    add_member(units[static_cast<std::size_t>(device.cell)][key], switches, d, device.host->address);
   }
   return units;
 }
@@ -160,6 +191,14 @@ class LayoutBuilder {
   }
 
  private:
+  // The port a switch's upstream port plugs into: its controller, its secondary bus, and the upstream
+  // port of the switch that port belongs to (-1 for a root port).
+  struct Port {
+    int controller = 0;
+    int bus = 0;
+    int upstream = -1;
+  };
+
   void add_roots() {
     controllers_.push_back(Controller{});  // pcie-root, index 0
     for (int c = 0; c < cells_; ++c) {
@@ -216,27 +255,31 @@ class LayoutBuilder {
     HA_TRY(const int rp, add_controller(root_port));
     const int rp_bus = next_bus_++;
     if (!unit.host_switch) {
-      place_device(unit.members.front(), Plug{rp, 0, 0}, guest_address(rp_bus, 0, 0), -1);
+      place_device(unit.lone_device, Plug{rp, 0, 0}, guest_address(rp_bus, 0, 0), -1);
       return ok_status();
     }
-    return place_switch(cell, rp, rp_bus, unit);
+    return place_switch(cell, Port{rp, rp_bus, -1}, unit, *unit.host_switch);
   }
 
-  Status place_switch(int cell, int rp, int rp_bus, const Unit& unit) {
-    if (unit.members.size() > static_cast<std::size_t>(kMaxSlot) + 1) {
-      return invalid("host switch " + unit.host_switch->to_string() + " carries " +
-                     std::to_string(unit.members.size()) + " placed functions; an emulated switch has 32 ports");
+  // Emits the upstream port, then each downstream port followed by everything below it, so that
+  // controller indexes and bus numbers both run depth-first in slot order.
+  Status place_switch(int cell, const Port& parent, const Unit& unit, const PciAddress& host_switch) {
+    const auto& children = unit.switches.at(host_switch).children;
+    if (children.size() > static_cast<std::size_t>(kMaxSlot) + 1) {
+      return invalid("host switch " + host_switch.to_string() + " leads to " + std::to_string(children.size()) +
+                     " placed functions and nested switches; an emulated switch has 32 downstream ports");
     }
     Controller upstream;
     upstream.model = ControllerModel::switch_upstream;
-    upstream.plug = Plug{rp, 0, 0};
+    upstream.plug = Plug{parent.controller, 0, 0};
     upstream.cell = cell;
-    upstream.guest = guest_address(rp_bus, 0, 0);
-    upstream.host_switch = unit.host_switch;
+    upstream.guest = guest_address(parent.bus, 0, 0);
+    upstream.host_switch = host_switch;
+    upstream.upstream = parent.upstream;
     HA_TRY(const int up, add_controller(upstream));
     const int switch_bus = next_bus_++;
-    for (std::size_t k = 0; k < unit.members.size(); ++k) {
-      const int port = static_cast<int>(k);
+    int port = 0;
+    for (const auto& [address, child] : children) {
       Controller downstream;
       downstream.model = ControllerModel::switch_downstream;
       downstream.plug = Plug{up, port, 0};
@@ -244,7 +287,13 @@ class LayoutBuilder {
       downstream.port = port;
       downstream.guest = guest_address(switch_bus, port, 0);
       HA_TRY(const int dp, add_controller(downstream));
-      place_device(unit.members[k], Plug{dp, 0, 0}, guest_address(next_bus_++, 0, 0), up);
+      const int dp_bus = next_bus_++;
+      if (child.is_switch) {
+        HA_TRY_STATUS(place_switch(cell, Port{dp, dp_bus, up}, unit, address));
+      } else {
+        place_device(child.device, Plug{dp, 0, 0}, guest_address(dp_bus, 0, 0), up);
+      }
+      ++port;
     }
     return ok_status();
   }

@@ -7,21 +7,40 @@
 //  - Expander bus c numbers its buses from busNr B(c) = S x (c + 1), S = min(0x40, (0x100 / (cells+1))
 //    rounded down to a multiple of 8): 0x40 and 0x80 for two cells. Buses B(c)..B(c+1)-1 are cell c's
 //    (the last cell's run to 0xff); bus 0's range 0..B(0)-1 holds nothing but pcie-root.
-//  - The cell's devices form units: one per host PCIe switch they sit under (keyed by the switch's
-//    upstream port address), one per device with no switch above it on the host (keyed by its own
-//    address). Units are sorted by that key; unit k gets a pcie-root-port at B(c):k.0.
+//  - The cell's devices form units: one per outermost host PCIe switch they sit under (the last
+//    switch upstream port of their bridge_chain; keyed by its address), one per device with no switch
+//    above it on the host (keyed by its own address). Units are sorted by that key; unit k gets a
+//    pcie-root-port at B(c):k.0.
+//  - A switch unit mirrors the host's switch hierarchy, pruned to the placed devices: each host
+//    switch with a placed device beneath it becomes one emulated switch (an x3130 upstream port and
+//    one xio3130 downstream port per child). A switch's children are the placed devices whose nearest
+//    switch it is and the switches nested directly below it (hosts like the DGX-2 put two GPU switches
+//    under one), sorted by host address, a nested switch by its upstream port's; child k sits behind
+//    downstream port k. A nested switch's upstream port plugs into its downstream port; so two devices
+//    share an emulated switch in the guest exactly when they share a switch on the host.
 //  - Guest firmware numbers buses depth-first in slot order (OVMF PciBusDxe, SeaBIOS
 //    pci_bios_init_bus_rec; libvirt docs/pci-addresses.rst shows busNr 254 giving fe:00.0 and
-//    ff:00.0), and Linux keeps those numbers. Starting from n = B(c) + 1, unit by unit:
-//      switch unit: the root port's bus n holds the x3130 upstream port at n:00.0; the switch's
-//        internal bus n+1 holds one xio3130 downstream port per device at (n+1):k.0, devices sorted by
-//        host address; downstream port k's bus n+2+k holds the device at (n+2+k):00.0; n += 2 + D.
-//      lone unit: the device sits at n:00.0; n += 1.
+//    ff:00.0), and Linux keeps those numbers. With a counter n starting at B(c) + 1, unit by unit:
+//      the unit's root port gets bus r = n (n += 1); then
+//      lone unit: the device sits at r:00.0;
+//      switch unit: place(outermost switch, r), where place(switch, p), p the bus of the port the
+//        switch plugs into, is: its upstream port sits at p:00.0; its internal bus is n (n += 1)
+//        and holds downstream port k at n:k.0; then for k in order, downstream port k gets bus
+//        q = n (n += 1), and child k is placed there before port k + 1 gets a number: a device at
+//        q:00.0, a nested switch by place(nested, q).
+//      A flat switch with D devices thus takes buses p+1 (internal) and p+2..p+1+D (the devices).
+//      (QEMU 7.2's "info pci" after SeaBIOS and after OVMF shows these numbers for the DGX-2's
+//      two-level tree.)
+//    The cell's buses must not run past B(c+1)-1 (0xff for the last cell).
 //  - A GPU's companions (the rest of its IOMMU group, e.g. its HDMI audio) are functions 1.. of the
 //    GPU's slot, the GPU is function 0 with multifunction='on', as on the host.
 //  - Controller indexes: 0 pcie-root, 1..C the expander buses, then cell by cell, unit by unit: the
-//    root port, the upstream port, its downstream ports. Chassis = index; a root port's port number is
-//    slot << 3 (libvirt's own default), a downstream port's is its slot.
+//    root port, then its switch depth-first in the order of the bus numbers: the upstream port, then
+//    each downstream port followed by the controllers of the switch nested below it, if any (without
+//    nesting: the upstream port, its downstream ports). So every controller's index is above that of
+//    the controller it plugs into, as libvirt requires ("index must be larger than bus"). Chassis =
+//    index; a root port's port number is slot << 3 (libvirt's own default), a downstream port's is
+//    its slot.
 #pragma once
 
 #include <optional>
@@ -58,6 +77,7 @@ struct Controller {
   int port = 0;                                 // root and downstream ports
   numa::PciAddress guest;                       // where the guest sees the port itself
   std::optional<numa::PciAddress> host_switch;  // upstream port: the host switch it mirrors
+  int upstream = -1;  // upstream port: the upstream port of the switch it is nested in, -1 on a root port
 };
 
 enum class DeviceRole { gpu, companion, nic, nvme };
@@ -74,7 +94,8 @@ struct Device {
   int ordinal = 0;             // gpu and companion: index in Placement::gpus; nic: VF index in
                                // placement order (GPU VFs, then extra VFs); nvme: index
   int clique = 0;              // gpu: PlacedGpu::clique
-  int upstream = -1;           // the emulated switch's upstream port controller, -1 on a root port
+  int upstream = -1;           // the upstream port controller of the emulated switch directly above
+                               // (the device's nearest host switch), -1 on a root port
 };
 
 struct PciLayout {
