@@ -24,6 +24,8 @@ packages=(
   # they boot: Debian's kernel with a busybox initramfs the tests build
   libvirt-daemon libvirt-daemon-system libvirt-daemon-driver-qemu qemu-system-x86 qemu-utils
   busybox-static linux-image-amd64 liblzma-dev
+  # hostagentctl verify-guest boots the Vela templates' stand-ins with their own firmware (UEFI)
+  ovmf
   # the real-kernel harness (tests/kernel): an emulated GPU host under QEMU with VFIO, SR-IOV and
   # soft-RoCE; netdevsim is built out of tree from the kernel's own source against its headers
   linux-source-6.1 linux-headers-amd64 iproute2 kmod ibverbs-providers

@@ -18,7 +18,11 @@ for preset in default asan; do
   echo "=== build: $preset"
   scripts/build.sh "$preset"
   echo "=== test: $preset"
+  rm -f "build/$preset/verify-guest-times.txt"
   ctest --preset "$preset"
+  # hostagentctl verify-guest, booted per shape: each time from start to power-off (tests/hostagent/verify).
+  echo "=== verify-guest boots ($preset)"
+  cat "build/$preset/verify-guest-times.txt" 2>/dev/null || echo "(none ran)"
 done
 echo "=== fuzz"
 scripts/fuzz.sh 200000

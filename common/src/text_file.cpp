@@ -1,4 +1,4 @@
-// common/text_file: reading a file whole.
+// common/text_file: reading and writing a file whole.
 #include "hostagent/common/text_file.hpp"
 
 #include <cerrno>
@@ -14,6 +14,15 @@ Result<std::string> read_text_file(const std::filesystem::path& file) {
   text << in.rdbuf();
   if (in.bad()) return errno_error(errno, "read", file.string());
   return text.str();
+}
+
+Status write_text_file(const std::filesystem::path& file, const std::string& text) {
+  std::ofstream out(file, std::ios::binary | std::ios::trunc);
+  if (!out) return errno_error(errno, "open", file.string());
+  out << text;
+  out.flush();
+  if (!out) return errno_error(errno, "write", file.string());
+  return ok_status();
 }
 
 }  // namespace hostagent

@@ -1,5 +1,5 @@
 // hostagentctl: the operator's and infra engineer's command line. Only wiring lives here: the
-// offline commands (topology, render, template validate) and the API's (api_commands).
+// offline commands (topology, render, verify-guest, template validate) and the API's (api_commands).
 #include <CLI/CLI.hpp>
 #include <iostream>
 
@@ -11,6 +11,7 @@
 #include "render_command.hpp"
 #include "template_command.hpp"
 #include "topology_report.hpp"
+#include "verify_command.hpp"
 
 namespace {
 
@@ -75,6 +76,40 @@ int main(int argc, char** argv) {
                      "Host CPUs kept for the host (cpulist, e.g. 0-7,96-103): never pinned, run emulator threads");
   render->add_option("--template-dir", template_dirs, "Where templates named by --template or extends: live");
 
+  hostagent::ctl::VerifyArgs verify_args;
+  auto* verify = app.add_subcommand("verify-guest",
+                                    "Boot a stand-in of a template's guest and check that it sees the host's topology");
+  verify->add_option("--template", verify_args.render.template_ref, "Template file, or the name of a shipped template")
+      ->required();
+  add_host_options(verify, verify_args.render.host);
+  verify->add_option("--template-dir", template_dirs, "Where templates named by --template or extends: live");
+  verify->add_option("--housekeeping-cpus", verify_args.render.housekeeping_cpus,
+                     "Host CPUs kept for the host (cpulist): never pinned to vCPUs");
+  verify->add_option("--connect", verify_args.connect, "libvirt URI to boot the stand-in through")
+      ->capture_default_str();
+  verify->add_option("--name", verify_args.render.name, "The stand-in domain's name (default hostagent-verify-PID)");
+  verify->add_option("--kernel", verify_args.kernel, "The probe guest's kernel (default: the newest /boot/vmlinuz-*)");
+  verify->add_option("--busybox", verify_args.busybox, "A static busybox for the probe's initramfs")
+      ->capture_default_str();
+  verify->add_option("--firmware", verify_args.firmware, "Guest firmware: the template's, or bios or efi")
+      ->check(CLI::IsMember({"template", "bios", "efi"}))
+      ->capture_default_str();
+  verify->add_option("--domain-type", verify_args.domain_type, "qemu (TCG, no KVM needed) or kvm")
+      ->check(CLI::IsMember({"qemu", "kvm"}))
+      ->capture_default_str();
+  verify->add_option("--vcpus-per-cell", verify_args.vcpus_per_cell, "The stand-in's vCPUs per guest cell")
+      ->check(CLI::Range(1, 8))
+      ->capture_default_str();
+  verify->add_option("--memory-per-cell", verify_args.memory_per_cell_mib, "The stand-in's MiB per guest cell")
+      ->check(CLI::Range(64, 65536))
+      ->capture_default_str();
+  verify->add_option("--timeout", verify_args.timeout_s, "Seconds from start to power-off before giving up")
+      ->check(CLI::Range(10, 3600))
+      ->capture_default_str();
+  verify->add_option("--work-dir", verify_args.work_dir,
+                     "Where the probe image and console log go (default: a new directory under /var/tmp)");
+  verify->add_flag("--keep", verify_args.keep, "Keep the work directory when the guest matches too");
+
   std::vector<std::string> validate_files;
   auto* templates = app.add_subcommand("template", "Work with VM templates");
   templates->require_subcommand(1);
@@ -93,6 +128,10 @@ int main(int argc, char** argv) {
   if (render->parsed()) {
     render_args.template_dirs = dirs;
     return hostagent::ctl::run_render(render_args, std::cout, std::cerr);
+  }
+  if (verify->parsed()) {
+    verify_args.render.template_dirs = dirs;
+    return hostagent::ctl::run_verify_guest(verify_args, std::cout, std::cerr);
   }
   if (validate->parsed()) return hostagent::ctl::run_template_validate(validate_files, dirs, std::cout, std::cerr);
   return 0;

@@ -6,6 +6,7 @@
 #include "hostagent/api/host_json.hpp"
 #include "hostagent/api/placement_json.hpp"
 #include "hostagent/common/sysfs_root.hpp"
+#include "hostagent/common/text_file.hpp"
 #include "hostagent/daemon/shape_request.hpp"
 #include "hostagent/numa/placement.hpp"
 #include "hostagent/render/guest_renderer.hpp"
@@ -38,15 +39,6 @@ Result<vmtemplates::VmTemplate> load_shape(const RenderArgs& args) {
                                          (searched.empty() ? std::string("any template directory") : searched)};
 }
 
-Status write_file(const fs::path& path, const std::string& text) {
-  std::ofstream file(path, std::ios::binary | std::ios::trunc);
-  if (!file) return errno_error(errno, "open", path.string());
-  file << text;
-  file.flush();
-  if (!file) return errno_error(errno, "write", path.string());
-  return ok_status();
-}
-
 boost::json::value placement_document(const numa::Placement& placement, const render::RenderedGuest& guest,
                                       const std::string& template_name) {
   auto doc = api::to_json(placement);
@@ -65,28 +57,31 @@ Status write_outputs(const fs::path& dir, const numa::Placement& placement, cons
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) return errno_error(ec.value(), "create directory", dir.string());
-  HA_TRY_STATUS(write_file(dir / "domain.xml", guest.domain_xml));
-  HA_TRY_STATUS(write_file(dir / "nccl-topology.xml", guest.nccl_topology_xml));
-  return write_file(dir / "placement.json", api::to_pretty_json(placement_document(placement, guest, template_name)));
+  HA_TRY_STATUS(write_text_file(dir / "domain.xml", guest.domain_xml));
+  HA_TRY_STATUS(write_text_file(dir / "nccl-topology.xml", guest.nccl_topology_xml));
+  return write_text_file(dir / "placement.json",
+                         api::to_pretty_json(placement_document(placement, guest, template_name)));
 }
 
-Result<render::RenderedGuest> render(const RenderArgs& args, const vmtemplates::VmTemplate& shape,
-                                     numa::Placement& placement, std::ostream& err) {
-  HA_TRY(const auto host, load_host(args.host));
+}  // namespace
+
+Result<PlacedGuest> place_and_render(const RenderArgs& args, std::ostream& err) {
+  PlacedGuest out;
+  HA_TRY(out.shape, load_shape(args));
+  HA_TRY(out.host, load_host(args.host));
   numa::HostPolicy policy;
   HA_TRY(policy.housekeeping_cpus, parse_cpu_list(args.housekeeping_cpus));
   // An hwloc export records reserved hugepages but not how many are free.
   policy.check_hugepages = !args.host.hwloc_xml.has_value();
   if (!policy.check_hugepages)
     err << "hostagentctl: note: free hugepages are not checked: an hwloc XML does not record them\n";
-  HA_TRY(placement, numa::place(host, {}, policy, placement_request(shape)));
+  HA_TRY(out.placement, numa::place(out.host, {}, policy, placement_request(out.shape)));
   render::GuestOptions options;
   options.name = args.name;
   options.domain_type = args.domain_type;
-  return render::render_guest(host, shape, placement, options);
+  HA_TRY(out.rendered, render::render_guest(out.host, out.shape, out.placement, options));
+  return out;
 }
-
-}  // namespace
 
 fs::path shipped_template_dir() {
   return HOSTAGENT_SHIPPED_TEMPLATE_DIR;
@@ -97,16 +92,13 @@ int run_render(const RenderArgs& args, std::ostream& out, std::ostream& err) {
     err << "hostagentctl: " << to_string(error.code) << ": " << error.message << "\n";
     return 1;
   };
-  const auto shape = load_shape(args);
-  if (!shape.ok()) return fail(shape.error());
-  numa::Placement placement;
-  const auto guest = render(args, *shape, placement, err);
-  if (!guest.ok()) return fail(guest.error());
+  const auto placed = place_and_render(args, err);
+  if (!placed.ok()) return fail(placed.error());
   if (!args.output_dir) {
-    out << guest->domain_xml;
+    out << placed->rendered.domain_xml;
     return 0;
   }
-  const auto written = write_outputs(*args.output_dir, placement, *guest, shape->name);
+  const auto written = write_outputs(*args.output_dir, placed->placement, placed->rendered, placed->shape.name);
   if (!written.ok()) return fail(written.error());
   out << "wrote " << *args.output_dir << "/{domain.xml,placement.json,nccl-topology.xml}\n";
   return 0;

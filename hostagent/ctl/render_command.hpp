@@ -9,6 +9,9 @@
 #include <vector>
 
 #include "host_source.hpp"
+#include "hostagent/numa/placement.hpp"
+#include "hostagent/render/guest_renderer.hpp"
+#include "hostagent/vmtemplates/vm_template.hpp"
 
 namespace hostagent::ctl {
 
@@ -21,6 +24,18 @@ struct RenderArgs {
   std::string housekeeping_cpus;  // cpulist, "" for none
   std::vector<std::filesystem::path> template_dirs;
 };
+
+// A template placed on a host and rendered: what `render` writes and `verify-guest` boots.
+struct PlacedGuest {
+  numa::HostModel host;
+  vmtemplates::VmTemplate shape;
+  numa::Placement placement;
+  render::RenderedGuest rendered;
+};
+
+// Loads the template (a file, or a name in template_dirs) and the host, places and renders. Notes
+// for the operator (what an hwloc capture cannot tell) go to err.
+Result<PlacedGuest> place_and_render(const RenderArgs& args, std::ostream& err);
 
 // The directory of the templates this build ships (the source tree's, or the installed one).
 std::filesystem::path shipped_template_dir();

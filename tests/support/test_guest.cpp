@@ -4,7 +4,6 @@
 #include "test_guest.hpp"
 
 #include <doctest/doctest.h>
-#include <sys/stat.h>
 
 #if HOSTAGENT_TEST_GUEST_XZ
 #include <lzma.h>
@@ -12,7 +11,6 @@
 
 #include <array>
 #include <charconv>
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -65,48 +63,13 @@ void write_file(const fs::path& file, const std::string& data) {
   REQUIRE_MESSAGE(out.good(), "cannot write " << file.string());
 }
 
-// The newest /boot/vmlinuz-VERSION by version order (6.1.0-10 before 6.1.0-9 would be wrong).
-std::optional<fs::path> newest_boot_kernel() {
-  std::optional<fs::path> newest;
-  std::error_code ec;
-  for (fs::directory_iterator it("/boot", ec), end; !ec && it != end; it.increment(ec)) {
-    const std::string name = it->path().filename().string();
-    if (!name.starts_with("vmlinuz-") || !it->is_regular_file(ec)) continue;
-    if (!newest || strverscmp(name.c_str(), newest->filename().c_str()) > 0) newest = it->path();
-  }
-  return newest;
-}
-
-// An ELF executable without a PT_INTERP program header needs no dynamic loader: it runs in an
-// initramfs that holds nothing else. Debian's busybox package ships a dynamic /bin/busybox,
-// busybox-static a static one.
-bool is_static_elf(const std::string& image) {
-  constexpr uint32_t kPtInterp = 3;
-  const auto read = [&](std::size_t at, std::size_t size) -> std::optional<uint64_t> {
-    if (at + size > image.size()) return std::nullopt;
-    uint64_t value = 0;
-    std::memcpy(&value, image.data() + at, size);  // x86-64 is little-endian, like the file
-    return value;
-  };
-  if (image.size() < 64 || image.compare(0, 4, "\177ELF") != 0 || image[4] != 2) return false;  // ELFCLASS64
-  const auto phoff = read(0x20, 8);
-  const auto phentsize = read(0x36, 2);
-  const auto phnum = read(0x38, 2);
-  if (!phoff || !phentsize || !phnum) return false;
-  for (uint64_t i = 0; i < *phnum; ++i) {
-    const auto type = read(*phoff + i * *phentsize, 4);
-    if (!type || *type == kPtInterp) return false;
-  }
-  return true;
-}
-
 std::optional<std::string> static_busybox() {
   const fs::path busybox = "/bin/busybox";
   std::error_code ec;
   if (!fs::is_regular_file(busybox, ec)) return missing(busybox.string() + " does not exist", "busybox-static");
   auto image = read_file(busybox);
   if (!image) return missing("cannot read " + busybox.string(), "busybox-static");
-  if (!is_static_elf(*image)) {
+  if (!verify::is_static_elf(*image)) {
     return missing(busybox.string() + " is dynamically linked (Debian's busybox): the initramfs has no C library",
                    "busybox-static");
   }
@@ -165,7 +128,7 @@ std::optional<std::vector<CpioEntry>> kernel_modules(const fs::path& kernel, boo
 std::optional<Kernel> find_kernel() {
   const char* env = std::getenv("HOSTAGENT_TEST_KERNEL");
   const bool from_env = env != nullptr && *env != '\0';
-  const auto image = from_env ? std::optional<fs::path>(env) : newest_boot_kernel();
+  const auto image = from_env ? std::optional<fs::path>(env) : verify::newest_boot_kernel("/boot");
   std::error_code ec;
   if (!image) return missing("no kernel in /boot (vmlinuz-*)", "linux-image-amd64");
   if (!fs::is_regular_file(*image, ec)) {
@@ -205,47 +168,6 @@ std::string yaml_quoted(const std::string& text) {
   return out + "\"";
 }
 
-void append_hex(std::string& out, uint32_t value) {
-  std::array<char, 9> text{};
-  std::snprintf(text.data(), text.size(), "%08x", value);
-  out.append(text.data(), 8);
-}
-
-void pad_to_4(std::string& out) {
-  while (out.size() % 4 != 0) out += '\0';
-}
-
-uint32_t mode_of(const CpioEntry& entry) {
-  switch (entry.kind) {
-    case CpioEntry::Kind::directory:
-      return S_IFDIR | entry.permissions;
-    case CpioEntry::Kind::char_device:
-      return S_IFCHR | entry.permissions;
-    case CpioEntry::Kind::file:
-      break;
-  }
-  return S_IFREG | entry.permissions;
-}
-
-// One "newc" record: "070701", then 13 fields of 8 hex digits (ino, mode, uid, gid, nlink, mtime,
-// filesize, devmajor, devminor, rdevmajor, rdevminor, namesize with its NUL, check = 0), the name
-// and its NUL padded to 4 bytes, the data padded to 4 bytes. Owner root, mtime 0: the archive is
-// the same bytes on every run.
-void append_record(std::string& out, uint32_t ino, const CpioEntry& entry) {
-  const bool directory = entry.kind == CpioEntry::Kind::directory;
-  out += "070701";
-  for (const uint32_t field :
-       {ino, mode_of(entry), 0U, 0U, directory ? 2U : 1U, 0U, static_cast<uint32_t>(entry.data.size()), 0U, 0U,
-        entry.rdev_major, entry.rdev_minor, static_cast<uint32_t>(entry.path.size() + 1), 0U}) {
-    append_hex(out, field);
-  }
-  out += entry.path;
-  out += '\0';
-  pad_to_4(out);
-  out += entry.data;
-  pad_to_4(out);
-}
-
 std::optional<uint64_t> number(const std::string& text) {
   uint64_t value = 0;
   const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
@@ -256,14 +178,6 @@ std::optional<uint64_t> number(const std::string& text) {
 }  // namespace
 
 namespace guest_detail {
-
-std::string newc_archive(const std::vector<CpioEntry>& entries) {
-  std::string out;
-  uint32_t ino = 1;
-  for (const auto& entry : entries) append_record(out, ino++, entry);
-  append_record(out, 0, CpioEntry{"TRAILER!!!", CpioEntry::Kind::file, 0, {}});
-  return out;
-}
 
 std::string init_script() {
   // Every command is spelled "busybox APPLET": the archive holds the binary and no applet links.
@@ -372,7 +286,7 @@ std::optional<TestGuest> build_test_guest(const fs::path& dir) {
   fs::copy_file(kernel->image, guest.kernel, fs::copy_options::overwrite_existing, ec);
   REQUIRE_MESSAGE(!ec,
                   "cannot copy " << kernel->image.string() << " to " << guest.kernel.string() << ": " << ec.message());
-  write_file(guest.initrd, guest_detail::newc_archive(initramfs_entries(*busybox, kernel->modules)));
+  write_file(guest.initrd, verify::newc_archive(initramfs_entries(*busybox, kernel->modules)));
   // QEMU runs as libvirt-qemu and opens both files itself; a TempDir is 0700 root.
   for (const auto& mode : {std::pair{dir, fs::perms(0755)}, std::pair{guest.kernel, fs::perms(0644)},
                            std::pair{guest.initrd, fs::perms(0644)}}) {

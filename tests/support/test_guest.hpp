@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "hostagent/verify/guest_image.hpp"
+
 namespace hostagent::testing {
 
 struct TestGuest {
@@ -51,18 +53,8 @@ std::optional<TestGuestReport> find_test_guest_report(const std::string& console
 // The pieces, for their own tests.
 namespace guest_detail {
 
-struct CpioEntry {
-  enum class Kind { directory, file, char_device };
-  std::string path;  // inside the archive, without a leading '/': "bin/busybox"
-  Kind kind = Kind::file;
-  uint32_t permissions = 0644;
-  std::string data;  // a file's content
-  uint32_t rdev_major = 0, rdev_minor = 0;
-};
-
-// An uncompressed cpio archive in the "newc" format (the kernel's initramfs format, see the
-// kernel's Documentation/driver-api/early-userspace/buffer-format.rst), ending in TRAILER!!!.
-std::string newc_archive(const std::vector<CpioEntry>& entries);
+// The archive writer is the probe guest's (hostagent/verify/guest_image.hpp).
+using CpioEntry = verify::CpioEntry;
 
 // The guest's /init script.
 std::string init_script();

@@ -1,14 +1,13 @@
-// The test guest's pieces, without libvirtd: the cpio "newc" writer (read back by a parser written
-// from the format's description and by busybox's cpio), the initramfs built from this host, /init's
-// syntax, the template, the console report and module decompression.
+// The test guest's pieces, without libvirtd: the initramfs built from this host (its cpio writer is
+// tested with hostagent/verify), /init's syntax, the template, the console report and module
+// decompression.
 #include <doctest/doctest.h>
 #include <sys/stat.h>
 
 #include <fstream>
-#include <map>
-#include <set>
 
 #include "hostagent/vmtemplates/vm_template.hpp"
+#include "newc_reader.hpp"
 #include "test_guest.hpp"
 #include "test_support.hpp"
 
@@ -16,100 +15,10 @@ namespace hostagent::testing {
 namespace {
 
 namespace fs = std::filesystem;
-using guest_detail::CpioEntry;
-
-struct Record {
-  uint32_t ino = 0, mode = 0, nlink = 0, size = 0, rdev_major = 0, rdev_minor = 0;
-  std::string data;
-};
-
-// Reads an archive back: each record is "070701", 13 fields of 8 hex digits, the name with its NUL
-// padded so that header and name end on 4 bytes, the data padded likewise; "TRAILER!!!" ends it.
-std::map<std::string, Record> parse_newc(const std::string& archive) {
-  std::map<std::string, Record> records;
-  std::size_t at = 0;
-  const auto field = [&](std::size_t i) {
-    return static_cast<uint32_t>(std::stoul(archive.substr(at + 6 + i * 8, 8), nullptr, 16));
-  };
-  const auto align = [](std::size_t n) { return (n + 3) / 4 * 4; };
-  while (true) {
-    REQUIRE(at + 110 <= archive.size());
-    REQUIRE(archive.compare(at, 6, "070701") == 0);
-    CHECK(at % 4 == 0);
-    Record r{field(0), field(1), field(4), field(6), field(9), field(10), {}};
-    CHECK(field(2) == 0);   // uid
-    CHECK(field(3) == 0);   // gid
-    CHECK(field(12) == 0);  // check
-    const uint32_t name_size = field(11);
-    const std::string name = archive.substr(at + 110, name_size - 1);
-    REQUIRE(archive[at + 110 + name_size - 1] == '\0');
-    const std::size_t data_at = align(at + 110 + name_size);
-    for (std::size_t i = at + 110 + name_size; i < data_at; ++i) CHECK(archive[i] == '\0');
-    if (name == "TRAILER!!!") {
-      CHECK(align(data_at) == archive.size());
-      return records;
-    }
-    r.data = archive.substr(data_at, r.size);
-    at = align(data_at + r.size);
-    records[name] = r;
-  }
-}
 
 std::string write_temp(const fs::path& file, const std::string& data) {
   std::ofstream(file, std::ios::binary) << data;
   return file.string();
-}
-
-TEST_CASE("newc archive: headers, names, data and padding as the kernel's initramfs unpacker reads them") {
-  const std::vector<CpioEntry> entries = {
-      {"d", CpioEntry::Kind::directory, 0755, {}},     {"d/f", CpioEntry::Kind::file, 0640, "abc"},
-      {"d/four", CpioEntry::Kind::file, 0600, "1234"}, {"console", CpioEntry::Kind::char_device, 0600, {}, 5, 1},
-      {"empty", CpioEntry::Kind::file, 0644, {}},
-  };
-  const std::string archive = guest_detail::newc_archive(entries);
-  const auto records = parse_newc(archive);
-  REQUIRE(records.size() == entries.size());
-  CHECK(records.at("d").mode == (S_IFDIR | 0755));
-  CHECK(records.at("d").nlink == 2);
-  CHECK(records.at("d/f").mode == (S_IFREG | 0640));
-  CHECK(records.at("d/f").data == "abc");
-  CHECK(records.at("d/four").data == "1234");
-  CHECK(records.at("console").mode == (S_IFCHR | 0600));
-  CHECK(records.at("console").rdev_major == 5);
-  CHECK(records.at("console").rdev_minor == 1);
-  CHECK(records.at("empty").size == 0);
-  // Distinct inode numbers: the unpacker treats records with one inode number as hard links.
-  std::set<uint32_t> inos;
-  for (const auto& [name, r] : records) inos.insert(r.ino);
-  CHECK(inos.size() == records.size());
-  CHECK(guest_detail::newc_archive(entries) == archive);  // the same bytes every time
-}
-
-TEST_CASE("newc archive: busybox cpio lists and extracts what was written") {
-  const auto busybox = find_program("busybox");
-  if (!busybox) {
-    skip("busybox is not installed (package busybox-static)");
-    return;
-  }
-  TempDir dir;
-  const std::vector<CpioEntry> entries = {
-      {"bin", CpioEntry::Kind::directory, 0755, {}},
-      {"bin/tool", CpioEntry::Kind::file, 0755, std::string("\177ELF\0\1\2", 7)},
-      {"init", CpioEntry::Kind::file, 0755, "#!/bin/sh\necho hi\n"},
-  };
-  const std::string archive = write_temp(dir.path() / "a.cpio", guest_detail::newc_archive(entries));
-  const auto listing = run_command({busybox->string(), "cpio", "-t", "-F", archive});
-  CHECK_MESSAGE(listing.exit_code == 0, listing.output);
-  CHECK(listing.output.starts_with("bin\nbin/tool\ninit\n"));  // then "1 blocks" on stderr
-  const fs::path out = dir.path() / "out";
-  fs::create_directory(out);
-  // busybox cpio extracts into the working directory; the paths go in as arguments, never as script.
-  const auto extracted = run_command({busybox->string(), "sh", "-c", "cd \"$1\" && exec \"$2\" cpio -i -d -F \"$3\"",
-                                      "sh", out.string(), busybox->string(), archive});
-  REQUIRE_MESSAGE(extracted.exit_code == 0, extracted.output);
-  CHECK(read_text_file(out / "init") == "#!/bin/sh\necho hi\n");
-  CHECK(read_text_file(out / "bin/tool") == entries[1].data);
-  CHECK((fs::status(out / "init").permissions() & fs::perms::owner_exec) != fs::perms::none);
 }
 
 TEST_CASE("the guest's /init is shell that busybox parses") {

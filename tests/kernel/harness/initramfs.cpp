@@ -166,7 +166,7 @@ std::string InitramfsTree::archive() const {
   std::vector<CpioEntry> entries;
   entries.reserve(entries_.size());
   for (const auto& [path, entry] : entries_) entries.push_back(entry);
-  return guest_detail::newc_archive(entries);
+  return verify::newc_archive(entries);
 }
 
 Result<std::vector<fs::path>> parse_loader_list(const std::string& output, const fs::path& file) {

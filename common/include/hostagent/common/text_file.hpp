@@ -1,5 +1,5 @@
 // common/text_file: a whole file as text, with errno translated. For configuration and template
-// files, which are small and read once.
+// files, which are small and read once, and for outputs written whole.
 #pragma once
 
 #include <filesystem>
@@ -11,5 +11,9 @@ namespace hostagent {
 
 // ErrorCode::not_found when it does not exist, io_error when it cannot be read.
 Result<std::string> read_text_file(const std::filesystem::path& file);
+
+// Creates or truncates the file and writes text into it; not atomic (state files use their own
+// write-and-rename), for outputs a person or a guest reads afterwards.
+Status write_text_file(const std::filesystem::path& file, const std::string& text);
 
 }  // namespace hostagent

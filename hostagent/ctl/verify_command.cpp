@@ -1,0 +1,112 @@
+#include "verify_command.hpp"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <ostream>
+
+#include "hostagent/verify/verify_guest.hpp"
+
+namespace hostagent::ctl {
+namespace {
+
+namespace fs = std::filesystem;
+
+// The stand-in's directory: QEMU runs as libvirt's QEMU user and opens the kernel, the initramfs and
+// the console log in it, so it must be enterable by others (mkdtemp makes 0700).
+Result<fs::path> make_work_dir(const std::optional<std::string>& requested) {
+  fs::path dir;
+  std::error_code ec;
+  if (requested) {
+    dir = fs::absolute(*requested, ec);
+    fs::create_directories(dir, ec);
+    if (ec) return errno_error(ec.value(), "create directory", dir.string());
+  } else {
+    std::string pattern = "/var/tmp/hostagent-verify-XXXXXX";
+    if (mkdtemp(pattern.data()) == nullptr) return errno_error(errno, "create directory", pattern);
+    dir = pattern;
+  }
+  fs::permissions(dir, fs::perms(0755), ec);
+  if (ec) return errno_error(ec.value(), "chmod", dir.string());
+  return dir;
+}
+
+std::string summary_of(const PlacedGuest& placed) {
+  int gpus = 0, nics = 0, nvme = 0;
+  for (const auto& a : placed.rendered.addresses) {
+    gpus += a.role == "gpu" ? 1 : 0;
+    nics += a.role == "nic" ? 1 : 0;
+    nvme += a.role == "nvme" ? 1 : 0;
+  }
+  return std::to_string(gpus) + " GPU(s), " + std::to_string(nics) + " NIC VF(s), " + std::to_string(nvme) +
+         " NVMe in " + std::to_string(placed.placement.cells.size()) + " guest cell(s)";
+}
+
+verify::VerifyRequest request_of(const VerifyArgs& args, const PlacedGuest& placed, const fs::path& work_dir) {
+  verify::StandInOptions stand_in;
+  stand_in.domain_type = args.domain_type;
+  stand_in.vcpus_per_cell = args.vcpus_per_cell;
+  stand_in.memory_per_cell_kib = static_cast<uint64_t>(args.memory_per_cell_mib) * 1024;
+  stand_in.firmware = args.firmware == "template" ? "" : args.firmware;
+  return verify::VerifyRequest{.host = placed.host,
+                               .placement = placed.placement,
+                               .rendered = placed.rendered,
+                               .domain_name = args.render.name,
+                               .work_dir = work_dir,
+                               .image = {.kernel = args.kernel, .busybox = args.busybox},
+                               .stand_in = stand_in,
+                               .timeout = std::chrono::seconds(args.timeout_s)};
+}
+
+void print_report(const verify::VerifyReport& report, std::ostream& out) {
+  char seconds[32];
+  std::snprintf(seconds, sizeof seconds, "%.1f", static_cast<double>(report.start_to_power_off.count()) / 1000.0);
+  out << "guest powered off " << seconds << " s after its start (start to power-off)\n\n"
+      << verify::format_matrices(report.check) << "\n";
+  if (report.check.ok()) {
+    out << "MATCH: the guest sees the host's topology: " << report.check.devices.size() << " devices, "
+        << report.view.nodes.size() << " NUMA node(s), NCCL bus IDs and cells as rendered\n";
+    return;
+  }
+  out << "MISMATCH: " << report.check.findings.size() << " difference(s) between the guest and the host:\n";
+  for (const auto& finding : report.check.findings) out << "  - " << finding << "\n";
+}
+
+int fail(const Error& error, std::ostream& err) {
+  err << "hostagentctl: " << to_string(error.code) << ": " << error.message << "\n";
+  return 1;
+}
+
+}  // namespace
+
+int run_verify_guest(const VerifyArgs& args, std::ostream& out, std::ostream& err) {
+  VerifyArgs run = args;
+  if (run.render.name == "vm0") run.render.name = "hostagent-verify-" + std::to_string(getpid());
+  const auto placed = place_and_render(run.render, err);
+  if (!placed.ok()) return fail(placed.error(), err);
+  out << "verify-guest: " << placed->shape.name << " on " << placed->host.source << ": " << summary_of(*placed) << "\n";
+  const auto work_dir = make_work_dir(run.work_dir);
+  if (!work_dir.ok()) return fail(work_dir.error(), err);
+  auto hypervisor = virt::connect_libvirt(virt::LibvirtOptions{run.connect, "", std::chrono::seconds(30)});
+  if (!hypervisor.ok()) return fail(hypervisor.error(), err);
+  out << "booting the stand-in " << run.render.name << " through " << run.connect << " (work directory "
+      << work_dir->string() << ")\n";
+  const auto report = verify::verify_guest(**hypervisor, request_of(run, *placed, *work_dir));
+  if (!report.ok()) {
+    err << "hostagentctl: the work directory is kept: " << work_dir->string() << "\n";
+    return fail(report.error(), err);
+  }
+  for (const auto& change : report->stand_in.changes) out << "stand-in: " << change << "\n";
+  print_report(*report, out);
+  if (!report->check.ok() || run.keep) {
+    out << "work directory kept: " << work_dir->string() << " (console.log, vmlinuz, initramfs.cpio)\n";
+  } else {
+    std::error_code ec;
+    fs::remove_all(*work_dir, ec);
+  }
+  return report->check.ok() ? 0 : 1;
+}
+
+}  // namespace hostagent::ctl

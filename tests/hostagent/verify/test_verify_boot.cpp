@@ -1,0 +1,145 @@
+// `hostagentctl verify-guest` end to end: the real binary renders a template for a host read from a
+// sysfs tree or an hwloc export, boots the stand-in under the machine's libvirtd (QEMU, TCG) with the
+// host's kernel, and holds what the guest printed against the host. Each shape is its own test; each
+// prints its time from start to power-off and appends it to $HOSTAGENT_BINARY_DIR/verify-guest-times.txt,
+// which scripts/test.sh prints after the suite.
+#include <doctest/doctest.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <regex>
+
+#include "hostagent/simhost/sim_host.hpp"
+#include "hostagent/verify/guest_image.hpp"
+#include "hostagent/virt/hypervisor.hpp"
+#include "libvirtd_support.hpp"
+#include "test_support.hpp"
+
+namespace hostagent::testing {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string binary_dir() {
+  const char* dir = std::getenv("HOSTAGENT_BINARY_DIR");
+  REQUIRE_MESSAGE(dir != nullptr, "HOSTAGENT_BINARY_DIR is set by CTest");
+  return dir;
+}
+
+bool required() {
+  const char* require = std::getenv("HOSTAGENT_REQUIRE_LIBVIRTD");
+  return require != nullptr && std::string(require) == "1";
+}
+
+// What the boot needs besides libvirtd: the host's kernel, a static busybox, and OVMF for the
+// templates that ask for UEFI (the Vela ones). A visible skip, or in CI (HOSTAGENT_REQUIRE_LIBVIRTD=1)
+// a failure.
+bool boot_prerequisites() {
+  std::string missing;
+  if (!verify::newest_boot_kernel("/boot")) missing = "no kernel in /boot (linux-image-amd64)";
+  std::error_code ec;
+  if (!fs::exists("/bin/busybox", ec)) missing = "no /bin/busybox (busybox-static)";
+  if (!fs::exists("/usr/share/OVMF/OVMF_CODE_4M.fd", ec) && !fs::exists("/usr/share/OVMF/OVMF_CODE.fd", ec)) {
+    missing = "no OVMF firmware for the UEFI templates (ovmf)";
+  }
+  if (missing.empty()) return true;
+  if (required()) {
+    FAIL_CHECK("verify-guest cannot boot here: " << missing);
+  } else {
+    skip("verify-guest cannot boot here: " + missing);
+  }
+  return false;
+}
+
+// Runs verify-guest with the host arguments given, checks that it matched, and reports the time.
+void verify_matches(const std::string& label, std::vector<std::string> host_args, const std::string& template_ref,
+                    const std::string& expected_summary) {
+  const auto uri = libvirtd_uri_or_skip();
+  if (!uri || !boot_prerequisites()) return;
+  const std::string name = "verify-boot-" + std::to_string(getpid());
+  std::vector<std::string> argv = {binary_dir() + "/hostagent/hostagentctl",
+                                   "verify-guest",
+                                   "--template",
+                                   template_ref,
+                                   "--connect",
+                                   *uri,
+                                   "--name",
+                                   name};
+  argv.insert(argv.end(), host_args.begin(), host_args.end());
+  const auto run = run_command(argv);
+  remove_domain(*uri, name);  // transient: gone once stopped; this covers a run killed midway
+  INFO(run.output);
+  CHECK(run.exit_code == 0);
+  CHECK(run.output.find(expected_summary) != std::string::npos);
+  CHECK(run.output.find("MATCH: the guest sees the host's topology") != std::string::npos);
+  std::smatch time;
+  REQUIRE(std::regex_search(run.output, time, std::regex(R"(guest powered off ([0-9.]+) s after its start)")));
+  MESSAGE(label << ": start to power-off " << time[1] << " s");
+  std::ofstream(fs::path(binary_dir()) / "verify-guest-times.txt", std::ios::app)
+      << label << ": start to power-off " << time[1] << " s\n";
+}
+
+struct SimulatedTree {
+  TempDir dir;
+  explicit SimulatedTree(const std::string& host) {
+    const auto spec = simhost::builtin_host(host);
+    REQUIRE(spec.ok());
+    const auto written = simhost::write_sysfs_tree(*spec, dir.path());
+    REQUIRE_MESSAGE(written.ok(), written.error().message);
+  }
+  std::vector<std::string> args() const { return {"--sysfs-root", dir.path().string()}; }
+};
+
+TEST_CASE("verify-guest: the Vela-1-like host with its 8-GPU shape (gx2-80x1280x8a100)") {
+  const SimulatedTree host("vela1");
+  verify_matches("vela1 gx2-80x1280x8a100", host.args(), "gx2-80x1280x8a100",
+                 "8 GPU(s), 2 NIC VF(s), 4 NVMe in 2 guest cell(s)");
+}
+
+TEST_CASE("verify-guest: the Vela-2-like host with its 8-GPU shape (gx3d-160x1792x8h100)") {
+  const SimulatedTree host("vela2");
+  verify_matches("vela2 gx3d-160x1792x8h100", host.args(), "gx3d-160x1792x8h100",
+                 "8 GPU(s), 8 NIC VF(s), 8 NVMe in 2 guest cell(s)");
+}
+
+TEST_CASE("verify-guest: the Vela-2-like host with a 2-GPU shape (gx3-32x256x2h100)") {
+  const SimulatedTree host("vela2");
+  verify_matches("vela2 gx3-32x256x2h100", host.args(), "gx3-32x256x2h100",
+                 "2 GPU(s), 2 NIC VF(s), 0 NVMe in 1 guest cell(s)");
+}
+
+// The DGX-2 nests its switches: two GPU switches below each parent switch, so GPUs under different
+// leaf switches still meet below the CPU (NCCL's PXB). The guest must nest them the same way.
+TEST_CASE("verify-guest: the DGX-2 hwloc export with 8 GPUs across both nodes") {
+  const auto data = reference_data_or_skip();
+  if (!data) return;
+  TempDir dir;
+  const auto shape = dir.path() / "dgx2-8gpu.yaml";
+  std::ofstream(shape) << "name: dgx2-8gpu\nvcpus: 4\nmemory: 64GiB\nhugepage_size: 1G\nguest_numa: mirror\n"
+                          "gpus: {count: 8, model: V100}\nmachine: q35\nfirmware: efi\n";
+  verify_matches("DGX-2 dgx2-8gpu", {"--hwloc-xml", (*data / "hwloc/nvidiaDGX2.xml").string()}, shape.string(),
+                 "8 GPU(s), 0 NIC VF(s), 0 NVMe in 2 guest cell(s)");
+}
+
+TEST_CASE("verify-guest: a kernel that is not there is an error naming the option, and nothing is left behind") {
+  const auto uri = libvirtd_uri_or_skip();
+  if (!uri) return;
+  TempDir dir;
+  const std::string name = "verify-boot-nokernel-" + std::to_string(getpid());
+  const auto run =
+      run_command({binary_dir() + "/hostagent/hostagentctl", "verify-guest", "--template", "gx3-32x256x2h100",
+                   "--simulated", "vela2", "--connect", *uri, "--name", name, "--kernel",
+                   (dir.path() / "vmlinuz-none").string(), "--work-dir", (dir.path() / "work").string()});
+  INFO(run.output);
+  CHECK(run.exit_code == 1);
+  CHECK(run.output.find("not_found: --kernel " + (dir.path() / "vmlinuz-none").string() + " is not a file") !=
+        std::string::npos);
+  CHECK(run.output.find("the work directory is kept: " + (dir.path() / "work").string()) != std::string::npos);
+  auto hypervisor = virt::connect_libvirt(virt::LibvirtOptions{*uri, "", std::chrono::seconds(30)});
+  REQUIRE_MESSAGE(hypervisor.ok(), hypervisor.error().message);
+  CHECK((*hypervisor)->lookup(name).error().code == ErrorCode::not_found);
+}
+
+}  // namespace
+}  // namespace hostagent::testing
