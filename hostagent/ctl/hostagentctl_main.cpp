@@ -103,6 +103,12 @@ int main(int argc, char** argv) {
   verify->add_option("--memory-per-cell", verify_args.memory_per_cell_mib, "The stand-in's MiB per guest cell")
       ->check(CLI::Range(64, 65536))
       ->capture_default_str();
+  verify
+      ->add_option("--hugepages", verify_args.hugepages,
+                   "Back the stand-in's cells with hugepages: auto (the template's size, else one this machine "
+                   "has room in, else none), none, 2M or 1G")
+      ->check(CLI::IsMember({"auto", "none", "2M", "1G"}))
+      ->capture_default_str();
   verify->add_option("--timeout", verify_args.timeout_s, "Seconds from start to power-off before giving up")
       ->check(CLI::Range(10, 3600))
       ->capture_default_str();

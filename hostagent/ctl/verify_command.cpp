@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <ostream>
 
+#include "hostagent/common/sysfs_root.hpp"
 #include "hostagent/verify/verify_guest.hpp"
 
 namespace hostagent::ctl {
@@ -44,12 +45,25 @@ std::string summary_of(const PlacedGuest& placed) {
          " NVMe in " + std::to_string(placed.placement.cells.size()) + " guest cell(s)";
 }
 
-verify::VerifyRequest request_of(const VerifyArgs& args, const PlacedGuest& placed, const fs::path& work_dir) {
+// auto: the template's page size when this machine has room for the stand-in in it, else the
+// largest size that has, else none.
+Result<uint64_t> hugepage_kib(const VerifyArgs& args, const PlacedGuest& placed) {
+  if (args.hugepages == "none") return uint64_t{0};
+  if (args.hugepages == "2M") return uint64_t{2048};
+  if (args.hugepages == "1G") return uint64_t{1024 * 1024};
+  HA_TRY(const auto machine, SysfsRoot::open("/"));
+  const uint64_t total_kib = static_cast<uint64_t>(args.memory_per_cell_mib) * 1024 * placed.placement.cells.size();
+  HA_TRY(const auto size, verify::hugepage_size_with_room(machine, placed.shape.hugepage_size_bytes / 1024, total_kib));
+  return size.value_or(0);
+}
+
+Result<verify::VerifyRequest> request_of(const VerifyArgs& args, const PlacedGuest& placed, const fs::path& work_dir) {
   verify::StandInOptions stand_in;
   stand_in.domain_type = args.domain_type;
   stand_in.vcpus_per_cell = args.vcpus_per_cell;
   stand_in.memory_per_cell_kib = static_cast<uint64_t>(args.memory_per_cell_mib) * 1024;
   stand_in.firmware = args.firmware == "template" ? "" : args.firmware;
+  HA_TRY(stand_in.hugepage_kib, hugepage_kib(args, placed));
   return verify::VerifyRequest{.host = placed.host,
                                .placement = placed.placement,
                                .rendered = placed.rendered,
@@ -93,7 +107,9 @@ int run_verify_guest(const VerifyArgs& args, std::ostream& out, std::ostream& er
   if (!hypervisor.ok()) return fail(hypervisor.error(), err);
   out << "booting the stand-in " << run.render.name << " through " << run.connect << " (work directory "
       << work_dir->string() << ")\n";
-  const auto report = verify::verify_guest(**hypervisor, request_of(run, *placed, *work_dir));
+  const auto request = request_of(run, *placed, *work_dir);
+  if (!request.ok()) return fail(request.error(), err);
+  const auto report = verify::verify_guest(**hypervisor, *request);
   if (!report.ok()) {
     err << "hostagentctl: the work directory is kept: " << work_dir->string() << "\n";
     return fail(report.error(), err);

@@ -20,6 +20,7 @@ struct VerifyArgs {
   std::string domain_type = "qemu";   // qemu (TCG) | kvm
   int vcpus_per_cell = 1;
   int memory_per_cell_mib = 256;
+  std::string hugepages = "auto";  // auto | none | 2M | 1G
   int timeout_s = 300;
   std::optional<std::string> work_dir;  // default: a new directory under /var/tmp
   bool keep = false;                    // keep the work directory after a match too

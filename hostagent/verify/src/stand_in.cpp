@@ -25,6 +25,10 @@ Status check_options(const StandInOptions& options) {
     return invalid("vCPUs per cell must be 1-8, not " + std::to_string(options.vcpus_per_cell));
   }
   if (options.memory_per_cell_kib < 64ULL * 1024) return invalid("memory per cell must be at least 64 MiB");
+  if (options.hugepage_kib != 0 && options.memory_per_cell_kib % options.hugepage_kib != 0) {
+    return invalid("memory per cell (" + std::to_string(options.memory_per_cell_kib) +
+                   " KiB) must be a whole number of " + std::to_string(options.hugepage_kib) + " KiB hugepages");
+  }
   if (options.domain_type != "qemu" && options.domain_type != "kvm") {
     return invalid("domain type must be qemu (TCG) or kvm, not '" + options.domain_type + "'");
   }
@@ -136,8 +140,8 @@ class StandInWriter {
   }
 
   void drop_host_ties() {
+    rewrite_hugepages();
     const std::pair<const char*, const char*> ties[] = {
-        {"memoryBacking", "hugepage backing dropped (the stand-in's memory is ordinary)"},
         {"cputune", "vCPU and emulator pinning dropped (it names the real host's CPUs)"},
         {"numatune", "host NUMA binding dropped (it names the real host's nodes)"},
         {"sysinfo", "firmware configuration entries dropped (the 64-bit MMIO size is for real BARs)"},
@@ -147,6 +151,24 @@ class StandInWriter {
       remove_all(domain_, name);
       change(why);
     }
+  }
+
+  // The rendered per-cell page elements stay, with this machine's page size: the guest's memory
+  // is still hugepage-backed per cell, as rendered.
+  void rewrite_hugepages() {
+    auto backing = domain_.child("memoryBacking");
+    if (!backing) return;
+    if (options_.hugepage_kib == 0) {
+      domain_.remove_child(backing);
+      change("hugepage backing dropped (no page size with room on this machine, or --hugepages none)");
+      return;
+    }
+    const std::string size = std::to_string(options_.hugepage_kib);
+    for (auto page : backing.child("hugepages").children("page")) {
+      page.attribute("size").set_value(size.c_str());
+      if (auto unit = page.attribute("unit")) unit.set_value("KiB");
+    }
+    change("hugepages of " + size + " KiB back the cells");
   }
 
   void rewrite_os() {
@@ -263,6 +285,26 @@ class StandInWriter {
 };
 
 }  // namespace
+
+Result<std::optional<uint64_t>> hugepage_size_with_room(const SysfsRoot& machine, uint64_t wanted_kib,
+                                                        uint64_t total_kib) {
+  // One directory per page size the kernel supports: hugepages-2048kB, hugepages-1048576kB
+  // (Documentation/admin-guide/mm/hugetlbpage.rst), each with its free_hugepages count.
+  const std::string dir = "/sys/kernel/mm/hugepages";
+  HA_TRY(const auto sizes, machine.list(dir, true));
+  std::optional<uint64_t> best;
+  for (const auto& name : sizes) {
+    if (!name.starts_with("hugepages-") || !name.ends_with("kB")) continue;
+    uint64_t kib = 0;
+    const auto digits = std::string_view(name).substr(10, name.size() - 12);
+    if (std::from_chars(digits.data(), digits.data() + digits.size(), kib).ec != std::errc() || kib == 0) continue;
+    HA_TRY(const auto free_pages, machine.read_int(dir + "/" + name + "/free_hugepages"));
+    if (total_kib % kib != 0 || static_cast<uint64_t>(free_pages) * kib < total_kib) continue;
+    if (kib == wanted_kib) return std::optional<uint64_t>(kib);
+    if (!best || kib > *best) best = kib;
+  }
+  return best;
+}
 
 bool is_stand_in_id(uint16_t vendor, uint16_t device) {
   return vendor == kStandInVendor && (device == 0x1005 || device == 0x1044);

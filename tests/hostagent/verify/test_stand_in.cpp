@@ -4,6 +4,7 @@
 
 #include <unistd.h>
 
+#include <fstream>
 #include <map>
 #include <pugixml.hpp>
 #include <set>
@@ -125,6 +126,47 @@ TEST_CASE("firmware can be chosen, and a kvm stand-in keeps host-passthrough") {
   CHECK_FALSE(doc.child("domain").child("os").attribute("firmware"));
   CHECK(std::string(doc.child("domain").child("cpu").attribute("mode").value()) == "host-passthrough");
   CHECK(std::string(doc.child("domain").attribute("type").value()) == "kvm");
+}
+
+TEST_CASE("hugepages stay per cell with the machine's page size, or go") {
+  const auto placed = testing::placed_guest("gx3d-160x1792x8h100", "vela2");
+  const auto rendered = parse(placed.rendered.domain_xml);
+  const auto rendered_page = rendered.child("domain").child("memoryBacking").child("hugepages").child("page");
+  REQUIRE(std::string(rendered_page.attribute("size").value()) == "1048576");
+  auto options = testing::stand_in_options();
+  options.hugepage_kib = 2048;
+  const auto kept = parse(stand_in_of(placed.rendered.domain_xml, options).domain_xml);
+  const auto page = kept.child("domain").child("memoryBacking").child("hugepages").child("page");
+  CHECK(std::string(page.attribute("size").value()) == "2048");
+  CHECK(std::string(page.attribute("nodeset").value()) == rendered_page.attribute("nodeset").value());
+  options.hugepage_kib = 0;
+  CHECK_FALSE(
+      parse(stand_in_of(placed.rendered.domain_xml, options).domain_xml).child("domain").child("memoryBacking"));
+  options.hugepage_kib = 1024 * 1024;  // 256 MiB cells are no whole number of 1 GiB pages
+  const auto refused = make_stand_in(placed.rendered.domain_xml, options);
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.error().message.find("whole number of 1048576 KiB hugepages") != std::string::npos);
+}
+
+TEST_CASE("the hugepage size with room: the wanted one when free, else the largest that fits, else none") {
+  testing::TempDir root;
+  const auto pool = [&](const char* size, const char* free_pages) {
+    const auto dir = root.path() / "sys/kernel/mm/hugepages" / size;
+    std::filesystem::create_directories(dir);
+    std::ofstream(dir / "free_hugepages") << free_pages << "\n";
+  };
+  auto machine = SysfsRoot::open(root.path());
+  REQUIRE(machine.ok());
+  CHECK(hugepage_size_with_room(*machine, 1048576, 512 * 1024).value() == std::nullopt);  // no pools at all
+  pool("hugepages-2048kB", "300");
+  pool("hugepages-1048576kB", "1");
+  CHECK(hugepage_size_with_room(*machine, 1048576, 1024 * 1024).value() == 1048576);
+  CHECK(hugepage_size_with_room(*machine, 1048576, 512 * 1024).value() == 2048);           // not whole 1 GiB pages
+  CHECK(hugepage_size_with_room(*machine, 1048576, 2048 * 1024).value() == std::nullopt);  // 600 MiB of 2M free
+  CHECK(hugepage_size_with_room(*machine, 2048, 1024 * 1024).value() ==
+        1048576);  // 2M has too few: the largest that fits
+  pool("hugepages-2048kB", "many");
+  CHECK_FALSE(hugepage_size_with_room(*machine, 2048, 1024).ok());  // a broken count is an error, not a guess
 }
 
 TEST_CASE("bad options and a domain without cells are refused, naming what is wrong") {

@@ -8,6 +8,7 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <optional>
 #include <regex>
 
 #include "hostagent/simhost/sim_host.hpp"
@@ -53,17 +54,18 @@ bool boot_prerequisites() {
 }
 
 // Runs verify-guest with the host arguments given, checks that it matched, and reports the time.
-void verify_matches(const std::string& label, std::vector<std::string> host_args, const std::string& template_ref,
-                    const std::string& expected_summary) {
+// Its output, or nullopt when it was skipped.
+std::optional<std::string> verify_matches(const std::string& label, std::vector<std::string> host_args,
+                                          const std::string& template_ref, const std::string& expected_summary) {
   // The ASan preset boots one shape: the boots are QEMU's time, the same under both builds, and
   // one is enough to run verify-guest's own code under the sanitizers.
   const char* only = std::getenv("HOSTAGENT_VERIFY_BOOT_ONLY");
   if (only != nullptr && template_ref != only) {
     skip(std::string("HOSTAGENT_VERIFY_BOOT_ONLY=") + only + ": this build boots only that shape");
-    return;
+    return std::nullopt;
   }
   const auto uri = libvirtd_uri_or_skip();
-  if (!uri || !boot_prerequisites()) return;
+  if (!uri || !boot_prerequisites()) return std::nullopt;
   const std::string name = "verify-boot-" + std::to_string(getpid());
   std::vector<std::string> argv = {binary_dir() + "/hostagent/hostagentctl",
                                    "verify-guest",
@@ -85,6 +87,7 @@ void verify_matches(const std::string& label, std::vector<std::string> host_args
   MESSAGE(label << ": start to power-off " << time[1] << " s");
   std::ofstream(fs::path(binary_dir()) / "verify-guest-times.txt", std::ios::app)
       << label << ": start to power-off " << time[1] << " s\n";
+  return run.output;
 }
 
 struct SimulatedTree {
@@ -112,8 +115,14 @@ TEST_CASE("verify-guest: the Vela-2-like host with its 8-GPU shape (gx3d-160x179
 
 TEST_CASE("verify-guest: the Vela-2-like host with a 2-GPU shape (gx3-32x256x2h100)") {
   const SimulatedTree host("vela2");
-  verify_matches("vela2 gx3-32x256x2h100", host.args(), "gx3-32x256x2h100",
-                 "2 GPU(s), 2 NIC VF(s), 0 NVMe in 1 guest cell(s)");
+  const auto output = verify_matches("vela2 gx3-32x256x2h100", host.args(), "gx3-32x256x2h100",
+                                     "2 GPU(s), 2 NIC VF(s), 0 NVMe in 1 guest cell(s)");
+  // scripts/libvirtd.sh reserves 2 MiB pages; with 128 free (256 MiB), the one cell is backed by them.
+  std::ifstream free_file("/sys/kernel/mm/hugepages/hugepages-2048kB/free_hugepages");
+  int free_pages = 0;
+  if (output && free_file >> free_pages && free_pages >= 128) {
+    CHECK(output->find("stand-in: hugepages of 2048 KiB back the cells") != std::string::npos);
+  }
 }
 
 // The DGX-2 nests its switches: two GPU switches below each parent switch, so GPUs under different

@@ -1,9 +1,9 @@
 // hostagent/verify/stand_in: the rendered domain made bootable on any machine, to check what its
 // guest sees. Each passthrough device (a hostdev, a hostdev interface) and each disk is replaced by
 // an emulated PCIe device (virtio-rng) at the same guest PCI address; vCPUs, memory and everything
-// tied to the real host (pinning, hugepages, host NUMA nodes, the 64-bit MMIO aperture for real
-// BARs) are scaled down or dropped. The controllers, the guest NUMA cells, the emulated switches and
-// every guest address stay as rendered: they are what is being checked.
+// tied to the real host (pinning, host NUMA nodes, the 64-bit MMIO aperture for real BARs) are
+// dropped; hugepages shrink to a size this machine has, or go. The controllers, the guest NUMA cells, the emulated
+// switches and every guest address stay as rendered: they are what is being checked.
 #pragma once
 
 #include <cstdint>
@@ -14,6 +14,7 @@
 
 #include "hostagent/common/pci_address.hpp"
 #include "hostagent/common/result.hpp"
+#include "hostagent/common/sysfs_root.hpp"
 #include "hostagent/verify/guest_image.hpp"
 
 namespace hostagent::verify {
@@ -28,7 +29,10 @@ struct StandInOptions {
   std::string domain_type = "qemu";  // TCG: no KVM needed; "kvm" where the machine has it
   int vcpus_per_cell = 1;
   uint64_t memory_per_cell_kib = 256ULL * 1024;
-  std::string firmware;               // "" keeps the rendered domain's; "bios" or "efi"
+  std::string firmware;  // "" keeps the rendered domain's; "bios" or "efi"
+  // 0: the cells get ordinary memory; else the rendered hugepage backing stays, with pages of this
+  // size (one this machine has free: hugepage_size_with_room).
+  uint64_t hugepage_kib = 0;
   GuestImage image;                   // booted directly (kernel, initrd, cmdline)
   std::filesystem::path console_log;  // the serial console, written to this file
 };
@@ -53,6 +57,12 @@ struct StandIn {
   std::vector<StandInDevice> devices;  // by libvirt address
   std::vector<std::string> changes;    // what differs from the rendered domain, for the operator
 };
+
+// The hugepage size for a stand-in of total_kib on this machine (ROOT/sys/kernel/mm/hugepages):
+// wanted_kib (the rendered size) when enough of its pages are free, else the largest size with
+// enough free; nullopt when no size has.
+Result<std::optional<uint64_t>> hugepage_size_with_room(const SysfsRoot& machine, uint64_t wanted_kib,
+                                                        uint64_t total_kib);
 
 // Fails with invalid_argument when the rendered XML is not a domain with guest NUMA cells, or when
 // the options are out of range (names the option).
