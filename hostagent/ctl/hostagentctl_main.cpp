@@ -87,7 +87,7 @@ int main(int argc, char** argv) {
                      "Host CPUs kept for the host (cpulist): never pinned to vCPUs");
   verify->add_option("--connect", verify_args.connect, "libvirt URI to boot the stand-in through")
       ->capture_default_str();
-  verify->add_option("--name", verify_args.render.name, "The stand-in domain's name (default hostagent-verify-PID)");
+  verify->add_option("--name", verify_args.name, "The stand-in domain's name (default hostagent-verify-PID)");
   verify->add_option("--kernel", verify_args.kernel, "The probe guest's kernel (default: the newest /boot/vmlinuz-*)");
   verify->add_option("--busybox", verify_args.busybox, "A static busybox for the probe's initramfs")
       ->capture_default_str();

@@ -50,7 +50,7 @@ std::string summary_of(const PlacedGuest& placed) {
 Result<uint64_t> hugepage_kib(const VerifyArgs& args, const PlacedGuest& placed) {
   if (args.hugepages == "none") return uint64_t{0};
   if (args.hugepages == "2M") return uint64_t{2048};
-  if (args.hugepages == "1G") return uint64_t{1024 * 1024};
+  if (args.hugepages == "1G") return uint64_t{1024ULL * 1024};
   HA_TRY(const auto machine, SysfsRoot::open("/"));
   const uint64_t total_kib = static_cast<uint64_t>(args.memory_per_cell_mib) * 1024 * placed.placement.cells.size();
   HA_TRY(const auto size, verify::hugepage_size_with_room(machine, placed.shape.hugepage_size_bytes / 1024, total_kib));
@@ -97,18 +97,18 @@ int fail(const Error& error, std::ostream& err) {
 
 int run_verify_guest(const VerifyArgs& args, std::ostream& out, std::ostream& err) {
   VerifyArgs run = args;
-  if (run.render.name == "vm0") run.render.name = "hostagent-verify-" + std::to_string(getpid());
+  run.render.name = args.name.value_or("hostagent-verify-" + std::to_string(getpid()));
   const auto placed = place_and_render(run.render, err);
   if (!placed.ok()) return fail(placed.error(), err);
   out << "verify-guest: " << placed->shape.name << " on " << placed->host.source << ": " << summary_of(*placed) << "\n";
-  const auto work_dir = make_work_dir(run.work_dir);
-  if (!work_dir.ok()) return fail(work_dir.error(), err);
   auto hypervisor = virt::connect_libvirt(virt::LibvirtOptions{run.connect, "", std::chrono::seconds(30)});
   if (!hypervisor.ok()) return fail(hypervisor.error(), err);
-  out << "booting the stand-in " << run.render.name << " through " << run.connect << " (work directory "
-      << work_dir->string() << ")\n";
+  const auto work_dir = make_work_dir(run.work_dir);
+  if (!work_dir.ok()) return fail(work_dir.error(), err);
   const auto request = request_of(run, *placed, *work_dir);
   if (!request.ok()) return fail(request.error(), err);
+  out << "booting the stand-in " << run.render.name << " through " << run.connect << " (work directory "
+      << work_dir->string() << ")\n";
   const auto report = verify::verify_guest(**hypervisor, *request);
   if (!report.ok()) {
     err << "hostagentctl: the work directory is kept: " << work_dir->string() << "\n";

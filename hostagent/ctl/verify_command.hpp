@@ -12,7 +12,8 @@
 namespace hostagent::ctl {
 
 struct VerifyArgs {
-  RenderArgs render;  // template, host, template dirs, housekeeping CPUs
+  RenderArgs render;                // template, host, template dirs, housekeeping CPUs
+  std::optional<std::string> name;  // the stand-in domain's; default hostagent-verify-PID
   std::string connect = "qemu:///system";
   std::string kernel;  // "" : the newest /boot/vmlinuz-*
   std::string busybox = "/bin/busybox";

@@ -142,7 +142,7 @@ TEST_CASE("hugepages stay per cell with the machine's page size, or go") {
   options.hugepage_kib = 0;
   CHECK_FALSE(
       parse(stand_in_of(placed.rendered.domain_xml, options).domain_xml).child("domain").child("memoryBacking"));
-  options.hugepage_kib = 1024 * 1024;  // 256 MiB cells are no whole number of 1 GiB pages
+  options.hugepage_kib = 1024ULL * 1024;  // 256 MiB cells are no whole number of 1 GiB pages
   const auto refused = make_stand_in(placed.rendered.domain_xml, options);
   REQUIRE_FALSE(refused.ok());
   CHECK(refused.error().message.find("whole number of 1048576 KiB hugepages") != std::string::npos);
@@ -157,13 +157,13 @@ TEST_CASE("the hugepage size with room: the wanted one when free, else the large
   };
   auto machine = SysfsRoot::open(root.path());
   REQUIRE(machine.ok());
-  CHECK(hugepage_size_with_room(*machine, 1048576, 512 * 1024).value() == std::nullopt);  // no pools at all
+  CHECK(hugepage_size_with_room(*machine, 1048576, 512ULL * 1024).value() == std::nullopt);  // no pools at all
   pool("hugepages-2048kB", "300");
   pool("hugepages-1048576kB", "1");
-  CHECK(hugepage_size_with_room(*machine, 1048576, 1024 * 1024).value() == 1048576);
-  CHECK(hugepage_size_with_room(*machine, 1048576, 512 * 1024).value() == 2048);           // not whole 1 GiB pages
-  CHECK(hugepage_size_with_room(*machine, 1048576, 2048 * 1024).value() == std::nullopt);  // 600 MiB of 2M free
-  CHECK(hugepage_size_with_room(*machine, 2048, 1024 * 1024).value() ==
+  CHECK(hugepage_size_with_room(*machine, 1048576, 1024ULL * 1024).value() == 1048576);
+  CHECK(hugepage_size_with_room(*machine, 1048576, 512ULL * 1024).value() == 2048);           // not whole 1 GiB pages
+  CHECK(hugepage_size_with_room(*machine, 1048576, 2048ULL * 1024).value() == std::nullopt);  // 600 MiB of 2M free
+  CHECK(hugepage_size_with_room(*machine, 2048, 1024ULL * 1024).value() ==
         1048576);  // 2M has too few: the largest that fits
   pool("hugepages-2048kB", "many");
   CHECK_FALSE(hugepage_size_with_room(*machine, 2048, 1024).ok());  // a broken count is an error, not a guess
