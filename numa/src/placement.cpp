@@ -232,8 +232,10 @@ PlacedDevice placed(const Inventory& inv, const std::vector<GuestCell>& cells, c
   return PlacedDevice{f.address, f.numa_node, f.pcie_switch, guest_cell_of(inv, cells, f)};
 }
 
-// GPUs in cell order, then by address; GPUs under one switch (or, under none, one root port) share
-// a clique, numbered in that order.
+// GPUs in cell order, then by address; GPUs below one root port share a clique, numbered in that
+// order. A root port's one link leads to a single device or to one switch, so these are the GPUs under
+// one switch, nested switches included (two GPU switches below one parent on the DGX-2 reach each
+// other without the CPU), or a GPU alone.
 void add_gpus(const Inventory& inv, const Devices& d, Placement& p) {
   std::vector<std::size_t> order(d.gpus.size());
   for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
@@ -249,8 +251,7 @@ void add_gpus(const Inventory& inv, const Devices& d, Placement& p) {
     gpu.gpu = placed(inv, p.cells, *candidate->gpu);
     gpu.companions = candidate->companions;
     for (const auto* vf : d.gpu_vfs[i]) gpu.vfs.push_back(placed(inv, p.cells, *vf->function));
-    const PciAddress key = candidate->host_switch ? candidate->switch_key : candidate->root_key;
-    gpu.clique = cliques.emplace(key, static_cast<int>(cliques.size())).first->second;
+    gpu.clique = cliques.emplace(candidate->root_key, static_cast<int>(cliques.size())).first->second;
     p.gpus.push_back(std::move(gpu));
   }
 }

@@ -11,6 +11,7 @@
 
 #include "hostagent/common/sysfs_root.hpp"
 #include "hostagent/numa/discovery.hpp"
+#include "hostagent/numa/placement.hpp"
 #include "test_support.hpp"
 
 namespace hostagent::numa {
@@ -177,6 +178,40 @@ TEST_CASE("DGX-2 hwloc export: 16 V100 behind two levels of PCIe switches, 8 per
                                         [](const PciFunction& f) { return f.role == PciRole::nvswitch; });
   CHECK(nvswitches == 11);  // the twelfth has an all-zero config space: hwloc reports no ids for it
   CHECK(model->iommu_groups.empty());
+}
+
+// On the DGX-2, GPUs under the two switches below one parent switch reach each other without the
+// CPU (NCCL's PXB): one peer-to-peer clique per parent switch, not per leaf switch.
+TEST_CASE("DGX-2 hwloc export: an 8-GPU placement makes one clique per parent switch") {
+  const auto data = testing::reference_data_or_skip();
+  if (!data) return;
+  const auto model = discover_from_hwloc_xml(*data / "hwloc/nvidiaDGX2.xml");
+  REQUIRE_MESSAGE(model.ok(), model.error().message);
+  PlacementRequest request;
+  request.vcpus = 4;
+  request.memory_bytes = 64ULL << 30;
+  request.gpus = 8;
+  request.peer_to_peer = true;
+  HostPolicy policy;
+  policy.check_hugepages = false;
+  const auto placement = place(*model, {}, policy, request);
+  REQUIRE_MESSAGE(placement.ok(), placement.error().message);
+  std::map<int, std::set<PciAddress>> parents_of_clique;
+  for (const auto& gpu : placement->gpus) {
+    const auto* f = model->find(gpu.gpu.address);
+    REQUIRE(f != nullptr);
+    // The outermost switch upstream port above the GPU (bridge_chain is nearest first).
+    std::optional<PciAddress> parent;
+    for (const auto& bridge : f->bridge_chain) {
+      if (model->find(bridge)->role == PciRole::switch_upstream) parent = bridge;
+    }
+    REQUIRE(parent.has_value());
+    CHECK(parent != f->pcie_switch);  // two levels: the parent is not the GPU's own switch
+    parents_of_clique[gpu.clique].insert(*parent);
+  }
+  REQUIRE(parents_of_clique.size() == 2);  // 4 GPUs under each of two parent switches
+  for (const auto& [clique, parents] : parents_of_clique) CHECK(parents.size() == 1);
+  CHECK(*parents_of_clique[0].begin() != *parents_of_clique[1].begin());
 }
 
 TEST_CASE("every hwloc XML export in the reference data loads, hwloc 3.0 format included") {

@@ -116,7 +116,9 @@ const numa::PciFunction* vf_for(Picker& picker, const numa::HostModel& host, con
 }
 
 void place_gpus(numa::Placement& out, Picker& picker, const numa::HostModel& host, const Want& want) {
-  std::vector<std::optional<numa::PciAddress>> switches;  // clique: the GPU's switch, in order seen
+  // clique: the root port above the GPU's switch tree (as numa::place), in order seen; switch-less
+  // GPUs share one
+  std::vector<std::optional<numa::PciAddress>> switches;
   for (std::size_t c = 0; c < want.host_nodes.size(); ++c) {
     const int node = want.host_nodes[c];
     auto gpus = picker.all([&](const auto& f) { return f.role == numa::PciRole::gpu && f.numa_node == node; });
@@ -138,8 +140,9 @@ void place_gpus(numa::Placement& out, Picker& picker, const numa::HostModel& hos
         REQUIRE_MESSAGE(vf != nullptr, "no free VF for GPU " << gpu->address.to_string());
         g.vfs.push_back(placed(*vf, static_cast<int>(c)));
       }
-      auto it = std::find(switches.begin(), switches.end(), gpu->pcie_switch);
-      if (it == switches.end()) it = switches.insert(switches.end(), gpu->pcie_switch);
+      const auto tree = gpu->pcie_switch ? std::optional(gpu->bridge_chain.back()) : std::nullopt;
+      auto it = std::find(switches.begin(), switches.end(), tree);
+      if (it == switches.end()) it = switches.insert(switches.end(), tree);
       g.clique = static_cast<int>(it - switches.begin());
       out.gpus.push_back(std::move(g));
     }

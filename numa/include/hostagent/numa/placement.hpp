@@ -59,7 +59,7 @@ struct PlacedGpu {
   PlacedDevice gpu;
   std::vector<PciAddress> companions;  // the rest of its IOMMU group (audio functions), bridges aside
   std::vector<PlacedDevice> vfs;       // its NIC VFs, under its switch when one was found
-  int clique = 0;                      // peer-to-peer clique id (GPUs under one host switch or root)
+  int clique = 0;                      // peer-to-peer clique id: GPUs below one root port (one switch tree)
 };
 
 struct GuestCell {
