@@ -58,6 +58,12 @@ Status undefine_domain(const ConnPtr& conn, virDomainPtr domain, const std::stri
   return ok_status();  // not reached: the last flags are 0
 }
 
+Result<std::string> uuid_of(const ConnPtr& conn, virDomainPtr domain, const std::string& what) {
+  std::array<char, VIR_UUID_STRING_BUFLEN> uuid{};
+  if (virDomainGetUUIDString(domain, uuid.data()) < 0) return last_call_error(conn.get(), what);
+  return std::string(uuid.data());
+}
+
 Result<std::vector<DomainPtr>> all_domains(const ConnPtr& conn, const std::string& what) {
   virDomainPtr* raw = nullptr;
   const int count =
@@ -78,9 +84,7 @@ Result<std::string> LibvirtHypervisor::define(const std::string& domain_xml) {
   // VALIDATE checks the XML against libvirt's schema: a misspelt element fails instead of vanishing.
   const DomainPtr domain(virDomainDefineXMLFlags(conn.get(), domain_xml.c_str(), VIR_DOMAIN_DEFINE_VALIDATE));
   if (!domain) return last_call_error(conn.get(), what);
-  std::array<char, VIR_UUID_STRING_BUFLEN> uuid{};
-  if (virDomainGetUUIDString(domain.get(), uuid.data()) < 0) return last_call_error(conn.get(), what);
-  return std::string(uuid.data());
+  return uuid_of(conn, domain.get(), what);
 }
 
 Result<std::string> LibvirtHypervisor::create_transient(const std::string& domain_xml) {
@@ -88,9 +92,7 @@ Result<std::string> LibvirtHypervisor::create_transient(const std::string& domai
   HA_TRY(ConnPtr conn, connection_->get(what));
   const DomainPtr domain(virDomainCreateXML(conn.get(), domain_xml.c_str(), VIR_DOMAIN_START_VALIDATE));
   if (!domain) return last_call_error(conn.get(), what);
-  std::array<char, VIR_UUID_STRING_BUFLEN> uuid{};
-  if (virDomainGetUUIDString(domain.get(), uuid.data()) < 0) return last_call_error(conn.get(), what);
-  return std::string(uuid.data());
+  return uuid_of(conn, domain.get(), what);
 }
 
 Status LibvirtHypervisor::start(const std::string& name) {
