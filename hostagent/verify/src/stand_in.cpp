@@ -130,8 +130,8 @@ class StandInWriter {
     for (const auto& cell : out_.cells) total += cell.memory_kib;
     for (const char* name : {"memory", "currentMemory"}) {
       if (auto node = domain_.child(name)) {
-        node.attribute("unit") ? (void)node.attribute("unit").set_value("KiB")
-                               : (void)node.append_attribute("unit").set_value("KiB");
+        node.remove_attribute("unit");
+        node.append_attribute("unit").set_value("KiB");
         set_text(node, std::to_string(total));
       }
     }
