@@ -200,7 +200,12 @@ class Generator {
       const PciAddress up{0, bus_++, 0, 0};
       add(h, up, PciRole::switch_upstream, node, kBridgeClass).bridge_chain = {root};
       const std::size_t first = h.pci_devices.size();
-      add_endpoints(h, node, {up, root}, up, chance(0.9) ? uniform(1, 2) : 0, chance(0.8), chance(0.5));
+      // One draw a statement: the order of a call's arguments is the compiler's (gcc went right to
+      // left, clang left to right), and the cases must be the same under both trees.
+      const bool nvme = chance(0.5);
+      const bool nic = chance(0.8);
+      const int gpus = chance(0.9) ? uniform(1, 2) : 0;
+      add_endpoints(h, node, {up, root}, up, gpus, nic, nvme);
       // Sometimes the switch port lands in its first GPU's group: a bridge, never a companion.
       if (first < h.pci_devices.size() && h.pci_devices[first].role == PciRole::gpu && chance(0.1) &&
           h.pci_devices[first].iommu_group) {
