@@ -38,9 +38,11 @@ double median_ms(int runs, const std::function<void()>& work) {
 void run_lstopo(const fs::path& root) {
   const pid_t pid = fork();
   if (pid == 0) {
-    // stdout is the XML; stderr is lstopo's note that Debian's hwloc has no libpci plugin.
-    std::freopen("/dev/null", "w", stdout);
-    std::freopen("/dev/null", "w", stderr);
+    // stdout is the XML; stderr is lstopo's note that Debian's hwloc has no libpci plugin. A child
+    // that cannot silence them does not run lstopo: the parent sees the exit status and says so.
+    if (std::freopen("/dev/null", "w", stdout) == nullptr || std::freopen("/dev/null", "w", stderr) == nullptr) {
+      _exit(126);
+    }
     execlp("lstopo-no-graphics", "lstopo-no-graphics", "-i", root.c_str(), "--whole-io", "--of", "xml", "-",
            static_cast<char*>(nullptr));
     _exit(127);

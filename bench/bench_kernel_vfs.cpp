@@ -150,8 +150,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   const auto& host = std::get<kernel::HostPrerequisites>(found);
-  const auto netdevsim =
-      kernel::netdevsim_module(host, fs::path(HOSTAGENT_NETDEVSIM_CACHE) / ("netdevsim-" + host.kernel_version));
+  const auto netdevsim = kernel::netdevsim_module(host, kernel::netdevsim_cache_dir(host, HOSTAGENT_NETDEVSIM_CACHE));
   if (!netdevsim.ok()) fail("netdevsim.ko: " + netdevsim.error().message);
   const auto initramfs = build_initramfs(host, *netdevsim, run_dir, rounds);
   if (!initramfs.ok()) fail("initramfs: " + initramfs.error().message);

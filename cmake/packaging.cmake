@@ -108,15 +108,6 @@ set(CPACK_STRIP_FILES ON)
 set(CPACK_PACKAGE_CHECKSUM SHA256)
 set(CPACK_GENERATOR DEB RPM)
 set(CPACK_SOURCE_GENERATOR "")
-# hostagentctl's and hostagentd's compiled-in template directory must be the packaged one: cpack
-# refuses a build that points them at the source tree.
-file(WRITE ${_pkg_out}/check_template_dir.cmake
-     "if(NOT \"${HOSTAGENT_SHIPPED_TEMPLATE_DIR}\" STREQUAL \"/usr/share/hostagent/templates\")\n"
-     "  message(FATAL_ERROR \"the binaries look for shipped templates in ${HOSTAGENT_SHIPPED_TEMPLATE_DIR}: \"\n"
-     "          \"configure with -DHOSTAGENT_SHIPPED_TEMPLATE_DIR=/usr/share/hostagent/templates \"\n"
-     "          \"(scripts/package.sh does)\")\n"
-     "endif()\n")
-set(CPACK_PRE_BUILD_SCRIPTS ${_pkg_out}/check_template_dir.cmake)
 # Read by cpack for each generator: the .rpm takes every component but "deb".
 file(WRITE ${_pkg_out}/cpack_per_generator.cmake
      "if(CPACK_GENERATOR STREQUAL \"RPM\")\n"

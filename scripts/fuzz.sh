@@ -1,23 +1,26 @@
 #!/usr/bin/env bash
-# Builds the libFuzzer targets (fuzz/) with clang in build/fuzz and runs each for a fixed number of
-# executions, over a scratch copy of its seed corpus (fuzz/corpus/TARGET, never changed). Fails on
-# a crash, a sanitizer report, a leak or an input slower than the timeout; the input that did it is
-# kept in build/fuzz/artifacts/ (replay: build/fuzz/fuzz/TARGET FILE).
+# Runs the libFuzzer targets (fuzz/) of the asan tree (clang, ASan+UBSan: cmake --preset asan; built
+# here if they are not) for a fixed number of executions each, over a scratch copy of its seed
+# corpus (fuzz/corpus/TARGET, never changed). Fails on a crash, a sanitizer report, a leak or an
+# input slower than the timeout; the input that did it is kept in build/asan/fuzz-artifacts/
+# (replay: build/asan/fuzz/TARGET FILE).
 # Usage: scripts/fuzz.sh [RUNS]   (executions per target, default 200000)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/lib/caches.sh
 runs="${1:-200000}"
 targets=(fuzz_http_request fuzz_json_body)
 # -max_len: above the fuzz limits the targets set (2 KiB of headers, 4 KiB of body), so both are hit.
 declare -A max_len=([fuzz_http_request]=8192 [fuzz_json_body]=4096)
+tree=build/asan
+artifacts="$tree/fuzz-artifacts"
 
-CC=clang CXX=clang++ cmake -S . -B build/fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DHOSTAGENT_BUILD_FUZZ=ON -DHOSTAGENT_BUILD_TESTS=OFF -DHOSTAGENT_BUILD_BENCH=OFF >/dev/null
-cmake --build build/fuzz -j "$(nproc)" --target "${targets[@]}"
+cmake --preset asan >/dev/null
+cmake --build --preset asan -j "$(nproc)" --target "${targets[@]}"
 
 scratch="$(mktemp -d /tmp/hostagent-fuzz-XXXXXX)"
 trap 'rm -rf "$scratch"' EXIT
-mkdir -p build/fuzz/artifacts
+mkdir -p "$artifacts"
 export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
 for target in "${targets[@]}"; do
@@ -25,14 +28,14 @@ for target in "${targets[@]}"; do
   log="$scratch/$target.log"
   start=$(date +%s%N)
   status=0
-  "build/fuzz/fuzz/$target" -runs="$runs" -max_len="${max_len[$target]}" -timeout=10 -rss_limit_mb=2048 \
-    -dict="fuzz/dict/$target.dict" -artifact_prefix="build/fuzz/artifacts/$target-" -print_final_stats=1 \
+  "$tree/fuzz/$target" -runs="$runs" -max_len="${max_len[$target]}" -timeout=10 -rss_limit_mb=2048 \
+    -dict="fuzz/dict/$target.dict" -artifact_prefix="$artifacts/$target-" -print_final_stats=1 \
     "$scratch/$target" >"$log" 2>&1 || status=$?
   ms=$((($(date +%s%N) - start) / 1000000))
   executed=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log")
   if [[ $status -ne 0 ]]; then
     tail -n 60 "$log"
-    echo "fuzz: $target FAILED (exit $status) after ${executed:-?} executions; the input is in build/fuzz/artifacts/"
+    echo "fuzz: $target FAILED (exit $status) after ${executed:-?} executions; the input is in $artifacts/"
     exit 1
   fi
   printf 'fuzz: %s: %s executions in %d.%03d s, corpus %s -> %s inputs\n' "$target" "$executed" $((ms / 1000)) $((ms % 1000)) \

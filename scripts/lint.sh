@@ -1,25 +1,48 @@
 #!/usr/bin/env bash
-# clang-format (as a check, never rewriting) and clang-tidy over the project's own sources, using
-# the default preset's compile_commands.json. `scripts/lint.sh --fix` rewrites the formatting.
+# clang-format (as a check, never rewriting), the test-name lint, and clang-tidy over the project's
+# own units (scripts/lib/tidy_cache.py: a unit found clean before is skipped when nothing it reads
+# has changed). Units are checked with the default tree's compile_commands.json, and those only the
+# asan tree builds (the fuzz targets) with its.
+#   scripts/lint.sh           both
+#   scripts/lint.sh --format  clang-format and the test names only (seconds, no build needed)
+#   scripts/lint.sh --tidy    clang-tidy only (builds the default tree if it has no compile database)
+#   scripts/lint.sh --fix     rewrites the formatting
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/lib/caches.sh
+mode="${1:-all}"
 mapfile -t sources < <(git ls-files '*.cpp' '*.hpp')
-if [[ "${1:-}" == "--fix" ]]; then
-  clang-format -i "${sources[@]}"
-  exit 0
-fi
-# doctest_discover_tests splits a test name at ';' into CTest entries that run nothing yet pass.
-if git grep -nE 'TEST_CASE\("[^"]*;' -- 'tests/*.cpp'; then
-  echo "lint: a TEST_CASE name above contains ';' (CTest would split it into empty tests)"
-  exit 1
-fi
-clang-format --dry-run -Werror "${sources[@]}"
-echo "clang-format: ${#sources[@]} files clean"
-[[ -f build/default/compile_commands.json ]] || scripts/build.sh default
-mapfile -t units < <(git ls-files '*.cpp')
-run-clang-tidy -quiet -p build/default -j "$(nproc)" "${units[@]}" >/tmp/hostagent-clang-tidy.log 2>&1 || {
-  grep -E "warning:|error:" /tmp/hostagent-clang-tidy.log | sort -u | head -50
-  echo "clang-tidy: findings above (full log: /tmp/hostagent-clang-tidy.log)"
-  exit 1
+
+format() {
+  # doctest_discover_tests splits a test name at ';' into CTest entries that run nothing yet pass.
+  if git grep -nE 'TEST_CASE\("[^"]*;' -- 'tests/*.cpp'; then
+    echo "lint: a TEST_CASE name above contains ';' (CTest would split it into empty tests)"
+    exit 1
+  fi
+  clang-format --dry-run -Werror "${sources[@]}"
+  echo "clang-format: ${#sources[@]} files clean"
 }
-echo "clang-tidy: ${#units[@]} translation units clean"
+
+tidy() {
+  [[ -f build/default/compile_commands.json ]] || scripts/build.sh default
+  mapfile -t units < <(git ls-files '*.cpp')
+  python3 scripts/lib/tidy_cache.py --source . --cache "$HOSTAGENT_CACHE_DIR/clang-tidy" \
+    -p build/default -p build/asan -j "$(nproc)" --log /tmp/hostagent-clang-tidy.log "${units[@]}" || {
+    echo "clang-tidy: findings above (full log: /tmp/hostagent-clang-tidy.log)"
+    exit 1
+  }
+}
+
+case "$mode" in
+  --fix) clang-format -i "${sources[@]}" ;;
+  --format) format ;;
+  --tidy) tidy ;;
+  all)
+    format
+    tidy
+    ;;
+  *)
+    echo "usage: scripts/lint.sh [--format | --tidy | --fix]" >&2
+    exit 2
+    ;;
+esac

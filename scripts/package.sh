@@ -1,22 +1,26 @@
 #!/usr/bin/env bash
-# Builds hostagent's .deb and .rpm (CPack, a Release build in build/package) into build/package/out
-# and checks them: lintian on the .deb; the .rpm's files and metadata (rpm -qlp, -qip); the .deb
-# installed with apt into a clean Debian 12 root (debootstrap), checked there (files, owners, modes,
-# the group, the conffile, systemd-analyze verify, both binaries run), booted under systemd
-# (systemd-nspawn) to run hostagentd through the packaged units, upgraded with an edited conffile,
-# removed and purged. Ends with a summary and the time each part took.
+# Builds hostagent's .deb and .rpm (CPack) from the default tree, the one whose binaries the suite
+# tested (built here if it is not), into build/package/out and checks them: lintian on the .deb; the
+# .rpm's files and metadata (rpm -qlp, -qip); the .deb installed with apt into a clean Debian 12
+# root (debootstrap), checked there (files, owners, modes, the group, the conffile, systemd-analyze
+# verify, both binaries run), booted under systemd (systemd-nspawn) to run hostagentd through the
+# packaged units, upgraded with an edited conffile, removed and purged. Ends with a summary and the
+# time each part took.
 # Usage: scripts/package.sh   (as root, on Debian 12, after scripts/install-deps.sh; scripts/test.sh
 # runs it). A part that cannot run (no mirror, not root) prints "SKIPPED: why", or fails under
 # HOSTAGENT_REQUIRE_LIBVIRTD=1 (CI). HOSTAGENT_DEBIAN_MIRROR overrides the mirror (default: the one
 # apt uses here); HOSTAGENT_PACKAGE_KEEP_ROOT=1 keeps the root in build/package/root afterwards.
-# The minbase tarball and the root with the package's dependencies are cached in
-# build/package/cache, so a rerun needs no network.
+# The minbase tarball and the root with the package's dependencies are cached outside the clone
+# ($HOSTAGENT_CACHE_DIR/package, scripts/lib/caches.sh), so a rerun, or CI's next clone, needs no
+# network.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/lib/caches.sh
 src="$PWD"
+tree="$src/build/default"
 build="$src/build/package"
 out="$build/out"
-cache="$build/cache"
+cache="$HOSTAGENT_CACHE_DIR/package"
 root="$build/root"
 require="${HOSTAGENT_REQUIRE_LIBVIRTD:-0}"
 suite=bookworm
@@ -99,18 +103,13 @@ compare() {
 
 # --- build ---------------------------------------------------------------------------------------
 begin build
-# Release at -O2 (Debian's level; the default preset compiles the same code at -O2 with -Werror)
-# with dpkg-buildflags' hardening (fortify, stack protector, full RELRO), without -g: the packages
-# carry stripped binaries. Tests, benchmarks and fuzz targets are not built.
-cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-  -DCMAKE_CXX_FLAGS_RELEASE="-O2 -DNDEBUG" -DCMAKE_C_FLAGS_RELEASE="-O2 -DNDEBUG" \
-  -DCMAKE_CXX_FLAGS="-D_FORTIFY_SOURCE=2 -fstack-protector-strong -fstack-clash-protection -fcf-protection" \
-  -DCMAKE_EXE_LINKER_FLAGS="-Wl,-z,relro -Wl,-z,now" \
-  -DHOSTAGENT_BUILD_TESTS=OFF -DHOSTAGENT_BUILD_BENCH=OFF -DHOSTAGENT_BUILD_FUZZ=OFF \
-  -DHOSTAGENT_SHIPPED_TEMPLATE_DIR=/usr/share/hostagent/templates \
-  -DCMAKE_SKIP_INSTALL_ALL_DEPENDENCY=ON -DHOSTAGENT_PACKAGE_RELEASE=1 >/dev/null
-cmake --build "$build" -j "$(nproc)" --target hostagentd hostagentctl hostagent_package_files
-end build "hostagentd, hostagentctl, man pages, completion"
+# The default tree: -O2 (Debian's level) with dpkg-buildflags' hardening (fortify, stack protector,
+# full RELRO), as CMakePresets.json sets it; cpack strips the binaries (CPACK_STRIP_FILES). Already
+# built after the test pass, so this only makes the man pages, the completion and the changelog.
+[[ -f $tree/build.ninja ]] || cmake --preset default >/dev/null
+cmake --build "$tree" -j "$(nproc)" --target hostagentd hostagentctl hostagent_package_files
+mkdir -p "$build"
+end build "hostagentd, hostagentctl (the tested tree's), man pages, completion"
 
 # --- cpack ---------------------------------------------------------------------------------------
 begin cpack
@@ -118,7 +117,7 @@ rm -rf "$out"
 mkdir -p "$out"
 # cpack_into DIR GENERATOR: quiet unless it fails.
 cpack_into() {
-  (cd "$build" && cpack -G "$2" -B "$1" >"$1/cpack-$2.log" 2>&1) || {
+  (cd "$tree" && cpack -G "$2" -B "$1" >"$1/cpack-$2.log" 2>&1) || {
     cat "$1/cpack-$2.log"
     fail "cpack -G $2"
   }
@@ -355,8 +354,8 @@ check_installed() {
     fail "systemd-tmpfiles made /run/hostagent as $(in_root stat -c '%a %U:%G' /run/hostagent)"
   in_root hostagentd --version
   in_root hostagentctl --version
-  # The compiled-in template directory is the packaged one: the shipped templates (with extends:)
-  # validate, and the embedded default loads them.
+  # The binaries find the shipped templates beside them (PREFIX/share/hostagent/templates,
+  # install_paths.hpp): the templates (with extends:) validate, and the embedded default loads them.
   in_root sh -c 'hostagentctl template validate /usr/share/hostagent/templates/*.yaml'
   in_root hostagentd --simulated vela2 --exec list >/dev/null || fail "hostagentd --simulated vela2 --exec list"
   bash -n "$root/usr/share/bash-completion/completions/hostagentctl" || fail "the bash completion does not parse"
@@ -511,11 +510,11 @@ if ((chroot_ok)); then
   # The same version with release 2: a real upgrade (postinst configure with the old version).
   echo "# edited by scripts/package.sh: must survive the upgrade" >>"$root/etc/hostagent/hostagent.yaml"
   mkdir -p "$out/upgrade"
-  cmake -DHOSTAGENT_PACKAGE_RELEASE=2 "$build" >/dev/null
-  cmake --build "$build" --target hostagent_package_files >/dev/null
+  cmake -DHOSTAGENT_PACKAGE_RELEASE=2 "$tree" >/dev/null
+  cmake --build "$tree" --target hostagent_package_files >/dev/null
   cpack_into "$out/upgrade" DEB
-  cmake -DHOSTAGENT_PACKAGE_RELEASE=1 "$build" >/dev/null
-  cmake --build "$build" --target hostagent_package_files >/dev/null
+  cmake -DHOSTAGENT_PACKAGE_RELEASE=1 "$tree" >/dev/null
+  cmake --build "$tree" --target hostagent_package_files >/dev/null
   deb2="$(echo "$out"/upgrade/hostagent_*-2_amd64.deb)"
   cp "$deb2" "$root/srv/package-sh/"
   [[ -z $container ]] || old_pid="$(unit_property hostagent.service MainPID)"

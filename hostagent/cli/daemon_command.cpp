@@ -11,6 +11,7 @@
 #include "host_confinement.hpp"
 #include "hostagent/api/host_json.hpp"
 #include "hostagent/config/daemon_config.hpp"
+#include "hostagent/daemon/install_paths.hpp"
 #include "hostagent/daemon/log.hpp"
 #include "hostagent/daemon/vm_service.hpp"
 #include "hostagent/systemd/notifier.hpp"
@@ -58,7 +59,7 @@ Result<config::DaemonConfig> load(const DaemonArgs& args, Scratch& scratch) {
     HA_TRY(directory, scratch.make());
   }
   auto embedded = config::embedded_default_config(*args.simulated, directory);
-  embedded.template_directories = {HOSTAGENT_SHIPPED_TEMPLATE_DIR};
+  embedded.template_directories = {shipped_template_dir()};
   return embedded;
 }
 

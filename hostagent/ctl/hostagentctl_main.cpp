@@ -7,6 +7,7 @@
 #include "host_source.hpp"
 #include "hostagent/api/host_json.hpp"
 #include "hostagent/daemon/build_info.hpp"
+#include "hostagent/daemon/install_paths.hpp"
 #include "hostagent/simhost/sim_host.hpp"
 #include "render_command.hpp"
 #include "template_command.hpp"
@@ -129,7 +130,7 @@ int main(int argc, char** argv) {
   if (const auto status = api_commands.run(std::cout, std::cerr)) return *status;
 
   std::vector<std::filesystem::path> dirs(template_dirs.begin(), template_dirs.end());
-  dirs.push_back(hostagent::ctl::shipped_template_dir());
+  dirs.push_back(hostagent::shipped_template_dir());
   if (topology->parsed()) return run_topology(topology_source, as_json);
   if (render->parsed()) {
     render_args.template_dirs = dirs;

@@ -83,10 +83,6 @@ Result<PlacedGuest> place_and_render(const RenderArgs& args, std::ostream& err) 
   return out;
 }
 
-fs::path shipped_template_dir() {
-  return HOSTAGENT_SHIPPED_TEMPLATE_DIR;
-}
-
 int run_render(const RenderArgs& args, std::ostream& out, std::ostream& err) {
   const auto fail = [&](const Error& error) {
     err << "hostagentctl: " << to_string(error.code) << ": " << error.message << "\n";

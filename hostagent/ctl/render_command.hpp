@@ -37,9 +37,6 @@ struct PlacedGuest {
 // for the operator (what an hwloc capture cannot tell) go to err.
 Result<PlacedGuest> place_and_render(const RenderArgs& args, std::ostream& err);
 
-// The directory of the templates this build ships (the source tree's, or the installed one).
-std::filesystem::path shipped_template_dir();
-
 int run_render(const RenderArgs& args, std::ostream& out, std::ostream& err);
 
 }  // namespace hostagent::ctl

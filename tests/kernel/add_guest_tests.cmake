@@ -14,7 +14,7 @@ foreach(line IN LISTS lines)
   endif()
   # Bracket arguments keep spaces, quotes and commas of a name as they are.
   string(APPEND script "add_test([==[${PREFIX}${line}]==] [==[${RESULT}]==] [==[${RUN_DIR}]==] [==[${line}]==])\n"
-         "set_tests_properties([==[${PREFIX}${line}]==] PROPERTIES FIXTURES_REQUIRED ${FIXTURE} LABELS kernel "
+         "set_tests_properties([==[${PREFIX}${line}]==] PROPERTIES FIXTURES_REQUIRED ${FIXTURE} LABELS [==[kernel;tree:default]==] "
          "SKIP_REGULAR_EXPRESSION [==[SKIPPED: ]==] TIMEOUT 60)\n")
 endforeach()
 file(WRITE "${OUTPUT}" "${script}")

@@ -22,6 +22,7 @@
 #include "harness/initramfs.hpp"
 #include "harness/netdevsim_module.hpp"
 #include "harness/qemu_command.hpp"
+#include "hostagent/verify/guest_image.hpp"
 #include "test_support.hpp"
 
 namespace hostagent::testing::kernel {
@@ -206,7 +207,7 @@ void boot(const BootPlan& plan) {
   if (!host) return;
 
   const auto start = Clock::now();
-  const auto netdevsim = netdevsim_module(*host, run_dir.parent_path() / ("netdevsim-" + host->kernel_version));
+  const auto netdevsim = netdevsim_module(*host, netdevsim_cache_dir(*host, run_dir.parent_path()));
   REQUIRE_MESSAGE(netdevsim.ok(), "netdevsim.ko: " << netdevsim.error().message);
   const double netdevsim_s = seconds_since(start);
 
@@ -240,6 +241,8 @@ void boot(const BootPlan& plan) {
   INFO("QEMU: " << read_or_empty(run_dir / kQemuLog) << "\nthe guest's console (" << (run_dir / kConsoleLog).string()
                 << "), last lines:\n"
                 << tail_lines(console, 40));
+  const auto panic = verify::kernel_panic(console);
+  CHECK_MESSAGE(!panic.has_value(), "the guest's kernel panicked: " << panic.value_or(""));
   CHECK_MESSAGE(result.exit_code != 124, "the guest did not power off within "
                                              << limit_s << " s, or twice printed nothing for " << silent_limit().count()
                                              << " s");

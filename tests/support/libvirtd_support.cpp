@@ -46,7 +46,7 @@ std::string try_connect(const std::string& uri, std::chrono::seconds timeout) {
 }
 
 void run_libvirtd_script(const std::string& action) {
-  const std::string script = std::string(HOSTAGENT_SOURCE_DIR) + "/scripts/libvirtd.sh";
+  const std::string script = (source_dir() / "scripts" / "libvirtd.sh").string();
   // The restarted libvirtd inherits our environment: keep a test's libvirt logging out of it.
   const CommandResult result = run_command({"env", "-u", "LIBVIRT_DEBUG", "-u", "LIBVIRT_LOG_FILTERS", "-u",
                                             "LIBVIRT_LOG_OUTPUTS", "-u", "LIBVIRT_DEFAULT_URI", script, action});

@@ -50,6 +50,10 @@ struct TestGuestReport {
 // The report in a console log, or nullopt when the "up" line is not (yet) there or is incomplete.
 std::optional<TestGuestReport> find_test_guest_report(const std::string& console);
 
+// For a boot's failure message: " (the guest's kernel panicked: MESSAGE)" when the console shows a
+// panic (verify::kernel_panic), else "".
+std::string panic_note(const std::string& console);
+
 // The pieces, for their own tests.
 namespace guest_detail {
 

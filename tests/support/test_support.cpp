@@ -41,6 +41,16 @@ void skip(const std::string& why) {
   std::cout << "SKIPPED: " << why << std::endl;
 }
 
+const fs::path& source_dir() {
+  static const fs::path dir = HOSTAGENT_SOURCE_DIR;
+  return dir;
+}
+
+const fs::path& golden_dir() {
+  static const fs::path dir = source_dir() / "tests" / "golden";
+  return dir;
+}
+
 std::optional<fs::path> reference_data_or_skip() {
   const char* dir = std::getenv("HOSTAGENT_REFERENCE_DATA");
   if (dir == nullptr || *dir == '\0') {
@@ -63,7 +73,7 @@ std::string read_text_file(const fs::path& path) {
 }
 
 std::string compare_golden(const std::string& name, const std::string& actual) {
-  const fs::path path = fs::path(HOSTAGENT_GOLDEN_DIR) / name;
+  const fs::path path = golden_dir() / name;
   const char* update = std::getenv("HOSTAGENT_UPDATE_GOLDEN");
   if (update != nullptr && std::string(update) == "1") {
     fs::create_directories(path.parent_path());

@@ -23,6 +23,12 @@ class TempDir {
   std::filesystem::path path_;
 };
 
+// The source tree and its golden files (tests/golden). Only test_support.cpp is compiled with their
+// paths, so that every other test unit's command line is the same in any clone and a compiler
+// cache shared between clones (scripts/lib/caches.sh) finds it.
+const std::filesystem::path& source_dir();
+const std::filesystem::path& golden_dir();
+
 // $HOSTAGENT_REFERENCE_DATA, or nullopt after printing "SKIPPED: ..." so CTest reports a skip.
 std::optional<std::filesystem::path> reference_data_or_skip();
 

@@ -12,7 +12,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-const fs::path kShipped = HOSTAGENT_SOURCE_DIR "/vmtemplates/templates";
+const fs::path kShipped = hostagent::testing::source_dir() / "vmtemplates" / "templates";
 
 struct Run {
   int code = -1;

@@ -17,8 +17,11 @@ namespace fs = std::filesystem;
 // ttyS0: the guest's first serial port, which the stand-in domain writes to a file. panic=-1
 // reboots at once on a kernel panic, and the stand-in maps a reboot to the end of the domain, so a
 // broken guest stops with its panic in the log instead of hanging. quiet and loglevel=1 keep
-// kernel messages from interleaving with the probe's lines.
-constexpr const char* kCmdline = "console=ttyS0 panic=-1 quiet loglevel=1";
+// kernel messages from interleaving with the probe's lines; a panic is printed at KERN_EMERG, so
+// the console shows it all the same.
+constexpr std::string_view kCmdline = "console=ttyS0 panic=-1 quiet loglevel=1";
+
+constexpr std::string_view kPanicPrefix = "Kernel panic - not syncing: ";
 
 void append_hex(std::string& out, uint32_t value) {
   std::array<char, 9> text{};
@@ -115,6 +118,16 @@ Status make_readable(const fs::path& path, fs::perms mode) {
 
 }  // namespace
 
+std::optional<std::string> kernel_panic(std::string_view console) {
+  // panic() prints its message after this prefix (kernel/panic.c), on the console whatever the
+  // loglevel; the line ends with the message, or with a carriage return on a serial console.
+  const auto at = console.find(kPanicPrefix);
+  if (at == std::string_view::npos) return std::nullopt;
+  auto line = console.substr(at, console.find('\n', at) - at);
+  while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.remove_suffix(1);
+  return std::string(line);
+}
+
 std::string newc_archive(const std::vector<CpioEntry>& entries) {
   std::string out;
   uint32_t ino = 1;
@@ -157,7 +170,8 @@ std::optional<fs::path> newest_boot_kernel(const fs::path& boot_dir) {
 Result<GuestImage> build_guest_image(const fs::path& dir, const GuestImageSources& sources, const std::string& init) {
   HA_TRY(const auto kernel, kernel_of(sources));
   HA_TRY(auto busybox, static_busybox(sources.busybox));
-  GuestImage image{dir / "vmlinuz", dir / "initramfs.cpio", kCmdline};
+  GuestImage image{dir / "vmlinuz", dir / "initramfs.cpio",
+                   std::string(kCmdline) + " " + std::string(kTcgKernelParameters)};
   // A copy, not the host's /boot file: libvirt's DAC driver relabels the kernel and initrd for
   // QEMU's user while the VM runs, which must not touch /boot.
   std::error_code ec;

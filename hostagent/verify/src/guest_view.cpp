@@ -6,6 +6,7 @@
 #include <map>
 
 #include "hostagent/common/sysfs_root.hpp"
+#include "hostagent/verify/guest_image.hpp"
 
 namespace hostagent::verify {
 namespace {
@@ -182,7 +183,14 @@ Result<GuestView> parse_guest_view(std::string_view console) {
     if (prefix == std::string_view::npos) continue;
     HA_TRY_STATUS(reader.line(number, line.substr(prefix + kViewPrefix.size())));
   }
-  return reader.finish();
+  auto view = reader.finish();
+  // A guest whose kernel panicked printed no view, or part of one: the panic is the reason.
+  if (!view.ok()) {
+    if (const auto panic = kernel_panic(console)) {
+      return Error{view.error().code, "the guest's kernel panicked (" + *panic + "); " + view.error().message};
+    }
+  }
+  return view;
 }
 
 std::string probe_init_script() {

@@ -23,7 +23,7 @@ namespace json = boost::json;
 
 const OpenApiDocument& document() {
   static const OpenApiDocument loaded = [] {
-    auto result = OpenApiDocument::load_file(HOSTAGENT_OPENAPI_DOCUMENT);
+    auto result = OpenApiDocument::load_file(hostagent::testing::source_dir() / "api" / "openapi.yaml");
     if (!result.ok()) FAIL("api/openapi.yaml: " << result.error().message);
     return std::move(result).value();
   }();
@@ -121,7 +121,7 @@ std::string field(const json::value& value, const char* name) {
 }
 
 std::string shipped_template(const std::string& name) {
-  return read_text_file(std::filesystem::path(HOSTAGENT_SOURCE_DIR) / "vmtemplates/templates" / (name + ".yaml"));
+  return read_text_file(hostagent::testing::source_dir() / "vmtemplates/templates" / (name + ".yaml"));
 }
 
 std::string create_body(const std::string& name, const std::string& request_id, const std::string& boot_image) {
@@ -389,7 +389,7 @@ TEST_CASE("every documented path is served with exactly the documented methods")
 // The server's route table, read from its source: parse_request keeps it private. A route there is
 // "/v1/vms/{}" with a method; the document's parameters become {} to compare.
 std::set<std::string> routes_in_server_source() {
-  const auto source = read_text_file(std::filesystem::path(HOSTAGENT_SOURCE_DIR) / "api/rest/src/rest_commands.cpp");
+  const auto source = read_text_file(hostagent::testing::source_dir() / "api/rest/src/rest_commands.cpp");
   const std::regex route(R"re(\{"(/v1/[^"]*)", "([A-Z]+)",)re");
   std::set<std::string> routes;
   for (std::sregex_iterator it(source.begin(), source.end(), route), end; it != end; ++it) {

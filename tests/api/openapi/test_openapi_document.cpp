@@ -18,7 +18,7 @@ namespace json = boost::json;
 
 const OpenApiDocument& document() {
   static const OpenApiDocument loaded = [] {
-    auto result = OpenApiDocument::load_file(HOSTAGENT_OPENAPI_DOCUMENT);
+    auto result = OpenApiDocument::load_file(hostagent::testing::source_dir() / "api" / "openapi.yaml");
     if (!result.ok()) {
       FAIL("api/openapi.yaml: " << result.error().message);
     }
@@ -28,7 +28,7 @@ const OpenApiDocument& document() {
 }
 
 std::string api_md() {
-  return read_text_file(std::filesystem::path(HOSTAGENT_SOURCE_DIR) / "docs/api.md");
+  return read_text_file(hostagent::testing::source_dir() / "docs/api.md");
 }
 
 // "GET /v1/vms/{name}" for every route in docs/api.md's resource table; "POST /v1/vms/{name}/start,

@@ -56,7 +56,7 @@ void write_file(const fs::path& path, const std::string& text) {
 }
 
 TEST_CASE("files: the shipped hostagent.yaml parses and equals the defaults") {
-  const fs::path shipped = fs::path(HOSTAGENT_SOURCE_DIR) / "packaging" / "hostagent.yaml";
+  const fs::path shipped = hostagent::testing::source_dir() / "packaging" / "hostagent.yaml";
   auto config = load_config(shipped);
   REQUIRE_MESSAGE(config.ok(), (config.ok() ? "" : config.error().message));
   CHECK(config->source == shipped.string());
@@ -65,7 +65,7 @@ TEST_CASE("files: the shipped hostagent.yaml parses and equals the defaults") {
 
 TEST_CASE("files: the shipped hostagent.yaml writes out every key") {
   // A key left out of the shipped file is one an operator cannot find by reading it.
-  const fs::path shipped = fs::path(HOSTAGENT_SOURCE_DIR) / "packaging" / "hostagent.yaml";
+  const fs::path shipped = hostagent::testing::source_dir() / "packaging" / "hostagent.yaml";
   std::vector<vmtemplates::yaml::Problem> problems;
   auto tree = vmtemplates::yaml::parse_yaml(testing::read_text_file(shipped), shipped.string(), problems);
   REQUIRE(tree.ok());

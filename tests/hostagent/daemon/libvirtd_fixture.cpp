@@ -178,6 +178,8 @@ std::string LibvirtdFixture::wait_for_boot(const std::string& vm, int count, int
     if (seen >= count) return console.substr(last);
     std::this_thread::sleep_for(std::chrono::milliseconds(250));
   }
+  MESSAGE("no \"" << kTestGuestUp << "\" line " << count << " within " << timeout_s << " s"
+                  << panic_note(read_text_file(console_log(vm))));
   return "";
 }
 

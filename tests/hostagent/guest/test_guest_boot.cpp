@@ -184,8 +184,8 @@ TEST_CASE("the test guest boots under libvirt, sees the template's CPUs and NUMA
 
   const auto report = wait_until_up(domain.ptr, options.console_log);
   const auto log = read_log(options.console_log);
-  REQUIRE_MESSAGE(report.has_value(), "no \"" << kTestGuestUp << "\" line within " << kBootTimeout.count()
-                                              << " s; the console log ends:\n"
+  REQUIRE_MESSAGE(report.has_value(), "no \"" << kTestGuestUp << "\" line within " << kBootTimeout.count() << " s"
+                                              << panic_note(log) << "; the console log ends:\n"
                                               << last_lines(log));
   const double boot_seconds = std::chrono::duration<double>(Clock::now() - started).count();
   const auto up_at = log.find(kTestGuestUp);

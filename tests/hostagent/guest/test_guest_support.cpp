@@ -42,6 +42,7 @@ TEST_CASE("the initramfs built on this host holds a static busybox, /init, a con
   const auto guest = build_test_guest(dir.path());
   if (!guest) return;
   CHECK(guest->cmdline.find("console=ttyS0") != std::string::npos);
+  CHECK(guest->cmdline.find(" no_timer_check") != std::string::npos);
   CHECK(guest->kernel.parent_path() == dir.path());
   CHECK(fs::file_size(guest->kernel) > 1'000'000);
   CHECK(fs::status(dir.path()).permissions() == fs::perms(0755));

@@ -19,8 +19,8 @@ PciAddress address(const std::string& text) {
 }  // namespace
 
 std::string golden_domain_xml() {
-  return hostagent::testing::read_text_file(std::string(HOSTAGENT_GOLDEN_DIR) +
-                                            "/shapes/vela2/gx3-32x256x2h100.domain.xml");
+  return hostagent::testing::read_text_file(hostagent::testing::golden_dir() /
+                                            "shapes/vela2/gx3-32x256x2h100.domain.xml");
 }
 
 VmRecord full_record(const std::string& name) {

@@ -160,8 +160,9 @@ TEST_CASE("confinement: hostagentd with host.confine_host_processes sets the thr
   const fs::path config = dir.path() / "hostagent.yaml";
   std::ofstream(config) << "libvirt: {uri: \"test:///default\", domain_type: test}\n"
                            "host:\n  simulated: vela2\n  housekeeping_cpus: 0-1,4\n  confine_host_processes: true\n"
-                           "templates: {directories: [\"" HOSTAGENT_SOURCE_DIR
-                           "/vmtemplates/templates\"]}\n"
+                           "templates: {directories: [\""
+                        << (hostagent::testing::source_dir() / "vmtemplates" / "templates").string()
+                        << "\"]}\n"
                            "storage: {pool: default-pool}\n"
                            "state_directory: "
                         << (dir.path() / "state").string()

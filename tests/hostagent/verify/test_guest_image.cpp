@@ -142,6 +142,7 @@ TEST_CASE("the probe image built on this host holds a static busybox, the probe'
   CHECK(fs::file_size(image->kernel) > 1'000'000);
   CHECK(fs::status(image->initrd).permissions() == fs::perms(0644));
   CHECK(image->cmdline.find("console=ttyS0") != std::string::npos);
+  CHECK(image->cmdline.find(" no_timer_check") != std::string::npos);
   const auto records = testing::parse_newc(testing::read_text_file(image->initrd));
   CHECK(records.at("init").data == probe_init_script());
   CHECK(records.at("init").mode == (S_IFREG | 0755));

@@ -4,6 +4,7 @@
 
 #include <fstream>
 
+#include "hostagent/verify/guest_image.hpp"
 #include "hostagent/verify/guest_view.hpp"
 #include "test_support.hpp"
 
@@ -70,6 +71,28 @@ TEST_CASE("a guest that never reached the probe or stopped inside it is an error
   const auto cut = parse_guest_view(kConsole.substr(0, kConsole.find("hostagent-guest-view: end")));
   REQUIRE_FALSE(cut.ok());
   CHECK(cut.error().message.find("stops before its end line") != std::string::npos);
+}
+
+TEST_CASE("a guest whose kernel panicked is an error that names the panic") {
+  // As a TCG guest on a loaded machine printed it, before no_timer_check.
+  const std::string console =
+      "[    0.041234] ..MP-BIOS bug: 8254 timer not connected to IO-APIC\r\n"
+      "[    0.042000] Kernel panic - not syncing: IO-APIC + timer doesn't work!  Boot with apic=debug and send a "
+      "report.  Then try booting with the 'noapic' option.\r\n"
+      "[    0.042100] CPU: 0 PID: 1 Comm: swapper/0 Not tainted 6.1.0-57-amd64 #1  Debian 6.1.158-1\r\n";
+  const auto panic = kernel_panic(console);
+  REQUIRE(panic.has_value());
+  CHECK(*panic ==
+        "Kernel panic - not syncing: IO-APIC + timer doesn't work!  Boot with apic=debug and send a report.  Then try "
+        "booting with the 'noapic' option.");
+  const auto view = parse_guest_view(console);
+  REQUIRE_FALSE(view.ok());
+  CHECK(view.error().message.find("the guest's kernel panicked (Kernel panic - not syncing: IO-APIC + timer") == 0);
+  CHECK(view.error().message.find("never reached the probe") != std::string::npos);
+
+  CHECK_FALSE(kernel_panic("[    0.5] Run /init as init process\r\n").has_value());
+  // The panic after a complete view does not make the view an error.
+  CHECK(parse_guest_view(kConsole + "[    9.0] Kernel panic - not syncing: Attempted to kill init!\r\n").ok());
 }
 
 TEST_CASE("a malformed probe line is refused with its line number") {

@@ -13,7 +13,7 @@ ctl::PlacedGuest placed_guest(const std::string& template_name, const std::strin
   args.template_ref = template_name;
   args.host.simulated = simulated_host;
   args.name = "verify-test";
-  args.template_dirs = {ctl::shipped_template_dir()};
+  args.template_dirs = {testing::source_dir() / "vmtemplates" / "templates"};
   std::ostringstream notes;
   auto placed = ctl::place_and_render(args, notes);
   REQUIRE_MESSAGE(placed.ok(), placed.error().message);
@@ -29,8 +29,7 @@ verify::StandInOptions stand_in_options() {
 }
 
 std::string recorded_console(const std::string& name) {
-  return read_text_file(std::filesystem::path(HOSTAGENT_SOURCE_DIR) / "tests/hostagent/verify/consoles" /
-                        (name + ".log"));
+  return read_text_file(hostagent::testing::source_dir() / "tests/hostagent/verify/consoles" / (name + ".log"));
 }
 
 }  // namespace hostagent::testing

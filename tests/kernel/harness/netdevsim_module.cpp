@@ -2,6 +2,7 @@
 #include "netdevsim_module.hpp"
 
 #include <algorithm>
+#include <cstdlib>
 #include <thread>
 
 #include "guest_results.hpp"
@@ -26,6 +27,12 @@ Status run(const std::vector<std::string>& argv) {
 }
 
 }  // namespace
+
+fs::path netdevsim_cache_dir(const HostPrerequisites& host, const fs::path& fallback) {
+  const char* caches = std::getenv("HOSTAGENT_CACHE_DIR");
+  const fs::path base = caches != nullptr && *caches != '\0' ? fs::path(caches) / "kernel" : fallback;
+  return base / ("netdevsim-" + host.kernel_version);
+}
 
 Result<fs::path> netdevsim_module(const HostPrerequisites& host, const fs::path& cache_dir) {
   const fs::path module = cache_dir / "netdevsim.ko";

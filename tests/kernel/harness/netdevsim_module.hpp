@@ -1,7 +1,7 @@
 // Real-kernel harness: netdevsim.ko, the simulated netdevs whose VFs the guest configures over
 // netlink. Debian's kernel does not ship it (CONFIG_NETDEVSIM is not set), so it is built out of tree
-// from Debian's own source of that kernel (linux-source-X.Y) against its headers, once per build
-// directory and kernel version.
+// from Debian's own source of that kernel (linux-source-X.Y) against its headers, once per kernel
+// version, into the caches that outlive a clone (scripts/lib/caches.sh).
 #pragma once
 
 #include <filesystem>
@@ -10,6 +10,10 @@
 #include "hostagent/common/result.hpp"
 
 namespace hostagent::testing::kernel {
+
+// The module's directory: $HOSTAGENT_CACHE_DIR/kernel/netdevsim-VERSION, or, without
+// HOSTAGENT_CACHE_DIR, fallback/netdevsim-VERSION.
+std::filesystem::path netdevsim_cache_dir(const HostPrerequisites& host, const std::filesystem::path& fallback);
 
 // cache_dir/netdevsim.ko when it is there; otherwise extracts drivers/net/netdevsim from the source
 // tarball into cache_dir/src, runs `make -C HEADERS M=... CONFIG_NETDEVSIM=m modules` and strips

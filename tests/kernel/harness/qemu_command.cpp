@@ -2,6 +2,7 @@
 #include "qemu_command.hpp"
 
 #include "../emulated_host.hpp"
+#include "hostagent/verify/guest_image.hpp"
 
 namespace hostagent::testing::kernel {
 namespace {
@@ -67,7 +68,7 @@ void add_node(std::vector<std::string>& devices, int node, Chassis& chassis, int
 }  // namespace
 
 std::string kernel_cmdline() {
-  return "console=ttyS0 intel_iommu=on iommu=pt panic=-1 quiet";
+  return "console=ttyS0 intel_iommu=on iommu=pt panic=-1 quiet " + std::string(verify::kTcgKernelParameters);
 }
 
 std::vector<std::string> device_arguments(int nvme_max_vfs) {

@@ -14,6 +14,18 @@
 
 namespace hostagent::verify {
 
+// What every kernel the project boots under TCG (the probe, the test guests, the kernel harness)
+// adds to its command line. no_timer_check: at boot the kernel counts timer ticks over a short busy
+// wait to see that the IO-APIC timer works, and under TCG on a loaded machine too few arrive, so it
+// panics with "IO-APIC + timer doesn't work!" at 0.04 s; the parameter skips that check
+// (timer_irq_works() in arch/x86/kernel/apic/io_apic.c returns at once), the kernel's own remedy
+// for slow virtual timers (Documentation/admin-guide/kernel-parameters.txt).
+inline constexpr std::string_view kTcgKernelParameters = "no_timer_check";
+
+// The kernel's panic message on a console ("Kernel panic - not syncing: ..." up to its line end),
+// or nullopt when the kernel did not panic: what a boot's error names when the guest stopped early.
+std::optional<std::string> kernel_panic(std::string_view console);
+
 struct CpioEntry {
   enum class Kind { directory, file, char_device };
   std::string path;  // inside the archive, without a leading '/': "bin/busybox"
