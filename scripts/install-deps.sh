@@ -14,7 +14,7 @@ packages=(
   libyaml-cpp-dev
   libpugixml-dev
   libcli11-dev doctest-dev
-  libvirt-dev libvirt-clients
+  libvirt-dev libvirt-clients libxml2-dev
   libsystemd-dev
   libibverbs-dev
   libnl-3-dev libnl-route-3-dev libnl-genl-3-dev

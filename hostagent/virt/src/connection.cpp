@@ -2,8 +2,12 @@
 #include "connection.hpp"
 
 #include <libvirt/virterror.h>
+#include <libxml/parser.h>
+#include <libxml/relaxng.h>
+#include <libxml/xmlschemastypes.h>
 
 #include <chrono>
+#include <mutex>
 #include <string>
 #include <utility>
 
@@ -12,6 +16,22 @@
 
 namespace hostagent::virt::detail {
 namespace {
+
+// libvirt validates a domain against its RelaxNG schema with libxml2 (VIR_DOMAIN_DEFINE_VALIDATE,
+// VIR_DOMAIN_START_VALIDATE): in this process for the in-process drivers (test:///). libxml2 2.9's
+// type libraries are set up on first use by xmlRelaxNGInitTypes (relaxng.c) and xmlSchemaInitTypes
+// (xmlschemastypes.c), each a check of a plain flag, then the set-up, then the flag set, with no
+// lock: two first validations at once race, and one fails with "Error type 'unsignedInt' is not
+// exported by type library" (seen under 200 concurrent creates on test:///). libxml2 2.12 moved
+// both into xmlInitParser's locked set-up; here they run once, before any connection exists.
+void init_schema_types_once() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    xmlInitParser();
+    xmlSchemaInitTypes();
+    xmlRelaxNGInitTypes();
+  });
+}
 
 using Clock = std::chrono::steady_clock;
 
@@ -142,6 +162,7 @@ std::uint64_t Connection::begin_attempt() {
 }
 
 Result<Connection::Attached> Connection::open_and_attach(std::uint64_t generation) {
+  init_schema_types_once();
   virConnectPtr raw = virConnectOpen(options_.uri.c_str());
   if (raw == nullptr) {
     const LibvirtError error = take_last_error();
