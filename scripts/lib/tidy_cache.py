@@ -102,12 +102,17 @@ def key_of(file, build, entry, source, context, hashes):
     h.update(" ".join(args).replace(source, "@SOURCE@").encode())
     h.update(b"\0")
     h.update(text.replace(source.encode(), placeholder))
-    for opened in sorted(set(LINE_MARKER.findall(text))):
+    opened_files = []
+    for opened in set(LINE_MARKER.findall(text)):
         path = opened.decode(errors="replace").replace("\\\\", "\\")
         if path.startswith("<"):
             continue
         full = os.path.normpath(os.path.join(entry["directory"], path))
-        h.update(full.replace(source, "@SOURCE@").encode() + b"\0" + hashes.get(full).encode())
+        opened_files.append((full.replace(source, "@SOURCE@"), hashes.get(full)))
+    # Sorted once the checkout's path is replaced: sorted before, /work/... and /tmp/... sort on
+    # either side of /usr/..., and the same unit had another key in each clone.
+    for path, digest in sorted(opened_files):
+        h.update(path.encode() + b"\0" + digest.encode())
     return h.hexdigest(), None
 
 
