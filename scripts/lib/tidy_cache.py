@@ -90,18 +90,17 @@ def preprocessor_command(args):
     return out + ["-E", "-o", "-"]
 
 
-def key_of(file, build, entry, source, context, hashes):
+def key_of(entry, source, context, hashes):
     args = arguments_of(entry)
     run = subprocess.run(preprocessor_command(args), cwd=entry["directory"], capture_output=True)
     if run.returncode != 0:
         return None, run.stderr.decode(errors="replace")
     text = run.stdout
-    placeholder = b"@SOURCE@"
     h = hashlib.sha256()
     h.update(context)
     h.update(" ".join(args).replace(source, "@SOURCE@").encode())
     h.update(b"\0")
-    h.update(text.replace(source.encode(), placeholder))
+    h.update(text.replace(source.encode(), b"@SOURCE@"))
     opened_files = []
     for opened in set(LINE_MARKER.findall(text)):
         path = opened.decode(errors="replace").replace("\\\\", "\\")
@@ -158,7 +157,7 @@ def main():
 
     def check(file):
         build, entry = databases[file]
-        key, why = key_of(file, build, entry, source, context, hashes)
+        key, why = key_of(entry, source, context, hashes)
         stamp = os.path.join(options.cache, key[:2], key) if key else None
         if stamp and os.path.exists(stamp):
             return file, "cached", ""

@@ -84,7 +84,7 @@ TEST_CASE("both binaries report version and build information") {
 }
 
 TEST_CASE("hostagentctl template validate: shipped templates pass, a broken one names file, line and column") {
-  const fs::path shipped = hostagent::testing::source_dir() / "vmtemplates/templates";
+  const fs::path& shipped = hostagent::testing::shipped_templates_dir();
   const auto good =
       testing::run_command({ctl(), "template", "validate", (shipped / "gx3d-160x1792x8h100.yaml").string(),
                             (shipped / "cx-2x1.yaml").string()});

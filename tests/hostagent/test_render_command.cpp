@@ -40,7 +40,7 @@ void check_golden(const std::string& name, const std::string& text) {
 }
 
 TEST_CASE("every shipped template on every simulated host: golden placement, domain and NCCL topology") {
-  const auto shapes = vmtemplates::load_template_dirs({testing::source_dir() / "vmtemplates" / "templates"});
+  const auto shapes = vmtemplates::load_template_dirs({testing::shipped_templates_dir()});
   REQUIRE_MESSAGE(shapes.ok(), shapes.error().message);
   REQUIRE(shapes->size() >= 5);
   for (const auto& host_name : simhost::builtin_host_names()) {

@@ -27,8 +27,8 @@ using guest_detail::CpioEntry;
 
 // ttyS0: the guest's first serial port, which the domain's <serial> logs to a file. panic=-1
 // reboots at once on a kernel panic, so a broken guest shows up in the log (and as a reboot)
-// instead of hanging. quiet keeps the log to warnings and the guest's own lines. Every TCG boot
-// takes verify's kTcgKernelParameters (no_timer_check), so load on the machine cannot panic it.
+// instead of hanging. quiet keeps the log to warnings and the guest's own lines. The guest gets it
+// through verify::tcg_kernel_cmdline (no_timer_check), so load on the machine cannot panic it.
 constexpr std::string_view kCmdline = "console=ttyS0 panic=-1 quiet";
 
 // What the guest needs from the kernel's modules when they are not built in (Debian builds both as
@@ -285,8 +285,7 @@ std::optional<TestGuest> build_test_guest(const fs::path& dir) {
   if (!busybox) return std::nullopt;
   const auto kernel = find_kernel();
   if (!kernel) return std::nullopt;
-  TestGuest guest{dir / "vmlinuz", dir / "initramfs.cpio",
-                  std::string(kCmdline) + " " + std::string(verify::kTcgKernelParameters)};
+  TestGuest guest{dir / "vmlinuz", dir / "initramfs.cpio", verify::tcg_kernel_cmdline(kCmdline)};
   // A copy, not the host's /boot file: libvirt's DAC driver relabels the kernel and initrd for
   // QEMU's user while the VM runs, which must not touch /boot.
   std::error_code ec;

@@ -51,6 +51,11 @@ const fs::path& golden_dir() {
   return dir;
 }
 
+const fs::path& shipped_templates_dir() {
+  static const fs::path dir = source_dir() / "vmtemplates" / "templates";
+  return dir;
+}
+
 std::optional<fs::path> reference_data_or_skip() {
   const char* dir = std::getenv("HOSTAGENT_REFERENCE_DATA");
   if (dir == nullptr || *dir == '\0') {

@@ -28,6 +28,8 @@ class TempDir {
 // cache shared between clones (scripts/lib/caches.sh) finds it.
 const std::filesystem::path& source_dir();
 const std::filesystem::path& golden_dir();
+// The templates the project ships, in the source tree (vmtemplates/templates).
+const std::filesystem::path& shipped_templates_dir();
 
 // $HOSTAGENT_REFERENCE_DATA, or nullopt after printing "SKIPPED: ..." so CTest reports a skip.
 std::optional<std::filesystem::path> reference_data_or_skip();

@@ -13,7 +13,7 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr uint64_t kGiB = 1ULL << 30;
-const fs::path kShipped = hostagent::testing::source_dir() / "vmtemplates" / "templates";
+const fs::path kShipped = hostagent::testing::shipped_templates_dir();
 
 VmTemplate shipped(const std::string& name) {
   auto shape = load_template_file(kShipped / (name + ".yaml"), {});

@@ -12,7 +12,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-const fs::path kShipped = hostagent::testing::source_dir() / "vmtemplates" / "templates";
+const fs::path kShipped = hostagent::testing::shipped_templates_dir();
 
 struct Run {
   int code = -1;

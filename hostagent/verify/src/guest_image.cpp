@@ -118,6 +118,10 @@ Status make_readable(const fs::path& path, fs::perms mode) {
 
 }  // namespace
 
+std::string tcg_kernel_cmdline(std::string_view base) {
+  return std::string(base) + " " + std::string(kTcgKernelParameters);
+}
+
 std::optional<std::string> kernel_panic(std::string_view console) {
   // panic() prints its message after this prefix (kernel/panic.c), on the console whatever the
   // loglevel; the line ends with the message, or with a carriage return on a serial console.
@@ -170,8 +174,7 @@ std::optional<fs::path> newest_boot_kernel(const fs::path& boot_dir) {
 Result<GuestImage> build_guest_image(const fs::path& dir, const GuestImageSources& sources, const std::string& init) {
   HA_TRY(const auto kernel, kernel_of(sources));
   HA_TRY(auto busybox, static_busybox(sources.busybox));
-  GuestImage image{dir / "vmlinuz", dir / "initramfs.cpio",
-                   std::string(kCmdline) + " " + std::string(kTcgKernelParameters)};
+  GuestImage image{dir / "vmlinuz", dir / "initramfs.cpio", tcg_kernel_cmdline(kCmdline)};
   // A copy, not the host's /boot file: libvirt's DAC driver relabels the kernel and initrd for
   // QEMU's user while the VM runs, which must not touch /boot.
   std::error_code ec;

@@ -121,7 +121,7 @@ std::string field(const json::value& value, const char* name) {
 }
 
 std::string shipped_template(const std::string& name) {
-  return read_text_file(hostagent::testing::source_dir() / "vmtemplates/templates" / (name + ".yaml"));
+  return read_text_file(hostagent::testing::shipped_templates_dir() / (name + ".yaml"));
 }
 
 std::string create_body(const std::string& name, const std::string& request_id, const std::string& boot_image) {

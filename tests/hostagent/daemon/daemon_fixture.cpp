@@ -165,7 +165,7 @@ daemon::CreateVmRequest DaemonFixture::request(const std::string& name, const st
 
 config::DaemonConfig DaemonFixture::config() const {
   auto config = config::embedded_default_config(simulated_host_, scratch_.path());
-  config.template_directories = {hostagent::testing::source_dir() / "vmtemplates" / "templates"};
+  config.template_directories = {hostagent::testing::shipped_templates_dir()};
   config.template_directories.insert(config.template_directories.end(), template_dirs_.begin(), template_dirs_.end());
   config.operation_workers = 8;
   return config;

@@ -161,7 +161,7 @@ TEST_CASE("confinement: hostagentd with host.confine_host_processes sets the thr
   std::ofstream(config) << "libvirt: {uri: \"test:///default\", domain_type: test}\n"
                            "host:\n  simulated: vela2\n  housekeeping_cpus: 0-1,4\n  confine_host_processes: true\n"
                            "templates: {directories: [\""
-                        << (hostagent::testing::source_dir() / "vmtemplates" / "templates").string()
+                        << hostagent::testing::shipped_templates_dir().string()
                         << "\"]}\n"
                            "storage: {pool: default-pool}\n"
                            "state_directory: "

@@ -13,7 +13,7 @@ ctl::PlacedGuest placed_guest(const std::string& template_name, const std::strin
   args.template_ref = template_name;
   args.host.simulated = simulated_host;
   args.name = "verify-test";
-  args.template_dirs = {testing::source_dir() / "vmtemplates" / "templates"};
+  args.template_dirs = {testing::shipped_templates_dir()};
   std::ostringstream notes;
   auto placed = ctl::place_and_render(args, notes);
   REQUIRE_MESSAGE(placed.ok(), placed.error().message);

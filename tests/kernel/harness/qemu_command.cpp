@@ -68,7 +68,7 @@ void add_node(std::vector<std::string>& devices, int node, Chassis& chassis, int
 }  // namespace
 
 std::string kernel_cmdline() {
-  return "console=ttyS0 intel_iommu=on iommu=pt panic=-1 quiet " + std::string(verify::kTcgKernelParameters);
+  return verify::tcg_kernel_cmdline("console=ttyS0 intel_iommu=on iommu=pt panic=-1 quiet");
 }
 
 std::vector<std::string> device_arguments(int nvme_max_vfs) {

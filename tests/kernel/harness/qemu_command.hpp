@@ -29,7 +29,7 @@ struct QemuInputs {
 
 // The kernel command line: the console on ttyS0, the IOMMU on (Debian's default leaves it off),
 // a panic that ends the run at once (panic=-1 reboots, -no-reboot turns that into QEMU's exit), and
-// what every TCG boot takes so that load cannot fail it (verify::kTcgKernelParameters).
+// what every TCG boot takes so that load cannot fail it (verify::tcg_kernel_cmdline).
 std::string kernel_cmdline();
 
 // The device arguments of the emulated host, in creation order (a bus before what plugs into it).

@@ -22,6 +22,9 @@ namespace hostagent::verify {
 // for slow virtual timers (Documentation/admin-guide/kernel-parameters.txt).
 inline constexpr std::string_view kTcgKernelParameters = "no_timer_check";
 
+// base followed by kTcgKernelParameters: the command line of a kernel booted under TCG.
+std::string tcg_kernel_cmdline(std::string_view base);
+
 // The kernel's panic message on a console ("Kernel panic - not syncing: ..." up to its line end),
 // or nullopt when the kernel did not panic: what a boot's error names when the guest stopped early.
 std::optional<std::string> kernel_panic(std::string_view console);
