@@ -174,6 +174,7 @@ std::optional<fs::path> newest_boot_kernel(const fs::path& boot_dir) {
 Result<GuestImage> build_guest_image(const fs::path& dir, const GuestImageSources& sources, const std::string& init) {
   HA_TRY(const auto kernel, kernel_of(sources));
   HA_TRY(auto busybox, static_busybox(sources.busybox));
+  // With no_timer_check (tcg_kernel_cmdline): the probe boots under TCG, where load can fail the timer check.
   GuestImage image{dir / "vmlinuz", dir / "initramfs.cpio", tcg_kernel_cmdline(kCmdline)};
   // A copy, not the host's /boot file: libvirt's DAC driver relabels the kernel and initrd for
   // QEMU's user while the VM runs, which must not touch /boot.

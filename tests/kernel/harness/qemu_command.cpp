@@ -68,6 +68,7 @@ void add_node(std::vector<std::string>& devices, int node, Chassis& chassis, int
 }  // namespace
 
 std::string kernel_cmdline() {
+  // tcg_kernel_cmdline appends no_timer_check: under TCG on a loaded machine the boot's timer check panics.
   return verify::tcg_kernel_cmdline("console=ttyS0 intel_iommu=on iommu=pt panic=-1 quiet");
 }
 
