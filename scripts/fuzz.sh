@@ -23,21 +23,36 @@ trap 'rm -rf "$scratch"' EXIT
 mkdir -p "$artifacts"
 export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
-for target in "${targets[@]}"; do
+# One target's run: its log in $scratch/TARGET.log, its exit status and milliseconds in .status.
+fuzz_one() {
+  local target="$1" start status=0
   cp -r "fuzz/corpus/$target" "$scratch/$target"
-  log="$scratch/$target.log"
   start=$(date +%s%N)
-  status=0
   "$tree/fuzz/$target" -runs="$runs" -max_len="${max_len[$target]}" -timeout=10 -rss_limit_mb=2048 \
     -dict="fuzz/dict/$target.dict" -artifact_prefix="$artifacts/$target-" -print_final_stats=1 \
-    "$scratch/$target" >"$log" 2>&1 || status=$?
-  ms=$((($(date +%s%N) - start) / 1000000))
-  executed=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log")
+    "$scratch/$target" >"$scratch/$target.log" 2>&1 || status=$?
+  echo "$status $((($(date +%s%N) - start) / 1000000))" >"$scratch/$target.status"
+}
+
+# The targets run side by side: each is one process on one core.
+for target in "${targets[@]}"; do fuzz_one "$target" & done
+wait
+failed=0
+for target in "${targets[@]}"; do
+  if [[ ! -f "$scratch/$target.status" ]]; then
+    echo "fuzz: $target did not run (setting up its scratch corpus failed)"
+    failed=1
+    continue
+  fi
+  read -r status ms <"$scratch/$target.status"
+  executed=$(sed -n 's/^stat::number_of_executed_units: *//p' "$scratch/$target.log")
   if [[ $status -ne 0 ]]; then
-    tail -n 60 "$log"
+    tail -n 60 "$scratch/$target.log"
     echo "fuzz: $target FAILED (exit $status) after ${executed:-?} executions; the input is in $artifacts/"
-    exit 1
+    failed=1
+    continue
   fi
   printf 'fuzz: %s: %s executions in %d.%03d s, corpus %s -> %s inputs\n' "$target" "$executed" $((ms / 1000)) $((ms % 1000)) \
     "$(find "fuzz/corpus/$target" -type f | wc -l)" "$(find "$scratch/$target" -type f | wc -l)"
 done
+exit "$failed"

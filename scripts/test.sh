@@ -3,12 +3,13 @@
 # fast checks first so that a slip fails in a minute:
 #   format       clang-format and the test-name lint (scripts/lint.sh --format)
 #   build        the default tree: gcc, -O2 with Debian's hardening; the packages are made from it
-#   test         its CTest suite: every unit suite, the kernel harness's boots, verify-guest's
+#   tidy start   clang-tidy (scripts/lint.sh --tidy) to the background, at the lowest priority
+#   test         the default tree's CTest suite: every unit suite, the kernel harness's boots, verify-guest's
 #   build asan   the asan tree: clang with ASan and UBSan over the whole tree, the fuzz targets too
 #   test asan    its CTest suite: every unit suite again, and the daemon against the real libvirtd
 #   fuzz         the libFuzzer targets of the asan tree, a fixed number of executions each
-#   clang-tidy   every unit, a clean verdict cached by what clang-tidy reads (scripts/lint.sh --tidy)
 #   package      the .deb and .rpm from the default tree's tested binaries, checked in a Debian 12 root
+#   clang-tidy   waits for it: every unit, a clean verdict cached by what clang-tidy reads
 # A QEMU boot runs in one tree's pass only (ONCE_IN in tests/CMakeLists.txt). Caches that outlive
 # the clone (compiler, clang-tidy, the package root, netdevsim) live in /var/cache/hostagent
 # (scripts/lib/caches.sh). Every run ends with each phase's seconds.
@@ -35,22 +36,53 @@ run_start=$(date +%s%N)
 seconds_since() { local ms=$((($(date +%s%N) - $1) / 1000000)); printf '%d.%01d' $((ms / 1000)) $((ms % 1000 / 100)); }
 print_summary() {
   local status=$?
-  [[ -n $current ]] && summary+=("$(printf '%-12s %8s  FAILED' "$current" "$(seconds_since "$phase_start")")")
-  echo "=== phases (seconds)"
+  [[ -n $current ]] && summary+=("$(printf '%-12s %8s %5s  FAILED' "$current" "$(seconds_since "$phase_start")" "")")
+  echo "=== phases (seconds; the share of the machine's CPUs kept busy)"
   printf '%s\n' "${summary[@]}"
-  printf '%-12s %8s  %s\n' total "$(seconds_since "$run_start")" "$([[ $status -eq 0 ]] && echo passed || echo FAILED)"
+  printf '%-12s %8s %5s  %s\n' total "$(seconds_since "$run_start")" "" "$([[ $status -eq 0 ]] && echo passed || echo FAILED)"
 }
-trap 'print_summary; remove_scratch' EXIT
+# clang-tidy reads only the sources and the two trees' compile databases, so it runs from the
+# default build on, beside the rest, at the lowest priority: on what the test passes leave idle (the
+# default tree's keeps the CPUs about 60% busy) and beside the package phase. Its own process group,
+# so that a run that stops early stops it too; the clang-tidy phase at the end waits for it.
+tidy_pid=""
+start_tidy() {
+  cmake --preset asan >/dev/null  # the fuzz targets' units are in the asan tree's database only
+  tidy_log="$(mktemp /tmp/hostagent-tidy.XXXXXX)"
+  tidy_start=$(date +%s%N)
+  setsid nice -n 19 scripts/lint.sh --tidy >"$tidy_log" 2>&1 &
+  tidy_pid=$!
+}
+wait_tidy() {
+  local status=0
+  wait "$tidy_pid" || status=$?
+  tidy_pid=""
+  cat "$tidy_log"
+  phase_extra="; it ran $(seconds_since "$tidy_start") s from its start"
+  return "$status"
+}
+stop_tidy() { [[ -z $tidy_pid ]] || kill -- "-$tidy_pid" 2>/dev/null || true; }
+trap 'print_summary; stop_tidy; remove_scratch' EXIT
+# The machine's busy and total CPU time so far (/proc/stat's first line, in ticks: user nice system
+# idle iowait irq softirq steal; busy leaves out idle, iowait and steal), for each phase's share.
+cpu_ticks() { awk '/^cpu /{print $2+$3+$4+$7+$8, $2+$3+$4+$5+$6+$7+$8+$9; exit}' /proc/stat; }
+cpu_busy_since() {
+  local busy total busy0="$1" total0="$2"
+  read -r busy total < <(cpu_ticks)
+  (( total > total0 )) && echo "$(( 100 * (busy - busy0) / (total - total0) ))%" || echo "-"
+}
 # phase NAME NOTE COMMAND...: runs the command as one phase of the summary.
 phase() {
   current="$1"
-  local note="$2"
+  local note="$2" busy0 total0
   shift 2
   echo "=== $current"
   phase_start=$(date +%s%N)
+  read -r busy0 total0 < <(cpu_ticks)
   phase_extra=""
   "$@"
-  summary+=("$(printf '%-12s %8s  %s%s' "$current" "$(seconds_since "$phase_start")" "$note" "$phase_extra")")
+  summary+=("$(printf '%-12s %8s %5s  %s%s' "$current" "$(seconds_since "$phase_start")" \
+    "$(cpu_busy_since "$busy0" "$total0")" "$note" "$phase_extra")")
   current=""
 }
 # A build, with ccache's hits and misses for the phase table (phase_extra).
@@ -107,9 +139,10 @@ phase format "clang-format, test names" scripts/lint.sh --format
 phase libvirtd "scripts/libvirtd.sh start" scripts/libvirtd.sh start
 export HOSTAGENT_REQUIRE_LIBVIRTD=1
 phase build "default tree (gcc)" build_tree default
+phase "tidy start" "the asan tree configured; clang-tidy to the background" start_tidy
 phase test "default tree: units, kernel and verify-guest boots" test_tree default default
 phase "build asan" "asan tree (clang, ASan+UBSan, fuzz targets)" build_tree asan
 phase "test asan" "asan tree: units, the daemon against libvirtd" test_tree asan asan
 phase fuzz "asan tree's fuzz targets, 200000 runs each" scripts/fuzz.sh 200000
-phase clang-tidy "every unit, cached by what it reads" scripts/lint.sh --tidy
 phase package "from the default tree: .deb, .rpm, a Debian 12 root" scripts/package.sh
+phase clang-tidy "every unit, cached by what it reads; waited for" wait_tidy

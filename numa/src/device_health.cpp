@@ -10,8 +10,6 @@
 namespace hostagent::numa {
 namespace {
 
-const std::string kPciDevices = "/sys/bus/pci/devices/";
-
 // Bridges (class 06: host, PCI-to-PCI, ...) and PCIe ports carry links for others; health is asked
 // about the devices that do the work.
 bool is_endpoint(const PciFunction& f) {
@@ -92,7 +90,7 @@ DeviceHealth absent(const PciFunction& f) {
 Result<DeviceHealth> read_one(const SysfsRoot& sysfs, const PciFunction& f) {
   // The kernel drops the bus/pci/devices link with the device (pci_stop_and_remove_bus_device), and a
   // link whose target went first does not resolve: either way exists() is false.
-  const std::string dir = kPciDevices + f.address.to_string();
+  const std::string dir = kPciDevicesDir + f.address.to_string();
   if (!sysfs.exists(dir)) return absent(f);
   DeviceHealth health;
   health.address = f.address;

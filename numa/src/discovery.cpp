@@ -14,8 +14,6 @@
 namespace hostagent::numa {
 namespace {
 
-const std::string kPciDevices = "/sys/bus/pci/devices/";
-
 // The functions hwloc found, as model values, with hwloc's locality kept beside them.
 void adopt_hwloc_pci(const detail::HwlocHost& hwloc, HostModel& model) {
   for (const auto& pci : hwloc.pci) {
@@ -91,7 +89,7 @@ Status read_identity(const SysfsRoot& sysfs, const std::string& dir, PciFunction
 }
 
 Status read_sysfs_attributes(const SysfsRoot& sysfs, PciFunction& f) {
-  const std::string dir = kPciDevices + f.address.to_string();
+  const std::string dir = kPciDevicesDir + f.address.to_string();
   HA_TRY_STATUS(read_identity(sysfs, dir, f));
   HA_TRY(const auto numa, sysfs.read_optional_int(dir + "/numa_node"));
   if (numa) f.numa_node_reported = static_cast<int>(*numa);
@@ -126,13 +124,13 @@ void apply_config_space(const detail::ConfigSpaceInfo& info, uintmax_t config_si
 
 Result<uintmax_t> config_size(const SysfsRoot& sysfs, const PciAddress& address) {
   std::error_code ec;
-  const auto size = std::filesystem::file_size(sysfs.host_path(kPciDevices + address.to_string() + "/config"), ec);
+  const auto size = std::filesystem::file_size(sysfs.host_path(kPciDevicesDir + address.to_string() + "/config"), ec);
   return ec ? uintmax_t{0} : size;
 }
 
 // Functions that sysfs lists but hwloc left out (it drops some host-bridge functions) still count.
 Status add_missing_functions(const SysfsRoot& sysfs, HostModel& model) {
-  HA_TRY(const auto names, sysfs.list(kPciDevices, true));
+  HA_TRY(const auto names, sysfs.list(kPciDevicesDir, true));
   std::set<PciAddress> known;
   for (const auto& f : model.pci_devices) known.insert(f.address);
   for (const auto& name : names) {
@@ -142,8 +140,8 @@ Status add_missing_functions(const SysfsRoot& sysfs, HostModel& model) {
     f.address = address;
     // The kernel nests a function's directory under its upstream bridge's (drivers/pci/probe.c).
     std::error_code ec;
-    const auto real = std::filesystem::canonical(sysfs.host_path(kPciDevices + name), ec);
-    if (ec) return errno_error(ec.value(), "resolve", sysfs.host_path(kPciDevices + name).string());
+    const auto real = std::filesystem::canonical(sysfs.host_path(kPciDevicesDir + name), ec);
+    if (ec) return errno_error(ec.value(), "resolve", sysfs.host_path(kPciDevicesDir + name).string());
     if (auto parent = PciAddress::parse(real.parent_path().filename().string()); parent.ok()) {
       f.parent = *parent;
     }

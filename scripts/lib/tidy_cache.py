@@ -12,8 +12,21 @@ nothing clang-tidy decides depends on where the checkout is (HeaderFilterRegex n
 inside it). A clean unit's key is stored; a unit with findings is never stored, so it is checked
 again on every run until it is clean.
 
+The trees are unity builds: CMake compiles a target's sources in batches (unity_N_cxx.cxx, each
+including up to 16 sources by absolute path) and lists only the batches in compile_commands.json.
+clang-tidy checks the same batches, one parse each instead of one per source (on the 2-core CI
+machine a cold check of every source on its own took longer than both builds together). A batch is
+checked as one file, the sources' text one after another, each after a #line naming it: everything
+is in the main file, so the path-sensitive analyzer looks at every function (it skips functions
+outside the main file, so a batch of #includes would leave it nothing), the NOLINT comments are
+where they were, and every finding names the source's own path and line. Each source's own
+directory is given with -iquote, as the compiler searches it for the source's "quoted" includes.
+A batch's unit file and the database clang-tidy is given are written to BUILD/tidy/. Sources that
+CMake leaves out of batches (those with flags of their own) are checked alone.
+
 Usage: tidy_cache.py --source DIR --cache DIR -p BUILD [-p BUILD ...] [-j N] FILE...
-Each FILE is checked with the first build directory whose compile_commands.json has it.
+Each FILE is checked, with its batch, in the first build directory whose compile_commands.json
+has it.
 """
 
 import argparse
@@ -26,9 +39,20 @@ import shlex
 import subprocess
 import sys
 import threading
+import time
 
 TIDY_ARGS = ["--quiet"]
+# The tests' and benchmarks' own sources get every check but the path-sensitive analyzer: on this
+# code it is two thirds of clang-tidy's time, and the paths of the tests are the ones the ASan+UBSan
+# pass runs. What ships is analyzed in full.
+HARNESS_DIRS = ("tests/", "bench/")
+HARNESS_ARGS = ["--checks=-clang-analyzer-*"]
 LINE_MARKER = re.compile(rb'^# \d+ "((?:[^"\\]|\\.)*)"', re.MULTILINE)
+UNITY_SOURCE = re.compile(r"/CMakeFiles/[^/]+\.dir/Unity/unity_\d+_(?:cxx|c)\.(?:cxx|c)$")
+UNITY_INCLUDE = re.compile(r'^#include "([^"]+)"$', re.MULTILINE)
+# Arguments that name outputs: they change nothing clang-tidy or the preprocessor decides.
+OUTPUT_ARGS_WITH_VALUE = ("-o", "-MF", "-MT", "-MQ")
+OUTPUT_ARGS = ("-c", "-MD", "-MMD")
 
 
 class FileHashes:
@@ -52,18 +76,96 @@ class FileHashes:
         return digest
 
 
+def unity_members(entry):
+    """The sources a CMake unity batch includes, in its order; [] for an ordinary unit."""
+    file = os.path.normpath(os.path.join(entry["directory"], entry["file"]))
+    if not UNITY_SOURCE.search(file):
+        return []
+    with open(file) as f:
+        return UNITY_INCLUDE.findall(f.read())
+
+
+def write_if_changed(path, text):
+    try:
+        with open(path) as f:
+            if f.read() == text:
+                return
+    except OSError:
+        pass
+    with open(path + ".partial", "w") as f:
+        f.write(text)
+    os.replace(path + ".partial", path)
+
+
+def batch_unit(entry, members, units_dir):
+    """The batch as one file (each source after a #line naming it) and its compile entry."""
+    batch = entry["file"]
+    name = os.path.relpath(os.path.normpath(os.path.join(entry["directory"], batch)), entry["directory"])
+    path = os.path.join(units_dir, name.replace("/CMakeFiles/", "/").replace("/Unity/", "/").replace("/", "-")
+                        .replace(".cxx", ".cpp"))
+    text = []
+    starts = []  # (the batch's line where the source's first line is, the source)
+    line = 1
+    for member in members:
+        with open(member) as f:
+            body = f.read()
+        starts.append((line + 1, member))
+        text.append(f'#line 1 "{member}"\n{body}\n')
+        line += 2 + body.count("\n")
+    write_if_changed(path, "".join(text))
+    BATCH_LINES[path] = starts
+    args = arguments_of(entry)
+    quote_dirs = [arg for d in dict.fromkeys(os.path.dirname(m) for m in members) for arg in ("-iquote", d)]
+    args = [args[0], *quote_dirs, *[path if arg == batch else arg for arg in args[1:]]]
+    return {"directory": entry["directory"], "file": path, "arguments": args}
+
+
+# Each batch file's sources and where they start in it, to name a finding's own source and line:
+# clang-tidy names the file it read, not the one a #line names.
+BATCH_LINES = {}
+BATCH_LOCATION = re.compile(r"^(/[^:\s]+/tidy/units/[^:\s]+):(\d+):", re.MULTILINE)
+
+
+def source_locations(output):
+    """clang-tidy's output with each batch file:line replaced by the source's own file:line."""
+    def replace(match):
+        starts = BATCH_LINES.get(match.group(1))
+        line = int(match.group(2))
+        if not starts or line < starts[0][0]:
+            return match.group(0)
+        first, member = max((s for s in starts if s[0] <= line), key=lambda s: s[0])
+        return f"{member}:{line - first + 1}:"
+    return BATCH_LOCATION.sub(replace, output)
+
+
 def load_databases(build_dirs):
-    """file path -> (build dir, compile command entry), the first database that has it winning."""
-    units = {}
+    """The units to check: (units' database dir, entry, the sources it holds), and for each source
+    its unit; the first database that has a source wins. Each tree's units (a file per batch) and
+    their database are written to BUILD/tidy/."""
+    units = []
+    unit_of = {}
     for build in build_dirs:
         path = os.path.join(build, "compile_commands.json")
         if not os.path.exists(path):
             continue
+        database = os.path.join(build, "tidy")
+        os.makedirs(os.path.join(database, "units"), exist_ok=True)
+        entries = []
         with open(path) as f:
             for entry in json.load(f):
-                file = os.path.normpath(os.path.join(entry["directory"], entry["file"]))
-                units.setdefault(file, (build, entry))
-    return units
+                members = unity_members(entry)
+                if members:
+                    entry = batch_unit(entry, members, os.path.join(database, "units"))
+                else:
+                    members = [os.path.normpath(os.path.join(entry["directory"], entry["file"]))]
+                entries.append(entry)
+                if all(m in unit_of for m in members):
+                    continue  # an earlier unit checks these sources (a tree's, or the other tree's)
+                units.append((database, entry, members))
+                for member in members:
+                    unit_of.setdefault(member, len(units) - 1)
+        write_if_changed(os.path.join(database, "compile_commands.json"), json.dumps(entries, indent=1))
+    return units, unit_of
 
 
 def arguments_of(entry):
@@ -73,24 +175,35 @@ def arguments_of(entry):
     return args
 
 
-def preprocessor_command(args):
-    """The unit's own command line turned into clang's preprocessor writing to stdout."""
-    out = ["clang++"]
+def without_outputs(args):
+    """The command line less the compiler and the arguments that only name outputs."""
+    out = []
     skip_next = False
     for arg in args[1:]:
         if skip_next:
             skip_next = False
             continue
-        if arg in ("-o", "-MF", "-MT", "-MQ"):
+        if arg in OUTPUT_ARGS_WITH_VALUE:
             skip_next = True
             continue
-        if arg in ("-c", "-MD", "-MMD") or arg.startswith("-o"):
+        if arg in OUTPUT_ARGS or arg.startswith("-o"):
             continue
         out.append(arg)
-    return out + ["-E", "-o", "-"]
+    return out
 
 
-def key_of(entry, source, context, hashes):
+def preprocessor_command(args):
+    """The unit's own command line turned into clang's preprocessor writing to stdout."""
+    return ["clang++", *without_outputs(args), "-E", "-o", "-"]
+
+
+def checks_of(members, source):
+    """The arguments clang-tidy gets for a unit beyond TIDY_ARGS."""
+    harness = all(os.path.relpath(m, source).startswith(HARNESS_DIRS) for m in members)
+    return HARNESS_ARGS if harness else []
+
+
+def key_of(entry, extra, source, context, hashes):
     args = arguments_of(entry)
     run = subprocess.run(preprocessor_command(args), cwd=entry["directory"], capture_output=True)
     if run.returncode != 0:
@@ -98,7 +211,8 @@ def key_of(entry, source, context, hashes):
     text = run.stdout
     h = hashlib.sha256()
     h.update(context)
-    h.update(" ".join(args).replace(source, "@SOURCE@").encode())
+    h.update(" ".join(extra).encode() + b"\0")
+    h.update(" ".join(without_outputs(args)).replace(source, "@SOURCE@").encode())
     h.update(b"\0")
     h.update(text.replace(source.encode(), b"@SOURCE@"))
     opened_files = []
@@ -115,9 +229,9 @@ def key_of(entry, source, context, hashes):
     return h.hexdigest(), None
 
 
-def tidy(file, build):
-    run = subprocess.run(["clang-tidy", "-p", build, *TIDY_ARGS, file], capture_output=True)
-    output = (run.stdout + run.stderr).decode(errors="replace")
+def tidy(file, build, extra):
+    run = subprocess.run(["clang-tidy", "-p", build, *TIDY_ARGS, *extra, file], capture_output=True)
+    output = source_locations((run.stdout + run.stderr).decode(errors="replace"))
     findings = [line for line in output.splitlines() if "warning:" in line or "error:" in line]
     return run.returncode == 0 and not findings, output
 
@@ -138,6 +252,12 @@ def main():
     configs = sorted(
         os.path.join(d, f) for d, _, fs in os.walk(source) if "/build" not in d for f in fs if f == ".clang-tidy"
     )
+    # A batch is one file under BUILD/tidy/, so clang-tidy finds the top-level .clang-tidy for it,
+    # never one beside a source: refuse a tree that has such a file rather than ignore it.
+    if configs != [os.path.join(source, ".clang-tidy")]:
+        print("clang-tidy: batches honour only the top-level .clang-tidy; found " +
+              ", ".join(os.path.relpath(c, source) for c in configs), file=sys.stderr)
+        return 1
     context = hashlib.sha256(version)
     context.update(" ".join(TIDY_ARGS).encode())
     for config in configs:
@@ -145,50 +265,64 @@ def main():
             context.update(config.replace(source, "@SOURCE@").encode() + b"\0" + f.read())
     context = context.digest()
 
-    databases = load_databases([os.path.realpath(b) for b in options.builds])
+    units, unit_of = load_databases([os.path.realpath(b) for b in options.builds])
     hashes = FileHashes()
     files = [os.path.realpath(f) for f in options.files]
-    missing = [f for f in files if f not in databases]
+    missing = [f for f in files if f not in unit_of]
     if missing:
         for f in missing:
             print(f"clang-tidy: {os.path.relpath(f, source)} is in no compile database ({', '.join(options.builds)}): "
                   "no tree builds it", file=sys.stderr)
         return 1
+    wanted = sorted({unit_of[f] for f in files})
 
-    def check(file):
-        build, entry = databases[file]
-        key, why = key_of(entry, source, context, hashes)
+    def check(index):
+        database, entry, members = units[index]
+        extra = checks_of(members, source)
+        key, why = key_of(entry, extra, source, context, hashes)
         stamp = os.path.join(options.cache, key[:2], key) if key else None
         if stamp and os.path.exists(stamp):
-            return file, "cached", ""
-        clean, output = tidy(file, build)
+            return members, "cached", "", 0.0
+        start = time.monotonic()
+        clean, output = tidy(entry["file"], database, extra)
+        seconds = time.monotonic() - start
         if not clean:
-            return file, "findings", (why or "") + output
+            return members, "findings", (why or "") + output, seconds
         if stamp:
             os.makedirs(os.path.dirname(stamp), exist_ok=True)
             with open(stamp + ".partial", "w") as f:
-                f.write(os.path.relpath(file, source) + "\n")
+                f.write("\n".join(os.path.relpath(m, source) for m in members) + "\n")
             os.replace(stamp + ".partial", stamp)
-        return file, "checked", ""
+        return members, "checked", "", seconds
 
     counts = {"cached": 0, "checked": 0, "findings": 0}
     failures = []
+    seconds = {}
+    sources = 0
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, options.jobs)) as pool:
-        for file, verdict, output in pool.map(check, files):
+        for members, verdict, output, spent in pool.map(check, wanted):
             counts[verdict] += 1
+            sources += len(members)
+            name = os.path.relpath(members[0], source) + (f" (+{len(members) - 1})" if len(members) > 1 else "")
+            if verdict != "cached":
+                seconds[name] = spent
             if verdict == "findings":
-                failures.append((file, output))
+                failures.append((name, output))
     log = open(options.log, "w") if options.log else None
-    for file, output in failures:
+    for name, output in failures:
         if log:
-            log.write(f"=== {os.path.relpath(file, source)}\n{output}\n")
+            log.write(f"=== {name}\n{output}\n")
         for line in output.splitlines():
             if "warning:" in line or "error:" in line:
                 print(line)
     if log:
         log.close()
-    print(f"clang-tidy: {len(files)} translation units: {counts['cached']} clean in the cache, "
+    print(f"clang-tidy: {sources} sources in {len(wanted)} units: {counts['cached']} clean in the cache, "
           f"{counts['checked']} checked clean now, {counts['findings']} with findings")
+    if seconds:
+        slowest = sorted(seconds.items(), key=lambda item: -item[1])[:5]
+        print(f"clang-tidy: {sum(seconds.values()):.0f} s of clang-tidy for the {len(seconds)} checked; slowest: " +
+              ", ".join(f"{name} {spent:.1f} s" for name, spent in slowest))
     return 1 if failures else 0
 
 

@@ -13,10 +13,6 @@ std::string on_off(bool value) {
   return value ? "on" : "off";
 }
 
-std::string where(const std::string& pf_netdev, int vf) {
-  return "VF " + std::to_string(vf) + " of " + pf_netdev;
-}
-
 // The checks the kernel would leave to the driver, done here so a typo never reaches the NIC; a
 // lone VLAN gets QoS 0, as IFLA_VF_VLAN sets both.
 Result<VfSettings> validate(const VfSettings& wanted) {
@@ -137,7 +133,7 @@ Error roll_back(VfNetlink& netlink, const std::string& pf_netdev, int vf, const 
 
 Result<VfConfigRecord> configure(VfNetlink& netlink, const std::string& pf_netdev, int vf, const VfSettings& wanted) {
   HA_TRY(const VfSettings settings, validate(wanted));
-  const std::string what = "configure " + where(pf_netdev, vf);
+  const std::string what = "configure " + vf_name(pf_netdev, vf);
   auto previous = netlink.read(pf_netdev, vf);
   if (!previous.ok()) return Error{previous.error().code, what + ": " + previous.error().message};
   VfConfigRecord record{pf_netdev, vf, settings, *previous};
@@ -179,7 +175,7 @@ VfSettings neutral_settings(const VfState& state, const VfSettings& applied) {
 }
 
 Status reset(VfNetlink& netlink, const VfConfigRecord& record) {
-  const std::string what = "reset " + where(record.pf_netdev, record.vf);
+  const std::string what = "reset " + vf_name(record.pf_netdev, record.vf);
   auto state = netlink.read(record.pf_netdev, record.vf);
   if (!state.ok()) return Error{state.error().code, what + ": " + state.error().message};
   const VfSettings neutral = neutral_settings(*state, record.applied);

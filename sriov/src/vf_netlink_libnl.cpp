@@ -37,10 +37,6 @@ using Link = std::unique_ptr<rtnl_link, LinkDeleter>;
 using Vf = std::unique_ptr<rtnl_link_vf, VfDeleter>;
 using Addr = std::unique_ptr<nl_addr, AddrDeleter>;
 
-std::string where(const std::string& pf_netdev, int vf) {
-  return "VF " + std::to_string(vf) + " of " + pf_netdev;
-}
-
 Error nl_error(int err, const std::string& what) {
   const int code = err < 0 ? -err : err;
   ErrorCode ec = ErrorCode::io_error;
@@ -86,14 +82,14 @@ Result<Vf> find_vf(rtnl_link* link, const std::string& pf_netdev, int vf) {
   uint32_t num = 0;
   if (rtnl_link_get_num_vf(link, &num) < 0 || num == 0) {
     return Error{ErrorCode::not_found, pf_netdev + " has no SR-IOV VFs (not a PF, or its sriov_numvfs is 0); " +
-                                           where(pf_netdev, vf) + " does not exist"};
+                                           vf_name(pf_netdev, vf) + " does not exist"};
   }
   if (vf < 0 || static_cast<uint32_t>(vf) >= num) {
     return Error{ErrorCode::not_found,
-                 pf_netdev + " has " + std::to_string(num) + " VFs; " + where(pf_netdev, vf) + " does not exist"};
+                 pf_netdev + " has " + std::to_string(num) + " VFs; " + vf_name(pf_netdev, vf) + " does not exist"};
   }
   Vf found(rtnl_link_vf_get(link, static_cast<uint32_t>(vf)));
-  if (!found) return Error{ErrorCode::not_found, "the kernel did not report " + where(pf_netdev, vf)};
+  if (!found) return Error{ErrorCode::not_found, "the kernel did not report " + vf_name(pf_netdev, vf)};
   return found;
 }
 
@@ -210,10 +206,10 @@ class LibnlVfNetlink final : public VfNetlink {
     rtnl_link_vf_set_index(change.get(), static_cast<uint32_t>(vf));
     HA_TRY_STATUS(fill(change.get(), settings, current));
     if (const int err = rtnl_link_vf_add(changes.get(), change.get()); err < 0) {
-      return nl_error(err, "add " + where(pf_netdev, vf) + " to the change request");
+      return nl_error(err, "add " + vf_name(pf_netdev, vf) + " to the change request");
     }
     if (const int err = rtnl_link_change(sock.get(), link.get(), changes.get(), 0); err < 0) {
-      return nl_error(err, "set " + where(pf_netdev, vf) + " (RTM_NEWLINK IFLA_VFINFO_LIST)");
+      return nl_error(err, "set " + vf_name(pf_netdev, vf) + " (RTM_NEWLINK IFLA_VFINFO_LIST)");
     }
     return ok_status();
   }

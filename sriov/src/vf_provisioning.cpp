@@ -5,10 +5,8 @@
 namespace hostagent::sriov {
 namespace {
 
-const std::string kDevices = "/sys/bus/pci/devices/";
-
 std::string pf_dir(const numa::PciAddress& pf) {
-  return kDevices + pf.to_string();
+  return kPciDevicesDir + pf.to_string();
 }
 
 std::string numvfs_path(const numa::PciAddress& pf) {
@@ -68,7 +66,7 @@ Status check_created(const SysfsRoot& sysfs, const numa::PciAddress& pf, int cou
   for (int n = 0; n < count; ++n) {
     const std::string link = pf_dir(pf) + "/virtfn" + std::to_string(n);
     HA_TRY(const auto vf, sysfs.read_link_name(link));
-    if (!vf || !sysfs.exists(kDevices + *vf)) {
+    if (!vf || !sysfs.exists(kPciDevicesDir + *vf)) {
       return Error{ErrorCode::io_error, what + ": " + sysfs.host_path(link).string() + " is missing"};
     }
   }
@@ -98,7 +96,7 @@ Result<std::vector<LiveVf>> live_vfs(const SysfsRoot& sysfs, const numa::PciAddr
     HA_TRY(const auto name, sysfs.read_link_name(pf_dir(pf) + "/virtfn" + std::to_string(n)));
     if (!name) break;
     HA_TRY(const auto address, numa::PciAddress::parse(*name));
-    HA_TRY(const auto driver, sysfs.read_link_name(kDevices + *name + "/driver"));
+    HA_TRY(const auto driver, sysfs.read_link_name(kPciDevicesDir + *name + "/driver"));
     out.push_back(LiveVf{n, address, driver});
   }
   return out;

@@ -16,16 +16,16 @@
 namespace hostagent::numa {
 namespace {
 
-constexpr uint64_t kGiB = 1ULL << 30;
-constexpr uint64_t kMiB = 1ULL << 20;
+using hostagent::testing::kGiB;
+using hostagent::testing::kMiB;
 
-struct Discovered {
+struct SharedHost {
   testing::TempDir dir;
   HostModel model;
 };
 
-std::unique_ptr<Discovered> discover_spec(const simhost::HostSpec& spec) {
-  auto out = std::make_unique<Discovered>();
+std::unique_ptr<SharedHost> discover_spec(const simhost::HostSpec& spec) {
+  auto out = std::make_unique<SharedHost>();
   const auto written = simhost::write_sysfs_tree(spec, out->dir.path());
   REQUIRE_MESSAGE(written.ok(), written.error().message);
   auto model = discover_from_sysfs(out->dir.path());
@@ -41,8 +41,8 @@ simhost::HostSpec builtin(const std::string& name) {
 }
 
 // Writing and discovering a tree takes a while; placement never changes the model, so share it.
-const Discovered* discover_builtin(const std::string& name) {
-  static std::map<std::string, std::unique_ptr<Discovered>> cache;
+const SharedHost* shared_builtin(const std::string& name) {
+  static std::map<std::string, std::unique_ptr<SharedHost>> cache;
   auto& slot = cache[name];
   if (!slot) slot = discover_spec(builtin(name));
   return slot.get();
@@ -158,7 +158,7 @@ PlacementRequest cpus_only(int vcpus, uint64_t memory) {
 }
 
 TEST_CASE("placement: vela2 8 GPUs with a VF under each GPU's switch and 160 vCPUs and 1792 GiB and 8 NVMe") {
-  const auto host = discover_builtin("vela2");
+  const auto host = shared_builtin("vela2");
   const auto& m = host->model;
   const auto policy = vela2_policy();
   const auto r = vela2_full();
@@ -262,7 +262,7 @@ TEST_CASE("placement: vela1 with SR-IOV off (no VFs created) refuses VFs and pla
 }
 
 TEST_CASE("placement: vela2 one GPU and then two GPUs go to the lowest free switches of one node") {
-  const auto host = discover_builtin("vela2");
+  const auto host = shared_builtin("vela2");
   const auto& m = host->model;
   const auto policy = vela2_policy();
   const auto first = place(m, {}, policy, one_gpu());
@@ -296,7 +296,7 @@ TEST_CASE("placement: vela2 one GPU and then two GPUs go to the lowest free swit
 }
 
 TEST_CASE("placement: vela2 takes one 1-GPU VM per switch until none is left and says who holds them") {
-  const auto host = discover_builtin("vela2");
+  const auto host = shared_builtin("vela2");
   const auto policy = vela2_policy();
   std::vector<Allocation> existing;
   for (int i = 0; i < 8; ++i) {
@@ -314,7 +314,7 @@ TEST_CASE("placement: vela2 takes one 1-GPU VM per switch until none is left and
 }
 
 TEST_CASE("placement: a GPU with an audio function takes it as a companion (quirks host)") {
-  const auto host = discover_builtin("quirks");
+  const auto host = shared_builtin("quirks");
   const auto& m = host->model;
   const HostPolicy policy{{}, false};  // the quirks host has no hugepage pools
   auto r = cpus_only(4, 8 * kGiB);
@@ -371,7 +371,7 @@ TEST_CASE("placement: a CPU-less node is never used for vCPUs and its GPU's cell
 }
 
 TEST_CASE("placement: a second 8-GPU VM on vela2 is refused naming the GPUs and the VM that holds them") {
-  const auto host = discover_builtin("vela2");
+  const auto host = shared_builtin("vela2");
   const auto policy = vela2_policy();
   const auto r = vela2_full();
   const auto first = place(host->model, {}, policy, r);
@@ -393,7 +393,7 @@ TEST_CASE("placement: a second 8-GPU VM on vela2 is refused naming the GPUs and 
 }
 
 TEST_CASE("placement: too many vCPUs is refused with the node and the shortfall and who holds the CPUs") {
-  const auto host = discover_builtin("vela2");
+  const auto host = shared_builtin("vela2");
   const auto policy = vela2_policy();
   const auto a = place(host->model, {}, policy, cpus_only(80, 80 * kGiB));
   REQUIRE_MESSAGE(a.ok(), a.error().message);
@@ -418,7 +418,7 @@ TEST_CASE("placement: too many vCPUs is refused with the node and the shortfall 
 }
 
 TEST_CASE("placement: exhausted hugepages are refused with the pool and the shortfall and who holds them") {
-  const auto host = discover_builtin("vela2");
+  const auto host = shared_builtin("vela2");
   const auto policy = vela2_policy();
   const auto b = place(host->model, {}, policy, cpus_only(8, 800 * kGiB));
   REQUIRE_MESSAGE(b.ok(), b.error().message);
@@ -445,7 +445,7 @@ TEST_CASE("placement: exhausted hugepages are refused with the pool and the shor
 }
 
 TEST_CASE("placement: a GPU without a ConnectX under it (workstation) fails strict and non-strict VF requests") {
-  const auto host = discover_builtin("workstation");
+  const auto host = shared_builtin("workstation");
   const HostPolicy policy{{0, 8}, true};
   auto r = one_gpu(4, 1 * kGiB);
   r.hugepage_size_bytes = 2 * kMiB;
@@ -470,7 +470,7 @@ TEST_CASE("placement: a GPU without a ConnectX under it (workstation) fails stri
 }
 
 TEST_CASE("placement: non-strict VFs come from the GPU's node when its switch has none left") {
-  const auto host = discover_builtin("vela2");
+  const auto host = shared_builtin("vela2");
   const auto& m = host->model;
   const auto policy = vela2_policy();
   // Another VM holds all four VFs under the first switch, and node 1's GPUs.
@@ -500,7 +500,7 @@ TEST_CASE("placement: non-strict VFs come from the GPU's node when its switch ha
 }
 
 TEST_CASE("placement: a VF bound to vfio-pci by no known VM is not given") {
-  const auto host = discover_builtin("vela2");
+  const auto host = shared_builtin("vela2");
   HostModel m = host->model;
   const auto first_vf = *PciAddress::parse("0000:19:00.1");
   std::find_if(m.pci_devices.begin(), m.pci_devices.end(), [&](const PciFunction& f) {
@@ -513,7 +513,7 @@ TEST_CASE("placement: a VF bound to vfio-pci by no known VM is not given") {
 }
 
 TEST_CASE("placement: an NVMe PF with its VFs enabled is not given whole") {
-  HostModel model = discover_builtin("vela2")->model;
+  HostModel model = shared_builtin("vela2")->model;
   const auto pf_address = PciAddress::parse("0000:1a:00.0").value();
   auto pf = std::find_if(model.pci_devices.begin(), model.pci_devices.end(),
                          [&](const PciFunction& f) { return f.address == pf_address; });
@@ -536,7 +536,7 @@ TEST_CASE("placement: an NVMe PF with its VFs enabled is not given whole") {
 }
 
 TEST_CASE("placement: extra VFs and NVMe follow the GPU and without GPUs they follow the vCPUs") {
-  const auto host = discover_builtin("vela2");
+  const auto host = shared_builtin("vela2");
   const auto policy = vela2_policy();
   auto r = one_gpu();
   r.extra_vfs = 2;
@@ -558,7 +558,7 @@ TEST_CASE("placement: extra VFs and NVMe follow the GPU and without GPUs they fo
 }
 
 TEST_CASE("placement: guest_cells splits a one-node VM in two or folds a two-node VM into one cell") {
-  const auto host = discover_builtin("vela2");
+  const auto host = shared_builtin("vela2");
   const auto policy = vela2_policy();
   auto r = one_gpu(32, 64 * kGiB);
   r.guest_cells = 2;
@@ -584,7 +584,7 @@ TEST_CASE("placement: guest_cells splits a one-node VM in two or folds a two-nod
 }
 
 TEST_CASE("placement: requests no host could satisfy are invalid arguments") {
-  const auto host = discover_builtin("vela2");
+  const auto host = shared_builtin("vela2");
   const auto policy = vela2_policy();
   const auto invalid = [&](const PlacementRequest& r) {
     const auto p = place(host->model, {}, policy, r);
@@ -606,7 +606,7 @@ TEST_CASE("placement: requests no host could satisfy are invalid arguments") {
 }
 
 TEST_CASE("placement: the same inputs give the same placement") {
-  const auto host = discover_builtin("vela2");
+  const auto host = shared_builtin("vela2");
   const auto policy = vela2_policy();
   const auto a = place(host->model, {}, policy, vela2_full());
   const auto b = place(host->model, {}, policy, vela2_full());

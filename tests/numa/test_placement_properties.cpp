@@ -20,11 +20,12 @@
 #include <sstream>
 
 #include "hostagent/numa/placement.hpp"
+#include "test_support.hpp"
 
 namespace hostagent::numa {
 namespace {
 
-constexpr uint64_t kGiB = 1ULL << 30;
+using hostagent::testing::kGiB;
 constexpr uint32_t kBridgeClass = 0x060400;
 
 struct Generated {
@@ -425,7 +426,7 @@ std::string text(const Placement& p) {
   return out.str();
 }
 
-const Cpu& cpu_of(const HostModel& h, int id) {
+const Cpu& cpu_by_id(const HostModel& h, int id) {
   return *std::find_if(h.cpus.begin(), h.cpus.end(), [&](const Cpu& c) { return c.id == id; });
 }
 
@@ -440,13 +441,13 @@ void check_cpus(const Generated& g, const PlacementRequest& r, const Placement& 
     const auto& node = g.host.numa_nodes[static_cast<std::size_t>(cell.host_node)];
     CHECK_FALSE(node.cpuless);
     for (std::size_t i = 0; i < cell.host_cpus.size(); ++i) {
-      const auto& cpu = cpu_of(g.host, cell.host_cpus[i]);
+      const auto& cpu = cpu_by_id(g.host, cell.host_cpus[i]);
       CHECK(pinned.insert(cpu.id).second);
       CHECK(taken.count(cpu.id) == 0);
       CHECK(cpu.online);
       CHECK(cpu.numa_node == std::optional<int>(cell.host_node));
       if (p.topology.threads == 2 && i % 2 == 1) {
-        const auto& siblings = cpu_of(g.host, cell.host_cpus[i - 1]).siblings;
+        const auto& siblings = cpu_by_id(g.host, cell.host_cpus[i - 1]).siblings;
         CHECK(std::count(siblings.begin(), siblings.end(), cpu.id) == 1);
       }
     }

@@ -10,7 +10,7 @@ namespace {
 
 using fake::FakeVfNetlink;
 
-const std::string kPf = "ens1np0";
+const std::string kPfNetdev = "ens1np0";
 
 VfSettings vm_settings() {
   VfSettings s;
@@ -31,14 +31,14 @@ VfState neutral_state() {
 
 TEST_CASE("configure applies the VM's settings and reset brings the VF back to neutral") {
   FakeVfNetlink netlink;
-  netlink.add_pf(kPf, 4);
-  const auto record = configure(netlink, kPf, 2, vm_settings());
+  netlink.add_pf(kPfNetdev, 4);
+  const auto record = configure(netlink, kPfNetdev, 2, vm_settings());
   REQUIRE(record.ok());
-  CHECK(record->pf_netdev == kPf);
+  CHECK(record->pf_netdev == kPfNetdev);
   CHECK(record->vf == 2);
   CHECK(record->previous == neutral_state());
   CHECK(record->applied.mac == std::optional<std::string>("52:54:00:ab:cd:01"));
-  const VfState& now = netlink.state(kPf, 2);
+  const VfState& now = netlink.state(kPfNetdev, 2);
   CHECK(now.mac == "52:54:00:ab:cd:01");
   CHECK(now.vlan == 100);
   CHECK(now.qos == 3);
@@ -47,26 +47,26 @@ TEST_CASE("configure applies the VM's settings and reset brings the VF back to n
   CHECK(now.link_state == std::optional<LinkState>(LinkState::enable));
   CHECK(now.min_tx_rate_mbps == 1000);
   CHECK(now.max_tx_rate_mbps == 25000);
-  CHECK(netlink.state(kPf, 1) == neutral_state());  // its neighbours are untouched
+  CHECK(netlink.state(kPfNetdev, 1) == neutral_state());  // its neighbours are untouched
 
   REQUIRE(reset(netlink, *record).ok());
-  CHECK(netlink.state(kPf, 2) == neutral_state());
+  CHECK(netlink.state(kPfNetdev, 2) == neutral_state());
 }
 
 TEST_CASE("configure and reset are idempotent") {
   FakeVfNetlink netlink;
-  netlink.add_pf(kPf, 1);
-  const auto first = configure(netlink, kPf, 0, vm_settings());
+  netlink.add_pf(kPfNetdev, 1);
+  const auto first = configure(netlink, kPfNetdev, 0, vm_settings());
   REQUIRE(first.ok());
   const int applies = netlink.applies();
-  const auto second = configure(netlink, kPf, 0, vm_settings());
+  const auto second = configure(netlink, kPfNetdev, 0, vm_settings());
   REQUIRE(second.ok());
   CHECK(netlink.applies() == applies);
   REQUIRE(reset(netlink, *first).ok());
   const int after_reset = netlink.applies();
   REQUIRE(reset(netlink, *first).ok());
   CHECK(netlink.applies() == after_reset);
-  CHECK(netlink.state(kPf, 0) == neutral_state());
+  CHECK(netlink.state(kPfNetdev, 0) == neutral_state());
 }
 
 TEST_CASE("reset also clears settings configure did not make") {
@@ -74,14 +74,14 @@ TEST_CASE("reset also clears settings configure did not make") {
   VfState dirty = neutral_state();
   dirty.trust = true;
   dirty.max_tx_rate_mbps = 100;
-  netlink.add_pf(kPf, 1, dirty);
+  netlink.add_pf(kPfNetdev, 1, dirty);
   VfSettings only_mac;
   only_mac.mac = "52:54:00:00:00:07";
-  const auto record = configure(netlink, kPf, 0, only_mac);
+  const auto record = configure(netlink, kPfNetdev, 0, only_mac);
   REQUIRE(record.ok());
   CHECK(record->previous == dirty);
   REQUIRE(reset(netlink, *record).ok());
-  CHECK(netlink.state(kPf, 0) == neutral_state());
+  CHECK(netlink.state(kPfNetdev, 0) == neutral_state());
 }
 
 TEST_CASE("neutral settings ask nothing of what the driver does not report") {
@@ -106,55 +106,55 @@ TEST_CASE("a refusal at each attribute puts the VF back as it was") {
   for (const char* field : {"mac", "vlan", "rate", "spoofchk", "link_state", "trust"}) {
     CAPTURE(field);
     FakeVfNetlink netlink;
-    netlink.add_pf(kPf, 2, previous);
+    netlink.add_pf(kPfNetdev, 2, previous);
     netlink.refuse_next(field);
-    const auto result = configure(netlink, kPf, 1, vm_settings());
+    const auto result = configure(netlink, kPfNetdev, 1, vm_settings());
     REQUIRE_FALSE(result.ok());
     CHECK(result.error().code == ErrorCode::unsupported);
     CHECK(result.error().message.find("configure VF 1 of ens1np0") != std::string::npos);
     CHECK(result.error().message.find(std::string("set ") + field) != std::string::npos);
     CHECK(result.error().message.find("the previous settings are back") != std::string::npos);
-    CHECK(netlink.state(kPf, 1) == previous);
+    CHECK(netlink.state(kPfNetdev, 1) == previous);
   }
 }
 
 TEST_CASE("a driver that ignores a setting is caught on read-back and rolled back") {
   FakeVfNetlink netlink;
-  netlink.add_pf(kPf, 1);
+  netlink.add_pf(kPfNetdev, 1);
   netlink.ignore("trust");
-  const auto result = configure(netlink, kPf, 0, vm_settings());
+  const auto result = configure(netlink, kPfNetdev, 0, vm_settings());
   REQUIRE_FALSE(result.ok());
   CHECK(result.error().code == ErrorCode::io_error);
   CHECK(result.error().message.find("trust: wanted on, got off") != std::string::npos);
-  CHECK(netlink.state(kPf, 0) == neutral_state());
+  CHECK(netlink.state(kPfNetdev, 0) == neutral_state());
 }
 
 TEST_CASE("a failed read-back rolls back, and a failed first read changes nothing") {
   {
     FakeVfNetlink netlink;
-    netlink.add_pf(kPf, 1);
+    netlink.add_pf(kPfNetdev, 1);
     netlink.fail_read(2);
-    const auto result = configure(netlink, kPf, 0, vm_settings());
+    const auto result = configure(netlink, kPfNetdev, 0, vm_settings());
     REQUIRE_FALSE(result.ok());
     CHECK(result.error().message.find("reading back") != std::string::npos);
     CHECK(result.error().message.find("the previous settings are back") != std::string::npos);
-    CHECK(netlink.state(kPf, 0) == neutral_state());
+    CHECK(netlink.state(kPfNetdev, 0) == neutral_state());
   }
   {
     FakeVfNetlink netlink;
-    netlink.add_pf(kPf, 1);
+    netlink.add_pf(kPfNetdev, 1);
     netlink.fail_read(1);
-    REQUIRE_FALSE(configure(netlink, kPf, 0, vm_settings()).ok());
+    REQUIRE_FALSE(configure(netlink, kPfNetdev, 0, vm_settings()).ok());
     CHECK(netlink.applies() == 0);
   }
 }
 
 TEST_CASE("a failed rollback is reported with the original failure") {
   FakeVfNetlink netlink;
-  netlink.add_pf(kPf, 1);
+  netlink.add_pf(kPfNetdev, 1);
   netlink.ignore("trust");
   netlink.fail_read(3);  // previous, read-back, then the read after the rollback
-  const auto result = configure(netlink, kPf, 0, vm_settings());
+  const auto result = configure(netlink, kPfNetdev, 0, vm_settings());
   REQUIRE_FALSE(result.ok());
   CHECK(result.error().message.find("trust: wanted on, got off") != std::string::npos);
   CHECK(result.error().message.find("could not read them back") != std::string::npos);
@@ -177,8 +177,8 @@ TEST_CASE("invalid settings are refused before anything is sent") {
                         Case{"min_tx_rate_mbps", rates}}) {
     CAPTURE(c.field);
     FakeVfNetlink netlink;
-    netlink.add_pf(kPf, 1);
-    const auto result = configure(netlink, kPf, 0, c.settings);
+    netlink.add_pf(kPfNetdev, 1);
+    const auto result = configure(netlink, kPfNetdev, 0, c.settings);
     REQUIRE_FALSE(result.ok());
     CHECK(result.error().code == ErrorCode::invalid_argument);
     CHECK(result.error().message.rfind(std::string(c.field) + ":", 0) == 0);
@@ -188,8 +188,8 @@ TEST_CASE("invalid settings are refused before anything is sent") {
 
 TEST_CASE("configure and reset name a VF that does not exist") {
   FakeVfNetlink netlink;
-  netlink.add_pf(kPf, 2);
-  const auto result = configure(netlink, kPf, 9, vm_settings());
+  netlink.add_pf(kPfNetdev, 2);
+  const auto result = configure(netlink, kPfNetdev, 9, vm_settings());
   REQUIRE_FALSE(result.ok());
   CHECK(result.error().code == ErrorCode::not_found);
   CHECK(result.error().message.find("VF 9 of ens1np0") != std::string::npos);

@@ -18,9 +18,8 @@ namespace fs = std::filesystem;
 namespace hostagent::testing {
 namespace {
 
-const std::string kDevices = "/sys/bus/pci/devices/";
-const std::string kDrivers = "/sys/bus/pci/drivers/";
-const std::string kGroups = "/sys/kernel/iommu_groups/";
+const std::string kPciDriversDir = "/sys/bus/pci/drivers/";
+const std::string kIommuGroupsDir = "/sys/kernel/iommu_groups/";
 
 std::string read_attr(const FakeKernel& k, const std::string& kernel_path) {
   std::ifstream in(k.host_path(kernel_path));
@@ -74,7 +73,7 @@ PciAddress vf_address(const PciAddress& pf, int offset, int stride, int n) {
 int lowest_free_group(const FakeKernel& k) {
   std::set<int> taken;
   std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(k.host_path(kGroups), ec)) {
+  for (const auto& entry : fs::directory_iterator(k.host_path(kIommuGroupsDir), ec)) {
     taken.insert(std::atoi(entry.path().filename().c_str()));
   }
   int id = 0;
@@ -89,12 +88,12 @@ class SriovModel {
   // The VF driver of each PF that has VFs now, for PFs the options leave out.
   void remember_fixture_drivers(const FakeKernel& k) {
     std::error_code ec;
-    for (const auto& entry : fs::directory_iterator(k.host_path(kDevices), ec)) {
+    for (const auto& entry : fs::directory_iterator(k.host_path(kPciDevicesDir), ec)) {
       const std::string pf = entry.path().filename().string();
       if (options_.vf_drivers.count(pf) != 0) continue;
-      const auto vf = link_name(k, kDevices + pf + "/virtfn0");
+      const auto vf = link_name(k, kPciDevicesDir + pf + "/virtfn0");
       if (!vf) continue;
-      if (const auto driver = link_name(k, kDevices + *vf + "/driver")) options_.vf_drivers[pf] = *driver;
+      if (const auto driver = link_name(k, kPciDevicesDir + *vf + "/driver")) options_.vf_drivers[pf] = *driver;
     }
   }
 
@@ -134,9 +133,9 @@ class SriovModel {
     write_identity(k, pf_dir, dir);
     make_link(k, dir + "/physfn", pf_dir);
     make_link(k, dir + "/subsystem", "/sys/bus/pci");
-    make_link(k, kDevices + name, dir);
+    make_link(k, kPciDevicesDir + name, dir);
     make_link(k, pf_dir + "/virtfn" + std::to_string(n), dir);
-    const std::string group = kGroups + std::to_string(lowest_free_group(k));
+    const std::string group = kIommuGroupsDir + std::to_string(lowest_free_group(k));
     k.store(group + "/type", "DMA-FQ\n");
     k.store(group + "/reserved_regions", "0x00000000fee00000 0x00000000feefffff msi\n");
     make_link(k, group + "/devices/" + name, dir);
@@ -170,7 +169,7 @@ class SriovModel {
     if (read_attr(k, pf_dir + "/sriov_drivers_autoprobe") != "1") return;
     const auto driver = options_.vf_drivers.find(fs::path(pf_dir).filename().string());
     if (driver == options_.vf_drivers.end()) return;
-    const std::string driver_dir = kDrivers + driver->second;
+    const std::string driver_dir = kPciDriversDir + driver->second;
     if (!fs::is_directory(k.host_path(driver_dir))) return;
     make_link(k, dir + "/driver", driver_dir);
     make_link(k, driver_dir + "/" + name, dir);
@@ -192,15 +191,16 @@ class SriovModel {
     const std::string name = fs::path(dir).filename().string();
     // Unbinding: the driver's link goes, and with the driver's remove() the netdevs and RDMA
     // devices it registered, whose class links point into the VF.
-    if (const auto driver = link_name(k, dir + "/driver")) fs::remove(k.host_path(kDrivers + *driver + "/" + name));
+    if (const auto driver = link_name(k, dir + "/driver"))
+      fs::remove(k.host_path(kPciDriversDir + *driver + "/" + name));
     for (const char* cls : {"/sys/class/net", "/sys/class/infiniband"}) remove_links_into(k, cls, dir);
     if (const auto group = link_name(k, dir + "/iommu_group")) {
-      const std::string group_dir = kGroups + *group;
+      const std::string group_dir = kIommuGroupsDir + *group;
       fs::remove(k.host_path(group_dir + "/devices/" + name));
       // The group goes with its last device (iommu_group_release).
       if (fs::is_empty(k.host_path(group_dir + "/devices"))) fs::remove_all(k.host_path(group_dir));
     }
-    fs::remove(k.host_path(kDevices + name));
+    fs::remove(k.host_path(kPciDevicesDir + name));
     fs::remove_all(k.host_path(dir));
   }
 

@@ -21,6 +21,12 @@ void stop_libvirtd();
 // Destroys and undefines a domain through its own connection, ignoring every failure: for scope
 // guards, which must clean up even when the Hypervisor under test is broken or disconnected.
 void remove_domain(const std::string& uri, const std::string& name);
+// remove_domain on scope exit.
+struct DomainCleanup {
+  std::string uri;
+  std::string name;
+  ~DomainCleanup() { remove_domain(uri, name); }
+};
 // Destroys (and undefines, if persistent) a storage pool, likewise.
 void remove_pool(const std::string& uri, const std::string& name);
 

@@ -77,6 +77,13 @@ std::string read_text_file(const fs::path& path) {
   return out.str();
 }
 
+void write_text_file(const fs::path& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << text;
+  out.close();
+  if (!out) throw std::runtime_error("cannot write " + path.string());
+}
+
 std::string compare_golden(const std::string& name, const std::string& actual) {
   const fs::path path = golden_dir() / name;
   const char* update = std::getenv("HOSTAGENT_UPDATE_GOLDEN");

@@ -3,12 +3,21 @@
 
 #include <sys/types.h>
 
+#include <cstdint>
+
 #include <filesystem>
 #include <optional>
 #include <string>
 #include <vector>
 
 namespace hostagent::testing {
+
+inline constexpr uint64_t kMiB = 1ULL << 20;
+inline constexpr uint64_t kGiB = 1ULL << 30;
+
+inline bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
 
 // A fresh directory under $TMPDIR, removed with everything in it when this goes out of scope.
 class TempDir {
@@ -56,7 +65,10 @@ std::optional<std::filesystem::path> find_program(const std::string& name);
 // Extracts a .tar.bz2 into dir (through tar) and returns dir.
 std::filesystem::path extract_tarball(const std::filesystem::path& tarball, const std::filesystem::path& dir);
 
+// A file's bytes, and a file replaced by these bytes; both throw std::runtime_error, which fails
+// the test case, when the file cannot be read or written.
 std::string read_text_file(const std::filesystem::path& path);
+void write_text_file(const std::filesystem::path& path, const std::string& text);
 
 // The entries of a directory (none when it does not exist), in no particular order.
 std::vector<std::filesystem::path> files_in(const std::filesystem::path& dir);

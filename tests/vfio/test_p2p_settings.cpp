@@ -26,12 +26,12 @@ numa::PciAddress at(const char* text) {
 // vela2, stack 0x15 (simhost/src/sim_host.cpp): root port 15:02.0, switch upstream 16:00.0,
 // downstream 17:00.0 (-> H100 18:00.0), 17:01.0 (-> ConnectX-7 19:00.0, VFs 19:00.1-4), 17:02.0
 // (-> NVMe 1a:00.0). Linux's ACS default on the ports (0x1d), ATS off everywhere.
-const numa::PciAddress kRootPort = at("0000:15:02.0");
+const numa::PciAddress kStackRootPort = at("0000:15:02.0");
 const numa::PciAddress kUpstream = at("0000:16:00.0");
 const numa::PciAddress kGpuPort = at("0000:17:00.0");
 const numa::PciAddress kNicPort = at("0000:17:01.0");
 const numa::PciAddress kNvmePort = at("0000:17:02.0");
-const numa::PciAddress kGpu = at("0000:18:00.0");
+const numa::PciAddress kStackGpu = at("0000:18:00.0");
 const numa::PciAddress kNic = at("0000:19:00.0");
 const numa::PciAddress kVf1 = at("0000:19:00.1");
 const numa::PciAddress kVf2 = at("0000:19:00.2");
@@ -78,9 +78,7 @@ class FaultyConfigSpace final : public ConfigSpace {
   ConfigSpace& inner_;
 };
 
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
+using hostagent::testing::contains;
 
 int acs_offset(ConfigSpace& config, const numa::PciAddress& port) {
   const auto cap = config.find_ext_capability(port, kExtCapAcs).value();
@@ -91,11 +89,11 @@ int acs_offset(ConfigSpace& config, const numa::PciAddress& port) {
 TEST_CASE("a VM's GPU and NIC: the plan sets ACS on the root and downstream ports above them and ATS on both") {
   Host host("vela2");
   const auto before = host.snapshot();
-  const auto plan = plan_p2p(host.model, {kGpu, kNic}, *host.config).value();
-  const std::vector<RegisterChange> expected{{kRootPort, Register::acs_control, 0x001d, 0x005d},
+  const auto plan = plan_p2p(host.model, {kStackGpu, kNic}, *host.config).value();
+  const std::vector<RegisterChange> expected{{kStackRootPort, Register::acs_control, 0x001d, 0x005d},
                                              {kGpuPort, Register::acs_control, 0x001d, 0x005d},
                                              {kNicPort, Register::acs_control, 0x001d, 0x005d},
-                                             {kGpu, Register::ats_control, 0x0000, 0x8000},
+                                             {kStackGpu, Register::ats_control, 0x0000, 0x8000},
                                              {kNic, Register::ats_control, 0x0000, 0x8000}};
   CHECK(plan == expected);  // not the switch's upstream port, not the NVMe's port
   // Planning reads only.
@@ -105,15 +103,15 @@ TEST_CASE("a VM's GPU and NIC: the plan sets ACS on the root and downstream port
 TEST_CASE("apply sets the registers the plan names and restore returns every config file byte for byte") {
   Host host("vela2");
   const auto before = host.snapshot();
-  const auto plan = plan_p2p(host.model, {kGpu, kNic}, *host.config).value();
+  const auto plan = plan_p2p(host.model, {kStackGpu, kNic}, *host.config).value();
   const auto applied = apply_p2p(*host.config, plan);
   REQUIRE_MESSAGE(applied.ok(), applied.error().message);
   CHECK(*applied == plan);
 
   const auto changed = host.rediscover();
-  for (const auto& port : {kRootPort, kGpuPort, kNicPort}) CHECK(changed.find(port)->acs->control == 0x005d);
+  for (const auto& port : {kStackRootPort, kGpuPort, kNicPort}) CHECK(changed.find(port)->acs->control == 0x005d);
   CHECK(changed.find(kNvmePort)->acs->control == 0x001d);
-  CHECK(changed.find(kGpu)->ats->enabled);
+  CHECK(changed.find(kStackGpu)->ats->enabled);
   CHECK(changed.find(kNic)->ats->enabled);
   CHECK_FALSE(changed.find(kVf1)->ats->enabled);
   // Exactly the five config files changed.
@@ -124,8 +122,8 @@ TEST_CASE("apply sets the registers the plan names and restore returns every con
     CHECK(std::filesystem::path(path).filename() == "config");
     changed_files.insert(std::filesystem::path(path).parent_path().filename().string());
   }
-  CHECK(changed_files == std::set<std::string>{kRootPort.to_string(), kGpuPort.to_string(), kNicPort.to_string(),
-                                               kGpu.to_string(), kNic.to_string()});
+  CHECK(changed_files == std::set<std::string>{kStackRootPort.to_string(), kGpuPort.to_string(), kNicPort.to_string(),
+                                               kStackGpu.to_string(), kNic.to_string()});
 
   const auto restored = restore_p2p(*host.config, *applied);
   REQUIRE_MESSAGE(restored.ok(), restored.error().message);
@@ -134,10 +132,10 @@ TEST_CASE("apply sets the registers the plan names and restore returns every con
 
 TEST_CASE("applying twice changes nothing the second time") {
   Host host("vela2");
-  const auto plan = plan_p2p(host.model, {kGpu, kNic}, *host.config).value();
+  const auto plan = plan_p2p(host.model, {kStackGpu, kNic}, *host.config).value();
   REQUIRE(apply_p2p(*host.config, plan).ok());
   const auto after_first = host.snapshot();
-  CHECK(plan_p2p(host.model, {kGpu, kNic}, *host.config).value().empty());
+  CHECK(plan_p2p(host.model, {kStackGpu, kNic}, *host.config).value().empty());
   // The same plan again (a journal replay after a crash): every register is at `after` already.
   FaultyConfigSpace counting(*host.config);
   const auto again = apply_p2p(counting, plan);
@@ -150,7 +148,7 @@ TEST_CASE("applying twice changes nothing the second time") {
 TEST_CASE("a write failing at any step leaves config space exactly as it was") {
   Host host("vela2");
   const auto before = host.snapshot();
-  const auto plan = plan_p2p(host.model, {kGpu, kNic, kVf1}, *host.config).value();
+  const auto plan = plan_p2p(host.model, {kStackGpu, kNic, kVf1}, *host.config).value();
   REQUIRE(plan.size() == 6);
   for (int n = 1; n <= static_cast<int>(plan.size()); ++n) {
     CAPTURE(n);
@@ -167,13 +165,13 @@ TEST_CASE("a write failing at any step leaves config space exactly as it was") {
 TEST_CASE("a register that does not take the value is an error naming the device, the register and the values") {
   Host host("vela2");
   const auto before = host.snapshot();
-  const auto plan = plan_p2p(host.model, {kGpu}, *host.config).value();
+  const auto plan = plan_p2p(host.model, {kStackGpu}, *host.config).value();
   FaultyConfigSpace dropping(*host.config);
   dropping.read_only = kAcsDirectTranslated;  // a port whose DT enable is hardwired to 0
   const auto applied = apply_p2p(dropping, plan);
   REQUIRE_FALSE(applied.ok());
   const std::string& message = applied.error().message;
-  CHECK(contains(message, "ACS control of " + kRootPort.to_string()));
+  CHECK(contains(message, "ACS control of " + kStackRootPort.to_string()));
   CHECK(contains(message, "did not take 0x005d"));
   CHECK(contains(message, "reads 0x001d"));
   CHECK(testing::describe_difference(before, host.snapshot()) == "");
@@ -185,7 +183,7 @@ TEST_CASE("a partly taken write is rolled back with the registers before it") {
   // not, and the port reads 0x5f, neither before nor after. It must be put back too.
   REQUIRE(host.config->write16(kGpuPort, acs_offset(*host.config, kGpuPort) + 6, 0x001f).ok());
   const auto before = host.snapshot();
-  const auto plan = plan_p2p(host.model, {kGpu}, *host.config).value();
+  const auto plan = plan_p2p(host.model, {kStackGpu}, *host.config).value();
   REQUIRE(plan.size() == 3);
   REQUIRE(plan[1] == RegisterChange{kGpuPort, Register::acs_control, 0x001f, 0x005d});
   FaultyConfigSpace dropping(*host.config);
@@ -200,7 +198,7 @@ TEST_CASE("a partly taken write is rolled back with the registers before it") {
 
 TEST_CASE("a register someone else changed since the plan is a conflict, and nobody's value is overwritten") {
   Host host("vela2");
-  const auto plan = plan_p2p(host.model, {kGpu, kNic}, *host.config).value();
+  const auto plan = plan_p2p(host.model, {kStackGpu, kNic}, *host.config).value();
   REQUIRE(host.config->write16(kNicPort, acs_offset(*host.config, kNicPort) + 6, 0x0011).ok());
   const auto before = host.snapshot();
   const auto applied = apply_p2p(*host.config, plan);
@@ -214,7 +212,7 @@ TEST_CASE("a register someone else changed since the plan is a conflict, and nob
 TEST_CASE("restore goes on past a register it cannot write and names it") {
   Host host("vela2");
   const auto before = host.snapshot();
-  const auto plan = plan_p2p(host.model, {kGpu, kNic}, *host.config).value();
+  const auto plan = plan_p2p(host.model, {kStackGpu, kNic}, *host.config).value();
   const auto applied = apply_p2p(*host.config, plan).value();
   FaultyConfigSpace faulty(*host.config);
   faulty.fail_write = 1;  // restore goes last first: the NIC's ATS control
@@ -224,8 +222,8 @@ TEST_CASE("restore goes on past a register it cannot write and names it") {
   CHECK(faulty.writes == static_cast<int>(applied.size()));
   const auto model = host.rediscover();
   CHECK(model.find(kNic)->ats->enabled);
-  CHECK_FALSE(model.find(kGpu)->ats->enabled);
-  for (const auto& port : {kRootPort, kGpuPort, kNicPort}) CHECK(model.find(port)->acs->control == 0x001d);
+  CHECK_FALSE(model.find(kStackGpu)->ats->enabled);
+  for (const auto& port : {kStackRootPort, kGpuPort, kNicPort}) CHECK(model.find(port)->acs->control == 0x001d);
   // Once the write goes through, the host is as it was.
   REQUIRE(restore_p2p(*host.config, applied).ok());
   CHECK(testing::describe_difference(before, host.snapshot()) == "");
@@ -255,13 +253,13 @@ TEST_CASE("two VMs with VFs of one NIC share its ports, which are restored only 
   REQUIRE(restore_p2p(*host.config, released_a).ok());
   const auto between = host.rediscover();
   CHECK(between.find(kNicPort)->acs->control == 0x005d);
-  CHECK(between.find(kRootPort)->acs->control == 0x005d);
+  CHECK(between.find(kStackRootPort)->acs->control == 0x005d);
   CHECK(between.find(kVf2)->ats->enabled);
 
   const auto released_b = ledger.release("vm-b");
   REQUIRE(released_b.size() == 3);  // B's VF, then the ports, last taken first
   CHECK(released_b[0].device == kVf2);
-  CHECK(released_b[2].device == kRootPort);
+  CHECK(released_b[2].device == kStackRootPort);
   REQUIRE(restore_p2p(*host.config, released_b).ok());
   CHECK(ledger.entries().empty());
   CHECK(testing::describe_difference(before, host.snapshot()) == "");
@@ -295,14 +293,14 @@ TEST_CASE("bits the ACS capability does not advertise are never set") {
   Host host("vela2");
   // The fixture's ports advertise SV TB RR CR UF DT (0x5f); make the root port advertise SV, RR,
   // CR, UF only and the GPU's port Source Validation only, with nothing enabled.
-  const int root_acs = acs_offset(*host.config, kRootPort);
+  const int root_acs = acs_offset(*host.config, kStackRootPort);
   const int gpu_port_acs = acs_offset(*host.config, kGpuPort);
-  REQUIRE(host.config->write16(kRootPort, root_acs + 4, 0x001d).ok());
+  REQUIRE(host.config->write16(kStackRootPort, root_acs + 4, 0x001d).ok());
   REQUIRE(host.config->write16(kGpuPort, gpu_port_acs + 4, 0x0001).ok());
   REQUIRE(host.config->write16(kGpuPort, gpu_port_acs + 6, 0x0000).ok());
-  const auto plan = plan_p2p(host.model, {kGpu}, *host.config).value();
+  const auto plan = plan_p2p(host.model, {kStackGpu}, *host.config).value();
   const std::vector<RegisterChange> expected{{kGpuPort, Register::acs_control, 0x0000, 0x0001},
-                                             {kGpu, Register::ats_control, 0x0000, 0x8000}};
+                                             {kStackGpu, Register::ats_control, 0x0000, 0x8000}};
   CHECK(plan == expected);  // the root port already holds all it can: no DT to enable
 }
 
@@ -325,7 +323,7 @@ TEST_CASE("current_state decodes what the fixture holds, before and after the se
   CHECK(port->acs_capability == uint16_t{0x005f});
   CHECK(port->acs_enabled == std::vector<std::string>{"SrcValid", "ReqRedir", "CmpltRedir", "UpstreamFwd"});
   CHECK_FALSE(port->ats_enabled.has_value());
-  const P2pState* gpu = find(initial, kGpu);
+  const P2pState* gpu = find(initial, kStackGpu);
   REQUIRE(gpu != nullptr);
   CHECK_FALSE(gpu->acs_control.has_value());
   CHECK(gpu->ats_enabled == false);
@@ -334,11 +332,11 @@ TEST_CASE("current_state decodes what the fixture holds, before and after the se
   CHECK(find(initial, at("0000:1a:00.0")) == nullptr);
   CHECK(find(initial, at("0000:15:00.0")) == nullptr);
 
-  REQUIRE(apply_p2p(*host.config, plan_p2p(host.model, {kGpu}, *host.config).value()).ok());
+  REQUIRE(apply_p2p(*host.config, plan_p2p(host.model, {kStackGpu}, *host.config).value()).ok());
   const auto set = current_state(host.model, *host.config).value();
   CHECK(find(set, kGpuPort)->acs_enabled ==
         std::vector<std::string>{"SrcValid", "ReqRedir", "CmpltRedir", "UpstreamFwd", "DirectTrans"});
-  CHECK(find(set, kGpu)->ats_enabled == true);
+  CHECK(find(set, kStackGpu)->ats_enabled == true);
   CHECK(find(set, kNic)->ats_enabled == false);
   CHECK(find(set, kNicPort)->acs_control == uint16_t{0x001d});
 }
@@ -356,28 +354,28 @@ TEST_CASE("an unknown device or a bridge is refused before anything is read") {
 
 TEST_CASE("libpci config space: unreadable files, short files and bad offsets are errors or absences") {
   Host host("vela2");
-  const auto config_file = host.dir.path() / "sys/bus/pci/devices" / kGpu.to_string() / "config";
-  CHECK(host.config->read16(kGpu, 0).value() == 0x10de);  // NVIDIA's vendor id
-  const auto odd = host.config->read16(kGpu, 3);
+  const auto config_file = host.dir.path() / "sys/bus/pci/devices" / kStackGpu.to_string() / "config";
+  CHECK(host.config->read16(kStackGpu, 0).value() == 0x10de);  // NVIDIA's vendor id
+  const auto odd = host.config->read16(kStackGpu, 3);
   REQUIRE_FALSE(odd.ok());
   CHECK(odd.error().code == ErrorCode::invalid_argument);
-  CHECK_FALSE(host.config->write16(kGpu, 0x1000, 0).ok());
+  CHECK_FALSE(host.config->write16(kStackGpu, 0x1000, 0).ok());
 
   // A conventional function's config file is 256 bytes: no extended capabilities, no error.
   std::filesystem::resize_file(config_file, 256);
-  const auto no_ext = host.config->find_ext_capability(kGpu, kExtCapAcs);
+  const auto no_ext = host.config->find_ext_capability(kStackGpu, kExtCapAcs);
   REQUIRE(no_ext.ok());
   CHECK_FALSE(no_ext->has_value());
-  CHECK_FALSE(host.config->read16(kGpu, 0x106).ok());
+  CHECK_FALSE(host.config->read16(kStackGpu, 0x106).ok());
 
   std::filesystem::remove(config_file);
-  const auto gone = host.config->find_ext_capability(kGpu, kExtCapAcs);
+  const auto gone = host.config->find_ext_capability(kStackGpu, kExtCapAcs);
   REQUIRE_FALSE(gone.ok());
   CHECK(gone.error().code == ErrorCode::not_found);
   CHECK(contains(gone.error().message, config_file.string()));
-  const auto plan = plan_p2p(host.model, {kGpu}, *host.config);
+  const auto plan = plan_p2p(host.model, {kStackGpu}, *host.config);
   REQUIRE_FALSE(plan.ok());
-  CHECK(contains(plan.error().message, kGpu.to_string()));
+  CHECK(contains(plan.error().message, kStackGpu.to_string()));
 }
 
 TEST_CASE("a port without ACS and a device without ATS are left out of the plan") {

@@ -7,6 +7,7 @@
 
 #include "fake_host.hpp"
 #include "hostagent/vfio/vfio_binding.hpp"
+#include "test_support.hpp"
 
 namespace hostagent::vfio {
 namespace {
@@ -23,9 +24,7 @@ numa::PciAddress address(const std::string& text) {
   return numa::PciAddress::parse(text).value();
 }
 
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
+using hostagent::testing::contains;
 
 // The function of the group a write is about: named in its path or in its value.
 std::string device_of_write(const std::pair<std::string, std::string>& write) {

@@ -12,7 +12,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr uint64_t kGiB = 1ULL << 30;
+using hostagent::testing::kGiB;
 const fs::path kShipped = hostagent::testing::shipped_templates_dir();
 
 VmTemplate shipped(const std::string& name) {

@@ -3,26 +3,19 @@
 #include <doctest/doctest.h>
 
 #include "hostagent/vmtemplates/vm_template.hpp"
+#include "template_checks.hpp"
 
 namespace hostagent::vmtemplates {
 namespace {
 
-const std::string kBase = "name: t\nvcpus: 4\nmemory: 8GiB\n";
-
-std::string problems(const std::string& yaml) {
-  auto shape = parse_template(yaml, "t.yaml", nullptr);
-  REQUIRE_FALSE(shape.ok());
-  return shape.error().message;
-}
-
 TEST_CASE("limits: a YAML alias that refers to itself is refused, not followed forever") {
-  const auto message = problems(kBase + "metadata: &m {a: b, c: *m}\n");
+  const auto message = problems(kMinimalTemplate + "metadata: &m {a: b, c: *m}\n");
   CHECK(message.find("a YAML alias that refers to itself?") != std::string::npos);
   CHECK(message.find("t.yaml:") == 0);
 }
 
 TEST_CASE("limits: aliases that expand exponentially are refused") {
-  std::string yaml = kBase + "x0: &a0 [q, q, q, q, q, q, q, q, q, q]\n";
+  std::string yaml = kMinimalTemplate + "x0: &a0 [q, q, q, q, q, q, q, q, q, q]\n";
   for (int i = 1; i < 9; ++i) {
     const std::string prev = "*a" + std::to_string(i - 1);
     yaml += "x" + std::to_string(i) + ": &a" + std::to_string(i) + " [" + prev + ", " + prev + ", " + prev + ", " +
@@ -32,18 +25,17 @@ TEST_CASE("limits: aliases that expand exponentially are refused") {
 }
 
 TEST_CASE("limits: a very long machine type is refused without deep regex recursion") {
-  const auto message = problems(kBase + "machine: pc-q35-" + std::string(200000, 'a') + "\n");
+  const auto message = problems(kMinimalTemplate + "machine: pc-q35-" + std::string(200000, 'a') + "\n");
   CHECK(message.find("t.yaml:4:10: machine:") != std::string::npos);
 }
 
 TEST_CASE("limits: what the renderer would refuse is refused when the template loads") {
+  CHECK(problems(kMinimalTemplate + "guest_numa: {cells: 15}\n")
+            .find("guest_numa.cells: found 15, expected a whole number 1..14") != std::string::npos);
+  CHECK(problems(kMinimalTemplate + "metadata: {xmlns: x}\n").find("metadata.xmlns") != std::string::npos);
+  CHECK(problems(kMinimalTemplate + "metadata: {XMLthing: x}\n").find("XML reserves those") != std::string::npos);
   CHECK(
-      problems(kBase + "guest_numa: {cells: 15}\n").find("guest_numa.cells: found 15, expected a whole number 1..14") !=
-      std::string::npos);
-  CHECK(problems(kBase + "metadata: {xmlns: x}\n").find("metadata.xmlns") != std::string::npos);
-  CHECK(problems(kBase + "metadata: {XMLthing: x}\n").find("XML reserves those") != std::string::npos);
-  CHECK(
-      problems(kBase + "boot: {image: /var/lib/../../etc/shadow}\n")
+      problems(kMinimalTemplate + "boot: {image: /var/lib/../../etc/shadow}\n")
           .find(
               "boot.image: found \"/var/lib/../../etc/shadow\", expected an absolute path on the host without '..'") !=
       std::string::npos);

@@ -3,32 +3,19 @@
 #include <doctest/doctest.h>
 
 #include "hostagent/vmtemplates/vm_template.hpp"
+#include "template_checks.hpp"
 #include "test_support.hpp"
 
 namespace hostagent::vmtemplates {
 namespace {
 
 // A valid template on lines 1-3; cases append their keys from line 4.
-const std::string kBase = "name: t\nvcpus: 4\nmemory: 8GiB\n";
 const std::string kTopKeys =
     "name, description, abstract, extends, vcpus, memory, hugepage_size, guest_numa, gpus, nics, nvme, "
     "peer_to_peer, machine, firmware, boot or metadata";
 
-VmTemplate valid(const std::string& yaml) {
-  auto shape = parse_template(yaml, "t.yaml", nullptr);
-  REQUIRE_MESSAGE(shape.ok(), (shape.ok() ? "" : shape.error().message));
-  return *shape;
-}
-
-std::string problems(const std::string& yaml) {
-  auto shape = parse_template(yaml, "t.yaml", nullptr);
-  REQUIRE_FALSE(shape.ok());
-  CHECK(shape.error().code == ErrorCode::invalid_argument);
-  return shape.error().message;
-}
-
 TEST_CASE("validation: a minimal template takes the documented defaults") {
-  const VmTemplate shape = valid(kBase);
+  const VmTemplate shape = valid(kMinimalTemplate);
   CHECK(shape.name == "t");
   CHECK(shape.source == "t.yaml");
   CHECK(shape.description.empty());
@@ -61,7 +48,7 @@ TEST_CASE("validation: a minimal template takes the documented defaults") {
 }
 
 TEST_CASE("validation: every field's other forms are read") {
-  const VmTemplate shape = valid(kBase +
+  const VmTemplate shape = valid(kMinimalTemplate +
                                  "hugepage_size: 2MiB\n"
                                  "guest_numa: {cells: 2}\n"
                                  "gpus: {count: 2, vendor_id: 0x1002, device_id: 0x74A1}\n"
@@ -100,83 +87,89 @@ TEST_CASE("validation: every field's other forms are read") {
 }
 
 TEST_CASE("validation: GPUs are chosen by model, by device_id (NVIDIA by default), by ids, or not at all") {
-  CHECK(valid(kBase + "gpus: {count: 1, model: V100}\n").gpus.ids ==
+  CHECK(valid(kMinimalTemplate + "gpus: {count: 1, model: V100}\n").gpus.ids ==
         std::vector<PciId>{{0x10de, 0x1db1}, {0x10de, 0x1db4}, {0x10de, 0x1db5}, {0x10de, 0x1db8}});
-  CHECK(valid(kBase + "gpus: {count: 1, model: H200}\n").gpus.ids == std::vector<PciId>{{0x10de, 0x2335}});
-  CHECK(valid(kBase + "gpus: {count: 1, model: A6000}\n").gpus.ids == std::vector<PciId>{{0x10de, 0x2230}});
-  CHECK(valid(kBase + "gpus: {count: 1, device_id: 0x2330}\n").gpus.ids == std::vector<PciId>{{0x10de, 0x2330}});
-  CHECK(valid(kBase + "gpus: {count: 3, ids: [10de:2330, 10DE:2331]}\n").gpus.ids ==
+  CHECK(valid(kMinimalTemplate + "gpus: {count: 1, model: H200}\n").gpus.ids == std::vector<PciId>{{0x10de, 0x2335}});
+  CHECK(valid(kMinimalTemplate + "gpus: {count: 1, model: A6000}\n").gpus.ids == std::vector<PciId>{{0x10de, 0x2230}});
+  CHECK(valid(kMinimalTemplate + "gpus: {count: 1, device_id: 0x2330}\n").gpus.ids ==
+        std::vector<PciId>{{0x10de, 0x2330}});
+  CHECK(valid(kMinimalTemplate + "gpus: {count: 3, ids: [10de:2330, 10DE:2331]}\n").gpus.ids ==
         std::vector<PciId>{{0x10de, 0x2330}, {0x10de, 0x2331}});
-  const VmTemplate any = valid(kBase + "gpus: {count: 4}\n");
+  const VmTemplate any = valid(kMinimalTemplate + "gpus: {count: 4}\n");
   CHECK(any.gpus.count == 4);
   CHECK(any.gpus.ids.empty());
-  CHECK(valid(kBase + "gpus: {count: 0}\nnics: {vfs_per_gpu: 0, count: 2}\n").nics.count == 2);
+  CHECK(valid(kMinimalTemplate + "gpus: {count: 0}\nnics: {vfs_per_gpu: 0, count: 2}\n").nics.count == 2);
 }
 
 TEST_CASE("validation: null means the default, and quoting does not change a value's type") {
-  const VmTemplate shape = valid(kBase + "gpus:\nnics: ~\nnvme: \"3\"\npeer_to_peer: 'true'\nmetadata: {}\n");
+  const VmTemplate shape =
+      valid(kMinimalTemplate + "gpus:\nnics: ~\nnvme: \"3\"\npeer_to_peer: 'true'\nmetadata: {}\n");
   CHECK(shape.gpus.count == 0);
   CHECK(shape.nvme == 3);
   CHECK(shape.peer_to_peer);
 }
 
 TEST_CASE("validation: unknown keys list the allowed ones and suggest the closest") {
-  CHECK(problems(kBase + "vcpu: 4\n") ==
+  CHECK(problems(kMinimalTemplate + "vcpu: 4\n") ==
         "t.yaml:4:1: vcpu: found an unknown key, expected one of " + kTopKeys + " (did you mean \"vcpus\"?)");
-  CHECK(problems(kBase + "hugepagesize: 1G\n") == "t.yaml:4:1: hugepagesize: found an unknown key, expected one of " +
-                                                      kTopKeys + " (did you mean \"hugepage_size\"?)");
-  CHECK(problems(kBase + "memroy: 1G\n") ==
+  CHECK(problems(kMinimalTemplate + "hugepagesize: 1G\n") ==
+        "t.yaml:4:1: hugepagesize: found an unknown key, expected one of " + kTopKeys +
+            " (did you mean \"hugepage_size\"?)");
+  CHECK(problems(kMinimalTemplate + "memroy: 1G\n") ==
         "t.yaml:4:1: memroy: found an unknown key, expected one of " + kTopKeys + " (did you mean \"memory\"?)");
-  CHECK(problems(kBase + "colour: blue\n") == "t.yaml:4:1: colour: found an unknown key, expected one of " + kTopKeys);
-  CHECK(problems(kBase + "gpus:\n  count: 1\n  modle: H100\n") ==
+  CHECK(problems(kMinimalTemplate + "colour: blue\n") ==
+        "t.yaml:4:1: colour: found an unknown key, expected one of " + kTopKeys);
+  CHECK(problems(kMinimalTemplate + "gpus:\n  count: 1\n  modle: H100\n") ==
         "t.yaml:6:3: gpus.modle: found an unknown key, expected one of count, model, vendor_id, device_id or ids "
         "(did you mean \"model\"?)");
-  CHECK(problems(kBase + "nics: {vf: {spoofcheck: false}}\n") ==
+  CHECK(problems(kMinimalTemplate + "nics: {vf: {spoofcheck: false}}\n") ==
         "t.yaml:4:13: nics.vf.spoofcheck: found an unknown key, expected one of mac, vlan, trust, spoofchk or mtu "
         "(did you mean \"spoofchk\"?)");
-  CHECK(problems(kBase + "nics: {vf_per_gpu: 1}\n") ==
+  CHECK(problems(kMinimalTemplate + "nics: {vf_per_gpu: 1}\n") ==
         "t.yaml:4:8: nics.vf_per_gpu: found an unknown key, expected one of vfs_per_gpu, count, placement or vf "
         "(did you mean \"vfs_per_gpu\"?)");
-  CHECK(problems(kBase + "guest_numa: {cell: 2}\n") ==
+  CHECK(problems(kMinimalTemplate + "guest_numa: {cell: 2}\n") ==
         "t.yaml:4:13: guest_numa.cells: found nothing (the key is missing), expected a whole number 1..14\n"
         "t.yaml:4:14: guest_numa.cell: found an unknown key, expected one of cells (did you mean \"cells\"?)");
-  CHECK(problems(kBase + "boot: {imgae: /a}\n") ==
+  CHECK(problems(kMinimalTemplate + "boot: {imgae: /a}\n") ==
         "t.yaml:4:8: boot.imgae: found an unknown key, expected one of image, cloud_init, kernel, initrd or cmdline "
         "(did you mean \"image\"?)");
-  CHECK(problems(kBase + "boot: {kernel: /k, command_line: quiet}\n") ==
+  CHECK(problems(kMinimalTemplate + "boot: {kernel: /k, command_line: quiet}\n") ==
         "t.yaml:4:20: boot.command_line: found an unknown key, expected one of image, cloud_init, kernel, initrd or "
         "cmdline");
 }
 
 TEST_CASE("validation: wrong types say what was found") {
-  CHECK(problems(kBase + "gpus:\n  count: eight\n") ==
+  CHECK(problems(kMinimalTemplate + "gpus:\n  count: eight\n") ==
         "t.yaml:5:10: gpus.count: found \"eight\", expected a whole number 0..64");
   CHECK(problems("name: t\nvcpus: [1, 2]\nmemory: 8GiB\n") ==
         "t.yaml:2:8: vcpus: found a list, expected a whole number 1..1024");
   CHECK(problems("name: t\nvcpus: 4.0\nmemory: 8GiB\n") ==
         "t.yaml:2:8: vcpus: found \"4.0\", expected a whole number 1..1024");
-  CHECK(problems(kBase + "gpus: 8\n") ==
+  CHECK(problems(kMinimalTemplate + "gpus: 8\n") ==
         "t.yaml:4:7: gpus: found \"8\", expected a mapping with keys count, model, vendor_id, device_id or ids");
-  CHECK(problems(kBase + "nics: [a]\n") ==
+  CHECK(problems(kMinimalTemplate + "nics: [a]\n") ==
         "t.yaml:4:7: nics: found a list, expected a mapping with keys vfs_per_gpu, count, placement or vf");
-  CHECK(problems(kBase + "peer_to_peer: maybe\n") ==
+  CHECK(problems(kMinimalTemplate + "peer_to_peer: maybe\n") ==
         "t.yaml:4:15: peer_to_peer: found \"maybe\", expected true or false");
-  CHECK(problems(kBase + "description: {a: 1}\n") == "t.yaml:4:14: description: found a mapping, expected text");
-  CHECK(problems(kBase + "memory: 8GiB\n").starts_with("t.yaml:4:1: memory: found a second \"memory\""));
+  CHECK(problems(kMinimalTemplate + "description: {a: 1}\n") ==
+        "t.yaml:4:14: description: found a mapping, expected text");
+  CHECK(problems(kMinimalTemplate + "memory: 8GiB\n").starts_with("t.yaml:4:1: memory: found a second \"memory\""));
   CHECK(problems("name: t\nvcpus: 4\nmemory: 8\n") ==
         "t.yaml:3:9: memory: found \"8\" (the unit is missing), expected a size like 1792GiB, 1280GB or 1G");
   CHECK(problems("name: t\nvcpus: 4\nmemory: 8 GiB\n") ==
         "t.yaml:3:9: memory: found \"8 GiB\" (unknown unit ' GiB'), expected a size like 1792GiB, 1280GB or 1G");
-  CHECK(problems(kBase + "hugepage_size: {a: 1}\n") ==
+  CHECK(problems(kMinimalTemplate + "hugepage_size: {a: 1}\n") ==
         "t.yaml:4:16: hugepage_size: found a mapping, expected a size like 1792GiB, 1280GB or 1G");
-  CHECK(problems(kBase + "guest_numa: all\n") ==
+  CHECK(problems(kMinimalTemplate + "guest_numa: all\n") ==
         "t.yaml:4:13: guest_numa: found \"all\", expected mirror or a mapping {cells: N}");
-  CHECK(problems(kBase + "nics: {vf: on}\n") ==
+  CHECK(problems(kMinimalTemplate + "nics: {vf: on}\n") ==
         "t.yaml:4:12: nics.vf: found \"on\", expected a mapping with keys mac, vlan, trust, spoofchk or mtu");
-  CHECK(problems(kBase + "metadata: [a]\n") ==
+  CHECK(problems(kMinimalTemplate + "metadata: [a]\n") ==
         "t.yaml:4:11: metadata: found a list, expected a mapping of names to text");
-  CHECK(problems(kBase + "metadata: {ok: [1]}\n") == "t.yaml:4:16: metadata.ok: found a list, expected text");
-  CHECK(problems(kBase + "boot: {cloud_init: {a: 1}}\n") ==
+  CHECK(problems(kMinimalTemplate + "metadata: {ok: [1]}\n") ==
+        "t.yaml:4:16: metadata.ok: found a list, expected text");
+  CHECK(problems(kMinimalTemplate + "boot: {cloud_init: {a: 1}}\n") ==
         "t.yaml:4:20: boot.cloud_init: found a mapping, expected text");
 }
 
@@ -186,69 +179,70 @@ TEST_CASE("validation: values out of range name the range") {
         "t.yaml:2:8: vcpus: found 1025, expected a whole number 1..1024");
   CHECK(problems("name: t\nvcpus: 99999999999\nmemory: 8GiB\n") ==
         "t.yaml:2:8: vcpus: found \"99999999999\", expected a whole number 1..1024");
-  CHECK(problems(kBase + "nvme: -1\n") == "t.yaml:4:7: nvme: found \"-1\", expected a whole number 0..64");
-  CHECK(problems(kBase + "gpus: {count: 65}\n") == "t.yaml:4:15: gpus.count: found 65, expected a whole number 0..64");
-  CHECK(problems(kBase + "nics: {count: 129}\n") ==
+  CHECK(problems(kMinimalTemplate + "nvme: -1\n") == "t.yaml:4:7: nvme: found \"-1\", expected a whole number 0..64");
+  CHECK(problems(kMinimalTemplate + "gpus: {count: 65}\n") ==
+        "t.yaml:4:15: gpus.count: found 65, expected a whole number 0..64");
+  CHECK(problems(kMinimalTemplate + "nics: {count: 129}\n") ==
         "t.yaml:4:15: nics.count: found 129, expected a whole number 0..128");
-  CHECK(problems(kBase + "gpus: {count: 1}\nnics: {vfs_per_gpu: 17}\n") ==
+  CHECK(problems(kMinimalTemplate + "gpus: {count: 1}\nnics: {vfs_per_gpu: 17}\n") ==
         "t.yaml:5:21: nics.vfs_per_gpu: found 17, expected a whole number 0..16");
-  CHECK(problems(kBase + "nics:\n  vf:\n    vlan: 0\n") ==
+  CHECK(problems(kMinimalTemplate + "nics:\n  vf:\n    vlan: 0\n") ==
         "t.yaml:6:11: nics.vf.vlan: found 0, expected a whole number 1..4094");
-  CHECK(problems(kBase + "nics: {vf: {vlan: 4095}}\n") ==
+  CHECK(problems(kMinimalTemplate + "nics: {vf: {vlan: 4095}}\n") ==
         "t.yaml:4:19: nics.vf.vlan: found 4095, expected a whole number 1..4094");
   // YAML 1.1 reads 0100 as octal 64; refusing it keeps the author's intent unambiguous.
-  CHECK(problems(kBase + "nics: {vf: {vlan: 0100}}\n") ==
+  CHECK(problems(kMinimalTemplate + "nics: {vf: {vlan: 0100}}\n") ==
         "t.yaml:4:19: nics.vf.vlan: found \"0100\", expected a whole number 1..4094");
-  CHECK(problems(kBase + "nics: {vf: {mtu: 67}}\n") ==
+  CHECK(problems(kMinimalTemplate + "nics: {vf: {mtu: 67}}\n") ==
         "t.yaml:4:18: nics.vf.mtu: found 67, expected a whole number 68..9216");
-  CHECK(problems(kBase + "nics: {vf: {mtu: 9217}}\n") ==
+  CHECK(problems(kMinimalTemplate + "nics: {vf: {mtu: 9217}}\n") ==
         "t.yaml:4:18: nics.vf.mtu: found 9217, expected a whole number 68..9216");
-  CHECK(problems(kBase + "guest_numa: {cells: 0}\n") ==
+  CHECK(problems(kMinimalTemplate + "guest_numa: {cells: 0}\n") ==
         "t.yaml:4:21: guest_numa.cells: found 0, expected a whole number 1..14");
 }
 
 TEST_CASE("validation: enumerations list their values and suggest the closest") {
-  CHECK(problems(kBase + "firmware: uefi\n") ==
+  CHECK(problems(kMinimalTemplate + "firmware: uefi\n") ==
         "t.yaml:4:11: firmware: found \"uefi\", expected efi or bios (did you mean \"efi\"?)");
-  CHECK(problems(kBase + "nics: {placement: loose}\n") ==
+  CHECK(problems(kMinimalTemplate + "nics: {placement: loose}\n") ==
         "t.yaml:4:19: nics.placement: found \"loose\", expected strict or prefer");
-  CHECK(problems(kBase + "nics: {vf: {mac: random}}\n") ==
+  CHECK(problems(kMinimalTemplate + "nics: {vf: {mac: random}}\n") ==
         "t.yaml:4:18: nics.vf.mac: found \"random\", expected auto or request");
-  CHECK(problems(kBase + "machine: pc-i440fx-7.2\n") ==
+  CHECK(problems(kMinimalTemplate + "machine: pc-i440fx-7.2\n") ==
         "t.yaml:4:10: machine: found \"pc-i440fx-7.2\", expected q35 or a pc-q35-* machine type: the guest's PCIe "
         "tree is built from pxb-pcie, which needs q35");
 }
 
 TEST_CASE("validation: GPU models are the known ones, and PCI ids are hex") {
   const std::string known = "a known model (A100, A6000, H100, H200 or V100), or device_id or ids for another GPU";
-  CHECK(problems(kBase + "gpus: {count: 1, model: B200}\n") ==
+  CHECK(problems(kMinimalTemplate + "gpus: {count: 1, model: B200}\n") ==
         "t.yaml:4:25: gpus.model: found \"B200\", expected " + known);
-  CHECK(problems(kBase + "gpus: {count: 1, model: h100}\n") ==
+  CHECK(problems(kMinimalTemplate + "gpus: {count: 1, model: h100}\n") ==
         "t.yaml:4:25: gpus.model: found \"h100\", expected " + known + " (did you mean \"H100\"?)");
   // 2330 in decimal is 0x091a, another device: the 0x is required.
-  CHECK(problems(kBase + "gpus: {count: 1, device_id: 2330}\n") ==
+  CHECK(problems(kMinimalTemplate + "gpus: {count: 1, device_id: 2330}\n") ==
         "t.yaml:4:29: gpus.device_id: found \"2330\", expected a hex PCI id like 0x2330");
-  CHECK(problems(kBase + "gpus: {count: 1, vendor_id: 0x10de1, device_id: 0x2330}\n") ==
+  CHECK(problems(kMinimalTemplate + "gpus: {count: 1, vendor_id: 0x10de1, device_id: 0x2330}\n") ==
         "t.yaml:4:29: gpus.vendor_id: found \"0x10de1\", expected a hex PCI id like 0x2330");
-  CHECK(problems(kBase + "gpus: {count: 1, vendor_id: 0x10de}\n") ==
+  CHECK(problems(kMinimalTemplate + "gpus: {count: 1, vendor_id: 0x10de}\n") ==
         "t.yaml:4:7: gpus.device_id: found nothing (the key is missing), expected a hex PCI id like 0x2330 beside "
         "vendor_id");
-  CHECK(problems(kBase + "gpus: {count: 1, ids: []}\n") ==
+  CHECK(problems(kMinimalTemplate + "gpus: {count: 1, ids: []}\n") ==
         "t.yaml:4:23: gpus.ids: found an empty list, expected a list of vendor:device ids in hex, like [10de:2330, "
         "10de:2331]");
-  CHECK(problems(kBase + "gpus: {count: 1, ids: 10de:2330}\n") ==
+  CHECK(problems(kMinimalTemplate + "gpus: {count: 1, ids: 10de:2330}\n") ==
         "t.yaml:4:23: gpus.ids: found \"10de:2330\", expected a list of vendor:device ids in hex, like [10de:2330, "
         "10de:2331]");
-  CHECK(problems(kBase + "gpus: {count: 1, ids: [10de:2330, 10de-2331, 0x10de:0x2331]}\n") ==
+  CHECK(problems(kMinimalTemplate + "gpus: {count: 1, ids: [10de:2330, 10de-2331, 0x10de:0x2331]}\n") ==
         "t.yaml:4:35: gpus.ids[1]: found \"10de-2331\", expected vendor:device in hex, like 10de:2330\n"
         "t.yaml:4:46: gpus.ids[2]: found \"0x10de:0x2331\", expected vendor:device in hex, like 10de:2330");
 }
 
 TEST_CASE("validation: impossible combinations point at the value that cannot be") {
-  CHECK(problems(kBase + "nics: {vfs_per_gpu: 1}\n") ==
+  CHECK(problems(kMinimalTemplate + "nics: {vfs_per_gpu: 1}\n") ==
         "t.yaml:4:21: nics.vfs_per_gpu: found 1 with no GPUs, expected 0 (or use nics.count): VFs per GPU need "
         "gpus.count above 0");
-  CHECK(problems(kBase + "gpus: {count: 0}\nnics: {vfs_per_gpu: 2}\n") ==
+  CHECK(problems(kMinimalTemplate + "gpus: {count: 0}\nnics: {vfs_per_gpu: 2}\n") ==
         "t.yaml:5:21: nics.vfs_per_gpu: found 2 with no GPUs, expected 0 (or use nics.count): VFs per GPU need "
         "gpus.count above 0");
   CHECK(problems("name: t\nvcpus: 4\nmemory: 1280GB\n") ==
@@ -258,24 +252,24 @@ TEST_CASE("validation: impossible combinations point at the value that cannot be
         "t.yaml:3:9: memory: found \"3M\", expected a whole number of 2M hugepages, at least one");
   CHECK(problems("name: t\nvcpus: 4\nmemory: 0G\n") ==
         "t.yaml:3:9: memory: found \"0G\", expected a whole number of 1G hugepages, at least one");
-  CHECK(problems(kBase + "hugepage_size: 4M\n") ==
+  CHECK(problems(kMinimalTemplate + "hugepage_size: 4M\n") ==
         "t.yaml:4:16: hugepage_size: found \"4M\", expected 2M or 1G, the x86 hugepage sizes");
-  CHECK(problems(kBase + "hugepage_size: 2MB\n") ==
+  CHECK(problems(kMinimalTemplate + "hugepage_size: 2MB\n") ==
         "t.yaml:4:16: hugepage_size: found \"2MB\", expected 2M or 1G, the x86 hugepage sizes");
-  CHECK(problems(kBase + "guest_numa: {cells: 5}\n") ==
+  CHECK(problems(kMinimalTemplate + "guest_numa: {cells: 5}\n") ==
         "t.yaml:4:21: guest_numa.cells: found 5, expected at most vcpus (4): every guest cell needs a vCPU");
-  CHECK(problems(kBase + "gpus: {count: 1, model: H100, device_id: 0x2330}\n") ==
+  CHECK(problems(kMinimalTemplate + "gpus: {count: 1, model: H100, device_id: 0x2330}\n") ==
         "t.yaml:4:31: gpus.device_id: found a second GPU selector beside model, expected one of model, device_id "
         "(with vendor_id) or ids; write model: ~ to drop an inherited one");
-  CHECK(problems(kBase + "gpus: {count: 1, ids: [10de:2330], model: A100}\n") ==
+  CHECK(problems(kMinimalTemplate + "gpus: {count: 1, ids: [10de:2330], model: A100}\n") ==
         "t.yaml:4:36: gpus.model: found a second GPU selector beside ids, expected one of model, device_id "
         "(with vendor_id) or ids; write ids: ~ to drop an inherited one");
-  CHECK(problems(kBase + "boot: {image: images/a.qcow2}\n") ==
+  CHECK(problems(kMinimalTemplate + "boot: {image: images/a.qcow2}\n") ==
         "t.yaml:4:15: boot.image: found \"images/a.qcow2\", expected an absolute path on the host without '..'");
 }
 
 TEST_CASE("validation: direct kernel boot takes a kernel, an initrd and a command line, with or without an image") {
-  const VmTemplate shape = valid(kBase +
+  const VmTemplate shape = valid(kMinimalTemplate +
                                  "boot:\n"
                                  "  kernel: /boot/vmlinuz-6.1.0-57-amd64\n"
                                  "  initrd: /var/lib/hostagent/initrd.img\n"
@@ -285,42 +279,44 @@ TEST_CASE("validation: direct kernel boot takes a kernel, an initrd and a comman
   CHECK(shape.boot.initrd == "/var/lib/hostagent/initrd.img");
   CHECK(shape.boot.cmdline == "console=ttyS0 root=/dev/vda1 panic=-1 quiet");
   CHECK(shape.boot.image == "/images/a.qcow2");
-  const VmTemplate bare = valid(kBase + "boot: {kernel: /k}\n");
+  const VmTemplate bare = valid(kMinimalTemplate + "boot: {kernel: /k}\n");
   CHECK(bare.boot.kernel == "/k");
   CHECK(bare.boot.initrd.empty());
   CHECK(bare.boot.cmdline.empty());
-  CHECK(valid(kBase + "boot: {kernel: /k, cmdline: " + std::string(4096, 'x') + "}\n").boot.cmdline.size() == 4096);
-  CHECK(valid(kBase + "boot: {kernel: /k, cmdline: \"root=LABEL=caf\xc3\xa9\"}\n").boot.cmdline ==
+  CHECK(valid(kMinimalTemplate + "boot: {kernel: /k, cmdline: " + std::string(4096, 'x') + "}\n").boot.cmdline.size() ==
+        4096);
+  CHECK(valid(kMinimalTemplate + "boot: {kernel: /k, cmdline: \"root=LABEL=caf\xc3\xa9\"}\n").boot.cmdline ==
         "root=LABEL=caf\xc3\xa9");
 }
 
 TEST_CASE("validation: direct kernel boot paths are absolute, the command line is one bounded line") {
-  CHECK(problems(kBase + "boot: {kernel: vmlinuz}\n") ==
+  CHECK(problems(kMinimalTemplate + "boot: {kernel: vmlinuz}\n") ==
         "t.yaml:4:16: boot.kernel: found \"vmlinuz\", expected an absolute path on the host without '..'");
-  CHECK(problems(kBase + "boot: {kernel: /boot/../etc/k, initrd: /boot/..}\n") ==
+  CHECK(problems(kMinimalTemplate + "boot: {kernel: /boot/../etc/k, initrd: /boot/..}\n") ==
         "t.yaml:4:16: boot.kernel: found \"/boot/../etc/k\", expected an absolute path on the host without '..'\n"
         "t.yaml:4:40: boot.initrd: found \"/boot/..\", expected an absolute path on the host without '..'");
-  CHECK(problems(kBase + "boot: {kernel: [/k]}\n") == "t.yaml:4:16: boot.kernel: found a list, expected text");
-  CHECK(problems(kBase + "boot: {kernel: /k, cmdline: " + std::string(4097, 'x') + "}\n") ==
+  CHECK(problems(kMinimalTemplate + "boot: {kernel: [/k]}\n") ==
+        "t.yaml:4:16: boot.kernel: found a list, expected text");
+  CHECK(problems(kMinimalTemplate + "boot: {kernel: /k, cmdline: " + std::string(4097, 'x') + "}\n") ==
         "t.yaml:4:29: boot.cmdline: found a command line of 4097 bytes, expected one line of at most 4096 bytes");
-  CHECK(problems(kBase + "boot:\n  kernel: /k\n  cmdline: >\n    console=ttyS0\n    quiet\n") ==
+  CHECK(problems(kMinimalTemplate + "boot:\n  kernel: /k\n  cmdline: >\n    console=ttyS0\n    quiet\n") ==
         "t.yaml:6:12: boot.cmdline: found \"console=ttyS0 quiet\\n\" (a control character or line break), "
         "expected one line of at most 4096 bytes");
-  CHECK(problems(kBase + "boot: {kernel: /k, cmdline: \"a\\tb\\x7f\"}\n") ==
+  CHECK(problems(kMinimalTemplate + "boot: {kernel: /k, cmdline: \"a\\tb\\x7f\"}\n") ==
         "t.yaml:4:29: boot.cmdline: found \"a\\tb\\x7f\" (a control character or line break), expected one line of "
         "at most 4096 bytes");
 }
 
 TEST_CASE("validation: an initrd or a command line needs a kernel") {
   // The example in docs/templates.md.
-  CHECK(problems(kBase + "boot:\n  initrd: /boot/initrd.img\n") ==
+  CHECK(problems(kMinimalTemplate + "boot:\n  initrd: /boot/initrd.img\n") ==
         "t.yaml:5:11: boot.initrd: found \"/boot/initrd.img\" with no boot.kernel, expected boot.kernel beside it: "
         "QEMU loads an initrd and a command line only with a kernel it boots directly");
-  CHECK(problems(kBase + "boot: {image: /a.qcow2, cmdline: quiet}\n") ==
+  CHECK(problems(kMinimalTemplate + "boot: {image: /a.qcow2, cmdline: quiet}\n") ==
         "t.yaml:4:34: boot.cmdline: found \"quiet\" with no boot.kernel, expected boot.kernel beside it: QEMU loads "
         "an initrd and a command line only with a kernel it boots directly");
   // A wrong kernel is reported once, as itself, not again through the initrd that needs it.
-  CHECK(problems(kBase + "boot: {kernel: k, initrd: /i}\n") ==
+  CHECK(problems(kMinimalTemplate + "boot: {kernel: k, initrd: /i}\n") ==
         "t.yaml:4:16: boot.kernel: found \"k\", expected an absolute path on the host without '..'");
 }
 
@@ -330,7 +326,7 @@ TEST_CASE("validation: required keys are reported where the mapping starts") {
         "gx3d-160x1792x8h100\n"
         "t.yaml:1:1: vcpus: found nothing (the key is missing), expected a whole number 1..1024\n"
         "t.yaml:1:1: memory: found nothing (the key is missing), expected a size like 1792GiB");
-  CHECK(problems(kBase + "gpus:\n  model: H100\n") ==
+  CHECK(problems(kMinimalTemplate + "gpus:\n  model: H100\n") ==
         "t.yaml:5:3: gpus.count: found nothing (the key is missing), expected a whole number 0..64");
   // An abstract template is a base: its missing keys come from the children.
   const VmTemplate base = valid("name: base\nabstract: true\ngpus: {model: H100}\nnics: {vfs_per_gpu: 1}\n");
@@ -343,10 +339,10 @@ TEST_CASE("validation: names are safe as file and XML names") {
   CHECK(problems("name: ../etc/passwd\nvcpus: 4\nmemory: 8GiB\n") ==
         "t.yaml:1:7: name: found \"../etc/passwd\", expected a name of letters, digits, '.', '_' and '-', at most "
         "64, starting with a letter or digit");
-  CHECK(problems(kBase + "metadata: {1team: a}\n") ==
+  CHECK(problems(kMinimalTemplate + "metadata: {1team: a}\n") ==
         "t.yaml:4:12: metadata.1team: found \"1team\", expected a name of letters, digits, '.', '_' and '-', at most "
         "64, starting with a letter or '_'");
-  CHECK(problems(kBase + "extends: base\n") ==
+  CHECK(problems(kMinimalTemplate + "extends: base\n") ==
         "t.yaml:4:10: extends: found \"base\", expected no extends here: parents are looked up only when templates "
         "are loaded from files");
 }
@@ -358,11 +354,11 @@ TEST_CASE("validation: broken YAML and documents that are not one mapping") {
         "t.yaml:5:1: found a second YAML document, expected one template per file");
   CHECK(problems("- name: t\n") == "t.yaml:1:1: found a list, expected a mapping with keys " + kTopKeys);
   CHECK(problems("") == "t.yaml:1:1: found nothing, expected a mapping with keys " + kTopKeys);
-  CHECK(problems(kBase + "vcpus: 8\n") ==
+  CHECK(problems(kMinimalTemplate + "vcpus: 8\n") ==
         "t.yaml:4:1: vcpus: found a second \"vcpus\" (the first is at 2:1), expected each key once");
-  CHECK(problems(kBase + "? [a]\n: 1\n") == "t.yaml:4:3: found a list as a key, expected a key name");
+  CHECK(problems(kMinimalTemplate + "? [a]\n: 1\n") == "t.yaml:4:3: found a list as a key, expected a key name");
   const std::string long_script(100, 'x');
-  CHECK(problems(kBase + "nvme: " + long_script + "\n") ==
+  CHECK(problems(kMinimalTemplate + "nvme: " + long_script + "\n") ==
         "t.yaml:4:7: nvme: found \"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx...\", expected a whole number 0..64");
 }
 

@@ -8,13 +8,12 @@
 namespace hostagent::vfio {
 namespace {
 
-const std::string kDevices = "/sys/bus/pci/devices/";
 const std::string kDrivers = "/sys/bus/pci/drivers/";
 const std::string kDriversProbe = "/sys/bus/pci/drivers_probe";
 const std::string kVfioPci = "vfio-pci";
 
 std::string device_path(const numa::PciAddress& address, const std::string& attribute) {
-  return kDevices + address.to_string() + "/" + attribute;
+  return kPciDevicesDir + address.to_string() + "/" + attribute;
 }
 
 // vfio-pci itself, and the vfio-pci-core variant drivers (mlx5_vfio_pci, nvgrace-gpu-vfio-pci,
@@ -56,9 +55,10 @@ VfioBinder::VfioBinder(SysfsRoot sysfs, SysfsWriter& writer, BinderOptions optio
     : sysfs_(std::move(sysfs)), writer_(writer), options_(std::move(options)) {}
 
 Result<int> VfioBinder::group_of(const numa::PciAddress& device) const {
-  if (!sysfs_.exists(kDevices + device.to_string())) {
+  if (!sysfs_.exists(kPciDevicesDir + device.to_string())) {
     return Error{ErrorCode::not_found, "PCI device " + device.to_string() + " is not on this host (" +
-                                           sysfs_.host_path(kDevices + device.to_string()).string() + " is missing)"};
+                                           sysfs_.host_path(kPciDevicesDir + device.to_string()).string() +
+                                           " is missing)"};
   }
   HA_TRY(const auto group, sysfs_.read_link_name(device_path(device, "iommu_group")));
   if (!group) {

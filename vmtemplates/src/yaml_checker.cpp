@@ -44,7 +44,7 @@ std::string escaped(char c) {
   return std::string("\\x") + kHex[byte >> 4] + kHex[byte & 0xf];
 }
 
-std::string quoted(std::string_view text) {
+std::string quoted_excerpt(std::string_view text) {
   constexpr std::size_t kLongest = 40;  // a pasted cloud-init script must not flood the message
   std::string out = "\"";
   for (const char c : text.substr(0, kLongest)) out += escaped(c);
@@ -91,7 +91,7 @@ std::string join_choices(const std::vector<std::string_view>& choices) {
 std::string describe(const Value& value) {
   switch (value.kind) {
     case Value::Kind::scalar:
-      return quoted(value.scalar);
+      return quoted_excerpt(value.scalar);
     case Value::Kind::list:
       return "a list";
     case Value::Kind::mapping:
@@ -179,7 +179,7 @@ std::optional<uint64_t> Checker::byte_size(const Value& value, const std::string
   }
   auto size = parse_byte_size(value.scalar);
   if (!size.ok()) {
-    report(value.at, path, quoted(value.scalar) + " (" + size_reason(size.error().message) + ")", expected);
+    report(value.at, path, quoted_excerpt(value.scalar) + " (" + size_reason(size.error().message) + ")", expected);
     return std::nullopt;
   }
   return *size;

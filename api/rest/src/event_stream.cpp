@@ -11,7 +11,7 @@ namespace hostagent::api::detail {
 std::string event_frame(uint64_t id, const daemon::ServiceEvent& event) {
   const boost::json::value data = event.kind == daemon::ServiceEvent::Kind::operation && event.operation
                                       ? operation_json(*event.operation)
-                                      : to_json(event);
+                                      : api::to_json(event);
   // serialize() escapes control characters, so the data stays on one line as the format needs.
   return "id: " + std::to_string(id) + "\nevent: " + event_name(event.kind) +
          "\ndata: " + boost::json::serialize(data) + "\n\n";

@@ -26,7 +26,7 @@ boost::json::value optional_value(const std::optional<T>& value) {
 }  // namespace
 
 boost::json::value operation_json(const daemon::OperationView& operation) {
-  boost::json::value json = to_json(operation);
+  boost::json::value json = api::to_json(operation);
   if (operation.error) {
     boost::system::error_code ec;
     auto problem = boost::json::parse(problem_json(*operation.error, "/v1/operations/" + operation.id), ec);

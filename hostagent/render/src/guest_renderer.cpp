@@ -20,14 +20,11 @@ namespace {
 
 constexpr int kMaxClique = 15;  // QEMU stores the clique id in 4 bits (hw/vfio/pci-quirks.c)
 
-Error invalid(std::string message) {
-  return Error{ErrorCode::invalid_argument, std::move(message)};
-}
-
 Status check_options(const GuestOptions& options) {
   HA_TRY_STATUS(detail::check_vm_name(options.name));
   if (options.domain_type != "kvm" && options.domain_type != "qemu" && options.domain_type != "test") {
-    return invalid("domain type " + detail::quoted(options.domain_type) + " is not one of kvm, qemu, test");
+    return detail::invalid_input("domain type " + detail::quoted(options.domain_type) +
+                                 " is not one of kvm, qemu, test");
   }
   if (!options.emulator.empty()) HA_TRY_STATUS(detail::check_absolute_path("emulator", options.emulator));
   if (!options.uuid.empty()) HA_TRY_STATUS(detail::check_uuid(options.uuid));
@@ -36,8 +33,8 @@ Status check_options(const GuestOptions& options) {
   static const std::regex kGuid("[0-9a-f]{4}(:[0-9a-f]{4}){3}");
   for (const auto& [vf, rdma] : options.nic_rdma) {
     if (!std::regex_match(rdma.node_guid, kGuid)) {
-      return invalid("RDMA node GUID " + detail::quoted(rdma.node_guid) + " of VF " + vf.to_string() +
-                     " is not xxxx:xxxx:xxxx:xxxx");
+      return detail::invalid_input("RDMA node GUID " + detail::quoted(rdma.node_guid) + " of VF " + vf.to_string() +
+                                   " is not xxxx:xxxx:xxxx:xxxx");
     }
   }
   return ok_status();
@@ -47,7 +44,7 @@ Status check_options(const GuestOptions& options) {
 Status check_machine(const std::string& machine) {
   const bool q35 = machine == "q35" || machine.rfind("pc-q35-", 0) == 0;
   const bool plain = machine.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789.-_") == std::string::npos;
-  if (!q35 || !plain) return invalid("machine " + detail::quoted(machine) + " is not a q35 machine type");
+  if (!q35 || !plain) return detail::invalid_input("machine " + detail::quoted(machine) + " is not a q35 machine type");
   return ok_status();
 }
 
@@ -62,7 +59,8 @@ Status check_shape(const vmtemplates::VmTemplate& shape) {
   if (!shape.boot.image.empty()) HA_TRY_STATUS(detail::check_absolute_path("boot image", shape.boot.image));
   HA_TRY_STATUS(detail::check_kernel_boot(shape.boot));
   const auto& vlan = shape.nics.vf.vlan;
-  if (vlan && (*vlan < 1 || *vlan > 4094)) return invalid(what + ": VLAN " + std::to_string(*vlan) + " is not 1-4094");
+  if (vlan && (*vlan < 1 || *vlan > 4094))
+    return detail::invalid_input(what + ": VLAN " + std::to_string(*vlan) + " is not 1-4094");
   return ok_status();
 }
 
@@ -70,8 +68,8 @@ Status check_cliques(const vmtemplates::VmTemplate& shape, const detail::PciLayo
   if (!shape.peer_to_peer) return ok_status();
   for (const auto& d : layout.devices) {
     if (detail::takes_clique(d) && (d.clique < 0 || d.clique > kMaxClique)) {
-      return invalid("placement: GPU " + d.host->address.to_string() + " has P2P clique " + std::to_string(d.clique) +
-                     "; QEMU takes 0-15");
+      return detail::invalid_placement("GPU " + d.host->address.to_string() + " has P2P clique " +
+                                       std::to_string(d.clique) + "; QEMU takes 0-15");
     }
   }
   return ok_status();

@@ -8,10 +8,6 @@
 namespace hostagent::render::detail {
 namespace {
 
-Error invalid(std::string message) {
-  return Error{ErrorCode::invalid_argument, std::move(message)};
-}
-
 bool is_name_char(char c) {
   return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_' || c == '.' || c == '-';
 }
@@ -70,8 +66,8 @@ std::string quoted(const std::string& value) {
 
 Status check_vm_name(const std::string& name) {
   const auto bad = [&](const char* why) {
-    return invalid("VM name " + quoted(name) + " is invalid: " + why +
-                   " (use 1-64 characters from A-Z a-z 0-9 _ . -, not starting with '.')");
+    return invalid_input("VM name " + quoted(name) + " is invalid: " + why +
+                         " (use 1-64 characters from A-Z a-z 0-9 _ . -, not starting with '.')");
   };
   if (name.empty()) return bad("it is empty");
   if (name.size() > 64) return bad("it is longer than 64 characters");
@@ -86,9 +82,9 @@ Status check_xml_text(const std::string& what, const std::string& value) {
   for (std::size_t i = 0; i < value.size();) {
     uint32_t code_point = 0;
     const std::size_t length = utf8_sequence(value, i, code_point);
-    if (length == 0) return invalid(what + " " + quoted(value) + " is not valid UTF-8");
+    if (length == 0) return invalid_input(what + " " + quoted(value) + " is not valid UTF-8");
     if (!xml_char(code_point)) {
-      return invalid(what + " " + quoted(value) + " contains a control character that XML cannot carry");
+      return invalid_input(what + " " + quoted(value) + " contains a control character that XML cannot carry");
     }
     i += length;
   }
@@ -97,7 +93,7 @@ Status check_xml_text(const std::string& what, const std::string& value) {
 
 Status check_metadata_key(const std::string& key) {
   const auto bad = [&](const char* why) {
-    return invalid("metadata key " + quoted(key) + " is not usable as an XML element name: " + why);
+    return invalid_input("metadata key " + quoted(key) + " is not usable as an XML element name: " + why);
   };
   if (key.empty()) return bad("it is empty");
   if (key.size() > 64) return bad("it is longer than 64 characters");
@@ -122,28 +118,28 @@ Status check_uuid(const std::string& uuid) {
     const bool dash = i == kDashes[0] || i == kDashes[1] || i == kDashes[2] || i == kDashes[3];
     ok = dash ? uuid[i] == '-' : std::isxdigit(static_cast<unsigned char>(uuid[i])) != 0;
   }
-  if (!ok) return invalid("UUID " + quoted(uuid) + " is invalid: expected 8-4-4-4-12 hex digits");
+  if (!ok) return invalid_input("UUID " + quoted(uuid) + " is invalid: expected 8-4-4-4-12 hex digits");
   return ok_status();
 }
 
 Status check_absolute_path(const std::string& what, const std::string& path) {
   HA_TRY_STATUS(check_xml_text(what, path));
-  if (path.empty() || path.front() != '/') return invalid(what + " " + quoted(path) + " is not an absolute path");
+  if (path.empty() || path.front() != '/') return invalid_input(what + " " + quoted(path) + " is not an absolute path");
   if (path.find('\n') != std::string::npos || path.find('\r') != std::string::npos ||
       path.find('\t') != std::string::npos) {
-    return invalid(what + " " + quoted(path) + " contains a line break or tab");
+    return invalid_input(what + " " + quoted(path) + " contains a line break or tab");
   }
   const std::string padded = path + "/";
-  if (padded.find("/../") != std::string::npos) return invalid(what + " " + quoted(path) + " contains \"..\"");
+  if (padded.find("/../") != std::string::npos) return invalid_input(what + " " + quoted(path) + " contains \"..\"");
   return ok_status();
 }
 
 Status check_kernel_boot(const vmtemplates::BootSpec& boot) {
   constexpr std::size_t kMaxCmdline = 4096;  // as vmtemplates allows; x86 Linux reads 2047 of it
   if (boot.kernel.empty()) {
-    if (!boot.initrd.empty()) return invalid("boot initrd " + quoted(boot.initrd) + " is given without a kernel");
+    if (!boot.initrd.empty()) return invalid_input("boot initrd " + quoted(boot.initrd) + " is given without a kernel");
     if (!boot.cmdline.empty())
-      return invalid("kernel command line " + quoted(boot.cmdline) + " is given without a kernel");
+      return invalid_input("kernel command line " + quoted(boot.cmdline) + " is given without a kernel");
     return ok_status();
   }
   HA_TRY_STATUS(check_absolute_path("boot kernel", boot.kernel));
@@ -151,11 +147,11 @@ Status check_kernel_boot(const vmtemplates::BootSpec& boot) {
   HA_TRY_STATUS(check_xml_text("kernel command line", boot.cmdline));
   for (const char c : boot.cmdline) {
     if (c == '\n' || c == '\r' || c == '\t') {
-      return invalid("kernel command line " + quoted(boot.cmdline) + " contains a line break or tab");
+      return invalid_input("kernel command line " + quoted(boot.cmdline) + " contains a line break or tab");
     }
   }
   if (boot.cmdline.size() > kMaxCmdline) {
-    return invalid("kernel command line is " + std::to_string(boot.cmdline.size()) + " bytes long; at most 4096");
+    return invalid_input("kernel command line is " + std::to_string(boot.cmdline.size()) + " bytes long; at most 4096");
   }
   return ok_status();
 }

@@ -5,11 +5,21 @@
 #pragma once
 
 #include <string>
+#include <utility>
 
 #include "hostagent/common/result.hpp"
 #include "hostagent/vmtemplates/vm_template.hpp"
 
 namespace hostagent::render::detail {
+
+// The renderer's refusals, each an input the caller must fix. A placement's are prefixed so the
+// message says it was the placement, not the template or the request, that was wrong.
+inline Error invalid_input(std::string message) {
+  return Error{ErrorCode::invalid_argument, std::move(message)};
+}
+inline Error invalid_placement(std::string message) {
+  return Error{ErrorCode::invalid_argument, "placement: " + std::move(message)};
+}
 
 // [A-Za-z0-9_.-]{1,64}, not starting with '.', so that "." and ".." can never become a path.
 Status check_vm_name(const std::string& name);

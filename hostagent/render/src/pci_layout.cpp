@@ -4,6 +4,8 @@
 // guest firmware will assign.
 #include "pci_layout.hpp"
 
+#include "input_checks.hpp"
+
 #include <algorithm>
 #include <map>
 #include <set>
@@ -17,10 +19,6 @@ constexpr int kMaxSlot = 31;
 constexpr int kMaxFunction = 7;
 constexpr int kMaxControllerIndex = 255;  // <address bus=...> and <target chassis=...> are 8-bit
 constexpr int kMaxBus = 0xff;
-
-Error invalid(std::string message) {
-  return Error{ErrorCode::invalid_argument, "placement: " + std::move(message)};
-}
 
 // The placed functions before they have guest addresses.
 struct Collected {
@@ -47,14 +45,14 @@ class Collector {
   Status add(DeviceRole role, const numa::PlacedDevice& placed, std::string alias, int ordinal) {
     HA_TRY(const auto* function, lookup(placed.address));
     if (placed.guest_cell < 0 || placed.guest_cell >= cells_) {
-      return invalid(placed.address.to_string() + " is placed in guest cell " + std::to_string(placed.guest_cell) +
-                     ", which does not exist");
+      return invalid_placement(placed.address.to_string() + " is placed in guest cell " +
+                               std::to_string(placed.guest_cell) + ", which does not exist");
     }
     // The host model is the truth about switches; a placement that says otherwise is wrong.
     if (placed.host_switch && placed.host_switch != function->pcie_switch) {
-      return invalid(placed.address.to_string() + " is recorded under switch " + placed.host_switch->to_string() +
-                     ", but the host has it under " +
-                     (function->pcie_switch ? function->pcie_switch->to_string() : std::string("no switch")));
+      return invalid_placement(placed.address.to_string() + " is recorded under switch " +
+                               placed.host_switch->to_string() + ", but the host has it under " +
+                               (function->pcie_switch ? function->pcie_switch->to_string() : std::string("no switch")));
     }
     push(role, function, placed.guest_cell, switches_above(host_, *function), std::move(alias), ordinal, -1);
     return ok_status();
@@ -73,8 +71,8 @@ class Collector {
  private:
   Result<const numa::PciFunction*> lookup(const PciAddress& address) {
     const auto* function = host_.find(address);
-    if (function == nullptr) return invalid(address.to_string() + " is not a PCI function of this host");
-    if (!seen_.insert(address).second) return invalid(address.to_string() + " is placed twice");
+    if (function == nullptr) return invalid_placement(address.to_string() + " is not a PCI function of this host");
+    if (!seen_.insert(address).second) return invalid_placement(address.to_string() + " is placed twice");
     return function;
   }
 
@@ -216,7 +214,8 @@ class LayoutBuilder {
   Result<int> add_controller(Controller controller) {
     controller.index = static_cast<int>(controllers_.size());
     if (controller.index > kMaxControllerIndex) {
-      return invalid("the guest PCI tree needs more than " + std::to_string(kMaxControllerIndex) + " controllers");
+      return invalid_placement("the guest PCI tree needs more than " + std::to_string(kMaxControllerIndex) +
+                               " controllers");
     }
     if (controller.model == ControllerModel::root_port || controller.model == ControllerModel::switch_downstream) {
       controller.chassis = controller.index;
@@ -227,8 +226,8 @@ class LayoutBuilder {
 
   Status place_cell(int cell, const CellUnits& units) {
     if (units.size() > static_cast<std::size_t>(kMaxSlot) + 1) {
-      return invalid("guest cell " + std::to_string(cell) + " needs " + std::to_string(units.size()) +
-                     " root ports; an expander bus has 32 slots");
+      return invalid_placement("guest cell " + std::to_string(cell) + " needs " + std::to_string(units.size()) +
+                               " root ports; an expander bus has 32 slots");
     }
     const int pxb = 1 + cell;
     const int first_bus = expander_bus_nr(cell, cells_);
@@ -239,8 +238,9 @@ class LayoutBuilder {
       HA_TRY_STATUS(place_unit(cell, pxb, first_bus, slot++, unit));
     }
     if (next_bus_ - 1 > last_bus) {
-      return invalid("guest cell " + std::to_string(cell) + " needs buses up to " + std::to_string(next_bus_ - 1) +
-                     ", past the " + std::to_string(last_bus) + " its expander bus can number");
+      return invalid_placement("guest cell " + std::to_string(cell) + " needs buses up to " +
+                               std::to_string(next_bus_ - 1) + ", past the " + std::to_string(last_bus) +
+                               " its expander bus can number");
     }
     return ok_status();
   }
@@ -266,8 +266,9 @@ class LayoutBuilder {
   Status place_switch(int cell, const Port& parent, const Unit& unit, const PciAddress& host_switch) {
     const auto& children = unit.switches.at(host_switch).children;
     if (children.size() > static_cast<std::size_t>(kMaxSlot) + 1) {
-      return invalid("host switch " + host_switch.to_string() + " leads to " + std::to_string(children.size()) +
-                     " placed functions and nested switches; an emulated switch has 32 downstream ports");
+      return invalid_placement("host switch " + host_switch.to_string() + " leads to " +
+                               std::to_string(children.size()) +
+                               " placed functions and nested switches; an emulated switch has 32 downstream ports");
     }
     Controller upstream;
     upstream.model = ControllerModel::switch_upstream;
@@ -325,8 +326,8 @@ Status check_companions(const Collected& collected) {
   std::map<int, int> per_gpu;
   for (const int owner : collected.companion_of) {
     if (owner >= 0 && ++per_gpu[owner] > kMaxFunction) {
-      return invalid("GPU " + collected.devices[static_cast<std::size_t>(owner)].host->address.to_string() +
-                     " has more than 7 companion functions");
+      return invalid_placement("GPU " + collected.devices[static_cast<std::size_t>(owner)].host->address.to_string() +
+                               " has more than 7 companion functions");
     }
   }
   return ok_status();

@@ -11,10 +11,6 @@
 namespace hostagent::render::detail {
 namespace {
 
-Error invalid(std::string message) {
-  return Error{ErrorCode::invalid_argument, std::move(message)};
-}
-
 // "aa:bb:cc:dd:ee:ff" in either case, lower-cased; nullopt-like empty string when malformed.
 std::string normalised_mac(const std::string& text) {
   if (text.size() != 17) return {};
@@ -34,10 +30,10 @@ std::string normalised_mac(const std::string& text) {
 Result<std::string> checked_mac(const std::string& text, std::size_t index) {
   const std::string mac = normalised_mac(text);
   const std::string where = "vf_macs[" + std::to_string(index) + "] " + quoted(text);
-  if (mac.empty()) return invalid(where + " is not a MAC address of the form 02:00:00:00:00:01");
+  if (mac.empty()) return invalid_input(where + " is not a MAC address of the form 02:00:00:00:00:01");
   const auto first = static_cast<unsigned>(std::stoul(mac.substr(0, 2), nullptr, 16));
-  if ((first & 1U) != 0) return invalid(where + " is a multicast address; a VF needs a unicast one");
-  if (mac == "00:00:00:00:00:00") return invalid(where + " is the all-zero address");
+  if ((first & 1U) != 0) return invalid_input(where + " is a multicast address; a VF needs a unicast one");
+  if (mac == "00:00:00:00:00:00") return invalid_input(where + " is the all-zero address");
   return mac;
 }
 
@@ -61,21 +57,21 @@ Result<std::vector<std::string>> vf_macs(const GuestOptions& options, const vmte
   std::vector<std::string> macs;
   if (options.vf_macs.empty()) {
     if (count > 0 && shape.nics.vf.mac == vmtemplates::MacPolicy::request) {
-      return invalid("template " + quoted(shape.name) + " takes VF MAC addresses from the request, and it gave " +
-                     "none for " + std::to_string(count) + " VFs");
+      return invalid_input("template " + quoted(shape.name) + " takes VF MAC addresses from the request, and it gave " +
+                           "none for " + std::to_string(count) + " VFs");
     }
-    if (count > 256) return invalid("cannot derive MAC addresses for more than 256 VFs in one VM");
+    if (count > 256) return invalid_input("cannot derive MAC addresses for more than 256 VFs in one VM");
     for (std::size_t i = 0; i < count; ++i) macs.push_back(derived_mac(options.name, i));
     return macs;
   }
   if (options.vf_macs.size() != count) {
-    return invalid("the request gives " + std::to_string(options.vf_macs.size()) + " VF MAC addresses for " +
-                   std::to_string(count) + " VFs");
+    return invalid_input("the request gives " + std::to_string(options.vf_macs.size()) + " VF MAC addresses for " +
+                         std::to_string(count) + " VFs");
   }
   std::set<std::string> seen;
   for (std::size_t i = 0; i < count; ++i) {
     HA_TRY(auto mac, checked_mac(options.vf_macs[i], i));
-    if (!seen.insert(mac).second) return invalid("vf_macs[" + std::to_string(i) + "] " + mac + " is given twice");
+    if (!seen.insert(mac).second) return invalid_input("vf_macs[" + std::to_string(i) + "] " + mac + " is given twice");
     macs.push_back(std::move(mac));
   }
   return macs;

@@ -9,6 +9,7 @@
 #include <regex>
 
 #include "posix_file.hpp"
+#include "record_checks.hpp"
 #include "record_json.hpp"
 
 namespace hostagent::state {
@@ -17,13 +18,10 @@ namespace {
 namespace json = boost::json;
 namespace fs = std::filesystem;
 using detail::JsonFields;
+using detail::parse_failure;
 
 constexpr std::size_t kMaxRecordBytes = 4 << 20;
-constexpr const char* kSuffix = ".devices.json";
-
-Error bad(const std::string& what) {
-  return Error{ErrorCode::parse_error, what};
-}
+constexpr const char* kRecordSuffix = ".devices.json";
 
 // Names that become sysfs path components (drivers/NAME/bind) or netlink names: what the kernel
 // allows for a driver name, and IFNAMSIZ-1 bytes without '/' or whitespace for a netdev.
@@ -87,13 +85,13 @@ json::object change_to_json(const vfio::RegisterChange& c) {
 Result<PciAddress> address_field(const JsonFields& fields, std::string_view key) {
   HA_TRY(const auto text, fields.string(key));
   auto address = PciAddress::parse(text);
-  if (!address.ok()) return bad("field '" + fields.path(key) + "' is not a PCI address: " + text);
+  if (!address.ok()) return parse_failure("field '" + fields.path(key) + "' is not a PCI address: " + text);
   return *address;
 }
 
 Result<uint64_t> bounded(const JsonFields& fields, std::string_view key, uint64_t high) {
   HA_TRY(const auto value, fields.unsigned_integer(key));
-  if (value > high) return bad("field '" + fields.path(key) + "' is above " + std::to_string(high));
+  if (value > high) return parse_failure("field '" + fields.path(key) + "' is above " + std::to_string(high));
   return value;
 }
 
@@ -103,7 +101,7 @@ Result<std::optional<sriov::LinkState>> link_state_field(const JsonFields& field
   for (auto state : {sriov::LinkState::automatic, sriov::LinkState::enable, sriov::LinkState::disable}) {
     if (text == sriov::to_string(state)) return std::optional<sriov::LinkState>{state};
   }
-  return bad("field '" + fields.path("link_state") + "' is not a link state: " + text);
+  return parse_failure("field '" + fields.path("link_state") + "' is not a link state: " + text);
 }
 
 Result<std::optional<bool>> optional_bool(const JsonFields& fields, std::string_view key) {
@@ -129,7 +127,7 @@ Result<T> number(const JsonFields& fields, std::string_view key, uint64_t high) 
 Result<std::string> mac_field(const JsonFields& f) {
   HA_TRY(auto text, f.string("mac"));
   if (!sriov::normalize_mac(text, f.path("mac")).ok()) {
-    return bad("field '" + f.path("mac") + "' is not a MAC address: " + text);
+    return parse_failure("field '" + f.path("mac") + "' is not a MAC address: " + text);
   }
   return text;
 }
@@ -169,7 +167,7 @@ Result<vfio::BoundFunction> function_from_json(const JsonFields& f) {
   HA_TRY(out.original_override, f.string("original_override"));
   HA_TRY(out.was_vfio, f.boolean("was_vfio"));
   if (!driver_name_ok(out.original_driver) || !driver_name_ok(out.original_override)) {
-    return bad("field '" + f.path("original_driver") + "' or its override is not a driver name");
+    return parse_failure("field '" + f.path("original_driver") + "' or its override is not a driver name");
   }
   return out;
 }
@@ -189,7 +187,7 @@ Result<vfio::GroupBinding> group_from_json(const JsonFields& f) {
 Result<sriov::VfConfigRecord> vf_from_json(const JsonFields& f) {
   sriov::VfConfigRecord out;
   HA_TRY(out.pf_netdev, f.string("pf_netdev"));
-  if (!netdev_name_ok(out.pf_netdev)) return bad("field '" + f.path("pf_netdev") + "' is not a netdev name");
+  if (!netdev_name_ok(out.pf_netdev)) return parse_failure("field '" + f.path("pf_netdev") + "' is not a netdev name");
   HA_TRY(out.vf, number<int>(f, "vf", 65535));
   HA_TRY(const auto applied, f.object("applied"));
   HA_TRY(out.applied, settings_from_json(applied));
@@ -207,7 +205,7 @@ Result<vfio::RegisterChange> change_from_json(const JsonFields& f) {
   } else if (reg == "ats_control") {
     out.reg = vfio::RegisterChange::Register::ats_control;
   } else {
-    return bad("field '" + f.path("register") + "' is not acs_control or ats_control: " + reg);
+    return parse_failure("field '" + f.path("register") + "' is not acs_control or ats_control: " + reg);
   }
   HA_TRY(out.before, number<uint16_t>(f, "before", UINT16_MAX));
   HA_TRY(out.after, number<uint16_t>(f, "after", UINT16_MAX));
@@ -226,7 +224,7 @@ Status read_items(const JsonFields& fields, std::string_view key, std::vector<T>
 }
 
 std::string file_name(const std::string& owner) {
-  return owner + kSuffix;
+  return owner + kRecordSuffix;
 }
 
 }  // namespace
@@ -250,18 +248,18 @@ std::string device_record_to_json(const DeviceRecord& record) {
 Result<DeviceRecord> device_record_from_json(const std::string& text, const std::string& source) {
   std::error_code ec;
   const json::value document = json::parse(text, ec);
-  if (ec) return bad(source + ": not JSON: " + ec.message());
+  if (ec) return parse_failure(source + ": not JSON: " + ec.message());
   auto parsed = [&]() -> Result<DeviceRecord> {
     HA_TRY(const auto fields, JsonFields::of(document, ""));
     DeviceRecord record;
     HA_TRY(record.owner, fields.string("owner"));
-    if (!owner_ok(record.owner)) return bad("field 'owner' is not a VM name: " + record.owner);
+    if (!owner_ok(record.owner)) return parse_failure("field 'owner' is not a VM name: " + record.owner);
     HA_TRY_STATUS(read_items(fields, "groups", record.groups, group_from_json));
     HA_TRY_STATUS(read_items(fields, "vfs", record.vfs, vf_from_json));
     HA_TRY_STATUS(read_items(fields, "p2p", record.p2p, change_from_json));
     return record;
   }();
-  if (!parsed.ok()) return bad(source + ": " + parsed.error().message);
+  if (!parsed.ok()) return parse_failure(source + ": " + parsed.error().message);
   return parsed;
 }
 
@@ -291,7 +289,8 @@ Result<std::optional<DeviceRecord>> DeviceRecords::read(const std::string& owner
   if (!fs::exists(path, ec)) return std::optional<DeviceRecord>{};
   HA_TRY(const auto text, detail::read_file(path, kMaxRecordBytes));
   HA_TRY(auto record, device_record_from_json(text, path.string()));
-  if (record.owner != owner) return bad(path.string() + ": names owner '" + record.owner + "', not '" + owner + "'");
+  if (record.owner != owner)
+    return parse_failure(path.string() + ": names owner '" + record.owner + "', not '" + owner + "'");
   return std::optional<DeviceRecord>{std::move(record)};
 }
 
@@ -301,7 +300,7 @@ Result<std::vector<DeviceRecord>> DeviceRecords::all() const {
   std::vector<fs::path> files;
   for (const auto& entry : fs::directory_iterator(directory_, ec)) {
     const std::string name = entry.path().filename().string();
-    if (name.size() > std::string(kSuffix).size() && name.ends_with(kSuffix)) files.push_back(entry.path());
+    if (name.size() > std::string(kRecordSuffix).size() && name.ends_with(kRecordSuffix)) files.push_back(entry.path());
   }
   if (ec) return errno_error(ec.value(), "list", directory_.string());
   std::sort(files.begin(), files.end());
@@ -311,7 +310,8 @@ Result<std::vector<DeviceRecord>> DeviceRecords::all() const {
     // A record filed under another name would be undone as its owner's and then never removed
     // (remove() goes by the owner's name): every later start would undo it again.
     if (path.filename().string() != file_name(record.owner)) {
-      return bad(path.string() + ": names owner '" + record.owner + "', which is filed as " + file_name(record.owner));
+      return parse_failure(path.string() + ": names owner '" + record.owner + "', which is filed as " +
+                           file_name(record.owner));
     }
     out.push_back(std::move(record));
   }

@@ -21,7 +21,7 @@ namespace hostagent::state {
 namespace json = boost::json;
 namespace {
 
-constexpr std::string_view kSuffix = ".json";
+constexpr std::string_view kEntrySuffix = ".json";
 constexpr std::string_view kTemporarySuffix = ".json.tmp";
 constexpr std::size_t kMaxEntryBytes = 16U << 20U;
 constexpr std::array kKinds = {OperationKind::create, OperationKind::start, OperationKind::stop, OperationKind::reboot,
@@ -169,12 +169,12 @@ Status Journal::write(const JournalEntry& entry) {
   if (auto problem = entry_problem(entry); !problem.empty()) {
     return Error{ErrorCode::invalid_argument, "journal entry " + detail::in_quotes(entry.id) + ": " + problem};
   }
-  return detail::replace_file(directory_, entry.id + std::string(kSuffix), to_json_text(entry));
+  return detail::replace_file(directory_, entry.id + std::string(kEntrySuffix), to_json_text(entry));
 }
 
 Status Journal::remove(const std::string& id) {
   HA_TRY_STATUS(check_id(id));
-  return detail::remove_file(directory_, id + std::string(kSuffix));
+  return detail::remove_file(directory_, id + std::string(kEntrySuffix));
 }
 
 Result<std::vector<JournalEntry>> Journal::entries() const {
@@ -189,8 +189,8 @@ Result<std::vector<JournalEntry>> Journal::entries() const {
       HA_TRY_STATUS(detail::discard_file(it->path()));
       continue;
     }
-    if (!ends_with(name, kSuffix)) continue;  // not ours: editors' backups and the like
-    HA_TRY(auto entry, read_entry(it->path(), name.substr(0, name.size() - kSuffix.size())));
+    if (!ends_with(name, kEntrySuffix)) continue;  // not ours: editors' backups and the like
+    HA_TRY(auto entry, read_entry(it->path(), name.substr(0, name.size() - kEntrySuffix.size())));
     out.push_back(std::move(entry));
   }
   if (ec) {

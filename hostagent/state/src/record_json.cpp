@@ -10,10 +10,6 @@ namespace hostagent::state::detail {
 namespace json = boost::json;
 namespace {
 
-Error bad(const std::string& what) {
-  return Error{ErrorCode::parse_error, what};
-}
-
 json::array string_array(const std::vector<std::string>& items) {
   json::array out;
   for (const auto& item : items) out.emplace_back(item);
@@ -43,7 +39,8 @@ Status read_devices(const JsonFields& fields, numa::Allocation& out) {
   for (std::size_t i = 0; i < devices.size(); ++i) {
     const auto address = PciAddress::parse(devices[i]);
     if (!address.ok())
-      return bad("field '" + fields.path("devices") + "[" + std::to_string(i) + "]': " + address.error().message);
+      return parse_failure("field '" + fields.path("devices") + "[" + std::to_string(i) +
+                           "]': " + address.error().message);
     out.devices.push_back(*address);
   }
   return ok_status();
@@ -56,11 +53,11 @@ Status read_hugepages(const JsonFields& fields, numa::Allocation& out) {
     HA_TRY(const uint64_t node, entry.unsigned_integer("node"));
     HA_TRY(const uint64_t pages, entry.unsigned_integer("pages"));
     if (node > static_cast<uint64_t>(kMaxNode)) {
-      return bad("field '" + entry.path("node") + "': " + std::to_string(node) + " is not a NUMA node id (0.." +
-                 std::to_string(kMaxNode) + ")");
+      return parse_failure("field '" + entry.path("node") + "': " + std::to_string(node) +
+                           " is not a NUMA node id (0.." + std::to_string(kMaxNode) + ")");
     }
     if (!out.hugepages.emplace(static_cast<int>(node), pages).second) {
-      return bad("field '" + entry.path("node") + "': node " + std::to_string(node) + " appears twice");
+      return parse_failure("field '" + entry.path("node") + "': node " + std::to_string(node) + " appears twice");
     }
   }
   return ok_status();
@@ -71,7 +68,7 @@ Result<numa::Allocation> allocation_from_json(const JsonFields& fields) {
   HA_TRY(out.hugepage_size_bytes, fields.unsigned_integer("hugepage_size"));
   HA_TRY(const std::string cpus, fields.string("cpus"));
   auto parsed = parse_cpu_list(cpus);
-  if (!parsed.ok()) return bad("field '" + fields.path("cpus") + "': " + parsed.error().message);
+  if (!parsed.ok()) return parse_failure("field '" + fields.path("cpus") + "': " + parsed.error().message);
   out.cpus = std::move(*parsed);
   HA_TRY_STATUS(read_devices(fields, out));
   HA_TRY_STATUS(read_hugepages(fields, out));
@@ -93,7 +90,8 @@ Result<VmInputs> inputs_from_json(const JsonFields& fields) {
 
 Result<JsonFields> JsonFields::of(const json::value& value, std::string path) {
   const auto* object = value.if_object();
-  if (object == nullptr) return bad((path.empty() ? "the document" : "field '" + path + "'") + " is not a JSON object");
+  if (object == nullptr)
+    return parse_failure((path.empty() ? "the document" : "field '" + path + "'") + " is not a JSON object");
   return JsonFields(object, std::move(path));
 }
 
@@ -103,12 +101,12 @@ std::string JsonFields::path(std::string_view key) const {
 
 Result<const json::value*> JsonFields::field(std::string_view key) const {
   const auto* value = object_->if_contains(key);
-  if (value == nullptr) return bad("field '" + path(key) + "' is missing");
+  if (value == nullptr) return parse_failure("field '" + path(key) + "' is missing");
   return value;
 }
 
 Error JsonFields::wrong_type(std::string_view key, const char* expected) const {
-  return bad("field '" + path(key) + "' is not " + expected);
+  return parse_failure("field '" + path(key) + "' is not " + expected);
 }
 
 Result<std::string> JsonFields::string(std::string_view key) const {
@@ -128,7 +126,8 @@ Result<uint64_t> JsonFields::unsigned_integer(std::string_view key) const {
   // Boost.JSON keeps a non-negative integer as int64 when it fits, uint64 above that.
   if (value->is_uint64()) return value->get_uint64();
   if (value->is_int64() && value->get_int64() >= 0) return static_cast<uint64_t>(value->get_int64());
-  if (value->is_int64()) return bad("field '" + path(key) + "' is negative: " + std::to_string(value->get_int64()));
+  if (value->is_int64())
+    return parse_failure("field '" + path(key) + "' is negative: " + std::to_string(value->get_int64()));
   return wrong_type(key, "a non-negative integer");
 }
 
@@ -142,7 +141,8 @@ Result<std::vector<std::string>> JsonFields::strings(std::string_view key) const
   HA_TRY(const json::array* items, array(key));
   std::vector<std::string> out;
   for (std::size_t i = 0; i < items->size(); ++i) {
-    if (!(*items)[i].is_string()) return bad("field '" + path(key) + "[" + std::to_string(i) + "]' is not a string");
+    if (!(*items)[i].is_string())
+      return parse_failure("field '" + path(key) + "[" + std::to_string(i) + "]' is not a string");
     out.emplace_back((*items)[i].get_string());
   }
   return out;
@@ -175,7 +175,7 @@ Result<VmRecord> record_from_json(const JsonFields& fields) {
   HA_TRY(const auto inputs, fields.object("inputs"));
   HA_TRY(out.inputs, inputs_from_json(inputs));
   out.allocation.vm = out.name;
-  if (auto problem = record_problem(out); !problem.empty()) return bad(fields.path(problem));
+  if (auto problem = record_problem(out); !problem.empty()) return parse_failure(fields.path(problem));
   return out;
 }
 

@@ -149,22 +149,22 @@ std::string to_text(const pugi::xml_document& doc) {
 
 // ---- reading ----
 
-Error bad(const std::string& what) {
+Error bad_record(const std::string& what) {
   return Error{ErrorCode::parse_error, kWhere + what};
 }
 
 Result<pugi::xml_node> required_child(pugi::xml_node parent, std::string_view local) {
   auto child = hostagent_child(parent, local);
   if (!child) {
-    return bad("<" + std::string(parent.name()) + "> has no <" + name_like(parent, local) +
-               ">: the domain's record is incomplete");
+    return bad_record("<" + std::string(parent.name()) + "> has no <" + name_like(parent, local) +
+                      ">: the domain's record is incomplete");
   }
   return child;
 }
 
 Result<std::string> required_attribute(pugi::xml_node element, const char* name) {
   const auto attribute = element.attribute(name);
-  if (!attribute) return bad("<" + std::string(element.name()) + "> has no " + name + " attribute");
+  if (!attribute) return bad_record("<" + std::string(element.name()) + "> has no " + name + " attribute");
   return std::string(attribute.value());
 }
 
@@ -172,8 +172,8 @@ Result<uint64_t> unsigned_attribute(pugi::xml_node element, const char* name) {
   HA_TRY(const std::string text, required_attribute(element, name));
   const auto value = detail::parse_unsigned(text);
   if (!value) {
-    return bad("<" + std::string(element.name()) + "> " + name + " " + in_quotes(text) +
-               " is not a non-negative decimal integer");
+    return bad_record("<" + std::string(element.name()) + "> " + name + " " + in_quotes(text) +
+                      " is not a non-negative decimal integer");
   }
   return *value;
 }
@@ -192,7 +192,7 @@ Status read_identity(pugi::xml_node vm, VmRecord& out) {
 Status read_device(pugi::xml_node element, numa::Allocation& out) {
   HA_TRY(const std::string text, required_attribute(element, "address"));
   const auto address = PciAddress::parse(text);
-  if (!address.ok()) return bad("<" + std::string(element.name()) + "> address: " + address.error().message);
+  if (!address.ok()) return bad_record("<" + std::string(element.name()) + "> address: " + address.error().message);
   out.devices.push_back(*address);
   return ok_status();
 }
@@ -201,12 +201,12 @@ Status read_hugepages(pugi::xml_node element, numa::Allocation& out) {
   HA_TRY(const std::string node_text, required_attribute(element, "node"));
   const auto node = detail::parse_node(node_text);
   if (!node) {
-    return bad("<" + std::string(element.name()) + "> node " + in_quotes(node_text) + " is not a NUMA node id (0.." +
-               std::to_string(detail::kMaxNode) + ")");
+    return bad_record("<" + std::string(element.name()) + "> node " + in_quotes(node_text) +
+                      " is not a NUMA node id (0.." + std::to_string(detail::kMaxNode) + ")");
   }
   HA_TRY(const uint64_t pages, unsigned_attribute(element, "pages"));
   if (!out.hugepages.emplace(*node, pages).second) {
-    return bad("<" + std::string(element.name()) + "> for node " + node_text + " appears twice");
+    return bad_record("<" + std::string(element.name()) + "> for node " + node_text + " appears twice");
   }
   return ok_status();
 }
@@ -217,7 +217,7 @@ Status read_allocation(pugi::xml_node vm, numa::Allocation& out) {
   HA_TRY(const auto cpus_element, required_child(allocation, "cpus"));
   const std::string cpus = cpus_element.text().get();
   auto parsed = parse_cpu_list(cpus);
-  if (!parsed.ok()) return bad("<" + std::string(cpus_element.name()) + ">: " + parsed.error().message);
+  if (!parsed.ok()) return bad_record("<" + std::string(cpus_element.name()) + ">: " + parsed.error().message);
   out.cpus = std::move(*parsed);
   for (const auto child : allocation.children()) {
     if (child.type() != pugi::node_element || !detail::in_hostagent_namespace(child)) continue;
@@ -232,7 +232,7 @@ Result<VfRdma> read_rdma_element(pugi::xml_node element) {
   VfRdma out;
   HA_TRY(const std::string vf, required_attribute(element, "vf"));
   const auto address = PciAddress::parse(vf);
-  if (!address.ok()) return bad("<" + std::string(element.name()) + "> vf: " + address.error().message);
+  if (!address.ok()) return bad_record("<" + std::string(element.name()) + "> vf: " + address.error().message);
   out.vf = *address;
   HA_TRY(out.device, required_attribute(element, "device"));
   HA_TRY(const uint64_t port, unsigned_attribute(element, "port"));
@@ -266,7 +266,8 @@ Status read_inputs(pugi::xml_node vm, VmInputs& out) {
   out.seed_iso = inputs.attribute("seed-iso").value();
   HA_TRY(const std::string user_data, required_attribute(inputs, "user-data"));
   if (user_data != "yes" && user_data != "no") {
-    return bad("<" + std::string(inputs.name()) + "> user-data " + in_quotes(user_data) + " is neither 'yes' nor 'no'");
+    return bad_record("<" + std::string(inputs.name()) + "> user-data " + in_quotes(user_data) +
+                      " is neither 'yes' nor 'no'");
   }
   out.user_data = user_data == "yes";
   for (const auto child : inputs.children()) {
@@ -306,8 +307,8 @@ Result<VmRecord> parse_record(const std::string& xml) {
   pugi::xml_document doc;
   const auto loaded = doc.load_buffer(xml.data(), xml.size(), pugi::parse_default, pugi::encoding_utf8);
   if (!loaded) {
-    return bad("the XML does not parse: " + std::string(loaded.description()) + " at offset " +
-               std::to_string(loaded.offset));
+    return bad_record("the XML does not parse: " + std::string(loaded.description()) + " at offset " +
+                      std::to_string(loaded.offset));
   }
   // virDomainGetMetadata(VIR_DOMAIN_METADATA_ELEMENT) hands the element back with its prefix and
   // namespace declaration stripped (libvirt 9: "<vm><template .../>...</vm>"): it selected the
@@ -328,7 +329,7 @@ Result<VmRecord> parse_record(const std::string& xml) {
   HA_TRY_STATUS(read_rdma(vm, out.rdma));
   if (const auto topology = hostagent_child(vm, "nccl-topology")) out.nccl_topology = topology.text().get();
   out.allocation.vm = out.name;
-  if (auto problem = detail::record_problem(out); !problem.empty()) return bad(problem);
+  if (auto problem = detail::record_problem(out); !problem.empty()) return bad_record(problem);
   return out;
 }
 

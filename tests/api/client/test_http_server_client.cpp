@@ -40,7 +40,7 @@ api::HttpResponse handle(const api::HttpRequest& request) {
   return response;
 }
 
-std::unique_ptr<api::ApiClient> client_for(const std::string& url, const std::string& token) {
+std::unique_ptr<api::ApiClient> client_with_token(const std::string& url, const std::string& token) {
   api::ClientOptions options;
   options.url = url;
   options.token = token;
@@ -68,13 +68,13 @@ TEST_CASE("against HttpServer: tokens and roles over TCP, problems, events, and 
   }
   REQUIRE_FALSE(url.empty());
 
-  auto operator_client = client_for(url, "operator-token");
+  auto operator_client = client_with_token(url, "operator-token");
   auto created = operator_client->send_json("POST", "/v1/vms", boost::json::object{{"name", "a"}});
   REQUIRE_MESSAGE(created.ok(), created.error().message);
   CHECK(created->at("principal").as_string() == "token:operator");
   CHECK(created->at("body").as_string() == R"({"name":"a"})");
 
-  auto reader = client_for(url, "reader-token");
+  auto reader = client_with_token(url, "reader-token");
   CHECK(reader->get_json("/v1/vms").ok());
   auto refused = reader->call("POST", "/v1/vms", "{}");
   REQUIRE_FALSE(refused.ok());
@@ -84,7 +84,7 @@ TEST_CASE("against HttpServer: tokens and roles over TCP, problems, events, and 
   REQUIRE(raw.ok());
   CHECK(raw->status == 403);
 
-  auto anonymous = client_for(url, "");
+  auto anonymous = client_with_token(url, "");
   auto unauthenticated = anonymous->request("GET", "/v1/vms");
   REQUIRE(unauthenticated.ok());
   CHECK(unauthenticated->status == 401);
@@ -104,7 +104,7 @@ TEST_CASE("against HttpServer: tokens and roles over TCP, problems, events, and 
   REQUIRE_MESSAGE(status.ok(), status.error().message);
   CHECK(vms == std::vector<std::string>{"a", "b"});
 
-  auto local = client_for("unix:" + unix_socket.socket_path.string(), "");
+  auto local = client_with_token("unix:" + unix_socket.socket_path.string(), "");
   auto over_socket = local->get_json("/v1/host");
   REQUIRE_MESSAGE(over_socket.ok(), over_socket.error().message);
   CHECK(over_socket->at("principal").as_string().rfind("uid:", 0) == 0);

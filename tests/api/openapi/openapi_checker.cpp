@@ -2,6 +2,7 @@
 // schema subset the document uses checked against values.
 #include "openapi_checker.hpp"
 
+#include <doctest/doctest.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
@@ -544,6 +545,21 @@ std::vector<std::string> OpenApiDocument::dangling_refs() const {
       out.push_back(location + ": $ref " + str(*ref));
     }
   });
+  return out;
+}
+
+const OpenApiDocument& shipped_document() {
+  static const OpenApiDocument loaded = [] {
+    auto result = OpenApiDocument::load_file(hostagent::testing::source_dir() / "api" / "openapi.yaml");
+    if (!result.ok()) FAIL("api/openapi.yaml: " << result.error().message);
+    return std::move(result).value();
+  }();
+  return loaded;
+}
+
+std::string joined(const std::vector<std::string>& items) {
+  std::string out;
+  for (const auto& item : items) out += "\n  " + item;
   return out;
 }
 

@@ -87,4 +87,11 @@ Result<boost::json::value> yaml_to_json(const std::string& yaml, const std::stri
 // The media type without parameters, lower case: "application/json; charset=utf-8" → "application/json".
 std::string media_type(const std::string& content_type);
 
+// api/openapi.yaml of the source tree, loaded once; a document that does not load fails the test
+// that asked for it.
+const OpenApiDocument& shipped_document();
+
+// Items one per line, indented, for a failure message.
+std::string joined(const std::vector<std::string>& items);
+
 }  // namespace hostagent::testing::openapi

@@ -21,15 +21,6 @@ namespace {
 
 namespace json = boost::json;
 
-const OpenApiDocument& document() {
-  static const OpenApiDocument loaded = [] {
-    auto result = OpenApiDocument::load_file(hostagent::testing::source_dir() / "api" / "openapi.yaml");
-    if (!result.ok()) FAIL("api/openapi.yaml: " << result.error().message);
-    return std::move(result).value();
-  }();
-  return loaded;
-}
-
 std::string lower(std::string text) {
   std::transform(text.begin(), text.end(), text.begin(), [](unsigned char c) { return std::tolower(c); });
   return text;
@@ -37,12 +28,6 @@ std::string lower(std::string text) {
 
 std::string path_of(const std::string& target) {
   return target.substr(0, target.find('?'));
-}
-
-std::string joined(const std::vector<std::string>& items) {
-  std::string out;
-  for (const auto& item : items) out += "\n  " + item;
-  return out;
 }
 
 // A small template the simulated host can hold, for creates.
@@ -73,10 +58,10 @@ class Client {
   ObservedResponse checked(const std::string& method, const std::string& target, const std::string& body = "",
                            const std::string& content_type = "application/json") {
     auto response = send(method, target, body, content_type);
-    const auto mismatches = document().check_response(method, path_of(target), response);
+    const auto mismatches = shipped_document().check_response(method, path_of(target), response);
     CHECK_MESSAGE(mismatches.empty(), method << " " << target << ":" << joined(mismatches));
     if (response.status < 300) {
-      if (const auto path = document().match_path(path_of(target))) succeeded_.insert(method + " " + *path);
+      if (const auto path = shipped_document().match_path(path_of(target))) succeeded_.insert(method + " " + *path);
     }
     return response;
   }
@@ -232,7 +217,7 @@ TEST_CASE("documented errors: 404 for unknown things, with problem bodies") {
   const auto missing = client.send("GET", "/v1/no-such-resource");
   CHECK(missing.status == 404);
   CHECK(media_type(missing.content_type) == "application/problem+json");
-  const auto mismatches = document().validate_named("Problem", json::parse(missing.body));
+  const auto mismatches = shipped_document().validate_named("Problem", json::parse(missing.body));
   CHECK_MESSAGE(mismatches.empty(), joined(mismatches));
 }
 
@@ -286,12 +271,12 @@ TEST_CASE("documented errors over TCP: 401 without a token, 403 for a reader's c
   bare.target = "/v1/vms";
   const auto unauthenticated = observed(client.fixture().tcp_request(bare));
   CHECK(unauthenticated.status == 401);
-  auto mismatches = document().check_response("GET", "/v1/vms", unauthenticated);
+  auto mismatches = shipped_document().check_response("GET", "/v1/vms", unauthenticated);
   CHECK_MESSAGE(mismatches.empty(), joined(mismatches));
 
   const auto reader_get = client.send("GET", "/v1/status", "", "", ApiFixture::kReaderToken);
   CHECK(reader_get.status == 200);
-  mismatches = document().check_response("GET", "/v1/status", reader_get);
+  mismatches = shipped_document().check_response("GET", "/v1/status", reader_get);
   CHECK_MESSAGE(mismatches.empty(), joined(mismatches));
 
   for (const auto& [method, target] : std::vector<std::pair<std::string, std::string>>{
@@ -301,14 +286,14 @@ TEST_CASE("documented errors over TCP: 401 without a token, 403 for a reader's c
     const auto forbidden =
         client.send(method, target, create_body("oas-x", "r", ""), "application/json", ApiFixture::kReaderToken);
     CHECK(forbidden.status == 403);
-    mismatches = document().check_response(method, target, forbidden);
+    mismatches = shipped_document().check_response(method, target, forbidden);
     CHECK_MESSAGE(mismatches.empty(), joined(mismatches));
   }
 }
 
 TEST_CASE("405 answers with Allow and a problem, as components.responses.MethodNotAllowed says") {
   Client client;
-  const auto& spec = document().root().at("components").at("responses").at("MethodNotAllowed").as_object();
+  const auto& spec = shipped_document().root().at("components").at("responses").at("MethodNotAllowed").as_object();
   const auto& schema = spec.at("content").at("application/problem+json").at("schema");
   for (const auto& [method, target] : std::vector<std::pair<std::string, std::string>>{
            {"PUT", "/v1/vms"}, {"DELETE", "/v1/host"}, {"POST", "/v1/vms/oas-x/domain-xml"}, {"PATCH", "/v1/events"}}) {
@@ -318,7 +303,7 @@ TEST_CASE("405 answers with Allow and a problem, as components.responses.MethodN
     CHECK(response.status == 405);
     CHECK(media_type(response.content_type) == "application/problem+json");
     CHECK(response.headers.contains("allow"));
-    const auto mismatches = document().validate(schema, json::parse(response.body));
+    const auto mismatches = shipped_document().validate(schema, json::parse(response.body));
     CHECK_MESSAGE(mismatches.empty(), joined(mismatches));
   }
 }
@@ -355,7 +340,7 @@ std::set<std::string> split_allow(const std::string& allow) {
 TEST_CASE("every documented path is served with exactly the documented methods") {
   Client client;
   std::map<std::string, std::set<std::string>> documented;
-  for (const auto& operation : document().operations()) documented[operation.path].insert(operation.method);
+  for (const auto& operation : shipped_document().operations()) documented[operation.path].insert(operation.method);
   std::vector<std::string> problems;
   for (const auto& [path_template, methods] : documented) {
     // A method no route takes: the server answers 405 with every method the path has, or 404 when
@@ -405,7 +390,7 @@ TEST_CASE("every route the server has is documented") {
                   "update routes_in_server_source() to its new form");
   std::set<std::string> documented;
   const std::regex parameter(R"(\{[^}]+\})");
-  for (const auto& operation : document().operations()) {
+  for (const auto& operation : shipped_document().operations()) {
     documented.insert(operation.method + " " + std::regex_replace(operation.path, parameter, "{}"));
   }
   std::vector<std::string> undocumented, unserved;
@@ -454,7 +439,7 @@ TEST_CASE("the event stream is text/event-stream and every event's data matches 
   auto reader = EventStreamReader::open(client.fixture().socket_path());
   REQUIRE_MESSAGE(reader.ok(), reader.error().message);
   const auto head = stream_head(**reader);
-  const auto mismatches = document().check_response("GET", "/v1/events", head);
+  const auto mismatches = shipped_document().check_response("GET", "/v1/events", head);
   CHECK_MESSAGE(mismatches.empty(), joined(mismatches));
   CHECK(head.status == 200);
 
@@ -469,7 +454,7 @@ TEST_CASE("the event stream is text/event-stream and every event's data matches 
       },
       std::chrono::seconds(30));
   const auto& schemas =
-      document().root().at("paths").at("/v1/events").at("get").at("x-hostagent-event-schemas").as_object();
+      shipped_document().root().at("paths").at("/v1/events").at("get").at("x-hostagent-event-schemas").as_object();
   std::set<std::string> seen;
   for (const auto& text_frame : complete_frames(text)) {
     if (text_frame.empty() || text_frame[0] == ':') continue;  // a comment: keepalive
@@ -477,7 +462,7 @@ TEST_CASE("the event stream is text/event-stream and every event's data matches 
     CAPTURE(text_frame);
     REQUIRE(schemas.contains(frame.event));
     const auto errors =
-        document().validate_named(std::string(schemas.at(frame.event).as_string()), json::parse(frame.data));
+        shipped_document().validate_named(std::string(schemas.at(frame.event).as_string()), json::parse(frame.data));
     CHECK_MESSAGE(errors.empty(), joined(errors));
     seen.insert(frame.event);
   }
@@ -518,7 +503,7 @@ TEST_CASE("every documented operation was answered with success somewhere in thi
   CHECK(media_type(head.content_type) == "text/event-stream");
 
   std::vector<std::string> missed;
-  for (const auto& operation : document().operations()) {
+  for (const auto& operation : shipped_document().operations()) {
     const std::string key = operation.method + " " + operation.path;
     const bool events_served = key == "GET /v1/events" && head.status == 200;
     if (!events_served && !client.succeeded().contains(key)) missed.push_back(key);

@@ -17,6 +17,11 @@
 
 namespace hostagent::testing {
 
+// A JSON string's text; any other value throws (boost::json's as_string), failing the test case.
+inline std::string text(const boost::json::value& value) {
+  return std::string(value.as_string());
+}
+
 struct ApiResponse {
   unsigned status = 0;
   std::string content_type;                    // as sent, parameters included

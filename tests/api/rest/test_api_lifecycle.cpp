@@ -11,10 +11,6 @@
 namespace hostagent::testing {
 namespace {
 
-std::string text(const boost::json::value& value) {
-  return std::string(value.as_string());
-}
-
 // Sends a change, expects 202 with Location, waits for the operation; returns the ended operation.
 boost::json::value run(ApiFixture& api, const std::string& method, const std::string& target,
                        const std::string& body = "") {

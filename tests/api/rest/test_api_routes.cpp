@@ -6,10 +6,6 @@
 namespace hostagent::testing {
 namespace {
 
-std::string text(const boost::json::value& value) {
-  return std::string(value.as_string());
-}
-
 // A problem+json answer with this status and code; returns its body.
 boost::json::object check_problem(const ApiResponse& response, unsigned status, const std::string& code) {
   CHECK_MESSAGE(response.status == status, response.body);

@@ -5,11 +5,12 @@
 #include "capacity.hpp"
 #include "hostagent/numa/placement.hpp"
 #include "simulated_hosts.hpp"
+#include "test_support.hpp"
 
 namespace hostagent::api::detail {
 namespace {
 
-constexpr uint64_t kGiB = 1ULL << 30;
+using hostagent::testing::kGiB;
 
 numa::PlacementRequest small_request() {
   numa::PlacementRequest request;

@@ -2,23 +2,11 @@
 // with its position, and the rule that a simulated host gets libvirt's preparation.
 #include <doctest/doctest.h>
 
+#include "config_checks.hpp"
 #include "hostagent/config/daemon_config.hpp"
 
 namespace hostagent::config {
 namespace {
-
-DaemonConfig valid(const std::string& yaml) {
-  auto config = parse_config(yaml, "c.yaml");
-  REQUIRE(config.ok());
-  return *config;
-}
-
-std::string problems(const std::string& yaml) {
-  auto config = parse_config(yaml, "c.yaml");
-  REQUIRE_FALSE(config.ok());
-  CHECK(config.error().code == ErrorCode::invalid_argument);
-  return config.error().message;
-}
 
 TEST_CASE("devices: an empty file prepares devices with hostagent, binding GPUs at start") {
   const DevicesConfig devices = valid("").devices;

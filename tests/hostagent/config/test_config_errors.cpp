@@ -4,17 +4,11 @@
 
 #include <algorithm>
 
+#include "config_checks.hpp"
 #include "hostagent/config/daemon_config.hpp"
 
 namespace hostagent::config {
 namespace {
-
-std::string problems(const std::string& yaml) {
-  auto config = parse_config(yaml, "c.yaml");
-  REQUIRE_FALSE(config.ok());
-  CHECK(config.error().code == ErrorCode::invalid_argument);
-  return config.error().message;
-}
 
 const std::string kDuration = "expected a duration above 0 and under 1 day, like 60s, 500ms or 2m (units ms, s, m, h)";
 const std::string kListen = "expected unix:/ABSOLUTE/PATH or tcp://HOST:PORT with PORT 1..65535";

@@ -2,6 +2,7 @@
 // forms of durations and listen addresses.
 #include <doctest/doctest.h>
 
+#include "config_checks.hpp"
 #include "hostagent/config/daemon_config.hpp"
 #include "hostagent/config/listen_address.hpp"
 
@@ -9,12 +10,6 @@ namespace hostagent::config {
 namespace {
 
 using std::chrono::milliseconds;
-
-DaemonConfig valid(const std::string& yaml) {
-  auto config = parse_config(yaml, "c.yaml");
-  REQUIRE_MESSAGE(config.ok(), (config.ok() ? "" : config.error().message));
-  return *config;
-}
 
 TEST_CASE("values: an empty file takes every documented default") {
   const DaemonConfig config = valid("");

@@ -182,6 +182,13 @@ Result<std::unique_ptr<daemon::VmService>> DaemonFixture::start(FaultyHypervisor
   return daemon::VmService::start(std::move(parts));
 }
 
+std::unique_ptr<daemon::VmService> started(DaemonFixture& fixture, FaultyHypervisor** faulty,
+                                           const std::shared_ptr<ManualClock>& clock) {
+  auto service = fixture.start(faulty, clock);
+  REQUIRE_MESSAGE(service.ok(), service.error().message);
+  return std::move(service).value();
+}
+
 std::vector<fs::path> DaemonFixture::journal_files() const {
   return files_in(scratch_.path() / "state" / "journal");
 }

@@ -94,6 +94,11 @@ class ManualClock final : public daemon::Clock {
   std::chrono::milliseconds slept_{0};
 };
 
+// Shipped templates the suites create from: one, two and eight H100s.
+inline constexpr const char* kOneGpu = "gx3-16x128x1h100";
+inline constexpr const char* kTwoGpus = "gx3-32x256x2h100";
+inline constexpr const char* kEightGpus = "gx3d-160x1792x8h100";
+
 // A daemon on test:///default and a simulated host, its state in a scratch directory that outlives
 // restarts (so a second service started on it reconciles what the first left).
 class DaemonFixture {
@@ -122,6 +127,10 @@ class DaemonFixture {
   std::vector<std::filesystem::path> template_dirs_;
   std::shared_ptr<RecordingPreparer::Shared> devices_ = std::make_shared<RecordingPreparer::Shared>();
 };
+
+// fixture.start(...) that fails the test case, with the service's message, when the service does not start.
+std::unique_ptr<daemon::VmService> started(DaemonFixture& fixture, FaultyHypervisor** faulty = nullptr,
+                                           const std::shared_ptr<ManualClock>& clock = nullptr);
 
 // Domains named `prefix`* that libvirt's test:///default holds right now (it is shared by every
 // connection in the process).

@@ -16,6 +16,9 @@
 
 namespace hostagent::testing {
 
+// The test guest's memory in 2 MiB hugepages: 1 GiB (test_guest.hpp).
+inline constexpr uint64_t kGuestHugepages2m = 512;
+
 class LibvirtdFixture {
  public:
   // nullopt (after SKIPPED, or a failure where libvirtd is required) when libvirtd or the guest's

@@ -14,7 +14,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr uint64_t kGuestPages = 512;
 const std::string kVm = "ci-crash";
 
 // Runs hostagentd --exec COMMAND with a pause before `step`, waits until it is there, kills it.
@@ -62,7 +61,7 @@ void check_recovered(const LibvirtdFixture& fixture, uint64_t free_before, const
     CHECK(vm->state == "running");
     CHECK(fixture.pool_volumes().size() == 1);
     CHECK(fixture.seed_files().size() == 1);
-    CHECK(LibvirtdFixture::free_hugepages_2m() == free_before - kGuestPages);
+    CHECK(LibvirtdFixture::free_hugepages_2m() == free_before - kGuestHugepages2m);
     CHECK((*service)->delete_vm(kVm).ok());
   }
   CHECK(fixture.pool_volumes().empty());

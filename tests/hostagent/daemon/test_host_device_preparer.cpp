@@ -23,6 +23,7 @@
 #include "hostagent/numa/discovery.hpp"
 #include "hostagent/state/device_records.hpp"
 #include "hostagent/vfio/p2p_settings.hpp"
+#include "test_support.hpp"
 
 namespace hostagent::daemon {
 namespace {
@@ -35,11 +36,9 @@ using testing::FakeHost;
 using testing::FakeKernel;
 using testing::TempDir;
 
-constexpr uint64_t kGiB = 1ULL << 30;
+using hostagent::testing::kGiB;
 
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
+using hostagent::testing::contains;
 
 // The preparer owns its writer, config space and netlink; the fixture keeps the real ones, so these
 // forward to them.

@@ -11,8 +11,6 @@
 namespace hostagent::testing {
 namespace {
 
-constexpr uint64_t kGuestPages = 512;  // 1 GiB of 2 MiB pages (test_guest.hpp)
-
 std::unique_ptr<daemon::VmService> service_on(const LibvirtdFixture& fixture) {
   auto service = fixture.start_service();
   REQUIRE_MESSAGE(service.ok(), service.error().message);
@@ -50,7 +48,7 @@ TEST_CASE("a guest boots under QEMU and goes through stop, start and delete with
   CHECK(report->cpus == 2);
   CHECK(report->nodes == 1);
   CHECK(report->power_button);
-  CHECK(LibvirtdFixture::free_hugepages_2m() == free_before - kGuestPages);
+  CHECK(LibvirtdFixture::free_hugepages_2m() == free_before - kGuestHugepages2m);
 
   // What QEMU runs with, from libvirt's live XML rather than from hostagent.
   const auto xml = fixture->live_xml(name);

@@ -15,15 +15,6 @@
 namespace hostagent::testing {
 namespace {
 
-constexpr const char* kOneGpu = "gx3-16x128x1h100";
-constexpr const char* kTwoGpus = "gx3-32x256x2h100";
-
-std::unique_ptr<daemon::VmService> started(DaemonFixture& fixture) {
-  auto service = fixture.start();
-  REQUIRE_MESSAGE(service.ok(), service.error().message);
-  return std::move(service).value();
-}
-
 // Polls the operation until it ends; operations on test:/// take milliseconds.
 daemon::OperationView wait_for(daemon::VmService& service, const std::string& id) {
   for (int i = 0; i < 3000; ++i) {

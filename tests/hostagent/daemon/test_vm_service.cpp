@@ -14,19 +14,6 @@
 #include "hostagent/vfio/p2p_settings.hpp"
 
 namespace hostagent::testing {
-namespace {
-
-constexpr const char* kEightGpus = "gx3d-160x1792x8h100";
-constexpr const char* kOneGpu = "gx3-16x128x1h100";
-
-std::unique_ptr<daemon::VmService> started(DaemonFixture& fixture, FaultyHypervisor** faulty = nullptr,
-                                           const std::shared_ptr<ManualClock>& clock = nullptr) {
-  auto service = fixture.start(faulty, clock);
-  REQUIRE_MESSAGE(service.ok(), service.error().message);
-  return std::move(service).value();
-}
-
-}  // namespace
 
 TEST_CASE("create places the Vela 2 training VM, defines it with its record and starts it") {
   DaemonFixture fixture;

@@ -91,7 +91,7 @@ bool any_common(const std::vector<T>& a, const std::vector<T>& b) {
   return std::any_of(a.begin(), a.end(), [&](const T& x) { return std::find(b.begin(), b.end(), x) != b.end(); });
 }
 
-struct Rendered {
+struct RenderedTree {
   const numa::HostModel* host = nullptr;
   RenderedGuest guest;
   std::unique_ptr<pugi::xml_document> domain;
@@ -99,9 +99,9 @@ struct Rendered {
   GuestTree tree;
 };
 
-Rendered render(const numa::HostModel& host, const vmtemplates::VmTemplate& shape, const numa::Placement& placement,
-                const std::string& name) {
-  Rendered r;
+RenderedTree render(const numa::HostModel& host, const vmtemplates::VmTemplate& shape, const numa::Placement& placement,
+                    const std::string& name) {
+  RenderedTree r;
   r.host = &host;
   r.guest = render_ok(host, shape, placement, options(name));
   r.domain = parse(r.guest.domain_xml);
@@ -113,7 +113,7 @@ Rendered render(const numa::HostModel& host, const vmtemplates::VmTemplate& shap
 // ---- the properties every render must have ----
 
 // Every device's chain of emulated switches mirrors its chain of host switches, switch by switch.
-void check_mirrors(const Rendered& r) {
+void check_mirrors(const RenderedTree& r) {
   for (const auto& a : r.guest.addresses) {
     CAPTURE(a.host.to_string());
     std::vector<PciAddress> mirrored;
@@ -128,7 +128,7 @@ void check_mirrors(const Rendered& r) {
 
 // For every pair of devices: an emulated switch above both exactly when a host switch is above both.
 // Returns how many pairs share a host switch other than their nearest ones (NCCL's PXB on the host).
-int check_pairs(const Rendered& r) {
+int check_pairs(const RenderedTree& r) {
   int outer_only = 0;
   for (const auto& a : r.guest.addresses) {
     for (const auto& b : r.guest.addresses) {
@@ -148,7 +148,7 @@ int check_pairs(const Rendered& r) {
 // Each emulated switch: downstream ports in slots 0..n-1, one child behind each (a device, its
 // companions beside it, or a nested switch's upstream port), children in host address order.
 // Returns the number of downstream ports per mirrored host switch.
-std::map<PciAddress, int> check_switch_children(const Rendered& r) {
+std::map<PciAddress, int> check_switch_children(const RenderedTree& r) {
   std::map<int, std::vector<PciAddress>> devices_on;  // controller -> host addresses plugged into it
   for (const auto& [host, port] : r.tree.view.port) devices_on[port].push_back(host);
   std::map<PciAddress, int> ports_of;
@@ -188,7 +188,7 @@ std::map<PciAddress, int> check_switch_children(const Rendered& r) {
 }
 
 // libvirt rejects a controller whose index is not above that of the bus it plugs into.
-void check_controller_order(const Rendered& r) {
+void check_controller_order(const RenderedTree& r) {
   for (const auto& entry : r.tree.ctls) {
     const int index = entry.first;
     CAPTURE(index);
@@ -198,7 +198,7 @@ void check_controller_order(const Rendered& r) {
 
 // The addresses the renderer reports are where the fixture's firmware walk (depth-first, slot order,
 // over the controllers as written) puts the devices.
-void check_bus_numbers(const Rendered& r) {
+void check_bus_numbers(const RenderedTree& r) {
   REQUIRE(r.guest.addresses.size() == r.tree.view.guest.size());
   for (const auto& a : r.guest.addresses) {
     CAPTURE(a.host.to_string());
@@ -208,7 +208,7 @@ void check_bus_numbers(const Rendered& r) {
 
 // Every GPU and VF of the NCCL file sits inside the <pci> bridges of exactly its emulated switches,
 // nearest innermost; each bridge is listed once and takes its host switch's link speed.
-void check_nccl_nesting(const Rendered& r) {
+void check_nccl_nesting(const RenderedTree& r) {
   std::map<PciAddress, PciAddress> host_of;  // guest -> host
   for (const auto& a : r.guest.addresses) host_of[a.guest] = a.host;
   std::set<PciAddress> expected_bridges;
@@ -245,7 +245,7 @@ void check_nccl_nesting(const Rendered& r) {
   CHECK(bridges == std::multiset<PciAddress>(expected_bridges.begin(), expected_bridges.end()));
 }
 
-void check_all(const Rendered& r) {
+void check_all(const RenderedTree& r) {
   check_mirrors(r);
   check_pairs(r);
   check_switch_children(r);
@@ -280,7 +280,7 @@ Want dgx2_8gpu() {
   return want;
 }
 
-Rendered render_dgx2(const numa::HostModel& host) {
+RenderedTree render_dgx2(const numa::HostModel& host) {
   const auto want = dgx2_8gpu();
   auto shape = make_shape("dgx2-8gpu", want);
   shape.gpus.model = "V100";

@@ -95,4 +95,10 @@ bool mentions(const std::string& message, const std::string& what) {
   return message.find(what) != std::string::npos;
 }
 
+Journal open_journal(const std::filesystem::path& directory) {
+  auto journal = Journal::open(directory);
+  REQUIRE(journal.ok());
+  return std::move(*journal);
+}
+
 }  // namespace hostagent::state::testing

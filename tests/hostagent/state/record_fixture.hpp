@@ -6,7 +6,9 @@
 #include <functional>
 #include <string>
 
+#include "hostagent/state/journal.hpp"
 #include "hostagent/state/vm_record.hpp"
+#include "test_support.hpp"
 
 namespace hostagent::state::testing {
 
@@ -31,5 +33,10 @@ std::string edited(const std::string& xml, const std::function<void(pugi::xml_do
 pugi::xml_node find_element(pugi::xml_node root, const std::string& name);
 
 bool mentions(const std::string& message, const std::string& what);
+
+// The journal in `directory`; fails the test case when it does not open.
+Journal open_journal(const std::filesystem::path& directory);
+
+using ::hostagent::testing::write_text_file;
 
 }  // namespace hostagent::state::testing

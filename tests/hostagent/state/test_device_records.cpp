@@ -17,6 +17,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using hostagent::testing::TempDir;
+using hostagent::testing::write_text_file;
 using Register = vfio::RegisterChange::Register;
 
 numa::PciAddress at(const char* text) {
@@ -69,15 +70,7 @@ DeviceRecords open_records(const fs::path& directory) {
   return std::move(records).value();
 }
 
-void write_text(const fs::path& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << text;
-  REQUIRE(out.good());
-}
-
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
+using hostagent::testing::contains;
 
 // The record's JSON with the first `from` replaced by `to`: one field broken, the rest as written.
 std::string edited(const DeviceRecord& record, const std::string& from, const std::string& to) {
@@ -121,9 +114,9 @@ TEST_CASE("records are written, read, replaced, listed by owner and removed") {
   host.groups = full_record("x").groups;
   REQUIRE(records.write(host).ok());
   // Not records: skipped by all(), whatever they hold.
-  write_text(records.directory() / "notes.txt", "{");
-  write_text(records.directory() / ".devices.json", "{");
-  write_text(records.directory() / "vm-c.devices.json.tmp", "{");
+  write_text_file(records.directory() / "notes.txt", "{");
+  write_text_file(records.directory() / ".devices.json", "{");
+  write_text_file(records.directory() / "vm-c.devices.json.tmp", "{");
 
   const auto all = records.all();
   REQUIRE_MESSAGE(all.ok(), all.error().message);
@@ -195,7 +188,7 @@ TEST_CASE("a record with a bad field is refused naming the file and the field") 
   const fs::path file = dir.path() / "vm-a.devices.json";
   for (const auto& bad : cases) {
     CAPTURE(bad.what);
-    write_text(file, edited(record, bad.from, bad.to));
+    write_text_file(file, edited(record, bad.from, bad.to));
     const auto read = records.read("vm-a");
     REQUIRE_FALSE(read.ok());
     CHECK(read.error().code == ErrorCode::parse_error);
@@ -213,7 +206,7 @@ TEST_CASE("a record filed under another owner's name is refused by read and by a
   auto records = open_records(dir.path());
   REQUIRE(records.write(full_record("vm-b")).ok());
   const fs::path file = dir.path() / "vm-a.devices.json";
-  write_text(file, device_record_to_json(full_record("vm-b")));
+  write_text_file(file, device_record_to_json(full_record("vm-b")));
   const auto read = records.read("vm-a");
   REQUIRE_FALSE(read.ok());
   CHECK_MESSAGE(contains(read.error().message, file.string()), read.error().message);

@@ -38,12 +38,6 @@ void check_same_entry(const JournalEntry& actual, const JournalEntry& expected) 
   check_same(actual.record, expected.record);
 }
 
-Journal open_journal(const fs::path& directory) {
-  auto journal = Journal::open(directory);
-  REQUIRE(journal.ok());
-  return std::move(*journal);
-}
-
 std::vector<JournalEntry> entries_of(const Journal& journal) {
   auto entries = journal.entries();
   REQUIRE(entries.ok());
@@ -55,12 +49,6 @@ std::vector<std::string> ids_of(const std::vector<JournalEntry>& entries) {
   out.reserve(entries.size());
   for (const auto& entry : entries) out.push_back(entry.id);
   return out;
-}
-
-void write_text(const fs::path& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << text;
-  REQUIRE(out.good());
 }
 
 unsigned mode_of(const fs::path& path) {
@@ -166,8 +154,8 @@ TEST_CASE("entries come oldest first, then by id") {
 TEST_CASE("leftover temporary files are ignored and removed") {
   TempDir dir;
   auto journal = open_journal(dir.path());
-  write_text(dir.path() / "op-9.json.tmp", "{\"id\": \"op-9\", \"kind\": ");
-  write_text(dir.path() / ".json.tmp", "");
+  write_text_file(dir.path() / "op-9.json.tmp", "{\"id\": \"op-9\", \"kind\": ");
+  write_text_file(dir.path() / ".json.tmp", "");
   CHECK(entries_of(journal).empty());
   CHECK_FALSE(fs::exists(dir.path() / "op-9.json.tmp"));
   CHECK_FALSE(fs::exists(dir.path() / ".json.tmp"));
@@ -197,8 +185,8 @@ TEST_CASE("a crash between writing the temporary file and the rename leaves the 
 TEST_CASE("files that are not entries are left alone") {
   TempDir dir;
   auto journal = open_journal(dir.path());
-  write_text(dir.path() / "README", "not an entry");
-  write_text(dir.path() / "op-1.json~", "an editor's backup");
+  write_text_file(dir.path() / "README", "not an entry");
+  write_text_file(dir.path() / "op-1.json~", "an editor's backup");
   fs::create_directory(dir.path() / "sub");
   REQUIRE(journal.write(full_entry("op-1", "2026-11-29T23:00:00Z")).ok());
   CHECK(ids_of(entries_of(journal)) == std::vector<std::string>{"op-1"});

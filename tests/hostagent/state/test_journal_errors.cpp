@@ -27,25 +27,13 @@ JournalEntry entry_with_id(const std::string& id) {
   return entry;
 }
 
-Journal open_journal(const fs::path& directory) {
-  auto journal = Journal::open(directory);
-  REQUIRE(journal.ok());
-  return std::move(*journal);
-}
-
-void write_text(const fs::path& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << text;
-  REQUIRE(out.good());
-}
-
 // Writes a valid entry "op-1", then rewrites its file after `edit` changes the JSON.
 void edit_entry(const fs::path& directory, const std::function<void(json::object&)>& edit) {
   REQUIRE(open_journal(directory).write(entry_with_id("op-1")).ok());
   const auto path = directory / "op-1.json";
   auto document = json::parse(hostagent::testing::read_text_file(path));
   edit(document.as_object());
-  write_text(path, json::serialize(document));
+  write_text_file(path, json::serialize(document));
 }
 
 json::object& object_at(json::object& root, const std::vector<std::string>& path) {
@@ -116,11 +104,11 @@ TEST_CASE("an entry that could not be read back is refused on write, naming the 
 
 TEST_CASE("a file that is not JSON is an error naming the file") {
   TempDir dir;
-  write_text(dir.path() / "op-1.json", "{\"id\": \"op-1\", \"kind\": ");
+  write_text_file(dir.path() / "op-1.json", "{\"id\": \"op-1\", \"kind\": ");
   check_unreadable(dir.path(), "op-1.json", {"not JSON"});
-  write_text(dir.path() / "op-1.json", "");
+  write_text_file(dir.path() / "op-1.json", "");
   check_unreadable(dir.path(), "op-1.json", {"not JSON"});
-  write_text(dir.path() / "op-1.json", "[1, 2]");
+  write_text_file(dir.path() / "op-1.json", "[1, 2]");
   check_unreadable(dir.path(), "op-1.json", {"not a JSON object"});
 }
 
@@ -221,20 +209,20 @@ TEST_CASE("a field of the wrong type or value is an error naming the file and th
 
 TEST_CASE("a file whose name is not an entry id is an error naming it") {
   TempDir dir;
-  write_text(dir.path() / "bad name.json", "{}");
+  write_text_file(dir.path() / "bad name.json", "{}");
   check_unreadable(dir.path(), "bad name.json", {"not a valid entry id"});
 }
 
 TEST_CASE("one unreadable entry fails the whole read, whatever the others") {
   TempDir dir;
   REQUIRE(open_journal(dir.path()).write(entry_with_id("op-1")).ok());
-  write_text(dir.path() / "op-2.json", "garbage");
+  write_text_file(dir.path() / "op-2.json", "garbage");
   check_unreadable(dir.path(), "op-2.json", {"not JSON"});
 }
 
 TEST_CASE("a directory that cannot be created is an io_error naming it") {
   TempDir dir;
-  write_text(dir.path() / "file", "a regular file");
+  write_text_file(dir.path() / "file", "a regular file");
   for (const auto& path : {dir.path() / "file" / "journal", dir.path() / "file"}) {
     CAPTURE(path);
     const auto journal = Journal::open(path);

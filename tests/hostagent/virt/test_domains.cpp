@@ -13,8 +13,6 @@ namespace {
 
 using virt::DomainState;
 
-constexpr const char* kTestUri = "test:///default";
-
 struct DomainGuard {
   virt::Hypervisor& hypervisor;
   std::string name;

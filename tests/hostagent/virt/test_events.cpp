@@ -10,8 +10,6 @@ namespace {
 
 using virt::DomainEventKind;
 
-constexpr const char* kTestUri = "test:///default";
-
 }  // namespace
 
 TEST_CASE("define, start, destroy and undefine each report a lifecycle event with its detail") {

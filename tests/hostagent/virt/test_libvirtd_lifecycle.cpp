@@ -11,13 +11,6 @@ namespace {
 using virt::DomainEventKind;
 using virt::DomainState;
 
-// Removes the domain through a connection of its own, whatever state the test left it in.
-struct DomainCleanup {
-  std::string uri;
-  std::string name;
-  ~DomainCleanup() { remove_domain(uri, name); }
-};
-
 }  // namespace
 
 TEST_CASE("a qemu domain is defined, started, destroyed and undefined, with its events") {

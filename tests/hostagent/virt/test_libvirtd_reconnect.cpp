@@ -14,12 +14,6 @@ using virt::DomainState;
 
 constexpr std::chrono::milliseconds kReconnect{500};
 
-struct DomainCleanup {
-  std::string uri;
-  std::string name;
-  ~DomainCleanup() { remove_domain(uri, name); }
-};
-
 // Starts libvirtd again if a test stopped it and then failed before starting it.
 struct LibvirtdRestorer {
   bool stopped = false;

@@ -16,9 +16,7 @@
 namespace hostagent::testing {
 namespace {
 
-constexpr const char* kTestUri = "test:///default";
 constexpr const char* kPool = "default-pool";
-constexpr std::size_t kMiB = std::size_t{1} << 20;
 
 void write_raw_image(const std::filesystem::path& path, std::size_t size) {
   std::ofstream out(path, std::ios::binary);

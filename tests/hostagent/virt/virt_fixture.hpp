@@ -15,6 +15,9 @@
 
 namespace hostagent::testing {
 
+// libvirt's in-process test driver with its default host (src/test/test_driver.c), shared by every
+// connection in the process.
+inline constexpr const char* kTestUri = "test:///default";
 inline constexpr const char* kMetadataNamespace = "https://hostagent.dev/xmlns/domain/1";
 inline constexpr std::chrono::seconds kEventTimeout{60};
 

@@ -38,6 +38,10 @@ std::vector<PciAddress> group_members(int group);
 // The bridge directly above device (the parent in /sys/devices); nullopt on a root bus.
 std::optional<PciAddress> parent_bridge(const PciAddress& device);
 
+// Extended capability IDs (include/uapi/linux/pci_regs.h: PCI_EXT_CAP_ID_ACS, PCI_EXT_CAP_ID_ATS).
+inline constexpr int kAcs = 0x000d;
+inline constexpr int kAts = 0x000f;
+
 // The offset of extended capability cap_id in device's config space (read through sysfs: root
 // reads all 4096 bytes), nullopt when it has none.
 std::optional<int> ext_capability(const PciAddress& device, int cap_id);
@@ -45,6 +49,16 @@ std::optional<int> ext_capability(const PciAddress& device, int cap_id);
 // sysfs method does).
 uint16_t read_config16(const PciAddress& device, int offset);
 void write_config16(const PciAddress& device, int offset, uint16_t value);
+
+// /dev/vfio/GROUP, the group's character device once vfio-pci holds all of it.
+inline std::string vfio_node(int group) {
+  return "/dev/vfio/" + std::to_string(group);
+}
+
+// /sys/bus/netdevsim/devices/netdevsimID, the device /init created.
+inline std::string netdevsim_device(int id) {
+  return "/sys/bus/netdevsim/devices/netdevsim" + std::to_string(id);
+}
 
 // The netdev of netdevsim device `id`'s first port ("eth0"), as /init created it; "" when none.
 std::string netdevsim_netdev(int id);

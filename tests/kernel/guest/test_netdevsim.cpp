@@ -15,10 +15,6 @@ namespace host = emulated_host;
 
 const std::string kIp = "/usr/sbin/ip";
 
-std::string netdevsim_device() {
-  return "/sys/bus/netdevsim/devices/netdevsim" + std::to_string(host::kNetdevsimId);
-}
-
 // The "vf N ..." line of `ip -d link show PF`.
 std::string vf_line(const std::string& pf, int vf) {
   const auto shown = run_command({kIp, "-d", "link", "show", "dev", pf});
@@ -32,18 +28,18 @@ std::string vf_line(const std::string& pf, int vf) {
 TEST_CASE("netdevsim's sriov_numvfs creates VFs that rtnetlink reports on the PF's netdev") {
   const std::string pf = netdevsim_netdev(host::kNetdevsimId);
   REQUIRE_MESSAGE(!pf.empty(), "/init did not create netdevsim device " << host::kNetdevsimId);
-  require_ok(writer().write(netdevsim_device() + "/sriov_numvfs", "2"), "sriov_numvfs=2");
-  CHECK(sysfs().read_int(netdevsim_device() + "/sriov_numvfs").value() == 2);
+  require_ok(writer().write(netdevsim_device(host::kNetdevsimId) + "/sriov_numvfs", "2"), "sriov_numvfs=2");
+  CHECK(sysfs().read_int(netdevsim_device(host::kNetdevsimId) + "/sriov_numvfs").value() == 2);
   CHECK(vf_line(pf, 0).find("link/ether 00:00:00:00:00:00") != std::string::npos);
   CHECK(vf_line(pf, 1).find("link/ether 00:00:00:00:00:00") != std::string::npos);
-  require_ok(writer().write(netdevsim_device() + "/sriov_numvfs", "0"), "sriov_numvfs=0");
+  require_ok(writer().write(netdevsim_device(host::kNetdevsimId) + "/sriov_numvfs", "0"), "sriov_numvfs=0");
   CHECK(run_command({kIp, "-d", "link", "show", "dev", pf}).output.find("vf 0 ") == std::string::npos);
 }
 
 TEST_CASE("a netdevsim VF keeps the MAC, VLAN, trust, spoofchk, link state and rate set over netlink") {
   const std::string pf = netdevsim_netdev(host::kNetdevsimId);
   REQUIRE(!pf.empty());
-  require_ok(writer().write(netdevsim_device() + "/sriov_numvfs", "1"), "sriov_numvfs=1");
+  require_ok(writer().write(netdevsim_device(host::kNetdevsimId) + "/sriov_numvfs", "1"), "sriov_numvfs=1");
   const auto set =
       run_command({kIp,      "link",        "set", "dev",         pf,      "vf", "0",        "mac", "52:54:00:12:34:56",
                    "vlan",   "100",         "qos", "3",           "trust", "on", "spoofchk", "off", "state",
@@ -58,7 +54,7 @@ TEST_CASE("a netdevsim VF keeps the MAC, VLAN, trust, spoofchk, link state and r
   CHECK(line.find("link-state enable") != std::string::npos);
   CHECK(line.find("min_tx_rate 10Mbps") != std::string::npos);
   CHECK(line.find("max_tx_rate 100Mbps") != std::string::npos);
-  require_ok(writer().write(netdevsim_device() + "/sriov_numvfs", "0"), "sriov_numvfs=0");
+  require_ok(writer().write(netdevsim_device(host::kNetdevsimId) + "/sriov_numvfs", "0"), "sriov_numvfs=0");
 }
 
 }  // namespace

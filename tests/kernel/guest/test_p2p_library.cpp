@@ -16,9 +16,6 @@ namespace {
 
 namespace host = emulated_host;
 
-constexpr int kAcs = 0x000d;
-constexpr int kAts = 0x000f;
-
 const numa::HostModel& model() {
   static const numa::HostModel discovered = [] {
     auto found = numa::discover_from_sysfs("/");

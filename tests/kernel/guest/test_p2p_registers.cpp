@@ -13,8 +13,6 @@ namespace {
 
 namespace host = emulated_host;
 
-constexpr int kAcs = 0x000d;  // PCI_EXT_CAP_ID_ACS
-constexpr int kAts = 0x000f;  // PCI_EXT_CAP_ID_ATS
 constexpr int kAcsCapabilityRegister = 4;
 constexpr int kAcsControlRegister = 6;
 constexpr int kAtsControlRegister = 6;

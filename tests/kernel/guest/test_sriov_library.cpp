@@ -14,10 +14,6 @@ namespace {
 
 namespace host = emulated_host;
 
-std::string netdevsim_device() {
-  return "/sys/bus/netdevsim/devices/netdevsim" + std::to_string(host::kNetdevsimId);
-}
-
 std::string ip_vf_line(const std::string& pf) {
   const auto shown = run_command({"/usr/sbin/ip", "-d", "link", "show", "dev", pf});
   REQUIRE_MESSAGE(shown.exit_code == 0, shown.output);
@@ -29,7 +25,7 @@ std::string ip_vf_line(const std::string& pf) {
 TEST_CASE("configure sets a netdevsim VF over libnl, iproute2 reads the same back, and reset makes it neutral") {
   const std::string pf = netdevsim_netdev(host::kNetdevsimId);
   REQUIRE(!pf.empty());
-  require_ok(writer().write(netdevsim_device() + "/sriov_numvfs", "1"), "sriov_numvfs=1");
+  require_ok(writer().write(netdevsim_device(host::kNetdevsimId) + "/sriov_numvfs", "1"), "sriov_numvfs=1");
   const auto netlink = sriov::make_libnl_vf_netlink();
   sriov::VfSettings wanted;
   wanted.mac = "52:54:00:ab:cd:ef";
@@ -71,7 +67,7 @@ TEST_CASE("configure sets a netdevsim VF over libnl, iproute2 reads the same bac
   CHECK(neutral.spoofchk == std::optional<bool>(true));
   CHECK(neutral.link_state == std::optional<sriov::LinkState>(sriov::LinkState::automatic));
   CHECK(neutral.max_tx_rate_mbps == 0);
-  require_ok(writer().write(netdevsim_device() + "/sriov_numvfs", "0"), "sriov_numvfs=0");
+  require_ok(writer().write(netdevsim_device(host::kNetdevsimId) + "/sriov_numvfs", "0"), "sriov_numvfs=0");
 }
 
 TEST_CASE("reading a VF the PF does not have is not_found, naming the netdev") {

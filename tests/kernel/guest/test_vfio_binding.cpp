@@ -17,10 +17,6 @@ namespace {
 
 namespace host = emulated_host;
 
-std::string vfio_node(int group) {
-  return "/dev/vfio/" + std::to_string(group);
-}
-
 bool is_char_device(const std::string& path) {
   struct stat st {};
   return stat(path.c_str(), &st) == 0 && S_ISCHR(st.st_mode);

@@ -13,10 +13,6 @@ namespace {
 
 namespace host = emulated_host;
 
-std::string vfio_node(int group) {
-  return "/dev/vfio/" + std::to_string(group);
-}
-
 TEST_CASE("VfioBinder binds an edu's group with its switch port left on pcieport, and release leaves it unbound") {
   const auto edus = pci_functions(host::kEduVendor, host::kEduDevice);
   REQUIRE(!edus.empty());

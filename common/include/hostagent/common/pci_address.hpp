@@ -25,4 +25,8 @@ struct PciAddress {
   auto operator<=>(const PciAddress&) const = default;  // NOLINT(modernize-use-nullptr): clang-tidy 14 misreads <=>
 };
 
+// Where the kernel lists every PCI function, as a link named by its canonical address
+// (Documentation/ABI/testing/sysfs-bus-pci: /sys/bus/pci/devices/.../).
+inline const std::string kPciDevicesDir = "/sys/bus/pci/devices/";
+
 }  // namespace hostagent

@@ -18,6 +18,11 @@ namespace hostagent::sriov {
 enum class LinkState { automatic, enable, disable };
 const char* to_string(LinkState state) noexcept;
 
+// How every message names a VF: "VF 3 of ens1f0".
+inline std::string vf_name(const std::string& pf_netdev, int vf) {
+  return "VF " + std::to_string(vf) + " of " + pf_netdev;
+}
+
 // What to change; an unset field is left as it is.
 struct VfSettings {
   std::optional<std::string> mac;  // "52:54:00:12:34:56"; 00:00:00:00:00:00 lets the VF pick its own
