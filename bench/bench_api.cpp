@@ -339,10 +339,10 @@ Result<Daemon> start_daemon(const fs::path& scratch) {
   rest_options.housekeeping_cpus = config.housekeeping_cpus;
   HA_TRY(daemon.rest, api::RestApi::make(*daemon.service, std::move(rest_options)));
 
-  config::ListenAddress unix_address;
+  ListenAddress unix_address;
   unix_address.socket_path = scratch / "api.sock";
-  config::ListenAddress tcp_address;  // port 0: any free port (the configuration's parser wants 1..65535)
-  tcp_address.kind = config::ListenAddress::Kind::tcp;
+  ListenAddress tcp_address;  // port 0: any free port (the configuration's parser wants 1..65535)
+  tcp_address.kind = ListenAddress::Kind::tcp;
   tcp_address.host = "127.0.0.1";
   daemon.options.listen = {unix_address, tcp_address};
   daemon.options.operator_token = kToken;
@@ -352,7 +352,7 @@ Result<Daemon> start_daemon(const fs::path& scratch) {
                             [rest](const api::RequestRecord& record) { rest->observe(record); }));
 
   for (const auto& endpoint : daemon.server->endpoints()) {
-    if (endpoint.kind == config::ListenAddress::Kind::unix_socket) {
+    if (endpoint.kind == ListenAddress::Kind::unix_socket) {
       daemon.transports.push_back(
           {"unix", Endpoint(asio::local::stream_protocol::endpoint(endpoint.socket_path)), false});
     } else {

@@ -1,7 +1,7 @@
 // What the daemon adds to libvirt: create->running and delete through the daemon's service API
-// (VmService::create_vm / delete_vm: template, placement, journal, disk overlay, render, define,
-// start), against the very domain XML the daemon defined, renamed and defined and started with
-// libvirt's C API directly. The arms run interleaved in one run (one round = every arm once, the
+// (daemon::create_vm / delete_vm, begun and waited for: template, placement, journal, disk overlay,
+// render, define, start), against the very domain XML the daemon defined, renamed and defined and
+// started with libvirt's C API directly. The arms run interleaved in one run (one round = every arm once, the
 // first arm rotating), so drift on a shared machine hits them alike; ratios are daemon median /
 // baseline median. Backends: libvirt's in-process test:///default driver on the simulated vela2 host
 // with the 8-GPU shape, and the machine's libvirtd (qemu:///system, TCG) with a 2-vCPU VM that sits
@@ -337,13 +337,13 @@ class SplitTimer {
 Status daemon_round(daemon::VmService& service, const daemon::CreateVmRequest& request,
                     const TimedHypervisor& hypervisor, DaemonArm& arm) {
   const SplitTimer create(hypervisor);
-  HA_TRY(const auto view, service.create_vm(request));
+  HA_TRY(const auto view, create_vm(service, request));
   create.add_to(arm.create);
   if (view.state != virt::to_string(virt::DomainState::running)) {
     return Error{ErrorCode::internal, "daemon create_vm returned " + view.name + " " + view.state + ", not running"};
   }
   const SplitTimer remove(hypervisor);
-  HA_TRY_STATUS(service.delete_vm(request.name));
+  HA_TRY_STATUS(delete_vm(service, request.name));
   remove.add_to(arm.remove);
   return ok_status();
 }
@@ -512,7 +512,7 @@ Status measure(daemon::VmService& service, const TimedHypervisor& hypervisor, co
 // One daemon create tells the baseline what to define: the daemon's domain and overlay volume.
 Result<Baseline> prepare_baseline(daemon::VmService& service, const Backend& backend, virConnectPtr conn,
                                   virStoragePoolPtr pool, std::size_t& xml_bytes) {
-  HA_TRY(const auto view, service.create_vm(backend.request));
+  HA_TRY(const auto view, create_vm(service, backend.request));
   const DomainPtr domain(virDomainLookupByName(conn, view.name.c_str()));
   if (!domain) return libvirt_error("look up the daemon's domain " + view.name);
   const std::string defined = take_string(virDomainGetXMLDesc(domain.get(), VIR_DOMAIN_XML_INACTIVE));
@@ -522,7 +522,7 @@ Result<Baseline> prepare_baseline(daemon::VmService& service, const Backend& bac
   HA_TRY(baseline.volume_xml, baseline_volume_xml(pool, view.record->inputs.disk_volume, kOverlayVolume));
 
   HA_TRY(const auto raw_volume_xml, baseline_volume_xml(pool, view.record->inputs.disk_volume, kRawVolume));
-  HA_TRY_STATUS(service.delete_vm(view.name));
+  HA_TRY_STATUS(delete_vm(service, view.name));
 
   HA_TRY(const auto raw_path, volume_path(pool, raw_volume_xml, true));
   HA_TRY(const auto overlay_path, volume_path(pool, baseline.volume_xml, false));

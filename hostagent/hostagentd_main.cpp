@@ -4,18 +4,17 @@
 
 #include "daemon_command.hpp"
 #include "hostagent/daemon/build_info.hpp"
-#include "hostagent/simhost/sim_host.hpp"
+#include "hostagent/daemon/command_line.hpp"
 
 int main(int argc, char** argv) {
   CLI::App app{"hostagentd: the hostagent daemon"};
   app.set_version_flag("--version", hostagent::version_string("hostagentd"));
   hostagent::cli::DaemonArgs args;
-  std::string hosts;
-  for (const auto& name : hostagent::simhost::builtin_host_names()) hosts += (hosts.empty() ? "" : ", ") + name;
   auto* config =
       app.add_option("--config", args.config_file, "Configuration file (default /etc/hostagent/hostagent.yaml)");
   app.add_option("--simulated", args.simulated,
-                 "Run the embedded default instead: libvirt's test:/// driver on this simulated host (" + hosts + ")")
+                 "Run the embedded default instead: libvirt's test:/// driver on this simulated host (" +
+                     hostagent::simulated_host_list() + ")")
       ->excludes(config);
   app.add_option("--state-dir", args.state_directory, "State directory (overrides the configuration's)");
   app.add_option("--listen", args.listen,
@@ -25,6 +24,6 @@ int main(int argc, char** argv) {
   // For the crash tests: stop before a step ("create:define") after writing the marker file.
   app.add_option("--pause-at", args.pause_at)->group("");
   app.add_option("--pause-marker", args.pause_marker)->group("");
-  CLI11_PARSE(app, argc, argv);
+  if (const auto exit_code = hostagent::parse_command_line(app, argc, argv)) return *exit_code;
   return hostagent::cli::run_hostagentd(args, std::cout, std::cerr);
 }

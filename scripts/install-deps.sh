@@ -37,6 +37,11 @@ packages=(
   # 12 root to install the .deb into, booted under systemd (systemd-nspawn) to run the units
   dpkg-dev rpm lintian debootstrap systemd-container
 )
+# The OpenAPI lint's Redocly CLI runs on Node.js (scripts/lib/redocly.sh installs it with npm). A
+# machine with another vendor's nodejs (it carries its own npm, and conflicts with Debian's) keeps it.
+if ! command -v npm >/dev/null; then
+  packages+=(nodejs npm)
+fi
 
 if [[ ${EUID} -ne 0 ]]; then
   echo "install-deps.sh: run as root (it calls apt-get)" >&2

@@ -126,7 +126,12 @@ test_tree() {
   fi
 }
 
-phase install "scripts/install-deps.sh" scripts/install-deps.sh
+install_all() {
+  scripts/install-deps.sh
+  scripts/lib/redocly.sh install
+}
+
+phase install "scripts/install-deps.sh, the OpenAPI lint's Redocly CLI" install_all
 use_tmpfs_scratch
 if [[ $mode == unit ]]; then
   phase build "default tree" build_tree default
@@ -143,6 +148,8 @@ phase format "clang-format, test names" scripts/lint.sh --format
 # A real libvirtd with QEMU for the lifecycle tests. Here its absence is a failure, not a skip.
 phase libvirtd "scripts/libvirtd.sh start" scripts/libvirtd.sh start
 export HOSTAGENT_REQUIRE_LIBVIRTD=1
+# The OpenAPI lint's pinned Redocly CLI, installed above: its absence fails the test too.
+export HOSTAGENT_REQUIRE_REDOCLY=1
 phase build "default tree (gcc)" build_tree default
 phase "tidy start" "the asan tree configured; clang-tidy to the background" start_tidy
 phase test "default tree: units, kernel and verify-guest boots" test_tree default default

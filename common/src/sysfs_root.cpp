@@ -103,6 +103,18 @@ Result<std::optional<std::string>> SysfsRoot::read_link_name(const std::string& 
   return std::optional<std::string>{target.filename().string()};
 }
 
+Result<std::optional<int>> SysfsRoot::read_link_number(const std::string& kernel_path) const {
+  HA_TRY(const auto name, read_link_name(kernel_path));
+  if (!name) return std::optional<int>{};
+  int value = -1;
+  const auto* end = name->data() + name->size();
+  const auto [ptr, ec] = std::from_chars(name->data(), end, value);
+  if (name->empty() || ec != std::errc() || ptr != end || value < 0) {
+    return parse_failure(host_path(kernel_path), *name, "a link to a numbered entry");
+  }
+  return std::optional<int>{value};
+}
+
 Result<std::vector<std::string>> SysfsRoot::list(const std::string& kernel_path, bool missing_ok) const {
   const auto path = host_path(kernel_path);
   std::error_code ec;

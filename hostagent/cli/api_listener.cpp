@@ -26,7 +26,7 @@ Result<std::string> read_token(const std::filesystem::path& file, const std::str
 Result<api::ServerOptions> server_options(const config::ApiConfig& config) {
   api::ServerOptions options;
   for (const auto& text : config.listen) {
-    HA_TRY(auto address, config::parse_listen_address(text));
+    HA_TRY(auto address, parse_listen_address(text));
     options.listen.push_back(std::move(address));
   }
   options.tls_certificate_file = config.tls.certificate.string();
@@ -36,12 +36,6 @@ Result<api::ServerOptions> server_options(const config::ApiConfig& config) {
   HA_TRY(options.operator_token, read_token(config.token_file, "api.token_file"));
   HA_TRY(options.reader_token, read_token(config.reader_token_file, "api.reader_token_file"));
   return options;
-}
-
-std::string to_text(const config::ListenAddress& address) {
-  if (address.kind == config::ListenAddress::Kind::unix_socket) return "unix:" + address.socket_path.string();
-  const bool v6 = address.host.find(':') != std::string::npos;
-  return "tcp://" + (v6 ? "[" + address.host + "]" : address.host) + ":" + std::to_string(address.port);
 }
 
 }  // namespace
@@ -70,7 +64,7 @@ ApiListener::~ApiListener() {
 
 std::vector<std::string> ApiListener::endpoints() const {
   std::vector<std::string> listed;
-  for (const auto& address : server_->endpoints()) listed.push_back(to_text(address));
+  for (const auto& address : server_->endpoints()) listed.push_back(hostagent::to_string(address));
   return listed;
 }
 

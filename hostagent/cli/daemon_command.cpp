@@ -67,11 +67,11 @@ Result<config::DaemonConfig> load(const DaemonArgs& args, Scratch& scratch) {
 Status apply_listen(const DaemonArgs& args, config::DaemonConfig& config) {
   if (args.listen.empty()) return ok_status();
   for (const auto& text : args.listen) {
-    auto address = config::parse_listen_address(text);
+    auto address = parse_listen_address(text);
     if (!address.ok()) return Error{ErrorCode::invalid_argument, "--listen: " + address.error().message};
     const bool authenticated =
         !config.api.tls.certificate.empty() || !config.api.token_file.empty() || !config.api.reader_token_file.empty();
-    if (address->kind == config::ListenAddress::Kind::tcp && !authenticated) {
+    if (address->kind == ListenAddress::Kind::tcp && !authenticated) {
       return Error{ErrorCode::invalid_argument, "--listen " + text +
                                                     ": a tcp:// address needs api.tls or a token file in the "
                                                     "configuration; use a unix: address"};
@@ -135,9 +135,8 @@ int fail_start(systemd::Notifier& notifier, std::ostream& err, const Error& erro
 std::vector<fs::path> unix_listen_paths(const config::DaemonConfig& config) {
   std::vector<fs::path> paths;
   for (const auto& text : config.api.listen) {
-    auto address = config::parse_listen_address(text);
-    if (address.ok() && address->kind == config::ListenAddress::Kind::unix_socket)
-      paths.push_back(address->socket_path);
+    auto address = parse_listen_address(text);
+    if (address.ok() && address->kind == ListenAddress::Kind::unix_socket) paths.push_back(address->socket_path);
   }
   return paths;
 }

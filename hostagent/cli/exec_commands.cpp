@@ -78,18 +78,18 @@ Result<boost::json::value> run_exec_command(daemon::VmService& service, const st
   const bool named = args.size() == 2;
   if (verb == "create") {
     HA_TRY(const auto request, create_request(command, args));
-    return view(service.create_vm(request));
+    return view(create_vm(service, request));
   }
   if (verb == "list" && args.size() == 1) return list(service);
   if (verb == "status" && args.size() == 1) return api::to_json(service.status());
   if (verb == "show" && named) return view(service.get_vm(args[1]));
-  if (verb == "start" && named) return view(service.start_vm(args[1]));
-  if (verb == "reboot" && named) return view(service.reboot_vm(args[1]));
+  if (verb == "start" && named) return view(start_vm(service, args[1]));
+  if (verb == "reboot" && named) return view(reboot_vm(service, args[1]));
   if (verb == "stop" && (named || (args.size() == 3 && args[2] == "force"))) {
-    return view(service.stop_vm(args[1], args.size() == 3));
+    return view(stop_vm(service, args[1], args.size() == 3));
   }
   if (verb == "delete" && named) {
-    HA_TRY_STATUS(service.delete_vm(args[1]));
+    HA_TRY_STATUS(delete_vm(service, args[1]));
     return boost::json::value(boost::json::object{{"deleted", args[1]}});
   }
   return Error{ErrorCode::invalid_argument, "--exec '" + command +

@@ -7,8 +7,8 @@
 #include "host_source.hpp"
 #include "hostagent/api/host_json.hpp"
 #include "hostagent/daemon/build_info.hpp"
+#include "hostagent/daemon/command_line.hpp"
 #include "hostagent/daemon/install_paths.hpp"
-#include "hostagent/simhost/sim_host.hpp"
 #include "render_command.hpp"
 #include "template_command.hpp"
 #include "topology_report.hpp"
@@ -24,9 +24,7 @@ int fail(const hostagent::Error& error) {
 }
 
 std::string simulated_help() {
-  std::string names;
-  for (const auto& name : hostagent::simhost::builtin_host_names()) names += (names.empty() ? "" : ", ") + name;
-  return "Use a built-in simulated host (" + names + ")";
+  return "Use a built-in simulated host (" + hostagent::simulated_host_list() + ")";
 }
 
 // --sysfs-root, --hwloc-xml and --simulated: one of them, or the live host.
@@ -126,7 +124,7 @@ int main(int argc, char** argv) {
 
   hostagent::ctl::ApiCommands api_commands(app, *templates);
 
-  CLI11_PARSE(app, argc, argv);
+  if (const auto exit_code = hostagent::parse_command_line(app, argc, argv)) return *exit_code;
   if (const auto status = api_commands.run(std::cout, std::cerr)) return *status;
 
   std::vector<std::filesystem::path> dirs(template_dirs.begin(), template_dirs.end());

@@ -93,16 +93,7 @@ Status read_sysfs_attributes(const SysfsRoot& sysfs, PciFunction& f) {
   HA_TRY_STATUS(read_identity(sysfs, dir, f));
   HA_TRY(const auto numa, sysfs.read_optional_int(dir + "/numa_node"));
   if (numa) f.numa_node_reported = static_cast<int>(*numa);
-  HA_TRY(const auto group, sysfs.read_link_name(dir + "/iommu_group"));
-  if (group) {
-    int id = -1;
-    const auto [end, ec] = std::from_chars(group->data(), group->data() + group->size(), id);
-    if (ec != std::errc() || end != group->data() + group->size() || id < 0) {
-      return Error{ErrorCode::parse_error, "parse " + sysfs.host_path(dir + "/iommu_group").string() + ": links to '" +
-                                               *group + "', expected a group number"};
-    }
-    f.iommu_group = id;
-  }
+  HA_TRY(f.iommu_group, sysfs.read_link_number(dir + "/iommu_group"));
   HA_TRY(const auto driver, sysfs.read_link_name(dir + "/driver"));
   f.driver = driver.value_or("");
   HA_TRY(f.bars, read_bars(sysfs, dir));

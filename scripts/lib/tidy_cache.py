@@ -85,26 +85,33 @@ def unity_members(entry):
         return UNITY_INCLUDE.findall(f.read())
 
 
+def write_atomically(path, text):
+    """path holds text, or what it held before: never half of it (a run killed halfway)."""
+    with open(path + ".partial", "w") as f:
+        f.write(text)
+    os.replace(path + ".partial", path)
+
+
 def write_if_changed(path, text):
+    """As write_atomically, leaving an unchanged file's mtime alone."""
     try:
         with open(path) as f:
             if f.read() == text:
                 return
     except OSError:
         pass
-    with open(path + ".partial", "w") as f:
-        f.write(text)
-    os.replace(path + ".partial", path)
+    write_atomically(path, text)
 
 
 def batch_unit(entry, members, units_dir):
-    """The batch as one file (each source after a #line naming it) and its compile entry."""
+    """The batch as one file (each source after a #line naming it), its compile entry, and where
+    each source starts in it: (the batch's line of the source's first line, the source)."""
     batch = entry["file"]
     name = os.path.relpath(os.path.normpath(os.path.join(entry["directory"], batch)), entry["directory"])
     path = os.path.join(units_dir, name.replace("/CMakeFiles/", "/").replace("/Unity/", "/").replace("/", "-")
                         .replace(".cxx", ".cpp"))
     text = []
-    starts = []  # (the batch's line where the source's first line is, the source)
+    starts = []
     line = 1
     for member in members:
         with open(member) as f:
@@ -113,25 +120,21 @@ def batch_unit(entry, members, units_dir):
         text.append(f'#line 1 "{member}"\n{body}\n')
         line += 2 + body.count("\n")
     write_if_changed(path, "".join(text))
-    BATCH_LINES[path] = starts
     args = arguments_of(entry)
     quote_dirs = [arg for d in dict.fromkeys(os.path.dirname(m) for m in members) for arg in ("-iquote", d)]
     args = [args[0], *quote_dirs, *[path if arg == batch else arg for arg in args[1:]]]
-    return {"directory": entry["directory"], "file": path, "arguments": args}
+    return {"directory": entry["directory"], "file": path, "arguments": args}, starts
 
 
-# Each batch file's sources and where they start in it, to name a finding's own source and line:
-# clang-tidy names the file it read, not the one a #line names.
-BATCH_LINES = {}
 BATCH_LOCATION = re.compile(r"^(/[^:\s]+/tidy/units/[^:\s]+):(\d+):", re.MULTILINE)
 
 
-def source_locations(output):
-    """clang-tidy's output with each batch file:line replaced by the source's own file:line."""
+def source_locations(output, batch, starts):
+    """clang-tidy's output with each batch:line replaced by the source's own file:line: clang-tidy
+    names the file it read, not the one a #line names."""
     def replace(match):
-        starts = BATCH_LINES.get(match.group(1))
         line = int(match.group(2))
-        if not starts or line < starts[0][0]:
+        if match.group(1) != batch or not starts or line < starts[0][0]:
             return match.group(0)
         first, member = max((s for s in starts if s[0] <= line), key=lambda s: s[0])
         return f"{member}:{line - first + 1}:"
@@ -139,9 +142,9 @@ def source_locations(output):
 
 
 def load_databases(build_dirs):
-    """The units to check: (units' database dir, entry, the sources it holds), and for each source
-    its unit; the first database that has a source wins. Each tree's units (a file per batch) and
-    their database are written to BUILD/tidy/."""
+    """The units to check: (units' database dir, entry, the sources it holds, where each starts in a
+    batch), and for each source its unit; the first database that has a source wins. Each tree's
+    units (a file per batch) and their database are written to BUILD/tidy/."""
     units = []
     unit_of = {}
     for build in build_dirs:
@@ -154,14 +157,15 @@ def load_databases(build_dirs):
         with open(path) as f:
             for entry in json.load(f):
                 members = unity_members(entry)
+                starts = []
                 if members:
-                    entry = batch_unit(entry, members, os.path.join(database, "units"))
+                    entry, starts = batch_unit(entry, members, os.path.join(database, "units"))
                 else:
                     members = [os.path.normpath(os.path.join(entry["directory"], entry["file"]))]
                 entries.append(entry)
                 if all(m in unit_of for m in members):
                     continue  # an earlier unit checks these sources (a tree's, or the other tree's)
-                units.append((database, entry, members))
+                units.append((database, entry, members, starts))
                 for member in members:
                     unit_of.setdefault(member, len(units) - 1)
         write_if_changed(os.path.join(database, "compile_commands.json"), json.dumps(entries, indent=1))
@@ -229,9 +233,9 @@ def key_of(entry, extra, source, context, hashes):
     return h.hexdigest(), None
 
 
-def tidy(file, build, extra):
+def tidy(file, build, extra, starts):
     run = subprocess.run(["clang-tidy", "-p", build, *TIDY_ARGS, *extra, file], capture_output=True)
-    output = source_locations((run.stdout + run.stderr).decode(errors="replace"))
+    output = source_locations((run.stdout + run.stderr).decode(errors="replace"), file, starts)
     findings = [line for line in output.splitlines() if "warning:" in line or "error:" in line]
     return run.returncode == 0 and not findings, output
 
@@ -277,22 +281,20 @@ def main():
     wanted = sorted({unit_of[f] for f in files})
 
     def check(index):
-        database, entry, members = units[index]
+        database, entry, members, starts = units[index]
         extra = checks_of(members, source)
         key, why = key_of(entry, extra, source, context, hashes)
         stamp = os.path.join(options.cache, key[:2], key) if key else None
         if stamp and os.path.exists(stamp):
             return members, "cached", "", 0.0
         start = time.monotonic()
-        clean, output = tidy(entry["file"], database, extra)
+        clean, output = tidy(entry["file"], database, extra, starts)
         seconds = time.monotonic() - start
         if not clean:
             return members, "findings", (why or "") + output, seconds
         if stamp:
             os.makedirs(os.path.dirname(stamp), exist_ok=True)
-            with open(stamp + ".partial", "w") as f:
-                f.write("\n".join(os.path.relpath(m, source) for m in members) + "\n")
-            os.replace(stamp + ".partial", stamp)
+            write_atomically(stamp, "\n".join(os.path.relpath(m, source) for m in members) + "\n")
         return members, "checked", "", seconds
 
     counts = {"cached": 0, "checked": 0, "findings": 0}

@@ -41,6 +41,27 @@ TEST_CASE("SysfsRoot reads kernel attributes under its root and names the path i
   CHECK(missing.error().code == ErrorCode::not_found);
 }
 
+TEST_CASE("a link to a numbered entry reads as its number, and anything else is refused naming the link") {
+  testing::TempDir dir;
+  fs::create_directories(dir.path() / "sys/dev");
+  fs::create_symlink("../../../kernel/iommu_groups/12", dir.path() / "sys/dev/iommu_group");
+  fs::create_symlink("../../../kernel/iommu_groups/12abc", dir.path() / "sys/dev/junk_group");
+  fs::create_symlink("../../../kernel/iommu_groups/-3", dir.path() / "sys/dev/negative_group");
+  write(dir.path() / "sys/dev/plain_group", "12\n");
+  const auto sysfs = SysfsRoot::open(dir.path()).value();
+
+  CHECK(sysfs.read_link_number("/sys/dev/iommu_group").value() == std::optional<int>(12));
+  CHECK_FALSE(sysfs.read_link_number("/sys/dev/missing").value().has_value());
+  // std::stoi would read "12abc" as 12: a trailing junk name must not pass for a group.
+  for (const std::string name : {"junk_group", "negative_group", "plain_group"}) {
+    CAPTURE(name);
+    const auto refused = sysfs.read_link_number("/sys/dev/" + name);
+    REQUIRE_FALSE(refused.ok());
+    CHECK(refused.error().code == ErrorCode::parse_error);
+    CHECK(testing::contains(refused.error().message, (dir.path() / "sys/dev" / name).string()));
+  }
+}
+
 TEST_CASE("SysfsRoot refuses a root that is not a directory") {
   const auto missing = SysfsRoot::open("/nonexistent/hostagent-root");
   REQUIRE_FALSE(missing.ok());

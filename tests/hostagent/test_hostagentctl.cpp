@@ -72,6 +72,32 @@ TEST_CASE("hostagentctl refuses conflicting sources and unknown simulated hosts"
   CHECK(unknown.output.find("vela2") != std::string::npos);  // the message lists the known hosts
 }
 
+TEST_CASE("both binaries answer help for a command they have, and an error for one they do not") {
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"--help"}, {"topology", "--help"}, {"template", "validate", "--help"}}) {
+    CAPTURE(args.front());
+    std::vector<std::string> argv{ctl()};
+    argv.insert(argv.end(), args.begin(), args.end());
+    const auto help = testing::run_command(argv);
+    CHECK(help.exit_code == 0);
+    CHECK(testing::contains(help.output, "Usage:"));
+  }
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"UNKNOWN", "--help"}, {"template", "UNKNOWN", "--help"}, {"UNKNOWN"}}) {
+    CAPTURE(args);
+    std::vector<std::string> argv{ctl()};
+    argv.insert(argv.end(), args.begin(), args.end());
+    const auto refused = testing::run_command(argv);
+    CHECK(refused.exit_code != 0);
+    CHECK_MESSAGE(testing::contains(refused.output, "UNKNOWN"), refused.output);
+  }
+  const auto daemon = (fs::path(std::getenv("HOSTAGENT_BINARY_DIR")) / "hostagent" / "hostagentd").string();
+  CHECK(testing::run_command({daemon, "--help"}).exit_code == 0);
+  const auto daemon_refused = testing::run_command({daemon, "UNKNOWN", "--help"});
+  CHECK(daemon_refused.exit_code != 0);
+  CHECK_MESSAGE(testing::contains(daemon_refused.output, "UNKNOWN"), daemon_refused.output);
+}
+
 TEST_CASE("both binaries report version and build information") {
   for (const char* binary : {"hostagentctl", "hostagentd"}) {
     CAPTURE(binary);

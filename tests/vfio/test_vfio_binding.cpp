@@ -32,6 +32,20 @@ std::string device_of_write(const std::pair<std::string, std::string>& write) {
   return contains(text, kAudio) ? kAudio : contains(text, kGpu) ? kGpu : "";
 }
 
+TEST_CASE("an iommu_group link whose name is not wholly a number is refused, naming the link, and nothing is written") {
+  FakeHost host(builtin_spec("quirks"));
+  const auto link = host.host("/sys/bus/pci/devices/" + kGpu + "/iommu_group");
+  const auto target = std::filesystem::read_symlink(link);
+  std::filesystem::remove(link);
+  std::filesystem::create_symlink(target.parent_path() / (target.filename().string() + "x"), link);
+  VfioBinder binder(host.sysfs(), host.kernel());
+  const auto refused = binder.bind_group(address(kGpu));
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.error().code == ErrorCode::parse_error);
+  CHECK_MESSAGE(contains(refused.error().message, link.string()), refused.error().message);
+  CHECK(host.kernel().writes().empty());
+}
+
 TEST_CASE("bind_group moves the GPU and its audio function to vfio-pci, and release restores the tree exactly") {
   FakeHost host(builtin_spec("quirks"));
   const auto before = host.snapshot();

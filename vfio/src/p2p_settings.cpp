@@ -152,13 +152,6 @@ Result<std::vector<RegisterChange>> p2p_needs(const numa::HostModel& model,
   return needs;
 }
 
-Result<std::vector<RegisterChange>> plan_p2p(const numa::HostModel& model, const std::vector<numa::PciAddress>& devices,
-                                             ConfigSpace& config) {
-  HA_TRY(auto needs, p2p_needs(model, devices, config));
-  std::erase_if(needs, [](const RegisterChange& c) { return c.before == c.after; });
-  return needs;
-}
-
 Result<std::vector<RegisterChange>> apply_p2p(ConfigSpace& config, const std::vector<RegisterChange>& plan) {
   std::vector<RegisterChange> written;
   for (const auto& change : plan) {

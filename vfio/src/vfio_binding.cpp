@@ -60,18 +60,13 @@ Result<int> VfioBinder::group_of(const numa::PciAddress& device) const {
                                            sysfs_.host_path(kPciDevicesDir + device.to_string()).string() +
                                            " is missing)"};
   }
-  HA_TRY(const auto group, sysfs_.read_link_name(device_path(device, "iommu_group")));
+  HA_TRY(const auto group, sysfs_.read_link_number(device_path(device, "iommu_group")));
   if (!group) {
     return Error{ErrorCode::unsupported, "PCI device " + device.to_string() +
                                              " has no IOMMU group, so VFIO cannot take it: boot with "
                                              "intel_iommu=on or amd_iommu=on"};
   }
-  try {
-    return std::stoi(*group);
-  } catch (const std::exception&) {
-    return Error{ErrorCode::parse_error,
-                 sysfs_.host_path(device_path(device, "iommu_group")).string() + " names no group number"};
-  }
+  return *group;
 }
 
 // A bridge is what vfio_pci_core_register_device refuses and VFIO leaves out of the group's

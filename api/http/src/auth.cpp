@@ -77,10 +77,9 @@ std::optional<HttpResponse> authorization_problem(const HttpRequest& request, co
                    "this listener needs a bearer token (Authorization: Bearer TOKEN) or a TLS client certificate",
                    request.path);
   }
-  const bool reads = request.method == "GET" || request.method == "HEAD";
-  if (identity->role == Role::reader && !reads) {
+  if (identity->role == Role::reader && !is_read_method(request.method)) {
     return problem(403, "forbidden",
-                   identity->principal + " is a reader: it may GET only; " + request.method +
+                   identity->principal + " is a reader: it may only read (GET); " + request.method +
                        " needs an operator (api.operator_common_names or the operator token)",
                    request.path);
   }

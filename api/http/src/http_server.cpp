@@ -19,6 +19,10 @@ const char* to_string(Role role) {
   return role == Role::operator_role ? "operator" : "reader";
 }
 
+bool is_read_method(const std::string& method) {
+  return method == "GET" || method == "HEAD";
+}
+
 namespace detail {
 namespace {
 
@@ -28,11 +32,6 @@ using TlsStream = asio::ssl::stream<tcp::socket>;
 
 Error invalid(std::string message) {
   return Error{ErrorCode::invalid_argument, std::move(message)};
-}
-
-std::string describe(const config::ListenAddress& address) {
-  if (address.kind == config::ListenAddress::Kind::unix_socket) return "unix:" + address.socket_path.string();
-  return "tcp://" + address.host + ":" + std::to_string(address.port);
 }
 
 std::string remote_of(const tcp::socket& socket) {
@@ -59,8 +58,8 @@ Status check_options(const ServerOptions& options, const RequestHandler& handler
   const bool tokens = !options.operator_token.empty() || !options.reader_token.empty();
   const bool client_certificates = !options.tls_client_ca_file.empty();
   for (const auto& address : options.listen) {
-    if (address.kind == config::ListenAddress::Kind::tcp && !tokens && !client_certificates) {
-      return invalid("api.listen " + describe(address) +
+    if (address.kind == ListenAddress::Kind::tcp && !tokens && !client_certificates) {
+      return invalid("api.listen " + hostagent::to_string(address) +
                      ": a TCP listener needs authentication; configure api.tls with a client_ca, or a token file");
     }
   }
@@ -87,7 +86,7 @@ class ServerImpl final : public HttpServer {
       HA_TRY(context_->tls, make_tls_context(options));
     }
     for (const auto& address : options.listen) {
-      if (address.kind == config::ListenAddress::Kind::unix_socket) {
+      if (address.kind == ListenAddress::Kind::unix_socket) {
         const auto inherited = options.inherited_unix_sockets.find(address.socket_path);
         HA_TRY(auto listener,
                inherited != options.inherited_unix_sockets.end()
@@ -97,7 +96,7 @@ class ServerImpl final : public HttpServer {
         endpoints_.push_back(address);
       } else {
         HA_TRY(auto acceptor, bind_tcp(asio::make_strand(io_), address));
-        config::ListenAddress bound = address;
+        ListenAddress bound = address;
         bound.port = acceptor->local_endpoint().port();
         endpoints_.push_back(bound);
         tcp_.push_back(std::move(acceptor));
@@ -112,7 +111,7 @@ class ServerImpl final : public HttpServer {
     for (int i = 0; i < context_->options.network_threads; ++i) threads_.emplace_back([this] { io_.run(); });
   }
 
-  std::vector<config::ListenAddress> endpoints() const override { return endpoints_; }
+  std::vector<ListenAddress> endpoints() const override { return endpoints_; }
   int open_connections() const override { return context_->open.load(); }
 
   void stop() override {
@@ -196,7 +195,7 @@ class ServerImpl final : public HttpServer {
   std::shared_ptr<ServerContext> context_;
   std::vector<UnixListener> unix_;
   std::vector<std::unique_ptr<tcp::acceptor>> tcp_;
-  std::vector<config::ListenAddress> endpoints_;
+  std::vector<ListenAddress> endpoints_;
   std::vector<std::thread> threads_;
   std::mutex stop_mutex_;
   bool stopped_ = false;

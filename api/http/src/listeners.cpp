@@ -138,8 +138,8 @@ void remove_socket_file(const UnixListener& listener) {
   if (info.st_dev == listener.device && info.st_ino == listener.inode) ::unlink(listener.path.c_str());
 }
 
-Result<std::unique_ptr<TcpAcceptor>> bind_tcp(const asio::any_io_executor& io, const config::ListenAddress& address) {
-  const std::string where = "tcp://" + address.host + ":" + std::to_string(address.port);
+Result<std::unique_ptr<TcpAcceptor>> bind_tcp(const asio::any_io_executor& io, const ListenAddress& address) {
+  const std::string where = hostagent::to_string(address);
   asio::ip::tcp::resolver resolver(io);
   error_code error;
   const auto results =

@@ -12,8 +12,8 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/local/stream_protocol.hpp>
 
+#include "hostagent/common/listen_address.hpp"
 #include "hostagent/common/result.hpp"
-#include "hostagent/config/listen_address.hpp"
 
 namespace hostagent::api::detail {
 
@@ -39,7 +39,6 @@ void remove_socket_file(const UnixListener& listener);
 // A listening unix socket passed by systemd, served as it is; the acceptor owns `fd` once this succeeds.
 Result<UnixListener> adopt_unix(const boost::asio::any_io_executor& io, const std::filesystem::path& path, int fd);
 
-Result<std::unique_ptr<TcpAcceptor>> bind_tcp(const boost::asio::any_io_executor& io,
-                                              const config::ListenAddress& address);
+Result<std::unique_ptr<TcpAcceptor>> bind_tcp(const boost::asio::any_io_executor& io, const ListenAddress& address);
 
 }  // namespace hostagent::api::detail

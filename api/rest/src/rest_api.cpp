@@ -26,9 +26,9 @@ class RestApiImpl final : public RestApi {
   RestApiImpl& operator=(const RestApiImpl&) = delete;
 
   HttpResponse handle(const HttpRequest& request) override {
-    // The server refuses a reader's changes first; this is the same rule, kept where the routes are.
-    if (request.method != "GET" && request.identity.role != Role::operator_role) {
-      return problem(403, "forbidden", "a reader may only GET; " + request.method + " needs the operator role",
+    // The server refuses a reader's changes first; the same rule again, where the routes are.
+    if (!is_read_method(request.method) && request.identity.role != Role::operator_role) {
+      return problem(403, "forbidden", "a reader may only read (GET); " + request.method + " needs the operator role",
                      request.target);
     }
     auto parsed = parse_request(request);
@@ -44,7 +44,7 @@ class RestApiImpl final : public RestApi {
     const HttpRequest& request = *record.request;
     metrics_.on_request(request.method, record.status, record.latency);
     std::string operation = take_operation(request);
-    if (request.method == "GET" || request.method == "HEAD") return;
+    if (is_read_method(request.method)) return;  // reads are not audited
     detail::AuditEntry entry{daemon::rfc3339(std::chrono::system_clock::now()), &request, record.status,
                              std::move(operation)};
     audit_->write(detail::audit_line(entry));

@@ -11,6 +11,7 @@
 #include <string_view>
 
 #include "body_fields.hpp"
+#include "hostagent/common/names.hpp"
 
 namespace hostagent::api {
 namespace {
@@ -39,25 +40,15 @@ std::string shown(std::string_view text) {
   return out + (text.size() > 128 ? "...'" : "'");
 }
 
-bool name_chars(const std::string& text, std::size_t max) {
-  if (text.empty() || text.size() > max) return false;
-  return std::all_of(text.begin(), text.end(), [](char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' ||
-           c == '-';
-  });
-}
-
 std::optional<RouteError> check_vm_name(const std::string& field, const std::string& name) {
-  if (is_vm_name(name)) return std::nullopt;
-  return bad(field, field + ": " + shown(name) +
-                        " is not a VM name: use 1-64 letters, digits, '.', '_' or '-', not starting with '.'");
+  if (is_name(name)) return std::nullopt;
+  return bad(field, field + ": " + shown(name) + " is not a VM name: " + std::string(kNameRule));
 }
 
 // Template names are YAML identifiers (letters, digits, '.', '_', '-'); never "." or "..".
 std::optional<RouteError> check_template_name(const std::string& field, const std::string& name) {
-  if (name_chars(name, 64) && name.front() != '.') return std::nullopt;
-  return bad(field, field + ": " + shown(name) +
-                        " is not a template name: use 1-64 letters, digits, '.', '_' or '-', not starting with '.'");
+  if (is_name(name)) return std::nullopt;
+  return bad(field, field + ": " + shown(name) + " is not a template name: " + std::string(kNameRule));
 }
 
 // "application/json; charset=utf-8" -> "application/json"
@@ -232,7 +223,7 @@ ParsedRequest validate_template(const HttpRequest& request, const Params& /*para
 
 ParsedRequest get_operation(const HttpRequest& request, const Params& params) {
   if (auto error = no_query(request)) return std::move(*error);
-  if (!name_chars(params.at(0), 64)) {
+  if (!is_name(params.at(0))) {
     return bad("id", "id: " + shown(params.at(0)) + " is not an operation id (op-N)");
   }
   return Command{command::GetOperation{params.at(0)}};
@@ -298,10 +289,6 @@ std::optional<Params> match(std::string_view pattern, const std::vector<std::str
 }
 
 }  // namespace
-
-bool is_vm_name(const std::string& name) {
-  return name_chars(name, 64) && name.front() != '.';
-}
 
 ParsedRequest parse_request(const HttpRequest& request) {
   const auto segments = split(request.path);

@@ -12,13 +12,12 @@
 #include "hostagent/api/problem.hpp"
 #include "hostagent/api/template_json.hpp"
 #include "hostagent/api/vm_json.hpp"
+#include "hostagent/common/names.hpp"
 #include "hostagent/common/text_file.hpp"
 #include "operation_json.hpp"
 
 namespace hostagent::api::detail {
 namespace {
-
-constexpr const char* kRetryAfterSeconds = "5";
 
 HttpResponse json_response(unsigned status, const boost::json::value& body) {
   HttpResponse response;
@@ -88,9 +87,7 @@ struct Runner {
     if (status.ready && status.libvirt_connected) return json_response(200, boost::json::object{{"status", "ready"}});
     const std::string why = !status.libvirt_connected ? "libvirtd is not connected; the daemon keeps reconnecting"
                                                       : "the daemon is reconciling its state with libvirt";
-    HttpResponse response = problem(503, "not_ready", "not ready: " + why, request.target);
-    response.headers.emplace_back("Retry-After", kRetryAfterSeconds);
-    return response;
+    return problem(503, "not_ready", "not ready: " + why, request.target);  // problem() adds Retry-After
   }
 
   HttpResponse operator()(const command::GetStatus& /*unused*/) const {
@@ -157,26 +154,9 @@ struct Runner {
   HttpResponse operator()(const command::GetVm& get) const {
     return json_or_problem(service().get_vm(get.name), request);
   }
-  // An unknown template is 404 now rather than an operation that fails in the queue.
+  // The service refuses at once what it can tell (fields, an unknown template, a name in use).
   HttpResponse operator()(const command::CreateVm& create) const {
-    if (service().templates().count(create.request.template_name) == 0) {
-      return not_found(
-          "template: no template named '" + create.request.template_name + "'; GET /v1/templates lists them", request);
-    }
-    if (auto taken = name_taken(create.request)) return service_problem(*taken, request);
     return accepted(service().begin_create(create.request), request);
-  }
-
-  // A name in use is 409 now, unless the VM is this very create's (a replay with its request id,
-  // which the service answers with the same operation): the queue would only fail it later.
-  std::optional<Error> name_taken(const daemon::CreateVmRequest& create) const {
-    auto vm = service().get_vm(create.name);
-    if (!vm.ok() || vm->state == "absent") return std::nullopt;
-    const bool replay = !create.request_id.empty() && vm->record && vm->record->request_id == create.request_id;
-    if (replay) return std::nullopt;
-    return Error{ErrorCode::conflict, "name: a VM named '" + create.name + "' exists" +
-                                          (vm->managed ? "" : " (a domain hostagent did not make)") +
-                                          "; choose another name, or delete it first"};
   }
   HttpResponse operator()(const command::StartVm& start) const {
     return accepted(service().begin_start(start.name), request);
@@ -245,7 +225,7 @@ std::vector<std::string> lines(const std::string& text) {
 // operator's (later) ones first, as load_template_dirs lets a later directory override.
 vmtemplates::ParentLookup parent_lookup(const std::vector<std::filesystem::path>& directories) {
   return [directories](const std::string& name) -> Result<std::pair<std::string, std::string>> {
-    if (!is_vm_name(name)) return Error{ErrorCode::invalid_argument, "'" + name + "' is not a template name"};
+    if (!is_name(name)) return Error{ErrorCode::invalid_argument, "'" + name + "' is not a template name"};
     for (auto it = directories.rbegin(); it != directories.rend(); ++it) {
       const auto file = *it / (name + ".yaml");
       std::error_code ec;
@@ -306,11 +286,7 @@ HttpResponse route_problem(const RouteError& error, const HttpRequest& request) 
 }
 
 HttpResponse service_problem(const Error& error, const HttpRequest& request) {
-  HttpResponse response = problem(error, request.target, field_of(error));
-  const bool has_retry = std::any_of(response.headers.begin(), response.headers.end(),
-                                     [](const auto& header) { return header.first == "Retry-After"; });
-  if (response.status == 503 && !has_retry) response.headers.emplace_back("Retry-After", kRetryAfterSeconds);
-  return response;
+  return problem(error, request.target, field_of(error));
 }
 
 }  // namespace hostagent::api::detail

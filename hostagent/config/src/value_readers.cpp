@@ -50,18 +50,6 @@ std::string cpu_list_reason(const std::string& message) {
 
 }  // namespace
 
-std::optional<std::string> absolute_path_problem(const std::string& path) {
-  if (path.empty()) return "it is empty";
-  if (!path.starts_with('/')) return "it is relative";
-  // A NUL would cut the path short at the first system call, naming another file than the one shown.
-  if (path.find('\0') != std::string::npos) return "it contains a NUL byte";
-  const std::filesystem::path parsed(path);
-  if (std::any_of(parsed.begin(), parsed.end(), [](const std::filesystem::path& part) { return part == ".."; })) {
-    return "it contains '..'";
-  }
-  return std::nullopt;
-}
-
 std::optional<std::chrono::milliseconds> read_duration(Checker& check, const Value& value, const std::string& path) {
   if (value.is_null()) return std::nullopt;
   const std::string expected = "a duration above 0 and under 1 day, like 60s, 500ms or 2m (units ms, s, m, h)";

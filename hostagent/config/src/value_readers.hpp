@@ -10,21 +10,14 @@
 #include <string_view>
 #include <vector>
 
-#include "hostagent/config/listen_address.hpp"
+#include "hostagent/common/listen_address.hpp"
+#include "hostagent/common/paths.hpp"
 #include "hostagent/vmtemplates/yaml_checker.hpp"
 
 namespace hostagent::config {
 
 using vmtemplates::yaml::Checker;
 using vmtemplates::yaml::Value;
-
-inline constexpr std::string_view kListenForms = "unix:/ABSOLUTE/PATH or tcp://HOST:PORT with PORT 1..65535";
-
-// Why path is not an absolute path without '..', or nullopt when it is one.
-std::optional<std::string> absolute_path_problem(const std::string& path);
-
-// Why text is not a listen address, or nullopt after filling out.
-std::optional<std::string> listen_address_problem(const std::string& text, ListenAddress& out);
 
 // "60s", "500ms", "2m", "1h": above 0 and under a day.
 std::optional<std::chrono::milliseconds> read_duration(Checker& check, const Value& value, const std::string& path);

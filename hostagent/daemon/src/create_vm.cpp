@@ -1,8 +1,9 @@
 // daemon/create_vm: template -> placement (reserved) -> disk -> devices -> define -> start.
 #include <random>
-#include <regex>
 
 #include "hostagent/cloudinit/nocloud_seed.hpp"
+#include "hostagent/common/names.hpp"
+#include "hostagent/common/paths.hpp"
 #include "hostagent/daemon/log.hpp"
 #include "hostagent/daemon/shape_request.hpp"
 #include "hostagent/render/guest_renderer.hpp"
@@ -81,11 +82,12 @@ class CreateRun {
   // On failure, `unfinished` says whether the journal kept the operation for reconcile.
   Status run(bool& unfinished) {
     std::vector<Step> steps;
-    if (!record_.inputs.disk_volume.empty()) steps.push_back({"disk", [this] { return make_disk(); }});
-    if (!record_.inputs.seed_iso.empty()) steps.push_back({"seed", [this] { return make_seed(); }});
-    steps.push_back({"prepare_devices", [this] { return prepare_devices(); }});
-    steps.push_back({"define", [this] { return define(); }});
-    steps.push_back({"start", [this] { return start(); }});
+    namespace step = state::step;
+    if (!record_.inputs.disk_volume.empty()) steps.push_back({std::string(step::disk), [this] { return make_disk(); }});
+    if (!record_.inputs.seed_iso.empty()) steps.push_back({std::string(step::seed), [this] { return make_seed(); }});
+    steps.push_back({std::string(step::prepare_devices), [this] { return prepare_devices(); }});
+    steps.push_back({std::string(step::define), [this] { return define(); }});
+    steps.push_back({std::string(step::start), [this] { return start(); }});
     Operation operation(context_, state::OperationKind::create, record_);
     auto status =
         operation.run(steps, [this](const std::string& step) { return undo_create_step(context_, record_, step); });
@@ -174,15 +176,12 @@ std::optional<VmView> earlier_create(Context& context, const CreateVmRequest& re
 
 }  // namespace
 
-Status check_create_request(const CreateVmRequest& request) {
-  static const std::regex kName("[A-Za-z0-9_.-]{1,64}");
-  if (!std::regex_match(request.name, kName) || request.name.front() == '.') {
-    return Error{ErrorCode::invalid_argument, "name: '" + request.name +
-                                                  "' is not a VM name: use 1-64 letters, digits, '.', '_' or '-', not "
-                                                  "starting with '.'"};
+Status check_create_request(const Context& context, const CreateVmRequest& request) {
+  if (!is_name(request.name)) {
+    return Error{ErrorCode::invalid_argument,
+                 "name: '" + request.name + "' is not a VM name: " + std::string(kNameRule)};
   }
-  if (!request.boot_image.empty() &&
-      (!fs::path(request.boot_image).is_absolute() || request.boot_image.find("/../") != std::string::npos)) {
+  if (!request.boot_image.empty() && absolute_path_problem(request.boot_image)) {
     return Error{ErrorCode::invalid_argument,
                  "boot_image: '" + request.boot_image + "' must be an absolute path without '..'"};
   }
@@ -190,11 +189,12 @@ Status check_create_request(const CreateVmRequest& request) {
     return Error{ErrorCode::invalid_argument,
                  "ssh_authorized_keys and user_data: give one or the other; put the keys in your user data"};
   }
+  if (context.templates.count(request.template_name) == 0) return find_template(context, request.template_name).error();
   return ok_status();
 }
 
 Result<VmView> create_vm(Context& context, const CreateVmRequest& request) {
-  HA_TRY_STATUS(check_create_request(request));
+  HA_TRY_STATUS(check_create_request(context, request));
   if (auto earlier = earlier_create(context, request)) return *earlier;
   HA_TRY(auto shape, find_template(context, request.template_name));
   if (!request.boot_image.empty()) shape.boot.image = request.boot_image;

@@ -2,16 +2,20 @@
 // configuration lists, and every GPU and NVSwitch group on vfio-pci (Vela binds them at boot), so a
 // VM's start never waits for a driver to let go of a device.
 #include <algorithm>
+#include <array>
 #include <set>
 
 #include "hostagent/daemon/device_preparer.hpp"
 #include "hostagent/daemon/log.hpp"
 #include "hostagent/sriov/vf_provisioning.hpp"
 #include "hostagent/state/device_records.hpp"
-#include "hostagent/vfio/host_preparation.hpp"
+#include "hostagent/vfio/vfio_binding.hpp"
 
 namespace hostagent::daemon {
 namespace {
+
+// The roles whose groups go to vfio-pci at start: what a VM takes whole.
+constexpr std::array kPassthroughRoles = {numa::PciRole::gpu, numa::PciRole::nvswitch};
 
 // VFs made for passthrough stay unbound until vfio-pci takes them: with sriov_drivers_autoprobe
 // at 1 the PF's driver would probe each (Documentation/ABI/testing/sysfs-bus-pci), building a
@@ -58,11 +62,10 @@ Result<bool> bind_host_groups(const numa::HostModel& host, const SysfsRoot& sysf
   vfio::VfioBinder binder(sysfs, *parts.writer, options);
   std::set<int> recorded;
   for (const auto& group : host_record.groups) recorded.insert(group.group);
-  const auto roles = vfio::default_passthrough_roles();
   bool changed = false;
   std::set<int> seen;  // each group once per start
   for (const auto& f : host.pci_devices) {
-    if (std::find(roles.begin(), roles.end(), f.role) == roles.end()) continue;
+    if (std::find(kPassthroughRoles.begin(), kPassthroughRoles.end(), f.role) == kPassthroughRoles.end()) continue;
     HA_TRY(const auto now, binder.inspect_group(f.address));
     if (!seen.insert(now.group).second) continue;
     if (recorded.count(now.group) != 0) {

@@ -40,7 +40,7 @@ Status Operation::run(const std::vector<Step>& steps, const UndoStep& undo) {
     entry_.steps_done.push_back(step.name);
   }
   // Recorded like a step, so a crash from here on finds every step done and only finishes.
-  if (auto committing = begin_step("commit", count, count); !committing.ok()) {
+  if (auto committing = begin_step(std::string(state::step::commit), count, count); !committing.ok()) {
     return roll_back(committing.error(), false, undo);
   }
   if (auto removed = context_.journal.remove(entry_.id); !removed.ok()) {

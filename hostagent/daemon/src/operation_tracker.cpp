@@ -63,6 +63,7 @@ void OperationTracker::finish(const std::string& id, const Status& outcome) {
     }
     ended_.emplace_back(id, clock_.steady_now());
   }));
+  ended_cv_.notify_all();
 }
 
 std::optional<OperationView> OperationTracker::find(const std::string& id) {
@@ -71,6 +72,16 @@ std::optional<OperationView> OperationTracker::find(const std::string& id) {
   const auto it = operations_.find(id);
   if (it == operations_.end()) return std::nullopt;
   return it->second;
+}
+
+std::optional<OperationView> OperationTracker::wait_ended(const std::string& id) {
+  std::unique_lock lock(mutex_);
+  while (true) {
+    const auto it = operations_.find(id);
+    if (it == operations_.end()) return std::nullopt;
+    if (it->second.state == "succeeded" || it->second.state == "failed") return it->second;
+    ended_cv_.wait(lock);
+  }
 }
 
 std::optional<OperationView> OperationTracker::find_create(const std::string& request_id) {

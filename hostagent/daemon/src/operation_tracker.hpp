@@ -5,6 +5,7 @@
 // with its request id is answered from the VM's record.
 #pragma once
 
+#include <condition_variable>
 #include <deque>
 #include <functional>
 #include <map>
@@ -33,6 +34,9 @@ class OperationTracker {
   void finish(const std::string& id, const Status& outcome);
 
   std::optional<OperationView> find(const std::string& id);
+  // The operation once it has ended; nullopt when it is unknown (or was forgotten before it could
+  // be seen ended: 1000 newer operations ended first).
+  std::optional<OperationView> wait_ended(const std::string& id);
   // The create that carried this request id, if this run has seen one.
   std::optional<OperationView> find_create(const std::string& request_id);
   std::vector<OperationView> list();  // newest first
@@ -46,6 +50,7 @@ class OperationTracker {
   Clock& clock_;
   EventHub& events_;
   std::mutex mutex_;
+  std::condition_variable ended_cv_;  // notified by finish()
   uint64_t next_ = 1;
   std::map<std::string, OperationView> operations_;
   std::map<std::string, std::chrono::steady_clock::time_point> started_;  // running ones

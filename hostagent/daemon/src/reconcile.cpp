@@ -112,7 +112,7 @@ void recover(Context& context, const state::JournalEntry& entry, ReconcileReport
   bool finished = true;
   if (entry.kind == state::OperationKind::create) {
     // A create whose domain started had done all it does: only the entry's removal was missing.
-    finished = contains(entry.steps_done, "start");
+    finished = contains(entry.steps_done, std::string(state::step::start));
     if (!finished) done = undo_create(context, entry);
   } else if (entry.kind == state::OperationKind::remove) {
     done = finish_delete(context, entry);

@@ -3,7 +3,6 @@
 #include "hostagent/daemon/vm_service.hpp"
 
 #include <algorithm>
-#include <future>
 
 #include "hostagent/common/sysfs_root.hpp"
 #include "hostagent/vfio/config_space_access.hpp"
@@ -48,22 +47,6 @@ class VmServiceImpl final : public VmService {
     return ok_status();
   }
 
-  Result<VmView> create_vm(const CreateVmRequest& request) override {
-    return wait([&](auto done) { submit_create(request, std::move(done)); });
-  }
-  Result<VmView> start_vm(const std::string& name) override {
-    return wait([&](auto done) { submit_start(name, std::move(done)); });
-  }
-  Result<VmView> stop_vm(const std::string& name, bool force) override {
-    return wait([&](auto done) { submit_stop(name, force, std::move(done)); });
-  }
-  Result<VmView> reboot_vm(const std::string& name) override {
-    return wait([&](auto done) { submit_reboot(name, std::move(done)); });
-  }
-  Status delete_vm(const std::string& name) override {
-    return wait_status([&](auto done) { submit_delete(name, std::move(done)); });
-  }
-
   Result<VmView> get_vm(const std::string& name) override { return current_view(context_, name); }
 
   std::vector<VmView> list_vms() override {
@@ -84,31 +67,8 @@ class VmServiceImpl final : public VmService {
     return status;
   }
 
-  void submit_create(CreateVmRequest request, std::function<void(Result<VmView>)> done) override {
-    const auto operation =
-        context_.operations.enqueue("create", request.name, request.request_id, request.template_name);
-    queue_create(operation.id, std::move(request), std::move(done));
-  }
-  void submit_start(std::string name, std::function<void(Result<VmView>)> done) override {
-    queue(
-        enqueue("start", name).id, name, [this, name] { return daemon::start_vm(context_, name); }, std::move(done));
-  }
-  void submit_stop(std::string name, bool force, std::function<void(Result<VmView>)> done) override {
-    queue(
-        enqueue("stop", name).id, name, [this, name, force] { return daemon::stop_vm(context_, name, force); },
-        std::move(done));
-  }
-  void submit_reboot(std::string name, std::function<void(Result<VmView>)> done) override {
-    queue(
-        enqueue("reboot", name).id, name, [this, name] { return daemon::reboot_vm(context_, name); }, std::move(done));
-  }
-  void submit_delete(std::string name, std::function<void(Status)> done) override {
-    queue(
-        enqueue("delete", name).id, name, [this, name] { return daemon::delete_vm(context_, name); }, std::move(done));
-  }
-
   Result<OperationView> begin_create(const CreateVmRequest& request) override {
-    HA_TRY_STATUS(check_create_request(request));
+    HA_TRY_STATUS(check_create_request(context_, request));
     // One at a time from the check to the enqueue: two replays racing get one operation.
     std::unique_lock lock(begin_create_mutex_);
     if (!request.request_id.empty()) {
@@ -118,38 +78,40 @@ class VmServiceImpl final : public VmService {
       }
       HA_TRY_STATUS(check_request_id_unused(request));
     }
+    HA_TRY_STATUS(check_name_free(request));
     auto operation = context_.operations.enqueue("create", request.name, request.request_id, request.template_name);
     lock.unlock();
-    queue_create(operation.id, request, nullptr);
+    queue(operation.id, request.name, [this, request] { return daemon::create_vm(context_, request); });
     return operation;
   }
   Result<OperationView> begin_start(const std::string& name) override {
     HA_TRY_STATUS(known(name));
     const auto operation = enqueue("start", name);
-    queue(
-        operation.id, name, [this, name] { return daemon::start_vm(context_, name); }, nullptr);
+    queue(operation.id, name, [this, name] { return daemon::start_vm(context_, name); });
     return operation;
   }
   Result<OperationView> begin_stop(const std::string& name, bool force) override {
     HA_TRY_STATUS(known(name));
     const auto operation = enqueue("stop", name);
-    queue(
-        operation.id, name, [this, name, force] { return daemon::stop_vm(context_, name, force); }, nullptr);
+    queue(operation.id, name, [this, name, force] { return daemon::stop_vm(context_, name, force); });
     return operation;
   }
   Result<OperationView> begin_reboot(const std::string& name) override {
     HA_TRY_STATUS(known(name));
     const auto operation = enqueue("reboot", name);
-    queue(
-        operation.id, name, [this, name] { return daemon::reboot_vm(context_, name); }, nullptr);
+    queue(operation.id, name, [this, name] { return daemon::reboot_vm(context_, name); });
     return operation;
   }
   Result<OperationView> begin_delete(const std::string& name) override {
     HA_TRY_STATUS(known(name));
     const auto operation = enqueue("delete", name);
-    queue(
-        operation.id, name, [this, name] { return daemon::delete_vm(context_, name); }, nullptr);
+    queue(operation.id, name, [this, name] { return daemon::delete_vm(context_, name); });
     return operation;
+  }
+
+  Result<OperationView> wait(const std::string& id) override {
+    if (auto ended = context_.operations.wait_ended(id)) return *ended;
+    return Error{ErrorCode::not_found, "no operation " + id + " (operations are kept for an hour after they end)"};
   }
 
   Result<OperationView> operation(const std::string& id) override {
@@ -223,23 +185,13 @@ class VmServiceImpl final : public VmService {
     return context_.operations.enqueue(kind, name, "", "");
   }
 
-  // Runs `run` on the VM's queue as the operation `operation`; `done` (may be null) gets the result.
+  // Runs `run` on the VM's queue as the operation `id`; the tracker keeps its outcome.
   template <typename Run>
-  void queue(const std::string& id, const std::string& name, Run run,
-             std::function<void(std::invoke_result_t<Run>)> done) {
-    queues_.post(name, [this, id, run = std::move(run), done = std::move(done)] {
+  void queue(const std::string& id, const std::string& name, Run run) {
+    queues_.post(name, [this, id, run = std::move(run)] {
       context_.operations.start(id);
-      auto outcome = run();
-      context_.operations.finish(id, status_of(outcome));
-      if (done) done(std::move(outcome));
+      context_.operations.finish(id, status_of(run()));
     });
-  }
-
-  void queue_create(const std::string& id, CreateVmRequest request, std::function<void(Result<VmView>)> done) {
-    const std::string name = request.name;
-    queue(
-        id, name, [this, request = std::move(request)] { return daemon::create_vm(context_, request); },
-        std::move(done));
   }
 
   static Status status_of(const Status& status) { return status; }
@@ -261,6 +213,19 @@ class VmServiceImpl final : public VmService {
                                           "; a different create needs a new request id"};
   }
 
+  // A name in use is a conflict now rather than an operation that fails in the queue, unless the VM
+  // is this very create's (a replay with its request id, answered above).
+  Status check_name_free(const CreateVmRequest& request) const {
+    const auto entry = context_.ledger.find(request.name);
+    if (!entry || !entry->defined) return ok_status();
+    if (!request.request_id.empty() && entry->record && entry->record->request_id == request.request_id) {
+      return ok_status();
+    }
+    return Error{ErrorCode::conflict, "name: a VM named '" + request.name + "' exists" +
+                                          (entry->managed ? "" : " (a domain hostagent did not make)") +
+                                          "; choose another name, or delete it first"};
+  }
+
   // After a restart the tracker is empty, but the VMs' records keep their request ids.
   Status check_request_id_unused(const CreateVmRequest& request) {
     for (const auto& entry : context_.ledger.entries()) {
@@ -268,22 +233,6 @@ class VmServiceImpl final : public VmService {
       return same_create(request, entry.name, entry.record->template_name);
     }
     return ok_status();
-  }
-
-  template <typename Submit>
-  Result<VmView> wait(Submit submit) {
-    std::promise<Result<VmView>> promise;
-    auto future = promise.get_future();
-    submit([&promise](Result<VmView> result) { promise.set_value(std::move(result)); });
-    return future.get();
-  }
-
-  template <typename Submit>
-  Status wait_status(Submit submit) {
-    std::promise<Status> promise;
-    auto future = promise.get_future();
-    submit([&promise](Status result) { promise.set_value(std::move(result)); });
-    return future.get();
   }
 
   void set_report(ReconcileReport report) {
@@ -366,7 +315,34 @@ Status create_console_log_directory(const std::filesystem::path& directory) {
   return ok_status();
 }
 
+// The operation's error when it failed, else the VM as it is now.
+Result<VmView> finished(VmService& service, const Result<OperationView>& begun) {
+  if (!begun.ok()) return begun.error();
+  HA_TRY(const auto ended, service.wait(begun->id));
+  if (ended.error) return *ended.error;
+  return service.get_vm(ended.vm);
+}
+
 }  // namespace
+
+Result<VmView> create_vm(VmService& service, const CreateVmRequest& request) {
+  return finished(service, service.begin_create(request));
+}
+Result<VmView> start_vm(VmService& service, const std::string& name) {
+  return finished(service, service.begin_start(name));
+}
+Result<VmView> stop_vm(VmService& service, const std::string& name, bool force) {
+  return finished(service, service.begin_stop(name, force));
+}
+Result<VmView> reboot_vm(VmService& service, const std::string& name) {
+  return finished(service, service.begin_reboot(name));
+}
+Status delete_vm(VmService& service, const std::string& name) {
+  HA_TRY(const auto begun, service.begin_delete(name));
+  HA_TRY(const auto ended, service.wait(begun.id));
+  if (ended.error) return *ended.error;
+  return ok_status();
+}
 
 VmView view_of(const LedgerEntry& entry) {
   VmView view;

@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <cstdio>
 
+#include "hostagent/common/names.hpp"
+
 namespace hostagent::render::detail {
 namespace {
 
@@ -65,17 +67,9 @@ std::string quoted(const std::string& value) {
 }
 
 Status check_vm_name(const std::string& name) {
-  const auto bad = [&](const char* why) {
-    return invalid_input("VM name " + quoted(name) + " is invalid: " + why +
-                         " (use 1-64 characters from A-Z a-z 0-9 _ . -, not starting with '.')");
-  };
-  if (name.empty()) return bad("it is empty");
-  if (name.size() > 64) return bad("it is longer than 64 characters");
-  for (const char c : name) {
-    if (!is_name_char(c)) return bad("it contains a character that is not allowed");
-  }
-  if (name.front() == '.') return bad("it starts with '.'");
-  return ok_status();
+  const auto why = name_problem(name);
+  if (why.empty()) return ok_status();
+  return invalid_input("VM name " + quoted(name) + " is invalid: " + why + " (" + std::string(kNameRule) + ")");
 }
 
 Status check_xml_text(const std::string& what, const std::string& value) {

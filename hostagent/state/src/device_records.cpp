@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <regex>
 
+#include "hostagent/common/names.hpp"
 #include "posix_file.hpp"
 #include "record_checks.hpp"
 #include "record_json.hpp"
@@ -34,8 +35,7 @@ bool netdev_name_ok(const std::string& name) {
   return std::regex_match(name, kNetdev) && name != "." && name != "..";
 }
 bool owner_ok(const std::string& owner) {
-  static const std::regex kVm("[A-Za-z0-9_-][A-Za-z0-9_.-]{0,63}");
-  return owner == kHostDeviceOwner || std::regex_match(owner, kVm);
+  return owner == kHostDeviceOwner || is_name(owner);
 }
 
 json::object settings_to_json(const sriov::VfSettings& s) {

@@ -46,6 +46,32 @@ Status check_id(const std::string& id) {
                                                 " must be 1 to 128 of A-Z a-z 0-9 _ . - and not start with '.'"};
 }
 
+std::string step_list(const std::vector<std::string_view>& steps) {
+  std::string out;
+  for (const auto step : steps) out += std::string(out.empty() ? "" : ", ") + std::string(step);
+  return out + ", " + std::string(step::commit);
+}
+
+// Steps from the kind's vocabulary only: recovery acts on each by name.
+std::string steps_problem(const JournalEntry& entry) {
+  const auto& known = journaled_steps(entry.kind);
+  const std::string kind(to_string(entry.kind));
+  if (known.empty()) return "kind " + detail::in_quotes(kind) + " is never journaled (only create and delete are)";
+  const auto is_known = [&](const std::string& step) {
+    return step == step::commit || std::find(known.begin(), known.end(), step) != known.end();
+  };
+  const auto unknown = [&](const char* field, const std::string& step) {
+    return std::string(field) + " names " + detail::in_quotes(step) + ", not a step of " + kind + " (" +
+           step_list(known) + "): written by another version of hostagent, or corrupt";
+  };
+  for (const auto& step : entry.steps_done) {
+    if (!is_known(step)) return unknown("steps_done", step);
+  }
+  // Empty: the operation had begun no step yet.
+  if (!entry.current_step.empty() && !is_known(entry.current_step)) return unknown("current_step", entry.current_step);
+  return {};
+}
+
 // What write() refuses and entries() reports: the same rules, so what is written can be read.
 std::string entry_problem(const JournalEntry& entry) {
   if (entry.vm.empty()) return "vm is empty";
@@ -58,6 +84,7 @@ std::string entry_problem(const JournalEntry& entry) {
     if (auto problem = detail::text_problem("steps_done", step); !problem.empty()) return problem;
   }
   if (auto problem = detail::text_problem("current_step", entry.current_step); !problem.empty()) return problem;
+  if (auto problem = steps_problem(entry); !problem.empty()) return problem;
   if (auto problem = detail::record_problem(entry.record); !problem.empty()) return "record." + problem;
   if (entry.record.name != entry.vm) {
     return "vm " + detail::in_quotes(entry.vm) + " differs from record.name " + detail::in_quotes(entry.record.name) +
@@ -144,6 +171,17 @@ std::string_view to_string(OperationKind kind) noexcept {
       return "delete";  // the operation's name everywhere else (API, logs); `delete` is a C++ keyword
   }
   return "unknown";
+}
+
+const std::vector<std::string_view>& journaled_steps(OperationKind kind) {
+  static const std::vector<std::string_view> create = {step::disk, step::seed, step::prepare_devices, step::define,
+                                                       step::start};
+  static const std::vector<std::string_view> remove = {step::destroy, step::undefine, step::delete_disk,
+                                                       step::delete_seed, step::release_devices};
+  static const std::vector<std::string_view> none;
+  if (kind == OperationKind::create) return create;
+  if (kind == OperationKind::remove) return remove;
+  return none;
 }
 
 Result<Journal> Journal::open(const std::filesystem::path& directory) {

@@ -52,10 +52,10 @@ std::unique_ptr<api::ApiClient> client_with_token(const std::string& url, const 
 TEST_CASE("against HttpServer: tokens and roles over TCP, problems, events, and the unix socket") {
   testing::TempDir dir;
   api::ServerOptions options;
-  config::ListenAddress tcp;
-  tcp.kind = config::ListenAddress::Kind::tcp;
+  ListenAddress tcp;
+  tcp.kind = ListenAddress::Kind::tcp;
   tcp.host = "127.0.0.1";
-  config::ListenAddress unix_socket;
+  ListenAddress unix_socket;
   unix_socket.socket_path = dir.path() / "api.sock";
   options.listen = {tcp, unix_socket};
   options.operator_token = "operator-token";
@@ -64,7 +64,7 @@ TEST_CASE("against HttpServer: tokens and roles over TCP, problems, events, and 
   REQUIRE_MESSAGE(server.ok(), server.error().message);
   std::string url;
   for (const auto& endpoint : (*server)->endpoints()) {
-    if (endpoint.kind == config::ListenAddress::Kind::tcp) url = "http://127.0.0.1:" + std::to_string(endpoint.port);
+    if (endpoint.kind == ListenAddress::Kind::tcp) url = "http://127.0.0.1:" + std::to_string(endpoint.port);
   }
   REQUIRE_FALSE(url.empty());
 

@@ -13,7 +13,7 @@
 
 #include <boost/json.hpp>
 
-#include "hostagent/config/listen_address.hpp"
+#include "hostagent/common/listen_address.hpp"
 #include "test_fixture.hpp"
 #include "test_support.hpp"
 
@@ -28,16 +28,16 @@ using testing::Harness;
 using testing::Response;
 using testing::http::verb;
 
-config::ListenAddress unix_address(const fs::path& path) {
-  config::ListenAddress address;
-  address.kind = config::ListenAddress::Kind::unix_socket;
+ListenAddress unix_address(const fs::path& path) {
+  ListenAddress address;
+  address.kind = ListenAddress::Kind::unix_socket;
   address.socket_path = path;
   return address;
 }
 
-config::ListenAddress tcp_address(const std::string& host) {
-  config::ListenAddress address;
-  address.kind = config::ListenAddress::Kind::tcp;
+ListenAddress tcp_address(const std::string& host) {
+  ListenAddress address;
+  address.kind = ListenAddress::Kind::tcp;
   address.host = host;
   address.port = 0;
   return address;
@@ -60,7 +60,7 @@ ServerOptions token_options() {
 
 uint16_t tcp_port(const HttpServer& server) {
   for (const auto& endpoint : server.endpoints()) {
-    if (endpoint.kind == config::ListenAddress::Kind::tcp) return endpoint.port;
+    if (endpoint.kind == ListenAddress::Kind::tcp) return endpoint.port;
   }
   return 0;
 }
@@ -225,6 +225,11 @@ TEST_CASE("tcp without tls or a token is refused at start") {
   REQUIRE_FALSE(refused.ok());
   CHECK(refused.error().code == ErrorCode::invalid_argument);
   CHECK(refused.error().message.find("tcp://127.0.0.1:0") != std::string::npos);
+
+  options.listen = {tcp_address("::1")};  // named as the configuration writes it, in brackets
+  auto refused_v6 = harness.start(options);
+  REQUIRE_FALSE(refused_v6.ok());
+  CHECK(refused_v6.error().message.find("api.listen tcp://[::1]:0:") != std::string::npos);
 }
 
 TEST_CASE("tcp on the ipv6 loopback reports the port it bound") {

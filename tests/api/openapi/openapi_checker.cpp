@@ -527,6 +527,12 @@ std::vector<std::string> OpenApiDocument::unsupported_keywords() const {
   walk(root_, "$", [&](const std::string& location, const json::object& object) {
     for (const auto& [key, member] : object) {
       if (key == "schema") walk_schema(member, location + ".schema", visit_schema);
+      // The event stream's data schemas, by event name: schemas too, though OpenAPI has no place for them.
+      if (key == "x-hostagent-event-schemas" && member.is_object()) {
+        for (const auto& [event, schema] : member.as_object()) {
+          walk_schema(schema, location + ".x-hostagent-event-schemas." + std::string(event), visit_schema);
+        }
+      }
     }
   });
   if (const auto* schemas = resolve("#/components/schemas")) {

@@ -4,7 +4,10 @@
 
 #include <boost/json.hpp>
 
+#include <algorithm>
+
 #include "openapi_checker.hpp"
+#include "test_support.hpp"
 
 namespace hostagent::testing::openapi {
 namespace {
@@ -107,11 +110,9 @@ std::vector<std::string> after(Change change) {
   return document().validate_named("Thing", value);
 }
 
+// Whether any one mismatch names `text`.
 bool mentions(const std::vector<std::string>& mismatches, const std::string& text) {
-  for (const auto& m : mismatches) {
-    if (m.find(text) != std::string::npos) return true;
-  }
-  return false;
+  return std::any_of(mismatches.begin(), mismatches.end(), [&](const std::string& m) { return contains(m, text); });
 }
 
 TEST_CASE("a conforming value has no mismatches") {

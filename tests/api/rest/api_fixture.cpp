@@ -25,7 +25,7 @@ ApiFixture::~ApiFixture() {
 }
 
 void ApiFixture::start() {
-  auto service = daemon_.start();
+  auto service = daemon_.start(&hypervisor_);
   REQUIRE_MESSAGE(service.ok(), service.error().message);
   service_ = std::move(service).value();
 
@@ -38,10 +38,10 @@ void ApiFixture::start() {
   api_ = std::move(api).value();
 
   api::ServerOptions server;
-  config::ListenAddress unix_socket;
+  ListenAddress unix_socket;
   unix_socket.socket_path = socket_path_;
-  config::ListenAddress tcp;
-  tcp.kind = config::ListenAddress::Kind::tcp;
+  ListenAddress tcp;
+  tcp.kind = ListenAddress::Kind::tcp;
   tcp.host = "127.0.0.1";
   server.listen = {unix_socket, tcp};
   server.operator_token = kOperatorToken;
@@ -53,7 +53,7 @@ void ApiFixture::start() {
   REQUIRE_MESSAGE(started.ok(), started.error().message);
   server_ = std::move(started).value();
   for (const auto& endpoint : server_->endpoints()) {
-    if (endpoint.kind == config::ListenAddress::Kind::tcp) tcp_port_ = endpoint.port;
+    if (endpoint.kind == ListenAddress::Kind::tcp) tcp_port_ = endpoint.port;
   }
   REQUIRE(tcp_port_ != 0);
 }
@@ -68,6 +68,8 @@ void ApiFixture::stop() {
 ApiResponse ApiFixture::send(const ClientEndpoint& endpoint, const ClientRequest& request) {
   auto response = send_request(endpoint, request);
   REQUIRE_MESSAGE(response.ok(), (request.method + " " + request.target + ": " + response.error().message));
+  // RFC 9110 5.3: a field a server repeats must be a list; none of this API's are.
+  CHECK_MESSAGE(response->repeated_headers.empty(), (request.method + " " + request.target + " repeats a header"));
   return ApiResponse{response->status, response->content_type, response->headers, response->body};
 }
 

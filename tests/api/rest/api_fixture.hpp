@@ -63,6 +63,8 @@ class ApiFixture {
   boost::json::value wait_operation(const std::string& id);
 
   daemon::VmService& service() { return *service_; }
+  // The hypervisor double the service runs with (valid after start()).
+  FaultyHypervisor& hypervisor() { return *hypervisor_; }
   DaemonFixture& daemon() { return daemon_; }
   const std::filesystem::path& socket_path() const { return socket_path_; }
   uint16_t tcp_port() const { return tcp_port_; }
@@ -77,6 +79,7 @@ class ApiFixture {
   std::filesystem::path socket_path_;
   std::filesystem::path audit_log_;
   uint16_t tcp_port_ = 0;
+  FaultyHypervisor* hypervisor_ = nullptr;
   std::unique_ptr<daemon::VmService> service_;
   std::unique_ptr<api::RestApi> api_;
   std::unique_ptr<api::HttpServer> server_;

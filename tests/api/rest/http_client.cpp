@@ -74,6 +74,7 @@ ClientResponse to_response(const http::response<http::string_body>& message) {
   for (const auto& field : message) {
     std::string name(field.name_string());
     for (auto& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (response.headers.count(name) != 0) response.repeated_headers.push_back(name);
     response.headers[name] = std::string(field.value());
   }
   response.content_type = response.headers["content-type"];

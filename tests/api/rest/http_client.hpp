@@ -34,6 +34,7 @@ struct ClientResponse {
   unsigned status = 0;
   std::string content_type;
   std::map<std::string, std::string> headers;  // lower-case names
+  std::vector<std::string> repeated_headers;   // names sent more than once (headers holds the last)
   std::string body;
 };
 

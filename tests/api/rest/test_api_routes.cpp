@@ -61,6 +61,24 @@ TEST_CASE("health, status, host and capacity answer over the unix socket") {
   CHECK(nodes[0].at("hugepages").as_array().size() > 0);
 }
 
+TEST_CASE("while libvirtd is away, ready is a 503 problem with one Retry-After, and live stays 200") {
+  ApiFixture api;
+  api.start();
+  api.hypervisor().report_disconnected(true);
+  const auto ready = api.request("GET", "/v1/health/ready");
+  CHECK(ready.status == 503);
+  CHECK(ready.content_type == "application/problem+json");
+  CHECK(text(ready.json().at("code")) == "not_ready");
+  CHECK(contains(text(ready.json().at("detail")), "libvirtd is not connected"));
+  REQUIRE(ready.headers.count("retry-after") == 1);  // and, checked by every request, sent once
+  CHECK(ready.headers.at("retry-after") == "5");
+  CHECK(api.request("GET", "/v1/health/live").status == 200);
+  CHECK_FALSE(api.request("GET", "/v1/status").json().at("libvirt_connected").as_bool());
+
+  api.hypervisor().report_disconnected(false);
+  CHECK(api.request("GET", "/v1/health/ready").status == 200);
+}
+
 TEST_CASE("devices list every PCI endpoint, filter by role and free, and answer one by address") {
   ApiFixture api;
   api.start();
@@ -203,6 +221,13 @@ TEST_CASE("TCP needs a bearer token, and a reader may only read") {
   check_problem(api.request("POST", "/v1/vms", body, "application/json", ApiFixture::kReaderToken), 403, "forbidden");
   check_problem(api.request("DELETE", "/v1/vms/x", "", "", ApiFixture::kReaderToken), 403, "forbidden");
   CHECK(api.request("GET", "/v1/vms/reader-vm", "", "", ApiFixture::kReaderToken).status == 404);
+  // A HEAD reads: a reader gets what an operator gets (no route takes HEAD: 405), not 403.
+  for (const char* token : {ApiFixture::kReaderToken, ApiFixture::kOperatorToken}) {
+    CAPTURE(token);
+    const auto head = api.request("HEAD", "/v1/vms", "", "", token);
+    CHECK(head.status == 405);
+    CHECK(head.headers.count("allow") == 1);
+  }
 
   // An operator's change passes authentication and reaches the routes (here: a bad body).
   const auto bad = api.request("POST", "/v1/vms", "{}", "application/json", ApiFixture::kOperatorToken);

@@ -12,6 +12,7 @@
 namespace hostagent::cloudinit::testing {
 namespace {
 
+using hostagent::testing::contains;
 using hostagent::testing::TempDir;
 namespace fs = std::filesystem;
 
@@ -41,7 +42,7 @@ Error refused(const NoCloudSeed& seed, ErrorCode expected = ErrorCode::invalid_a
 
 bool mentions(const Error& error, const std::string& text) {
   INFO(error.message);
-  return error.message.find(text) != std::string::npos;
+  return contains(error.message, text);
 }
 
 TEST_CASE("the valid seed of these tests is written") {

@@ -1,10 +1,9 @@
 // config values: the defaults, every key read from a file, the embedded default, and the accepted
-// forms of durations and listen addresses.
+// forms of durations (listen addresses: tests/common/test_listen_address.cpp).
 #include <doctest/doctest.h>
 
 #include "config_checks.hpp"
 #include "hostagent/config/daemon_config.hpp"
-#include "hostagent/config/listen_address.hpp"
 
 namespace hostagent::config {
 namespace {
@@ -122,44 +121,6 @@ TEST_CASE("values: the embedded default runs on libvirt's test driver under the 
   CHECK(config.api.audit_log == "/tmp/ha-scratch/audit.log");
   CHECK(config.template_directories == DaemonConfig{}.template_directories);
   CHECK(config.api.token_file.empty());
-}
-
-TEST_CASE("values: parse_listen_address splits both forms") {
-  auto unix_socket = parse_listen_address("unix:/run/hostagent/hostagent.sock");
-  REQUIRE(unix_socket.ok());
-  CHECK(unix_socket->kind == ListenAddress::Kind::unix_socket);
-  CHECK(unix_socket->socket_path == "/run/hostagent/hostagent.sock");
-  auto v4 = parse_listen_address("tcp://10.0.0.7:8443");
-  REQUIRE(v4.ok());
-  CHECK(v4->kind == ListenAddress::Kind::tcp);
-  CHECK(v4->host == "10.0.0.7");
-  CHECK(v4->port == 8443);
-  auto v6 = parse_listen_address("tcp://[fe80::1]:443");
-  REQUIRE(v6.ok());
-  CHECK(v6->host == "fe80::1");
-  CHECK(v6->port == 443);
-}
-
-TEST_CASE("values: parse_listen_address refuses malformed addresses with the reason") {
-  const std::vector<std::pair<std::string, std::string>> cases = {
-      {"unix:run/api.sock", "the socket path: it is relative"},
-      {"unix:/" + std::string(107, 'a'), "the socket path is 108 bytes, the kernel's limit is 107"},
-      {"tcp://::1:80", "an IPv6 address goes in brackets, like tcp://[::1]:8443"},
-      {"tcp://[::g]:80", "\"::g\" is not an IPv6 address"},
-      {"tcp://host", "the port is missing"},
-      {"tcp://:80", "the host is missing (0.0.0.0 listens on every IPv4 address)"},
-      {"tcp://host:65536", "port \"65536\" is not a number 1..65535"},
-      {"tcp://host:80/", "port \"80/\" is not a number 1..65535"},
-      {"tcp://ho_st:80", "the host is neither a host name nor an IP address"},
-      {"http://host:80", "the address starts with neither unix: nor tcp://"},
-  };
-  for (const auto& [text, reason] : cases) {
-    auto address = parse_listen_address(text);
-    REQUIRE_FALSE(address.ok());
-    CHECK(address.error().code == ErrorCode::invalid_argument);
-    CHECK(address.error().message == "listen address \"" + text + "\": " + reason +
-                                         "; write unix:/ABSOLUTE/PATH or tcp://HOST:PORT with PORT 1..65535");
-  }
 }
 
 }  // namespace

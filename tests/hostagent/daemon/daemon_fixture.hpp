@@ -29,12 +29,14 @@ class FaultyHypervisor final : public virt::Hypervisor {
   void fail(const std::string& method, ErrorCode code, int times = -1);
   // shutdown() asks nothing of the guest: a guest that ignores the ACPI button.
   void ignore_shutdown() { ignore_shutdown_ = true; }
+  // connected() answers false while set, as it does while libvirtd is away.
+  void report_disconnected(bool disconnected) { disconnected_ = disconnected; }
   int calls(const std::string& method) const;
 
   void subscribe(virt::DomainEventSink on_domain, virt::ConnectionEventSink on_connection) override {
     real_->subscribe(std::move(on_domain), std::move(on_connection));
   }
-  bool connected() const override { return real_->connected(); }
+  bool connected() const override { return !disconnected_ && real_->connected(); }
   Result<std::string> define(const std::string& xml) override;
   Status start(const std::string& name) override;
   Result<std::string> create_transient(const std::string& xml) override { return real_->create_transient(xml); }
@@ -58,6 +60,7 @@ class FaultyHypervisor final : public virt::Hypervisor {
   std::map<std::string, std::pair<ErrorCode, int>> failures_;
   std::map<std::string, int> calls_;
   bool ignore_shutdown_ = false;
+  std::atomic<bool> disconnected_{false};
 };
 
 // Records what it prepared; fails prepare or release on request.

@@ -55,24 +55,23 @@ struct Outcome {
   std::vector<daemon::VmView> vms;
 };
 
+// Every create begun before any is waited for: they race for the host on the operation threads.
 Outcome create_all_at_once(const DaemonFixture& fixture, daemon::VmService& service, const std::string& shape) {
-  std::vector<std::promise<Result<daemon::VmView>>> promises(kRequests);
-  std::vector<std::future<Result<daemon::VmView>>> futures;
-  futures.reserve(kRequests);
-  for (auto& promise : promises) futures.push_back(promise.get_future());
+  std::vector<daemon::OperationView> begun;
   for (int i = 0; i < kRequests; ++i) {
-    const auto request = fixture.request("many-" + std::to_string(i), shape);
-    service.submit_create(
-        request, [&promise = promises[i]](Result<daemon::VmView> result) { promise.set_value(std::move(result)); });
+    auto operation = service.begin_create(fixture.request("many-" + std::to_string(i), shape));
+    REQUIRE_MESSAGE(operation.ok(), operation.error().message);
+    begun.push_back(*operation);
   }
   Outcome outcome;
-  for (auto& future : futures) {
-    auto result = future.get();
-    if (result.ok()) {
+  for (const auto& operation : begun) {
+    const auto ended = service.wait(operation.id);
+    REQUIRE_MESSAGE(ended.ok(), ended.error().message);
+    if (!ended->error) {
       ++outcome.created;
-      outcome.vms.push_back(*result);
-    } else if (result.error().code != ErrorCode::does_not_fit) {
-      outcome.refusals.push_back(result.error().message);
+      outcome.vms.push_back(service.get_vm(operation.vm).value());
+    } else if (ended->error->code != ErrorCode::does_not_fit) {
+      outcome.refusals.push_back(ended->error->message);
     }
   }
   return outcome;

@@ -62,7 +62,7 @@ void check_recovered(const LibvirtdFixture& fixture, uint64_t free_before, const
     CHECK(fixture.pool_volumes().size() == 1);
     CHECK(fixture.seed_files().size() == 1);
     CHECK(LibvirtdFixture::free_hugepages_2m() == free_before - kGuestHugepages2m);
-    CHECK((*service)->delete_vm(kVm).ok());
+    CHECK(delete_vm(**service, kVm).ok());
   }
   CHECK(fixture.pool_volumes().empty());
   CHECK(fixture.seed_files().empty());

@@ -37,7 +37,7 @@ TEST_CASE("a guest boots under QEMU and goes through stop, start and delete with
   auto request = guest(name);
   request.ssh_authorized_keys = {read_text_file(fixture->authorized_keys())};
   request.ssh_authorized_keys.front().pop_back();  // the newline
-  auto vm = service->create_vm(request);           // with a cloud-init seed: QEMU must take the CD-ROM too
+  auto vm = create_vm(*service, request);          // with a cloud-init seed: QEMU must take the CD-ROM too
   REQUIRE_MESSAGE(vm.ok(), vm.error().message);
   CHECK(vm->state == "running");
   CHECK(fixture->seed_files().size() == 1);
@@ -60,17 +60,17 @@ TEST_CASE("a guest boots under QEMU and goes through stop, start and delete with
   CHECK(xml.find("<cell id='0' cpus='0-1'") != std::string::npos);
   CHECK(fixture->pool_volumes() == std::vector<std::string>{"hostagent-" + name + ".qcow2"});
 
-  auto stopped = service->stop_vm(name, false);  // ACPI: the guest powers itself off
+  auto stopped = stop_vm(*service, name, false);  // ACPI: the guest powers itself off
   REQUIRE_MESSAGE(stopped.ok(), stopped.error().message);
   CHECK(stopped->state == "shut_off");
   CHECK(LibvirtdFixture::free_hugepages_2m() == free_before);
 
-  auto started = service->start_vm(name);
+  auto started = start_vm(*service, name);
   REQUIRE_MESSAGE(started.ok(), started.error().message);
   CHECK(started->state == "running");
   CHECK_FALSE(fixture->wait_for_boot(name, 2, 180).empty());
 
-  REQUIRE(service->delete_vm(name).ok());
+  REQUIRE(delete_vm(*service, name).ok());
   CHECK_FALSE(fixture->domain_exists(name));
   CHECK(fixture->pool_volumes().empty());
   CHECK(fixture->seed_files().empty());
@@ -84,7 +84,7 @@ TEST_CASE("libvirtd restarted under a running daemon: it reconnects and its stat
   const std::string name = "ci-restart";
   fixture->remove_domain(name);
   auto service = service_on(*fixture);
-  REQUIRE(service->create_vm(guest(name)).ok());
+  REQUIRE(create_vm(*service, guest(name)).ok());
 
   restart_libvirtd();
   // Bounded wait: the service notices the loss through libvirt's close callback or keepalive.
@@ -101,10 +101,10 @@ TEST_CASE("libvirtd restarted under a running daemon: it reconnects and its stat
   CHECK(vm->state == "running");  // QEMU outlived libvirtd, and the new libvirtd found it again
 
   // It still works: a stop and a delete through the new connection.
-  auto stopped = service->stop_vm(name, true);
+  auto stopped = stop_vm(*service, name, true);
   REQUIRE_MESSAGE(stopped.ok(), stopped.error().message);
   CHECK(stopped->state == "shut_off");
-  REQUIRE(service->delete_vm(name).ok());
+  REQUIRE(delete_vm(*service, name).ok());
   CHECK_FALSE(fixture->domain_exists(name));
 }
 

@@ -198,14 +198,14 @@ TEST_CASE("a create replayed with its request id gets the same operation, and a 
   REQUIRE_MESSAGE(after_restart.ok(), after_restart.error().message);
   CHECK(wait_for(*service, after_restart->id).state == "succeeded");
   CHECK(service->begin_create(other_name).error().code == ErrorCode::conflict);
-  REQUIRE(service->delete_vm("idem-0").ok());
+  REQUIRE(delete_vm(*service, "idem-0").ok());
 }
 
 TEST_CASE("usage, domain XML, NCCL topology and readiness describe the running VM") {
   DaemonFixture fixture;
   auto service = started(fixture);
   CHECK(service->status().ready);
-  auto vm = service->create_vm(fixture.request("read-0", kOneGpu));
+  auto vm = create_vm(*service, fixture.request("read-0", kOneGpu));
   REQUIRE_MESSAGE(vm.ok(), vm.error().message);
 
   const auto usage = service->usage();
@@ -232,7 +232,7 @@ TEST_CASE("usage, domain XML, NCCL topology and readiness describe the running V
   REQUIRE(again.ok());
   CHECK(*again == *topology);
   CHECK(service->nccl_topology("nobody").error().code == ErrorCode::not_found);
-  REQUIRE(service->delete_vm("read-0").ok());
+  REQUIRE(delete_vm(*service, "read-0").ok());
 }
 
 TEST_CASE("device health is read from the simulated host's sysfs") {

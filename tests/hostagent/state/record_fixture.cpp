@@ -91,10 +91,6 @@ pugi::xml_node find_element(pugi::xml_node root, const std::string& name) {
   return root.find_node([&](pugi::xml_node node) { return name == node.name(); });
 }
 
-bool mentions(const std::string& message, const std::string& what) {
-  return message.find(what) != std::string::npos;
-}
-
 Journal open_journal(const std::filesystem::path& directory) {
   auto journal = Journal::open(directory);
   REQUIRE(journal.ok());

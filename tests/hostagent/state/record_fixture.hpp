@@ -32,11 +32,10 @@ std::string edited(const std::string& xml, const std::function<void(pugi::xml_do
 // The first element (depth-first) whose name is `name`; empty when none.
 pugi::xml_node find_element(pugi::xml_node root, const std::string& name);
 
-bool mentions(const std::string& message, const std::string& what);
-
 // The journal in `directory`; fails the test case when it does not open.
 Journal open_journal(const std::filesystem::path& directory);
 
+using ::hostagent::testing::contains;
 using ::hostagent::testing::write_text_file;
 
 }  // namespace hostagent::state::testing

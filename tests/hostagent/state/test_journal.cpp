@@ -22,7 +22,7 @@ JournalEntry full_entry(const std::string& id, const std::string& started_at) {
   entry.kind = OperationKind::create;
   entry.vm = "vm1";
   entry.started_at = started_at;
-  entry.steps_done = {"place", "prepare-devices", "create-volume"};
+  entry.steps_done = {"disk", "seed", "prepare_devices"};
   entry.current_step = "define";
   entry.record = full_record("vm1");
   return entry;
@@ -57,16 +57,25 @@ unsigned mode_of(const fs::path& path) {
   return st.st_mode & 07777U;
 }
 
-TEST_CASE("a fully populated entry is read back whole, for every kind") {
+TEST_CASE("a fully populated entry is read back whole, for each kind journaled, at each of its steps") {
   TempDir dir;
   auto journal = open_journal(dir.path() / "journal");
-  for (const auto kind : {OperationKind::create, OperationKind::start, OperationKind::stop, OperationKind::reboot,
-                          OperationKind::remove}) {
+  for (const auto kind : {OperationKind::create, OperationKind::remove}) {
     CAPTURE(to_string(kind));
+    const auto& steps = journaled_steps(kind);
+    REQUIRE(steps.size() >= 3);
     auto entry = full_entry("op-1", "2026-11-29T23:00:00Z");
     entry.kind = kind;
+    entry.steps_done = {std::string(steps[0]), std::string(steps[1])};
+    entry.current_step = steps[2];
     REQUIRE(journal.write(entry).ok());
-    const auto entries = entries_of(journal);
+    auto entries = entries_of(journal);
+    REQUIRE(entries.size() == 1);
+    check_same_entry(entries[0], entry);
+    entry.steps_done.assign(steps.begin(), steps.end());
+    entry.current_step = step::commit;
+    REQUIRE(journal.write(entry).ok());
+    entries = entries_of(journal);
     REQUIRE(entries.size() == 1);
     check_same_entry(entries[0], entry);
   }

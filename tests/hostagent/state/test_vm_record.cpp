@@ -200,7 +200,7 @@ TEST_CASE("the element is found by namespace URI, under any prefix or as the def
     vm.remove_attribute("xmlns:ha");
     doc.child("domain").append_attribute("xmlns:ha").set_value(std::string(kMetadataNamespace).c_str());
   });
-  CHECK(mentions(domain, "<ha:record"));
+  CHECK(contains(domain, "<ha:record"));
   const auto whole = parse_record(domain);
   REQUIRE(whole.ok());
   check_same(*whole, expected);
@@ -214,9 +214,9 @@ TEST_CASE("embedding into a domain whose element has another prefix keeps that p
   changed.request_id = "r-18";
   const auto embedded = embed_record(domain, changed);
   REQUIRE(embedded.ok());
-  CHECK(mentions(*embedded,
+  CHECK(contains(*embedded,
                  "<ha:record name='gx3-32x256x2h100' uuid='53de1e96-5e2d-4b83-9b47-78fb492f724d' request-id='r-18'"));
-  CHECK_FALSE(mentions(*embedded, "hostagent:"));
+  CHECK_FALSE(contains(*embedded, "hostagent:"));
   const auto parsed = parse_record(*embedded);
   REQUIRE(parsed.ok());
   check_same(*parsed, changed);
@@ -243,8 +243,8 @@ TEST_CASE("values with markup characters are escaped and come back unchanged") {
   record.inputs.disk_volume = "vol ]]> &#x41;";
   record.template_name = "t'\"<&>";
   const std::string xml = embedded_golden(record);
-  CHECK_FALSE(mentions(xml, record.inputs.seed_iso));
-  CHECK_FALSE(mentions(xml, "<b>"));
+  CHECK_FALSE(contains(xml, record.inputs.seed_iso));
+  CHECK_FALSE(contains(xml, "<b>"));
   pugi::xml_document doc;
   REQUIRE(doc.load_string(xml.c_str()));
   const auto parsed = parse_record(xml);
@@ -328,10 +328,10 @@ TEST_CASE("empty optional fields are left out and come back empty") {
   record.allocation.hugepage_size_bytes = 0;
   const auto embedded = embed_record("<domain><name>vm1</name></domain>", record);
   REQUIRE(embedded.ok());
-  CHECK_FALSE(mentions(*embedded, "request-id"));
-  CHECK_FALSE(mentions(*embedded, "boot-image"));
-  CHECK_FALSE(mentions(*embedded, "seed-iso"));
-  CHECK(mentions(*embedded, "user-data='no'"));
+  CHECK_FALSE(contains(*embedded, "request-id"));
+  CHECK_FALSE(contains(*embedded, "boot-image"));
+  CHECK_FALSE(contains(*embedded, "seed-iso"));
+  CHECK(contains(*embedded, "user-data='no'"));
   const auto parsed = parse_record(*embedded);
   REQUIRE(parsed.ok());
   check_same(*parsed, record);

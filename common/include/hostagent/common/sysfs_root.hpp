@@ -34,6 +34,9 @@ class SysfsRoot {
   Result<std::optional<int64_t>> read_optional_int(const std::string& kernel_path) const;
   // The last component of a symlink's target: driver -> ../../bus/pci/drivers/nvidia gives "nvidia".
   Result<std::optional<std::string>> read_link_name(const std::string& kernel_path) const;
+  // A link to a numbered entry (iommu_group -> ../../../kernel/iommu_groups/12 gives 12); a name
+  // that is not wholly a decimal number is a parse_error naming the link.
+  Result<std::optional<int>> read_link_number(const std::string& kernel_path) const;
   // Sorted entry names; a missing directory is an empty list only when missing_ok.
   Result<std::vector<std::string>> list(const std::string& kernel_path, bool missing_ok) const;
 

@@ -63,11 +63,6 @@ uint16_t vela_acs_control(uint16_t capability, uint16_t control);
 Result<std::vector<RegisterChange>> p2p_needs(const numa::HostModel& model,
                                               const std::vector<numa::PciAddress>& devices, ConfigSpace& config);
 
-// p2p_needs without the registers that already hold the setting: what apply_p2p() has to write. Reads
-// only. Empty once applied.
-Result<std::vector<RegisterChange>> plan_p2p(const numa::HostModel& model, const std::vector<numa::PciAddress>& devices,
-                                             ConfigSpace& config);
-
 // Writes each change in order and reads it back (named apply_p2p, not apply: ADL on std::vector
 // would drag std::apply into every unqualified call). A register found at `after` already is skipped;
 // one found at neither `before` nor `after` changed since the plan and is an error (conflict). On

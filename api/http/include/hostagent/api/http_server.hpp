@@ -13,14 +13,19 @@
 #include <string>
 #include <vector>
 
+#include "hostagent/common/listen_address.hpp"
 #include "hostagent/common/result.hpp"
-#include "hostagent/config/listen_address.hpp"
 
 namespace hostagent::api {
 
-// reader: GET only. operator: everything.
+// reader: reads only (is_read_method). operator: everything.
 enum class Role { reader, operator_role };
 const char* to_string(Role role);
+
+// Whether a request with this method only reads, and so whether a reader may send it: GET and HEAD,
+// the methods RFC 9110 (9.2.1) calls safe that this API knows. The one owner of the reader's rule:
+// the server applies it before any handler, the REST routes again, and the audit log by it.
+bool is_read_method(const std::string& method);
 
 struct Identity {
   // Who, for the audit log: "uid:1000" (unix socket peer, SO_PEERCRED), "cert:CN=control-plane"
@@ -82,7 +87,7 @@ struct ServerLimits {
 };
 
 struct ServerOptions {
-  std::vector<config::ListenAddress> listen;
+  std::vector<ListenAddress> listen;
   // TCP only: mutual TLS when certificate, key and client_ca are set. A client certificate whose
   // subject CN is in operator_common_names is an operator; any other one the CA signed, a reader.
   std::string tls_certificate_file;
@@ -118,7 +123,7 @@ class HttpServer {
   virtual ~HttpServer() = default;  // stops
 
   // Where it listens, as ListenAddress with the bound port filled in (tcp port 0 binds any port).
-  virtual std::vector<config::ListenAddress> endpoints() const = 0;
+  virtual std::vector<ListenAddress> endpoints() const = 0;
   virtual int open_connections() const = 0;
   // Stops accepting, ends event streams, closes connections, joins the threads; removes the unix
   // socket files it made. Idempotent.

@@ -99,7 +99,4 @@ using ParsedRequest = std::variant<Command, RouteError>;
 // accepted ones), wrong types, missing required fields and bad names each name the field.
 ParsedRequest parse_request(const HttpRequest& request);
 
-// A VM name as the daemon accepts it: [A-Za-z0-9_.-]{1,64}, not starting with '.'.
-bool is_vm_name(const std::string& name);
-
 }  // namespace hostagent::api

@@ -1,8 +1,9 @@
 // hostagent/daemon/vm_service: the daemon's command interface, the one the REST API drives. Each
 // command is an operation on one VM: a sequence of journaled steps that rolls back on failure.
 // Commands for one VM run in the order they arrive; commands for different VMs run in parallel, and
-// placement is serialized so nothing is given twice. Thread-safe; every call may block on libvirt,
-// so network threads use the submit_* forms.
+// placement is serialized so nothing is given twice. Thread-safe. A command has one form: begun, it
+// answers at once with its operation, which wait() follows to its end; the free functions below
+// do both for a caller that has a thread to block (hostagentd --exec, tests, benchmarks).
 #pragma once
 
 #include <filesystem>
@@ -127,36 +128,28 @@ class VmService {
   static Result<std::unique_ptr<VmService>> start(ServiceParts parts);
   virtual ~VmService() = default;
 
-  virtual Result<VmView> create_vm(const CreateVmRequest& request) = 0;
-  virtual Result<VmView> start_vm(const std::string& name) = 0;
-  // Graceful (ACPI) for up to stop_timeout, then forced; force skips the grace.
-  virtual Result<VmView> stop_vm(const std::string& name, bool force) = 0;
-  virtual Result<VmView> reboot_vm(const std::string& name) = 0;
-  virtual Status delete_vm(const std::string& name) = 0;
-  virtual Result<VmView> get_vm(const std::string& name) = 0;
-  virtual std::vector<VmView> list_vms() = 0;
-  virtual ServiceStatus status() = 0;
-
-  // The same operations, queued; `done` runs on an operation thread when the operation ends.
-  virtual void submit_create(CreateVmRequest request, std::function<void(Result<VmView>)> done) = 0;
-  virtual void submit_start(std::string name, std::function<void(Result<VmView>)> done) = 0;
-  virtual void submit_stop(std::string name, bool force, std::function<void(Result<VmView>)> done) = 0;
-  virtual void submit_reboot(std::string name, std::function<void(Result<VmView>)> done) = 0;
-  virtual void submit_delete(std::string name, std::function<void(Status)> done) = 0;
-
-  // The API's forms: queued like submit_*, answered at once with the operation to poll.
+  // Each queues its operation on the VM's queue and answers at once with it, to poll or wait for.
   // A create whose request id matches an earlier create of this run returns that operation when
   // the name and template match, conflict (naming the VM) when they do not. A create whose VM
   // already exists with that request id (from before a restart) gets an operation that succeeds.
-  // Validation that needs no queue (names, fields) fails here, before an operation exists.
+  // Validation that needs no queue (names, fields, a VM that does not exist) fails here, before an
+  // operation exists.
   virtual Result<OperationView> begin_create(const CreateVmRequest& request) = 0;
   virtual Result<OperationView> begin_start(const std::string& name) = 0;
+  // Graceful (ACPI) for up to stop_timeout, then forced; force skips the grace.
   virtual Result<OperationView> begin_stop(const std::string& name, bool force) = 0;
   virtual Result<OperationView> begin_reboot(const std::string& name) = 0;
   virtual Result<OperationView> begin_delete(const std::string& name) = 0;
+  // The operation once it has ended (succeeded, or failed with its error), blocking until then.
+  // not_found as operation() is. Never call it on an operation thread: the queue it waits on is its own.
+  virtual Result<OperationView> wait(const std::string& id) = 0;
   // not_found when the id is unknown or the operation ended more than an hour (or 1000 operations) ago.
   virtual Result<OperationView> operation(const std::string& id) = 0;
   virtual std::vector<OperationView> operations() = 0;  // newest first
+
+  virtual Result<VmView> get_vm(const std::string& name) = 0;
+  virtual std::vector<VmView> list_vms() = 0;
+  virtual ServiceStatus status() = 0;
 
   // Events from now on; the returned id unsubscribes. Unsubscribing waits for a running sink.
   virtual uint64_t subscribe(ServiceEventSink sink) = 0;
@@ -176,6 +169,13 @@ class VmService {
   // gone), the discovered values stay, and the device's health says why.
   virtual numa::HostModel host_now() = 0;
 };
+
+// A command begun and waited for: the operation's error when it failed, else the VM as it is now.
+Result<VmView> create_vm(VmService& service, const CreateVmRequest& request);
+Result<VmView> start_vm(VmService& service, const std::string& name);
+Result<VmView> stop_vm(VmService& service, const std::string& name, bool force);
+Result<VmView> reboot_vm(VmService& service, const std::string& name);
+Status delete_vm(VmService& service, const std::string& name);
 
 // Told each stage of start-up as it is reached ("host discovered: ..."): systemd's STATUS= line.
 using StartupProgress = std::function<void(const std::string&)>;

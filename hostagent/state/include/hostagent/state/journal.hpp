@@ -18,6 +18,30 @@ namespace hostagent::state {
 enum class OperationKind { create, start, stop, reboot, remove };  // remove is written "delete"
 std::string_view to_string(OperationKind kind) noexcept;
 
+// The journal's vocabulary: the steps of the operations it records, by the names it writes. Only
+// create and delete are journaled; start, stop and reboot are not (libvirt's state of the domain is
+// the whole truth about them). "commit" follows an operation's last step: from it on, a crash only
+// finishes the operation.
+namespace step {
+inline constexpr std::string_view disk = "disk";
+inline constexpr std::string_view seed = "seed";
+inline constexpr std::string_view prepare_devices = "prepare_devices";
+inline constexpr std::string_view define = "define";
+inline constexpr std::string_view start = "start";
+inline constexpr std::string_view destroy = "destroy";
+inline constexpr std::string_view undefine = "undefine";
+inline constexpr std::string_view delete_disk = "delete_disk";
+inline constexpr std::string_view delete_seed = "delete_seed";
+inline constexpr std::string_view release_devices = "release_devices";
+inline constexpr std::string_view commit = "commit";
+}  // namespace step
+
+// A kind's steps in the order they run (commit not among them); empty for a kind not journaled.
+// An entry naming any other step, or of a kind not journaled, is refused on write and on read:
+// a file from another version of hostagent, or a corrupt one, stops the daemon with the file
+// named rather than have it guess what the operation did.
+const std::vector<std::string_view>& journaled_steps(OperationKind kind);
+
 struct JournalEntry {
   std::string id;  // unique among entries; used as the file name: [A-Za-z0-9_.-]{1,128}
   OperationKind kind = OperationKind::create;

@@ -1,6 +1,5 @@
-// hostagent/config/listen_address: parsing the two address forms; listen_address_problem is shared
-// with the configuration reader, which words the same reasons as "found X (why), expected Y".
-#include "hostagent/config/listen_address.hpp"
+// hostagent/common/listen_address: the two address forms, read and written.
+#include "hostagent/common/listen_address.hpp"
 
 #include <arpa/inet.h>
 
@@ -8,9 +7,9 @@
 #include <cctype>
 #include <charconv>
 
-#include "value_readers.hpp"
+#include "hostagent/common/paths.hpp"
 
-namespace hostagent::config {
+namespace hostagent {
 namespace {
 
 // sun_path is 108 bytes and the kernel needs room for the terminating NUL (unix(7)).
@@ -91,4 +90,11 @@ Result<ListenAddress> parse_listen_address(const std::string& text) {
   return address;
 }
 
-}  // namespace hostagent::config
+std::string to_string(const ListenAddress& address) {
+  if (address.kind == ListenAddress::Kind::unix_socket) return "unix:" + address.socket_path.string();
+  // RFC 3986 3.2.2: an IPv6 literal's colons would read as the port's without the brackets.
+  const bool v6 = address.host.find(':') != std::string::npos;
+  return "tcp://" + (v6 ? "[" + address.host + "]" : address.host) + ":" + std::to_string(address.port);
+}
+
+}  // namespace hostagent

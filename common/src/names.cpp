@@ -1,0 +1,28 @@
+// hostagent/common/names: the name rule, checked.
+#include "hostagent/common/names.hpp"
+
+#include <algorithm>
+
+namespace hostagent {
+namespace {
+
+bool is_name_char(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' ||
+         c == '-';
+}
+
+}  // namespace
+
+bool is_name(std::string_view text) {
+  return name_problem(text).empty();
+}
+
+std::string name_problem(std::string_view text) {
+  if (text.empty()) return "it is empty";
+  if (text.size() > kMaxNameLength) return "it is longer than " + std::to_string(kMaxNameLength) + " characters";
+  if (!std::all_of(text.begin(), text.end(), is_name_char)) return "it contains a character that is not allowed";
+  if (text.front() == '.') return "it starts with '.'";
+  return {};
+}
+
+}  // namespace hostagent

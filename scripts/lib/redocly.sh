@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# The pinned Redocly CLI that lints api/openapi.yaml under Redocly's recommended rules.
+#   scripts/lib/redocly.sh install   npm ci of tests/api/openapi/redocly/ into the cache (network)
+#   scripts/lib/redocly.sh lint FILE the lint, as the CTest test api_openapi_lint runs it
+# The install lives outside the clone, keyed by the lock file, so a new clone of the same lock
+# reuses it: $HOSTAGENT_CACHE_DIR/redocly/<sha256 of package-lock.json>. Without it, lint is a
+# visible skip, or a failure when HOSTAGENT_REQUIRE_REDOCLY=1 (scripts/test.sh sets it).
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+source "$root/scripts/lib/caches.sh"
+spec="$root/tests/api/openapi/redocly"
+key="$(sha256sum "$spec/package-lock.json" | cut -c1-16)"
+prefix="$HOSTAGENT_CACHE_DIR/redocly/$key"
+cli="$prefix/node_modules/.bin/redocly"
+
+install() {
+  [[ -x $cli ]] && return 0
+  if ! command -v npm >/dev/null; then
+    echo "redocly.sh: npm is missing: scripts/install-deps.sh installs it" >&2
+    return 1
+  fi
+  # Into a scratch directory renamed into place: a run killed halfway leaves no half install.
+  local scratch="$prefix.partial.$$"
+  rm -rf "$scratch"
+  mkdir -p "$scratch"
+  cp "$spec/package.json" "$spec/package-lock.json" "$scratch/"
+  (cd "$scratch" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error)
+  rm -rf "$prefix"
+  mv "$scratch" "$prefix"
+  echo "redocly.sh: @redocly/cli $("$cli" --version) in $prefix"
+}
+
+lint() {
+  if [[ ! -x $cli ]]; then
+    if [[ ${HOSTAGENT_REQUIRE_REDOCLY:-0} == 1 ]]; then
+      echo "redocly.sh: $cli is missing (HOSTAGENT_REQUIRE_REDOCLY=1): run scripts/lib/redocly.sh install" >&2
+      return 1
+    fi
+    echo "SKIPPED: the pinned Redocly CLI is not installed: run scripts/lib/redocly.sh install"
+    return 0
+  fi
+  # No redocly.yaml: the rules are Redocly's recommended set as it ships, nothing turned off. Nor
+  # telemetry or update checks: a test reaches no network. Redocly exits 0 on warnings; clean here
+  # means none of either, so the JSON report's totals decide.
+  export REDOCLY_TELEMETRY=off REDOCLY_SUPPRESS_UPDATE_NOTICE=true
+  "$cli" lint --extends=recommended --format=stylish "$1" || true
+  "$cli" lint --extends=recommended --format=json "$1" 2>/dev/null | python3 -c '
+import json, sys
+totals = json.load(sys.stdin)["totals"]
+errors, warnings = totals["errors"], totals["warnings"]
+print("redocly.sh: %d errors, %d warnings" % (errors, warnings))
+sys.exit(1 if errors + warnings else 0)'
+}
+
+case "${1:-}" in
+  install) install ;;
+  lint) lint "${2:?lint FILE}" ;;
+  *)
+    echo "usage: scripts/lib/redocly.sh install | lint FILE" >&2
+    exit 2
+    ;;
+esac

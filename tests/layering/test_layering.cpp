@@ -1,0 +1,134 @@
+// The layering test: the source tree keeps to the layers docs/architecture.md draws, and the
+// checker itself finds each kind of problem in trees made to have it.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "layer_rules.hpp"
+#include "test_support.hpp"
+
+namespace hostagent::testing::layering {
+namespace {
+
+namespace fs = std::filesystem;
+
+const std::string kRules = R"(
+<!-- layers -->
+| Layer | Paths | May include |
+|-------|-------|-------------|
+| base | `common/` | |
+| pure | `numa/`, `numa/src/discovery.cpp` | base |
+| adapters | `vfio/`, `numa/src/discovery.cpp.in` | base, pure |
+| app | `daemon/` | base, pure, adapters |
+<!-- end layers -->
+
+<!-- debts -->
+| File | Includes | Removed by |
+|------|----------|------------|
+| `vfio/src/binder.cpp` | `hostagent/daemon/ledger.hpp` | moving the ledger |
+<!-- end debts -->
+)";
+
+Rules rules() {
+  auto parsed = parse_rules(kRules);
+  REQUIRE_MESSAGE(parsed.ok(), parsed.error().message);
+  return std::move(parsed).value();
+}
+
+void put(const fs::path& file, const std::string& text) {
+  fs::create_directories(file.parent_path());
+  write_text_file(file, text);
+}
+
+// A tree that keeps to kRules: each layer including only what it may, and the debt owed.
+void write_clean_tree(const fs::path& root) {
+  put(root / "common/include/hostagent/common/result.hpp", "#pragma once\n");
+  put(root / "numa/include/hostagent/numa/model.hpp", "#include \"hostagent/common/result.hpp\"\n");
+  put(root / "numa/src/model.cpp", "#include \"hostagent/numa/model.hpp\"\n#include <vector>\n");
+  put(root / "vfio/src/binder.hpp", "#include \"hostagent/numa/model.hpp\"\n");
+  put(root / "vfio/src/binder.cpp",
+                  "#include \"binder.hpp\"\n  #  include \"hostagent/daemon/ledger.hpp\"  // owed\n");
+  put(root / "daemon/include/hostagent/daemon/ledger.hpp", "#include \"hostagent/common/result.hpp\"\n");
+  put(root / "daemon/src/ledger.cpp", "#include \"hostagent/daemon/ledger.hpp\"\n#include \"../../vfio/src/binder.hpp\"\n");
+  put(root / "build/unity_0.cxx", "#include \"anything/at/all.hpp\"\n");  // a build tree: not scanned
+  put(root / "docs/notes.md", "#include \"not/a/source.hpp\"\n");
+}
+
+TEST_CASE("the source tree keeps to the layers docs/architecture.md draws") {
+  const auto markdown = read_text_file(source_dir() / "docs" / "architecture.md");
+  auto parsed = parse_rules(markdown);
+  REQUIRE_MESSAGE(parsed.ok(), parsed.error().message);
+  CHECK(parsed->layers.size() >= 6);
+  const auto problems = check_tree(source_dir(), *parsed);
+  for (const auto& problem : problems) FAIL_CHECK(problem);
+  // The layers the issue names are there, each with what it may include.
+  CHECK(layer_of(*parsed, "numa/src/placement.cpp") == "pure");
+  CHECK(layer_of(*parsed, "numa/src/discovery.cpp") == "adapters");
+  CHECK(layer_of(*parsed, "api/rest/src/routes.cpp") == "api");
+  CHECK(layer_of(*parsed, "hostagent/daemon/src/create_vm.cpp") == "application");
+}
+
+TEST_CASE("a tree that keeps to the rules has no problem, and the longest path decides a file's layer") {
+  TempDir dir;
+  write_clean_tree(dir.path());
+  const auto checked = rules();
+  const auto problems = check_tree(dir.path(), checked);
+  CHECK_MESSAGE(problems.empty(), (problems.empty() ? "" : problems.front()));
+  CHECK(layer_of(checked, "numa/src/discovery.cpp") == "pure");
+  CHECK(layer_of(checked, "numa/src/discovery.cpp.in") == "adapters");
+  CHECK(layer_of(checked, "numa") == "");
+  CHECK(layer_of(checked, "tests/x.cpp") == "");
+}
+
+TEST_CASE("the checker names a forbidden include, a file in no layer, an unknown or ambiguous include, a debt paid") {
+  TempDir dir;
+  write_clean_tree(dir.path());
+  // pure reaching an adapter; a source outside every layer; includes naming no file, and two.
+  put(dir.path() / "numa/src/placement.cpp", "#include \"binder.hpp\"\n#include \"gone.hpp\"\n");
+  put(dir.path() / "tools/extra.cpp", "\n");
+  put(dir.path() / "vfio/src/more/binder.hpp", "\n");
+  put(dir.path() / "vfio/src/binder.cpp", "#include \"binder.hpp\"\n");  // the debt paid
+  const auto problems = check_tree(dir.path(), rules());
+  CAPTURE(problems);
+  const auto has = [&](const std::string& text) {
+    return std::any_of(problems.begin(), problems.end(), [&](const std::string& p) { return contains(p, text); });
+  };
+  CHECK(has("tools/extra.cpp is in no layer"));
+  CHECK(has("numa/src/placement.cpp: \"gone.hpp\" names no file of the tree"));
+  CHECK(has("numa/src/placement.cpp: \"binder.hpp\" could be any of vfio/src/binder.hpp, vfio/src/more/binder.hpp"));
+  CHECK(has("debt paid: vfio/src/binder.cpp no longer includes \"hostagent/daemon/ledger.hpp\""));
+  CHECK(problems.size() == 4);
+
+  fs::remove(dir.path() / "vfio/src/more/binder.hpp");
+  const auto forbidden = check_tree(dir.path(), rules());
+  CAPTURE(forbidden);
+  CHECK(std::any_of(forbidden.begin(), forbidden.end(), [](const std::string& p) {
+    return p == "numa/src/placement.cpp (pure) includes \"binder.hpp\" (adapters): pure may include only pure, base";
+  }));
+}
+
+TEST_CASE("malformed tables are refused, naming the line") {
+  const auto refused = [](const std::string& markdown, const std::string& why) {
+    CAPTURE(why);
+    const auto parsed = parse_rules(markdown);
+    REQUIRE_FALSE(parsed.ok());
+    CHECK(parsed.error().code == ErrorCode::parse_error);
+    CHECK_MESSAGE(contains(parsed.error().message, why), parsed.error().message);
+  };
+  const std::string head = "<!-- layers -->\n| Layer | Paths | May include |\n|---|---|---|\n";
+  const std::string debts = "<!-- debts -->\n| File | Includes | Removed by |\n|---|---|---|\n<!-- end debts -->\n";
+  refused(head + "| base | `common/` |\n<!-- end layers -->\n" + debts, "architecture.md:4: a layer row has 3 cells");
+  refused(head + "| base | `common/` | pure |\n<!-- end layers -->\n" + debts, "\"pure\" is no layer of the table");
+  refused(head + "| a | `x/` | |\n| b | `x/` | |\n<!-- end layers -->\n" + debts, ":5: `x/` is in layer a already");
+  refused(head + "| a | x/ | |\n<!-- end layers -->\n" + debts, "a layer needs a name and `paths`");
+  refused(head + "| a | `x/` | |\n<!-- end layers -->\n", "no \"<!-- debts\" table");
+  refused(head + "| a | `x/` | |\n<!-- end layers -->\n<!-- debts -->\n| F | I | R |\n|---|---|---|\n| `x/a.cpp` | "
+                 "`y.hpp` | |\n<!-- end debts -->\n",
+          "a debt names one `file`, one `include` and what removes it");
+}
+
+}  // namespace
+}  // namespace hostagent::testing::layering
