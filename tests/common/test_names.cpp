@@ -11,8 +11,8 @@ namespace hostagent {
 namespace {
 
 TEST_CASE("names: 1-64 of letters, digits, '.', '_' and '-', not starting with '.'") {
-  for (const std::string& name : std::vector<std::string>{"a", "train-0", "gx3-16x128x1h100", "A_b.c-d", "-lead",
-                                                          "_x", "0", std::string(64, 'z')}) {
+  for (const std::string& name : std::vector<std::string>{"a", "train-0", "gx3-16x128x1h100", "A_b.c-d", "-lead", "_x",
+                                                          "0", std::string(64, 'z')}) {
     CAPTURE(name);
     CHECK(is_name(name));
     CHECK(name_problem(name).empty());

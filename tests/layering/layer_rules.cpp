@@ -104,8 +104,8 @@ Status read_layers(const std::string& markdown, Rules& rules) {
   }
   for (const auto& [line, cells] : rows) {
     for (const auto& name : names_of(cells[2])) {
-      const bool known = std::any_of(rules.layers.begin(), rules.layers.end(),
-                                     [&](const Layer& layer) { return layer.name == name; });
+      const bool known =
+          std::any_of(rules.layers.begin(), rules.layers.end(), [&](const Layer& layer) { return layer.name == name; });
       if (!known) return bad_line(line, "\"" + name + "\" is no layer of the table");
     }
   }
@@ -250,8 +250,8 @@ std::vector<std::string> check_tree(const fs::path& root, const Rules& rules) {
         owed.emplace(source, include);
         continue;
       }
-      problems.push_back(source + " (" + from.name + ") includes \"" + include + "\" (" + to_layer + "): " +
-                         from.name + " may include only " + allowed_list(from));
+      problems.push_back(source + " (" + from.name + ") includes \"" + include + "\" (" + to_layer + "): " + from.name +
+                         " may include only " + allowed_list(from));
     }
   }
   for (const auto& debt : rules.debts) {

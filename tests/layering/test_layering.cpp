@@ -49,10 +49,10 @@ void write_clean_tree(const fs::path& root) {
   put(root / "numa/include/hostagent/numa/model.hpp", "#include \"hostagent/common/result.hpp\"\n");
   put(root / "numa/src/model.cpp", "#include \"hostagent/numa/model.hpp\"\n#include <vector>\n");
   put(root / "vfio/src/binder.hpp", "#include \"hostagent/numa/model.hpp\"\n");
-  put(root / "vfio/src/binder.cpp",
-                  "#include \"binder.hpp\"\n  #  include \"hostagent/daemon/ledger.hpp\"  // owed\n");
+  put(root / "vfio/src/binder.cpp", "#include \"binder.hpp\"\n  #  include \"hostagent/daemon/ledger.hpp\"  // owed\n");
   put(root / "daemon/include/hostagent/daemon/ledger.hpp", "#include \"hostagent/common/result.hpp\"\n");
-  put(root / "daemon/src/ledger.cpp", "#include \"hostagent/daemon/ledger.hpp\"\n#include \"../../vfio/src/binder.hpp\"\n");
+  put(root / "daemon/src/ledger.cpp",
+      "#include \"hostagent/daemon/ledger.hpp\"\n#include \"../../vfio/src/binder.hpp\"\n");
   put(root / "build/unity_0.cxx", "#include \"anything/at/all.hpp\"\n");  // a build tree: not scanned
   put(root / "docs/notes.md", "#include \"not/a/source.hpp\"\n");
 }
@@ -125,8 +125,9 @@ TEST_CASE("malformed tables are refused, naming the line") {
   refused(head + "| a | `x/` | |\n| b | `x/` | |\n<!-- end layers -->\n" + debts, ":5: `x/` is in layer a already");
   refused(head + "| a | x/ | |\n<!-- end layers -->\n" + debts, "a layer needs a name and `paths`");
   refused(head + "| a | `x/` | |\n<!-- end layers -->\n", "no \"<!-- debts\" table");
-  refused(head + "| a | `x/` | |\n<!-- end layers -->\n<!-- debts -->\n| F | I | R |\n|---|---|---|\n| `x/a.cpp` | "
-                 "`y.hpp` | |\n<!-- end debts -->\n",
+  refused(head +
+              "| a | `x/` | |\n<!-- end layers -->\n<!-- debts -->\n| F | I | R |\n|---|---|---|\n| `x/a.cpp` | "
+              "`y.hpp` | |\n<!-- end debts -->\n",
           "a debt names one `file`, one `include` and what removes it");
 }
 
