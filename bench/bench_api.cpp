@@ -40,6 +40,7 @@
 #include <thread>
 #include <vector>
 
+#include "assembly.hpp"
 #include "hostagent/api/http_server.hpp"
 #include "hostagent/api/rest_api.hpp"
 #include "hostagent/common/result.hpp"
@@ -331,8 +332,8 @@ Result<Daemon> start_daemon(const fs::path& scratch) {
   config.template_directories = {fs::path(HOSTAGENT_SOURCE_DIR) / "vmtemplates" / "templates", scratch / "templates"};
 
   Daemon daemon;
-  HA_TRY(auto parts, daemon::assemble_parts(config));
-  HA_TRY(daemon.service, daemon::VmService::start(std::move(parts)));
+  HA_TRY(auto parts, cli::assemble_parts(config));
+  HA_TRY(daemon.service, daemon::start_service(std::move(parts)));
   api::RestApiOptions rest_options;
   rest_options.audit_log = scratch / "audit.log";
   rest_options.template_directories = config.template_directories;

@@ -30,6 +30,7 @@
 #include <string>
 #include <vector>
 
+#include "assembly.hpp"
 #include "file_calls.hpp"
 #include "hostagent/common/result.hpp"
 #include "hostagent/config/daemon_config.hpp"
@@ -533,7 +534,7 @@ Result<Baseline> prepare_baseline(daemon::VmService& service, const Backend& bac
 
 Result<Results> run_backend(const Backend& backend, int rounds, const fs::path& daemon_log) {
   const StderrToFile quiet(daemon_log);
-  HA_TRY(auto parts, daemon::assemble_parts(backend.config));
+  HA_TRY(auto parts, cli::assemble_parts(backend.config));
   const ConnPtr conn(virConnectOpen(backend.config.libvirt_uri.c_str()));
   if (!conn) return libvirt_error("connect to " + backend.config.libvirt_uri);
   PoolPtr pool;
@@ -548,7 +549,7 @@ Result<Results> run_backend(const Backend& backend, int rounds, const fs::path& 
   auto timed = std::make_unique<TimedHypervisor>(std::move(parts.hypervisor));
   const TimedHypervisor& hypervisor = *timed;
   parts.hypervisor = std::move(timed);
-  HA_TRY(const auto service, daemon::VmService::start(std::move(parts)));
+  HA_TRY(const auto service, daemon::start_service(std::move(parts)));
 
   Results results;
   HA_TRY(const auto baseline, prepare_baseline(*service, backend, conn.get(), pool.get(), results.xml_bytes));

@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "api_listener.hpp"
+#include "assembly.hpp"
 #include "exec_commands.hpp"
 #include "host_confinement.hpp"
 #include "hostagent/api/host_json.hpp"
@@ -158,7 +159,7 @@ std::string recovered(const daemon::ServiceStatus& status) {
          std::to_string(report.finished.size() + report.rolled_back.size()) + " interrupted operations recovered";
 }
 
-// READY=1 once state is reconciled (VmService::start returned) and the API listens, not before:
+// READY=1 once state is reconciled (start_service returned) and the API listens, not before:
 // systemd orders the units that need hostagent after that moment.
 int serve(const config::DaemonConfig& config, daemon::VmService& service, systemd::InheritedSockets inherited,
           systemd::Notifier& notifier, const sigset_t& signals, std::ostream& err) {
@@ -212,10 +213,10 @@ int run_hostagentd(const DaemonArgs& args, std::ostream& out, std::ostream& err)
   }
   (void)notifier.status("configuration read: " + config->source);
   confine_host_processes(*config, notifier);
-  auto parts = daemon::assemble_parts(*config, [&notifier](const std::string& stage) { (void)notifier.status(stage); });
+  auto parts = assemble_parts(*config, [&notifier](const std::string& stage) { (void)notifier.status(stage); });
   if (!parts.ok()) return fail(parts.error());
   if (!args.pause_at.empty()) parts->hook = daemon::pause_at_step(args.pause_at, args.pause_marker);
-  auto service = daemon::VmService::start(std::move(parts).value());
+  auto service = daemon::start_service(std::move(parts).value());
   if (!service.ok()) return fail(service.error());
   (void)notifier.status("state reconciled: " + recovered((*service)->status()));
   if (!serving) return run_exec(**service, args.exec, out, err);

@@ -8,6 +8,7 @@
 #include "audit_log.hpp"
 #include "hostagent/api/problem.hpp"
 #include "hostagent/api/rest_commands.hpp"
+#include "hostagent/common/time_text.hpp"
 #include "routes.hpp"
 
 namespace hostagent::api {
@@ -45,8 +46,7 @@ class RestApiImpl final : public RestApi {
     metrics_.on_request(request.method, record.status, record.latency);
     std::string operation = take_operation(request);
     if (is_read_method(request.method)) return;  // reads are not audited
-    detail::AuditEntry entry{daemon::rfc3339(std::chrono::system_clock::now()), &request, record.status,
-                             std::move(operation)};
+    detail::AuditEntry entry{rfc3339(std::chrono::system_clock::now()), &request, record.status, std::move(operation)};
     audit_->write(detail::audit_line(entry));
   }
 

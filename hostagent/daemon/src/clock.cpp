@@ -1,7 +1,6 @@
 // daemon/clock: the real clocks.
 #include "hostagent/daemon/clock.hpp"
 
-#include <ctime>
 #include <thread>
 
 namespace hostagent::daemon {
@@ -18,15 +17,6 @@ class SystemClock final : public Clock {
 
 std::shared_ptr<Clock> make_system_clock() {
   return std::make_shared<SystemClock>();
-}
-
-std::string rfc3339(std::chrono::system_clock::time_point time) {
-  const std::time_t seconds = std::chrono::system_clock::to_time_t(time);
-  std::tm utc{};
-  gmtime_r(&seconds, &utc);
-  char text[32];
-  const std::size_t length = std::strftime(text, sizeof(text), "%Y-%m-%dT%H:%M:%SZ", &utc);
-  return std::string(text, length);
 }
 
 }  // namespace hostagent::daemon

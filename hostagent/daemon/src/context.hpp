@@ -11,6 +11,7 @@
 #include "hostagent/config/daemon_config.hpp"
 #include "hostagent/daemon/clock.hpp"
 #include "hostagent/daemon/device_preparer.hpp"
+#include "hostagent/daemon/service_parts.hpp"
 #include "hostagent/daemon/step_hook.hpp"
 #include "hostagent/daemon/vm_service.hpp"
 #include "hostagent/numa/host_model.hpp"

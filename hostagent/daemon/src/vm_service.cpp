@@ -2,6 +2,8 @@
 // start and after libvirt comes back.
 #include "hostagent/daemon/vm_service.hpp"
 
+#include "hostagent/daemon/service_parts.hpp"
+
 #include <algorithm>
 
 #include "hostagent/common/sysfs_root.hpp"
@@ -357,7 +359,7 @@ VmView view_of(const LedgerEntry& entry) {
   return view;
 }
 
-Result<std::unique_ptr<VmService>> VmService::start(ServiceParts parts) {
+Result<std::unique_ptr<VmService>> start_service(ServiceParts parts) {
   HA_ASSERT(parts.hypervisor && parts.devices && parts.clock);
   HA_TRY(auto journal, state::Journal::open(parts.config.state_directory / "journal"));
   HA_TRY_STATUS(create_console_log_directory(parts.config.console_log_directory));

@@ -173,13 +173,13 @@ config::DaemonConfig DaemonFixture::config() const {
 
 Result<std::unique_ptr<daemon::VmService>> DaemonFixture::start(FaultyHypervisor** faulty,
                                                                 const std::shared_ptr<ManualClock>& clock) {
-  HA_TRY(auto parts, daemon::assemble_parts(config()));
+  HA_TRY(auto parts, cli::assemble_parts(config()));
   auto wrapper = std::make_unique<FaultyHypervisor>(std::move(parts.hypervisor));
   if (faulty != nullptr) *faulty = wrapper.get();
   parts.hypervisor = std::move(wrapper);
   parts.devices = std::make_unique<RecordingPreparer>(devices_);
   if (clock) parts.clock = clock;
-  return daemon::VmService::start(std::move(parts));
+  return daemon::start_service(std::move(parts));
 }
 
 std::unique_ptr<daemon::VmService> started(DaemonFixture& fixture, FaultyHypervisor** faulty,

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "assembly.hpp"
 #include "hostagent/daemon/vm_service.hpp"
 #include "test_support.hpp"
 

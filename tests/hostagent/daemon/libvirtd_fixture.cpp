@@ -116,8 +116,8 @@ fs::path LibvirtdFixture::console_log(const std::string& vm) const {
 
 Result<std::unique_ptr<daemon::VmService>> LibvirtdFixture::start_service() const {
   HA_TRY(const auto config, config::load_config(config_file_));
-  HA_TRY(auto parts, daemon::assemble_parts(config));
-  return daemon::VmService::start(std::move(parts));
+  HA_TRY(auto parts, cli::assemble_parts(config));
+  return daemon::start_service(std::move(parts));
 }
 
 bool LibvirtdFixture::domain_exists(const std::string& name) const {

@@ -6,6 +6,8 @@
 #include <memory>
 #include <string>
 
+#include "hostagent/common/time_text.hpp"  // rfc3339, which the daemon writes its times with
+
 namespace hostagent::daemon {
 
 class Clock {
@@ -17,8 +19,5 @@ class Clock {
 };
 
 std::shared_ptr<Clock> make_system_clock();
-
-// RFC 3339 in UTC, seconds precision: "2026-11-29T23:00:00Z".
-std::string rfc3339(std::chrono::system_clock::time_point time);
 
 }  // namespace hostagent::daemon

@@ -3,7 +3,9 @@
 // Commands for one VM run in the order they arrive; commands for different VMs run in parallel, and
 // placement is serialized so nothing is given twice. Thread-safe. A command has one form: begun, it
 // answers at once with its operation, which wait() follows to its end; the free functions below
-// do both for a caller that has a thread to block (hostagentd --exec, tests, benchmarks).
+// do both for a caller that has a thread to block (hostagentd --exec, tests, benchmarks). The
+// interface the edges drive: it names values of the pure layer (and the VM's record), nothing of
+// the adapters; service_parts.hpp starts one.
 #pragma once
 
 #include <filesystem>
@@ -14,15 +16,10 @@
 #include <vector>
 
 #include "hostagent/common/result.hpp"
-#include "hostagent/config/daemon_config.hpp"
-#include "hostagent/daemon/clock.hpp"
-#include "hostagent/daemon/device_preparer.hpp"
-#include "hostagent/daemon/step_hook.hpp"
 #include "hostagent/numa/device_health.hpp"
 #include "hostagent/numa/host_model.hpp"
 #include "hostagent/numa/placement.hpp"
 #include "hostagent/state/vm_record.hpp"
-#include "hostagent/virt/hypervisor.hpp"
 #include "hostagent/vmtemplates/vm_template.hpp"
 
 namespace hostagent::daemon {
@@ -109,23 +106,8 @@ struct ServiceStatus {
   ReconcileReport last_reconcile;
 };
 
-// Everything the service works with, assembled by the caller (main, or a test).
-struct ServiceParts {
-  config::DaemonConfig config;
-  numa::HostModel host;
-  std::filesystem::path host_sysfs_root;  // the sysfs the host was read from, for device health; "" none
-  std::map<std::string, vmtemplates::VmTemplate> templates;
-  std::unique_ptr<virt::Hypervisor> hypervisor;
-  std::unique_ptr<DevicePreparer> devices;
-  std::shared_ptr<Clock> clock;
-  std::shared_ptr<StepHook> hook;  // null in production
-};
-
 class VmService {
  public:
-  // Opens the journal, subscribes to libvirt's events and reconciles: returns once the state is
-  // known, before anyone is served.
-  static Result<std::unique_ptr<VmService>> start(ServiceParts parts);
   virtual ~VmService() = default;
 
   // Each queues its operation on the VM's queue and answers at once with it, to poll or wait for.
@@ -176,13 +158,5 @@ Result<VmView> start_vm(VmService& service, const std::string& name);
 Result<VmView> stop_vm(VmService& service, const std::string& name, bool force);
 Result<VmView> reboot_vm(VmService& service, const std::string& name);
 Status delete_vm(VmService& service, const std::string& name);
-
-// Told each stage of start-up as it is reached ("host discovered: ..."): systemd's STATUS= line.
-using StartupProgress = std::function<void(const std::string&)>;
-
-// What main wires: discovers the host (or writes the simulated one), loads the templates, connects
-// to libvirt, prepares the host's devices. Call before starting any thread of your own: hwloc
-// discovery sets the environment.
-Result<ServiceParts> assemble_parts(const config::DaemonConfig& config, const StartupProgress& progress = nullptr);
 
 }  // namespace hostagent::daemon

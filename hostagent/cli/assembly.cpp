@@ -1,19 +1,20 @@
-// daemon/assembly: from a configuration to the parts of a running service: the host model (real
-// sysfs, or a built-in simulated host written out as a sysfs tree), the devices readied at start,
-// the templates, libvirt.
+// cli/assembly: from a configuration to the parts of a running service (see assembly.hpp).
+#include "assembly.hpp"
+
 #include <system_error>
 
 #include "hostagent/common/sysfs_writer.hpp"
 #include "hostagent/daemon/log.hpp"
-#include "hostagent/daemon/vm_service.hpp"
 #include "hostagent/numa/discovery.hpp"
 #include "hostagent/simhost/sim_host.hpp"
 #include "hostagent/sriov/vf_netlink.hpp"
 #include "hostagent/state/vm_record.hpp"
 #include "hostagent/vfio/config_space_access.hpp"
 
-namespace hostagent::daemon {
+namespace hostagent::cli {
 namespace {
+
+using namespace hostagent::daemon;
 
 namespace fs = std::filesystem;
 
@@ -99,7 +100,7 @@ Status prepare_devices(const config::DaemonConfig& config, ServiceParts& parts) 
 
 }  // namespace
 
-Result<ServiceParts> assemble_parts(const config::DaemonConfig& config, const StartupProgress& progress) {
+Result<daemon::ServiceParts> assemble_parts(const config::DaemonConfig& config, const StartupProgress& progress) {
   const auto report = [&progress](const std::string& stage) {
     if (progress) progress(stage);
   };
@@ -128,4 +129,4 @@ Result<ServiceParts> assemble_parts(const config::DaemonConfig& config, const St
   return parts;
 }
 
-}  // namespace hostagent::daemon
+}  // namespace hostagent::cli

@@ -1,0 +1,25 @@
+// hostagent/cli/assembly: the composition root. From a configuration to the parts a service runs
+// with: the host model (real sysfs, or a built-in simulated host written out as a sysfs tree), the
+// devices readied at start, the templates, libvirt. Only the programs (and the tests and benches
+// that start a daemon as hostagentd does) assemble; the daemon's core knows no adapter's make.
+#pragma once
+
+#include <functional>
+#include <string>
+
+#include "hostagent/common/result.hpp"
+#include "hostagent/config/daemon_config.hpp"
+#include "hostagent/daemon/service_parts.hpp"
+
+namespace hostagent::cli {
+
+// Told each stage of start-up as it is reached ("host discovered: ..."): systemd's STATUS= line.
+using StartupProgress = std::function<void(const std::string&)>;
+
+// Discovers the host (or writes the simulated one), loads the templates, connects to libvirt,
+// prepares the host's devices. Call before starting any thread of your own: hwloc discovery sets
+// the environment.
+Result<daemon::ServiceParts> assemble_parts(const config::DaemonConfig& config,
+                                            const StartupProgress& progress = nullptr);
+
+}  // namespace hostagent::cli

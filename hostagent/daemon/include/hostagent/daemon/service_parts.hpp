@@ -1,0 +1,39 @@
+// hostagent/daemon/service_parts: what a VmService runs with, and starting one. The application's
+// side of the service: the parts are adapters (libvirt, device preparation, a clock), assembled by
+// the program (hostagent/cli/assembly) or by a test with doubles.
+#pragma once
+
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "hostagent/common/result.hpp"
+#include "hostagent/config/daemon_config.hpp"
+#include "hostagent/daemon/clock.hpp"
+#include "hostagent/daemon/device_preparer.hpp"
+#include "hostagent/daemon/step_hook.hpp"
+#include "hostagent/daemon/vm_service.hpp"
+#include "hostagent/numa/host_model.hpp"
+#include "hostagent/virt/hypervisor.hpp"
+#include "hostagent/vmtemplates/vm_template.hpp"
+
+namespace hostagent::daemon {
+
+// Everything the service works with, assembled by the caller (main, or a test).
+struct ServiceParts {
+  config::DaemonConfig config;
+  numa::HostModel host;
+  std::filesystem::path host_sysfs_root;  // the sysfs the host was read from, for device health; "" none
+  std::map<std::string, vmtemplates::VmTemplate> templates;
+  std::unique_ptr<virt::Hypervisor> hypervisor;
+  std::unique_ptr<DevicePreparer> devices;
+  std::shared_ptr<Clock> clock;
+  std::shared_ptr<StepHook> hook;  // null in production
+};
+
+// Opens the journal, subscribes to libvirt's events and reconciles: returns once the state is
+// known, before anyone is served.
+Result<std::unique_ptr<VmService>> start_service(ServiceParts parts);
+
+}  // namespace hostagent::daemon
