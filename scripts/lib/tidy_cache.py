@@ -56,9 +56,12 @@ OUTPUT_ARGS = ("-c", "-MD", "-MMD")
 
 
 class FileHashes:
-    """sha256 of each file's bytes, read once per run."""
+    """sha256 of each file's bytes with the checkout's path replaced, read once per run. The batch
+    files name their sources by absolute path (#line, -iquote): hashed as they are, every batch had
+    another key in each clone, and CI's fresh clone found nothing in the cache."""
 
-    def __init__(self):
+    def __init__(self, source):
+        self._source = source.encode()
         self._lock = threading.Lock()
         self._hashes = {}
 
@@ -68,7 +71,7 @@ class FileHashes:
                 return self._hashes[path]
         try:
             with open(path, "rb") as f:
-                digest = hashlib.sha256(f.read()).hexdigest()
+                digest = hashlib.sha256(f.read().replace(self._source, b"@SOURCE@")).hexdigest()
         except OSError:
             digest = "unreadable"
         with self._lock:
@@ -270,7 +273,7 @@ def main():
     context = context.digest()
 
     units, unit_of = load_databases([os.path.realpath(b) for b in options.builds])
-    hashes = FileHashes()
+    hashes = FileHashes(source)
     files = [os.path.realpath(f) for f in options.files]
     missing = [f for f in files if f not in unit_of]
     if missing:
