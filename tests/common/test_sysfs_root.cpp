@@ -1,7 +1,5 @@
 #include <doctest/doctest.h>
 
-#include <fstream>
-
 #include "hostagent/common/sysfs_root.hpp"
 #include "test_support.hpp"
 
@@ -10,16 +8,11 @@ namespace {
 
 namespace fs = std::filesystem;
 
-void write(const fs::path& path, const std::string& text) {
-  fs::create_directories(path.parent_path());
-  std::ofstream(path) << text;
-}
-
 TEST_CASE("SysfsRoot reads kernel attributes under its root and names the path in every error") {
   testing::TempDir dir;
-  write(dir.path() / "sys/dev/numa_node", "-1\n");
-  write(dir.path() / "sys/dev/vendor", "0x10de\n");
-  write(dir.path() / "sys/dev/garbage", "twelve\n");
+  testing::write_text_file(dir.path() / "sys/dev/numa_node", "-1\n");
+  testing::write_text_file(dir.path() / "sys/dev/vendor", "0x10de\n");
+  testing::write_text_file(dir.path() / "sys/dev/garbage", "twelve\n");
   fs::create_symlink("../../bus/pci/drivers/nvidia", dir.path() / "sys/dev/driver");
   const auto sysfs = SysfsRoot::open(dir.path()).value();
 
@@ -47,7 +40,7 @@ TEST_CASE("a link to a numbered entry reads as its number, and anything else is 
   fs::create_symlink("../../../kernel/iommu_groups/12", dir.path() / "sys/dev/iommu_group");
   fs::create_symlink("../../../kernel/iommu_groups/12abc", dir.path() / "sys/dev/junk_group");
   fs::create_symlink("../../../kernel/iommu_groups/-3", dir.path() / "sys/dev/negative_group");
-  write(dir.path() / "sys/dev/plain_group", "12\n");
+  testing::write_text_file(dir.path() / "sys/dev/plain_group", "12\n");
   const auto sysfs = SysfsRoot::open(dir.path()).value();
 
   CHECK(sysfs.read_link_number("/sys/dev/iommu_group").value() == std::optional<int>(12));

@@ -38,23 +38,19 @@ Rules rules() {
   return std::move(parsed).value();
 }
 
-void put(const fs::path& file, const std::string& text) {
-  fs::create_directories(file.parent_path());
-  write_text_file(file, text);
-}
-
 // A tree that keeps to kRules: each layer including only what it may, and the debt owed.
 void write_clean_tree(const fs::path& root) {
-  put(root / "common/include/hostagent/common/result.hpp", "#pragma once\n");
-  put(root / "numa/include/hostagent/numa/model.hpp", "#include \"hostagent/common/result.hpp\"\n");
-  put(root / "numa/src/model.cpp", "#include \"hostagent/numa/model.hpp\"\n#include <vector>\n");
-  put(root / "vfio/src/binder.hpp", "#include \"hostagent/numa/model.hpp\"\n");
-  put(root / "vfio/src/binder.cpp", "#include \"binder.hpp\"\n  #  include \"hostagent/daemon/ledger.hpp\"  // owed\n");
-  put(root / "daemon/include/hostagent/daemon/ledger.hpp", "#include \"hostagent/common/result.hpp\"\n");
-  put(root / "daemon/src/ledger.cpp",
-      "#include \"hostagent/daemon/ledger.hpp\"\n#include \"../../vfio/src/binder.hpp\"\n");
-  put(root / "build/unity_0.cxx", "#include \"anything/at/all.hpp\"\n");  // a build tree: not scanned
-  put(root / "docs/notes.md", "#include \"not/a/source.hpp\"\n");
+  write_text_file(root / "common/include/hostagent/common/result.hpp", "#pragma once\n");
+  write_text_file(root / "numa/include/hostagent/numa/model.hpp", "#include \"hostagent/common/result.hpp\"\n");
+  write_text_file(root / "numa/src/model.cpp", "#include \"hostagent/numa/model.hpp\"\n#include <vector>\n");
+  write_text_file(root / "vfio/src/binder.hpp", "#include \"hostagent/numa/model.hpp\"\n");
+  write_text_file(root / "vfio/src/binder.cpp",
+                  "#include \"binder.hpp\"\n  #  include \"hostagent/daemon/ledger.hpp\"  // owed\n");
+  write_text_file(root / "daemon/include/hostagent/daemon/ledger.hpp", "#include \"hostagent/common/result.hpp\"\n");
+  write_text_file(root / "daemon/src/ledger.cpp",
+                  "#include \"hostagent/daemon/ledger.hpp\"\n#include \"../../vfio/src/binder.hpp\"\n");
+  write_text_file(root / "build/unity_0.cxx", "#include \"anything/at/all.hpp\"\n");  // a build tree: not scanned
+  write_text_file(root / "docs/notes.md", "#include \"not/a/source.hpp\"\n");
 }
 
 TEST_CASE("the source tree keeps to the layers docs/architecture.md draws") {
@@ -87,10 +83,10 @@ TEST_CASE("the checker names a forbidden include, a file in no layer, an unknown
   TempDir dir;
   write_clean_tree(dir.path());
   // pure reaching an adapter; a source outside every layer; includes naming no file, and two.
-  put(dir.path() / "numa/src/placement.cpp", "#include \"binder.hpp\"\n#include \"gone.hpp\"\n");
-  put(dir.path() / "tools/extra.cpp", "\n");
-  put(dir.path() / "vfio/src/more/binder.hpp", "\n");
-  put(dir.path() / "vfio/src/binder.cpp", "#include \"binder.hpp\"\n");  // the debt paid
+  write_text_file(dir.path() / "numa/src/placement.cpp", "#include \"binder.hpp\"\n#include \"gone.hpp\"\n");
+  write_text_file(dir.path() / "tools/extra.cpp", "\n");
+  write_text_file(dir.path() / "vfio/src/more/binder.hpp", "\n");
+  write_text_file(dir.path() / "vfio/src/binder.cpp", "#include \"binder.hpp\"\n");  // the debt paid
   const auto problems = check_tree(dir.path(), rules());
   CAPTURE(problems);
   const auto has = [&](const std::string& text) {

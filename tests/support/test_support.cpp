@@ -78,6 +78,8 @@ std::string read_text_file(const fs::path& path) {
 }
 
 void write_text_file(const fs::path& path, const std::string& text) {
+  std::error_code ec;
+  fs::create_directories(path.parent_path(), ec);  // a failure shows as the write's
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   out << text;
   out.close();

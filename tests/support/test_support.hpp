@@ -64,8 +64,8 @@ std::optional<std::filesystem::path> find_program(const std::string& name);
 // Extracts a .tar.bz2 into dir (through tar) and returns dir.
 std::filesystem::path extract_tarball(const std::filesystem::path& tarball, const std::filesystem::path& dir);
 
-// A file's bytes, and a file replaced by these bytes; both throw std::runtime_error, which fails
-// the test case, when the file cannot be read or written.
+// A file's bytes, and a file replaced by these bytes (its directories made first); both throw
+// std::runtime_error, which fails the test case, when the file cannot be read or written.
 std::string read_text_file(const std::filesystem::path& path);
 void write_text_file(const std::filesystem::path& path, const std::string& text);
 

@@ -2,8 +2,6 @@
 // chain point, and the order in which files and directories override each other.
 #include <doctest/doctest.h>
 
-#include <fstream>
-
 #include "hostagent/vmtemplates/vm_template.hpp"
 #include "test_support.hpp"
 
@@ -31,11 +29,6 @@ Error failure(const std::string& yaml, const ParentLookup& lookup) {
   auto shape = parse_template(yaml, "child.yaml", lookup);
   REQUIRE_FALSE(shape.ok());
   return shape.error();
-}
-
-void write(const fs::path& file, const std::string& text) {
-  fs::create_directories(file.parent_path());
-  std::ofstream(file) << text;
 }
 
 const std::string kBase =
@@ -192,9 +185,9 @@ TEST_CASE("load_template_file: the name must be the file's, and parents come fro
   const testing::TempDir tmp;
   const fs::path fleet = tmp.path() / "fleet";
   const fs::path mine = tmp.path() / "mine";
-  write(fleet / "base.yaml", "name: base\nabstract: true\nvcpus: 8\nmemory: 8GiB\n");
-  write(mine / "base.yaml", "name: base\nabstract: true\nvcpus: 2\nmemory: 4GiB\n");
-  write(mine / "small.yaml", "name: small\nextends: base\n");
+  testing::write_text_file(fleet / "base.yaml", "name: base\nabstract: true\nvcpus: 8\nmemory: 8GiB\n");
+  testing::write_text_file(mine / "base.yaml", "name: base\nabstract: true\nvcpus: 2\nmemory: 4GiB\n");
+  testing::write_text_file(mine / "small.yaml", "name: small\nextends: base\n");
 
   const auto beside = load_template_file(mine / "small.yaml", {});
   REQUIRE(beside.ok());
@@ -204,12 +197,12 @@ TEST_CASE("load_template_file: the name must be the file's, and parents come fro
   const auto searched = load_template_file(mine / "small.yaml", {fleet});
   REQUIRE(searched.ok());
   CHECK(searched->vcpus == 2);
-  write(tmp.path() / "elsewhere" / "small.yaml", "name: small\nextends: base\n");
+  testing::write_text_file(tmp.path() / "elsewhere" / "small.yaml", "name: small\nextends: base\n");
   const auto from_fleet = load_template_file(tmp.path() / "elsewhere" / "small.yaml", {fleet});
   REQUIRE(from_fleet.ok());
   CHECK(from_fleet->vcpus == 8);
 
-  write(mine / "orphan.yaml", "name: orphan\nextends: gone\n");
+  testing::write_text_file(mine / "orphan.yaml", "name: orphan\nextends: gone\n");
   const auto orphan = load_template_file(mine / "orphan.yaml", {fleet});
   REQUIRE_FALSE(orphan.ok());
   CHECK(orphan.error().code == ErrorCode::not_found);
@@ -217,7 +210,7 @@ TEST_CASE("load_template_file: the name must be the file's, and parents come fro
                                       ":2:10: extends: found \"gone\", expected a parent template (no gone.yaml in " +
                                       mine.string() + " or " + fleet.string() + ")");
 
-  write(mine / "renamed.yaml", "name: small\nvcpus: 2\nmemory: 2GiB\n");
+  testing::write_text_file(mine / "renamed.yaml", "name: small\nvcpus: 2\nmemory: 2GiB\n");
   const auto renamed = load_template_file(mine / "renamed.yaml", {});
   REQUIRE_FALSE(renamed.ok());
   CHECK(renamed.error().message == (mine / "renamed.yaml").string() +
@@ -227,8 +220,8 @@ TEST_CASE("load_template_file: the name must be the file's, and parents come fro
 
 TEST_CASE("load_template_file: a bare file name finds its parent in the working directory, named as written") {
   const testing::TempDir tmp;
-  write(tmp.path() / "base.yaml", "name: base\nvcpus: 2\nmemory: 2GiB\nnvme: lots\n");
-  write(tmp.path() / "child.yaml", "name: child\nextends: base\n");
+  testing::write_text_file(tmp.path() / "base.yaml", "name: base\nvcpus: 2\nmemory: 2GiB\nnvme: lots\n");
+  testing::write_text_file(tmp.path() / "child.yaml", "name: child\nextends: base\n");
   const fs::path before = fs::current_path();
   fs::current_path(tmp.path());
   const auto shape = load_template_file("child.yaml", {});
@@ -256,15 +249,15 @@ TEST_CASE("load_template_dirs: later directories override earlier ones, parents 
   const testing::TempDir tmp;
   const fs::path shipped = tmp.path() / "shipped";
   const fs::path site = tmp.path() / "site";
-  write(shipped / "base.yaml", "name: base\nabstract: true\nmemory: 8GiB\nfirmware: efi\n");
-  write(shipped / "a.yaml", "name: a\nextends: base\nvcpus: 2\n");
-  write(shipped / "b.yaml", "name: b\nvcpus: 2\nmemory: 2GiB\n");
-  write(shipped / "c.yaml", "name: c\nvcpus: 2\nmemory: 2GiB\n");
-  write(shipped / "notes.txt", "not a template");
-  write(shipped / ".a.yaml.swp.yaml", "editor junk: [");
-  write(site / "base.yaml", "name: base\nabstract: true\nmemory: 16GiB\nfirmware: bios\n");
-  write(site / "b.yaml", "name: b\nvcpus: 4\nmemory: 4GiB\n");
-  write(site / "c.yaml", "name: c\nabstract: true\n");  // hides the shipped c
+  testing::write_text_file(shipped / "base.yaml", "name: base\nabstract: true\nmemory: 8GiB\nfirmware: efi\n");
+  testing::write_text_file(shipped / "a.yaml", "name: a\nextends: base\nvcpus: 2\n");
+  testing::write_text_file(shipped / "b.yaml", "name: b\nvcpus: 2\nmemory: 2GiB\n");
+  testing::write_text_file(shipped / "c.yaml", "name: c\nvcpus: 2\nmemory: 2GiB\n");
+  testing::write_text_file(shipped / "notes.txt", "not a template");
+  testing::write_text_file(shipped / ".a.yaml.swp.yaml", "editor junk: [");
+  testing::write_text_file(site / "base.yaml", "name: base\nabstract: true\nmemory: 16GiB\nfirmware: bios\n");
+  testing::write_text_file(site / "b.yaml", "name: b\nvcpus: 4\nmemory: 4GiB\n");
+  testing::write_text_file(site / "c.yaml", "name: c\nabstract: true\n");  // hides the shipped c
 
   const auto only_shipped = load_template_dirs({shipped});
   REQUIRE(only_shipped.ok());
@@ -284,8 +277,8 @@ TEST_CASE("load_template_dirs: later directories override earlier ones, parents 
 
 TEST_CASE("load_template_dirs: an invalid template or a missing directory fails the load") {
   const testing::TempDir tmp;
-  write(tmp.path() / "good.yaml", "name: good\nvcpus: 2\nmemory: 2GiB\n");
-  write(tmp.path() / "bad.yaml", "name: bad\nvcpus: 0\nmemory: 2GiB\n");
+  testing::write_text_file(tmp.path() / "good.yaml", "name: good\nvcpus: 2\nmemory: 2GiB\n");
+  testing::write_text_file(tmp.path() / "bad.yaml", "name: bad\nvcpus: 0\nmemory: 2GiB\n");
   const auto loaded = load_template_dirs({tmp.path()});
   REQUIRE_FALSE(loaded.ok());
   CHECK(loaded.error().message ==

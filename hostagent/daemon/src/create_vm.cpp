@@ -17,12 +17,16 @@ namespace {
 
 namespace fs = std::filesystem;
 
-Result<vmtemplates::VmTemplate> find_template(const Context& context, const std::string& name) {
-  const auto it = context.templates.find(name);
-  if (it != context.templates.end()) return it->second;
+Error unknown_template(const Context& context, const std::string& name) {
   std::string known;
   for (const auto& [template_name, shape] : context.templates) known += (known.empty() ? "" : ", ") + template_name;
   return Error{ErrorCode::not_found, "template: no template named '" + name + "'; known: " + known};
+}
+
+Result<vmtemplates::VmTemplate> find_template(const Context& context, const std::string& name) {
+  const auto it = context.templates.find(name);
+  if (it != context.templates.end()) return it->second;
+  return unknown_template(context, name);
 }
 
 // The guest's hostname: the VM's name as an RFC 1123 label ('.' and '_' become '-').
@@ -189,7 +193,7 @@ Status check_create_request(const Context& context, const CreateVmRequest& reque
     return Error{ErrorCode::invalid_argument,
                  "ssh_authorized_keys and user_data: give one or the other; put the keys in your user data"};
   }
-  if (context.templates.count(request.template_name) == 0) return find_template(context, request.template_name).error();
+  if (context.templates.count(request.template_name) == 0) return unknown_template(context, request.template_name);
   return ok_status();
 }
 

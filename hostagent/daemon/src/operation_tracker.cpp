@@ -63,6 +63,10 @@ void OperationTracker::finish(const std::string& id, const Status& outcome) {
     }
     ended_.emplace_back(id, clock_.steady_now());
   }));
+  {
+    std::lock_guard lock(mutex_);
+    announced_.insert(id);
+  }
   ended_cv_.notify_all();
 }
 
@@ -79,7 +83,7 @@ std::optional<OperationView> OperationTracker::wait_ended(const std::string& id)
   while (true) {
     const auto it = operations_.find(id);
     if (it == operations_.end()) return std::nullopt;
-    if (it->second.state == "succeeded" || it->second.state == "failed") return it->second;
+    if (announced_.count(id) != 0) return it->second;
     ended_cv_.wait(lock);
   }
 }
@@ -123,6 +127,7 @@ void OperationTracker::forget_old_locked() {
       }
       operations_.erase(it);
     }
+    announced_.erase(ended_.front().first);
     ended_.pop_front();
   }
 }

@@ -11,6 +11,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 
 #include "event_hub.hpp"
@@ -34,8 +35,9 @@ class OperationTracker {
   void finish(const std::string& id, const Status& outcome);
 
   std::optional<OperationView> find(const std::string& id);
-  // The operation once it has ended; nullopt when it is unknown (or was forgotten before it could
-  // be seen ended: 1000 newer operations ended first).
+  // The operation once it has ended and its end has been published to the event sinks, so a waiter
+  // that also subscribed has seen every event of it; nullopt when it is unknown (or was forgotten
+  // before it could be seen ended: 1000 newer operations ended first).
   std::optional<OperationView> wait_ended(const std::string& id);
   // The create that carried this request id, if this run has seen one.
   std::optional<OperationView> find_create(const std::string& request_id);
@@ -50,7 +52,8 @@ class OperationTracker {
   Clock& clock_;
   EventHub& events_;
   std::mutex mutex_;
-  std::condition_variable ended_cv_;  // notified by finish()
+  std::condition_variable ended_cv_;  // notified by finish() once the end is published
+  std::set<std::string> announced_;   // ended operations whose end has been published
   uint64_t next_ = 1;
   std::map<std::string, OperationView> operations_;
   std::map<std::string, std::chrono::steady_clock::time_point> started_;  // running ones

@@ -15,16 +15,12 @@
 namespace hostagent::testing {
 namespace {
 
-// Polls the operation until it ends; operations on test:/// take milliseconds.
+// The operation once it has ended (and its events are published); fails the test case on an
+// unknown id.
 daemon::OperationView wait_for(daemon::VmService& service, const std::string& id) {
-  for (int i = 0; i < 3000; ++i) {
-    auto view = service.operation(id);
-    REQUIRE_MESSAGE(view.ok(), view.error().message);
-    if (view->state == "succeeded" || view->state == "failed") return *view;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  FAIL("operation " << id << " did not end within 30 s");
-  return {};
+  auto ended = service.wait(id);
+  REQUIRE_MESSAGE(ended.ok(), ended.error().message);
+  return *ended;
 }
 
 // Collects every event the service publishes while it lives.
