@@ -6,6 +6,7 @@
 #include <charconv>
 #include <regex>
 
+#include "hostagent/common/text.hpp"
 #include "hostagent/vmtemplates/quantity.hpp"
 
 namespace hostagent::vmtemplates::yaml {
@@ -32,24 +33,9 @@ std::size_t edit_distance(std::string_view a, std::string_view b) {
   return d[a.size()][b.size()];
 }
 
-// Control characters are escaped: a message is one line per problem, and a tab or a carriage return
-// would not show where it is.
-std::string escaped(char c) {
-  if (c == '\n') return "\\n";
-  if (c == '\t') return "\\t";
-  if (c == '\r') return "\\r";
-  if (std::iscntrl(static_cast<unsigned char>(c)) == 0) return std::string(1, c);
-  static constexpr char kHex[] = "0123456789abcdef";
-  const auto byte = static_cast<unsigned char>(c);
-  return std::string("\\x") + kHex[byte >> 4] + kHex[byte & 0xf];
-}
-
-std::string quoted_excerpt(std::string_view text) {
-  constexpr std::size_t kLongest = 40;  // a pasted cloud-init script must not flood the message
-  std::string out = "\"";
-  for (const char c : text.substr(0, kLongest)) out += escaped(c);
-  return out + (text.size() > kLongest ? "...\"" : "\"");
-}
+// A scalar as a message shows it: a pasted cloud-init script must not flood the message, and
+// control characters are escaped (a message is one line per problem).
+constexpr std::size_t kLongestExcerpt = 40;
 
 std::string suggestion(std::string_view word, const std::vector<std::string_view>& candidates) {
   const auto near = closest(word, candidates);
@@ -91,7 +77,7 @@ std::string join_choices(const std::vector<std::string_view>& choices) {
 std::string describe(const Value& value) {
   switch (value.kind) {
     case Value::Kind::scalar:
-      return quoted_excerpt(value.scalar);
+      return text::quoted(value.scalar, kLongestExcerpt);
     case Value::Kind::list:
       return "a list";
     case Value::Kind::mapping:
@@ -179,7 +165,8 @@ std::optional<uint64_t> Checker::byte_size(const Value& value, const std::string
   }
   auto size = parse_byte_size(value.scalar);
   if (!size.ok()) {
-    report(value.at, path, quoted_excerpt(value.scalar) + " (" + size_reason(size.error().message) + ")", expected);
+    report(value.at, path, text::quoted(value.scalar, kLongestExcerpt) + " (" + size_reason(size.error().message) + ")",
+           expected);
     return std::nullopt;
   }
   return *size;

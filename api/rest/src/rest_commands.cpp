@@ -2,6 +2,7 @@
 // total (fuzzed): Boost.JSON is driven through its error_code overloads, so nothing here throws on
 // input.
 #include "hostagent/api/rest_commands.hpp"
+#include "hostagent/common/text.hpp"
 
 #include <algorithm>
 #include <array>
@@ -23,32 +24,15 @@ RouteError bad(std::string field, std::string detail) {
   return RouteError{400, "invalid_argument", std::move(detail), std::move(field), ""};
 }
 
-// Printable ASCII as is, the rest as \xNN: a name from the path goes into a message safely.
-std::string shown(std::string_view text) {
-  static constexpr std::string_view kHex = "0123456789abcdef";
-  std::string out = "'";
-  for (const char c : text.substr(0, 128)) {
-    const auto byte = static_cast<unsigned char>(c);
-    if (byte >= 0x20 && byte < 0x7f && c != '\'') {
-      out += c;
-    } else {
-      out += "\\x";
-      out += kHex[byte >> 4];
-      out += kHex[byte & 0xf];
-    }
-  }
-  return out + (text.size() > 128 ? "...'" : "'");
-}
-
 std::optional<RouteError> check_vm_name(const std::string& field, const std::string& name) {
   if (is_name(name)) return std::nullopt;
-  return bad(field, field + ": " + shown(name) + " is not a VM name: " + std::string(kNameRule));
+  return bad(field, field + ": " + text::quoted(name) + " is not a VM name: " + std::string(kNameRule));
 }
 
 // Template names are YAML identifiers (letters, digits, '.', '_', '-'); never "." or "..".
 std::optional<RouteError> check_template_name(const std::string& field, const std::string& name) {
   if (is_name(name)) return std::nullopt;
-  return bad(field, field + ": " + shown(name) + " is not a template name: " + std::string(kNameRule));
+  return bad(field, field + ": " + text::quoted(name) + " is not a template name: " + std::string(kNameRule));
 }
 
 // "application/json; charset=utf-8" -> "application/json"
@@ -68,9 +52,10 @@ std::optional<RouteError> require_media_type(const HttpRequest& request,
   if (std::find(accepted.begin(), accepted.end(), type) != accepted.end()) return std::nullopt;
   std::string list;
   for (const auto& a : accepted) list += (list.empty() ? "" : " or ") + std::string(a);
-  return RouteError{415, "unsupported_media_type",
-                    "Content-Type: found " + (type.empty() ? std::string("none") : shown(type)) + ", expected " + list,
-                    "Content-Type", ""};
+  return RouteError{
+      415, "unsupported_media_type",
+      "Content-Type: found " + (type.empty() ? std::string("none") : text::quoted(type)) + ", expected " + list,
+      "Content-Type", ""};
 }
 
 // The body as a JSON object. An empty body is an empty object when `optional_body`: start, stop,
@@ -92,7 +77,7 @@ std::optional<RouteError> no_query(const HttpRequest& request, const std::vector
     if (std::find(accepted.begin(), accepted.end(), key) != accepted.end()) continue;
     std::string list;
     for (const auto& a : accepted) list += (list.empty() ? "" : ", ") + std::string(a);
-    return bad(key, "query parameter " + shown(key) + ": unknown; " +
+    return bad(key, "query parameter " + text::quoted(key) + ": unknown; " +
                         (accepted.empty() ? std::string("this path takes none") : "the parameters are " + list));
   }
   return std::nullopt;
@@ -181,7 +166,7 @@ ParsedRequest list_devices(const HttpRequest& request, const Params& /*params*/)
   command::ListDevices list;
   if (const auto it = request.query.find("role"); it != request.query.end()) {
     if (std::find(kRoles.begin(), kRoles.end(), it->second) == kRoles.end()) {
-      return bad("role", "query parameter role: found " + shown(it->second) +
+      return bad("role", "query parameter role: found " + text::quoted(it->second) +
                              ", expected gpu, nvswitch, nic, nvme, switch-upstream, switch-downstream, root-port "
                              "or other");
     }
@@ -189,7 +174,7 @@ ParsedRequest list_devices(const HttpRequest& request, const Params& /*params*/)
   }
   if (const auto it = request.query.find("free"); it != request.query.end()) {
     if (it->second != "true" && it->second != "false") {
-      return bad("free", "query parameter free: found " + shown(it->second) + ", expected true or false");
+      return bad("free", "query parameter free: found " + text::quoted(it->second) + ", expected true or false");
     }
     list.free_only = it->second == "true";
   }
@@ -200,7 +185,7 @@ ParsedRequest get_device(const HttpRequest& request, const Params& params) {
   if (auto error = no_query(request)) return std::move(*error);
   auto address = PciAddress::parse(params.at(0));
   if (!address.ok()) {
-    return bad("address", "address: " + shown(params.at(0)) +
+    return bad("address", "address: " + text::quoted(params.at(0)) +
                               " is not a PCI address: use the kernel's form, domain:bus:device.function "
                               "(0000:17:00.0)");
   }
@@ -224,7 +209,7 @@ ParsedRequest validate_template(const HttpRequest& request, const Params& /*para
 ParsedRequest get_operation(const HttpRequest& request, const Params& params) {
   if (auto error = no_query(request)) return std::move(*error);
   if (!is_name(params.at(0))) {
-    return bad("id", "id: " + shown(params.at(0)) + " is not an operation id (op-N)");
+    return bad("id", "id: " + text::quoted(params.at(0)) + " is not an operation id (op-N)");
   }
   return Command{command::GetOperation{params.at(0)}};
 }
@@ -300,13 +285,14 @@ ParsedRequest parse_request(const HttpRequest& request) {
     if (allow.find(route.method) == std::string::npos) allow += (allow.empty() ? "" : ", ") + std::string(route.method);
   }
   if (!allow.empty()) {
-    return RouteError{405, "method_not_allowed",
-                      shown(request.method) + " is not allowed on " + shown(request.path) + "; allowed: " + allow, "",
-                      allow};
+    return RouteError{
+        405, "method_not_allowed",
+        text::quoted(request.method) + " is not allowed on " + text::quoted(request.path) + "; allowed: " + allow, "",
+        allow};
   }
   return RouteError{404, "not_found",
-                    "no resource at " + shown(request.path) + "; the API's resources are listed at docs/api.md", "",
-                    ""};
+                    "no resource at " + text::quoted(request.path) + "; the API's resources are listed at docs/api.md",
+                    "", ""};
 }
 
 }  // namespace hostagent::api

@@ -2,7 +2,7 @@
 // the file.
 #include "hostagent/cloudinit/nocloud_seed.hpp"
 
-#include "atomic_file.hpp"
+#include "hostagent/common/durable_file.hpp"
 #include "iso_image.hpp"
 #include "seed_checks.hpp"
 #include "seed_yaml.hpp"
@@ -26,7 +26,7 @@ Status write_nocloud_seed(const std::filesystem::path& iso, const NoCloudSeed& s
                                                   " bytes; at most 65536 (64 KiB): give fewer keys"};
   }
   HA_TRY(const auto image, detail::build_iso(kVolumeId, files));
-  return detail::replace_file_atomically(iso, image);
+  return durable::replace_file(iso, image);
 }
 
 }  // namespace hostagent::cloudinit

@@ -1,6 +1,8 @@
 // cloudinit/seed_checks: validation of instance id, hostname, SSH keys and user data.
 #include "seed_checks.hpp"
 
+#include "hostagent/common/text.hpp"
+
 #include <array>
 #include <cstdio>
 #include <string_view>
@@ -36,7 +38,7 @@ bool is_base64(char c) {
 
 Status check_instance_id(const std::string& id) {
   const auto bad = [&](const char* why) {
-    return invalid("instance_id " + quoted(id) + " is invalid: " + why +
+    return invalid("instance_id " + text::quoted(id, kMaxQuoted) + " is invalid: " + why +
                    " (use 1-128 characters from A-Z a-z 0-9 _ . -, not starting with '.'; the VM's UUID)");
   };
   if (id.empty()) return bad("it is empty");
@@ -51,7 +53,7 @@ Status check_instance_id(const std::string& id) {
 
 Status check_hostname(const std::string& name) {
   const auto bad = [&](const char* why) {
-    return invalid("hostname " + quoted(name) + " is not an RFC 1123 host name label: " + why +
+    return invalid("hostname " + text::quoted(name, kMaxQuoted) + " is not an RFC 1123 host name label: " + why +
                    " (use 1-63 characters from A-Z a-z 0-9 -, not starting or ending with '-')");
   };
   if (name.empty()) return bad("it is empty");
@@ -73,7 +75,7 @@ bool known_key_type(std::string_view type) {
 // "<type> <base64>[ <comment>]": the form cloud-init appends to authorized_keys. Options before the
 // type ("restrict,command=...") are refused: they change what a key may do, and belong in user data.
 Status check_key(std::size_t index, const std::string& key) {
-  const std::string what = "ssh_authorized_keys[" + std::to_string(index) + "] " + quoted(key);
+  const std::string what = "ssh_authorized_keys[" + std::to_string(index) + "] " + text::quoted(key, kMaxQuoted);
   for (const char c : key) {
     if (c == '\n' || c == '\r') return invalid(what + " is more than one line: give one key per entry");
     if (c < 0x20 || c > 0x7e) return invalid(what + " contains a character that is not printable ASCII");
@@ -96,22 +98,6 @@ Status check_key(std::size_t index, const std::string& key) {
 
 }  // namespace
 
-std::string quoted(const std::string& value) {
-  std::string out = "\"";
-  for (std::size_t i = 0; i < value.size() && i < kMaxQuoted; ++i) {
-    const auto u = static_cast<unsigned char>(value[i]);
-    if (u >= 0x20 && u < 0x7f && u != '"' && u != '\\') {
-      out += value[i];
-    } else {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\x%02x", u);
-      out += buf;
-    }
-  }
-  if (value.size() > kMaxQuoted) out += "...";
-  return out + "\"";
-}
-
 Status check_seed(const NoCloudSeed& seed) {
   HA_TRY_STATUS(check_instance_id(seed.instance_id));
   HA_TRY_STATUS(check_hostname(seed.hostname));
@@ -130,8 +116,10 @@ Status check_seed(const NoCloudSeed& seed) {
 }
 
 Status check_iso_path(const std::filesystem::path& iso) {
-  if (!iso.is_absolute()) return invalid("seed ISO path " + quoted(iso.string()) + " is not an absolute path");
-  if (!iso.has_filename()) return invalid("seed ISO path " + quoted(iso.string()) + " does not name a file");
+  if (!iso.is_absolute())
+    return invalid("seed ISO path " + text::quoted(iso.string(), kMaxQuoted) + " is not an absolute path");
+  if (!iso.has_filename())
+    return invalid("seed ISO path " + text::quoted(iso.string(), kMaxQuoted) + " does not name a file");
   return ok_status();
 }
 

@@ -15,8 +15,4 @@ Status check_seed(const NoCloudSeed& seed);
 // An absolute path naming a file.
 Status check_iso_path(const std::filesystem::path& iso);
 
-// A value quoted for an error message: printable ASCII as is, everything else as \xNN; at most
-// 80 characters of it (keys and user data are long).
-std::string quoted(const std::string& value);
-
 }  // namespace hostagent::cloudinit::detail

@@ -2,6 +2,7 @@
 // PCI layout once, and renders the domain XML and the NCCL topology file from it.
 #include <regex>
 
+#include "hostagent/common/text.hpp"
 #include "hostagent/render/guest_renderer.hpp"
 
 #include <string>
@@ -23,8 +24,7 @@ constexpr int kMaxClique = 15;  // QEMU stores the clique id in 4 bits (hw/vfio/
 Status check_options(const GuestOptions& options) {
   HA_TRY_STATUS(detail::check_vm_name(options.name));
   if (options.domain_type != "kvm" && options.domain_type != "qemu" && options.domain_type != "test") {
-    return detail::invalid_input("domain type " + detail::quoted(options.domain_type) +
-                                 " is not one of kvm, qemu, test");
+    return detail::invalid_input("domain type " + text::quoted(options.domain_type) + " is not one of kvm, qemu, test");
   }
   if (!options.emulator.empty()) HA_TRY_STATUS(detail::check_absolute_path("emulator", options.emulator));
   if (!options.uuid.empty()) HA_TRY_STATUS(detail::check_uuid(options.uuid));
@@ -33,7 +33,7 @@ Status check_options(const GuestOptions& options) {
   static const std::regex kGuid("[0-9a-f]{4}(:[0-9a-f]{4}){3}");
   for (const auto& [vf, rdma] : options.nic_rdma) {
     if (!std::regex_match(rdma.node_guid, kGuid)) {
-      return detail::invalid_input("RDMA node GUID " + detail::quoted(rdma.node_guid) + " of VF " + vf.to_string() +
+      return detail::invalid_input("RDMA node GUID " + text::quoted(rdma.node_guid) + " of VF " + vf.to_string() +
                                    " is not xxxx:xxxx:xxxx:xxxx");
     }
   }
@@ -44,12 +44,12 @@ Status check_options(const GuestOptions& options) {
 Status check_machine(const std::string& machine) {
   const bool q35 = machine == "q35" || machine.rfind("pc-q35-", 0) == 0;
   const bool plain = machine.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789.-_") == std::string::npos;
-  if (!q35 || !plain) return detail::invalid_input("machine " + detail::quoted(machine) + " is not a q35 machine type");
+  if (!q35 || !plain) return detail::invalid_input("machine " + text::quoted(machine) + " is not a q35 machine type");
   return ok_status();
 }
 
 Status check_shape(const vmtemplates::VmTemplate& shape) {
-  const std::string what = "template " + detail::quoted(shape.name);
+  const std::string what = "template " + text::quoted(shape.name);
   HA_TRY_STATUS(detail::check_xml_text("template name", shape.name));
   HA_TRY_STATUS(check_machine(shape.machine));
   for (const auto& [key, value] : shape.metadata) {

@@ -6,41 +6,13 @@
 #include <cstdio>
 
 #include "hostagent/common/names.hpp"
+#include "hostagent/common/text.hpp"
 
 namespace hostagent::render::detail {
 namespace {
 
 bool is_name_char(char c) {
   return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_' || c == '.' || c == '-';
-}
-
-// Decodes one UTF-8 sequence at text[i]; returns its length, or 0 when it is malformed (overlong,
-// a surrogate, past U+10FFFF, truncated).
-std::size_t utf8_sequence(const std::string& text, std::size_t i, uint32_t& code_point) {
-  const auto byte = [&](std::size_t k) { return static_cast<unsigned char>(text[k]); };
-  const unsigned char lead = byte(i);
-  std::size_t length = 0;
-  uint32_t min = 0;
-  if (lead < 0x80) {
-    code_point = lead;
-    return 1;
-  }
-  if ((lead & 0xe0) == 0xc0) {
-    length = 2, min = 0x80, code_point = lead & 0x1fU;
-  } else if ((lead & 0xf0) == 0xe0) {
-    length = 3, min = 0x800, code_point = lead & 0x0fU;
-  } else if ((lead & 0xf8) == 0xf0) {
-    length = 4, min = 0x10000, code_point = lead & 0x07U;
-  } else {
-    return 0;
-  }
-  if (i + length > text.size()) return 0;
-  for (std::size_t k = 1; k < length; ++k) {
-    if ((byte(i + k) & 0xc0) != 0x80) return 0;
-    code_point = (code_point << 6) | (byte(i + k) & 0x3fU);
-  }
-  if (code_point < min || code_point > 0x10ffff || (code_point >= 0xd800 && code_point <= 0xdfff)) return 0;
-  return length;
 }
 
 bool xml_char(uint32_t c) {
@@ -51,34 +23,19 @@ bool xml_char(uint32_t c) {
 
 }  // namespace
 
-std::string quoted(const std::string& value) {
-  std::string out = "\"";
-  for (const char c : value) {
-    const auto u = static_cast<unsigned char>(c);
-    if (u >= 0x20 && u < 0x7f && c != '"' && c != '\\') {
-      out += c;
-    } else {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\x%02x", u);
-      out += buf;
-    }
-  }
-  return out + "\"";
-}
-
 Status check_vm_name(const std::string& name) {
   const auto why = name_problem(name);
   if (why.empty()) return ok_status();
-  return invalid_input("VM name " + quoted(name) + " is invalid: " + why + " (" + std::string(kNameRule) + ")");
+  return invalid_input("VM name " + text::quoted(name) + " is invalid: " + why + " (" + std::string(kNameRule) + ")");
 }
 
 Status check_xml_text(const std::string& what, const std::string& value) {
   for (std::size_t i = 0; i < value.size();) {
     uint32_t code_point = 0;
-    const std::size_t length = utf8_sequence(value, i, code_point);
-    if (length == 0) return invalid_input(what + " " + quoted(value) + " is not valid UTF-8");
+    const std::size_t length = text::decode_utf8(value, i, code_point);
+    if (length == 0) return invalid_input(what + " " + text::quoted(value) + " is not valid UTF-8");
     if (!xml_char(code_point)) {
-      return invalid_input(what + " " + quoted(value) + " contains a control character that XML cannot carry");
+      return invalid_input(what + " " + text::quoted(value) + " contains a control character that XML cannot carry");
     }
     i += length;
   }
@@ -87,7 +44,7 @@ Status check_xml_text(const std::string& what, const std::string& value) {
 
 Status check_metadata_key(const std::string& key) {
   const auto bad = [&](const char* why) {
-    return invalid_input("metadata key " + quoted(key) + " is not usable as an XML element name: " + why);
+    return invalid_input("metadata key " + text::quoted(key) + " is not usable as an XML element name: " + why);
   };
   if (key.empty()) return bad("it is empty");
   if (key.size() > 64) return bad("it is longer than 64 characters");
@@ -112,28 +69,31 @@ Status check_uuid(const std::string& uuid) {
     const bool dash = i == kDashes[0] || i == kDashes[1] || i == kDashes[2] || i == kDashes[3];
     ok = dash ? uuid[i] == '-' : std::isxdigit(static_cast<unsigned char>(uuid[i])) != 0;
   }
-  if (!ok) return invalid_input("UUID " + quoted(uuid) + " is invalid: expected 8-4-4-4-12 hex digits");
+  if (!ok) return invalid_input("UUID " + text::quoted(uuid) + " is invalid: expected 8-4-4-4-12 hex digits");
   return ok_status();
 }
 
 Status check_absolute_path(const std::string& what, const std::string& path) {
   HA_TRY_STATUS(check_xml_text(what, path));
-  if (path.empty() || path.front() != '/') return invalid_input(what + " " + quoted(path) + " is not an absolute path");
+  if (path.empty() || path.front() != '/')
+    return invalid_input(what + " " + text::quoted(path) + " is not an absolute path");
   if (path.find('\n') != std::string::npos || path.find('\r') != std::string::npos ||
       path.find('\t') != std::string::npos) {
-    return invalid_input(what + " " + quoted(path) + " contains a line break or tab");
+    return invalid_input(what + " " + text::quoted(path) + " contains a line break or tab");
   }
   const std::string padded = path + "/";
-  if (padded.find("/../") != std::string::npos) return invalid_input(what + " " + quoted(path) + " contains \"..\"");
+  if (padded.find("/../") != std::string::npos)
+    return invalid_input(what + " " + text::quoted(path) + " contains \"..\"");
   return ok_status();
 }
 
 Status check_kernel_boot(const vmtemplates::BootSpec& boot) {
   constexpr std::size_t kMaxCmdline = 4096;  // as vmtemplates allows; x86 Linux reads 2047 of it
   if (boot.kernel.empty()) {
-    if (!boot.initrd.empty()) return invalid_input("boot initrd " + quoted(boot.initrd) + " is given without a kernel");
+    if (!boot.initrd.empty())
+      return invalid_input("boot initrd " + text::quoted(boot.initrd) + " is given without a kernel");
     if (!boot.cmdline.empty())
-      return invalid_input("kernel command line " + quoted(boot.cmdline) + " is given without a kernel");
+      return invalid_input("kernel command line " + text::quoted(boot.cmdline) + " is given without a kernel");
     return ok_status();
   }
   HA_TRY_STATUS(check_absolute_path("boot kernel", boot.kernel));
@@ -141,7 +101,7 @@ Status check_kernel_boot(const vmtemplates::BootSpec& boot) {
   HA_TRY_STATUS(check_xml_text("kernel command line", boot.cmdline));
   for (const char c : boot.cmdline) {
     if (c == '\n' || c == '\r' || c == '\t') {
-      return invalid_input("kernel command line " + quoted(boot.cmdline) + " contains a line break or tab");
+      return invalid_input("kernel command line " + text::quoted(boot.cmdline) + " contains a line break or tab");
     }
   }
   if (boot.cmdline.size() > kMaxCmdline) {

@@ -43,7 +43,4 @@ Status check_absolute_path(const std::string& what, const std::string& path);
 // without -kernel, and a command line without one would be silently dropped).
 Status check_kernel_boot(const vmtemplates::BootSpec& boot);
 
-// A value quoted for an error message: printable ASCII as is, everything else as \xNN.
-std::string quoted(const std::string& value);
-
 }  // namespace hostagent::render::detail

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <set>
 
+#include "hostagent/common/text.hpp"
 #include "input_checks.hpp"
 
 namespace hostagent::render::detail {
@@ -29,7 +30,7 @@ std::string normalised_mac(const std::string& text) {
 
 Result<std::string> checked_mac(const std::string& text, std::size_t index) {
   const std::string mac = normalised_mac(text);
-  const std::string where = "vf_macs[" + std::to_string(index) + "] " + quoted(text);
+  const std::string where = "vf_macs[" + std::to_string(index) + "] " + text::quoted(text);
   if (mac.empty()) return invalid_input(where + " is not a MAC address of the form 02:00:00:00:00:01");
   const auto first = static_cast<unsigned>(std::stoul(mac.substr(0, 2), nullptr, 16));
   if ((first & 1U) != 0) return invalid_input(where + " is a multicast address; a VF needs a unicast one");
@@ -57,8 +58,9 @@ Result<std::vector<std::string>> vf_macs(const GuestOptions& options, const vmte
   std::vector<std::string> macs;
   if (options.vf_macs.empty()) {
     if (count > 0 && shape.nics.vf.mac == vmtemplates::MacPolicy::request) {
-      return invalid_input("template " + quoted(shape.name) + " takes VF MAC addresses from the request, and it gave " +
-                           "none for " + std::to_string(count) + " VFs");
+      return invalid_input("template " + text::quoted(shape.name) +
+                           " takes VF MAC addresses from the request, and it gave " + "none for " +
+                           std::to_string(count) + " VFs");
     }
     if (count > 256) return invalid_input("cannot derive MAC addresses for more than 256 VFs in one VM");
     for (std::size_t i = 0; i < count; ++i) macs.push_back(derived_mac(options.name, i));

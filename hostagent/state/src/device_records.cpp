@@ -8,8 +8,8 @@
 #include <cstdint>
 #include <regex>
 
+#include "hostagent/common/durable_file.hpp"
 #include "hostagent/common/names.hpp"
-#include "posix_file.hpp"
 #include "record_checks.hpp"
 #include "record_json.hpp"
 
@@ -274,12 +274,12 @@ Result<DeviceRecords> DeviceRecords::open(const fs::path& directory) {
 
 Status DeviceRecords::write(const DeviceRecord& record) {
   HA_ASSERT(owner_ok(record.owner));
-  return detail::replace_file(directory_, file_name(record.owner), device_record_to_json(record));
+  return durable::replace_file(directory_ / file_name(record.owner), device_record_to_json(record));
 }
 
 Status DeviceRecords::remove(const std::string& owner) {
   HA_ASSERT(owner_ok(owner));
-  return detail::remove_file(directory_, file_name(owner));
+  return durable::remove_file(directory_ / file_name(owner));
 }
 
 Result<std::optional<DeviceRecord>> DeviceRecords::read(const std::string& owner) const {
@@ -287,7 +287,7 @@ Result<std::optional<DeviceRecord>> DeviceRecords::read(const std::string& owner
   const fs::path path = directory_ / file_name(owner);
   std::error_code ec;
   if (!fs::exists(path, ec)) return std::optional<DeviceRecord>{};
-  HA_TRY(const auto text, detail::read_file(path, kMaxRecordBytes));
+  HA_TRY(const auto text, durable::read_file(path, kMaxRecordBytes));
   HA_TRY(auto record, device_record_from_json(text, path.string()));
   if (record.owner != owner)
     return parse_failure(path.string() + ": names owner '" + record.owner + "', not '" + owner + "'");
@@ -305,7 +305,7 @@ Result<std::vector<DeviceRecord>> DeviceRecords::all() const {
   if (ec) return errno_error(ec.value(), "list", directory_.string());
   std::sort(files.begin(), files.end());
   for (const auto& path : files) {
-    HA_TRY(const auto text, detail::read_file(path, kMaxRecordBytes));
+    HA_TRY(const auto text, durable::read_file(path, kMaxRecordBytes));
     HA_TRY(auto record, device_record_from_json(text, path.string()));
     // A record filed under another name would be undone as its owner's and then never removed
     // (remove() goes by the owner's name): every later start would undo it again.

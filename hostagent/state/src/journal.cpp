@@ -5,6 +5,7 @@
 //
 // Every field is always written and required on reading: an entry is replaced whole or not at all.
 #include "hostagent/state/journal.hpp"
+#include "hostagent/common/text.hpp"
 
 #include <sys/stat.h>
 
@@ -13,7 +14,7 @@
 #include <boost/json.hpp>
 #include <cerrno>
 
-#include "posix_file.hpp"
+#include "hostagent/common/durable_file.hpp"
 #include "record_checks.hpp"
 #include "record_json.hpp"
 
@@ -22,7 +23,7 @@ namespace json = boost::json;
 namespace {
 
 constexpr std::string_view kEntrySuffix = ".json";
-constexpr std::string_view kTemporarySuffix = ".json.tmp";
+constexpr std::string_view kTemporarySuffix = ".json.tmp";  // durable::temporary_of an entry
 constexpr std::size_t kMaxEntryBytes = 16U << 20U;
 constexpr std::array kKinds = {OperationKind::create, OperationKind::start, OperationKind::stop, OperationKind::reboot,
                                OperationKind::remove};
@@ -42,7 +43,7 @@ bool is_valid_id(std::string_view id) {
 
 Status check_id(const std::string& id) {
   if (is_valid_id(id)) return ok_status();
-  return Error{ErrorCode::invalid_argument, "journal entry id " + detail::in_quotes(id) +
+  return Error{ErrorCode::invalid_argument, "journal entry id " + text::quoted(id) +
                                                 " must be 1 to 128 of A-Z a-z 0-9 _ . - and not start with '.'"};
 }
 
@@ -56,13 +57,13 @@ std::string step_list(const std::vector<std::string_view>& steps) {
 std::string steps_problem(const JournalEntry& entry) {
   const auto& known = journaled_steps(entry.kind);
   const std::string kind(to_string(entry.kind));
-  if (known.empty()) return "kind " + detail::in_quotes(kind) + " is never journaled (only create and delete are)";
+  if (known.empty()) return "kind " + text::quoted(kind) + " is never journaled (only create and delete are)";
   const auto is_known = [&](const std::string& step) {
     return step == step::commit || std::find(known.begin(), known.end(), step) != known.end();
   };
   const auto unknown = [&](const char* field, const std::string& step) {
-    return std::string(field) + " names " + detail::in_quotes(step) + ", not a step of " + kind + " (" +
-           step_list(known) + "): written by another version of hostagent, or corrupt";
+    return std::string(field) + " names " + text::quoted(step) + ", not a step of " + kind + " (" + step_list(known) +
+           "): written by another version of hostagent, or corrupt";
   };
   for (const auto& step : entry.steps_done) {
     if (!is_known(step)) return unknown("steps_done", step);
@@ -77,8 +78,7 @@ std::string entry_problem(const JournalEntry& entry) {
   if (entry.vm.empty()) return "vm is empty";
   if (auto problem = detail::text_problem("vm", entry.vm); !problem.empty()) return problem;
   if (!detail::is_utc_timestamp(entry.started_at)) {
-    return "started_at " + detail::in_quotes(entry.started_at) +
-           " is not an RFC 3339 UTC time such as 2026-11-29T23:00:00Z";
+    return "started_at " + text::quoted(entry.started_at) + " is not an RFC 3339 UTC time such as 2026-11-29T23:00:00Z";
   }
   for (const auto& step : entry.steps_done) {
     if (auto problem = detail::text_problem("steps_done", step); !problem.empty()) return problem;
@@ -87,7 +87,7 @@ std::string entry_problem(const JournalEntry& entry) {
   if (auto problem = steps_problem(entry); !problem.empty()) return problem;
   if (auto problem = detail::record_problem(entry.record); !problem.empty()) return "record." + problem;
   if (entry.record.name != entry.vm) {
-    return "vm " + detail::in_quotes(entry.vm) + " differs from record.name " + detail::in_quotes(entry.record.name) +
+    return "vm " + text::quoted(entry.vm) + " differs from record.name " + text::quoted(entry.record.name) +
            ": the record is the one of the VM the operation acts on";
   }
   return {};
@@ -112,7 +112,7 @@ Result<OperationKind> kind_from(const detail::JsonFields& fields) {
     if (to_string(kind) == text) return kind;
   }
   return Error{ErrorCode::parse_error,
-               "field 'kind' " + detail::in_quotes(text) + " is not one of create, start, stop, reboot, remove"};
+               "field 'kind' " + text::quoted(text) + " is not one of create, start, stop, reboot, remove"};
 }
 
 Result<JournalEntry> entry_from(const json::value& document, const std::string& expected_id) {
@@ -120,7 +120,7 @@ Result<JournalEntry> entry_from(const json::value& document, const std::string& 
   JournalEntry out;
   HA_TRY(out.id, fields.string("id"));
   if (out.id != expected_id) {
-    return Error{ErrorCode::parse_error, "field 'id' " + detail::in_quotes(out.id) + " differs from the file name"};
+    return Error{ErrorCode::parse_error, "field 'id' " + text::quoted(out.id) + " differs from the file name"};
   }
   HA_TRY(out.kind, kind_from(fields));
   HA_TRY(out.vm, fields.string("vm"));
@@ -139,7 +139,7 @@ Result<JournalEntry> read_entry(const std::filesystem::path& path, const std::st
                                  " (the daemon will not guess what this operation did: repair or remove the file)"};
   };
   if (!is_valid_id(id)) return in_file(Error{ErrorCode::parse_error, "the file name is not a valid entry id"});
-  auto text = detail::read_file(path, kMaxEntryBytes);
+  auto text = durable::read_file(path, kMaxEntryBytes);
   if (!text.ok()) return text.error();
   boost::system::error_code ec;
   const json::value document = json::parse(*text, ec);
@@ -205,14 +205,14 @@ Result<Journal> Journal::open(const std::filesystem::path& directory) {
 Status Journal::write(const JournalEntry& entry) {
   HA_TRY_STATUS(check_id(entry.id));
   if (auto problem = entry_problem(entry); !problem.empty()) {
-    return Error{ErrorCode::invalid_argument, "journal entry " + detail::in_quotes(entry.id) + ": " + problem};
+    return Error{ErrorCode::invalid_argument, "journal entry " + text::quoted(entry.id) + ": " + problem};
   }
-  return detail::replace_file(directory_, entry.id + std::string(kEntrySuffix), to_json_text(entry));
+  return durable::replace_file(directory_ / (entry.id + std::string(kEntrySuffix)), to_json_text(entry));
 }
 
 Status Journal::remove(const std::string& id) {
   HA_TRY_STATUS(check_id(id));
-  return detail::remove_file(directory_, id + std::string(kEntrySuffix));
+  return durable::remove_file(directory_ / (id + std::string(kEntrySuffix)));
 }
 
 Result<std::vector<JournalEntry>> Journal::entries() const {
@@ -224,7 +224,7 @@ Result<std::vector<JournalEntry>> Journal::entries() const {
     if (ends_with(name, kTemporarySuffix)) {
       // A write that never committed: the crash came before its rename, so the operation's state
       // is the committed <id>.json next to it (or no entry at all). Its contents mean nothing.
-      HA_TRY_STATUS(detail::discard_file(it->path()));
+      HA_TRY_STATUS(durable::discard_file(it->path()));
       continue;
     }
     if (!ends_with(name, kEntrySuffix)) continue;  // not ours: editors' backups and the like

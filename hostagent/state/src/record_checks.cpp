@@ -9,33 +9,10 @@
 #include <set>
 
 #include "hostagent/common/sysfs_root.hpp"
+#include "hostagent/common/text.hpp"
 
 namespace hostagent::state::detail {
 namespace {
-
-// Length of the well-formed UTF-8 sequence starting at text[i], 0 when malformed. Overlong forms,
-// surrogates and code points past U+10FFFF are malformed; U+FFFE and U+FFFF are not XML characters.
-std::size_t utf8_length(std::string_view text, std::size_t i) {
-  const auto lead = static_cast<unsigned char>(text[i]);
-  if (lead < 0x80) return 1;
-  // The lead byte's high bits give the length; the rest of it starts the code point.
-  std::size_t length = 0;
-  if ((lead & 0xE0U) == 0xC0U) length = 2;
-  if ((lead & 0xF0U) == 0xE0U) length = 3;
-  if ((lead & 0xF8U) == 0xF0U) length = 4;
-  if (length == 0) return 0;
-  static constexpr uint32_t kSmallest[] = {0, 0, 0x80, 0x800, 0x10000};
-  uint32_t code = lead & (0x7FU >> length);
-  if (i + length > text.size()) return 0;
-  for (std::size_t k = 1; k < length; ++k) {
-    const auto next = static_cast<unsigned char>(text[i + k]);
-    if ((next & 0xC0U) != 0x80U) return 0;
-    code = (code << 6U) | (next & 0x3FU);
-  }
-  const bool surrogate = code >= 0xD800 && code <= 0xDFFF;
-  if (code < kSmallest[length] || code > 0x10FFFF || surrogate || code == 0xFFFE || code == 0xFFFF) return 0;
-  return length;
-}
 
 bool is_control(unsigned char c) {
   return c < 0x20 || c == 0x7F;
@@ -81,18 +58,18 @@ std::string required_text_problem(std::string_view field, const std::string& val
 std::string allocation_problem(const VmRecord& record) {
   const auto& allocation = record.allocation;
   if (allocation.vm != record.name) {
-    return "allocation.vm " + in_quotes(allocation.vm) + " differs from name " + in_quotes(record.name) +
+    return "allocation.vm " + text::quoted(allocation.vm) + " differs from name " + text::quoted(record.name) +
            ": an allocation is recorded with the VM that holds it";
   }
   for (std::size_t i = 0; i < allocation.cpus.size(); ++i) {
     if (allocation.cpus[i] < 0 || (i > 0 && allocation.cpus[i] <= allocation.cpus[i - 1])) {
-      return "allocation.cpus " + in_quotes(format_cpu_list(allocation.cpus)) +
+      return "allocation.cpus " + text::quoted(format_cpu_list(allocation.cpus)) +
              " must be ascending, without repeats or negative ids";
     }
   }
   for (const auto& device : allocation.devices) {
     if (device.device > 0x1F || device.function > 7) {
-      return "allocation.devices holds " + in_quotes(device.to_string()) + ", which is not a PCI address";
+      return "allocation.devices holds " + text::quoted(device.to_string()) + ", which is not a PCI address";
     }
   }
   for (const auto& [node, pages] : allocation.hugepages) {
@@ -112,7 +89,7 @@ std::string inputs_problem(const VmInputs& inputs) {
   }
   for (std::size_t i = 0; i < inputs.macs.size(); ++i) {
     if (!is_mac(inputs.macs[i])) {
-      return "inputs.macs[" + std::to_string(i) + "] " + in_quotes(inputs.macs[i]) +
+      return "inputs.macs[" + std::to_string(i) + "] " + text::quoted(inputs.macs[i]) +
              " is not a MAC address of the form 52:54:00:00:00:01";
     }
   }
@@ -130,50 +107,37 @@ std::string rdma_problem(const VfRdma& rdma) {
   static const std::regex kDevice("[A-Za-z0-9_.-]{1,64}");
   const std::string where = "rdma of " + rdma.vf.to_string() + ": ";
   if (!std::regex_match(rdma.device, kDevice)) {
-    return where + "device " + in_quotes(rdma.device) + " is not an RDMA device name (letters, digits, '_', '.', '-')";
+    return where + "device " + text::quoted(rdma.device) +
+           " is not an RDMA device name (letters, digits, '_', '.', '-')";
   }
   if (rdma.port < 1 || rdma.port > 255) return where + "port " + std::to_string(rdma.port) + " is not 1..255";
   static const std::set<std::string, std::less<>> kStates = {"NOP", "DOWN", "INIT", "ARMED", "ACTIVE", "ACTIVE_DEFER"};
-  if (!kStates.contains(rdma.state)) return where + "state " + in_quotes(rdma.state) + " is not a port state";
+  if (!kStates.contains(rdma.state)) return where + "state " + text::quoted(rdma.state) + " is not a port state";
   if (rdma.link_layer != "Ethernet" && rdma.link_layer != "InfiniBand") {
-    return where + "link_layer " + in_quotes(rdma.link_layer) + " is neither Ethernet nor InfiniBand";
+    return where + "link_layer " + text::quoted(rdma.link_layer) + " is neither Ethernet nor InfiniBand";
   }
   if (rdma.roce_v2_gid_index && (*rdma.roce_v2_gid_index < 0 || *rdma.roce_v2_gid_index > 65535)) {
     return where + "roce_v2_gid_index " + std::to_string(*rdma.roce_v2_gid_index) + " is not 0..65535";
   }
-  if (!is_guid(rdma.node_guid)) return where + "node_guid " + in_quotes(rdma.node_guid) + " is not xxxx:xxxx:xxxx:xxxx";
+  if (!is_guid(rdma.node_guid))
+    return where + "node_guid " + text::quoted(rdma.node_guid) + " is not xxxx:xxxx:xxxx:xxxx";
   if (!rdma.port_guid.empty() && !is_guid(rdma.port_guid)) {
-    return where + "port_guid " + in_quotes(rdma.port_guid) + " is not xxxx:xxxx:xxxx:xxxx";
+    return where + "port_guid " + text::quoted(rdma.port_guid) + " is not xxxx:xxxx:xxxx:xxxx";
   }
   return "";
 }
 
 }  // namespace
 
-std::string in_quotes(std::string_view value) {
-  std::string out = "'";
-  for (std::size_t i = 0; i < value.size();) {
-    const std::size_t length = utf8_length(value, i);
-    const auto byte = static_cast<unsigned char>(value[i]);
-    if (length == 0 || (length == 1 && is_control(byte))) {
-      char escaped[8];
-      std::snprintf(escaped, sizeof escaped, "\\x%02x", byte);
-      out += escaped;
-      ++i;
-      continue;
-    }
-    out.append(value.substr(i, length));
-    i += length;
-  }
-  return out + "'";
-}
-
 std::string text_problem(std::string_view field, std::string_view value) {
   for (std::size_t i = 0; i < value.size();) {
-    const std::size_t length = utf8_length(value, i);
-    if (length == 0) return std::string(field) + " " + in_quotes(value) + " is not valid UTF-8";
+    uint32_t code_point = 0;
+    const std::size_t length = text::decode_utf8(value, i, code_point);
+    // U+FFFE and U+FFFF are not XML characters (XML 1.0 production [2]): libxml2 refuses them.
+    if (length == 0 || code_point == 0xfffe || code_point == 0xffff)
+      return std::string(field) + " " + text::quoted(value) + " is not valid UTF-8";
     if (length == 1 && is_control(static_cast<unsigned char>(value[i]))) {
-      return std::string(field) + " " + in_quotes(value) + " holds a control character";
+      return std::string(field) + " " + text::quoted(value) + " holds a control character";
     }
     i += length;
   }
@@ -213,7 +177,8 @@ std::string record_problem(const VmRecord& record) {
   if (auto problem = text_problem("uuid", record.uuid); !problem.empty()) return problem;
   if (auto problem = text_problem("request_id", record.request_id); !problem.empty()) return problem;
   if (!is_utc_timestamp(record.created_at)) {
-    return "created_at " + in_quotes(record.created_at) + " is not an RFC 3339 UTC time such as 2026-11-29T23:00:00Z";
+    return "created_at " + text::quoted(record.created_at) +
+           " is not an RFC 3339 UTC time such as 2026-11-29T23:00:00Z";
   }
   if (auto problem = allocation_problem(record); !problem.empty()) return problem;
   for (const auto& rdma : record.rdma) {

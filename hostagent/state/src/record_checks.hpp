@@ -10,19 +10,13 @@
 #include <string_view>
 #include <utility>
 
+#include "hostagent/common/json_fields.hpp"
 #include "hostagent/common/result.hpp"
 #include "hostagent/state/vm_record.hpp"
 
 namespace hostagent::state::detail {
 
-// What a reader returns for a record or entry it cannot accept: a parse_error, whose message names
-// the file or field.
-inline Error parse_failure(std::string what) {
-  return Error{ErrorCode::parse_error, std::move(what)};
-}
-
-// 'value', with control characters and bytes that are not UTF-8 shown as \xNN: fit for a message.
-std::string in_quotes(std::string_view value);
+using json_fields::parse_failure;
 
 // libxml2 (libvirt's parser) rejects control characters and malformed UTF-8 even when escaped, and
 // pugixml would write them as character references; so no record field may hold them.

@@ -21,6 +21,7 @@
 #include <sstream>
 
 #include "hostagent/common/sysfs_root.hpp"
+#include "hostagent/common/text.hpp"
 #include "hostagent/state/vm_record.hpp"
 #include "metadata_xml.hpp"
 #include "record_checks.hpp"
@@ -29,7 +30,6 @@ namespace hostagent::state {
 namespace {
 
 using detail::hostagent_child;
-using detail::in_quotes;
 using detail::name_like;
 
 constexpr const char* kWhere = "hostagent metadata: ";
@@ -133,8 +133,8 @@ Result<pugi::xml_node> domain_element(const pugi::xml_document& doc, const VmRec
   }
   const std::string name = domain.child("name").text().get();
   if (!name.empty() && name != record.name) {
-    return Error{ErrorCode::invalid_argument, "VM record for " + in_quotes(record.name) + " cannot go into domain " +
-                                                  in_quotes(name) + ": the record belongs to the domain of its VM"};
+    return Error{ErrorCode::invalid_argument, "VM record for " + text::quoted(record.name) + " cannot go into domain " +
+                                                  text::quoted(name) + ": the record belongs to the domain of its VM"};
   }
   return domain;
 }
@@ -172,7 +172,7 @@ Result<uint64_t> unsigned_attribute(pugi::xml_node element, const char* name) {
   HA_TRY(const std::string text, required_attribute(element, name));
   const auto value = detail::parse_unsigned(text);
   if (!value) {
-    return bad_record("<" + std::string(element.name()) + "> " + name + " " + in_quotes(text) +
+    return bad_record("<" + std::string(element.name()) + "> " + name + " " + text::quoted(text) +
                       " is not a non-negative decimal integer");
   }
   return *value;
@@ -201,7 +201,7 @@ Status read_hugepages(pugi::xml_node element, numa::Allocation& out) {
   HA_TRY(const std::string node_text, required_attribute(element, "node"));
   const auto node = detail::parse_node(node_text);
   if (!node) {
-    return bad_record("<" + std::string(element.name()) + "> node " + in_quotes(node_text) +
+    return bad_record("<" + std::string(element.name()) + "> node " + text::quoted(node_text) +
                       " is not a NUMA node id (0.." + std::to_string(detail::kMaxNode) + ")");
   }
   HA_TRY(const uint64_t pages, unsigned_attribute(element, "pages"));
@@ -266,7 +266,7 @@ Status read_inputs(pugi::xml_node vm, VmInputs& out) {
   out.seed_iso = inputs.attribute("seed-iso").value();
   HA_TRY(const std::string user_data, required_attribute(inputs, "user-data"));
   if (user_data != "yes" && user_data != "no") {
-    return bad_record("<" + std::string(inputs.name()) + "> user-data " + in_quotes(user_data) +
+    return bad_record("<" + std::string(inputs.name()) + "> user-data " + text::quoted(user_data) +
                       " is neither 'yes' nor 'no'");
   }
   out.user_data = user_data == "yes";

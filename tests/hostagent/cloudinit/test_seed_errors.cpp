@@ -146,12 +146,12 @@ TEST_CASE("the seed path is absolute and names a file") {
   CHECK(mentions(write_nocloud_seed("/var/lib/hostagent/", valid_seed()).error(), "does not name a file"));
 }
 
-TEST_CASE("writing into a missing directory is not_found naming the path") {
+TEST_CASE("writing into a missing directory is an io_error naming the path") {
   TempDir dir;
   const auto iso = dir.path() / "missing" / "seed.iso";
   const auto status = write_nocloud_seed(iso, valid_seed());
   REQUIRE_FALSE(status.ok());
-  CHECK(status.error().code == ErrorCode::not_found);
+  CHECK(status.error().code == ErrorCode::io_error);
   CHECK(mentions(status.error(), iso.string()));
   CHECK(directory_empty(dir.path()));
 }

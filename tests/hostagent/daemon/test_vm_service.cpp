@@ -215,7 +215,7 @@ TEST_CASE("a journal entry naming a step this version does not know stops the st
   REQUIRE_FALSE(restarted.ok());
   CHECK(restarted.error().code == ErrorCode::parse_error);
   CHECK(contains(restarted.error().message, files[0].string()));
-  CHECK(contains(restarted.error().message, "'snapshot'"));
+  CHECK(contains(restarted.error().message, "\"snapshot\""));
   CHECK(fixture.journal_files() == files);  // left for the operator, not removed or rewritten
 }
 

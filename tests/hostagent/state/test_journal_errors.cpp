@@ -101,14 +101,14 @@ TEST_CASE("an entry that could not be read back is refused on write, naming the 
   refused(entry, "record.name");
   entry = entry_with_id("op-1");
   entry.current_step = "define";  // a create's step, not a delete's
-  refused(entry, "current_step names 'define', not a step of delete");
+  refused(entry, "current_step names \"define\", not a step of delete");
   entry = entry_with_id("op-1");
   entry.steps_done = {"destroy", "shred"};
-  refused(entry, "steps_done names 'shred'");
+  refused(entry, "steps_done names \"shred\"");
   for (const auto kind : {OperationKind::start, OperationKind::stop, OperationKind::reboot}) {
     entry = entry_with_id("op-1");
     entry.kind = kind;
-    refused(entry, "kind '" + std::string(to_string(kind)) + "' is never journaled");
+    refused(entry, "kind \"" + std::string(to_string(kind)) + "\" is never journaled");
   }
   CHECK(fs::is_empty(dir.path()));
 }
@@ -168,22 +168,22 @@ TEST_CASE("a field of the wrong type or value is an error naming the file and th
     edit_entry(dir.path(), edit);
     check_unreadable(dir.path(), "op-1.json", names);
   };
-  check_edit([](json::object& e) { e["kind"] = "migrate"; }, {"kind", "'migrate'"});
+  check_edit([](json::object& e) { e["kind"] = "migrate"; }, {"kind", "\"migrate\""});
   check_edit([](json::object& e) { e["vm"] = 7; }, {"'vm' is not a string"});
-  check_edit([](json::object& e) { e["id"] = "op-2"; }, {"'id'", "'op-2'", "file name"});
-  check_edit([](json::object& e) { e["started_at"] = "noon"; }, {"started_at", "'noon'"});
+  check_edit([](json::object& e) { e["id"] = "op-2"; }, {"'id'", "\"op-2\"", "file name"});
+  check_edit([](json::object& e) { e["started_at"] = "noon"; }, {"started_at", "\"noon\""});
   check_edit([](json::object& e) { e["steps_done"] = json::array{"a", 1}; }, {"'steps_done[1]' is not a string"});
   // A step this version does not know (a newer daemon's, or a corrupt file): refused, never guessed at.
   check_edit([](json::object& e) { e["current_step"] = "snapshot"; },
-             {"current_step names 'snapshot', not a step of delete (destroy, undefine, delete_disk, delete_seed, "
+             {"current_step names \"snapshot\", not a step of delete (destroy, undefine, delete_disk, delete_seed, "
               "release_devices, commit)",
               "another version of hostagent", "repair or remove the file"});
   check_edit(
       [](json::object& e) {
         e["steps_done"] = json::array{"destroy", "snapshot"};
       },
-      {"steps_done names 'snapshot'"});
-  check_edit([](json::object& e) { e["kind"] = "stop"; }, {"kind 'stop' is never journaled"});
+      {"steps_done names \"snapshot\""});
+  check_edit([](json::object& e) { e["kind"] = "stop"; }, {"kind \"stop\" is never journaled"});
   check_edit([](json::object& e) { e["record"] = "none"; }, {"'record' is not a JSON object"});
   check_edit(
       [](json::object& e) {
@@ -225,8 +225,8 @@ TEST_CASE("a field of the wrong type or value is an error naming the file and th
       [](json::object& e) {
         object_at(e, {"record", "inputs"})["macs"] = json::array{"52:54"};
       },
-      {"record.inputs.macs[0]", "'52:54'"});
-  check_edit([](json::object& e) { object_at(e, {"record"})["name"] = "vm2"; }, {"record.name", "'vm2'", "'vm1'"});
+      {"record.inputs.macs[0]", "\"52:54\""});
+  check_edit([](json::object& e) { object_at(e, {"record"})["name"] = "vm2"; }, {"record.name", "\"vm2\"", "\"vm1\""});
 }
 
 TEST_CASE("a file whose name is not an entry id is an error naming it") {

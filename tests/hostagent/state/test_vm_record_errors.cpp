@@ -102,13 +102,14 @@ TEST_CASE("a missing part of the record is a parse_error naming it") {
 TEST_CASE("bad numbers are a parse_error naming the attribute and the value") {
   for (const char* pages : {"-1", "+1", "1.5", "", " 1", "0x10", "18446744073709551616"}) {
     CAPTURE(pages);
-    check_parse_error(set_attribute("hostagent:hugepages", "pages", pages), {"pages", std::string("'") + pages + "'"});
+    check_parse_error(set_attribute("hostagent:hugepages", "pages", pages),
+                      {"pages", "\"" + std::string(pages) + "\""});
   }
   for (const char* node : {"-1", "abc", "1024"}) {
     CAPTURE(node);
-    check_parse_error(set_attribute("hostagent:hugepages", "node", node), {"node", std::string("'") + node + "'"});
+    check_parse_error(set_attribute("hostagent:hugepages", "node", node), {"node", "\"" + std::string(node) + "\""});
   }
-  check_parse_error(set_attribute("hostagent:allocation", "hugepage-size", "1G"), {"hugepage-size", "'1G'"});
+  check_parse_error(set_attribute("hostagent:allocation", "hugepage-size", "1G"), {"hugepage-size", "\"1G\""});
 }
 
 TEST_CASE("a node listed twice in the allocation is a parse_error") {
@@ -136,32 +137,32 @@ TEST_CASE("a bad CPU list is a parse_error naming it") {
 }
 
 TEST_CASE("bad text values are a parse_error naming the field") {
-  check_parse_error(set_attribute("hostagent:record", "created-at", "yesterday"), {"created_at", "'yesterday'"});
+  check_parse_error(set_attribute("hostagent:record", "created-at", "yesterday"), {"created_at", "\"yesterday\""});
   check_parse_error(set_attribute("hostagent:record", "created-at", "2026-11-29T23:00:00+01:00"), {"created_at"});
   check_parse_error(set_attribute("hostagent:record", "name", ""), {"name", "empty"});
   check_parse_error(set_attribute("hostagent:template", "name", ""), {"template_name", "empty"});
-  check_parse_error(set_attribute("hostagent:inputs", "user-data", "maybe"), {"user-data", "'maybe'"});
+  check_parse_error(set_attribute("hostagent:inputs", "user-data", "maybe"), {"user-data", "\"maybe\""});
   check_parse_error(set_attribute("hostagent:inputs", "seed-iso",
                                   "a\x01"
                                   "b"),
                     {"inputs.seed_iso", "\\x01", "control character"});
   const std::string mac = broken("hostagent:mac", [](pugi::xml_node node) { node.text().set("52:54:00:00:00"); });
-  check_parse_error(mac, {"inputs.macs[0]", "'52:54:00:00:00'"});
+  check_parse_error(mac, {"inputs.macs[0]", "\"52:54:00:00:00\""});
 }
 
 TEST_CASE("a VF's RDMA entry with a bad value is a parse_error naming the VF and the field") {
   check_parse_error(set_attribute("hostagent:rdma", "vf", "0000:1b:00"), {"hostagent:rdma", "vf"});
   check_parse_error(set_attribute("hostagent:rdma", "device", "mlx5 0"),
-                    {"rdma of 0000:1b:00.1", "device", "'mlx5 0'"});
+                    {"rdma of 0000:1b:00.1", "device", "\"mlx5 0\""});
   check_parse_error(set_attribute("hostagent:rdma", "port", "0"), {"rdma of 0000:1b:00.1", "port 0"});
-  check_parse_error(set_attribute("hostagent:rdma", "port", "-1"), {"port", "'-1'"});
-  check_parse_error(set_attribute("hostagent:rdma", "state", "UP"), {"state", "'UP'"});
-  check_parse_error(set_attribute("hostagent:rdma", "link-layer", "Omni-Path"), {"link_layer", "'Omni-Path'"});
-  check_parse_error(set_attribute("hostagent:rdma", "roce-v2-gid-index", "x"), {"roce-v2-gid-index", "'x'"});
+  check_parse_error(set_attribute("hostagent:rdma", "port", "-1"), {"port", "\"-1\""});
+  check_parse_error(set_attribute("hostagent:rdma", "state", "UP"), {"state", "\"UP\""});
+  check_parse_error(set_attribute("hostagent:rdma", "link-layer", "Omni-Path"), {"link_layer", "\"Omni-Path\""});
+  check_parse_error(set_attribute("hostagent:rdma", "roce-v2-gid-index", "x"), {"roce-v2-gid-index", "\"x\""});
   check_parse_error(set_attribute("hostagent:rdma", "roce-v2-gid-index", "70000"), {"roce_v2_gid_index 70000"});
   check_parse_error(set_attribute("hostagent:rdma", "node-guid", "0c42a10300123456"),
-                    {"node_guid", "'0c42a10300123456'"});
-  check_parse_error(set_attribute("hostagent:rdma", "port-guid", "x"), {"port_guid", "'x'"});
+                    {"node_guid", "\"0c42a10300123456\""});
+  check_parse_error(set_attribute("hostagent:rdma", "port-guid", "x"), {"port_guid", "\"x\""});
   check_parse_error(without_attribute("hostagent:rdma", "device"), {"hostagent:rdma", "no device attribute"});
 }
 
@@ -205,7 +206,7 @@ TEST_CASE("a record the caller gets wrong is refused by embed_record, naming the
 
   record = full_record(kGoldenName);
   record.inputs.disk_pool = "pool\nname";
-  check_invalid_record(record, {"inputs.disk_pool", "\\x0a"});
+  check_invalid_record(record, {"inputs.disk_pool", "\\n"});
 
   record = full_record(kGoldenName);
   record.request_id = "r-\xff\xfe";
@@ -232,8 +233,8 @@ TEST_CASE("a domain the caller gets wrong is refused by embed_record") {
   const auto other_vm = embed_record("<domain><name>vm2</name></domain>", record);
   REQUIRE_FALSE(other_vm.ok());
   CHECK(other_vm.error().code == ErrorCode::invalid_argument);
-  CHECK(contains(other_vm.error().message, "'vm1'"));
-  CHECK(contains(other_vm.error().message, "'vm2'"));
+  CHECK(contains(other_vm.error().message, "\"vm1\""));
+  CHECK(contains(other_vm.error().message, "\"vm2\""));
 }
 
 }  // namespace

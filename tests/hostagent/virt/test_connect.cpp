@@ -5,16 +5,16 @@
 
 namespace hostagent::testing {
 
-TEST_CASE("connect_libvirt with a URI no driver takes is invalid_argument at once") {
-  for (const std::string uri : {"::bad", "nosuchdriver:///x"}) {
-    CAPTURE(uri);
-    virt::LibvirtOptions options;
-    options.uri = uri;
-    auto hv = virt::connect_libvirt(options);  // the default 30 s timeout would show as a slow test
-    REQUIRE_FALSE(hv.ok());
-    CHECK(hv.error().code == ErrorCode::invalid_argument);
-    CHECK(hv.error().message.find(uri) != std::string::npos);
-  }
+// A URI with a scheme but no driver ("nosuchdriver:///x") is libvirtd's to refuse, so it is
+// test_libvirtd_lifecycle's: without a daemon the client library cannot tell it from a daemon that
+// is down.
+TEST_CASE("connect_libvirt with a URI that does not parse is invalid_argument at once") {
+  virt::LibvirtOptions options;
+  options.uri = "::bad";
+  auto hv = virt::connect_libvirt(options);  // the default 30 s timeout would show as a slow test
+  REQUIRE_FALSE(hv.ok());
+  CHECK(hv.error().code == ErrorCode::invalid_argument);
+  CHECK(hv.error().message.find("::bad") != std::string::npos);
 }
 
 TEST_CASE("connect_libvirt to a socket nobody listens on is unavailable once connect_timeout passed") {

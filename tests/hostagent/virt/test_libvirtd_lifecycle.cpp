@@ -59,6 +59,16 @@ TEST_CASE("a qemu domain is defined, started, destroyed and undefined, with its 
   CHECK(hv->undefine(name).ok());
 }
 
+TEST_CASE("libvirtd without a driver for a URI's scheme refuses it as invalid_argument at once") {
+  if (!libvirtd_uri_or_skip()) return;
+  virt::LibvirtOptions options;
+  options.uri = "nosuchdriver:///x";
+  auto hv = virt::connect_libvirt(options);  // a retry until connect_timeout would show as a slow test
+  REQUIRE_FALSE(hv.ok());
+  CHECK(hv.error().code == ErrorCode::invalid_argument);
+  CHECK(hv.error().message.find("nosuchdriver:///x") != std::string::npos);
+}
+
 TEST_CASE("libvirtd refuses a qemu domain XML that does not validate, as invalid_argument") {
   const auto uri = libvirtd_uri_or_skip();
   if (!uri) return;

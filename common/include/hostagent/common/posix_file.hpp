@@ -1,5 +1,5 @@
-// common/posix_file: the POSIX file primitives that durable writes are made of (the journal's
-// entries, cloud-init seeds). Callers keep their own policy for names and error codes.
+// common/posix_file: the POSIX file primitives that durable writes (common/durable_file) and the
+// audit log are made of. Callers keep their own policy for names and error codes.
 #pragma once
 
 #include <filesystem>

@@ -1,5 +1,5 @@
-// state/posix_file: atomic, durable replacement and removal of small files.
-#include "posix_file.hpp"
+// common/durable_file: atomic, durable replacement and removal of small files.
+#include "hostagent/common/durable_file.hpp"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -8,36 +8,31 @@
 
 #include "hostagent/common/posix_file.hpp"
 
-namespace hostagent::state::detail {
+namespace hostagent::durable {
 namespace {
 
 using posix::FileDescriptor;
 
-// The journal's own files failing us are never "not found" for the caller: it is the environment,
-// whatever errno says.
-Error as_io_error(Error error) {
-  error.code = ErrorCode::io_error;
-  return error;
-}
-
+// Whatever errno says, a durable file failing is the environment failing us: never "not found"
+// for the caller, even on ENOENT (the daemon's own directory vanished).
 Error io_failure(int err, const std::string& operation, const std::filesystem::path& path) {
-  return as_io_error(errno_error(err, operation, path.string()));
+  return Error{ErrorCode::io_error, errno_error(err, operation, path.string()).message};
 }
 
 Status fsync_directory(const std::filesystem::path& directory) {
   auto synced = posix::fsync_directory(directory);
-  if (!synced.ok()) return as_io_error(std::move(synced).error());
+  if (!synced.ok()) return Error{ErrorCode::io_error, synced.error().message};
   return ok_status();
 }
 
 Status write_durably(const std::filesystem::path& path, std::string_view contents) {
-  // 0600: entries hold SSH keys and request ids. O_NOFOLLOW: never write through a planted link.
+  // 0600: journal entries hold SSH keys and request ids. O_NOFOLLOW: never write through a
+  // planted link.
   FileDescriptor fd(::open(path.c_str(), O_CREAT | O_TRUNC | O_WRONLY | O_CLOEXEC | O_NOFOLLOW, 0600));
   if (fd.get() < 0) return io_failure(errno, "create", path);
   if (const int err = posix::write_all(fd.get(), contents); err != 0) return io_failure(err, "write", path);
   // The data must reach the disk before the rename does. Otherwise a crash can leave the rename
-  // durable and the data not: a committed entry that is empty or partial (ext4 with delayed
-  // allocation, XFS), which is the very state the journal exists to rule out.
+  // durable and the data not: a file that is empty or partial (ext4 with delayed allocation, XFS).
   if (::fsync(fd.get()) != 0) return io_failure(errno, "fsync", path);
   if (const int err = fd.close(); err != 0) return io_failure(err, "close", path);
   return ok_status();
@@ -45,30 +40,34 @@ Status write_durably(const std::filesystem::path& path, std::string_view content
 
 }  // namespace
 
-Status replace_file(const std::filesystem::path& directory, const std::string& name, std::string_view contents) {
-  const auto target = directory / name;
-  const auto temporary = directory / (name + ".tmp");
-  auto status = write_durably(temporary, contents);
-  // rename(2) replaces the target atomically: a reader, or a crash, sees the old file or the new.
-  if (status.ok() && ::rename(temporary.c_str(), target.c_str()) != 0) {
-    status = io_failure(errno, "rename " + temporary.string() + " to", target);
-  }
-  if (!status.ok()) {
-    ::unlink(temporary.c_str());  // best effort: a leftover .tmp is discarded on the next read anyway
-    return status;
-  }
-  return fsync_directory(directory);
+std::filesystem::path temporary_of(const std::filesystem::path& path) {
+  auto temporary = path;
+  temporary += ".tmp";
+  return temporary;
 }
 
-Status remove_file(const std::filesystem::path& directory, const std::string& name) {
-  const auto path = directory / name;
+Status replace_file(const std::filesystem::path& path, std::string_view contents) {
+  const auto temporary = temporary_of(path);
+  auto status = write_durably(temporary, contents);
+  // rename(2) replaces the target atomically: a reader, or a crash, sees the old file or the new.
+  if (status.ok() && ::rename(temporary.c_str(), path.c_str()) != 0) {
+    status = io_failure(errno, "rename " + temporary.string() + " to", path);
+  }
+  if (!status.ok()) {
+    ::unlink(temporary.c_str());  // best effort: the error above is the one to report
+    return status;
+  }
+  return fsync_directory(path.parent_path());
+}
+
+Status remove_file(const std::filesystem::path& path) {
   if (::unlink(path.c_str()) != 0) {
     if (errno == ENOENT) return ok_status();
     return io_failure(errno, "remove", path);
   }
-  // Durable removal: an entry that comes back after a crash would have its operation recovered
-  // a second time.
-  return fsync_directory(directory);
+  // rename(2) and unlink(2) change the directory: a removal that comes back after a crash would,
+  // for a journal entry, have its operation recovered a second time.
+  return fsync_directory(path.parent_path());
 }
 
 Status discard_file(const std::filesystem::path& path) {
@@ -89,10 +88,10 @@ Result<std::string> read_file(const std::filesystem::path& path, std::size_t max
     out.append(buffer, static_cast<std::size_t>(got));
     if (out.size() > max_bytes) {
       return Error{ErrorCode::parse_error,
-                   path.string() + ": larger than " + std::to_string(max_bytes) + " bytes, not a journal entry"};
+                   path.string() + ": larger than " + std::to_string(max_bytes) + " bytes, not a file hostagent wrote"};
     }
   }
   return out;
 }
 
-}  // namespace hostagent::state::detail
+}  // namespace hostagent::durable

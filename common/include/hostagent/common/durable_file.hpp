@@ -1,0 +1,29 @@
+// common/durable_file: the one writer of files that must survive a crash or power loss at any
+// instant (journal entries, device records, cloud-init seeds). Every failure is an io_error naming
+// the operation and the path: these are the daemon's own files in directories the operator gave it.
+#pragma once
+
+#include <cstddef>
+#include <filesystem>
+#include <string>
+#include <string_view>
+
+#include "hostagent/common/result.hpp"
+
+namespace hostagent::durable {
+
+// Replaces path with contents so that after a crash the file holds either its old contents or the
+// new ones, whole: writes path.tmp (mode 0600, never through a link), fsyncs it, renames it over
+// path and fsyncs the directory. A failed call removes the .tmp. One writer per path at a time: each
+// caller's path is its own (an operation's entry, a VM's record or seed, written on its queue).
+Status replace_file(const std::filesystem::path& path, std::string_view contents);
+// The temporary file replace_file writes beside path: readers of a directory discard leftovers.
+std::filesystem::path temporary_of(const std::filesystem::path& path);
+// Removes path durably; a missing file is fine.
+Status remove_file(const std::filesystem::path& path);
+// Removes a file, durability aside (for leftovers that mean nothing whether or not they come back).
+Status discard_file(const std::filesystem::path& path);
+// The whole file, never through a link; a file above max_bytes is a parse_error (not one we wrote).
+Result<std::string> read_file(const std::filesystem::path& path, std::size_t max_bytes);
+
+}  // namespace hostagent::durable

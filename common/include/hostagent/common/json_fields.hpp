@@ -1,0 +1,52 @@
+// common/json_fields: reading a JSON object whose every error is a parse_error naming the field's
+// path ("record.inputs.macs[2]"): the form the daemon's own files (journal entries, device records)
+// are read in. Nothing read from disk is trusted, so every field's type is checked here.
+#pragma once
+
+#include <boost/json/array.hpp>
+#include <boost/json/object.hpp>
+#include <boost/json/value.hpp>
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "hostagent/common/result.hpp"
+
+namespace hostagent::json_fields {
+
+// What a reader returns for a file or field it cannot accept: a parse_error, whose message names
+// the file or field.
+inline Error parse_failure(std::string what) {
+  return Error{ErrorCode::parse_error, std::move(what)};
+}
+
+// One JSON object's fields. Every field is required unless has() is asked first: what the daemon
+// writes, it writes whole.
+class JsonFields {
+ public:
+  // Fails when value is not an object; path names it in messages ("" for the document).
+  static Result<JsonFields> of(const boost::json::value& value, std::string path);
+
+  Result<std::string> string(std::string_view key) const;
+  Result<bool> boolean(std::string_view key) const;
+  Result<uint64_t> unsigned_integer(std::string_view key) const;
+  Result<std::vector<std::string>> strings(std::string_view key) const;
+  Result<const boost::json::array*> array(std::string_view key) const;
+  Result<JsonFields> object(std::string_view key) const;
+  std::string path(std::string_view key) const;
+  // For the few optional fields (a VF setting nobody asked for): written only when set.
+  bool has(std::string_view key) const { return object_->contains(key); }
+
+ private:
+  JsonFields(const boost::json::object* object, std::string path) : object_(object), path_(std::move(path)) {}
+  Result<const boost::json::value*> field(std::string_view key) const;
+  Error wrong_type(std::string_view key, const char* expected) const;
+
+  const boost::json::object* object_;
+  std::string path_;
+};
+
+}  // namespace hostagent::json_fields

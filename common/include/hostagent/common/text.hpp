@@ -1,0 +1,22 @@
+// common/text: the one decoder of UTF-8 and the one way a value is quoted into a message, so that
+// whatever a request, a template or a file on disk holds reaches a log or an answer readable and
+// harmless (no control characters, no bidirectional overrides, no unbounded length).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace hostagent::text {
+
+// Decodes the UTF-8 sequence at text[i]: returns its length and sets code_point, or returns 0 when
+// it is malformed (overlong, a surrogate, past U+10FFFF, truncated). RFC 3629 section 3.
+std::size_t decode_utf8(std::string_view text, std::size_t i, uint32_t& code_point);
+
+// value in double quotes for a message: printable ASCII and well-formed UTF-8 beyond it as they
+// are; LF, tab and CR as \\n, \\t, \\r; other control characters (C0, DEL, C1), bidirectional controls, bytes that are
+// not UTF-8, the quote and the backslash as \xNN; at most `longest` bytes of value, then "...".
+std::string quoted(std::string_view value, std::size_t longest = 128);
+
+}  // namespace hostagent::text

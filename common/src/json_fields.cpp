@@ -1,0 +1,72 @@
+// common/json_fields: typed reads of one JSON object's fields.
+#include "hostagent/common/json_fields.hpp"
+
+namespace hostagent::json_fields {
+namespace json = boost::json;
+
+Result<JsonFields> JsonFields::of(const json::value& value, std::string path) {
+  const auto* object = value.if_object();
+  if (object == nullptr)
+    return parse_failure((path.empty() ? "the document" : "field '" + path + "'") + " is not a JSON object");
+  return JsonFields(object, std::move(path));
+}
+
+std::string JsonFields::path(std::string_view key) const {
+  return path_.empty() ? std::string(key) : path_ + "." + std::string(key);
+}
+
+Result<const json::value*> JsonFields::field(std::string_view key) const {
+  const auto* value = object_->if_contains(key);
+  if (value == nullptr) return parse_failure("field '" + path(key) + "' is missing");
+  return value;
+}
+
+Error JsonFields::wrong_type(std::string_view key, const char* expected) const {
+  return parse_failure("field '" + path(key) + "' is not " + expected);
+}
+
+Result<std::string> JsonFields::string(std::string_view key) const {
+  HA_TRY(const auto* value, field(key));
+  if (!value->is_string()) return wrong_type(key, "a string");
+  return std::string(value->get_string());
+}
+
+Result<bool> JsonFields::boolean(std::string_view key) const {
+  HA_TRY(const auto* value, field(key));
+  if (!value->is_bool()) return wrong_type(key, "true or false");
+  return value->get_bool();
+}
+
+Result<uint64_t> JsonFields::unsigned_integer(std::string_view key) const {
+  HA_TRY(const auto* value, field(key));
+  // Boost.JSON keeps a non-negative integer as int64 when it fits, uint64 above that.
+  if (value->is_uint64()) return value->get_uint64();
+  if (value->is_int64() && value->get_int64() >= 0) return static_cast<uint64_t>(value->get_int64());
+  if (value->is_int64())
+    return parse_failure("field '" + path(key) + "' is negative: " + std::to_string(value->get_int64()));
+  return wrong_type(key, "a non-negative integer");
+}
+
+Result<const json::array*> JsonFields::array(std::string_view key) const {
+  HA_TRY(const auto* value, field(key));
+  if (!value->is_array()) return wrong_type(key, "an array");
+  return &value->get_array();
+}
+
+Result<std::vector<std::string>> JsonFields::strings(std::string_view key) const {
+  HA_TRY(const json::array* items, array(key));
+  std::vector<std::string> out;
+  for (std::size_t i = 0; i < items->size(); ++i) {
+    if (!(*items)[i].is_string())
+      return parse_failure("field '" + path(key) + "[" + std::to_string(i) + "]' is not a string");
+    out.emplace_back((*items)[i].get_string());
+  }
+  return out;
+}
+
+Result<JsonFields> JsonFields::object(std::string_view key) const {
+  HA_TRY(const auto* value, field(key));
+  return of(*value, path(key));
+}
+
+}  // namespace hostagent::json_fields

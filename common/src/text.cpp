@@ -1,0 +1,81 @@
+// common/text: UTF-8 decoding and quoting for messages.
+#include "hostagent/common/text.hpp"
+
+namespace hostagent::text {
+namespace {
+
+constexpr std::string_view kHex = "0123456789abcdef";
+
+void append_escaped(std::string& out, std::string_view bytes) {
+  for (const char c : bytes) {
+    const auto byte = static_cast<unsigned char>(c);
+    out += "\\x";
+    out += kHex[byte >> 4U];
+    out += kHex[byte & 0xfU];
+  }
+}
+
+// Shown escaped even when well-formed: they move or hide what follows them on a terminal
+// (C0, DEL, C1), or reorder it (the bidirectional embeddings, overrides and isolates of UAX #9,
+// the "Trojan Source" characters).
+bool hides_text(uint32_t c) {
+  return c < 0x20 || (c >= 0x7f && c <= 0x9f) || (c >= 0x202a && c <= 0x202e) || (c >= 0x2066 && c <= 0x2069) ||
+         c == '"' || c == '\\';
+}
+
+// The three control characters a pasted script or key is full of, by their usual names.
+const char* escape_name(uint32_t c) {
+  if (c == '\n') return "\\n";
+  if (c == '\t') return "\\t";
+  if (c == '\r') return "\\r";
+  return nullptr;
+}
+
+}  // namespace
+
+std::size_t decode_utf8(std::string_view text, std::size_t i, uint32_t& code_point) {
+  const auto byte = [&](std::size_t k) { return static_cast<unsigned char>(text[k]); };
+  const unsigned char lead = byte(i);
+  if (lead < 0x80) {
+    code_point = lead;
+    return 1;
+  }
+  // The lead byte's high bits give the length; the rest of it starts the code point.
+  std::size_t length = 0;
+  if ((lead & 0xe0U) == 0xc0U) length = 2;
+  if ((lead & 0xf0U) == 0xe0U) length = 3;
+  if ((lead & 0xf8U) == 0xf0U) length = 4;
+  if (length == 0 || i + length > text.size()) return 0;
+  static constexpr uint32_t kSmallest[] = {0, 0, 0x80, 0x800, 0x10000};
+  code_point = lead & (0x7fU >> length);
+  for (std::size_t k = 1; k < length; ++k) {
+    if ((byte(i + k) & 0xc0U) != 0x80U) return 0;
+    code_point = (code_point << 6U) | (byte(i + k) & 0x3fU);
+  }
+  const bool surrogate = code_point >= 0xd800 && code_point <= 0xdfff;
+  if (code_point < kSmallest[length] || code_point > 0x10ffff || surrogate) return 0;
+  return length;
+}
+
+std::string quoted(std::string_view value, std::size_t longest) {
+  const std::string_view shown = value.substr(0, longest);
+  std::string out = "\"";
+  for (std::size_t i = 0; i < shown.size();) {
+    uint32_t code_point = 0;
+    std::size_t length = decode_utf8(shown, i, code_point);
+    const bool readable = length != 0 && !hides_text(code_point);
+    if (length == 0) length = 1;  // a malformed byte is shown alone; decoding resumes after it
+    const auto bytes = shown.substr(i, length);
+    if (const char* name = escape_name(code_point); length == 1 && name != nullptr) {
+      out += name;
+    } else if (readable) {
+      out += bytes;
+    } else {
+      append_escaped(out, bytes);
+    }
+    i += length;
+  }
+  return out + (value.size() > longest ? "...\"" : "\"");
+}
+
+}  // namespace hostagent::text

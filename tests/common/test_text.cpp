@@ -1,0 +1,83 @@
+// common/text: what a value looks like in a message, and which bytes are UTF-8.
+#include <doctest/doctest.h>
+
+#include <cstdint>
+#include <string>
+#include <utility>
+
+#include "hostagent/common/text.hpp"
+
+namespace hostagent {
+namespace {
+
+TEST_CASE("quoted: printable ASCII and well-formed UTF-8 as they are, in double quotes") {
+  CHECK(text::quoted("gx3-16x128x1h100") == "\"gx3-16x128x1h100\"");
+  CHECK(text::quoted("") == "\"\"");
+  CHECK(text::quoted("n\xc3\xa9v \xe2\x82\xac") == "\"n\xc3\xa9v \xe2\x82\xac\"");  // "név €"
+  CHECK(text::quoted("\xf0\x9f\x98\x80") == "\"\xf0\x9f\x98\x80\"");                // U+1F600, four bytes
+}
+
+TEST_CASE("quoted: line breaks and tabs by name, other controls and the quote itself as \\xNN") {
+  const std::pair<std::string, std::string> cases[] = {
+      {"a\nb", "\"a\\nb\""},
+      {"a\tb\r", "\"a\\tb\\r\""},
+      {std::string("a\0b", 3), "\"a\\x00b\""},
+      {"\x1b[2J", "\"\\x1b[2J\""},             // ESC: a terminal escape sequence stays inert
+      {"\x7f", "\"\\x7f\""},                   // DEL
+      {"\xc2\x85", "\"\\xc2\\x85\""},          // U+0085 NEL, a C1 control
+      {"say \"hi\"", "\"say \\x22hi\\x22\""},  // the quote cannot end the quoted value early
+      {"C:\\x", "\"C:\\x5cx\""},               // nor can a backslash fake an escape
+      {"ab\xe2\x80\xae"
+       "cd",
+       "\"ab\\xe2\\x80\\xaecd\""},                // U+202E RIGHT-TO-LEFT OVERRIDE
+      {"\xe2\x81\xa6x", "\"\\xe2\\x81\\xa6x\""},  // U+2066 LEFT-TO-RIGHT ISOLATE
+  };
+  for (const auto& c : cases) {
+    CAPTURE(c.second);
+    CHECK(text::quoted(c.first) == c.second);
+  }
+}
+
+TEST_CASE("quoted: bytes that are not UTF-8 are shown one by one and the rest still decodes") {
+  CHECK(text::quoted("\xff"
+                     "a") == "\"\\xffa\"");
+  CHECK(text::quoted("\xc3"
+                     "a") == "\"\\xc3a\"");                      // a lead byte without its continuation
+  CHECK(text::quoted("\xc0\xaf") == "\"\\xc0\\xaf\"");           // overlong '/'
+  CHECK(text::quoted("\xed\xa0\x80") == "\"\\xed\\xa0\\x80\"");  // a UTF-16 surrogate
+}
+
+TEST_CASE("quoted: at most `longest` bytes, then ...") {
+  const std::string long_value(200, 'k');
+  CHECK(text::quoted(long_value) == "\"" + std::string(128, 'k') + "...\"");
+  CHECK(text::quoted(long_value, 40) == "\"" + std::string(40, 'k') + "...\"");
+  CHECK(text::quoted(std::string(40, 'k'), 40) == "\"" + std::string(40, 'k') + "\"");
+}
+
+TEST_CASE("decode_utf8: lengths and code points of RFC 3629, 0 for what it forbids") {
+  struct Case {
+    std::string bytes;
+    std::size_t length;
+    uint32_t code_point;
+  };
+  const Case good[] = {{"A", 1, 0x41},
+                       {"\xc3\xa9", 2, 0xe9},
+                       {"\xe2\x82\xac", 3, 0x20ac},
+                       {"\xef\xbf\xbf", 3, 0xffff},
+                       {"\xf4\x8f\xbf\xbf", 4, 0x10ffff}};
+  for (const auto& c : good) {
+    CAPTURE(c.code_point);
+    uint32_t code_point = 0;
+    CHECK(text::decode_utf8(c.bytes, 0, code_point) == c.length);
+    CHECK(code_point == c.code_point);
+  }
+  for (const std::string bad :
+       {"\x80", "\xc1\xbf", "\xe0\x80\x80", "\xf4\x90\x80\x80", "\xf8\x88\x80\x80\x80", "\xe2\x82", "\xe2\x28\xa1"}) {
+    CAPTURE(text::quoted(bad));
+    uint32_t code_point = 0;
+    CHECK(text::decode_utf8(bad, 0, code_point) == 0);
+  }
+}
+
+}  // namespace
+}  // namespace hostagent
