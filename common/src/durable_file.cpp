@@ -42,7 +42,7 @@ Status write_durably(const std::filesystem::path& path, std::string_view content
 
 std::filesystem::path temporary_of(const std::filesystem::path& path) {
   auto temporary = path;
-  temporary += ".tmp";
+  temporary += kTemporarySuffix;
   return temporary;
 }
 

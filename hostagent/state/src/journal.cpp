@@ -23,13 +23,15 @@ namespace json = boost::json;
 namespace {
 
 constexpr std::string_view kEntrySuffix = ".json";
-constexpr std::string_view kTemporarySuffix = ".json.tmp";  // durable::temporary_of an entry
 constexpr std::size_t kMaxEntryBytes = 16U << 20U;
 constexpr std::array kKinds = {OperationKind::create, OperationKind::start, OperationKind::stop, OperationKind::reboot,
                                OperationKind::remove};
 
-bool ends_with(std::string_view text, std::string_view suffix) {
-  return text.size() >= suffix.size() && text.substr(text.size() - suffix.size()) == suffix;
+// An entry's temporary file (durable::temporary_of): a write that never committed.
+bool is_temporary_entry(std::string_view name) {
+  if (!name.ends_with(durable::kTemporarySuffix)) return false;
+  name.remove_suffix(durable::kTemporarySuffix.size());
+  return name.ends_with(kEntrySuffix);
 }
 
 // The id becomes a file name: no separators, no "." or "..", no hidden files.
@@ -221,13 +223,13 @@ Result<std::vector<JournalEntry>> Journal::entries() const {
   for (auto it = std::filesystem::directory_iterator(directory_, ec);
        !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
     const std::string name = it->path().filename().string();
-    if (ends_with(name, kTemporarySuffix)) {
+    if (is_temporary_entry(name)) {
       // A write that never committed: the crash came before its rename, so the operation's state
       // is the committed <id>.json next to it (or no entry at all). Its contents mean nothing.
       HA_TRY_STATUS(durable::discard_file(it->path()));
       continue;
     }
-    if (!ends_with(name, kEntrySuffix)) continue;  // not ours: editors' backups and the like
+    if (!name.ends_with(kEntrySuffix)) continue;  // not ours: editors' backups and the like
     HA_TRY(auto entry, read_entry(it->path(), name.substr(0, name.size() - kEntrySuffix.size())));
     out.push_back(std::move(entry));
   }

@@ -17,7 +17,9 @@ namespace hostagent::durable {
 // path and fsyncs the directory. A failed call removes the .tmp. One writer per path at a time: each
 // caller's path is its own (an operation's entry, a VM's record or seed, written on its queue).
 Status replace_file(const std::filesystem::path& path, std::string_view contents);
-// The temporary file replace_file writes beside path: readers of a directory discard leftovers.
+// The temporary file replace_file writes beside path (path + kTemporarySuffix): readers of a
+// directory discard leftovers.
+inline constexpr std::string_view kTemporarySuffix = ".tmp";
 std::filesystem::path temporary_of(const std::filesystem::path& path);
 // Removes path durably; a missing file is fine.
 Status remove_file(const std::filesystem::path& path);

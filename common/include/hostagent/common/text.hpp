@@ -15,8 +15,9 @@ namespace hostagent::text {
 std::size_t decode_utf8(std::string_view text, std::size_t i, uint32_t& code_point);
 
 // value in double quotes for a message: printable ASCII and well-formed UTF-8 beyond it as they
-// are; LF, tab and CR as \\n, \\t, \\r; other control characters (C0, DEL, C1), bidirectional controls, bytes that are
-// not UTF-8, the quote and the backslash as \xNN; at most `longest` bytes of value, then "...".
+// are; a line feed, tab or carriage return as the two characters \n, \t or \r; other control
+// characters (C0, DEL, C1), bidirectional controls, bytes that are not UTF-8, the quote and the
+// backslash as \xNN; at most `longest` bytes of value, then "...".
 std::string quoted(std::string_view value, std::size_t longest = 128);
 
 }  // namespace hostagent::text
