@@ -45,7 +45,7 @@
 #include "hostagent/api/rest_api.hpp"
 #include "hostagent/common/result.hpp"
 #include "hostagent/config/daemon_config.hpp"
-#include "hostagent/daemon/vm_service.hpp"
+#include "hostagent/service/vm_service.hpp"
 
 #include "scratch_dir.hpp"
 

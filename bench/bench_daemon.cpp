@@ -34,7 +34,7 @@
 #include "file_calls.hpp"
 #include "hostagent/common/result.hpp"
 #include "hostagent/config/daemon_config.hpp"
-#include "hostagent/daemon/vm_service.hpp"
+#include "hostagent/service/vm_service.hpp"
 #include "hostagent/virt/hypervisor.hpp"
 #include "samples.hpp"
 #include "scratch_dir.hpp"
@@ -520,9 +520,9 @@ Result<Baseline> prepare_baseline(daemon::VmService& service, const Backend& bac
   xml_bytes = defined.size();
   Baseline baseline{conn, pool, "", "", ""};
   if (!view.record) return Error{ErrorCode::internal, "the daemon's VM " + view.name + " has no record"};
-  HA_TRY(baseline.volume_xml, baseline_volume_xml(pool, view.record->inputs.disk_volume, kOverlayVolume));
+  HA_TRY(baseline.volume_xml, baseline_volume_xml(pool, view.record->disk_volume, kOverlayVolume));
 
-  HA_TRY(const auto raw_volume_xml, baseline_volume_xml(pool, view.record->inputs.disk_volume, kRawVolume));
+  HA_TRY(const auto raw_volume_xml, baseline_volume_xml(pool, view.record->disk_volume, kRawVolume));
   HA_TRY_STATUS(delete_vm(service, view.name));
 
   HA_TRY(const auto raw_path, volume_path(pool, raw_volume_xml, true));

@@ -23,13 +23,13 @@ boost::json::object to_json(const numa::Allocation& allocation) {
           {"hugepages_by_node", std::move(hugepages)}};
 }
 
-boost::json::array to_json(const std::vector<state::VfRdma>& rdma) {
+boost::json::array to_json(const std::vector<daemon::VfRdmaView>& rdma) {
   boost::json::array array;
   for (const auto& vf : rdma) {
     boost::json::value gid_index = nullptr;
     if (vf.roce_v2_gid_index) gid_index = *vf.roce_v2_gid_index;
     array.emplace_back(boost::json::object{{"vf", vf.vf.to_string()},
-                                           {"host_device", vf.device},
+                                           {"host_device", vf.host_device},
                                            {"port", vf.port},
                                            {"state", vf.state},
                                            {"link_layer", vf.link_layer},
@@ -40,14 +40,14 @@ boost::json::array to_json(const std::vector<state::VfRdma>& rdma) {
   return array;
 }
 
-boost::json::object to_json(const state::VmRecord& record) {
+boost::json::object to_json(const daemon::ManagedVmView& record) {
   return {{"template", record.template_name},
           {"request_id", record.request_id},
           {"created_at", record.created_at},
-          {"boot_image", record.inputs.boot_image},
-          {"disk", record.inputs.disk_volume.empty() ? "" : record.inputs.disk_pool + "/" + record.inputs.disk_volume},
-          {"macs", strings(record.inputs.macs)},
-          {"cloud_init_seed", record.inputs.seed_iso},
+          {"boot_image", record.boot_image},
+          {"disk", record.disk_volume.empty() ? "" : record.disk_pool + "/" + record.disk_volume},
+          {"macs", strings(record.macs)},
+          {"cloud_init_seed", record.cloud_init_seed},
           {"holds", to_json(record.allocation)},
           {"rdma", to_json(record.rdma)}};
 }

@@ -3,6 +3,8 @@
 #include <charconv>
 #include <cstdio>
 
+#include "hostagent/common/text.hpp"
+
 namespace hostagent {
 
 std::string PciAddress::to_string() const {
@@ -23,8 +25,7 @@ bool parse_hex_field(std::string_view text, size_t min_digits, uint32_t max, uin
 
 Result<PciAddress> PciAddress::parse(std::string_view text) {
   const auto bad = [&] {
-    return Error{ErrorCode::invalid_argument,
-                 "PCI address '" + std::string(text) + "': expected the form 0000:1b:00.0"};
+    return Error{ErrorCode::invalid_argument, "PCI address " + text::quoted(text) + ": expected the form 0000:1b:00.0"};
   };
   const auto colon1 = text.find(':');
   const auto colon2 = text.find(':', colon1 == std::string_view::npos ? 0 : colon1 + 1);

@@ -28,6 +28,10 @@ const char* to_string(ErrorCode code) noexcept {
   return "unknown";
 }
 
+Error field_error(const std::string& field, const std::string& why) {
+  return Error{ErrorCode::invalid_argument, field + ": " + why, field};
+}
+
 Error errno_error(int err, const std::string& operation, const std::string& path) {
   const ErrorCode code = (err == ENOENT || err == ENOTDIR) ? ErrorCode::not_found : ErrorCode::io_error;
   return Error{code, operation + " " + path + ": " + std::strerror(err)};

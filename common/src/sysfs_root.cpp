@@ -7,13 +7,16 @@
 #include <sstream>
 #include <system_error>
 
+#include "hostagent/common/text.hpp"
+
 namespace hostagent {
 namespace fs = std::filesystem;
 
 namespace {
 
 Error parse_failure(const fs::path& path, const std::string& text, const char* expected) {
-  return Error{ErrorCode::parse_error, "parse " + path.string() + ": found '" + text + "', expected " + expected};
+  return Error{ErrorCode::parse_error,
+               "parse " + path.string() + ": found " + text::quoted(text) + ", expected " + expected};
 }
 
 std::string trim(std::string text) {
@@ -129,7 +132,7 @@ Result<std::vector<std::string>> SysfsRoot::list(const std::string& kernel_path,
   return names;
 }
 
-Result<std::vector<int>> parse_cpu_list(const std::string& text) {
+CpuListRead read_cpu_list(const std::string& text) {
   constexpr int kMaxCpuId = 65536;
   std::vector<int> ids;
   std::stringstream ranges(text);
@@ -142,26 +145,30 @@ Result<std::vector<int>> parse_cpu_list(const std::string& text) {
     const auto* end = range.data() + range.size();
     const auto* split = dash == std::string::npos ? end : range.data() + dash;
     const auto r1 = std::from_chars(range.data(), split, first);
-    if (r1.ec != std::errc() || r1.ptr != split) {
-      return Error{ErrorCode::parse_error, "cpu list '" + text + "': bad range '" + range + "'"};
-    }
+    if (r1.ec != std::errc() || r1.ptr != split) return CpuListRead{std::nullopt, "bad range " + text::quoted(range)};
     last = first;
     if (dash != std::string::npos) {
       const auto r2 = std::from_chars(split + 1, end, last);
       if (r2.ec != std::errc() || r2.ptr != end || last < first) {
-        return Error{ErrorCode::parse_error, "cpu list '" + text + "': bad range '" + range + "'"};
+        return CpuListRead{std::nullopt, "bad range " + text::quoted(range)};
       }
     }
     // The kernel's NR_CPUS tops out at 8192; anything far beyond is garbage, not a host.
     if (last >= kMaxCpuId) {
-      return Error{ErrorCode::parse_error, "cpu list '" + text + "': CPU " + std::to_string(last) +
-                                               " is beyond any host (at most " + std::to_string(kMaxCpuId - 1) + ")"};
+      return CpuListRead{std::nullopt, "CPU " + std::to_string(last) + " is beyond any host (at most " +
+                                           std::to_string(kMaxCpuId - 1) + ")"};
     }
     for (int id = first; id <= last; ++id) ids.push_back(id);
   }
   std::sort(ids.begin(), ids.end());
   ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
-  return ids;
+  return CpuListRead{std::move(ids), ""};
+}
+
+Result<std::vector<int>> parse_cpu_list(const std::string& text) {
+  auto read = read_cpu_list(text);
+  if (read.cpus) return *std::move(read.cpus);
+  return Error{ErrorCode::parse_error, "cpu list " + text::quoted(text) + ": " + read.why};
 }
 
 std::string format_cpu_list(const std::vector<int>& ids) {

@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "hostagent/common/posix_file.hpp"
+#include "hostagent/common/text.hpp"
 
 namespace hostagent {
 namespace {
@@ -52,10 +53,11 @@ ErrorCode code_of(int err) {
   }
 }
 
-std::string shown(std::string_view value) {
-  std::string text(value.substr(0, 64));
-  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
-  return text;
+// Without the newline a sysfs write usually ends with: it is how the attribute is written, not
+// what was asked for.
+std::string_view trimmed(std::string_view value) {
+  while (!value.empty() && (value.back() == '\n' || value.back() == ' ')) value.remove_suffix(1);
+  return value;
 }
 
 }  // namespace
@@ -65,7 +67,8 @@ std::unique_ptr<SysfsWriter> make_sysfs_writer(std::filesystem::path root) {
 }
 
 Error sysfs_write_error(int err, const std::filesystem::path& file, std::string_view value) {
-  return Error{code_of(err), "write '" + shown(value) + "' to " + file.string() + ": " + std::strerror(err)};
+  return Error{code_of(err),
+               "write " + text::quoted(trimmed(value), 64) + " to " + file.string() + ": " + std::strerror(err)};
 }
 
 }  // namespace hostagent

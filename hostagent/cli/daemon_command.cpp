@@ -14,7 +14,7 @@
 #include "hostagent/config/daemon_config.hpp"
 #include "hostagent/daemon/install_paths.hpp"
 #include "hostagent/daemon/log.hpp"
-#include "hostagent/daemon/vm_service.hpp"
+#include "hostagent/service/vm_service.hpp"
 #include "hostagent/systemd/notifier.hpp"
 #include "hostagent/systemd/socket_activation.hpp"
 #include "hostagent/systemd/watchdog.hpp"

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "hostagent/api/vm_json.hpp"
+#include "hostagent/common/text.hpp"
 #include "hostagent/common/text_file.hpp"
 
 namespace hostagent::cli {
@@ -18,7 +19,7 @@ std::vector<std::string> words(const std::string& text) {
 }
 
 Error usage(const std::string& command, const std::string& expected) {
-  return Error{ErrorCode::invalid_argument, "--exec '" + command + "': expected '" + expected + "'"};
+  return Error{ErrorCode::invalid_argument, "--exec " + text::quoted(command) + ": expected \"" + expected + "\""};
 }
 
 Result<boost::json::value> view(Result<daemon::VmView> result) {
@@ -92,8 +93,8 @@ Result<boost::json::value> run_exec_command(daemon::VmService& service, const st
     HA_TRY_STATUS(delete_vm(service, args[1]));
     return boost::json::value(boost::json::object{{"deleted", args[1]}});
   }
-  return Error{ErrorCode::invalid_argument, "--exec '" + command +
-                                                "': unknown command; one of: create, show, list, "
+  return Error{ErrorCode::invalid_argument, "--exec " + text::quoted(command) +
+                                                ": unknown command; one of: create, show, list, "
                                                 "status, start, stop, reboot, delete"};
 }
 

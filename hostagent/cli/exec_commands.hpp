@@ -6,7 +6,7 @@
 #include <string>
 
 #include "hostagent/common/result.hpp"
-#include "hostagent/daemon/vm_service.hpp"
+#include "hostagent/service/vm_service.hpp"
 
 namespace hostagent::cli {
 

@@ -6,6 +6,7 @@
 #include "hostagent/api/host_json.hpp"
 #include "hostagent/api/placement_json.hpp"
 #include "hostagent/common/sysfs_root.hpp"
+#include "hostagent/common/text.hpp"
 #include "hostagent/common/text_file.hpp"
 #include "hostagent/daemon/shape_request.hpp"
 #include "hostagent/numa/placement.hpp"
@@ -20,7 +21,7 @@ namespace fs = std::filesystem;
 Result<vmtemplates::VmTemplate> load_file(const fs::path& file, const std::vector<fs::path>& template_dirs) {
   HA_TRY(auto shape, vmtemplates::load_template_file(file, template_dirs));
   if (shape.abstract) {
-    return Error{ErrorCode::invalid_argument, "template '" + shape.name + "' (" + file.string() +
+    return Error{ErrorCode::invalid_argument, "template " + text::quoted(shape.name) + " (" + file.string() +
                                                   ") is abstract: a base for others to extend, not a shape to place"};
   }
   return shape;
@@ -35,7 +36,8 @@ Result<vmtemplates::VmTemplate> load_shape(const RenderArgs& args) {
   }
   std::string searched;
   for (const auto& dir : args.template_dirs) searched += (searched.empty() ? "" : ", ") + dir.string();
-  return Error{ErrorCode::not_found, "template '" + args.template_ref + "' is neither a file nor a template in " +
+  return Error{ErrorCode::not_found, "template " + text::quoted(args.template_ref) +
+                                         " is neither a file nor a template in " +
                                          (searched.empty() ? std::string("any template directory") : searched)};
 }
 

@@ -7,6 +7,8 @@
 #include <sstream>
 #include <utility>
 
+#include "hostagent/common/text.hpp"
+
 namespace hostagent::numa {
 namespace {
 
@@ -18,8 +20,8 @@ bool is_endpoint(const PciFunction& f) {
 }
 
 Error link_speed_error(const std::string& path, const std::string& text) {
-  return Error{ErrorCode::parse_error, "parse " + path + ": found '" + text +
-                                           "', expected a rate like '16.0 GT/s PCIe' or 'Unknown' "
+  return Error{ErrorCode::parse_error, "parse " + path + ": found " + text::quoted(text) +
+                                           ", expected a rate like \"16.0 GT/s PCIe\" or \"Unknown\" "
                                            "(drivers/pci/pci-sysfs.c current_link_speed)"};
 }
 
@@ -121,12 +123,12 @@ Result<std::map<std::string, uint64_t>> parse_aer_counters(const std::string& te
   for (int number = 1; std::getline(lines, line); ++number) {
     if (line.empty()) continue;
     const auto counter = parse_counter_line(line);
-    const std::string where = "parse " + source + ": line " + std::to_string(number) + " '" + line + "'";
+    const std::string where = "parse " + source + ": line " + std::to_string(number) + " " + text::quoted(line);
     if (!counter) {
-      return Error{ErrorCode::parse_error, where + ", expected 'NAME COUNT' (drivers/pci/pcie/aer.c aer_dev_*)"};
+      return Error{ErrorCode::parse_error, where + ", expected \"NAME COUNT\" (drivers/pci/pcie/aer.c aer_dev_*)"};
     }
     if (!counters.insert(*counter).second) {
-      return Error{ErrorCode::parse_error, where + " names '" + counter->first + "' a second time"};
+      return Error{ErrorCode::parse_error, where + " names " + text::quoted(counter->first) + " a second time"};
     }
   }
   return counters;

@@ -8,6 +8,7 @@
 
 #include "config_space_reader.hpp"
 #include "hostagent/common/sysfs_root.hpp"
+#include "hostagent/common/text.hpp"
 #include "hwloc_reader.hpp"
 #include "model_builder.hpp"
 
@@ -47,8 +48,8 @@ Result<std::vector<Bar>> read_bars(const SysfsRoot& sysfs, const std::string& di
   for (int index = 0; index <= 6 && std::getline(lines, line); ++index) {
     unsigned long long start = 0, end = 0, flags = 0;
     if (std::sscanf(line.c_str(), "%llx %llx %llx", &start, &end, &flags) != 3) {
-      return Error{ErrorCode::parse_error, "parse " + sysfs.host_path(dir + "/resource").string() + ": line '" + line +
-                                               "', expected 'start end flags'"};
+      return Error{ErrorCode::parse_error, "parse " + sysfs.host_path(dir + "/resource").string() + ": line " +
+                                               text::quoted(line) + ", expected \"start end flags\""};
     }
     if (end == 0 || end < start) continue;
     // include/linux/ioport.h: IORESOURCE_PREFETCH 0x2000, IORESOURCE_MEM_64 0x00100000.

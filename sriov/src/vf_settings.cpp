@@ -1,6 +1,7 @@
 // sriov/vf_settings: the small value helpers of the VF settings (MAC text, link state names).
 #include <cctype>
 
+#include "hostagent/common/text.hpp"
 #include "hostagent/sriov/vf_netlink.hpp"
 
 namespace hostagent::sriov {
@@ -18,8 +19,8 @@ const char* to_string(LinkState state) noexcept {
 }
 
 Result<std::string> normalize_mac(const std::string& text, const std::string& field) {
-  const Error bad{ErrorCode::invalid_argument,
-                  field + ": '" + text + "' is not a MAC address; write six hex octets, e.g. 52:54:00:12:34:56"};
+  const Error bad =
+      field_error(field, text::quoted(text) + " is not a MAC address; write six hex octets, e.g. 52:54:00:12:34:56");
   if (text.size() != 17) return bad;
   std::string out;
   for (std::size_t i = 0; i < text.size(); ++i) {

@@ -26,7 +26,7 @@ TEST_CASE("SysfsRoot reads kernel attributes under its root and names the path i
   REQUIRE_FALSE(garbage.ok());
   CHECK(garbage.error().code == ErrorCode::parse_error);
   CHECK(garbage.error().message.find((dir.path() / "sys/dev/garbage").string()) != std::string::npos);
-  CHECK(garbage.error().message.find("'twelve'") != std::string::npos);
+  CHECK(garbage.error().message.find("\"twelve\"") != std::string::npos);
 
   CHECK_FALSE(sysfs.read_hex("/sys/dev/numa_node").ok());  // "-1" has no 0x prefix
   const auto missing = sysfs.read("/sys/dev/absent");

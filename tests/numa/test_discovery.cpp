@@ -225,7 +225,7 @@ TEST_CASE("garbage in a sysfs attribute is an error naming the file") {
   REQUIRE_FALSE(model.ok());
   CHECK(model.error().code == ErrorCode::parse_error);
   CHECK(model.error().message.find(numa_node.string()) != std::string::npos);
-  CHECK(model.error().message.find("'zero'") != std::string::npos);
+  CHECK(model.error().message.find("\"zero\"") != std::string::npos);
 }
 
 TEST_CASE("an unreadable sysfs attribute is an error naming the file") {

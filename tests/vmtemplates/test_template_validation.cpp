@@ -158,7 +158,7 @@ TEST_CASE("validation: wrong types say what was found") {
   CHECK(problems("name: t\nvcpus: 4\nmemory: 8\n") ==
         "t.yaml:3:9: memory: found \"8\" (the unit is missing), expected a size like 1792GiB, 1280GB or 1G");
   CHECK(problems("name: t\nvcpus: 4\nmemory: 8 GiB\n") ==
-        "t.yaml:3:9: memory: found \"8 GiB\" (unknown unit ' GiB'), expected a size like 1792GiB, 1280GB or 1G");
+        "t.yaml:3:9: memory: found \"8 GiB\" (unknown unit \" GiB\"), expected a size like 1792GiB, 1280GB or 1G");
   CHECK(problems(kMinimalTemplate + "hugepage_size: {a: 1}\n") ==
         "t.yaml:4:16: hugepage_size: found a mapping, expected a size like 1792GiB, 1280GB or 1G");
   CHECK(problems(kMinimalTemplate + "guest_numa: all\n") ==

@@ -42,14 +42,6 @@ std::string suggestion(std::string_view word, const std::vector<std::string_view
   return near ? " (did you mean \"" + *near + "\"?)" : "";
 }
 
-// parse_byte_size says "size 'X': WHY; write it like ..."; the WHY is what the author needs here.
-std::string size_reason(const std::string& message) {
-  const auto start = message.find("': ");
-  const auto end = message.find("; ");
-  if (start == std::string::npos || end == std::string::npos || end < start) return message;
-  return message.substr(start + 3, end - start - 3);
-}
-
 }  // namespace
 
 std::optional<std::string> closest(std::string_view word, const std::vector<std::string_view>& candidates) {
@@ -163,13 +155,12 @@ std::optional<uint64_t> Checker::byte_size(const Value& value, const std::string
     report(value.at, path, describe(value), expected);
     return std::nullopt;
   }
-  auto size = parse_byte_size(value.scalar);
-  if (!size.ok()) {
-    report(value.at, path, text::quoted(value.scalar, kLongestExcerpt) + " (" + size_reason(size.error().message) + ")",
-           expected);
+  const auto size = read_byte_size(value.scalar);
+  if (!size.bytes) {
+    report(value.at, path, text::quoted(value.scalar, kLongestExcerpt) + " (" + size.why + ")", expected);
     return std::nullopt;
   }
-  return *size;
+  return size.bytes;
 }
 
 std::optional<uint16_t> Checker::pci_id(const Value& value, const std::string& path) {

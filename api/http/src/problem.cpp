@@ -44,6 +44,11 @@ json::object problem_object(unsigned status, const std::string& code, const std:
   return body;
 }
 
+// Only the caller's input has fields: an error of the environment never names one.
+std::string field_of(const Error& error) {
+  return error.code == ErrorCode::invalid_argument ? error.field : "";
+}
+
 }  // namespace
 
 unsigned http_status(ErrorCode code) {
@@ -80,12 +85,13 @@ HttpResponse problem(unsigned status, const std::string& code, const std::string
   return response;
 }
 
-HttpResponse problem(const Error& error, const std::string& instance, const std::string& field) {
-  return problem(http_status(error.code), to_string(error.code), error.message, instance, field);
+HttpResponse problem(const Error& error, const std::string& instance) {
+  return problem(http_status(error.code), to_string(error.code), error.message, instance, field_of(error));
 }
 
 std::string problem_json(const Error& error, const std::string& instance) {
-  return json::serialize(problem_object(http_status(error.code), to_string(error.code), error.message, instance, ""));
+  return json::serialize(
+      problem_object(http_status(error.code), to_string(error.code), error.message, instance, field_of(error)));
 }
 
 }  // namespace hostagent::api

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "hostagent/api/http_server.hpp"
-#include "hostagent/daemon/vm_service.hpp"
+#include "hostagent/service/vm_service.hpp"
 
 namespace hostagent::api::detail {
 

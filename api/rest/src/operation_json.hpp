@@ -5,8 +5,8 @@
 #include <optional>
 #include <string>
 
-#include "hostagent/daemon/vm_service.hpp"
 #include "hostagent/numa/host_model.hpp"
+#include "hostagent/service/vm_service.hpp"
 
 namespace hostagent::api::detail {
 

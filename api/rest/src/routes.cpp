@@ -263,16 +263,6 @@ HttpResponse Runner::operator()(const command::ValidateTemplate& validate) const
   return response;
 }
 
-// "name: ..." -> "name"; "" when the message does not start with a field.
-std::string field_of(const Error& error) {
-  if (error.code != ErrorCode::invalid_argument) return "";
-  const std::size_t colon = error.message.find(": ");
-  if (colon == std::string::npos || colon == 0 || colon > 64) return "";
-  const std::string field = error.message.substr(0, colon);
-  const bool plain = std::all_of(field.begin(), field.end(), [](char c) { return (c >= 'a' && c <= 'z') || c == '_'; });
-  return plain ? field : "";
-}
-
 }  // namespace
 
 HttpResponse run_command(RouteContext& context, const Command& command, const HttpRequest& request) {
@@ -286,7 +276,7 @@ HttpResponse route_problem(const RouteError& error, const HttpRequest& request) 
 }
 
 HttpResponse service_problem(const Error& error, const HttpRequest& request) {
-  return problem(error, request.target, field_of(error));
+  return problem(error, request.target);
 }
 
 }  // namespace hostagent::api::detail

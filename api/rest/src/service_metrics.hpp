@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "hostagent/daemon/vm_service.hpp"
+#include "hostagent/service/vm_service.hpp"
 #include "metrics_text.hpp"
 
 namespace hostagent::api::detail {

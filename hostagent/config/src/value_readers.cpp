@@ -42,12 +42,6 @@ std::optional<int64_t> duration_ms(const std::string& text, std::string& why) {
   return std::nullopt;
 }
 
-// parse_cpu_list says "cpu list 'X': WHY"; the WHY is what the author needs here.
-std::string cpu_list_reason(const std::string& message) {
-  const auto start = message.find("': ");
-  return start == std::string::npos ? message : message.substr(start + 3);
-}
-
 }  // namespace
 
 std::optional<std::chrono::milliseconds> read_duration(Checker& check, const Value& value, const std::string& path) {
@@ -69,12 +63,12 @@ std::optional<std::vector<int>> read_cpu_list(Checker& check, const Value& value
     check.report(value.at, path, describe(value), expected);
     return std::nullopt;
   }
-  auto cpus = parse_cpu_list(value.scalar);
-  if (!cpus.ok()) {
-    check.report(value.at, path, describe(value) + " (" + cpu_list_reason(cpus.error().message) + ")", expected);
+  auto read = hostagent::read_cpu_list(value.scalar);
+  if (!read.cpus) {
+    check.report(value.at, path, describe(value) + " (" + read.why + ")", expected);
     return std::nullopt;
   }
-  return *std::move(cpus);
+  return std::move(read.cpus);
 }
 
 std::optional<std::filesystem::path> read_absolute_path(Checker& check, const Value& value, const std::string& path,

@@ -4,6 +4,7 @@
 #include "hostagent/cloudinit/nocloud_seed.hpp"
 #include "hostagent/common/names.hpp"
 #include "hostagent/common/paths.hpp"
+#include "hostagent/common/text.hpp"
 #include "hostagent/daemon/log.hpp"
 #include "hostagent/daemon/shape_request.hpp"
 #include "hostagent/render/guest_renderer.hpp"
@@ -20,7 +21,7 @@ namespace fs = std::filesystem;
 Error unknown_template(const Context& context, const std::string& name) {
   std::string known;
   for (const auto& [template_name, shape] : context.templates) known += (known.empty() ? "" : ", ") + template_name;
-  return Error{ErrorCode::not_found, "template: no template named '" + name + "'; known: " + known};
+  return Error{ErrorCode::not_found, "template: no template named " + text::quoted(name) + "; known: " + known};
 }
 
 Result<vmtemplates::VmTemplate> find_template(const Context& context, const std::string& name) {
@@ -182,16 +183,13 @@ std::optional<VmView> earlier_create(Context& context, const CreateVmRequest& re
 
 Status check_create_request(const Context& context, const CreateVmRequest& request) {
   if (!is_name(request.name)) {
-    return Error{ErrorCode::invalid_argument,
-                 "name: '" + request.name + "' is not a VM name: " + std::string(kNameRule)};
+    return field_error("name", text::quoted(request.name) + " is not a VM name: " + std::string(kNameRule));
   }
   if (!request.boot_image.empty() && absolute_path_problem(request.boot_image)) {
-    return Error{ErrorCode::invalid_argument,
-                 "boot_image: '" + request.boot_image + "' must be an absolute path without '..'"};
+    return field_error("boot_image", text::quoted(request.boot_image) + " must be an absolute path without \"..\"");
   }
   if (!request.ssh_authorized_keys.empty() && !request.user_data.empty()) {
-    return Error{ErrorCode::invalid_argument,
-                 "ssh_authorized_keys and user_data: give one or the other; put the keys in your user data"};
+    return field_error("user_data", "give ssh_authorized_keys or user_data, not both; put the keys in your user data");
   }
   if (context.templates.count(request.template_name) == 0) return unknown_template(context, request.template_name);
   return ok_status();

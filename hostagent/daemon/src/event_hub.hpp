@@ -7,7 +7,7 @@
 #include <map>
 #include <mutex>
 
-#include "hostagent/daemon/vm_service.hpp"
+#include "hostagent/service/vm_service.hpp"
 
 namespace hostagent::daemon {
 

@@ -16,7 +16,7 @@
 
 #include "event_hub.hpp"
 #include "hostagent/daemon/clock.hpp"
-#include "hostagent/daemon/vm_service.hpp"
+#include "hostagent/service/vm_service.hpp"
 
 namespace hostagent::daemon {
 

@@ -1,16 +1,14 @@
 // daemon/vm_service: the service: queues operations per VM, follows libvirt's events, reconciles at
 // start and after libvirt comes back.
-#include "hostagent/daemon/vm_service.hpp"
-
-#include "hostagent/daemon/service_parts.hpp"
-
 #include <algorithm>
 
 #include "hostagent/common/sysfs_root.hpp"
+#include "hostagent/common/text.hpp"
+#include "hostagent/daemon/log.hpp"
+#include "hostagent/daemon/service_parts.hpp"
+#include "hostagent/service/vm_service.hpp"
 #include "hostagent/vfio/config_space_access.hpp"
 #include "hostagent/vfio/p2p_settings.hpp"
-
-#include "hostagent/daemon/log.hpp"
 #include "operations.hpp"
 #include "reconcile.hpp"
 #include "vm_queues.hpp"
@@ -210,8 +208,8 @@ class VmServiceImpl final : public VmService {
   // A create replayed with its request id must ask for the same VM.
   static Status same_create(const CreateVmRequest& request, const std::string& vm, const std::string& template_name) {
     if (request.name == vm && request.template_name == template_name) return ok_status();
-    return Error{ErrorCode::conflict, "request_id: '" + request.request_id + "' was used to create VM " + vm +
-                                          " from template " + template_name +
+    return Error{ErrorCode::conflict, "request_id: " + text::quoted(request.request_id) + " was used to create VM " +
+                                          vm + " from template " + template_name +
                                           "; a different create needs a new request id"};
   }
 
@@ -223,7 +221,7 @@ class VmServiceImpl final : public VmService {
     if (!request.request_id.empty() && entry->record && entry->record->request_id == request.request_id) {
       return ok_status();
     }
-    return Error{ErrorCode::conflict, "name: a VM named '" + request.name + "' exists" +
+    return Error{ErrorCode::conflict, "name: a VM named " + text::quoted(request.name) + " exists" +
                                           (entry->managed ? "" : " (a domain hostagent did not make)") +
                                           "; choose another name, or delete it first"};
   }
@@ -317,34 +315,26 @@ Status create_console_log_directory(const std::filesystem::path& directory) {
   return ok_status();
 }
 
-// The operation's error when it failed, else the VM as it is now.
-Result<VmView> finished(VmService& service, const Result<OperationView>& begun) {
-  if (!begun.ok()) return begun.error();
-  HA_TRY(const auto ended, service.wait(begun->id));
-  if (ended.error) return *ended.error;
-  return service.get_vm(ended.vm);
+ManagedVmView managed_view(const state::VmRecord& record) {
+  ManagedVmView view;
+  view.template_name = record.template_name;
+  view.request_id = record.request_id;
+  view.created_at = record.created_at;
+  view.boot_image = record.inputs.boot_image;
+  view.disk_pool = record.inputs.disk_pool;
+  view.disk_volume = record.inputs.disk_volume;
+  view.macs = record.inputs.macs;
+  view.cloud_init_seed = record.inputs.seed_iso;
+  view.allocation = record.allocation;
+  view.nccl_topology = record.nccl_topology;
+  for (const auto& vf : record.rdma) {
+    view.rdma.push_back(VfRdmaView{vf.vf, vf.device, vf.port, vf.state, vf.link_layer, vf.roce_v2_gid_index,
+                                   vf.node_guid, vf.port_guid});
+  }
+  return view;
 }
 
 }  // namespace
-
-Result<VmView> create_vm(VmService& service, const CreateVmRequest& request) {
-  return finished(service, service.begin_create(request));
-}
-Result<VmView> start_vm(VmService& service, const std::string& name) {
-  return finished(service, service.begin_start(name));
-}
-Result<VmView> stop_vm(VmService& service, const std::string& name, bool force) {
-  return finished(service, service.begin_stop(name, force));
-}
-Result<VmView> reboot_vm(VmService& service, const std::string& name) {
-  return finished(service, service.begin_reboot(name));
-}
-Status delete_vm(VmService& service, const std::string& name) {
-  HA_TRY(const auto begun, service.begin_delete(name));
-  HA_TRY(const auto ended, service.wait(begun.id));
-  if (ended.error) return *ended.error;
-  return ok_status();
-}
 
 VmView view_of(const LedgerEntry& entry) {
   VmView view;
@@ -355,7 +345,7 @@ VmView view_of(const LedgerEntry& entry) {
   view.operation = entry.operation;
   view.step = entry.step;
   view.last_event = entry.last_event;
-  view.record = entry.record;
+  if (entry.record) view.record = managed_view(*entry.record);
   return view;
 }
 

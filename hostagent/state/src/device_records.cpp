@@ -10,6 +10,7 @@
 
 #include "hostagent/common/durable_file.hpp"
 #include "hostagent/common/names.hpp"
+#include "hostagent/common/text.hpp"
 #include "record_checks.hpp"
 #include "record_json.hpp"
 
@@ -85,7 +86,8 @@ json::object change_to_json(const vfio::RegisterChange& c) {
 Result<PciAddress> address_field(const JsonFields& fields, std::string_view key) {
   HA_TRY(const auto text, fields.string(key));
   auto address = PciAddress::parse(text);
-  if (!address.ok()) return parse_failure("field '" + fields.path(key) + "' is not a PCI address: " + text);
+  if (!address.ok())
+    return parse_failure("field '" + fields.path(key) + "' is not a PCI address: " + text::quoted(text));
   return *address;
 }
 
@@ -101,7 +103,7 @@ Result<std::optional<sriov::LinkState>> link_state_field(const JsonFields& field
   for (auto state : {sriov::LinkState::automatic, sriov::LinkState::enable, sriov::LinkState::disable}) {
     if (text == sriov::to_string(state)) return std::optional<sriov::LinkState>{state};
   }
-  return parse_failure("field '" + fields.path("link_state") + "' is not a link state: " + text);
+  return parse_failure("field '" + fields.path("link_state") + "' is not a link state: " + text::quoted(text));
 }
 
 Result<std::optional<bool>> optional_bool(const JsonFields& fields, std::string_view key) {
@@ -127,7 +129,7 @@ Result<T> number(const JsonFields& fields, std::string_view key, uint64_t high) 
 Result<std::string> mac_field(const JsonFields& f) {
   HA_TRY(auto text, f.string("mac"));
   if (!sriov::normalize_mac(text, f.path("mac")).ok()) {
-    return parse_failure("field '" + f.path("mac") + "' is not a MAC address: " + text);
+    return parse_failure("field '" + f.path("mac") + "' is not a MAC address: " + text::quoted(text));
   }
   return text;
 }
@@ -205,7 +207,7 @@ Result<vfio::RegisterChange> change_from_json(const JsonFields& f) {
   } else if (reg == "ats_control") {
     out.reg = vfio::RegisterChange::Register::ats_control;
   } else {
-    return parse_failure("field '" + f.path("register") + "' is not acs_control or ats_control: " + reg);
+    return parse_failure("field '" + f.path("register") + "' is not acs_control or ats_control: " + text::quoted(reg));
   }
   HA_TRY(out.before, number<uint16_t>(f, "before", UINT16_MAX));
   HA_TRY(out.after, number<uint16_t>(f, "after", UINT16_MAX));
@@ -290,7 +292,8 @@ Result<std::optional<DeviceRecord>> DeviceRecords::read(const std::string& owner
   HA_TRY(const auto text, durable::read_file(path, kMaxRecordBytes));
   HA_TRY(auto record, device_record_from_json(text, path.string()));
   if (record.owner != owner)
-    return parse_failure(path.string() + ": names owner '" + record.owner + "', not '" + owner + "'");
+    return parse_failure(path.string() + ": names owner " + text::quoted(record.owner) + ", not " +
+                         text::quoted(owner));
   return std::optional<DeviceRecord>{std::move(record)};
 }
 
@@ -310,7 +313,7 @@ Result<std::vector<DeviceRecord>> DeviceRecords::all() const {
     // A record filed under another name would be undone as its owner's and then never removed
     // (remove() goes by the owner's name): every later start would undo it again.
     if (path.filename().string() != file_name(record.owner)) {
-      return parse_failure(path.string() + ": names owner '" + record.owner + "', which is filed as " +
+      return parse_failure(path.string() + ": names owner " + text::quoted(record.owner) + ", which is filed as " +
                            file_name(record.owner));
     }
     out.push_back(std::move(record));

@@ -10,6 +10,8 @@
 #include <pugixml.hpp>
 #include <sstream>
 
+#include "hostagent/common/text.hpp"
+
 namespace hostagent::virt::detail {
 namespace {
 
@@ -60,7 +62,7 @@ Result<BackingImage> read_image(int fd, const std::string& path) {
 
 Result<BackingImage> inspect_backing_image(const std::string& path) {
   if (path.empty() || path.front() != '/') {
-    return Error{ErrorCode::invalid_argument, "backing image path '" + path + "' must be absolute"};
+    return Error{ErrorCode::invalid_argument, "backing image path " + text::quoted(path) + " must be absolute"};
   }
   const Fd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (fd.get() < 0) return errno_error(errno, "open backing image", path);
@@ -75,8 +77,8 @@ Status check_volume_name(const std::string& name) {
   const bool bad = name.empty() || name == "." || name == ".." || name.size() > kMaxVolumeName ||
                    name.find_first_of(std::string("/\0", 2)) != std::string::npos;
   if (bad) {
-    return Error{ErrorCode::invalid_argument, "volume name '" + name +
-                                                  "' must be one path component of 1 to 255 bytes, "
+    return Error{ErrorCode::invalid_argument, "volume name " + text::quoted(name) +
+                                                  " must be one path component of 1 to 255 bytes, "
                                                   "without '/' (e.g. vm1-root.qcow2)"};
   }
   return ok_status();

@@ -39,14 +39,13 @@ TEST_CASE("every error code maps to the status docs/api.md gives it") {
   }
 }
 
-TEST_CASE("a problem body has type, title, status, detail, instance, code and field when given") {
-  const HttpResponse response =
-      problem(Error{ErrorCode::invalid_argument, "body.memory: unknown field"}, "/v1/vms", "memory");
+TEST_CASE("a problem body has type, title, status, detail, instance, code and the error's field") {
+  const HttpResponse response = problem(field_error("memory", "unknown field"), "/v1/vms");
   const json::object body = json::parse(response.body).as_object();
   CHECK(body.at("type").as_string() == "https://hostagent.dev/problems/invalid-argument");
   CHECK(body.at("title").as_string() == "Invalid argument");
   CHECK(body.at("status").as_int64() == 400);
-  CHECK(body.at("detail").as_string() == "body.memory: unknown field");
+  CHECK(body.at("detail").as_string() == "memory: unknown field");
   CHECK(body.at("instance").as_string() == "/v1/vms");
   CHECK(body.at("code").as_string() == "invalid_argument");
   CHECK(body.at("field").as_string() == "memory");
@@ -54,6 +53,14 @@ TEST_CASE("a problem body has type, title, status, detail, instance, code and fi
   const json::object without =
       json::parse(problem(Error{ErrorCode::not_found, "no VM x"}, "/v1/vms/x").body).as_object();
   CHECK_FALSE(without.contains("field"));
+  // A field is the caller's input: an error of another kind that carries one does not name it.
+  const json::object environment =
+      json::parse(problem(Error{ErrorCode::io_error, "macs: EIO", "macs"}, "/v1/vms/x").body).as_object();
+  CHECK_FALSE(environment.contains("field"));
+  // An operation's error names its field as the answer to a request does.
+  const json::object in_operation =
+      json::parse(problem_json(field_error("macs[1]", "not a MAC"), "/v1/operations/op-1")).as_object();
+  CHECK(in_operation.at("field").as_string() == "macs[1]");
 }
 
 TEST_CASE("the http layer's own problems: 401 carries the Bearer challenge, 503 Retry-After") {

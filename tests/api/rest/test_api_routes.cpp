@@ -1,29 +1,10 @@
-// The read routes and every error path of /v1, over real sockets against a daemon on test:///.
+// The read routes and the service's answers through /v1, over real sockets against a daemon on
+// test:///.
 #include <doctest/doctest.h>
 
 #include "api_fixture.hpp"
 
 namespace hostagent::testing {
-namespace {
-
-// A problem+json answer with this status and code; returns its body.
-boost::json::object check_problem(const ApiResponse& response, unsigned status, const std::string& code) {
-  CHECK_MESSAGE(response.status == status, response.body);
-  CHECK(response.content_type == "application/problem+json");
-  auto json = response.json().as_object();
-  CHECK(json.at("status").as_int64() == status);
-  CHECK(text(json.at("code")) == code);
-  CHECK(!text(json.at("detail")).empty());
-  CHECK(text(json.at("type")).find("https://hostagent.dev/problems/") == 0);
-  return json;
-}
-
-std::string field_of(const boost::json::object& problem) {
-  const auto* field = problem.if_contains("field");
-  return field == nullptr || !field->is_string() ? "" : text(*field);
-}
-
-}  // namespace
 
 TEST_CASE("health, status, host and capacity answer over the unix socket") {
   ApiFixture api;
@@ -180,11 +161,11 @@ TEST_CASE("bad requests are 400 problems naming the field") {
   CHECK(field_of(relative) == "boot_image");
 }
 
-TEST_CASE("unknown things are 404, wrong methods 405 with Allow, other media types 415") {
+// The routes' own refusals (404 for paths, 405, 415, 413, authentication and roles) are
+// test_routes_on_fake_service.cpp's: these are the service's answers, through the API.
+TEST_CASE("what the daemon does not have is 404") {
   ApiFixture api;
   api.start();
-  check_problem(api.request("GET", "/v1/nothing"), 404, "not_found");
-  check_problem(api.request("GET", "/v2/vms"), 404, "not_found");
   check_problem(api.request("GET", "/v1/vms/ghost"), 404, "not_found");
   check_problem(api.request("GET", "/v1/vms/ghost/domain-xml"), 404, "not_found");
   check_problem(api.request("GET", "/v1/vms/ghost/nccl-topology"), 404, "not_found");
@@ -193,54 +174,6 @@ TEST_CASE("unknown things are 404, wrong methods 405 with Allow, other media typ
   check_problem(api.request("GET", "/v1/operations/op-999999"), 404, "not_found");
   check_problem(api.request("POST", "/v1/vms", R"({"name":"a","template":"no-such"})", "application/json"), 404,
                 "not_found");
-
-  const auto put = api.request("PUT", "/v1/vms", "{}", "application/json");
-  check_problem(put, 405, "method_not_allowed");
-  CHECK(put.headers.at("allow") == "GET, POST");
-  const auto get_start = api.request("GET", "/v1/vms/a/start");
-  check_problem(get_start, 405, "method_not_allowed");
-  CHECK(get_start.headers.at("allow") == "POST");
-
-  check_problem(api.request("POST", "/v1/vms", R"({"name":"a","template":"t"})", "text/plain"), 415,
-                "unsupported_media_type");
-  check_problem(api.request("POST", "/v1/vms", R"({"name":"a","template":"t"})"), 415, "unsupported_media_type");
-}
-
-TEST_CASE("TCP needs a bearer token, and a reader may only read") {
-  ApiFixture api;
-  api.start();
-  ClientRequest anonymous{"GET", "/v1/vms", "", "", {}};
-  const auto unauthenticated = api.tcp_request(anonymous);
-  check_problem(unauthenticated, 401, "unauthenticated");
-  CHECK(unauthenticated.headers.at("www-authenticate").find("Bearer") == 0);
-  check_problem(api.request("GET", "/v1/vms", "", "", "wrong-token"), 401, "unauthenticated");
-
-  CHECK(api.request("GET", "/v1/vms", "", "", ApiFixture::kReaderToken).status == 200);
-  CHECK(api.request("GET", "/v1/host/capacity", "", "", ApiFixture::kReaderToken).status == 200);
-  const auto body = api.create_body("reader-vm");
-  check_problem(api.request("POST", "/v1/vms", body, "application/json", ApiFixture::kReaderToken), 403, "forbidden");
-  check_problem(api.request("DELETE", "/v1/vms/x", "", "", ApiFixture::kReaderToken), 403, "forbidden");
-  CHECK(api.request("GET", "/v1/vms/reader-vm", "", "", ApiFixture::kReaderToken).status == 404);
-  // A HEAD reads: a reader gets what an operator gets (no route takes HEAD: 405), not 403.
-  for (const char* token : {ApiFixture::kReaderToken, ApiFixture::kOperatorToken}) {
-    CAPTURE(token);
-    const auto head = api.request("HEAD", "/v1/vms", "", "", token);
-    CHECK(head.status == 405);
-    CHECK(head.headers.count("allow") == 1);
-  }
-
-  // An operator's change passes authentication and reaches the routes (here: a bad body).
-  const auto bad = api.request("POST", "/v1/vms", "{}", "application/json", ApiFixture::kOperatorToken);
-  check_problem(bad, 400, "invalid_argument");
-}
-
-TEST_CASE("a body above 1 MiB is 413") {
-  ApiFixture api;
-  api.start();
-  const std::string big = R"({"name":"a","template":"t","user_data":")" + std::string(2U << 20, 'x') + "\"}";
-  const auto response = api.request("POST", "/v1/vms", big, "application/json");
-  CHECK(response.status == 413);
-  CHECK(api.request("GET", "/v1/vms/a").status == 404);
 }
 
 }  // namespace hostagent::testing

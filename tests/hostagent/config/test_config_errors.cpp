@@ -41,7 +41,7 @@ TEST_CASE("errors: paths must be absolute and without '..'") {
 
 TEST_CASE("errors: a CPU list that is not one") {
   CHECK(problems("host:\n  housekeeping_cpus: 3-1\n") ==
-        "c.yaml:2:22: host.housekeeping_cpus: found \"3-1\" (bad range '3-1'), expected a CPU list like 0-3,96-99, "
+        "c.yaml:2:22: host.housekeeping_cpus: found \"3-1\" (bad range \"3-1\"), expected a CPU list like 0-3,96-99, "
         "or \"\" for none");
 }
 

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "assembly.hpp"
-#include "hostagent/daemon/vm_service.hpp"
+#include "hostagent/service/vm_service.hpp"
 #include "test_support.hpp"
 
 namespace hostagent::testing {

@@ -55,11 +55,11 @@ TEST_CASE("create records each VF's RDMA side as the host saw it, and the NCCL t
   for (const auto& entry : rdma) {
     CAPTURE(entry.vf.to_string());
     CHECK(std::count(vm->record->allocation.devices.begin(), vm->record->allocation.devices.end(), entry.vf) == 1);
-    CHECK(sysfs.exists("/sys/bus/pci/devices/" + entry.vf.to_string() + "/infiniband/" + entry.device));
+    CHECK(sysfs.exists("/sys/bus/pci/devices/" + entry.vf.to_string() + "/infiniband/" + entry.host_device));
     CHECK(entry.state == "ACTIVE");
     CHECK(entry.link_layer == "Ethernet");
     CHECK(entry.roce_v2_gid_index == std::optional<int>(1));
-    CHECK(entry.node_guid == sysfs.read("/sys/class/infiniband/" + entry.device + "/node_guid").value());
+    CHECK(entry.node_guid == sysfs.read("/sys/class/infiniband/" + entry.host_device + "/node_guid").value());
     std::string guid = "0x" + entry.node_guid;
     guid.erase(std::remove(guid.begin(), guid.end(), ':'), guid.end());
     CHECK(vm->record->nccl_topology.find("guid=\"" + guid + "\"") != std::string::npos);
@@ -318,7 +318,7 @@ TEST_CASE("SSH keys reach the guest in a cloud-init seed, which goes with the VM
   request.ssh_authorized_keys = {"ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIBxsmSd5 alice@laptop"};
   auto vm = create_vm(*service, request);
   REQUIRE_MESSAGE(vm.ok(), vm.error().message);
-  const std::filesystem::path seed = vm->record->inputs.seed_iso;
+  const std::filesystem::path seed = vm->record->cloud_init_seed;
   CHECK(std::filesystem::is_regular_file(seed));
   CHECK(test_driver_xml("seeded").find("<source file='" + seed.string() + "'") != std::string::npos);
   REQUIRE(delete_vm(*service, "seeded").ok());

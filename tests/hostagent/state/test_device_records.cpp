@@ -210,7 +210,7 @@ TEST_CASE("a record filed under another owner's name is refused by read and by a
   const auto read = records.read("vm-a");
   REQUIRE_FALSE(read.ok());
   CHECK_MESSAGE(contains(read.error().message, file.string()), read.error().message);
-  CHECK_MESSAGE(contains(read.error().message, "'vm-b'"), read.error().message);
+  CHECK_MESSAGE(contains(read.error().message, "\"vm-b\""), read.error().message);
   // Listed, it would be undone as vm-b's and never removed (removing vm-b's record removes the other
   // file), so every later start would undo it again.
   const auto all = records.all();

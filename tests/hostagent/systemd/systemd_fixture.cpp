@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <stdexcept>
@@ -224,7 +225,9 @@ int connect_unix(const fs::path& path) {
   const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   const auto address = unix_address(path);
   if (fd >= 0 && ::connect(fd, reinterpret_cast<const sockaddr*>(&address), sizeof(address)) == 0) return fd;
+  const int err = errno;
   if (fd >= 0) ::close(fd);
+  errno = err;  // connect's, for a caller that retries a refusal
   return -1;
 }
 
@@ -238,7 +241,14 @@ bool can_connect(const fs::path& path) {
 }
 
 std::string http_get(const fs::path& socket, const std::string& target, std::chrono::seconds limit) {
-  const int fd = connect_unix(socket);
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  // bind(2) makes the socket's file before listen(2) opens it: a connect between the two is refused
+  // (ECONNREFUSED), and a listener seen by its file alone (systemd-socket-activate's) may be there.
+  int fd = connect_unix(socket);
+  while (fd < 0 && errno == ECONNREFUSED && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    fd = connect_unix(socket);
+  }
   if (fd < 0) return "";
   const std::string request = "GET " + target + " HTTP/1.1\r\nHost: hostagent\r\nConnection: close\r\n\r\n";
   if (::send(fd, request.data(), request.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(request.size())) {
@@ -246,7 +256,6 @@ std::string http_get(const fs::path& socket, const std::string& target, std::chr
     return "";
   }
   std::string response;
-  const auto deadline = std::chrono::steady_clock::now() + limit;
   while (std::chrono::steady_clock::now() < deadline) {
     pollfd waiting{fd, POLLIN, 0};
     if (::poll(&waiting, 1, 100) <= 0) continue;

@@ -4,7 +4,7 @@
 
 #include <boost/json/value.hpp>
 
-#include "hostagent/daemon/vm_service.hpp"
+#include "hostagent/service/vm_service.hpp"
 
 namespace hostagent::api {
 

@@ -29,7 +29,13 @@ const char* to_string(ErrorCode code) noexcept;
 struct Error {
   ErrorCode code;
   std::string message;
+  // For invalid_argument: the caller's field the error is about ("name", "macs[1]"), "" when none.
+  // The API answers it as the problem's `field`; nothing reads a field out of a message.
+  std::string field = {};
 };
+
+// invalid_argument about `field`, worded "FIELD: WHY" as every such message is.
+Error field_error(const std::string& field, const std::string& why);
 
 // Builds an Error from errno for an operation on a path: "read /sys/...: Permission denied".
 Error errno_error(int err, const std::string& operation, const std::string& path);

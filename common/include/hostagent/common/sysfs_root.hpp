@@ -45,8 +45,16 @@ class SysfsRoot {
   std::filesystem::path root_;
 };
 
-// "0-3,8,10-11" (cpulist format, Documentation/admin-guide/cputopology.rst) to ids.
+// "0-3,8,10-11" (cpulist format, Documentation/admin-guide/cputopology.rst) to ids, sorted and
+// unique. parse_error: "cpu list "X": WHY".
 Result<std::vector<int>> parse_cpu_list(const std::string& text);
+// The same parse for a caller that says where the text was: the ids, or why it is not a CPU list
+// ("bad range "3-1""), bare.
+struct CpuListRead {
+  std::optional<std::vector<int>> cpus;
+  std::string why;  // "" when cpus
+};
+CpuListRead read_cpu_list(const std::string& text);
 // The inverse, compressing runs: {0,1,2,3,8} -> "0-3,8".
 std::string format_cpu_list(const std::vector<int>& ids);
 

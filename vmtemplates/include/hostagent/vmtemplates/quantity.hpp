@@ -4,6 +4,8 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
+#include <string>
 #include <string_view>
 
 #include "hostagent/common/result.hpp"
@@ -12,6 +14,15 @@ namespace hostagent::vmtemplates {
 
 // Parses "<integer><unit>" with unit one of B, K/KiB, M/MiB, G/GiB, T/TiB (binary) or KB, MB, GB, TB
 // (decimal). A bare single letter (K, M, G, T) is binary, as in the kernel's hugepagesz=1G.
+// invalid_argument: "size "X": WHY; write it like 1792GiB, 1280GB or 1G".
 Result<uint64_t> parse_byte_size(std::string_view text);
+
+// The same parse for a caller that says where the text was: the bytes, or why it is not a size
+// ("the unit is missing"), bare.
+struct ByteSize {
+  std::optional<uint64_t> bytes;
+  std::string why;  // "" when bytes
+};
+ByteSize read_byte_size(std::string_view text);
 
 }  // namespace hostagent::vmtemplates

@@ -20,7 +20,8 @@ unsigned http_status(ErrorCode code);
 // unsupported_media_type, invalid_template, header_too_large, too_many_connections, not_ready.
 HttpResponse problem(unsigned status, const std::string& code, const std::string& detail, const std::string& instance,
                      const std::string& field = "");
-HttpResponse problem(const Error& error, const std::string& instance, const std::string& field = "");
+// With the error's field when it is an invalid argument.
+HttpResponse problem(const Error& error, const std::string& instance);
 
 // The same body as a JSON value's text, for an operation's error.
 std::string problem_json(const Error& error, const std::string& instance);

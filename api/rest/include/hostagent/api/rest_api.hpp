@@ -11,7 +11,7 @@
 
 #include "hostagent/api/http_server.hpp"
 #include "hostagent/common/result.hpp"
-#include "hostagent/daemon/vm_service.hpp"
+#include "hostagent/service/vm_service.hpp"
 
 namespace hostagent::api {
 

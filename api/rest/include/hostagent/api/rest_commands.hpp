@@ -13,7 +13,7 @@
 
 #include "hostagent/api/http_server.hpp"
 #include "hostagent/common/pci_address.hpp"
-#include "hostagent/daemon/vm_service.hpp"
+#include "hostagent/service/vm_service.hpp"
 
 namespace hostagent::api {
 

@@ -13,8 +13,8 @@
 #include "hostagent/daemon/clock.hpp"
 #include "hostagent/daemon/device_preparer.hpp"
 #include "hostagent/daemon/step_hook.hpp"
-#include "hostagent/daemon/vm_service.hpp"
 #include "hostagent/numa/host_model.hpp"
+#include "hostagent/service/vm_service.hpp"
 #include "hostagent/virt/hypervisor.hpp"
 #include "hostagent/vmtemplates/vm_template.hpp"
 

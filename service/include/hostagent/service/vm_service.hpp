@@ -1,11 +1,11 @@
-// hostagent/daemon/vm_service: the daemon's command interface, the one the REST API drives. Each
+// service/vm_service: the daemon's command interface, the one the REST API drives. Each
 // command is an operation on one VM: a sequence of journaled steps that rolls back on failure.
 // Commands for one VM run in the order they arrive; commands for different VMs run in parallel, and
 // placement is serialized so nothing is given twice. Thread-safe. A command has one form: begun, it
 // answers at once with its operation, which wait() follows to its end; the free functions below
 // do both for a caller that has a thread to block (hostagentd --exec, tests, benchmarks). The
-// interface the edges drive: it names values of the pure layer (and the VM's record), nothing of
-// the adapters; service_parts.hpp starts one.
+// interface the edges drive: it names values of the pure layer and its own, nothing of the
+// adapters or of the daemon's state; service_parts.hpp starts one.
 #pragma once
 
 #include <filesystem>
@@ -19,7 +19,6 @@
 #include "hostagent/numa/device_health.hpp"
 #include "hostagent/numa/host_model.hpp"
 #include "hostagent/numa/placement.hpp"
-#include "hostagent/state/vm_record.hpp"
 #include "hostagent/vmtemplates/vm_template.hpp"
 
 namespace hostagent::daemon {
@@ -35,15 +34,44 @@ struct CreateVmRequest {
   std::string user_data;
 };
 
+// A NIC VF's RDMA port as the host saw it at create, before the guest took the VF: what the guest's
+// NCCL needs to find the same port and GID.
+struct VfRdmaView {
+  PciAddress vf;
+  std::string host_device;  // the host's name for it, "mlx5_12"; the guest names its own
+  int port = 1;
+  std::string state;                     // the port's: "ACTIVE", "DOWN", ...
+  std::string link_layer;                // "Ethernet" (RoCE) or "InfiniBand"
+  std::optional<int> roce_v2_gid_index;  // RoCE: the GID NCCL picks by default; nullopt otherwise
+  std::string node_guid;                 // "xxxx:xxxx:xxxx:xxxx"
+  std::string port_guid;                 // InfiniBand only; "" otherwise
+  bool operator==(const VfRdmaView&) const = default;
+};
+
+// What a managed VM was made from and holds, as the daemon recorded it at create.
+struct ManagedVmView {
+  std::string template_name;
+  std::string request_id;         // the create's, "" none
+  std::string created_at;         // RFC 3339, UTC
+  std::string boot_image;         // the image its disk overlays; "" none
+  std::string disk_pool;          // the libvirt storage pool of its disk's overlay; "" none
+  std::string disk_volume;        // the overlay volume in disk_pool; "" none
+  std::vector<std::string> macs;  // VF MACs as requested; empty: derived
+  std::string cloud_init_seed;    // the NoCloud seed's path; "" none
+  numa::Allocation allocation;
+  std::string nccl_topology;     // the file rendered for the guest
+  std::vector<VfRdmaView> rdma;  // one per NIC VF the host had an RDMA device under, in placement order
+};
+
 struct VmView {
   std::string name;
   std::string uuid;
-  bool managed = false;                   // made by hostagent; other domains are reported, never touched
-  std::string state;                      // libvirt's, worded: "running", "shut off", ...; "absent" before define
-  std::string operation;                  // the operation in flight ("create", "delete", ...), "" when none
-  std::string step;                       // its current step
-  std::string last_event;                 // the latest lifecycle event: "stopped (shutdown)", "crashed (panicked)", ...
-  std::optional<state::VmRecord> record;  // what a managed VM holds
+  bool managed = false;                 // made by hostagent; other domains are reported, never touched
+  std::string state;                    // libvirt's, worded: "running", "shut off", ...; "absent" before define
+  std::string operation;                // the operation in flight ("create", "delete", ...), "" when none
+  std::string step;                     // its current step
+  std::string last_event;               // the latest lifecycle event: "stopped (shutdown)", "crashed (panicked)", ...
+  std::optional<ManagedVmView> record;  // what a managed VM holds
 };
 
 // An operation as the API reports it: queued behind the VM's earlier operations, then running step

@@ -1,0 +1,101 @@
+// Test helper: the REST API over real sockets, on the test's service.
+#include "api_server.hpp"
+
+#include <doctest/doctest.h>
+
+#include <boost/json/parse.hpp>
+
+namespace hostagent::testing {
+
+boost::json::value ApiResponse::json() const {
+  boost::system::error_code ec;
+  auto value = boost::json::parse(body, ec);
+  REQUIRE_MESSAGE(!ec, ("not JSON (" + ec.message() + "): " + body));
+  return value;
+}
+
+boost::json::object check_problem(const ApiResponse& response, unsigned status, const std::string& code) {
+  CHECK_MESSAGE(response.status == status, response.body);
+  CHECK(response.content_type == "application/problem+json");
+  auto json = response.json().as_object();
+  CHECK(json.at("status").as_int64() == status);
+  CHECK(text(json.at("code")) == code);
+  CHECK(!text(json.at("detail")).empty());
+  CHECK(text(json.at("type")).find("https://hostagent.dev/problems/") == 0);
+  return json;
+}
+
+std::string field_of(const boost::json::object& problem) {
+  const auto* field = problem.if_contains("field");
+  return field == nullptr || !field->is_string() ? "" : text(*field);
+}
+
+ApiServer::ApiServer() : socket_path_(scratch_.path() / "api.sock"), audit_log_(scratch_.path() / "audit.log") {}
+
+ApiServer::~ApiServer() {
+  stop_serving();
+}
+
+void ApiServer::serve(daemon::VmService& service, api::RestApiOptions options) {
+  options.audit_log = audit_log_;
+  auto api = api::RestApi::make(service, std::move(options));
+  REQUIRE_MESSAGE(api.ok(), api.error().message);
+  api_ = std::move(api).value();
+
+  api::ServerOptions server;
+  ListenAddress unix_socket;
+  unix_socket.socket_path = socket_path_;
+  ListenAddress tcp;
+  tcp.kind = ListenAddress::Kind::tcp;
+  tcp.host = "127.0.0.1";
+  server.listen = {unix_socket, tcp};
+  server.operator_token = kOperatorToken;
+  server.reader_token = kReaderToken;
+  api::RestApi* routes = api_.get();
+  auto started = api::HttpServer::start(
+      server, [routes](const api::HttpRequest& request) { return routes->handle(request); },
+      [routes](const api::RequestRecord& record) { routes->observe(record); });
+  REQUIRE_MESSAGE(started.ok(), started.error().message);
+  server_ = std::move(started).value();
+  for (const auto& endpoint : server_->endpoints()) {
+    if (endpoint.kind == ListenAddress::Kind::tcp) tcp_port_ = endpoint.port;
+  }
+  REQUIRE(tcp_port_ != 0);
+}
+
+void ApiServer::stop_serving() {
+  if (server_) server_->stop();
+  server_.reset();
+  api_.reset();
+}
+
+ApiResponse ApiServer::send(const ClientEndpoint& endpoint, const ClientRequest& request) {
+  auto response = send_request(endpoint, request);
+  REQUIRE_MESSAGE(response.ok(), (request.method + " " + request.target + ": " + response.error().message));
+  // RFC 9110 5.3: a field a server repeats must be a list; none of this API's are.
+  CHECK_MESSAGE(response->repeated_headers.empty(), (request.method + " " + request.target + " repeats a header"));
+  return ApiResponse{response->status, response->content_type, response->headers, response->body};
+}
+
+ApiResponse ApiServer::request(const std::string& method, const std::string& target, const std::string& body,
+                               const std::string& content_type, const std::string& token) {
+  ClientRequest request{method, target, body, content_type, {}};
+  if (token.empty()) return unix_request(request);
+  request.headers.emplace_back("Authorization", "Bearer " + token);
+  return tcp_request(request);
+}
+
+ApiResponse ApiServer::tcp_request(const ClientRequest& request) {
+  ClientEndpoint endpoint;
+  endpoint.host = "127.0.0.1";
+  endpoint.port = tcp_port_;
+  return send(endpoint, request);
+}
+
+ApiResponse ApiServer::unix_request(const ClientRequest& request) {
+  ClientEndpoint endpoint;
+  endpoint.socket_path = socket_path_;
+  return send(endpoint, request);
+}
+
+}  // namespace hostagent::testing

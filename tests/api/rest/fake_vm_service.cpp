@@ -1,0 +1,231 @@
+// Test double: a VmService in memory.
+#include "fake_vm_service.hpp"
+
+#include <doctest/doctest.h>
+
+namespace hostagent::testing {
+namespace {
+
+// Fixed, so answers do not depend on when the test ran.
+constexpr const char* kSubmittedAt = "2026-12-02T10:00:00Z";
+
+Error unknown_operation(const std::string& id) {
+  return Error{ErrorCode::not_found, "no operation " + id};
+}
+
+}  // namespace
+
+FakeVmService::FakeVmService(numa::HostModel host, std::map<std::string, vmtemplates::VmTemplate> templates)
+    : host_(std::move(host)), templates_(std::move(templates)) {
+  status_.ready = true;
+  status_.libvirt_connected = true;
+}
+
+void FakeVmService::refuse_next(Error error) {
+  const std::lock_guard lock(mutex_);
+  refusal_ = std::move(error);
+}
+
+void FakeVmService::end(const std::string& id, std::optional<Error> error) {
+  daemon::ServiceEvent event;
+  {
+    const std::lock_guard lock(mutex_);
+    const auto it = operations_.find(id);
+    REQUIRE_MESSAGE(it != operations_.end(), ("the fake has no operation " + id));
+    auto& operation = it->second;
+    operation.state = error ? "failed" : "succeeded";
+    operation.error = std::move(error);
+    operation.started_at = kSubmittedAt;
+    operation.finished_at = kSubmittedAt;
+    event.kind = daemon::ServiceEvent::Kind::operation;
+    event.vm = operation.vm;
+    event.operation = operation;
+  }
+  ended_.notify_all();
+  publish(event);
+}
+
+void FakeVmService::put_vm(daemon::VmView vm, std::string domain_xml) {
+  const std::lock_guard lock(mutex_);
+  const std::string name = vm.name;
+  vms_[name] = Vm{std::move(vm), std::move(domain_xml)};
+}
+
+void FakeVmService::set_status(daemon::ServiceStatus status) {
+  const std::lock_guard lock(mutex_);
+  status_ = std::move(status);
+}
+
+void FakeVmService::set_held(std::vector<numa::Allocation> held) {
+  const std::lock_guard lock(mutex_);
+  held_ = std::move(held);
+}
+
+void FakeVmService::set_device_health(std::vector<numa::DeviceHealth> health) {
+  const std::lock_guard lock(mutex_);
+  health_ = std::move(health);
+}
+
+// Under sinks_mutex_, so that unsubscribe waits for a running sink, as the interface promises.
+void FakeVmService::publish(const daemon::ServiceEvent& event) {
+  const std::lock_guard lock(sinks_mutex_);
+  for (const auto& [id, sink] : sinks_) sink(event);
+}
+
+std::vector<daemon::CreateVmRequest> FakeVmService::creates() const {
+  const std::lock_guard lock(mutex_);
+  return creates_;
+}
+
+std::vector<std::string> FakeVmService::commands() const {
+  const std::lock_guard lock(mutex_);
+  return commands_;
+}
+
+Result<daemon::OperationView> FakeVmService::begin_locked(const std::string& kind, const std::string& vm) {
+  if (refusal_) {
+    Error error = std::move(*refusal_);
+    refusal_.reset();
+    return error;
+  }
+  daemon::OperationView operation;
+  operation.id = "op-" + std::to_string(operations_.size() + 1);
+  operation.kind = kind;
+  operation.vm = vm;
+  operation.state = "queued";
+  operation.submitted_at = kSubmittedAt;
+  operations_[operation.id] = operation;
+  operation_order_.push_back(operation.id);
+  return operation;
+}
+
+Result<daemon::OperationView> FakeVmService::begin_create(const daemon::CreateVmRequest& request) {
+  const std::lock_guard lock(mutex_);
+  creates_.push_back(request);
+  auto operation = begin_locked("create", request.name);
+  if (!operation.ok()) return operation;
+  auto& kept = operations_.at(operation->id);
+  kept.request_id = request.request_id;
+  kept.template_name = request.template_name;
+  return kept;
+}
+
+Result<daemon::OperationView> FakeVmService::known_vm_command(const std::string& kind, const std::string& name,
+                                                              const std::string& worded) {
+  const std::lock_guard lock(mutex_);
+  commands_.push_back(worded);
+  auto operation = begin_locked(kind, name);
+  if (!operation.ok()) return operation;
+  // The service's own check, before any queue: a command on a VM that does not exist.
+  if (vms_.count(name) == 0) {
+    operations_.erase(operation->id);
+    operation_order_.pop_back();
+    return Error{ErrorCode::not_found, "no VM named " + name};
+  }
+  return operation;
+}
+
+Result<daemon::OperationView> FakeVmService::begin_start(const std::string& name) {
+  return known_vm_command("start", name, "start " + name);
+}
+
+Result<daemon::OperationView> FakeVmService::begin_stop(const std::string& name, bool force) {
+  return known_vm_command("stop", name, "stop " + name + (force ? " force" : ""));
+}
+
+Result<daemon::OperationView> FakeVmService::begin_reboot(const std::string& name) {
+  return known_vm_command("reboot", name, "reboot " + name);
+}
+
+Result<daemon::OperationView> FakeVmService::begin_delete(const std::string& name) {
+  return known_vm_command("delete", name, "delete " + name);
+}
+
+Result<daemon::OperationView> FakeVmService::wait(const std::string& id) {
+  std::unique_lock lock(mutex_);
+  if (operations_.count(id) == 0) return unknown_operation(id);
+  ended_.wait(lock, [&] {
+    const auto& state = operations_.at(id).state;
+    return state == "succeeded" || state == "failed";
+  });
+  return operations_.at(id);
+}
+
+Result<daemon::OperationView> FakeVmService::operation(const std::string& id) {
+  const std::lock_guard lock(mutex_);
+  const auto it = operations_.find(id);
+  if (it == operations_.end()) return unknown_operation(id);
+  return it->second;
+}
+
+std::vector<daemon::OperationView> FakeVmService::operations() {
+  const std::lock_guard lock(mutex_);
+  std::vector<daemon::OperationView> out;
+  for (auto it = operation_order_.rbegin(); it != operation_order_.rend(); ++it) out.push_back(operations_.at(*it));
+  return out;
+}
+
+Result<daemon::VmView> FakeVmService::get_vm(const std::string& name) {
+  const std::lock_guard lock(mutex_);
+  const auto it = vms_.find(name);
+  if (it == vms_.end()) return Error{ErrorCode::not_found, "no VM named " + name};
+  return it->second.view;
+}
+
+std::vector<daemon::VmView> FakeVmService::list_vms() {
+  const std::lock_guard lock(mutex_);
+  std::vector<daemon::VmView> out;
+  for (const auto& [name, vm] : vms_) out.push_back(vm.view);
+  return out;
+}
+
+daemon::ServiceStatus FakeVmService::status() {
+  const std::lock_guard lock(mutex_);
+  return status_;
+}
+
+uint64_t FakeVmService::subscribe(daemon::ServiceEventSink sink) {
+  const std::lock_guard lock(sinks_mutex_);
+  const uint64_t id = next_sink_++;
+  sinks_[id] = std::move(sink);
+  return id;
+}
+
+void FakeVmService::unsubscribe(uint64_t id) {
+  const std::lock_guard lock(sinks_mutex_);
+  sinks_.erase(id);
+}
+
+daemon::HostUsage FakeVmService::usage() {
+  const std::lock_guard lock(mutex_);
+  return daemon::HostUsage{&host_, held_};
+}
+
+const std::map<std::string, vmtemplates::VmTemplate>& FakeVmService::templates() const {
+  return templates_;
+}
+
+Result<std::string> FakeVmService::domain_xml(const std::string& name) {
+  const std::lock_guard lock(mutex_);
+  const auto it = vms_.find(name);
+  if (it == vms_.end() || !it->second.view.managed) return Error{ErrorCode::not_found, "no VM named " + name};
+  return it->second.domain_xml;
+}
+
+Result<std::string> FakeVmService::nccl_topology(const std::string& name) {
+  const std::lock_guard lock(mutex_);
+  const auto it = vms_.find(name);
+  if (it == vms_.end() || !it->second.view.record) return Error{ErrorCode::not_found, "no VM named " + name};
+  return it->second.view.record->nccl_topology;
+}
+
+Result<std::vector<numa::DeviceHealth>> FakeVmService::device_health() {
+  const std::lock_guard lock(mutex_);
+  return health_;
+}
+
+numa::HostModel FakeVmService::host_now() {
+  return host_;
+}
+
+}  // namespace hostagent::testing

@@ -1,0 +1,93 @@
+// Test double: a VmService in memory, for the API's own tests. It keeps what the API asked for
+// (every command, typed) and answers what the test scripted: a refusal before any operation exists,
+// an operation that ends when the test ends it, VMs, status, events. It models the interface's
+// contract (ids, states, not_found for what it does not hold, wait blocking until the end) and
+// nothing of libvirt: the suites that link it run with no daemon and no libvirt at all.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "hostagent/service/vm_service.hpp"
+
+namespace hostagent::testing {
+
+class FakeVmService final : public daemon::VmService {
+ public:
+  FakeVmService(numa::HostModel host, std::map<std::string, vmtemplates::VmTemplate> templates);
+
+  // --- what the test scripts
+  // The next command fails with `error` before an operation exists, as the service's own checks do.
+  void refuse_next(Error error);
+  // Ends a queued operation: succeeded, or failed with `error`; wakes wait() and publishes it.
+  void end(const std::string& id, std::optional<Error> error = std::nullopt);
+  // What get_vm, list_vms, domain_xml and nccl_topology answer for vm.name.
+  void put_vm(daemon::VmView vm, std::string domain_xml = "");
+  void set_status(daemon::ServiceStatus status);
+  void set_held(std::vector<numa::Allocation> held);
+  void set_device_health(std::vector<numa::DeviceHealth> health);
+  // To every subscriber, on the calling thread, as the service's threads do.
+  void publish(const daemon::ServiceEvent& event);
+
+  // --- what the API asked for
+  std::vector<daemon::CreateVmRequest> creates() const;
+  // Every other command, worded: "start vm1", "stop vm1 force", "reboot vm1", "delete vm1".
+  std::vector<std::string> commands() const;
+
+  // --- daemon::VmService
+  Result<daemon::OperationView> begin_create(const daemon::CreateVmRequest& request) override;
+  Result<daemon::OperationView> begin_start(const std::string& name) override;
+  Result<daemon::OperationView> begin_stop(const std::string& name, bool force) override;
+  Result<daemon::OperationView> begin_reboot(const std::string& name) override;
+  Result<daemon::OperationView> begin_delete(const std::string& name) override;
+  Result<daemon::OperationView> wait(const std::string& id) override;
+  Result<daemon::OperationView> operation(const std::string& id) override;
+  std::vector<daemon::OperationView> operations() override;
+  Result<daemon::VmView> get_vm(const std::string& name) override;
+  std::vector<daemon::VmView> list_vms() override;
+  daemon::ServiceStatus status() override;
+  uint64_t subscribe(daemon::ServiceEventSink sink) override;
+  void unsubscribe(uint64_t id) override;
+  daemon::HostUsage usage() override;
+  const std::map<std::string, vmtemplates::VmTemplate>& templates() const override;
+  Result<std::string> domain_xml(const std::string& name) override;
+  Result<std::string> nccl_topology(const std::string& name) override;
+  Result<std::vector<numa::DeviceHealth>> device_health() override;
+  numa::HostModel host_now() override;
+
+ private:
+  struct Vm {
+    daemon::VmView view;
+    std::string domain_xml;
+  };
+  // Under mutex_: the refusal if one is scripted, else a queued operation of `kind` on `vm`.
+  Result<daemon::OperationView> begin_locked(const std::string& kind, const std::string& vm);
+  Result<daemon::OperationView> known_vm_command(const std::string& kind, const std::string& name,
+                                                 const std::string& worded);
+
+  const numa::HostModel host_;
+  const std::map<std::string, vmtemplates::VmTemplate> templates_;
+
+  mutable std::mutex mutex_;
+  std::condition_variable ended_;
+  std::optional<Error> refusal_;
+  std::map<std::string, daemon::OperationView> operations_;
+  std::vector<std::string> operation_order_;  // oldest first
+  std::map<std::string, Vm> vms_;
+  daemon::ServiceStatus status_;
+  std::vector<numa::Allocation> held_;
+  std::vector<numa::DeviceHealth> health_;
+  std::vector<daemon::CreateVmRequest> creates_;
+  std::vector<std::string> commands_;
+
+  std::mutex sinks_mutex_;  // apart from mutex_: a sink runs under it
+  std::map<uint64_t, daemon::ServiceEventSink> sinks_;
+  uint64_t next_sink_ = 1;
+};
+
+}  // namespace hostagent::testing

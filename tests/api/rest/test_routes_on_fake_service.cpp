@@ -1,0 +1,267 @@
+// The routes of /v1 over real sockets against FakeVmService: what the API hands the service (one
+// typed command per request, nothing for a request it refuses) and how it answers what the
+// service says (every error code's status, failed operations, VMs, readiness, events). This suite
+// links no libvirt and starts no daemon.
+#include <doctest/doctest.h>
+
+#include <boost/json/serialize.hpp>
+#include <chrono>
+
+#include "api_server.hpp"
+#include "fake_vm_service.hpp"
+#include "hostagent/vmtemplates/vm_template.hpp"
+#include "simulated_hosts.hpp"
+
+namespace hostagent::testing {
+namespace {
+
+std::map<std::string, vmtemplates::VmTemplate> shipped_templates() {
+  auto templates = vmtemplates::load_template_dirs({shipped_templates_dir()});
+  REQUIRE_MESSAGE(templates.ok(), templates.error().message);
+  return std::move(templates).value();
+}
+
+struct FakeApi {
+  TempDir host_dir;
+  FakeVmService service{discover_simulated("vela2", host_dir), shipped_templates()};
+  ApiServer server;
+
+  FakeApi() { server.serve(service, api::RestApiOptions{}); }
+  ~FakeApi() { server.stop_serving(); }
+
+  ApiResponse request(const std::string& method, const std::string& target, const std::string& body = "",
+                      const std::string& token = "") {
+    return server.request(method, target, body, body.empty() ? "" : "application/json", token);
+  }
+  // A VM the fake holds, managed, with a record.
+  void put_vm(const std::string& name) {
+    daemon::VmView vm;
+    vm.name = name;
+    vm.uuid = "7d3c0a52-8f5e-4a3b-9c1d-2e4f6a8b0c1d";
+    vm.managed = true;
+    vm.state = "running";
+    vm.record = daemon::ManagedVmView{};
+    vm.record->template_name = "gx3-16x128x1h100";
+    service.put_vm(vm, "<domain type='kvm'><name>" + name + "</name></domain>");
+  }
+};
+
+}  // namespace
+
+TEST_CASE("a create is one typed command on the service, answered 202 with the operation to poll") {
+  FakeApi api;
+  const std::string body =
+      R"({"name":"train-0","template":"gx3-16x128x1h100","request_id":"r-1","boot_image":"/var/lib/images/u.qcow2",)"
+      R"("macs":["52:54:00:00:00:01"],"ssh_authorized_keys":["ssh-ed25519 AAAA k@x"]})";
+  const auto response = api.request("POST", "/v1/vms", body);
+  REQUIRE_MESSAGE(response.status == 202, response.body);
+  const auto id = text(response.json().at("id"));
+  CHECK(response.headers.at("location") == "/v1/operations/" + id);
+  CHECK(text(response.json().at("state")) == "queued");
+
+  const auto creates = api.service.creates();
+  REQUIRE(creates.size() == 1);
+  CHECK(creates[0].name == "train-0");
+  CHECK(creates[0].template_name == "gx3-16x128x1h100");
+  CHECK(creates[0].request_id == "r-1");
+  CHECK(creates[0].boot_image == "/var/lib/images/u.qcow2");
+  CHECK(creates[0].macs == std::vector<std::string>{"52:54:00:00:00:01"});
+  CHECK(creates[0].ssh_authorized_keys == std::vector<std::string>{"ssh-ed25519 AAAA k@x"});
+  CHECK(creates[0].user_data.empty());
+
+  api.service.end(id);
+  const auto ended = api.request("GET", "/v1/operations/" + id).json();
+  CHECK(text(ended.at("state")) == "succeeded");
+  CHECK(ended.at("error").is_null());
+}
+
+TEST_CASE("each command on a VM reaches the service once, worded as the route says") {
+  FakeApi api;
+  api.put_vm("vm1");
+  for (const auto& [method, target, body] :
+       std::vector<std::tuple<std::string, std::string, std::string>>{{"POST", "/v1/vms/vm1/start", ""},
+                                                                      {"POST", "/v1/vms/vm1/stop", ""},
+                                                                      {"POST", "/v1/vms/vm1/stop", R"({"force":true})"},
+                                                                      {"POST", "/v1/vms/vm1/reboot", ""},
+                                                                      {"DELETE", "/v1/vms/vm1", ""}}) {
+    CAPTURE(target);
+    CHECK(api.request(method, target, body).status == 202);
+  }
+  CHECK(api.service.commands() ==
+        std::vector<std::string>{"start vm1", "stop vm1", "stop vm1 force", "reboot vm1", "delete vm1"});
+  CHECK(api.service.operations().size() == 5);
+  CHECK(api.request("GET", "/v1/operations").json().at("operations").as_array().size() == 5);
+}
+
+TEST_CASE("every error code the service answers becomes its status, with the field the error carries") {
+  FakeApi api;
+  api.put_vm("vm1");
+  const std::vector<std::pair<ErrorCode, unsigned>> table = {
+      {ErrorCode::invalid_argument, 400}, {ErrorCode::not_found, 404},   {ErrorCode::conflict, 409},
+      {ErrorCode::does_not_fit, 409},     {ErrorCode::unsupported, 501}, {ErrorCode::unavailable, 503},
+      {ErrorCode::parse_error, 500},      {ErrorCode::io_error, 500},    {ErrorCode::internal, 500}};
+  for (const auto& [code, status] : table) {
+    CAPTURE(to_string(code));
+    api.service.refuse_next(Error{code, "refused by the test", "macs"});
+    const auto problem = check_problem(api.request("DELETE", "/v1/vms/vm1"), status, to_string(code));
+    CHECK(text(problem.at("detail")) == "refused by the test");
+    CHECK(text(problem.at("instance")) == "/v1/vms/vm1");
+    // A field belongs to the caller's input: only an invalid argument names one.
+    CHECK(field_of(problem) == (code == ErrorCode::invalid_argument ? "macs" : ""));
+  }
+  CHECK(api.service.operations().empty());
+  // The service's error stands as it said it, whatever its wording: no field read out of a message.
+  api.service.refuse_next(Error{ErrorCode::invalid_argument, "boot_image: must be absolute"});
+  CHECK(field_of(check_problem(api.request("DELETE", "/v1/vms/vm1"), 400, "invalid_argument")).empty());
+}
+
+TEST_CASE("a failed operation reports its error as the problem its code maps to") {
+  FakeApi api;
+  const auto begun = api.request("POST", "/v1/vms", R"({"name":"big","template":"gx3-16x128x1h100"})");
+  REQUIRE(begun.status == 202);
+  const auto id = text(begun.json().at("id"));
+  api.service.end(id, Error{ErrorCode::does_not_fit, "needs 8 GPUs under distinct switches; 2 are free"});
+  const auto ended = api.request("GET", "/v1/operations/" + id).json();
+  CHECK(text(ended.at("state")) == "failed");
+  const auto& error = ended.at("error");
+  CHECK(error.at("status").as_int64() == 409);
+  CHECK(text(error.at("code")) == "does_not_fit");
+  CHECK(text(error.at("detail")) == "needs 8 GPUs under distinct switches; 2 are free");
+  CHECK(text(error.at("instance")) == "/v1/operations/" + id);
+}
+
+TEST_CASE("a VM is answered with what the service holds for it, and its files from the service") {
+  FakeApi api;
+  daemon::VmView vm;
+  vm.name = "train-0";
+  vm.uuid = "7d3c0a52-8f5e-4a3b-9c1d-2e4f6a8b0c1d";
+  vm.managed = true;
+  vm.state = "running";
+  vm.last_event = "started (booted)";
+  daemon::ManagedVmView record;
+  record.template_name = "gx3-16x128x1h100";
+  record.request_id = "r-7";
+  record.created_at = "2026-12-02T09:00:00Z";
+  record.boot_image = "/var/lib/images/u.qcow2";
+  record.disk_pool = "hostagent";
+  record.disk_volume = "train-0.qcow2";
+  record.macs = {"52:54:00:00:00:01"};
+  record.allocation.vm = "train-0";
+  record.allocation.cpus = {4, 5, 6, 7};
+  record.allocation.devices = {PciAddress::parse("0000:1b:00.0").value()};
+  record.nccl_topology = "<system version=\"1\"/>";
+  record.rdma = {daemon::VfRdmaView{PciAddress::parse("0000:1b:00.2").value(), "mlx5_12", 1, "ACTIVE", "Ethernet", 3,
+                                    "0c42:a103:0012:3456", ""}};
+  vm.record = record;
+  api.service.put_vm(vm, "<domain type='kvm'/>");
+
+  const auto json = api.request("GET", "/v1/vms/train-0").json();
+  CHECK(text(json.at("state")) == "running");
+  CHECK(text(json.at("last_event")) == "started (booted)");
+  const auto& got = json.at("record");
+  CHECK(text(got.at("template")) == "gx3-16x128x1h100");
+  CHECK(text(got.at("disk")) == "hostagent/train-0.qcow2");
+  CHECK(text(got.at("holds").at("cpus")) == "4-7");
+  CHECK(text(got.at("holds").at("devices").at(0)) == "0000:1b:00.0");
+  CHECK(text(got.at("rdma").at(0).at("host_device")) == "mlx5_12");
+  CHECK(got.at("rdma").at(0).at("roce_v2_gid_index").as_int64() == 3);
+  CHECK(api.request("GET", "/v1/vms").json().at("vms").as_array().size() == 1);
+
+  const auto xml = api.request("GET", "/v1/vms/train-0/domain-xml");
+  CHECK(xml.content_type.find("application/xml") == 0);
+  CHECK(xml.body == "<domain type='kvm'/>");
+  CHECK(api.request("GET", "/v1/vms/train-0/nccl-topology").body == "<system version=\"1\"/>");
+  check_problem(api.request("GET", "/v1/vms/ghost"), 404, "not_found");
+}
+
+TEST_CASE("ready follows the service's status: 503 with one Retry-After, live stays 200") {
+  FakeApi api;
+  CHECK(api.request("GET", "/v1/health/ready").status == 200);
+  daemon::ServiceStatus status;
+  status.ready = true;
+  status.libvirt_connected = false;
+  api.service.set_status(status);
+  const auto away = check_problem(api.request("GET", "/v1/health/ready"), 503, "not_ready");
+  CHECK(text(away.at("detail")).find("libvirtd is not connected") != std::string::npos);
+  status.ready = false;
+  status.libvirt_connected = true;
+  api.service.set_status(status);
+  const auto reconciling = api.request("GET", "/v1/health/ready");
+  CHECK(text(check_problem(reconciling, 503, "not_ready").at("detail")).find("reconciling") != std::string::npos);
+  REQUIRE(reconciling.headers.count("retry-after") == 1);  // and ApiServer checks it is sent once
+  CHECK(reconciling.headers.at("retry-after") == "5");
+  CHECK(api.request("GET", "/v1/health/live").status == 200);
+}
+
+TEST_CASE("an event the service publishes reaches a stream client as one frame") {
+  FakeApi api;
+  auto stream = EventStreamReader::open(api.server.socket_path());
+  REQUIRE_MESSAGE(stream.ok(), stream.error().message);
+  CHECK((*stream)->status() == 200);
+  daemon::ServiceEvent event;
+  event.kind = daemon::ServiceEvent::Kind::vm;
+  event.vm = "train-0";
+  event.vm_state = "running";
+  event.detail = "started (booted)";
+  // The stream subscribes when its request is handled; publish until the frame comes.
+  std::string seen;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (seen.find("event: vm\n") == std::string::npos && std::chrono::steady_clock::now() < deadline) {
+    api.service.publish(event);
+    seen = (*stream)->read_until([](const std::string& got) { return got.find("event: vm\n") != std::string::npos; },
+                                 std::chrono::milliseconds(200));
+  }
+  CHECK(seen.find("data: {\"vm\":\"train-0\",\"state\":\"running\",\"detail\":\"started (booted)\"}") !=
+        std::string::npos);
+}
+
+TEST_CASE("routes refuse before the service: 404, 405 with Allow, 415 and 413, and nothing reaches it") {
+  FakeApi api;
+  check_problem(api.request("GET", "/v1/nothing"), 404, "not_found");
+  check_problem(api.request("GET", "/v2/vms"), 404, "not_found");
+  const auto put = api.request("PUT", "/v1/vms", "{}");
+  check_problem(put, 405, "method_not_allowed");
+  CHECK(put.headers.at("allow") == "GET, POST");
+  const auto get_start = api.request("GET", "/v1/vms/a/start");
+  check_problem(get_start, 405, "method_not_allowed");
+  CHECK(get_start.headers.at("allow") == "POST");
+  check_problem(api.server.request("POST", "/v1/vms", R"({"name":"a","template":"t"})", "text/plain"), 415,
+                "unsupported_media_type");
+  check_problem(api.server.request("POST", "/v1/vms", R"({"name":"a","template":"t"})"), 415, "unsupported_media_type");
+  const std::string big = R"({"name":"a","template":"t","user_data":")" + std::string(2U << 20, 'x') + "\"}";
+  CHECK(api.request("POST", "/v1/vms", big).status == 413);
+  CHECK(field_of(check_problem(api.request("POST", "/v1/vms", R"({"name":"a/b","template":"t"})"), 400,
+                               "invalid_argument")) == "name");
+  CHECK(api.service.creates().empty());
+  CHECK(api.service.commands().empty());
+}
+
+TEST_CASE("TCP needs a bearer token, a reader may only read, and a refused change never reaches the service") {
+  FakeApi api;
+  api.put_vm("vm1");
+  ClientRequest anonymous{"GET", "/v1/vms", "", "", {}};
+  const auto unauthenticated = api.server.tcp_request(anonymous);
+  check_problem(unauthenticated, 401, "unauthenticated");
+  CHECK(unauthenticated.headers.at("www-authenticate").find("Bearer") == 0);
+  check_problem(api.request("GET", "/v1/vms", "", "wrong-token"), 401, "unauthenticated");
+
+  CHECK(api.request("GET", "/v1/vms", "", ApiServer::kReaderToken).status == 200);
+  CHECK(api.request("GET", "/v1/host/capacity", "", ApiServer::kReaderToken).status == 200);
+  const std::string body = R"({"name":"r","template":"gx3-16x128x1h100"})";
+  check_problem(api.request("POST", "/v1/vms", body, ApiServer::kReaderToken), 403, "forbidden");
+  check_problem(api.request("DELETE", "/v1/vms/vm1", "", ApiServer::kReaderToken), 403, "forbidden");
+  CHECK(api.service.creates().empty());
+  CHECK(api.service.commands().empty());
+  // A HEAD reads: a reader gets what an operator gets (no route takes HEAD: 405), not 403.
+  for (const char* token : {ApiServer::kReaderToken, ApiServer::kOperatorToken}) {
+    CAPTURE(token);
+    const auto head = api.request("HEAD", "/v1/vms", "", token);
+    CHECK(head.status == 405);
+    CHECK(head.headers.count("allow") == 1);
+  }
+  // An operator's change passes authentication and reaches the service.
+  CHECK(api.request("POST", "/v1/vms", body, ApiServer::kOperatorToken).status == 202);
+  CHECK(api.service.creates().size() == 1);
+}
+
+}  // namespace hostagent::testing
