@@ -5,9 +5,9 @@
 #include <pugixml.hpp>
 
 #include "bench_support.hpp"
-#include "hostagent/daemon/shape_request.hpp"
 #include "hostagent/numa/placement.hpp"
 #include "hostagent/render/guest_renderer.hpp"
+#include "hostagent/vmtemplates/shape_request.hpp"
 #include "hostagent/vmtemplates/vm_template.hpp"
 
 int main(int argc, char** argv) {

@@ -116,7 +116,7 @@ use_tmpfs_scratch() {
 }
 scratch=""
 remove_scratch() { [[ -z $scratch ]] || rm -rf --one-file-system "$scratch"; }
-# The verify-guest boots print their times (tests/hostagent/verify) into the tree; listed here.
+# The verify-guest boots print their times (tests/verify) into the tree; listed here.
 test_tree() {
   rm -f "build/$1/verify-guest-times.txt"
   ctest --preset "$2"

@@ -1,5 +1,5 @@
 // Test helper: reads a cpio "newc" archive back, checking its framing as it goes, for the tests of
-// the archive writer (hostagent/verify/guest_image) and of the initramfs images built with it.
+// the archive writer (verify/guest_image) and of the initramfs images built with it.
 #pragma once
 
 #include <doctest/doctest.h>

@@ -29,7 +29,7 @@ constexpr int kMaxNvme = 64;
 // Linux's COMMAND_LINE_SIZE is 2048 on x86 (4096 on some architectures): QEMU passes a longer line
 // on and the kernel keeps its first 2047 bytes. 4096 refuses only what no kernel would read.
 constexpr std::size_t kMaxCmdline = 4096;
-constexpr int kMaxCells = 14;  // one pxb-pcie per cell, on pcie-root slots 0x10-0x1d (hostagent/render)
+constexpr int kMaxCells = 14;  // one pxb-pcie per cell, on pcie-root slots 0x10-0x1d (render)
 constexpr uint16_t kNvidia = 0x10de;
 constexpr uint64_t kHuge2M = 2ULL << 20;
 constexpr uint64_t kHuge1G = 1ULL << 30;

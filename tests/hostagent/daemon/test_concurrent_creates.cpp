@@ -6,8 +6,8 @@
 #include <future>
 
 #include "daemon_fixture.hpp"
-#include "hostagent/daemon/shape_request.hpp"
 #include "hostagent/numa/placement.hpp"
+#include "hostagent/vmtemplates/shape_request.hpp"
 #include "hostagent/vmtemplates/vm_template.hpp"
 #include "simulated_hosts.hpp"
 

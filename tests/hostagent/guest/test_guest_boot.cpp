@@ -13,10 +13,10 @@
 #include <sstream>
 #include <thread>
 
-#include "hostagent/daemon/shape_request.hpp"
 #include "hostagent/numa/discovery.hpp"
 #include "hostagent/numa/placement.hpp"
 #include "hostagent/render/guest_renderer.hpp"
+#include "hostagent/vmtemplates/shape_request.hpp"
 #include "hostagent/vmtemplates/vm_template.hpp"
 #include "libvirtd_support.hpp"
 #include "test_guest.hpp"

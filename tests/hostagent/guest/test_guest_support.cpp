@@ -1,5 +1,5 @@
 // The test guest's pieces, without libvirtd: the initramfs built from this host (its cpio writer is
-// tested with hostagent/verify), /init's syntax, the template, the console report and module
+// tested with verify), /init's syntax, the template, the console report and module
 // decompression.
 #include <doctest/doctest.h>
 #include <sys/stat.h>

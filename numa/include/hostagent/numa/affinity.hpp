@@ -1,7 +1,7 @@
 // numa/affinity: how two PCI functions of the host reach each other, in the spirit of
 // `nvidia-smi topo -m` and of NCCL's path types: through a PCIe switch they share (NCCL's PIX/PXB,
 // no CPU in the path), within one NUMA node (PHB/NODE), or across the inter-socket link (SYS).
-// hostagentctl's topology report prints it; the guest check (hostagent/verify) holds the booted
+// hostagentctl's topology report prints it; the guest check (verify/) holds the booted
 // guest to it.
 #pragma once
 

@@ -1,5 +1,5 @@
 // hostagent/daemon/log: the daemon's log lines. Under systemd, with stderr connected to the journal,
-// each line is a journal record with structured fields (hostagent/systemd/journal: MESSAGE,
+// each line is a journal record with structured fields (systemd/journal: MESSAGE,
 // PRIORITY, HOSTAGENT_VM, HOSTAGENT_OPERATION, HOSTAGENT_DEVICE); otherwise one line on stderr with
 // its sd-daemon(3) priority prefix. A sink tests can replace to keep their output readable.
 #pragma once

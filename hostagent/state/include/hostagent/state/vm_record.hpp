@@ -14,7 +14,7 @@
 
 namespace hostagent::state {
 
-// The namespace URI of hostagent's metadata element; hostagent/render writes the same one.
+// The namespace URI of hostagent's metadata element; render/ writes the same one.
 inline constexpr std::string_view kMetadataNamespace = "https://hostagent.dev/xmlns/domain/1";
 
 // What the caller gave for this VM beyond the template.

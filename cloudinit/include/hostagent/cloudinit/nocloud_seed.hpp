@@ -1,0 +1,39 @@
+// cloudinit: the cloud-init NoCloud seed of a VM. cloud-init's NoCloud datasource looks
+// for a filesystem labelled "cidata" (or "CIDATA") holding the files "meta-data" (YAML: instance-id,
+// local-hostname) and "user-data" (whatever the user gives cloud-init); both must be present. This
+// module writes that filesystem as an ISO 9660 image (Rock Ridge + Joliet, built with libisofs),
+// which the domain attaches as a read-only CD-ROM (render's GuestOptions::seed_iso).
+#pragma once
+
+#include <cstddef>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "hostagent/common/result.hpp"
+
+namespace hostagent::cloudinit {
+
+struct NoCloudSeed {
+  // cloud-init runs its first-boot modules once per instance id (and keeps its state under
+  // /var/lib/cloud/instances/<instance-id> in the guest): the VM's UUID.
+  // 1-128 characters from A-Z a-z 0-9 _ . -, not starting with '.'.
+  std::string instance_id;
+  std::string hostname;  // local-hostname: an RFC 1123 label (1-63 of A-Z a-z 0-9 -, no '-' at either end)
+  // Each one line of printable ASCII, "<type> <base64> [comment]", e.g. "ssh-ed25519 AAAA... alice@laptop".
+  std::vector<std::string> ssh_authorized_keys;
+  // cloud-init user data as given ("#cloud-config ...", a script, a MIME multipart, gzip...), written
+  // byte for byte; "" for none. Giving both this and ssh_authorized_keys is refused.
+  std::string user_data;
+};
+
+inline constexpr std::size_t kMaxUserDataBytes = std::size_t{64} * 1024;
+
+// Validates the seed (every message names the field), then writes the ISO at `iso` (an absolute
+// path) atomically: a temporary file in the same directory, fsync, rename over `iso`, fsync the
+// directory. The file is mode 0600 (user data may hold secrets); libvirt's DAC driver hands it to
+// the QEMU user when the domain starts. A missing directory is not_found naming the path.
+// Thread-safe.
+Status write_nocloud_seed(const std::filesystem::path& iso, const NoCloudSeed& seed);
+
+}  // namespace hostagent::cloudinit

@@ -1,0 +1,68 @@
+// render: the guest that mirrors the host. From the host model, the VM's shape and its
+// placement, renders the libvirt domain XML (q35, one pxb-pcie per guest NUMA cell, an emulated
+// PCIe switch per host switch used, pinned vCPUs, strict per-cell hugepage memory) and the NCCL
+// topology file with the PCI addresses the guest will see. Built with pugixml: nothing from a
+// request is ever spliced into XML text.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "hostagent/common/result.hpp"
+#include "hostagent/numa/host_model.hpp"
+#include "hostagent/numa/placement.hpp"
+#include "hostagent/vmtemplates/vm_template.hpp"
+
+namespace hostagent::render {
+
+// A NIC VF's RDMA side as the host saw it before the VM took it (the VM record's rdma entry).
+struct NicRdma {
+  std::string node_guid;                 // "xxxx:xxxx:xxxx:xxxx": the guest's device reports the same
+  std::optional<int> roce_v2_gid_index;  // RoCE: the GID NCCL picks by default on the host
+};
+
+struct GuestOptions {
+  std::string name;                  // the domain name; validated: [A-Za-z0-9_.-]{1,64}
+  std::string domain_type = "kvm";   // kvm | qemu | test
+  std::string emulator;              // "" leaves libvirt's default
+  bool managed_hostdevs = true;      // libvirt binds to vfio-pci itself (until hostagent prepares devices)
+  std::vector<std::string> vf_macs;  // one per VF in placement order; empty: derived from the name
+  std::string uuid;                  // "" lets libvirt choose
+  // An absolute path on the host; "" for none. virtlogd copies the guest's serial console into it
+  // (appending), so an operator can read what a guest printed after the fact, even after it is gone.
+  std::string console_log;
+  // An absolute path on the host; "" for none. A cloud-init NoCloud seed (cloudinit/),
+  // attached as a read-only SATA CD-ROM on q35's built-in AHCI controller.
+  std::string seed_iso;
+  // By VF host address: the NCCL topology gives that VF's <net> its GUID and notes its GID index.
+  std::map<numa::PciAddress, NicRdma> nic_rdma;
+};
+
+// Where a host function appears inside the guest.
+struct GuestDeviceAddress {
+  numa::PciAddress host;
+  numa::PciAddress guest;
+  std::string role;  // "gpu", "nic", "nvme", "companion"
+  int guest_cell = 0;
+};
+
+struct RenderedGuest {
+  std::string domain_xml;
+  std::string nccl_topology_xml;
+  std::vector<GuestDeviceAddress> addresses;
+};
+
+// The MAC each VF of the placement gets, with the VF's host address, in placement order (each GPU's
+// VFs, then the extra VFs): what the domain XML gives the guest, and what device preparation sets
+// on the VF over netlink before the VM starts.
+Result<std::vector<std::pair<numa::PciAddress, std::string>>> vf_mac_addresses(const vmtemplates::VmTemplate& shape,
+                                                                               const numa::Placement& placement,
+                                                                               const GuestOptions& options);
+
+Result<RenderedGuest> render_guest(const numa::HostModel& host, const vmtemplates::VmTemplate& shape,
+                                   const numa::Placement& placement, const GuestOptions& options);
+
+}  // namespace hostagent::render

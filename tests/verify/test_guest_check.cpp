@@ -1,0 +1,155 @@
+// verify/guest_check: recorded consoles of real boots match; each rule, broken on purpose
+// in a copy of a real view, is reported with the device and both sides' values.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <pugixml.hpp>
+#include <sstream>
+
+#include "hostagent/verify/guest_check.hpp"
+#include "verify_fixture.hpp"
+
+namespace hostagent::verify {
+namespace {
+
+struct Recorded {
+  ctl::PlacedGuest placed;
+  StandIn stand_in;
+  GuestView view;
+
+  GuestCheck check() const {
+    return check_guest(CheckInputs{placed.host, placed.placement, placed.rendered, stand_in}, view);
+  }
+  GuestPciFunction& at(const std::string& role, int nth) {
+    int seen = 0;
+    for (const auto& a : placed.rendered.addresses) {
+      if (a.role != role || seen++ != nth) continue;
+      const auto it = std::find_if(view.functions.begin(), view.functions.end(),
+                                   [&](const auto& f) { return f.address == a.guest; });
+      REQUIRE(it != view.functions.end());
+      return *it;
+    }
+    FAIL("no " << role << " " << nth);
+    throw;
+  }
+};
+
+// The stand-in as the recording's boot had it: the default options (1 vCPU, 256 MiB per cell).
+Recorded recorded(const std::string& shape, const std::string& host) {
+  Recorded r{testing::placed_guest(shape, host), {}, {}};
+  auto stand_in = make_stand_in(r.placed.rendered.domain_xml, testing::stand_in_options());
+  REQUIRE(stand_in.ok());
+  r.stand_in = std::move(*stand_in);
+  auto view = parse_guest_view(testing::recorded_console(host + "-" + shape));
+  REQUIRE_MESSAGE(view.ok(), view.error().message);
+  r.view = std::move(*view);
+  return r;
+}
+
+bool has_finding(const GuestCheck& check, const std::string& part) {
+  return std::any_of(check.findings.begin(), check.findings.end(),
+                     [&](const std::string& f) { return f.find(part) != std::string::npos; });
+}
+
+std::string all_findings(const GuestCheck& check) {
+  std::string out;
+  for (const auto& f : check.findings) out += f + "\n";
+  return out;
+}
+
+TEST_CASE("recorded boots of Vela-like hosts match their host, switch for switch") {
+  struct Case {
+    std::string shape, host;
+    std::size_t devices;
+  };
+  for (const auto& c : {Case{"gx3-32x256x2h100", "vela2", 4}, Case{"gx2-80x1280x8a100", "vela1", 14}}) {
+    CAPTURE(c.shape);
+    const auto r = recorded(c.shape, c.host);
+    const auto check = r.check();
+    CHECK_MESSAGE(check.ok(), all_findings(check));
+    CHECK(check.devices.size() == c.devices);
+    CHECK(check.guest.relation == check.host.relation);
+    const auto& row = check.host.relation.front();  // GPU0
+    CHECK(std::count(row.begin(), row.end(), numa::Affinity::same_switch) >= 1);
+    const auto matrices = format_matrices(check);
+    for (const char* marked : {"SW*", "NODE*", "SYS*", "?*"}) CHECK(matrices.find(marked) == std::string::npos);
+  }
+}
+
+TEST_CASE("a NIC that is not under its GPU's switch in the guest is a difference") {
+  auto r = recorded("gx3-32x256x2h100", "vela2");
+  // NIC0 moved under GPU1's switch: the guest then pairs it with the wrong GPU.
+  r.at("nic", 0).bridges = r.at("gpu", 1).bridges;
+  const auto check = r.check();
+  CHECK(has_finding(check, "GPU0 and NIC0 (host 0000:18:00.0 and 0000:19:00.1): the host has them SW, the guest NODE"));
+  CHECK(has_finding(check, "GPU1 and NIC0 (host 0000:29:00.0 and 0000:19:00.1): the host has them NODE, the guest SW"));
+  CHECK(format_matrices(check).find("NODE*") != std::string::npos);
+}
+
+TEST_CASE("a device on the wrong guest node, missing, or not the stand-in is a difference") {
+  auto r = recorded("gx2-80x1280x8a100", "vela1");
+  r.at("gpu", 0).numa_node = 1;
+  CHECK(has_finding(r.check(), "the guest puts it on NUMA node 1, its cell is 0"));
+  r.at("gpu", 0).numa_node = 0;
+  r.at("nvme", 0).vendor = 0x8086;
+  CHECK(has_finding(r.check(), ": the guest has 8086:"));
+  const auto gone = r.at("nvme", 1).address;
+  r.view.functions.erase(
+      std::find_if(r.view.functions.begin(), r.view.functions.end(), [&](const auto& f) { return f.address == gone; }));
+  const auto check = r.check();
+  CHECK(has_finding(check, "the guest has no PCI function at " + gone.to_string()));
+  CHECK(has_finding(check, "stand-in devices, the stand-in domain"));
+}
+
+TEST_CASE("the guest's nodes must be the stand-in's cells with their CPUs and memory") {
+  auto r = recorded("gx2-80x1280x8a100", "vela1");
+  r.view.nodes[1].cpus = {1, 2};
+  r.view.nodes[0].mem_kib = 1024;
+  auto check = r.check();
+  CHECK(has_finding(check, "guest NUMA node 1 has CPUs 1-2, its cell 1"));
+  CHECK(has_finding(check, "guest NUMA node 0 manages 1024 KiB of its cell's 262144 KiB"));
+  r.view.nodes.pop_back();
+  check = r.check();
+  CHECK(has_finding(check, "the guest has 1 NUMA nodes, the stand-in 2 cells"));
+  CHECK(has_finding(check, "guest NUMA node 1 is missing"));
+}
+
+TEST_CASE("the rendered cells must hold the placed vCPUs, pinned on their host node, and the placed memory") {
+  auto r = recorded("gx3-32x256x2h100", "vela2");
+  const auto& cell = r.placed.placement.cells.front();
+  const auto elsewhere = std::find_if(r.placed.host.cpus.begin(), r.placed.host.cpus.end(),
+                                      [&](const numa::Cpu& c) { return c.numa_node != cell.host_node; });
+  REQUIRE(elsewhere != r.placed.host.cpus.end());
+  pugi::xml_document doc;
+  REQUIRE(doc.load_string(r.placed.rendered.domain_xml.c_str()));
+  const auto domain = doc.child("domain");
+  domain.child("cputune").find_child_by_attribute("vcpupin", "vcpu", "0").attribute("cpuset").set_value(elsewhere->id);
+  domain.child("cpu").child("numa").child("cell").attribute("memory").set_value("1024");
+  std::ostringstream xml;
+  doc.save(xml);
+  r.placed.rendered.domain_xml = xml.str();
+  const auto check = r.check();
+  CHECK(has_finding(check, "rendered cell 0: vCPU 0 is pinned to host CPU " + std::to_string(elsewhere->id) +
+                               ", placed on " + std::to_string(cell.host_cpus.front()) + " of host node " +
+                               std::to_string(cell.host_node)));
+  CHECK(has_finding(check, "rendered cell 0 has 1024 KiB, placed " + std::to_string(cell.memory_bytes / 1024)));
+}
+
+TEST_CASE("every NCCL topology bus ID must be the guest's, a bridge where the file nests devices") {
+  auto r = recorded("gx3-32x256x2h100", "vela2");
+  const auto gpu0 = r.at("gpu", 0).address.to_string();
+  auto& xml = r.placed.rendered.nccl_topology_xml;
+  xml.replace(xml.find(gpu0), gpu0.size(), "0000:77:00.0");
+  const auto& upstream = r.at("gpu", 1).bridges[1];  // root port, upstream port, downstream port
+  std::find_if(r.view.functions.begin(), r.view.functions.end(), [&](const auto& f) {
+    return f.address == upstream;
+  })->class_code = 0x00ff00;
+  const auto check = r.check();
+  CHECK(has_finding(check, "NCCL topology busid 0000:77:00.0: the guest has no such PCI function"));
+  CHECK(has_finding(check, "gpu 0000:18:00.0 (guest " + gpu0 + "): not in the NCCL topology file"));
+  CHECK(has_finding(check, "NCCL topology busid " + upstream.to_string() +
+                               ": the file nests devices under it, the guest has no bridge there"));
+}
+
+}  // namespace
+}  // namespace hostagent::verify

@@ -1,0 +1,65 @@
+// verify/guest_check: holds what a booted guest saw against what the host has and what
+// was placed and rendered. Pure: no I/O, so every rule is tested on views written by hand.
+//
+// The rules (each broken one is a finding naming the device, the host and guest addresses and both
+// sides' values):
+//  - every placed device's stand-in is at its rendered guest address;
+//  - it is on the guest NUMA node of its cell, and that cell mirrors the host node of its host device;
+//  - for every pair of placed GPUs, NIC VFs and NVMe drives, the guest relation (a shared bridge, the
+//    same node, across nodes) is the host's (numa::affinity): a GPU and a NIC share a switch in the
+//    guest exactly when they share one on the host;
+//  - the guest's NUMA nodes are the stand-in's cells, with their vCPUs and (most of) their memory, and
+//    the rendered domain's cells hold the placed vCPUs, pinned on their cell's host node, and the
+//    placed memory;
+//  - every bus ID in the rendered NCCL topology file is a function of the guest, a bridge where the
+//    file nests devices under it, the devices below it in the guest too, on the file's NUMA node.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "hostagent/numa/affinity.hpp"
+#include "hostagent/numa/host_model.hpp"
+#include "hostagent/numa/placement.hpp"
+#include "hostagent/render/guest_renderer.hpp"
+#include "hostagent/verify/guest_view.hpp"
+#include "hostagent/verify/stand_in.hpp"
+
+namespace hostagent::verify {
+
+struct CheckInputs {
+  const numa::HostModel& host;
+  const numa::Placement& placement;
+  const render::RenderedGuest& rendered;
+  const StandIn& stand_in;
+};
+
+// A relation matrix over the placed devices, in `labels` order ("GPU0", "NIC0", "NVME0": by role,
+// then host address).
+struct AffinityMatrix {
+  std::vector<std::string> labels;
+  std::vector<std::vector<numa::Affinity>> relation;  // [row][column]
+};
+
+struct MatrixDevice {
+  std::string label;
+  PciAddress host;
+  PciAddress guest;
+  int guest_cell = 0;
+};
+
+struct GuestCheck {
+  std::vector<std::string> findings;  // empty: the guest sees the host's topology
+  std::vector<MatrixDevice> devices;  // the matrices' rows, in order
+  AffinityMatrix host;
+  AffinityMatrix guest;
+  bool ok() const { return findings.empty(); }
+};
+
+GuestCheck check_guest(const CheckInputs& inputs, const GuestView& view);
+
+// The host and guest matrices side by side, each cell "SW", "NODE", "SYS" (a differing cell is
+// marked with '*' on the guest side), then a legend: label, host address, guest address, cell.
+std::string format_matrices(const GuestCheck& check);
+
+}  // namespace hostagent::verify

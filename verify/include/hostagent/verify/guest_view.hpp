@@ -1,0 +1,54 @@
+// verify/guest_view: what the booted probe guest saw, as it printed it on its serial
+// console, and the probe's /init that prints it. The guest reads only its own sysfs: each PCI
+// function's address, IDs, class, NUMA node and the chain of bridges up to its root bus (the
+// kernel's /sys/devices path), and each NUMA node's CPUs and memory. It then powers off.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "hostagent/common/pci_address.hpp"
+#include "hostagent/common/result.hpp"
+
+namespace hostagent::verify {
+
+// Every line the probe prints starts with this, so kernel messages and firmware output around
+// them are told apart.
+inline constexpr std::string_view kViewPrefix = "hostagent-guest-view: ";
+
+// The probe's /init: busybox shell, every command spelled "busybox APPLET".
+std::string probe_init_script();
+
+struct GuestPciFunction {
+  PciAddress address;
+  uint16_t vendor = 0;
+  uint16_t device = 0;
+  uint32_t class_code = 0;
+  std::optional<int> numa_node;  // nullopt when the guest kernel says -1 (no _PXM above it)
+  uint32_t root_domain = 0;      // the root bus it hangs from: pci0000:40 is domain 0, bus 0x40
+  int root_bus = 0;
+  std::vector<PciAddress> bridges;  // from the root bus down to its parent; empty on a root bus
+  bool is_bridge() const { return (class_code >> 8) == 0x0604; }
+};
+
+struct GuestNode {
+  int id = 0;
+  std::vector<int> cpus;
+  uint64_t mem_kib = 0;  // the node's MemTotal: what the guest kernel manages of the cell's memory
+};
+
+struct GuestView {
+  std::vector<GuestNode> nodes;             // by id
+  std::vector<GuestPciFunction> functions;  // by address
+  const GuestPciFunction* find(const PciAddress& address) const;
+};
+
+// The view in a console log. Fails with parse_error when the probe's begin or end line is missing
+// (the guest did not reach its /init, or stopped before it finished) or a line is malformed, with
+// the line's number.
+Result<GuestView> parse_guest_view(std::string_view console);
+
+}  // namespace hostagent::verify

@@ -1,0 +1,308 @@
+// verify/guest_check: the rules of the header, one function each.
+#include "hostagent/verify/guest_check.hpp"
+
+#include <pugixml.hpp>
+
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <optional>
+#include <set>
+
+#include "hostagent/common/sysfs_root.hpp"
+
+namespace hostagent::verify {
+namespace {
+
+using numa::Affinity;
+
+std::string hex4(uint16_t value) {
+  char text[8];
+  std::snprintf(text, sizeof text, "%04x", value);
+  return text;
+}
+
+std::string node_text(const std::optional<int>& node) {
+  return node ? std::to_string(*node) : std::string("none");
+}
+
+class Checker {
+ public:
+  Checker(const CheckInputs& in, const GuestView& view) : in_(in), view_(view) {}
+
+  GuestCheck run() {
+    check_devices();
+    check_matrices();
+    check_guest_nodes();
+    check_rendered_cells();
+    check_nccl_topology();
+    return std::move(out_);
+  }
+
+ private:
+  void finding(std::string what) { out_.findings.push_back(std::move(what)); }
+
+  static std::string describe(const render::GuestDeviceAddress& a) {
+    return a.role + " " + a.host.to_string() + " (guest " + a.guest.to_string() + ")";
+  }
+
+  // Each rendered device: its stand-in at its guest address, on its cell's node, which mirrors the
+  // host node of the device; and no stand-in elsewhere.
+  void check_devices() {
+    const auto in_guest = std::count_if(view_.functions.begin(), view_.functions.end(),
+                                        [](const auto& f) { return is_stand_in_id(f.vendor, f.device); });
+    if (static_cast<std::size_t>(in_guest) != in_.stand_in.devices.size()) {
+      finding("the guest has " + std::to_string(in_guest) + " stand-in devices, the stand-in domain " +
+              std::to_string(in_.stand_in.devices.size()));
+    }
+    for (const auto& a : in_.rendered.addresses) {
+      const auto* f = view_.find(a.guest);
+      if (f == nullptr) {
+        finding(describe(a) + ": the guest has no PCI function at " + a.guest.to_string());
+        continue;
+      }
+      if (!is_stand_in_id(f->vendor, f->device)) {
+        finding(describe(a) + ": the guest has " + hex4(f->vendor) + ":" + hex4(f->device) +
+                " there, not the stand-in (virtio-rng)");
+      }
+      if (f->numa_node != a.guest_cell) {
+        finding(describe(a) + ": the guest puts it on NUMA node " + node_text(f->numa_node) + ", its cell is " +
+                std::to_string(a.guest_cell));
+      }
+      check_host_node(a);
+    }
+  }
+
+  void check_host_node(const render::GuestDeviceAddress& a) {
+    const auto* host = in_.host.find(a.host);
+    if (host == nullptr || a.guest_cell < 0 || static_cast<std::size_t>(a.guest_cell) >= in_.placement.cells.size()) {
+      finding(describe(a) + ": not a device of the host, or its cell is not placed");
+      return;
+    }
+    const int mirrored = in_.placement.cells[static_cast<std::size_t>(a.guest_cell)].host_node;
+    if (host->numa_node && *host->numa_node != mirrored) {
+      finding(describe(a) + ": on host NUMA node " + std::to_string(*host->numa_node) + ", but its guest cell " +
+              std::to_string(a.guest_cell) + " mirrors host node " + std::to_string(mirrored));
+    }
+  }
+
+  static int role_rank(const std::string& role) { return role == "gpu" ? 0 : role == "nic" ? 1 : 2; }
+
+  std::vector<const render::GuestDeviceAddress*> matrix_rows() const {
+    std::vector<const render::GuestDeviceAddress*> rows;
+    for (const auto& a : in_.rendered.addresses) {
+      if (a.role == "gpu" || a.role == "nic" || a.role == "nvme") rows.push_back(&a);
+    }
+    std::sort(rows.begin(), rows.end(), [](const auto* x, const auto* y) {
+      return std::pair(role_rank(x->role), x->host) < std::pair(role_rank(y->role), y->host);
+    });
+    return rows;
+  }
+
+  static Affinity guest_affinity(const GuestPciFunction* a, const GuestPciFunction* b) {
+    if (a == nullptr || b == nullptr) return Affinity::unknown;
+    if (a->address == b->address) return Affinity::self;
+    for (const auto& bridge : a->bridges) {
+      if (std::find(b->bridges.begin(), b->bridges.end(), bridge) != b->bridges.end()) return Affinity::same_switch;
+    }
+    if (!a->numa_node || !b->numa_node) return Affinity::unknown;
+    return *a->numa_node == *b->numa_node ? Affinity::same_node : Affinity::across_nodes;
+  }
+
+  Affinity host_affinity(const PciAddress& a, const PciAddress& b) const {
+    const auto* fa = in_.host.find(a);
+    const auto* fb = in_.host.find(b);
+    return fa != nullptr && fb != nullptr ? numa::affinity(in_.host, *fa, *fb) : Affinity::unknown;
+  }
+
+  void check_matrices() {
+    const auto rows = matrix_rows();
+    std::map<std::string, int> per_role;
+    for (const auto* a : rows) {
+      std::string prefix = a->role == "gpu" ? "GPU" : a->role == "nic" ? "NIC" : "NVME";
+      const std::string label = prefix + std::to_string(per_role[a->role]++);
+      out_.devices.push_back(MatrixDevice{label, a->host, a->guest, a->guest_cell});
+      out_.host.labels.push_back(label);
+      out_.guest.labels.push_back(label);
+    }
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+      out_.host.relation.emplace_back();
+      out_.guest.relation.emplace_back();
+      for (std::size_t j = 0; j < rows.size(); ++j) {
+        const auto host = host_affinity(rows[i]->host, rows[j]->host);
+        const auto guest = guest_affinity(view_.find(rows[i]->guest), view_.find(rows[j]->guest));
+        out_.host.relation.back().push_back(host);
+        out_.guest.relation.back().push_back(guest);
+        if (j > i && host != guest) {
+          finding(out_.devices[i].label + " and " + out_.devices[j].label + " (host " + rows[i]->host.to_string() +
+                  " and " + rows[j]->host.to_string() + "): the host has them " + numa::affinity_label(host) +
+                  ", the guest " + numa::affinity_label(guest));
+        }
+      }
+    }
+  }
+
+  // The guest's NUMA nodes are the stand-in's cells. MemTotal is what the kernel manages: less than
+  // the cell by what firmware and the kernel itself keep (about a quarter of a small first cell).
+  void check_guest_nodes() {
+    if (view_.nodes.size() != in_.stand_in.cells.size()) {
+      finding("the guest has " + std::to_string(view_.nodes.size()) + " NUMA nodes, the stand-in " +
+              std::to_string(in_.stand_in.cells.size()) + " cells");
+    }
+    for (const auto& cell : in_.stand_in.cells) {
+      const auto node =
+          std::find_if(view_.nodes.begin(), view_.nodes.end(), [&](const GuestNode& n) { return n.id == cell.id; });
+      const std::string name = "guest NUMA node " + std::to_string(cell.id);
+      if (node == view_.nodes.end()) {
+        finding(name + " is missing");
+        continue;
+      }
+      if (node->cpus != cell.cpus) {
+        finding(name + " has CPUs " + format_cpu_list(node->cpus) + ", its cell " + format_cpu_list(cell.cpus));
+      }
+      if (node->mem_kib > cell.memory_kib || node->mem_kib * 2 < cell.memory_kib) {
+        finding(name + " manages " + std::to_string(node->mem_kib) + " KiB of its cell's " +
+                std::to_string(cell.memory_kib) + " KiB");
+      }
+    }
+  }
+
+  // The rendered (not the stand-in's) cells against the placement: the vCPUs, their pins on the
+  // cell's host node, the memory.
+  void check_rendered_cells() {
+    pugi::xml_document doc;
+    if (!doc.load_string(in_.rendered.domain_xml.c_str())) {
+      finding("the rendered domain XML does not parse");
+      return;
+    }
+    const auto domain = doc.child("domain");
+    std::map<int, int> pins;  // vCPU -> host CPU
+    for (auto pin : domain.child("cputune").children("vcpupin")) {
+      pins[pin.attribute("vcpu").as_int()] = pin.attribute("cpuset").as_int(-1);
+    }
+    std::map<int, pugi::xml_node> cells;
+    for (auto cell : domain.child("cpu").child("numa").children("cell")) cells[cell.attribute("id").as_int()] = cell;
+    for (const auto& placed : in_.placement.cells) check_rendered_cell(placed, cells[placed.id], pins);
+  }
+
+  void check_rendered_cell(const numa::GuestCell& placed, pugi::xml_node cell, const std::map<int, int>& pins) {
+    const std::string name = "rendered cell " + std::to_string(placed.id);
+    if (!cell) {
+      finding(name + " is missing from the domain XML");
+      return;
+    }
+    const auto cpus = parse_cpu_list(cell.attribute("cpus").value());
+    if (!cpus.ok() || *cpus != placed.vcpus) {
+      finding(name + " has vCPUs '" + cell.attribute("cpus").value() + "', placed " + format_cpu_list(placed.vcpus));
+    }
+    if (cell.attribute("memory").as_ullong() * 1024 != placed.memory_bytes) {
+      finding(name + " has " + cell.attribute("memory").value() + " KiB, placed " +
+              std::to_string(placed.memory_bytes / 1024) + " KiB");
+    }
+    for (std::size_t i = 0; i < placed.vcpus.size() && i < placed.host_cpus.size(); ++i) {
+      const auto pin = pins.find(placed.vcpus[i]);
+      const int host_cpu = pin == pins.end() ? -1 : pin->second;
+      const auto* cpu = host_cpu_of(host_cpu);
+      if (host_cpu != placed.host_cpus[i] || cpu == nullptr || cpu->numa_node != placed.host_node) {
+        finding(name + ": vCPU " + std::to_string(placed.vcpus[i]) + " is pinned to host CPU " +
+                std::to_string(host_cpu) + ", placed on " + std::to_string(placed.host_cpus[i]) + " of host node " +
+                std::to_string(placed.host_node));
+      }
+    }
+  }
+
+  const numa::Cpu* host_cpu_of(int id) const {
+    const auto it = std::find_if(in_.host.cpus.begin(), in_.host.cpus.end(), [&](const auto& c) { return c.id == id; });
+    return it == in_.host.cpus.end() ? nullptr : &*it;
+  }
+
+  void check_nccl_topology() {
+    pugi::xml_document doc;
+    if (!doc.load_string(in_.rendered.nccl_topology_xml.c_str())) {
+      finding("the rendered NCCL topology file does not parse");
+      return;
+    }
+    std::set<PciAddress> listed;
+    for (auto cpu : doc.child("system").children("cpu")) {
+      const int numaid = cpu.attribute("numaid").as_int(-1);
+      for (auto pci : cpu.children("pci")) check_nccl_pci(pci, numaid, std::nullopt, listed);
+    }
+    for (const auto& a : in_.rendered.addresses) {
+      if ((a.role == "gpu" || a.role == "nic") && listed.count(a.guest) == 0) {
+        finding(describe(a) + ": not in the NCCL topology file");
+      }
+    }
+  }
+
+  void check_nccl_pci(pugi::xml_node pci, int numaid, const std::optional<PciAddress>& parent,
+                      std::set<PciAddress>& listed) {
+    const std::string busid = pci.attribute("busid").value();
+    const auto address = PciAddress::parse(busid);
+    const std::string name = "NCCL topology busid " + busid;
+    const auto* f = address.ok() ? view_.find(*address) : nullptr;
+    if (f == nullptr) {
+      finding(name + ": the guest has no such PCI function");
+      return;
+    }
+    listed.insert(*address);
+    const bool nests = static_cast<bool>(pci.child("pci"));
+    if (nests && !f->is_bridge()) finding(name + ": the file nests devices under it, the guest has no bridge there");
+    if (!nests && !is_stand_in_id(f->vendor, f->device)) finding(name + ": the guest has no placed device there");
+    if (parent && std::find(f->bridges.begin(), f->bridges.end(), *parent) == f->bridges.end()) {
+      finding(name + ": the file puts it below " + parent->to_string() + ", the guest does not");
+    }
+    if (f->numa_node != numaid) {
+      finding(name + ": under cpu numaid " + std::to_string(numaid) + " in the file, on guest NUMA node " +
+              node_text(f->numa_node));
+    }
+    for (auto child : pci.children("pci")) check_nccl_pci(child, numaid, *address, listed);
+  }
+
+  const CheckInputs& in_;
+  const GuestView& view_;
+  GuestCheck out_;
+};
+
+std::string pad(const std::string& text, std::size_t width) {
+  return text.size() >= width ? text : std::string(width - text.size(), ' ') + text;
+}
+
+}  // namespace
+
+GuestCheck check_guest(const CheckInputs& inputs, const GuestView& view) {
+  return Checker(inputs, view).run();
+}
+
+// GPUs and NIC VFs only, as `hostagentctl topology` and nvidia-smi show them: NVMe drives are held
+// to the same rules (their differences are findings) but would double the width.
+std::string format_matrices(const GuestCheck& check) {
+  std::vector<std::size_t> shown;
+  for (std::size_t i = 0; i < check.devices.size(); ++i) {
+    if (!check.devices[i].label.starts_with("NVME")) shown.push_back(i);
+  }
+  const auto row = [&](const AffinityMatrix& m, std::size_t r, const AffinityMatrix* against) {
+    std::string line = m.labels[r] + std::string(7 - std::min<std::size_t>(6, m.labels[r].size()), ' ');
+    for (const auto c : shown) {
+      std::string cell = numa::affinity_label(m.relation[r][c]);
+      if (against != nullptr && against->relation[r][c] != m.relation[r][c]) cell += "*";
+      line += pad(cell, 6);
+    }
+    return line;
+  };
+  std::string header(7, ' ');
+  for (const auto c : shown) header += pad(check.host.labels[c], 6);
+  std::string out = "Host" + std::string(header.size() - 4, ' ') + "   | Guest (booted stand-in)\n";
+  out += header + "   | " + header + "\n";
+  for (const auto r : shown) out += row(check.host, r, nullptr) + "   | " + row(check.guest, r, &check.host) + "\n";
+  out += "\nSW = share a PCIe switch, NODE = same NUMA node, SYS = across nodes, * = differs from the host\n";
+  if (shown.size() < check.devices.size()) {
+    out += "(NVMe drives are held to the same rules; not shown)\n";
+  }
+  for (const auto& d : check.devices) {
+    out += "  " + d.label + std::string(7 - std::min<std::size_t>(6, d.label.size()), ' ') + "host " +
+           d.host.to_string() + "  guest " + d.guest.to_string() + "  cell " + std::to_string(d.guest_cell) + "\n";
+  }
+  return out;
+}
+
+}  // namespace hostagent::verify

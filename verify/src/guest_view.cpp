@@ -1,0 +1,226 @@
+// verify/guest_view: the probe's /init and the reader of what it prints (see the header).
+#include "hostagent/verify/guest_view.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <map>
+
+#include "hostagent/common/sysfs_root.hpp"
+#include "hostagent/verify/guest_image.hpp"
+
+namespace hostagent::verify {
+namespace {
+
+// The line format, version 1:
+//   begin version=1
+//   node ID cpus=CPULIST mem_kib=N
+//   pci ADDRESS vendor=0xVVVV device=0xDDDD class=0xCCCCCC numa_node=N path=pciDDDD:BB/ADDR/.../ADDRESS
+//   end
+constexpr std::string_view kVersion = "version=1";
+
+Error malformed(std::size_t line, const std::string& why) {
+  return Error{ErrorCode::parse_error, "guest console line " + std::to_string(line) + ": " + why};
+}
+
+// The non-empty pieces of text between separators.
+std::vector<std::string_view> split(std::string_view text, char separator) {
+  std::vector<std::string_view> out;
+  std::size_t at = 0;
+  while (at < text.size()) {
+    const auto end = std::min(text.find(separator, at), text.size());
+    if (end > at) out.push_back(text.substr(at, end - at));
+    at = end + 1;
+  }
+  return out;
+}
+
+template <typename Int>
+std::optional<Int> number(std::string_view text, int base) {
+  if (base == 16 && text.starts_with("0x")) text.remove_prefix(2);
+  Int value{};
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value, base);
+  if (ec != std::errc() || end != text.data() + text.size() || text.empty()) return std::nullopt;
+  return value;
+}
+
+// "key=value" words of a line, by key.
+std::map<std::string_view, std::string_view> fields(const std::vector<std::string_view>& line, std::size_t first) {
+  std::map<std::string_view, std::string_view> out;
+  for (std::size_t i = first; i < line.size(); ++i) {
+    const auto eq = line[i].find('=');
+    if (eq != std::string_view::npos) out[line[i].substr(0, eq)] = line[i].substr(eq + 1);
+  }
+  return out;
+}
+
+class ViewReader {
+ public:
+  Status line(std::size_t number, std::string_view text) {
+    const auto w = split(text, ' ');
+    if (w.empty()) return malformed(number, "empty probe line");
+    if (w[0] == "begin") return begin(number, w);
+    if (!begun_) return malformed(number, "'" + std::string(w[0]) + "' before the probe's begin line");
+    if (w[0] == "node") return node(number, w);
+    if (w[0] == "pci") return pci(number, w);
+    if (w[0] == "end") {
+      ended_ = true;
+      return ok_status();
+    }
+    return malformed(number, "unknown probe line '" + std::string(w[0]) + "'");
+  }
+
+  Result<GuestView> finish() {
+    if (!begun_) {
+      return Error{ErrorCode::parse_error,
+                   "the guest printed no view (no '" + std::string(kViewPrefix) +
+                       "begin' line): it never reached the probe's /init (the console log shows how far it got)"};
+    }
+    if (!ended_) {
+      return Error{ErrorCode::parse_error,
+                   "the guest's view stops before its end line: the guest stopped while "
+                   "printing it (the console log shows where)"};
+    }
+    std::sort(view_.nodes.begin(), view_.nodes.end(), [](const auto& a, const auto& b) { return a.id < b.id; });
+    std::sort(view_.functions.begin(), view_.functions.end(),
+              [](const auto& a, const auto& b) { return a.address < b.address; });
+    return std::move(view_);
+  }
+
+ private:
+  Status begin(std::size_t number, const std::vector<std::string_view>& w) {
+    if (w.size() != 2 || w[1] != kVersion) {
+      return malformed(number, "the probe speaks another version ('" + std::string(w.size() > 1 ? w[1] : "") +
+                                   "', expected " + std::string(kVersion) + ")");
+    }
+    begun_ = true;
+    return ok_status();
+  }
+
+  Status node(std::size_t number, const std::vector<std::string_view>& w) {
+    auto f = fields(w, 2);
+    const auto id = w.size() > 1 ? verify::number<int>(w[1], 10) : std::nullopt;
+    const auto mem = verify::number<uint64_t>(f["mem_kib"], 10);
+    auto cpus = parse_cpu_list(std::string(f["cpus"]));
+    if (!id || !mem || !cpus.ok()) return malformed(number, "a node line needs 'node ID cpus=LIST mem_kib=N'");
+    view_.nodes.push_back(GuestNode{*id, std::move(*cpus), *mem});
+    return ok_status();
+  }
+
+  Status pci(std::size_t number, const std::vector<std::string_view>& w) {
+    auto f = fields(w, 2);
+    auto address = PciAddress::parse(w.size() > 1 ? w[1] : "");
+    const auto vendor = verify::number<uint16_t>(f["vendor"], 16);
+    const auto device = verify::number<uint16_t>(f["device"], 16);
+    const auto class_code = verify::number<uint32_t>(f["class"], 16);
+    const auto numa_node = verify::number<int>(f["numa_node"], 10);
+    if (!address.ok() || !vendor || !device || !class_code || !numa_node) {
+      return malformed(number, "a pci line needs 'pci ADDRESS vendor= device= class= numa_node= path='");
+    }
+    GuestPciFunction function;
+    function.address = *address;
+    function.vendor = *vendor;
+    function.device = *device;
+    function.class_code = *class_code;
+    if (*numa_node >= 0) function.numa_node = *numa_node;
+    HA_TRY_STATUS(read_path(number, f["path"], function));
+    view_.functions.push_back(std::move(function));
+    return ok_status();
+  }
+
+  // "pci0000:40/0000:40:00.0/0000:41:00.0": the root bus, then each bridge, then the function.
+  static Status read_path(std::size_t number, std::string_view path, GuestPciFunction& function) {
+    const auto slash = path.find('/');
+    const auto root = path.substr(0, slash);
+    const auto colon = root.find(':');
+    const auto domain = root.starts_with("pci") && colon != std::string_view::npos
+                            ? verify::number<uint32_t>(root.substr(3, colon - 3), 16)
+                            : std::nullopt;
+    const auto bus = colon != std::string_view::npos ? verify::number<int>(root.substr(colon + 1), 16) : std::nullopt;
+    if (!domain || !bus || slash == std::string_view::npos) {
+      return malformed(number, "path '" + std::string(path) + "' does not start at a root bus (pciDDDD:BB/)");
+    }
+    function.root_domain = *domain;
+    function.root_bus = *bus;
+    std::vector<PciAddress> chain;
+    for (const auto part : split(path.substr(slash + 1), '/')) {
+      auto hop = PciAddress::parse(part);
+      if (!hop.ok()) return malformed(number, "path '" + std::string(path) + "' has '" + std::string(part) + "'");
+      chain.push_back(*hop);
+    }
+    if (chain.empty() || chain.back() != function.address) {
+      return malformed(number, "path '" + std::string(path) + "' does not end at " + function.address.to_string());
+    }
+    chain.pop_back();
+    function.bridges = std::move(chain);
+    return ok_status();
+  }
+
+  GuestView view_;
+  bool begun_ = false;
+  bool ended_ = false;
+};
+
+}  // namespace
+
+const GuestPciFunction* GuestView::find(const PciAddress& address) const {
+  const auto it = std::lower_bound(functions.begin(), functions.end(), address,
+                                   [](const GuestPciFunction& f, const PciAddress& a) { return f.address < a; });
+  return it != functions.end() && it->address == address ? &*it : nullptr;
+}
+
+Result<GuestView> parse_guest_view(std::string_view console) {
+  ViewReader reader;
+  std::size_t number = 0;
+  std::size_t at = 0;
+  while (at < console.size()) {
+    const auto end = std::min(console.find('\n', at), console.size());
+    auto line = console.substr(at, end - at);
+    at = end + 1;
+    ++number;
+    if (line.ends_with('\r')) line.remove_suffix(1);
+    // Firmware may leave escape sequences before the first line: the prefix need not start it.
+    const auto prefix = line.find(kViewPrefix);
+    if (prefix == std::string_view::npos) continue;
+    HA_TRY_STATUS(reader.line(number, line.substr(prefix + kViewPrefix.size())));
+  }
+  auto view = reader.finish();
+  // A guest whose kernel panicked printed no view, or part of one: the panic is the reason.
+  if (!view.ok()) {
+    if (const auto panic = kernel_panic(console)) {
+      return Error{view.error().code, "the guest's kernel panicked (" + *panic + "); " + view.error().message};
+    }
+  }
+  return view;
+}
+
+std::string probe_init_script() {
+  return R"sh(#!/bin/busybox sh
+# /init of hostagent's probe guest (verify, `hostagentctl verify-guest`): PID 1, started by
+# the kernel from the initramfs. It prints what this guest's kernel sees of its PCI tree and NUMA
+# nodes, one "hostagent-guest-view: " line each (format in src/guest_view.cpp), then powers off.
+bb=/bin/busybox
+$bb mount -t proc proc /proc
+$bb mount -t sysfs sysfs /sys
+say() { echo "hostagent-guest-view: $*" >/dev/console; }
+say begin version=1
+for node in /sys/devices/system/node/node[0-9]*; do
+  [ -d "$node" ] || continue
+  # nodeN/meminfo: "Node N MemTotal:  123456 kB"
+  say node "${node##*node}" cpus="$($bb cat "$node/cpulist")" \
+    mem_kib="$($bb awk '$3 == "MemTotal:" { print $4 }' "$node/meminfo")"
+done
+# /sys/bus/pci/devices/X links to /sys/devices/pciDDDD:BB/<bridge>/.../X: the chain of bridges
+# from the root bus (pcie.0 or an expander bus) down to the function.
+for dev in /sys/bus/pci/devices/*; do
+  [ -e "$dev" ] || continue
+  path=$($bb readlink -f "$dev")
+  say pci "${dev##*/}" vendor="$($bb cat "$dev/vendor")" device="$($bb cat "$dev/device")" \
+    class="$($bb cat "$dev/class")" numa_node="$($bb cat "$dev/numa_node")" path="${path#/sys/devices/}"
+done
+say end
+# ACPI power-off: QEMU exits and libvirt reports the domain shut off.
+$bb poweroff -f
+)sh";
+}
+
+}  // namespace hostagent::verify

@@ -1,0 +1,105 @@
+// virt: the hypervisor as the daemon sees it. One interface over libvirt's C API, so the
+// daemon's operations never touch a virConnectPtr and tests can count what reached libvirt.
+// libvirt errors (virErrorPtr) are translated into Result here and nowhere else.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "hostagent/common/result.hpp"
+
+namespace hostagent::virt {
+
+enum class DomainState { running, paused, shutting_down, shut_off, crashed, suspended, other };
+std::string_view to_string(DomainState state) noexcept;
+
+struct DomainSummary {
+  std::string name;
+  std::string uuid;
+  DomainState state = DomainState::other;
+  bool persistent = false;
+  // The domain's metadata element in the namespace given at connect, as XML text; nullopt when the
+  // domain has none (a domain hostagent did not make).
+  std::optional<std::string> metadata;
+};
+
+enum class DomainEventKind { defined, undefined, started, suspended, resumed, stopped, shutdown, crashed, other };
+std::string_view to_string(DomainEventKind kind) noexcept;
+
+struct DomainEvent {
+  std::string name;
+  std::string uuid;
+  DomainEventKind kind = DomainEventKind::other;
+  std::string detail;  // libvirt's detail worded: "destroyed", "shutdown", "crashed", "failed", "booted", ...
+};
+
+enum class ConnectionEvent { connected, lost };
+
+// Called on libvirt's event thread: must be quick and must not call back into the Hypervisor.
+using DomainEventSink = std::function<void(const DomainEvent&)>;
+using ConnectionEventSink = std::function<void(ConnectionEvent)>;
+
+// Every call blocks until libvirt answers. Callers are operation threads, never a network loop.
+// Every call is safe from any thread. When the connection is down, calls fail with
+// ErrorCode::unavailable (and the implementation keeps reconnecting in the background).
+class Hypervisor {
+ public:
+  virtual ~Hypervisor() = default;
+
+  // Sinks replace the previous ones; events from before the call are not replayed.
+  virtual void subscribe(DomainEventSink on_domain, ConnectionEventSink on_connection) = 0;
+  virtual bool connected() const = 0;
+
+  // Defines (or redefines) a persistent domain; returns its UUID. The metadata inside the XML is
+  // written with the definition, in one step.
+  virtual Result<std::string> define(const std::string& domain_xml) = 0;
+  virtual Status start(const std::string& name) = 0;
+  // Starts a domain that exists only while it runs (virDomainCreateXML): once it stops, libvirt
+  // forgets it, so a caller that dies leaves no definition behind. Returns its UUID.
+  virtual Result<std::string> create_transient(const std::string& domain_xml) = 0;
+  // Asks the guest to power off (ACPI). Returns once asked, not once off. Not running: ok.
+  virtual Status shutdown(const std::string& name) = 0;
+  // Pulls the plug. Not running: ok.
+  virtual Status destroy(const std::string& name) = 0;
+  virtual Status reboot(const std::string& name) = 0;
+  // Removes the definition with its NVRAM and managed save. Not defined: ok.
+  virtual Status undefine(const std::string& name) = 0;
+
+  // ErrorCode::not_found when no domain has that name.
+  virtual Result<DomainSummary> lookup(const std::string& name) = 0;
+  virtual Result<std::vector<DomainSummary>> list() = 0;
+  // The live XML of a running domain, the persistent one otherwise.
+  virtual Result<std::string> domain_xml(const std::string& name) = 0;
+
+  // A qcow2 volume in `pool` backed by `backing_path` (copy-on-write): a VM's own disk over a shared
+  // image. Returns the volume's path. An existing volume of that name is ErrorCode::conflict.
+  virtual Result<std::string> create_overlay(const std::string& pool, const std::string& volume,
+                                             const std::string& backing_path) = 0;
+  // Absent volume: ok.
+  virtual Status delete_volume(const std::string& pool, const std::string& volume) = 0;
+  virtual Result<std::vector<std::string>> list_volumes(const std::string& pool) = 0;
+};
+
+struct LibvirtOptions {
+  std::string uri;                 // "qemu:///system", "test:///default", ...
+  std::string metadata_namespace;  // the URI of the metadata element DomainSummary::metadata reads
+  // The first connect retries until this long has passed: libvirtd's first start can spend several
+  // seconds probing QEMU before it answers.
+  std::chrono::milliseconds connect_timeout{30000};
+  // After the connection is lost, reconnect attempts are this far apart.
+  std::chrono::milliseconds reconnect_interval{1000};
+  // libvirt's keepalive: a libvirtd that stops answering is declared lost after interval x count.
+  int keepalive_interval_s = 5;
+  int keepalive_count = 3;
+};
+
+// Connects (retrying up to connect_timeout) and starts libvirt's event loop on its own thread.
+// ErrorCode::unavailable when libvirtd never answered; invalid_argument for a malformed URI.
+Result<std::unique_ptr<Hypervisor>> connect_libvirt(const LibvirtOptions& options);
+
+}  // namespace hostagent::virt
