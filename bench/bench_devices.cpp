@@ -39,7 +39,7 @@
 #include "fake_vf_netlink.hpp"
 #include "file_calls.hpp"
 #include "hostagent/daemon/device_preparer.hpp"
-#include "hostagent/numa/discovery.hpp"
+#include "hostagent/discovery/discovery.hpp"
 #include "hostagent/numa/placement.hpp"
 #include "hostagent/render/guest_renderer.hpp"
 #include "hostagent/simhost/sim_host.hpp"

@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "hostagent/numa/discovery.hpp"
+#include "hostagent/discovery/discovery.hpp"
 #include "hostagent/simhost/sim_host.hpp"
 
 namespace {

@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "bench_support.hpp"
-#include "hostagent/numa/discovery.hpp"
+#include "hostagent/discovery/discovery.hpp"
 #include "hostagent/numa/placement.hpp"
 #include "hostagent/simhost/sim_host.hpp"
 

@@ -3,7 +3,7 @@
 #include <cstdlib>
 #include <filesystem>
 
-#include "hostagent/numa/discovery.hpp"
+#include "hostagent/discovery/discovery.hpp"
 #include "hostagent/simhost/sim_host.hpp"
 
 namespace hostagent::ctl {

@@ -5,7 +5,7 @@
 
 #include "hostagent/common/sysfs_writer.hpp"
 #include "hostagent/daemon/log.hpp"
-#include "hostagent/numa/discovery.hpp"
+#include "hostagent/discovery/discovery.hpp"
 #include "hostagent/simhost/sim_host.hpp"
 #include "hostagent/sriov/vf_netlink.hpp"
 #include "hostagent/state/vm_record.hpp"

@@ -1,8 +1,8 @@
 // numa/affinity: the relation the topology report prints and the guest check holds a guest to.
 #include <doctest/doctest.h>
 
+#include "hostagent/discovery/discovery.hpp"
 #include "hostagent/numa/affinity.hpp"
-#include "hostagent/numa/discovery.hpp"
 #include "hostagent/simhost/sim_host.hpp"
 #include "test_support.hpp"
 

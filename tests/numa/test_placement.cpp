@@ -8,7 +8,7 @@
 #include <memory>
 #include <set>
 
-#include "hostagent/numa/discovery.hpp"
+#include "hostagent/discovery/discovery.hpp"
 #include "hostagent/numa/placement.hpp"
 #include "hostagent/simhost/sim_host.hpp"
 #include "test_support.hpp"

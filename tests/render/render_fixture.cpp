@@ -9,7 +9,7 @@
 #include <functional>
 #include <set>
 
-#include "hostagent/numa/discovery.hpp"
+#include "hostagent/discovery/discovery.hpp"
 #include "hostagent/simhost/sim_host.hpp"
 
 namespace hostagent::render::testing {

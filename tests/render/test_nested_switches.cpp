@@ -9,7 +9,7 @@
 #include <map>
 #include <set>
 
-#include "hostagent/numa/discovery.hpp"
+#include "hostagent/discovery/discovery.hpp"
 #include "render_fixture.hpp"
 #include "text_format.hpp"
 

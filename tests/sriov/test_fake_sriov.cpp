@@ -5,7 +5,7 @@
 #include <cstring>
 #include <set>
 
-#include "hostagent/numa/discovery.hpp"
+#include "hostagent/discovery/discovery.hpp"
 #include "sriov_fixture.hpp"
 
 namespace hostagent::sriov {

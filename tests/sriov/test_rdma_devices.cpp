@@ -6,7 +6,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "hostagent/numa/discovery.hpp"
+#include "hostagent/discovery/discovery.hpp"
 #include "hostagent/simhost/sim_host.hpp"
 #include "hostagent/sriov/rdma_devices.hpp"
 #include "test_support.hpp"

@@ -2,7 +2,7 @@
 
 #include <doctest/doctest.h>
 
-#include "hostagent/numa/discovery.hpp"
+#include "hostagent/discovery/discovery.hpp"
 #include "hostagent/simhost/sim_host.hpp"
 
 namespace hostagent::testing {

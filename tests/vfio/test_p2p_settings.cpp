@@ -8,7 +8,7 @@
 #include <string>
 
 #include "fake_kernel.hpp"
-#include "hostagent/numa/discovery.hpp"
+#include "hostagent/discovery/discovery.hpp"
 #include "hostagent/simhost/sim_host.hpp"
 #include "hostagent/vfio/config_space_access.hpp"
 #include "hostagent/vfio/p2p_settings.hpp"

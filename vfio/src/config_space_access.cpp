@@ -13,7 +13,7 @@ extern "C" {
 #include <mutex>
 #include <string>
 
-#include "hostagent/numa/libpci_session.hpp"
+#include "hostagent/discovery/libpci_session.hpp"
 
 namespace hostagent::vfio {
 namespace {

@@ -6,6 +6,7 @@
 #include "hostagent/common/text.hpp"
 #include "hostagent/daemon/log.hpp"
 #include "hostagent/daemon/service_parts.hpp"
+#include "hostagent/discovery/device_health_reader.hpp"
 #include "hostagent/service/vm_service.hpp"
 #include "hostagent/vfio/config_space_access.hpp"
 #include "hostagent/vfio/p2p_settings.hpp"

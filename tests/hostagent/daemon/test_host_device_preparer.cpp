@@ -20,7 +20,7 @@
 #include "fake_sriov.hpp"
 #include "fake_vf_netlink.hpp"
 #include "hostagent/daemon/device_preparer.hpp"
-#include "hostagent/numa/discovery.hpp"
+#include "hostagent/discovery/discovery.hpp"
 #include "hostagent/state/device_records.hpp"
 #include "hostagent/vfio/p2p_settings.hpp"
 #include "test_support.hpp"

@@ -13,7 +13,7 @@
 #include <sstream>
 #include <thread>
 
-#include "hostagent/numa/discovery.hpp"
+#include "hostagent/discovery/discovery.hpp"
 #include "hostagent/numa/placement.hpp"
 #include "hostagent/render/guest_renderer.hpp"
 #include "hostagent/vmtemplates/shape_request.hpp"

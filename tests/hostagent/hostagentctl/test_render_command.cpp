@@ -8,7 +8,7 @@
 
 #include "hostagent/api/host_json.hpp"
 #include "hostagent/api/placement_json.hpp"
-#include "hostagent/numa/discovery.hpp"
+#include "hostagent/discovery/discovery.hpp"
 #include "hostagent/render/guest_renderer.hpp"
 #include "hostagent/simhost/sim_host.hpp"
 #include "hostagent/vmtemplates/shape_request.hpp"

@@ -7,7 +7,7 @@
 
 #include "../emulated_host.hpp"
 #include "guest_host.hpp"
-#include "hostagent/numa/discovery.hpp"
+#include "hostagent/discovery/discovery.hpp"
 #include "hostagent/vfio/config_space_access.hpp"
 #include "hostagent/vfio/p2p_settings.hpp"
 

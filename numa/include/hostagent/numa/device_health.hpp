@@ -1,6 +1,7 @@
 // numa/device_health: the health of the host's PCI devices as sysfs shows it now: gone, a PCIe link
-// trained below what both ends can do, AER error counters. Read on demand (for metrics), never cached:
-// a link retrains and a device falls off the bus while the daemon runs.
+// trained below what both ends can do, AER error counters. The values; discovery/device_health_reader
+// reads them on demand (for metrics), never cached: a link retrains and a device falls off the bus
+// while the daemon runs.
 #pragma once
 
 #include <cstdint>
@@ -9,8 +10,6 @@
 #include <string>
 #include <vector>
 
-#include "hostagent/common/result.hpp"
-#include "hostagent/common/sysfs_root.hpp"
 #include "hostagent/numa/host_model.hpp"
 
 namespace hostagent::numa {
@@ -32,13 +31,5 @@ struct DeviceHealth {
   std::map<std::string, uint64_t> aer_nonfatal;
   std::map<std::string, uint64_t> aer_fatal;
 };
-
-// One entry per endpoint in `host` (bridges and switch ports aside), in address order. A device
-// whose directory is gone is reported with present = false, not as an error; an attribute that
-// exists but cannot be parsed is a parse_error naming the file.
-Result<std::vector<DeviceHealth>> read_device_health(const SysfsRoot& sysfs, const HostModel& host);
-
-// Parses one aer_dev_* file's text; parse_error naming `source` on a line that is not "NAME COUNT".
-Result<std::map<std::string, uint64_t>> parse_aer_counters(const std::string& text, const std::string& source);
 
 }  // namespace hostagent::numa

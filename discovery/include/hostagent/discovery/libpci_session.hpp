@@ -1,4 +1,4 @@
-// numa/libpci_session: libpci opened on a sysfs root, safe to call from a daemon. libpci declares
+// discovery/libpci_session: libpci opened on a sysfs root, safe to call from a daemon. libpci declares
 // its error callback noreturn ("write error message and quit") and the default one calls exit(); a
 // daemon must not exit because one config file is odd, so the session's callback jumps back to the
 // guarded call in progress (libpci is C: the jump skips no destructor). Failed reads and writes come

@@ -1,4 +1,4 @@
-#include "hostagent/numa/discovery.hpp"
+#include "hostagent/discovery/discovery.hpp"
 
 #include <algorithm>
 #include <charconv>

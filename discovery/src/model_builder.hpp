@@ -1,4 +1,4 @@
-// numa/model_builder: the pure part of discovery. Given the functions as read (ids, class, parent,
+// discovery/model_builder: the pure part of discovery. Given the functions as read (ids, class, parent,
 // what the kernel reported), derive roles, NUMA nodes for bridges that report none, bridge chains,
 // switches and IOMMU groups. No I/O here, so every rule is testable on values.
 #pragma once

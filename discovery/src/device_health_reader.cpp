@@ -1,6 +1,6 @@
-// numa/device_health: reads, for each endpoint of the host model, what sysfs says about it now:
+// discovery/device_health_reader: reads, for each endpoint of the host model, what sysfs says about it now:
 // whether its directory still exists, its PCIe link against its capability, and its AER counters.
-#include "hostagent/numa/device_health.hpp"
+#include "hostagent/discovery/device_health_reader.hpp"
 
 #include <algorithm>
 #include <charconv>

@@ -10,7 +10,7 @@
 #include <set>
 
 #include "hostagent/common/sysfs_root.hpp"
-#include "hostagent/numa/discovery.hpp"
+#include "hostagent/discovery/discovery.hpp"
 #include "hostagent/numa/placement.hpp"
 #include "test_support.hpp"
 

@@ -1,4 +1,4 @@
-// numa/config_space_reader: PCI config space through libpci (never setpci): the PCI Express port
+// discovery/config_space_reader: PCI config space through libpci (never setpci): the PCI Express port
 // type, link capability and status, and the ACS and ATS extended capabilities of one function.
 #pragma once
 
@@ -7,8 +7,8 @@
 #include <optional>
 
 #include "hostagent/common/result.hpp"
+#include "hostagent/discovery/libpci_session.hpp"
 #include "hostagent/numa/host_model.hpp"
-#include "hostagent/numa/libpci_session.hpp"
 
 namespace hostagent::numa::detail {
 

@@ -1,5 +1,5 @@
-// numa/libpci_session: libpci's callbacks, routed back into the guarded call.
-#include "hostagent/numa/libpci_session.hpp"
+// discovery/libpci_session: libpci's callbacks, routed back into the guarded call.
+#include "hostagent/discovery/libpci_session.hpp"
 
 extern "C" {
 #include <pci/pci.h>

@@ -1,4 +1,4 @@
-// numa/discovery: the one entry point that builds a HostModel, from a live (or fixture) sysfs root
+// discovery/discovery: the one entry point that builds a HostModel, from a live (or fixture) sysfs root
 // or from an hwloc XML export that an infra engineer captured on a real host.
 #pragma once
 

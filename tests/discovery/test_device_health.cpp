@@ -5,8 +5,8 @@
 #include <algorithm>
 #include <fstream>
 
-#include "hostagent/numa/device_health.hpp"
-#include "hostagent/numa/discovery.hpp"
+#include "hostagent/discovery/device_health_reader.hpp"
+#include "hostagent/discovery/discovery.hpp"
 #include "hostagent/simhost/sim_host.hpp"
 #include "test_support.hpp"
 

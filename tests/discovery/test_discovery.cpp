@@ -6,7 +6,7 @@
 #include <fstream>
 
 #include "hostagent/api/host_json.hpp"
-#include "hostagent/numa/discovery.hpp"
+#include "hostagent/discovery/discovery.hpp"
 #include "hostagent/simhost/sim_host.hpp"
 #include "test_support.hpp"
 

@@ -1,4 +1,4 @@
-// numa/hwloc_reader: what hwloc tells about a host, loaded either from a sysfs root (HWLOC_FSROOT)
+// discovery/hwloc_reader: what hwloc tells about a host, loaded either from a sysfs root (HWLOC_FSROOT)
 // or from an XML export, flattened into values the rest of numa/ can use without hwloc's types.
 #pragma once
 
