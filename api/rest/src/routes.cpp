@@ -102,8 +102,9 @@ struct Runner {
   HttpResponse operator()(const command::GetCapacity& /*unused*/) const {
     const auto usage = service().usage();
     if (usage.host == nullptr) return service_problem(Error{ErrorCode::internal, "the host model is missing"}, request);
-    return json_response(200,
-                         capacity_json(compute_capacity(*usage.host, usage.held, context.options.housekeeping_cpus)));
+    numa::HostPolicy policy;
+    policy.housekeeping_cpus = context.options.housekeeping_cpus;
+    return json_response(200, capacity_json(numa::capacity(*usage.host, usage.held, policy)));
   }
 
   HttpResponse operator()(const command::ListDevices& list) const {

@@ -40,17 +40,17 @@ void render_status(MetricsText& out, const daemon::ServiceStatus& status) {
   out.sample("hostagent_libvirt_connection_losses_total", {}, status.libvirt_connection_losses);
 }
 
-void render_capacity(MetricsText& out, const Capacity& capacity) {
+void render_capacity(MetricsText& out, const numa::Capacity& capacity) {
   const auto per_node = [&](const std::string& name, const std::string& help, auto value) {
     out.family(name, help, "gauge");
     for (const auto& node : capacity.nodes) out.sample(name, {{"node", std::to_string(node.node)}}, value(node));
   };
   per_node("hostagent_free_cpus", "CPUs a VM could be pinned to, per NUMA node.",
-           [](const NodeCapacity& n) { return n.cpus.free; });
+           [](const numa::NodeCapacity& n) { return n.cpus.free; });
   per_node("hostagent_free_gpus", "GPUs that could be given whole, per NUMA node.",
-           [](const NodeCapacity& n) { return n.gpus.free; });
+           [](const numa::NodeCapacity& n) { return n.gpus.free; });
   per_node("hostagent_free_vfs", "NIC VFs that could be given, per NUMA node.",
-           [](const NodeCapacity& n) { return n.vfs.free; });
+           [](const numa::NodeCapacity& n) { return n.vfs.free; });
   out.family("hostagent_free_hugepages", "Hugepages no VM holds, per NUMA node and page size in bytes.", "gauge");
   for (const auto& node : capacity.nodes) {
     for (const auto& pool : node.hugepages) {
@@ -133,7 +133,11 @@ std::string ServiceMetrics::render(daemon::VmService& service, const std::vector
   render_vms(out, service);
   render_status(out, status);
   const auto usage = service.usage();
-  if (usage.host != nullptr) render_capacity(out, compute_capacity(*usage.host, usage.held, housekeeping_cpus));
+  if (usage.host != nullptr) {
+    numa::HostPolicy policy;
+    policy.housekeeping_cpus = housekeeping_cpus;
+    render_capacity(out, numa::capacity(*usage.host, usage.held, policy));
+  }
   const auto health = service.device_health();
   render_health(out, health.ok() ? *health : std::vector<numa::DeviceHealth>{});
   render_counted(out);

@@ -1,13 +1,13 @@
-// Capacity: what /v1/host/capacity and the free_* metrics call free must be what placement would
+// numa/capacity: what /v1/host/capacity and the free_* metrics call free must be what placement would
 // give, checked against numa::place on the simulated vela2 host and on hand-made edge cases.
 #include <doctest/doctest.h>
 
-#include "capacity.hpp"
+#include "hostagent/numa/capacity.hpp"
 #include "hostagent/numa/placement.hpp"
 #include "simulated_hosts.hpp"
 #include "test_support.hpp"
 
-namespace hostagent::api::detail {
+namespace hostagent::numa {
 namespace {
 
 using hostagent::testing::kGiB;
@@ -87,7 +87,9 @@ numa::HostModel edge_host() {
       function("0000:20:00.4", numa::PciRole::nic, 1, 22),
       function("0000:30:00.0", numa::PciRole::nvme, 1, 30),  // free
       function("0000:31:00.0", numa::PciRole::nvme, 1, 31),  // held
+      function("0000:32:00.0", numa::PciRole::nvme, 1, 32),  // a PF with its VFs enabled: not NVMe to give
   };
+  host.pci_devices.back().sriov = numa::Sriov{4, 2, {}};
   for (auto& f : host.pci_devices) {
     if (f.role == numa::PciRole::nic) f.physfn = PciAddress::parse("0000:20:00.0").value();
   }
@@ -112,7 +114,9 @@ TEST_CASE("capacity counts CPUs, devices and hugepages free as placement would")
   held.devices = {PciAddress::parse("0000:11:00.0").value(), PciAddress::parse("0000:31:00.0").value()};
   held.hugepage_size_bytes = kGiB;
   held.hugepages = {{0, 3}};
-  const auto capacity = compute_capacity(host, {held}, {0});
+  HostPolicy policy;
+  policy.housekeeping_cpus = {0};
+  const auto capacity = numa::capacity(host, {held}, policy);
 
   REQUIRE(capacity.nodes.size() == 2);
   const auto& n0 = capacity.nodes[0];
@@ -131,7 +135,7 @@ TEST_CASE("capacity counts CPUs, devices and hugepages free as placement would")
   CHECK(n0.vfs.total == 2);
   CHECK(n0.vfs.free == 1);
   CHECK(n1.vfs.free == 0);
-  CHECK(n1.nvme.total == 2);
+  CHECK(n1.nvme.total == 2);  // 32.0 drives VFs: placement never gives it, so it is not counted
   CHECK(n1.nvme.free == 1);
   REQUIRE(n0.hugepages.size() == 2);
   CHECK(n0.hugepages[1].page_size_bytes == kGiB);
@@ -142,11 +146,7 @@ TEST_CASE("capacity counts CPUs, devices and hugepages free as placement would")
   CHECK(capacity.totals.cpus.free == 5);
   REQUIRE(capacity.totals.hugepages.size() == 2);
   CHECK(capacity.totals.hugepages[1].free == 13);
-
-  const auto json = capacity_json(capacity).as_object();
-  CHECK(json.at("nodes").as_array().size() == 2);
-  CHECK(json.at("totals").at("gpus").at("free").as_int64() == 3);
-  CHECK(json.at("nodes").as_array()[1].at("node").as_int64() == 1);
+  CHECK(capacity.totals.nvme.total == 2);
 }
 
 TEST_CASE("capacity on vela2 is the boundary of what placement accepts") {
@@ -158,7 +158,7 @@ TEST_CASE("capacity on vela2 is the boundary of what placement accepts") {
 
   for (int round = 0; round < 2; ++round) {
     CAPTURE(round);
-    const auto capacity = compute_capacity(host, held, policy.housekeeping_cpus);
+    const auto capacity = numa::capacity(host, held, policy);
     REQUIRE(capacity.totals.gpus.free > 0);
     check_boundary(host, held, policy, capacity.totals.gpus.free, [](numa::PlacementRequest& r, int n) { r.gpus = n; });
     check_boundary(host, held, policy, capacity.totals.vfs.free,
@@ -181,7 +181,7 @@ TEST_CASE("capacity on vela2 is the boundary of what placement accepts") {
     auto placed = numa::place(host, held, policy, shape);
     REQUIRE_MESSAGE(placed.ok(), placed.error().message);
     held.push_back(numa::allocation_of("vm" + std::to_string(round), *placed, kGiB));
-    const auto after = compute_capacity(host, held, policy.housekeeping_cpus);
+    const auto after = numa::capacity(host, held, policy);
     CHECK(after.totals.gpus.free == capacity.totals.gpus.free - 2);
     CHECK(after.totals.nvme.free == capacity.totals.nvme.free - 1);
     CHECK(after.totals.vfs.free == capacity.totals.vfs.free - 2);
@@ -190,4 +190,4 @@ TEST_CASE("capacity on vela2 is the boundary of what placement accepts") {
   }
 }
 
-}  // namespace hostagent::api::detail
+}  // namespace hostagent::numa

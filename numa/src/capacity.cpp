@@ -1,0 +1,114 @@
+// numa/capacity: free capacity per node, read off placement's inventory.
+#include "hostagent/numa/capacity.hpp"
+
+#include <algorithm>
+#include <map>
+
+#include "placement_inventory.hpp"
+
+namespace hostagent::numa {
+namespace {
+
+using placement_detail::Inventory;
+using placement_detail::kUnknownNode;
+
+void count(NodeCapacity* node, Count NodeCapacity::*kind, NodeCapacity& totals, bool free) {
+  for (NodeCapacity* into : {node, &totals}) {
+    if (into == nullptr) continue;  // a device on no node with CPUs: in the totals only
+    ++(into->*kind).total;
+    if (free) ++(into->*kind).free;
+  }
+}
+
+// A device's node as placement files it: its own, or the nearest with CPUs for a CPU-less one.
+NodeCapacity* node_of(const Inventory& inventory, const PciAddress& address, std::map<int, NodeCapacity>& nodes) {
+  const PciFunction* f = inventory.host->find(address);
+  const int cell = f == nullptr ? kUnknownNode : inventory.cell_node(f->numa_node);
+  const auto it = nodes.find(cell);
+  return it == nodes.end() ? nullptr : &it->second;
+}
+
+PciAddress address_of(const placement_detail::GpuCandidate& gpu) {
+  return gpu.gpu->address;
+}
+PciAddress address_of(const placement_detail::FreeDevice& device) {
+  return device.function->address;
+}
+
+// Free: what placement may take; the rest of the kind: what it refuses, with the reason it gives.
+template <typename Free>
+void count_devices(const Inventory& inventory, const std::vector<Free>& free,
+                   const std::vector<placement_detail::Unusable>& unusable, Count NodeCapacity::*kind,
+                   std::map<int, NodeCapacity>& nodes, NodeCapacity& totals) {
+  for (const auto& device : free) count(node_of(inventory, address_of(device), nodes), kind, totals, true);
+  for (const auto& device : unusable) count(node_of(inventory, device.address, nodes), kind, totals, false);
+}
+
+CpuCapacity cpu_capacity(const placement_detail::CpuNode& node) {
+  CpuCapacity out;
+  out.free = node.free_cpus();
+  out.housekeeping = node.housekeeping;
+  out.offline = node.offline;
+  for (const auto& [vm, cpus] : node.held) out.held += cpus;
+  out.total = out.free + out.housekeeping + out.offline + out.held;
+  return out;
+}
+
+void add(CpuCapacity& totals, const CpuCapacity& node) {
+  totals.total += node.total;
+  totals.free += node.free;
+  totals.housekeeping += node.housekeeping;
+  totals.held += node.held;
+  totals.offline += node.offline;
+}
+
+// Each pool as placement would reserve from it: the inventory of a request of that page size.
+void count_pools(const HostModel& host, const std::vector<Allocation>& held, const HostPolicy& policy,
+                 std::map<int, NodeCapacity>& nodes, NodeCapacity& totals) {
+  std::map<uint64_t, Inventory> by_size;
+  for (const auto& numa : host.numa_nodes) {
+    const auto node = nodes.find(numa.id);
+    if (node == nodes.end()) continue;
+    for (const auto& pool : numa.hugepages) {
+      auto it = by_size.find(pool.page_size_bytes);
+      if (it == by_size.end()) {
+        PlacementRequest request;
+        request.hugepage_size_bytes = pool.page_size_bytes;
+        it = by_size.emplace(pool.page_size_bytes, placement_detail::take_inventory(host, held, policy, request)).first;
+      }
+      const auto& cpu_node = it->second.cpu_nodes.at(numa.id);
+      node->second.hugepages.push_back({pool.page_size_bytes, cpu_node.pool_total.value_or(0), cpu_node.free_pages()});
+    }
+  }
+  for (const auto& [size, inventory] : by_size) {
+    PoolCapacity sum{size, 0, 0};
+    for (const auto& [id, node] : inventory.cpu_nodes) {
+      sum.total += node.pool_total.value_or(0);
+      sum.free += node.pool_total ? node.free_pages() : 0;
+    }
+    totals.hugepages.push_back(sum);  // by page size: the map's order
+  }
+}
+
+}  // namespace
+
+Capacity capacity(const HostModel& host, const std::vector<Allocation>& held, const HostPolicy& policy) {
+  const Inventory inventory = placement_detail::take_inventory(host, held, policy, PlacementRequest{});
+  Capacity out;
+  out.totals.node = kUnknownNode;
+  std::map<int, NodeCapacity> nodes;
+  for (const auto& [id, cpu_node] : inventory.cpu_nodes) {
+    NodeCapacity& node = nodes[id];
+    node.node = id;
+    node.cpus = cpu_capacity(cpu_node);
+    add(out.totals.cpus, node.cpus);
+  }
+  count_pools(host, held, policy, nodes, out.totals);
+  count_devices(inventory, inventory.gpus, inventory.unusable_gpus, &NodeCapacity::gpus, nodes, out.totals);
+  count_devices(inventory, inventory.vfs, inventory.unusable_vfs, &NodeCapacity::vfs, nodes, out.totals);
+  count_devices(inventory, inventory.nvme, inventory.unusable_nvme, &NodeCapacity::nvme, nodes, out.totals);
+  for (auto& [id, node] : nodes) out.nodes.push_back(std::move(node));
+  return out;
+}
+
+}  // namespace hostagent::numa
