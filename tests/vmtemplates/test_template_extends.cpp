@@ -290,5 +290,42 @@ TEST_CASE("load_template_dirs: an invalid template or a missing directory fails 
   CHECK(missing.error().message == "template directory " + (tmp.path() / "nowhere").string() + " does not exist");
 }
 
+TEST_CASE(
+    "directory_lookup: the first place with NAME.yaml, its path or its file name, and never a path of a non-name") {
+  const testing::TempDir scratch;
+  const testing::TempDir shipped_dir;
+  const fs::path operator_dir = scratch.path() / "templates";
+  testing::write_text_file(operator_dir / "base.yaml", "name: base\n");
+  testing::write_text_file(shipped_dir.path() / "base.yaml", "name: shipped\n");
+  testing::write_text_file(shipped_dir.path() / "only-shipped.yaml", "name: only-shipped\n");
+
+  const auto by_path = directory_lookup({operator_dir, shipped_dir.path()});
+  const auto first = by_path("base");
+  REQUIRE(first.ok());
+  CHECK(first->first == "name: base\n");
+  CHECK(first->second == (operator_dir / "base.yaml").string());
+  const auto later = by_path("only-shipped");
+  REQUIRE(later.ok());
+  CHECK(later->second == (shipped_dir.path() / "only-shipped.yaml").string());
+
+  const auto by_file_name = directory_lookup({shipped_dir.path()}, ParentSource::file_name);
+  REQUIRE(by_file_name("base").ok());
+  CHECK(by_file_name("base")->second == "base.yaml");
+  const auto missing = by_file_name("nothing");
+  REQUIRE_FALSE(missing.ok());
+  CHECK(missing.error().code == ErrorCode::not_found);
+  CHECK(missing.error().message.find(shipped_dir.path().string()) == std::string::npos);  // no host path shown
+
+  // "../escaped" is templates/../escaped.yaml, which exists: refused as a name before it is a path.
+  testing::write_text_file(scratch.path() / "escaped.yaml", "name: escaped\n");
+  for (const std::string name : {"../escaped", ".hidden", "a/b", ""}) {
+    CAPTURE(name);
+    const auto refused = by_path(name);
+    REQUIRE_FALSE(refused.ok());
+    CHECK(refused.error().code == ErrorCode::invalid_argument);
+    CHECK(refused.error().field == "extends");
+  }
+}
+
 }  // namespace
 }  // namespace hostagent::vmtemplates

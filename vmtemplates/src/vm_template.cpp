@@ -9,6 +9,8 @@
 #include <sstream>
 #include <tuple>
 
+#include "hostagent/common/names.hpp"
+#include "hostagent/common/text.hpp"
 #include "hostagent/common/text_file.hpp"
 #include "hostagent/vmtemplates/yaml_checker.hpp"
 #include "hostagent/vmtemplates/yaml_tree.hpp"
@@ -180,21 +182,29 @@ namespace {
 // Loads FILE with parents looked up in `places`, in order.
 Result<VmTemplate> load_with_parents(const fs::path& file, const std::vector<fs::path>& places) {
   HA_TRY(const std::string text, read_text(file));
-  const ParentLookup lookup = [&places](const std::string& name) -> Result<std::pair<std::string, std::string>> {
+  return parse_checked(text, file.string(), directory_lookup(places), file.stem().string());
+}
+
+}  // namespace
+
+ParentLookup directory_lookup(std::vector<fs::path> places, ParentSource source) {
+  return [places = std::move(places), source](const std::string& name) -> Result<std::pair<std::string, std::string>> {
+    if (!is_name(name))
+      return field_error("extends", text::quoted(name) + " is not a template name: " + std::string(kNameRule));
     for (const auto& dir : places) {
       // Beside a bare "gx3d.yaml" is ".": name the parent "base.yaml", as the user would, not "./base.yaml".
       const fs::path candidate = dir == "." ? fs::path(name + ".yaml") : dir / (name + ".yaml");
       std::error_code ec;
       if (!fs::is_regular_file(candidate, ec)) continue;
       HA_TRY(std::string parent_text, read_text(candidate));
-      return std::pair{std::move(parent_text), candidate.string()};
+      return std::pair{std::move(parent_text),
+                       source == ParentSource::file_name ? candidate.filename().string() : candidate.string()};
     }
+    if (source == ParentSource::file_name)
+      return Error{ErrorCode::not_found, "no " + name + ".yaml in the template directories"};
     return Error{ErrorCode::not_found, "no " + name + ".yaml in " + place_list(places)};
   };
-  return parse_checked(text, file.string(), lookup, file.stem().string());
 }
-
-}  // namespace
 
 Result<VmTemplate> load_template_file(const fs::path& file, const std::vector<fs::path>& search_dirs) {
   // Beside the file first: a parent its author keeps next to it is the one they mean, whether the

@@ -12,8 +12,6 @@
 #include "hostagent/api/problem.hpp"
 #include "hostagent/api/template_json.hpp"
 #include "hostagent/api/vm_json.hpp"
-#include "hostagent/common/names.hpp"
-#include "hostagent/common/text_file.hpp"
 #include "operation_json.hpp"
 
 namespace hostagent::api::detail {
@@ -223,19 +221,11 @@ std::vector<std::string> lines(const std::string& text) {
 }
 
 // `extends: NAME` in a template under validation: NAME.yaml from the configured directories, the
-// operator's (later) ones first, as load_template_dirs lets a later directory override.
+// operator's (later) ones first, as load_template_dirs lets a later directory override; the client
+// sees file names, not the host's directories.
 vmtemplates::ParentLookup parent_lookup(const std::vector<std::filesystem::path>& directories) {
-  return [directories](const std::string& name) -> Result<std::pair<std::string, std::string>> {
-    if (!is_name(name)) return Error{ErrorCode::invalid_argument, "'" + name + "' is not a template name"};
-    for (auto it = directories.rbegin(); it != directories.rend(); ++it) {
-      const auto file = *it / (name + ".yaml");
-      std::error_code ec;
-      if (!std::filesystem::is_regular_file(file, ec)) continue;
-      HA_TRY(auto text, read_text_file(file));
-      return std::pair(std::move(text), file.filename().string());
-    }
-    return Error{ErrorCode::not_found, "no " + name + ".yaml in the template directories"};
-  };
+  return vmtemplates::directory_lookup({directories.rbegin(), directories.rend()},
+                                       vmtemplates::ParentSource::file_name);
 }
 
 HttpResponse Runner::operator()(const command::ValidateTemplate& validate) const {

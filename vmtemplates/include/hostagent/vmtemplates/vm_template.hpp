@@ -86,6 +86,13 @@ struct VmTemplate {
 using ParentLookup = std::function<Result<std::pair<std::string, std::string>>(const std::string& name)>;
 Result<VmTemplate> parse_template(const std::string& yaml, const std::string& source, const ParentLookup& find_parent);
 
+// The one lookup of `extends: NAME`: NAME.yaml in the first of `places` that has it. A NAME that is
+// not a name (common/names.hpp) is refused before any path is made of it. The source it gives
+// (errors name it) is the file's path, or its file name alone for readers who are not to see the
+// host's directories (the API's validate).
+enum class ParentSource { path, file_name };
+ParentLookup directory_lookup(std::vector<std::filesystem::path> places, ParentSource source = ParentSource::path);
+
 // Loads FILE; parents named by `extends` are looked up as NAME.yaml beside FILE, then in `search_dirs`.
 Result<VmTemplate> load_template_file(const std::filesystem::path& file,
                                       const std::vector<std::filesystem::path>& search_dirs);
