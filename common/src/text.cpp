@@ -78,4 +78,17 @@ std::string quoted(std::string_view value, std::size_t longest) {
   return out + (value.size() > longest ? "...\"" : "\"");
 }
 
+std::string xml_text_problem(std::string_view value, XmlText kind) {
+  for (std::size_t i = 0; i < value.size();) {
+    uint32_t code_point = 0;
+    const std::size_t length = decode_utf8(value, i, code_point);
+    if (length == 0 || code_point == 0xfffe || code_point == 0xffff) return "is not valid UTF-8";
+    const bool line_break = code_point == 0x09 || code_point == 0x0a || code_point == 0x0d;
+    const bool control = code_point < 0x20 || (kind == XmlText::one_line && code_point == 0x7f);
+    if (control && (kind == XmlText::one_line || !line_break)) return "holds a control character";
+    i += length;
+  }
+  return "";
+}
+
 }  // namespace hostagent::text

@@ -15,12 +15,6 @@ bool is_name_char(char c) {
   return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_' || c == '.' || c == '-';
 }
 
-bool xml_char(uint32_t c) {
-  // XML 1.0 production [2] Char.
-  if (c < 0x20) return c == 0x09 || c == 0x0a || c == 0x0d;
-  return c != 0xfffe && c != 0xffff;
-}
-
 }  // namespace
 
 Status check_vm_name(const std::string& name) {
@@ -30,16 +24,8 @@ Status check_vm_name(const std::string& name) {
 }
 
 Status check_xml_text(const std::string& what, const std::string& value) {
-  for (std::size_t i = 0; i < value.size();) {
-    uint32_t code_point = 0;
-    const std::size_t length = text::decode_utf8(value, i, code_point);
-    if (length == 0) return invalid_input(what + " " + text::quoted(value) + " is not valid UTF-8");
-    if (!xml_char(code_point)) {
-      return invalid_input(what + " " + text::quoted(value) + " contains a control character that XML cannot carry");
-    }
-    i += length;
-  }
-  return ok_status();
+  const auto why = text::xml_text_problem(value, text::XmlText::multi_line);
+  return why.empty() ? ok_status() : invalid_input(what + " " + text::quoted(value) + " " + why);
 }
 
 Status check_metadata_key(const std::string& key) {

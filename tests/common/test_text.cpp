@@ -80,4 +80,24 @@ TEST_CASE("decode_utf8: lengths and code points of RFC 3629, 0 for what it forbi
 }
 
 }  // namespace
+TEST_CASE("xml_text_problem: XML 1.0 Char, with line breaks only where text may have many lines") {
+  using text::XmlText;
+  for (const auto kind : {XmlText::multi_line, XmlText::one_line}) {
+    CAPTURE(static_cast<int>(kind));
+    CHECK(text::xml_text_problem("gx3-16x128x1h100 \xe2\x9c\x93", kind).empty());
+    CHECK(text::xml_text_problem("", kind).empty());
+    CHECK(text::xml_text_problem(std::string("a\0b", 3), kind) == "holds a control character");
+    CHECK(text::xml_text_problem("a\x1b[31m", kind) == "holds a control character");
+    CHECK(text::xml_text_problem("\xff", kind) == "is not valid UTF-8");
+    CHECK(text::xml_text_problem("\xef\xbf\xbe", kind) == "is not valid UTF-8");  // U+FFFE: no XML Char
+    CHECK(text::xml_text_problem("\xed\xa0\x80", kind) == "is not valid UTF-8");  // a surrogate
+  }
+  CHECK(text::xml_text_problem("two\nlines\tand\r", XmlText::multi_line).empty());
+  CHECK(text::xml_text_problem("a\x7f", XmlText::multi_line).empty());  // DEL is an XML Char
+  for (const char* one_line_only : {"two\nlines", "a\tb", "a\rb", "a\x7f"}) {
+    CAPTURE(one_line_only);
+    CHECK(text::xml_text_problem(one_line_only, XmlText::one_line) == "holds a control character");
+  }
+}
+
 }  // namespace hostagent

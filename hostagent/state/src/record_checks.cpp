@@ -14,10 +14,6 @@
 namespace hostagent::state::detail {
 namespace {
 
-bool is_control(unsigned char c) {
-  return c < 0x20 || c == 0x7F;
-}
-
 bool digits(std::string_view text, std::size_t from, std::size_t count) {
   if (from + count > text.size()) return false;
   return std::all_of(text.begin() + static_cast<std::ptrdiff_t>(from),
@@ -129,19 +125,10 @@ std::string rdma_problem(const VfRdma& rdma) {
 
 }  // namespace
 
+// The record lives in the domain's XML: its text fields are one-line XML text.
 std::string text_problem(std::string_view field, std::string_view value) {
-  for (std::size_t i = 0; i < value.size();) {
-    uint32_t code_point = 0;
-    const std::size_t length = text::decode_utf8(value, i, code_point);
-    // U+FFFE and U+FFFF are not XML characters (XML 1.0 production [2]): libxml2 refuses them.
-    if (length == 0 || code_point == 0xfffe || code_point == 0xffff)
-      return std::string(field) + " " + text::quoted(value) + " is not valid UTF-8";
-    if (length == 1 && is_control(static_cast<unsigned char>(value[i]))) {
-      return std::string(field) + " " + text::quoted(value) + " holds a control character";
-    }
-    i += length;
-  }
-  return {};
+  const auto why = text::xml_text_problem(value, text::XmlText::one_line);
+  return why.empty() ? why : std::string(field) + " " + text::quoted(value) + " " + why;
 }
 
 bool is_utc_timestamp(std::string_view text) {

@@ -20,4 +20,12 @@ std::size_t decode_utf8(std::string_view text, std::size_t i, uint32_t& code_poi
 // backslash as \xNN; at most `longest` bytes of value, then "...".
 std::string quoted(std::string_view value, std::size_t longest = 128);
 
+// Text that may be written as XML character data: well-formed UTF-8 of XML 1.0's Char (production
+// [2]: no C0 control but tab, LF and CR, never U+FFFE or U+FFFF; libxml2, and so libvirt, refuses
+// the rest). one_line also refuses tab, LF, CR and DEL: names and ids kept in a record, which a
+// message or a log line shows whole.
+enum class XmlText { multi_line, one_line };
+// Why value is not such text ("is not valid UTF-8", "holds a control character"); "" when it is.
+std::string xml_text_problem(std::string_view value, XmlText kind);
+
 }  // namespace hostagent::text
