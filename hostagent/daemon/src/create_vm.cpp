@@ -84,23 +84,48 @@ class CreateRun {
         record_(record),
         request_(request) {}
 
+  // A create step: its journal name, whether this VM has it (nullptr: every VM), what runs it, what
+  // undoes it. One table for the run, the rollback and reconcile (through create_undo).
+  struct Row {
+    std::string_view name;
+    bool (*needed)(const state::VmRecord& record);
+    Status (CreateRun::*run)();
+    StepEffect undo;
+  };
+  static const std::vector<Row>& steps() {
+    namespace s = state::step;
+    // One row per step, aligned.
+    // clang-format off
+    static const std::vector<Row> rows = {
+        {s::disk,            has_disk, &CreateRun::make_disk,       delete_disk},
+        {s::seed,            has_seed, &CreateRun::make_seed,       delete_seed},
+        {s::prepare_devices, nullptr,  &CreateRun::prepare_devices, release_devices},
+        {s::define,          nullptr,  &CreateRun::define,          undefine_if_ours},
+        {s::start,           nullptr,  &CreateRun::start,           destroy_if_ours},
+    };
+    // clang-format on
+    return rows;
+  }
+
   // On failure, `unfinished` says whether the journal kept the operation for reconcile.
   Status run(bool& unfinished) {
     std::vector<Step> steps;
-    namespace step = state::step;
-    if (!record_.inputs.disk_volume.empty()) steps.push_back({std::string(step::disk), [this] { return make_disk(); }});
-    if (!record_.inputs.seed_iso.empty()) steps.push_back({std::string(step::seed), [this] { return make_seed(); }});
-    steps.push_back({std::string(step::prepare_devices), [this] { return prepare_devices(); }});
-    steps.push_back({std::string(step::define), [this] { return define(); }});
-    steps.push_back({std::string(step::start), [this] { return start(); }});
+    for (const auto& row : CreateRun::steps()) {
+      if (row.needed == nullptr || row.needed(record_)) {
+        steps.push_back({std::string(row.name), [this, &row] { return (this->*row.run)(); }});
+      }
+    }
     Operation operation(context_, state::OperationKind::create, record_);
     auto status =
-        operation.run(steps, [this](const std::string& step) { return undo_create_step(context_, record_, step); });
+        operation.run(steps, [this](const std::string& step) { return create_undo(step)(context_, record_); });
     unfinished = operation.left_for_reconcile();
     return status;
   }
 
  private:
+  static bool has_disk(const state::VmRecord& record) { return !record.inputs.disk_volume.empty(); }
+  static bool has_seed(const state::VmRecord& record) { return !record.inputs.seed_iso.empty(); }
+
   Status make_disk() {
     HA_TRY(const auto path, context_.hypervisor->create_overlay(record_.inputs.disk_pool, record_.inputs.disk_volume,
                                                                 record_.inputs.boot_image));
@@ -180,6 +205,21 @@ std::optional<VmView> earlier_create(Context& context, const CreateVmRequest& re
 }
 
 }  // namespace
+
+std::vector<std::string_view> create_step_names() {
+  std::vector<std::string_view> names;
+  for (const auto& row : CreateRun::steps()) names.push_back(row.name);
+  return names;
+}
+
+StepEffect create_undo(std::string_view step) {
+  if (step == state::step::commit) return no_effect;  // it changes nothing but the journal
+  for (const auto& row : CreateRun::steps()) {
+    if (row.name == step) return row.undo;
+  }
+  HA_ASSERT(false && "undo of a step create's table does not have");
+  return no_effect;
+}
 
 Status check_create_request(const Context& context, const CreateVmRequest& request) {
   if (!is_name(request.name)) {

@@ -19,7 +19,7 @@ Status delete_vm(Context& context, const std::string& name) {
   auto record = *entry->record;
   std::vector<Step> steps;
   for (const auto& step : delete_steps()) {
-    steps.push_back({step, [&context, &record, step] { return run_delete_step(context, record, step); }});
+    steps.push_back({std::string(step.name), [&context, &record, &step] { return step.run(context, record); }});
   }
   Operation operation(context, state::OperationKind::remove, record);
   HA_TRY_STATUS(operation.run(steps, nullptr));

@@ -57,12 +57,12 @@ Status undo_create(Context& context, const state::JournalEntry& entry) {
   std::vector<std::string> steps;
   if (!entry.current_step.empty()) steps.push_back(entry.current_step);
   steps.insert(steps.end(), entry.steps_done.rbegin(), entry.steps_done.rend());
-  for (const auto& step : steps) HA_TRY_STATUS(undo_create_step(context, entry.record, step));
+  for (const auto& step : steps) HA_TRY_STATUS(create_undo(step)(context, entry.record));
   return ok_status();
 }
 
 Status finish_delete(Context& context, const state::JournalEntry& entry) {
-  for (const auto& step : delete_steps()) HA_TRY_STATUS(run_delete_step(context, entry.record, step));
+  for (const auto& step : delete_steps()) HA_TRY_STATUS(step.run(context, entry.record));
   return ok_status();
 }
 

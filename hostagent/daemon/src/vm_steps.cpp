@@ -1,4 +1,4 @@
-// daemon/vm_steps: step effects for rollback and recovery.
+// daemon/vm_steps: the step effects, and delete's table.
 #include "vm_steps.hpp"
 
 #include <filesystem>
@@ -23,6 +23,8 @@ Result<bool> is_ours(Context& context, const state::VmRecord& record) {
   return false;
 }
 
+}  // namespace
+
 Status destroy_if_ours(Context& context, const state::VmRecord& record) {
   HA_TRY(const bool ours, is_ours(context, record));
   return ours ? context.hypervisor->destroy(record.name) : ok_status();
@@ -41,7 +43,7 @@ Status delete_disk(Context& context, const state::VmRecord& record) {
   return context.hypervisor->delete_volume(record.inputs.disk_pool, record.inputs.disk_volume);
 }
 
-Status delete_seed(const state::VmRecord& record) {
+Status delete_seed(Context& /*context*/, const state::VmRecord& record) {
   if (record.inputs.seed_iso.empty()) return ok_status();
   std::error_code ec;
   std::filesystem::remove(record.inputs.seed_iso, ec);  // absent: false, no error
@@ -49,39 +51,27 @@ Status delete_seed(const state::VmRecord& record) {
   return ok_status();
 }
 
-}  // namespace
+Status release_devices(Context& context, const state::VmRecord& record) {
+  return context.devices->release(record.name, record.allocation);
+}
 
-// The journal refuses an entry naming a step outside its kind's vocabulary (state::journaled_steps),
-// so a step no branch knows is this program's error, not the file's.
-Status undo_create_step(Context& context, const state::VmRecord& record, const std::string& step) {
-  namespace s = state::step;
-  if (step == s::start) return destroy_if_ours(context, record);
-  if (step == s::define) return undefine_if_ours(context, record);
-  if (step == s::prepare_devices) return context.devices->release(record.name, record.allocation);
-  if (step == s::seed) return delete_seed(record);
-  if (step == s::disk) return delete_disk(context, record);
-  if (step == s::commit) return ok_status();  // it changes nothing but the journal
-  HA_ASSERT(false && "undo of an unknown create step");
+Status no_effect(Context& /*context*/, const state::VmRecord& /*record*/) {
   return ok_status();
 }
 
-const std::vector<std::string>& delete_steps() {
-  static const std::vector<std::string> steps = [] {
-    const auto& names = state::journaled_steps(state::OperationKind::remove);
-    return std::vector<std::string>(names.begin(), names.end());
-  }();
+const std::vector<DeleteStep>& delete_steps() {
+  namespace s = state::step;
+  // One row per step, aligned.
+  // clang-format off
+  static const std::vector<DeleteStep> steps = {
+      {s::destroy,         destroy_if_ours},
+      {s::undefine,        undefine_if_ours},
+      {s::delete_disk,     delete_disk},
+      {s::delete_seed,     delete_seed},
+      {s::release_devices, release_devices},
+  };
+  // clang-format on
   return steps;
-}
-
-Status run_delete_step(Context& context, const state::VmRecord& record, const std::string& step) {
-  namespace s = state::step;
-  if (step == s::destroy) return destroy_if_ours(context, record);
-  if (step == s::undefine) return undefine_if_ours(context, record);
-  if (step == s::delete_disk) return delete_disk(context, record);
-  if (step == s::delete_seed) return delete_seed(record);
-  if (step == s::release_devices) return context.devices->release(record.name, record.allocation);
-  HA_ASSERT(false && "unknown delete step");
-  return ok_status();
 }
 
 }  // namespace hostagent::daemon

@@ -1,21 +1,40 @@
-// daemon/vm_steps (private): the effects of each step, by name, shared by the operations that run
-// them and by reconcile, which finishes or undoes them after a crash. Every function here is
+// daemon/vm_steps (private): the steps of the journaled operations as tables, one line per step with
+// what runs it and what undoes it. The operations run them, rollback undoes them newest first, and
+// reconcile finishes or undoes them after a crash, all from the same rows. Every effect here is
 // idempotent and touches a domain only when its UUID is the record's: a same-named domain someone
 // else made is never destroyed or undefined.
 #pragma once
 
-#include <string>
+#include <string_view>
 #include <vector>
 
 #include "context.hpp"
 
 namespace hostagent::daemon {
 
-// Create: disk, seed, prepare_devices, define, start (reservation precedes them, in memory only).
-Status undo_create_step(Context& context, const state::VmRecord& record, const std::string& step);
+// A step's effect on the VM a record describes.
+using StepEffect = Status (*)(Context& context, const state::VmRecord& record);
 
-// Delete: destroy, undefine, delete_disk, delete_seed, release_devices. Finished forward, never undone.
-const std::vector<std::string>& delete_steps();
-Status run_delete_step(Context& context, const state::VmRecord& record, const std::string& step);
+// Create's steps (disk, seed, prepare_devices, define, start: create_vm.cpp's table, where each
+// one's run needs the shape and placement), by name in run order.
+std::vector<std::string_view> create_step_names();
+// What undoes a create step, or commit (nothing); from create's table. The journal admits no other
+// name (state::journaled_steps), so any other is this program's error: it aborts.
+StepEffect create_undo(std::string_view step);
+
+// Delete's steps: finished forward, never undone.
+struct DeleteStep {
+  std::string_view name;
+  StepEffect run;
+};
+const std::vector<DeleteStep>& delete_steps();
+
+// The effects the tables are made of.
+Status destroy_if_ours(Context& context, const state::VmRecord& record);
+Status undefine_if_ours(Context& context, const state::VmRecord& record);
+Status delete_disk(Context& context, const state::VmRecord& record);
+Status delete_seed(Context& context, const state::VmRecord& record);
+Status release_devices(Context& context, const state::VmRecord& record);
+Status no_effect(Context& context, const state::VmRecord& record);
 
 }  // namespace hostagent::daemon
