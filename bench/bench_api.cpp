@@ -337,7 +337,6 @@ Result<Daemon> start_daemon(const fs::path& scratch) {
   api::RestApiOptions rest_options;
   rest_options.audit_log = scratch / "audit.log";
   rest_options.template_directories = config.template_directories;
-  rest_options.housekeeping_cpus = config.housekeeping_cpus;
   HA_TRY(daemon.rest, api::RestApi::make(*daemon.service, std::move(rest_options)));
 
   ListenAddress unix_address;

@@ -47,7 +47,6 @@ Result<std::unique_ptr<ApiListener>> ApiListener::start(const config::DaemonConf
   api::RestApiOptions rest;
   rest.audit_log = config.api.audit_log;
   rest.template_directories = config.template_directories;
-  rest.housekeeping_cpus = config.housekeeping_cpus;
   std::unique_ptr<ApiListener> listener(new ApiListener());
   HA_TRY(listener->routes_, api::RestApi::make(service, std::move(rest)));
   auto* routes = listener->routes_.get();

@@ -100,9 +100,7 @@ struct Runner {
   HttpResponse operator()(const command::GetCapacity& /*unused*/) const {
     const auto usage = service().usage();
     if (usage.host == nullptr) return service_problem(Error{ErrorCode::internal, "the host model is missing"}, request);
-    numa::HostPolicy policy;
-    policy.housekeeping_cpus = context.options.housekeeping_cpus;
-    return json_response(200, capacity_json(numa::capacity(*usage.host, usage.held, policy)));
+    return json_response(200, capacity_json(numa::capacity(*usage.host, usage.held, usage.policy)));
   }
 
   HttpResponse operator()(const command::ListDevices& list) const {
@@ -204,7 +202,7 @@ struct Runner {
   HttpResponse operator()(const command::GetMetrics& /*unused*/) const {
     HttpResponse response;
     response.content_type = "text/plain; version=0.0.4; charset=utf-8";
-    response.body = context.metrics.render(service(), context.options.housekeeping_cpus);
+    response.body = context.metrics.render(service());
     return response;
   }
 };

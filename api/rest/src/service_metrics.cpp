@@ -127,17 +127,13 @@ void ServiceMetrics::on_request(const std::string& method, unsigned status, std:
   request_durations_.observe(std::chrono::duration<double>(latency).count());
 }
 
-std::string ServiceMetrics::render(daemon::VmService& service, const std::vector<int>& housekeeping_cpus) {
+std::string ServiceMetrics::render(daemon::VmService& service) {
   MetricsText out;
   const auto status = service.status();
   render_vms(out, service);
   render_status(out, status);
   const auto usage = service.usage();
-  if (usage.host != nullptr) {
-    numa::HostPolicy policy;
-    policy.housekeeping_cpus = housekeeping_cpus;
-    render_capacity(out, numa::capacity(*usage.host, usage.held, policy));
-  }
+  if (usage.host != nullptr) render_capacity(out, numa::capacity(*usage.host, usage.held, usage.policy));
   const auto health = service.device_health();
   render_health(out, health.ok() ? *health : std::vector<numa::DeviceHealth>{});
   render_counted(out);

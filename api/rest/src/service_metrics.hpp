@@ -24,7 +24,7 @@ class ServiceMetrics {
   void on_event(const daemon::ServiceEvent& event);
   void on_request(const std::string& method, unsigned status, std::chrono::nanoseconds latency);
   // The exposition text; reads the service (may block on libvirt).
-  std::string render(daemon::VmService& service, const std::vector<int>& housekeeping_cpus);
+  std::string render(daemon::VmService& service);
 
  private:
   void render_counted(MetricsText& out);

@@ -53,6 +53,8 @@ class Ledger {
   std::optional<LedgerEntry> find(const std::string& name) const;
   std::vector<LedgerEntry> entries() const;
   std::vector<numa::Allocation> held() const;
+  // What placement is told besides the host: housekeeping CPUs, hugepage checks.
+  const numa::HostPolicy& policy() const { return policy_; }
 
  private:
   Result<numa::Placement> place_and_record(state::VmRecord& record, const numa::PlacementRequest& request);

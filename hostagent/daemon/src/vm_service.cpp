@@ -124,7 +124,7 @@ class VmServiceImpl final : public VmService {
   uint64_t subscribe(ServiceEventSink sink) override { return context_.events.subscribe(std::move(sink)); }
   void unsubscribe(uint64_t id) override { context_.events.unsubscribe(id); }
 
-  HostUsage usage() override { return HostUsage{&context_.host, context_.ledger.held()}; }
+  HostUsage usage() override { return HostUsage{&context_.host, context_.ledger.held(), context_.ledger.policy()}; }
   const std::map<std::string, vmtemplates::VmTemplate>& templates() const override { return context_.templates; }
 
   Result<std::string> domain_xml(const std::string& name) override {

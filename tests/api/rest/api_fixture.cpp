@@ -19,7 +19,6 @@ void ApiFixture::start() {
   service_ = std::move(service).value();
   api::RestApiOptions options;
   options.template_directories = daemon_.config().template_directories;
-  options.housekeeping_cpus = daemon_.config().housekeeping_cpus;
   serve(*service_, options);
 }
 

@@ -61,6 +61,11 @@ void FakeVmService::set_held(std::vector<numa::Allocation> held) {
   held_ = std::move(held);
 }
 
+void FakeVmService::set_policy(numa::HostPolicy policy) {
+  const std::lock_guard lock(mutex_);
+  policy_ = std::move(policy);
+}
+
 void FakeVmService::set_device_health(std::vector<numa::DeviceHealth> health) {
   const std::lock_guard lock(mutex_);
   health_ = std::move(health);
@@ -198,7 +203,7 @@ void FakeVmService::unsubscribe(uint64_t id) {
 
 daemon::HostUsage FakeVmService::usage() {
   const std::lock_guard lock(mutex_);
-  return daemon::HostUsage{&host_, held_};
+  return daemon::HostUsage{&host_, held_, policy_};
 }
 
 const std::map<std::string, vmtemplates::VmTemplate>& FakeVmService::templates() const {

@@ -30,6 +30,7 @@ class FakeVmService final : public daemon::VmService {
   void put_vm(daemon::VmView vm, std::string domain_xml = "");
   void set_status(daemon::ServiceStatus status);
   void set_held(std::vector<numa::Allocation> held);
+  void set_policy(numa::HostPolicy policy);  // what usage() says placement is told
   void set_device_health(std::vector<numa::DeviceHealth> health);
   // To every subscriber, on the calling thread, as the service's threads do.
   void publish(const daemon::ServiceEvent& event);
@@ -81,6 +82,7 @@ class FakeVmService final : public daemon::VmService {
   std::map<std::string, Vm> vms_;
   daemon::ServiceStatus status_;
   std::vector<numa::Allocation> held_;
+  numa::HostPolicy policy_;
   std::vector<numa::DeviceHealth> health_;
   std::vector<daemon::CreateVmRequest> creates_;
   std::vector<std::string> commands_;

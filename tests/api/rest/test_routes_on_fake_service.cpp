@@ -272,4 +272,26 @@ TEST_CASE("TCP needs a bearer token, a reader may only read, and a refused chang
   CHECK(api.service.creates().size() == 1);
 }
 
+TEST_CASE("capacity and the free_cpus metric count what the service's policy keeps for the host") {
+  FakeApi api;
+  const auto free_cpus = [&] {
+    return api.request("GET", "/v1/host/capacity").json().at("totals").at("cpus").at("free").as_int64();
+  };
+  const auto before = free_cpus();
+  REQUIRE(before > 4);
+  numa::HostPolicy policy;
+  policy.housekeeping_cpus = {0, 1, 2, 3};
+  api.service.set_policy(policy);
+  CHECK(free_cpus() == before - 4);
+  const auto capacity = api.request("GET", "/v1/host/capacity").json();
+  CHECK(capacity.at("totals").at("cpus").at("housekeeping").as_int64() == 4);
+  // The metric says the same, node by node.
+  const auto metrics = api.request("GET", "/v1/metrics").body;
+  for (const auto& node : capacity.at("nodes").as_array()) {
+    const std::string sample = "hostagent_free_cpus{node=\"" + std::to_string(node.at("node").as_int64()) + "\"} " +
+                               std::to_string(node.at("cpus").at("free").as_int64()) + "\n";
+    CHECK_MESSAGE(metrics.find(sample) != std::string::npos, sample);
+  }
+}
+
 }  // namespace hostagent::testing

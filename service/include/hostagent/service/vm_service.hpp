@@ -113,6 +113,7 @@ using ServiceEventSink = std::function<void(const ServiceEvent&)>;
 struct HostUsage {
   const numa::HostModel* host = nullptr;  // the service's; lives as long as the service
   std::vector<numa::Allocation> held;     // one per VM holding anything
+  numa::HostPolicy policy;                // what placement is told (housekeeping CPUs), for capacity
 };
 
 struct ReconcileReport {

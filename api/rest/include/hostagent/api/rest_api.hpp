@@ -18,9 +18,7 @@ namespace hostagent::api {
 struct RestApiOptions {
   std::filesystem::path audit_log;                          // JSON lines, appended; "" logs audit lines to stderr only
   std::vector<std::filesystem::path> template_directories;  // for validate's `extends` lookups
-  // The configuration's host.housekeeping_cpus: never free for VMs (capacity, free_cpus metrics).
-  std::vector<int> housekeeping_cpus;
-  std::size_t event_queue_frames = 1024;  // per event-stream client; beyond, its oldest are dropped
+  std::size_t event_queue_frames = 1024;                    // per event-stream client; beyond, its oldest are dropped
 };
 
 class RestApi {
