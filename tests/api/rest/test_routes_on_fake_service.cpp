@@ -4,7 +4,6 @@
 // links no libvirt and starts no daemon.
 #include <doctest/doctest.h>
 
-#include <boost/json/serialize.hpp>
 #include <chrono>
 
 #include "api_server.hpp"
