@@ -20,19 +20,17 @@ void count(NodeCapacity* node, Count NodeCapacity::*kind, NodeCapacity& totals, 
   }
 }
 
-// A device's node as placement files it: its own, or the nearest with CPUs for a CPU-less one.
-NodeCapacity* node_of(const Inventory& inventory, const PciAddress& address, std::map<int, NodeCapacity>& nodes) {
-  const PciFunction* f = inventory.host->find(address);
-  const int cell = f == nullptr ? kUnknownNode : inventory.cell_node(f->numa_node);
-  const auto it = nodes.find(cell);
-  return it == nodes.end() ? nullptr : &it->second;
+// The node placement files a device under: its own, or the nearest with CPUs for a CPU-less one.
+// Placement has worked it out for what it may take; what it refuses is looked up the same way.
+int cell_of(const Inventory& /*inventory*/, const placement_detail::GpuCandidate& gpu) {
+  return gpu.node;
 }
-
-PciAddress address_of(const placement_detail::GpuCandidate& gpu) {
-  return gpu.gpu->address;
+int cell_of(const Inventory& /*inventory*/, const placement_detail::FreeDevice& device) {
+  return device.node;
 }
-PciAddress address_of(const placement_detail::FreeDevice& device) {
-  return device.function->address;
+int cell_of(const Inventory& inventory, const placement_detail::Unusable& device) {
+  const PciFunction* f = inventory.host->find(device.address);
+  return f == nullptr ? kUnknownNode : inventory.cell_node(f->numa_node);
 }
 
 // Free: what placement may take; the rest of the kind: what it refuses, with the reason it gives.
@@ -40,8 +38,12 @@ template <typename Free>
 void count_devices(const Inventory& inventory, const std::vector<Free>& free,
                    const std::vector<placement_detail::Unusable>& unusable, Count NodeCapacity::*kind,
                    std::map<int, NodeCapacity>& nodes, NodeCapacity& totals) {
-  for (const auto& device : free) count(node_of(inventory, address_of(device), nodes), kind, totals, true);
-  for (const auto& device : unusable) count(node_of(inventory, device.address, nodes), kind, totals, false);
+  const auto node_at = [&](int cell) {
+    const auto it = nodes.find(cell);
+    return it == nodes.end() ? nullptr : &it->second;
+  };
+  for (const auto& device : free) count(node_at(cell_of(inventory, device)), kind, totals, true);
+  for (const auto& device : unusable) count(node_at(cell_of(inventory, device)), kind, totals, false);
 }
 
 CpuCapacity cpu_capacity(const placement_detail::CpuNode& node) {
@@ -84,7 +86,7 @@ void count_pools(const HostModel& host, const std::vector<Allocation>& held, con
     PoolCapacity sum{size, 0, 0};
     for (const auto& [id, node] : inventory.cpu_nodes) {
       sum.total += node.pool_total.value_or(0);
-      sum.free += node.pool_total ? node.free_pages() : 0;
+      sum.free += node.free_pages();  // 0 where the node has no such pool
     }
     totals.hugepages.push_back(sum);  // by page size: the map's order
   }

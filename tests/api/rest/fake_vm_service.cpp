@@ -87,47 +87,41 @@ std::vector<std::string> FakeVmService::commands() const {
   return commands_;
 }
 
-Result<daemon::OperationView> FakeVmService::begin_locked(const std::string& kind, const std::string& vm) {
-  if (refusal_) {
-    Error error = std::move(*refusal_);
-    refusal_.reset();
-    return error;
-  }
+std::optional<Error> FakeVmService::take_refusal() {
+  std::optional<Error> refusal = std::move(refusal_);
+  refusal_.reset();
+  return refusal;
+}
+
+daemon::OperationView& FakeVmService::queue(const std::string& kind, const std::string& vm) {
   daemon::OperationView operation;
   operation.id = "op-" + std::to_string(operations_.size() + 1);
   operation.kind = kind;
   operation.vm = vm;
   operation.state = "queued";
   operation.submitted_at = kSubmittedAt;
-  operations_[operation.id] = operation;
   operation_order_.push_back(operation.id);
-  return operation;
+  return operations_[operation.id] = operation;
 }
 
 Result<daemon::OperationView> FakeVmService::begin_create(const daemon::CreateVmRequest& request) {
   const std::lock_guard lock(mutex_);
   creates_.push_back(request);
-  auto operation = begin_locked("create", request.name);
-  if (!operation.ok()) return operation;
-  auto& kept = operations_.at(operation->id);
-  kept.request_id = request.request_id;
-  kept.template_name = request.template_name;
-  return kept;
+  if (auto refusal = take_refusal()) return *refusal;
+  auto& operation = queue("create", request.name);
+  operation.request_id = request.request_id;
+  operation.template_name = request.template_name;
+  return operation;
 }
 
+// The service's own checks, before any queue: a scripted refusal, then a VM that does not exist.
 Result<daemon::OperationView> FakeVmService::known_vm_command(const std::string& kind, const std::string& name,
                                                               const std::string& worded) {
   const std::lock_guard lock(mutex_);
   commands_.push_back(worded);
-  auto operation = begin_locked(kind, name);
-  if (!operation.ok()) return operation;
-  // The service's own check, before any queue: a command on a VM that does not exist.
-  if (vms_.count(name) == 0) {
-    operations_.erase(operation->id);
-    operation_order_.pop_back();
-    return Error{ErrorCode::not_found, "no VM named " + name};
-  }
-  return operation;
+  if (auto refusal = take_refusal()) return *refusal;
+  if (vms_.count(name) == 0) return Error{ErrorCode::not_found, "no VM named " + name};
+  return queue(kind, name);
 }
 
 Result<daemon::OperationView> FakeVmService::begin_start(const std::string& name) {

@@ -66,8 +66,9 @@ class FakeVmService final : public daemon::VmService {
     daemon::VmView view;
     std::string domain_xml;
   };
-  // Under mutex_: the refusal if one is scripted, else a queued operation of `kind` on `vm`.
-  Result<daemon::OperationView> begin_locked(const std::string& kind, const std::string& vm);
+  // Under mutex_: the scripted refusal, once; a new queued operation of `kind` on `vm`.
+  std::optional<Error> take_refusal();
+  daemon::OperationView& queue(const std::string& kind, const std::string& vm);
   Result<daemon::OperationView> known_vm_command(const std::string& kind, const std::string& name,
                                                  const std::string& worded);
 
