@@ -38,7 +38,7 @@
 #include "fake_pci_drivers.hpp"
 #include "fake_vf_netlink.hpp"
 #include "file_calls.hpp"
-#include "hostagent/daemon/device_preparer.hpp"
+#include "hostagent/devices/device_preparer.hpp"
 #include "hostagent/discovery/discovery.hpp"
 #include "hostagent/numa/placement.hpp"
 #include "hostagent/render/guest_renderer.hpp"
@@ -216,7 +216,7 @@ struct Fixture {
 
 struct VmDevices {
   numa::Placement placement;
-  daemon::DeviceRequest request;
+  devices::DeviceRequest request;
   std::vector<numa::PciAddress> passthrough;  // as the preparer binds them: GPUs, companions, VFs; NVMe
   std::vector<numa::PciAddress> peers;        // as it sets ACS/ATS for: GPUs and VFs
 };
@@ -259,7 +259,7 @@ struct Arm {
 
 // The daemon's preparer with its own counting interfaces, over the shared fixture.
 struct Preparer {
-  std::unique_ptr<daemon::DevicePreparer> preparer;
+  std::unique_ptr<devices::DevicePreparer> preparer;
   CountingWriter* writer = nullptr;  // owned by the preparer
   Samples prepare, release;
   Samples fsync, file_ops;  // the records' fsyncs, and their open/rename/unlink, in each prepare+release
@@ -271,14 +271,14 @@ Preparer make_preparer(Fixture& fixture, const fs::path& records) {
   auto writer = std::make_unique<CountingWriter>(fixture.kernel);
   Preparer made;
   made.writer = writer.get();
-  daemon::HostDeviceParts parts;
+  devices::HostDeviceParts parts;
   parts.sysfs_root = fixture.root;
   parts.writer = std::move(writer);
   parts.config_space = std::make_unique<CountingConfigSpace>(
       take(vfio::make_libpci_config_space(fixture.root), "libpci over the fixture"));
   parts.netlink = std::make_unique<CountingNetlink>(fixture.host);
   parts.records_directory = records;
-  made.preparer = take(daemon::make_host_device_preparer(fixture.host, std::move(parts)), "make the preparer");
+  made.preparer = take(devices::make_host_device_preparer(fixture.host, std::move(parts)), "make the preparer");
   return made;
 }
 
@@ -323,21 +323,6 @@ void bind_and_release(vfio::VfioBinder& binder, const std::vector<numa::PciAddre
   for (auto group = bound.rbegin(); group != bound.rend(); ++group) check(binder.release(*group), "release a group");
 }
 
-// The settings the daemon asks of each VF with the default devices configuration (its vf_settings).
-sriov::VfSettings vf_settings(const std::string& mac, const std::optional<int>& vlan) {
-  const config::VfConfigDefaults defaults;
-  sriov::VfSettings wanted;
-  wanted.mac = mac;
-  wanted.vlan = vlan.value_or(defaults.vlan);
-  if (*wanted.vlan != 0) wanted.qos = defaults.qos;
-  wanted.trust = defaults.trust;
-  wanted.spoofchk = defaults.spoofchk;
-  wanted.link_state = sriov::LinkState::automatic;
-  wanted.min_tx_rate_mbps = defaults.min_tx_rate_mbps;
-  wanted.max_tx_rate_mbps = defaults.max_tx_rate_mbps;
-  return wanted;
-}
-
 struct VfTarget {
   std::string pf_netdev;
   int index = 0;
@@ -352,7 +337,8 @@ std::vector<VfTarget> vf_targets(const numa::HostModel& host, const VmDevices& v
     if (pf == nullptr || !pf->sriov || pf->net_interfaces.empty()) fail(vf.to_string() + " has no PF netdev");
     const auto& vfs = pf->sriov->vfs;
     const auto index = static_cast<int>(std::find(vfs.begin(), vfs.end(), vf) - vfs.begin());
-    out.push_back({pf->net_interfaces.front(), index, vf_settings(mac, vm.request.vlan)});
+    out.push_back(
+        {pf->net_interfaces.front(), index, devices::vf_settings(devices::PreparationOptions{}, mac, vm.request.vlan)});
   }
   return out;
 }

@@ -4,17 +4,20 @@
 #include <system_error>
 
 #include "hostagent/common/sysfs_writer.hpp"
-#include "hostagent/daemon/log.hpp"
+#include "hostagent/devices/device_preparer.hpp"
 #include "hostagent/discovery/discovery.hpp"
 #include "hostagent/simhost/sim_host.hpp"
 #include "hostagent/sriov/vf_netlink.hpp"
 #include "hostagent/state/vm_record.hpp"
+#include "hostagent/systemd/log.hpp"
 #include "hostagent/vfio/config_space_access.hpp"
 
 namespace hostagent::cli {
 namespace {
 
 using namespace hostagent::daemon;
+using systemd::log;
+using systemd::LogLevel;
 
 namespace fs = std::filesystem;
 
@@ -71,13 +74,41 @@ Result<std::map<std::string, vmtemplates::VmTemplate>> load_templates(const conf
   return shapes;
 }
 
-Result<HostDeviceParts> host_device_parts(const config::DaemonConfig& config) {
-  HostDeviceParts parts;
+sriov::LinkState link_state_of(const std::string& text) {
+  if (text == "enable") return sriov::LinkState::enable;
+  if (text == "disable") return sriov::LinkState::disable;
+  return sriov::LinkState::automatic;
+}
+
+// The operator's devices section as the devices module's options. The reader checked every field:
+// a PF here that is not an address is a broken invariant, but it still reads as an error.
+Result<devices::PreparationOptions> preparation_options(const config::DevicesConfig& configured) {
+  devices::PreparationOptions options;
+  options.bind_at_start = configured.bind_at_start;
+  for (const auto& pf : configured.sriov) {
+    HA_TRY(const auto address, PciAddress::parse(pf.pf));
+    options.vf_counts.push_back({address, pf.vfs});
+  }
+  const auto& vf = configured.vf;
+  options.vf_defaults = sriov::VfSettings{.mac = std::nullopt,
+                                          .vlan = vf.vlan,
+                                          .qos = vf.qos,
+                                          .trust = vf.trust,
+                                          .spoofchk = vf.spoofchk,
+                                          .link_state = link_state_of(vf.link_state),
+                                          .min_tx_rate_mbps = vf.min_tx_rate_mbps,
+                                          .max_tx_rate_mbps = vf.max_tx_rate_mbps};
+  options.releasable_drivers = configured.releasable_drivers;
+  return options;
+}
+
+Result<devices::HostDeviceParts> host_device_parts(const config::DaemonConfig& config) {
+  devices::HostDeviceParts parts;
   parts.sysfs_root = config.sysfs_root;
   parts.writer = make_sysfs_writer(config.sysfs_root);
   HA_TRY(parts.config_space, vfio::make_libpci_config_space(config.sysfs_root));
   parts.netlink = sriov::make_libnl_vf_netlink();
-  parts.devices = config.devices;
+  HA_TRY(parts.options, preparation_options(config.devices));
   parts.records_directory = config.state_directory / "devices";
   return parts;
 }
@@ -86,15 +117,15 @@ Result<HostDeviceParts> host_device_parts(const config::DaemonConfig& config) {
 // discovered again when that changed it, then the preparer for each VM.
 Status prepare_devices(const config::DaemonConfig& config, ServiceParts& parts) {
   if (config.devices.preparation != "hostagent") {
-    parts.devices = make_libvirt_managed_preparer();
+    parts.devices = devices::make_libvirt_managed_preparer();
     return ok_status();
   }
-  HA_TRY(auto devices, host_device_parts(config));
-  HA_TRY(const bool changed, prepare_host_devices(parts.host, devices));
+  HA_TRY(auto host_parts, host_device_parts(config));
+  HA_TRY(const bool changed, devices::prepare_host_devices(parts.host, host_parts));
   if (changed) {
     HA_TRY(parts.host, discover_live(config));
   }
-  HA_TRY(parts.devices, make_host_device_preparer(parts.host, std::move(devices)));
+  HA_TRY(parts.devices, devices::make_host_device_preparer(parts.host, std::move(host_parts)));
   return ok_status();
 }
 

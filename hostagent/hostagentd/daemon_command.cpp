@@ -13,8 +13,8 @@
 #include "hostagent/api/host_json.hpp"
 #include "hostagent/config/daemon_config.hpp"
 #include "hostagent/daemon/install_paths.hpp"
-#include "hostagent/daemon/log.hpp"
 #include "hostagent/service/vm_service.hpp"
+#include "hostagent/systemd/log.hpp"
 #include "hostagent/systemd/notifier.hpp"
 #include "hostagent/systemd/socket_activation.hpp"
 #include "hostagent/systemd/watchdog.hpp"
@@ -115,7 +115,7 @@ class WarningNotifier final : public systemd::Notifier {
   Status notify(const std::string& assignments) override {
     auto sent = inner_->notify(assignments);
     if (!sent.ok() && !warned_.exchange(true)) {
-      daemon::log(daemon::LogLevel::warning, "systemd notification failed: " + sent.error().message);
+      systemd::log(systemd::LogLevel::warning, "systemd notification failed: " + sent.error().message);
     }
     return sent;
   }

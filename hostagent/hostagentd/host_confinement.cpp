@@ -2,13 +2,13 @@
 #include "host_confinement.hpp"
 
 #include "hostagent/common/sysfs_root.hpp"
-#include "hostagent/daemon/log.hpp"
 #include "hostagent/systemd/cpu_confinement.hpp"
+#include "hostagent/systemd/log.hpp"
 
 namespace hostagent::cli {
 
-using daemon::log;
-using daemon::LogLevel;
+using systemd::log;
+using systemd::LogLevel;
 
 bool confine_host_processes(const config::DaemonConfig& config, systemd::Notifier& notifier) {
   if (!config.confine_host_processes) return false;

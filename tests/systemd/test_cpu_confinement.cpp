@@ -8,8 +8,8 @@
 
 #include "bus_stand_in.hpp"
 #include "host_confinement.hpp"
-#include "hostagent/daemon/log.hpp"
 #include "hostagent/systemd/cpu_confinement.hpp"
+#include "hostagent/systemd/log.hpp"
 #include "test_support.hpp"
 
 namespace hostagent::testing {
@@ -34,23 +34,23 @@ class CapturedLog {
  public:
   CapturedLog() {
     previous_ =
-        daemon::set_log_sink([this](daemon::LogLevel level, const std::string& message, const daemon::LogContext&) {
+        systemd::set_log_sink([this](systemd::LogLevel level, const std::string& message, const systemd::LogContext&) {
           std::lock_guard lock(mutex_);
           lines_.emplace_back(level, message);
         });
   }
-  ~CapturedLog() { daemon::set_log_sink(std::move(previous_)); }
+  ~CapturedLog() { systemd::set_log_sink(std::move(previous_)); }
   CapturedLog(const CapturedLog&) = delete;
   CapturedLog& operator=(const CapturedLog&) = delete;
-  std::vector<std::pair<daemon::LogLevel, std::string>> lines() {
+  std::vector<std::pair<systemd::LogLevel, std::string>> lines() {
     std::lock_guard lock(mutex_);
     return lines_;
   }
 
  private:
   std::mutex mutex_;
-  std::vector<std::pair<daemon::LogLevel, std::string>> lines_;
-  daemon::LogSink previous_;
+  std::vector<std::pair<systemd::LogLevel, std::string>> lines_;
+  systemd::LogSink previous_;
 };
 
 config::DaemonConfig confining(std::vector<int> cpus) {
@@ -109,9 +109,9 @@ TEST_CASE("confinement: a unit systemd refuses is logged as an error with the D-
   CHECK(manager.calls().size() == 3);  // the refusal did not stop the next unit
   const auto lines = log.lines();
   REQUIRE(lines.size() == 3);
-  CHECK(lines[0] == std::pair(daemon::LogLevel::info,
+  CHECK(lines[0] == std::pair(systemd::LogLevel::info,
                               std::string("confined system.slice to CPUs 0-1,4 (AllowedCPUs=, until reboot)")));
-  CHECK(lines[1].first == daemon::LogLevel::error);
+  CHECK(lines[1].first == systemd::LogLevel::error);
   CHECK(lines[1].second ==
         "could not confine user.slice to CPUs 0-1,4: systemd refused AllowedCPUs on user.slice: "
         "org.freedesktop.DBus.Error.AccessDenied: Access denied to user.slice (stand-in); VMs still run, but host "
@@ -129,7 +129,7 @@ TEST_CASE("confinement: without a bus to reach, one error and the daemon goes on
   CHECK_FALSE(cli::confine_host_processes(confining({2, 3}), notifier));
   const auto lines = log.lines();
   REQUIRE(lines.size() == 1);
-  CHECK(lines[0].first == daemon::LogLevel::error);
+  CHECK(lines[0].first == systemd::LogLevel::error);
   CHECK(lines[0].second.find("host processes not confined to CPUs 2-3: cannot connect to unix:path=" +
                              (dir.path() / "no-bus.sock").string()) == 0);
   CHECK(notifier.sent == std::vector<std::string>{"STATUS=host processes NOT confined to CPUs 2-3 (see the log)"});

@@ -10,9 +10,9 @@
 #include "event_hub.hpp"
 #include "hostagent/config/daemon_config.hpp"
 #include "hostagent/daemon/clock.hpp"
-#include "hostagent/daemon/device_preparer.hpp"
 #include "hostagent/daemon/service_parts.hpp"
 #include "hostagent/daemon/step_hook.hpp"
+#include "hostagent/devices/device_preparer.hpp"
 #include "hostagent/numa/host_model.hpp"
 #include "hostagent/service/vm_service.hpp"
 #include "hostagent/state/journal.hpp"
@@ -42,7 +42,7 @@ struct Context {
   const std::filesystem::path host_sysfs_root;
   const std::map<std::string, vmtemplates::VmTemplate> templates;
   const std::unique_ptr<virt::Hypervisor> hypervisor;
-  const std::unique_ptr<DevicePreparer> devices;
+  const std::unique_ptr<devices::DevicePreparer> devices;
   const std::shared_ptr<Clock> clock;
   const std::shared_ptr<StepHook> hook;
   state::Journal journal;

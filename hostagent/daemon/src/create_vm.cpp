@@ -1,11 +1,11 @@
 // daemon/create_vm: template -> placement (reserved) -> disk -> devices -> define -> start.
 #include <random>
 
+#include "daemon_log.hpp"
 #include "hostagent/cloudinit/nocloud_seed.hpp"
 #include "hostagent/common/names.hpp"
 #include "hostagent/common/paths.hpp"
 #include "hostagent/common/text.hpp"
-#include "hostagent/daemon/log.hpp"
 #include "hostagent/render/guest_renderer.hpp"
 #include "hostagent/vmtemplates/shape_request.hpp"
 #include "operation.hpp"
@@ -152,7 +152,7 @@ class CreateRun {
       HA_TRY(const auto sysfs, SysfsRoot::open(context_.host_sysfs_root));
       HA_TRY(record_.rdma, read_vf_rdma(sysfs, placement_));
     }
-    DeviceRequest request;
+    devices::DeviceRequest request;
     HA_TRY(request.vf_macs, render::vf_mac_addresses(shape_, placement_, guest_options()));
     request.vlan = shape_.nics.vf.vlan;
     return context_.devices->prepare(record_.name, placement_, request);

@@ -1,7 +1,7 @@
 // daemon/delete_vm: destroy, undefine, delete the disk, release the devices, then the reservation.
 // Finished forward: once a delete has begun, a failure or a crash leaves it in the journal and
 // reconcile completes it; it is never undone into a half-deleted VM.
-#include "hostagent/daemon/log.hpp"
+#include "daemon_log.hpp"
 #include "operation.hpp"
 #include "operations.hpp"
 #include "vm_steps.hpp"

@@ -1,7 +1,7 @@
 // daemon/operation: journaled steps with rollback.
 #include "operation.hpp"
 
-#include "hostagent/daemon/log.hpp"
+#include "daemon_log.hpp"
 
 namespace hostagent::daemon {
 

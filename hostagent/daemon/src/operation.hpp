@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "context.hpp"
-#include "hostagent/daemon/log.hpp"
+#include "daemon_log.hpp"
 #include "hostagent/state/journal.hpp"
 
 namespace hostagent::daemon {

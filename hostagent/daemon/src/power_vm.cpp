@@ -1,6 +1,6 @@
 // daemon/power_vm: start, stop and reboot. They hold nothing and change no allocation, so they are
 // not journaled: after a crash, libvirt's state of the domain is the whole truth about them.
-#include "hostagent/daemon/log.hpp"
+#include "daemon_log.hpp"
 #include "operations.hpp"
 
 namespace hostagent::daemon {

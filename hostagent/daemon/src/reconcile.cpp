@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <set>
 
-#include "hostagent/daemon/log.hpp"
+#include "daemon_log.hpp"
 #include "vm_steps.hpp"
 
 namespace hostagent::daemon {

@@ -2,9 +2,9 @@
 // start and after libvirt comes back.
 #include <algorithm>
 
+#include "daemon_log.hpp"
 #include "hostagent/common/sysfs_root.hpp"
 #include "hostagent/common/text.hpp"
-#include "hostagent/daemon/log.hpp"
 #include "hostagent/daemon/service_parts.hpp"
 #include "hostagent/discovery/device_health_reader.hpp"
 #include "hostagent/service/vm_service.hpp"

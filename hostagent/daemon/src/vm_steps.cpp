@@ -3,7 +3,7 @@
 
 #include <filesystem>
 
-#include "hostagent/daemon/log.hpp"
+#include "daemon_log.hpp"
 
 namespace hostagent::daemon {
 namespace {

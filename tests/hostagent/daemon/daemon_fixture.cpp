@@ -65,7 +65,7 @@ Status FaultyHypervisor::delete_volume(const std::string& pool, const std::strin
 #undef HA_FORWARD
 
 Status RecordingPreparer::prepare(const std::string& vm, const numa::Placement& /*placement*/,
-                                  const daemon::DeviceRequest& /*request*/) {
+                                  const devices::DeviceRequest& /*request*/) {
   std::lock_guard lock(shared_->mutex);
   if (shared_->fail_prepare) return Error{ErrorCode::io_error, "injected failure of prepare"};
   shared_->prepared.insert(vm);

@@ -65,7 +65,7 @@ class FaultyHypervisor final : public virt::Hypervisor {
 };
 
 // Records what it prepared; fails prepare or release on request.
-class RecordingPreparer final : public daemon::DevicePreparer {
+class RecordingPreparer final : public devices::DevicePreparer {
  public:
   struct Shared {
     std::mutex mutex;
@@ -76,7 +76,7 @@ class RecordingPreparer final : public daemon::DevicePreparer {
   explicit RecordingPreparer(std::shared_ptr<Shared> shared) : shared_(std::move(shared)) {}
   bool libvirt_manages_hostdevs() const override { return true; }
   Status prepare(const std::string& vm, const numa::Placement& placement,
-                 const daemon::DeviceRequest& request) override;
+                 const devices::DeviceRequest& request) override;
   Status release(const std::string& vm, const numa::Allocation& held) override;
   Result<std::vector<std::string>> release_unheld(const std::vector<numa::Allocation>& held) override;
 

@@ -11,8 +11,8 @@
 #include "hostagent/common/result.hpp"
 #include "hostagent/config/daemon_config.hpp"
 #include "hostagent/daemon/clock.hpp"
-#include "hostagent/daemon/device_preparer.hpp"
 #include "hostagent/daemon/step_hook.hpp"
+#include "hostagent/devices/device_preparer.hpp"
 #include "hostagent/numa/host_model.hpp"
 #include "hostagent/service/vm_service.hpp"
 #include "hostagent/virt/hypervisor.hpp"
@@ -27,7 +27,7 @@ struct ServiceParts {
   std::filesystem::path host_sysfs_root;  // the sysfs the host was read from, for device health; "" none
   std::map<std::string, vmtemplates::VmTemplate> templates;
   std::unique_ptr<virt::Hypervisor> hypervisor;
-  std::unique_ptr<DevicePreparer> devices;
+  std::unique_ptr<devices::DevicePreparer> devices;
   std::shared_ptr<Clock> clock;
   std::shared_ptr<StepHook> hook;  // null in production
 };

@@ -1,17 +1,18 @@
-// daemon/host_preparation: what hostagentd readies once, at start, before any VM asks: the VFs the
+// devices/host_preparation: what hostagentd readies once, at start, before any VM asks: the VFs the
 // configuration lists, and every GPU and NVSwitch group on vfio-pci (Vela binds them at boot), so a
 // VM's start never waits for a driver to let go of a device.
 #include <algorithm>
 #include <array>
 #include <set>
 
-#include "hostagent/daemon/device_preparer.hpp"
-#include "hostagent/daemon/log.hpp"
+#include "binder_options.hpp"
+#include "hostagent/devices/device_preparer.hpp"
+#include "hostagent/devices/device_records.hpp"
 #include "hostagent/sriov/vf_provisioning.hpp"
-#include "hostagent/state/device_records.hpp"
+#include "hostagent/systemd/log.hpp"
 #include "hostagent/vfio/vfio_binding.hpp"
 
-namespace hostagent::daemon {
+namespace hostagent::devices {
 namespace {
 
 // The roles whose groups go to vfio-pci at start: what a VM takes whole.
@@ -21,15 +22,15 @@ constexpr std::array kPassthroughRoles = {numa::PciRole::gpu, numa::PciRole::nvs
 // at 1 the PF's driver would probe each (Documentation/ABI/testing/sysfs-bus-pci), building a
 // netdev and RDMA device per VF only to tear them down again, and some VFs (QEMU's NVMe) cannot
 // be probed until the PF gives them resources.
-Result<bool> create_vfs(const SysfsRoot& sysfs, SysfsWriter& writer, const config::SriovPfConfig& pf_config) {
-  HA_TRY(const auto pf, PciAddress::parse(pf_config.pf));
+Result<bool> create_vfs(const SysfsRoot& sysfs, SysfsWriter& writer, const VfCount& count) {
+  const PciAddress& pf = count.pf;
   HA_TRY(const auto now, sriov::live_vfs(sysfs, pf));
-  if (static_cast<int>(now.size()) == pf_config.vfs) return false;
+  if (static_cast<int>(now.size()) == count.vfs) return false;
   const std::string autoprobe = "/sys/bus/pci/devices/" + pf.to_string() + "/sriov_drivers_autoprobe";
-  if (pf_config.vfs > 0 && sysfs.exists(autoprobe)) HA_TRY_STATUS(writer.write(autoprobe, "0"));
-  HA_TRY_STATUS(sriov::set_vf_count(sysfs, writer, pf, pf_config.vfs));
-  log(LogLevel::info, "devices: " + pf.to_string() + " has " + std::to_string(pf_config.vfs) + " VFs",
-      {.device = pf.to_string()});
+  if (count.vfs > 0 && sysfs.exists(autoprobe)) HA_TRY_STATUS(writer.write(autoprobe, "0"));
+  HA_TRY_STATUS(sriov::set_vf_count(sysfs, writer, pf, count.vfs));
+  systemd::log(systemd::LogLevel::info, "devices: " + pf.to_string() + " has " + std::to_string(count.vfs) + " VFs",
+               {.device = pf.to_string()});
   return true;
 }
 
@@ -44,22 +45,20 @@ bool any_moved(const vfio::GroupBinding& bound) {
 bool bind_recorded_group(vfio::VfioBinder& binder, const numa::PciAddress& device, int group) {
   const auto bound = binder.bind_group(device);
   if (bound.ok()) return any_moved(*bound);
-  log(LogLevel::warning,
-      "devices: IOMMU group " + std::to_string(group) + " of " + device.to_string() +
-          " left as it is: " + bound.error().message,
-      {.device = device.to_string()});
+  systemd::log(systemd::LogLevel::warning,
+               "devices: IOMMU group " + std::to_string(group) + " of " + device.to_string() +
+                   " left as it is: " + bound.error().message,
+               {.device = device.to_string()});
   return false;
 }
 
 // Binds the GPU and NVSwitch groups, recording each member's driver ahead (merged with what an
 // earlier start recorded: a group bound then keeps its first record).
 Result<bool> bind_host_groups(const numa::HostModel& host, const SysfsRoot& sysfs, HostDeviceParts& parts) {
-  HA_TRY(auto records, state::DeviceRecords::open(parts.records_directory));
-  HA_TRY(auto record, records.read(state::kHostDeviceOwner));
-  state::DeviceRecord host_record = record.value_or(state::DeviceRecord{state::kHostDeviceOwner, {}, {}, {}});
-  vfio::BinderOptions options;
-  if (!parts.devices.releasable_drivers.empty()) options.unbindable_drivers = parts.devices.releasable_drivers;
-  vfio::VfioBinder binder(sysfs, *parts.writer, options);
+  HA_TRY(auto records, DeviceRecords::open(parts.records_directory));
+  HA_TRY(auto record, records.read(kHostDeviceOwner));
+  DeviceRecord host_record = record.value_or(DeviceRecord{kHostDeviceOwner, {}, {}, {}});
+  vfio::VfioBinder binder(sysfs, *parts.writer, detail::binder_options(parts.options));
   std::set<int> recorded;
   for (const auto& group : host_record.groups) recorded.insert(group.group);
   bool changed = false;
@@ -78,10 +77,10 @@ Result<bool> bind_host_groups(const numa::HostModel& host, const SysfsRoot& sysf
     if (!bound.ok()) {
       // bind_group put the group back as it was. The daemon still starts: a VM placed on this
       // device binds it at its own start, or fails there naming the reason.
-      log(LogLevel::warning,
-          "devices: IOMMU group " + std::to_string(now.group) + " of " + f.address.to_string() +
-              " left as it is: " + bound.error().message,
-          {.device = f.address.to_string()});
+      systemd::log(systemd::LogLevel::warning,
+                   "devices: IOMMU group " + std::to_string(now.group) + " of " + f.address.to_string() +
+                       " left as it is: " + bound.error().message,
+                   {.device = f.address.to_string()});
       host_record.groups.pop_back();
       HA_TRY_STATUS(records.write(host_record));
       continue;
@@ -98,13 +97,13 @@ Result<bool> bind_host_groups(const numa::HostModel& host, const SysfsRoot& sysf
 Result<bool> prepare_host_devices(const numa::HostModel& host, HostDeviceParts& parts) {
   HA_TRY(const auto sysfs, SysfsRoot::open(parts.sysfs_root));
   bool changed = false;
-  for (const auto& pf : parts.devices.sriov) {
-    HA_TRY(const bool created, create_vfs(sysfs, *parts.writer, pf));
+  for (const auto& count : parts.options.vf_counts) {
+    HA_TRY(const bool created, create_vfs(sysfs, *parts.writer, count));
     changed = changed || created;
   }
-  if (!parts.devices.bind_at_start) return changed;
+  if (!parts.options.bind_at_start) return changed;
   HA_TRY(const bool bound, bind_host_groups(host, sysfs, parts));
   return changed || bound;
 }
 
-}  // namespace hostagent::daemon
+}  // namespace hostagent::devices

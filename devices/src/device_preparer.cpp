@@ -1,10 +1,10 @@
-// daemon/device_preparer: the preparer for simulated hosts. libvirt's managed hostdevs do the binding: at start
+// devices/device_preparer: the preparer for simulated hosts. libvirt's managed hostdevs do the binding: at start
 // libvirt detaches each <hostdev managed='yes'> from its driver and binds it to vfio-pci, and at
 // stop it rebinds the original driver (virHostdevPreparePCIDevices / virHostdevReAttachPCIDevices),
 // so there is nothing to prepare ahead and nothing left over after a crash of ours.
-#include "hostagent/daemon/device_preparer.hpp"
+#include "hostagent/devices/device_preparer.hpp"
 
-namespace hostagent::daemon {
+namespace hostagent::devices {
 namespace {
 
 class LibvirtManagedPreparer final : public DevicePreparer {
@@ -26,4 +26,4 @@ std::unique_ptr<DevicePreparer> make_libvirt_managed_preparer() {
   return std::make_unique<LibvirtManagedPreparer>();
 }
 
-}  // namespace hostagent::daemon
+}  // namespace hostagent::devices

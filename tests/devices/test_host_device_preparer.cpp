@@ -19,13 +19,13 @@
 #include "fake_host.hpp"
 #include "fake_sriov.hpp"
 #include "fake_vf_netlink.hpp"
-#include "hostagent/daemon/device_preparer.hpp"
+#include "hostagent/devices/device_preparer.hpp"
+#include "hostagent/devices/device_records.hpp"
 #include "hostagent/discovery/discovery.hpp"
-#include "hostagent/state/device_records.hpp"
 #include "hostagent/vfio/p2p_settings.hpp"
 #include "test_support.hpp"
 
-namespace hostagent::daemon {
+namespace hostagent::devices {
 namespace {
 
 namespace fs = std::filesystem;
@@ -104,15 +104,15 @@ numa::HostModel discover(const FakeHost& host) {
 }
 
 // VF settings away from neutral everywhere, so that a reset that forgot one shows.
-config::DevicesConfig configured_devices() {
-  config::DevicesConfig devices;
-  devices.vf.vlan = 100;
-  devices.vf.qos = 3;
-  devices.vf.trust = true;
-  devices.vf.spoofchk = false;
-  devices.vf.link_state = "enable";
-  devices.vf.max_tx_rate_mbps = 25000;
-  return devices;
+PreparationOptions configured_options() {
+  PreparationOptions options;
+  options.vf_defaults.vlan = 100;
+  options.vf_defaults.qos = 3;
+  options.vf_defaults.trust = true;
+  options.vf_defaults.spoofchk = false;
+  options.vf_defaults.link_state = sriov::LinkState::enable;
+  options.vf_defaults.max_tx_rate_mbps = 25000;
+  return options;
 }
 
 // One vela2 host and everything a preparer works through. Building the tree takes about a second:
@@ -135,7 +135,7 @@ struct Fixture {
     REQUIRE_MESSAGE(config.ok(), config.error().message);
     parts.config_space = std::make_unique<CountingConfigSpace>(std::move(config).value(), config_counters);
     parts.netlink = std::make_unique<ForwardingNetlink>(netlink);
-    parts.devices = devices;
+    parts.options = options;
     parts.records_directory = records_dir.path() / "devices";
     return parts;
   }
@@ -147,8 +147,8 @@ struct Fixture {
   }
   std::unique_ptr<DevicePreparer> preparer() { return preparer(model); }
 
-  state::DeviceRecords records() const { return state::DeviceRecords::open(records_dir.path() / "devices").value(); }
-  std::optional<state::DeviceRecord> record(const std::string& owner) const {
+  DeviceRecords records() const { return DeviceRecords::open(records_dir.path() / "devices").value(); }
+  std::optional<DeviceRecord> record(const std::string& owner) const {
     auto read = records().read(owner);
     REQUIRE_MESSAGE(read.ok(), read.error().message);
     return std::move(read).value();
@@ -178,7 +178,7 @@ struct Fixture {
   numa::HostModel model;
   FakeVfNetlink netlink;
   ConfigCounters config_counters;
-  config::DevicesConfig devices = configured_devices();
+  PreparationOptions options = configured_options();
   TempDir records_dir;
 };
 
@@ -258,12 +258,12 @@ void check_prepared(Fixture& f, const std::string& vm, const numa::Placement& pl
   for (const auto& [vf, mac] : request.vf_macs) {
     const auto state = f.vf_state(vf);
     CHECK(state.mac == mac);
-    CHECK(state.vlan == f.devices.vf.vlan);
-    CHECK(state.qos == f.devices.vf.qos);
-    CHECK(state.trust == f.devices.vf.trust);
-    CHECK(state.spoofchk == f.devices.vf.spoofchk);
+    CHECK(state.vlan == f.options.vf_defaults.vlan);
+    CHECK(state.qos == f.options.vf_defaults.qos);
+    CHECK(state.trust == f.options.vf_defaults.trust);
+    CHECK(state.spoofchk == f.options.vf_defaults.spoofchk);
     CHECK(state.link_state == sriov::LinkState::enable);
-    CHECK(state.max_tx_rate_mbps == f.devices.vf.max_tx_rate_mbps);
+    CHECK(state.max_tx_rate_mbps == f.options.vf_defaults.max_tx_rate_mbps);
   }
   const auto now = discover(f.host);
   const auto peers = peer_devices(placement);
@@ -629,7 +629,7 @@ TEST_CASE("host preparation binds every GPU and NVSwitch group at start, and a V
       CHECK_MESSAGE(driver == d.driver.value_or(""), d.address.to_string());
     }
   }
-  const auto host_record = f.record(state::kHostDeviceOwner);
+  const auto host_record = f.record(kHostDeviceOwner);
   REQUIRE(host_record.has_value());
   CHECK(host_record->groups.size() == original.size());
   for (const auto& group : host_record->groups) {
@@ -646,8 +646,7 @@ TEST_CASE("host preparation binds every GPU and NVSwitch group at start, and a V
   REQUIRE(again.ok());
   CHECK_FALSE(*again);
   CHECK(f.writes() == writes);
-  CHECK(state::device_record_to_json(f.record(state::kHostDeviceOwner).value()) ==
-        state::device_record_to_json(*host_record));
+  CHECK(device_record_to_json(f.record(kHostDeviceOwner).value()) == device_record_to_json(*host_record));
 
   // The daemon discovers the host again, and a VM's prepare binds only its VFs.
   const auto bound = discover(f.host);
@@ -690,8 +689,7 @@ TEST_CASE("host preparation binds every GPU and NVSwitch group at start, and a V
   REQUIRE_MESSAGE(restarted.ok(), restarted.error().message);
   CHECK(*restarted);
   CHECK(f.host.driver_of(gpu) == "vfio-pci");
-  CHECK(state::device_record_to_json(f.record(state::kHostDeviceOwner).value()) ==
-        state::device_record_to_json(*host_record));
+  CHECK(device_record_to_json(f.record(kHostDeviceOwner).value()) == device_record_to_json(*host_record));
   auto after_restart = f.preparer(discover(f.host));
   REQUIRE(after_restart->prepare("vm-b", placement, request).ok());
   REQUIRE(after_restart->release("vm-b", {}).ok());
@@ -711,8 +709,8 @@ TEST_CASE("host preparation creates the configured VFs unprobed, once") {
   const std::string address = pf->address.to_string();
   const int count = static_cast<int>(pf->sriov->vfs.size()) - 2;
   REQUIRE(count > 0);
-  f.devices.bind_at_start = false;
-  f.devices.sriov = {config::SriovPfConfig{address, count}};
+  f.options.bind_at_start = false;
+  f.options.vf_counts = {VfCount{pf->address, count}};
   auto parts = f.parts();
   const auto changed = prepare_host_devices(f.model, parts);
   REQUIRE_MESSAGE(changed.ok(), changed.error().message);
@@ -734,7 +732,7 @@ TEST_CASE("host preparation creates the configured VFs unprobed, once") {
   CHECK_FALSE(*again);
   CHECK(f.writes() == writes);
 
-  f.devices.sriov = {config::SriovPfConfig{"0000:ee:00.0", 2}};
+  f.options.vf_counts = {VfCount{PciAddress::parse("0000:ee:00.0").value(), 2}};
   auto missing_parts = f.parts();
   const auto missing = prepare_host_devices(f.model, missing_parts);
   REQUIRE_FALSE(missing.ok());
@@ -742,4 +740,4 @@ TEST_CASE("host preparation creates the configured VFs unprobed, once") {
 }
 
 }  // namespace
-}  // namespace hostagent::daemon
+}  // namespace hostagent::devices

@@ -1,4 +1,4 @@
-// hostagent/state/device_records: what device preparation did, on disk, one file per owner (a VM,
+// hostagent/devices/device_records: what device preparation did, on disk, one file per owner (a VM,
 // or the host's own preparation at start), so that a release after a restart or a crash puts back
 // exactly what was there: the driver each function came from, the VF settings applied, the ACS and
 // ATS registers a VM needs. Written ahead: a record names a change before the change is made, and
@@ -16,7 +16,7 @@
 #include "hostagent/vfio/p2p_settings.hpp"
 #include "hostagent/vfio/vfio_binding.hpp"
 
-namespace hostagent::state {
+namespace hostagent::devices {
 
 struct DeviceRecord {
   std::string owner;                       // a VM's name; kHostDeviceOwner for the host's preparation
@@ -57,4 +57,4 @@ class DeviceRecords {
 std::string device_record_to_json(const DeviceRecord& record);
 Result<DeviceRecord> device_record_from_json(const std::string& text, const std::string& source);
 
-}  // namespace hostagent::state
+}  // namespace hostagent::devices

@@ -1,13 +1,13 @@
-// daemon/log: journal records with fields when stderr is the journal (decided once, from
+// systemd/log: journal records with fields when stderr is the journal (decided once, from
 // JOURNAL_STREAM: systemd.exec(5)); else stderr lines prefixed with the sd-daemon(3) priority, so a
 // journal that captures them anyway files them under the right level ("<3>" error, "<4>" warning,
 // "<6>" info).
-#include "hostagent/daemon/log.hpp"
+#include "hostagent/systemd/log.hpp"
 
 #include <cstdio>
 #include <mutex>
 
-namespace hostagent::daemon {
+namespace hostagent::systemd {
 namespace {
 
 std::mutex& sink_mutex() {
@@ -23,23 +23,23 @@ LogSink& sink() {
 int priority(LogLevel level) {
   switch (level) {
     case LogLevel::error:
-      return systemd::kPriorityError;
+      return kPriorityError;
     case LogLevel::warning:
-      return systemd::kPriorityWarning;
+      return kPriorityWarning;
     case LogLevel::info:
       break;
   }
-  return systemd::kPriorityInfo;
+  return kPriorityInfo;
 }
 
 bool to_journal() {
-  static const bool journal = systemd::stderr_is_journal();
+  static const bool journal = stderr_is_journal();
   return journal;
 }
 
 void write_default(LogLevel level, const std::string& message, const LogContext& context) {
   // A journal that refuses (its socket gone while journald restarts) still has our stderr.
-  if (to_journal() && systemd::send_to_journal(systemd::journal_fields(priority(level), message, context)).ok()) {
+  if (to_journal() && send_to_journal(journal_fields(priority(level), message, context)).ok()) {
     return;
   }
   std::fprintf(stderr, "<%d>%s\n", priority(level), message.c_str());
@@ -63,4 +63,4 @@ LogSink set_log_sink(LogSink sink_fn) {
   return previous;
 }
 
-}  // namespace hostagent::daemon
+}  // namespace hostagent::systemd

@@ -1,4 +1,4 @@
-// daemon/host_device_preparer: hostagent's own device preparation. For a VM: its IOMMU groups to
+// devices/host_device_preparer: hostagent's own device preparation. For a VM: its IOMMU groups to
 // vfio-pci (vfio/), its VFs configured over netlink (sriov/), ACS/ATS set on the path between its
 // GPUs and NICs (vfio/p2p_settings); each change recorded ahead in the VM's device record, and all
 // of it undone from that record, in reverse, on release or on a failure midway.
@@ -6,14 +6,15 @@
 #include <mutex>
 #include <set>
 
-#include "hostagent/daemon/device_preparer.hpp"
-#include "hostagent/daemon/log.hpp"
+#include "binder_options.hpp"
+#include "hostagent/devices/device_preparer.hpp"
+#include "hostagent/devices/device_records.hpp"
 #include "hostagent/sriov/vf_configurator.hpp"
-#include "hostagent/state/device_records.hpp"
+#include "hostagent/systemd/log.hpp"
 #include "hostagent/vfio/p2p_settings.hpp"
 #include "hostagent/vfio/vfio_binding.hpp"
 
-namespace hostagent::daemon {
+namespace hostagent::devices {
 namespace {
 
 Error with_rollback(Error error, const Status& rollback) {
@@ -51,26 +52,6 @@ Result<VfPlace> vf_place(const numa::HostModel& host, const PciAddress& vf) {
   return VfPlace{pf->net_interfaces.front(), static_cast<int>(it - vfs.begin())};
 }
 
-sriov::LinkState link_state_of(const std::string& text) {
-  if (text == "enable") return sriov::LinkState::enable;
-  if (text == "disable") return sriov::LinkState::disable;
-  return sriov::LinkState::automatic;
-}
-
-sriov::VfSettings vf_settings(const config::VfConfigDefaults& defaults, const std::string& mac,
-                              const std::optional<int>& vlan) {
-  sriov::VfSettings wanted;
-  wanted.mac = mac;
-  wanted.vlan = vlan.value_or(defaults.vlan);
-  if (*wanted.vlan != 0) wanted.qos = defaults.qos;
-  wanted.trust = defaults.trust;
-  wanted.spoofchk = defaults.spoofchk;
-  wanted.link_state = link_state_of(defaults.link_state);
-  wanted.min_tx_rate_mbps = defaults.min_tx_rate_mbps;
-  wanted.max_tx_rate_mbps = defaults.max_tx_rate_mbps;
-  return wanted;
-}
-
 // Every passthrough function of the placement, GPUs (with their companions) first, as it is held.
 std::vector<PciAddress> passthrough_devices(const numa::Placement& placement) {
   std::vector<PciAddress> out;
@@ -97,17 +78,17 @@ std::vector<PciAddress> peer_devices(const numa::Placement& placement) {
 
 class HostDevicePreparer final : public DevicePreparer {
  public:
-  HostDevicePreparer(numa::HostModel host, HostDeviceParts parts, SysfsRoot sysfs, state::DeviceRecords records)
+  HostDevicePreparer(numa::HostModel host, HostDeviceParts parts, SysfsRoot sysfs, DeviceRecords records)
       : host_(std::move(host)),
         parts_(std::move(parts)),
         records_(std::move(records)),
-        binder_(std::move(sysfs), *parts_.writer, binder_options(parts_.devices)) {}
+        binder_(std::move(sysfs), *parts_.writer, detail::binder_options(parts_.options)) {}
 
   // Reads back the records of an earlier run: the host's groups, and each VM's register needs.
   Status load() {
     HA_TRY(const auto all, records_.all());
     for (const auto& record : all) {
-      if (record.owner == state::kHostDeviceOwner) {
+      if (record.owner == kHostDeviceOwner) {
         for (const auto& group : record.groups) host_groups_.insert(group.group);
       } else {
         ledger_.acquire(record.owner, record.p2p);
@@ -123,14 +104,14 @@ class HostDevicePreparer final : public DevicePreparer {
     // A VM prepared before (a retried step) goes on from its record: what it names was found
     // before this VM changed anything, and is what a release must give back.
     HA_TRY(auto existing, records_.read(vm));
-    state::DeviceRecord record = existing.value_or(state::DeviceRecord{vm, {}, {}, {}});
+    DeviceRecord record = existing.value_or(DeviceRecord{vm, {}, {}, {}});
     auto prepared = prepare_locked(record, placement, request);
     if (prepared.ok()) {
-      log(LogLevel::info,
-          "devices: " + vm + ": " + std::to_string(record.groups.size()) + " IOMMU groups on vfio-pci, " +
-              std::to_string(record.vfs.size()) + " VFs configured, " + std::to_string(record.p2p.size()) +
-              " ACS/ATS registers held",
-          {.vm = vm});
+      systemd::log(systemd::LogLevel::info,
+                   "devices: " + vm + ": " + std::to_string(record.groups.size()) + " IOMMU groups on vfio-pci, " +
+                       std::to_string(record.vfs.size()) + " VFs configured, " + std::to_string(record.p2p.size()) +
+                       " ACS/ATS registers held",
+                   {.vm = vm});
       return prepared;
     }
     return with_rollback(std::move(prepared).error(), undo(record));
@@ -150,7 +131,7 @@ class HostDevicePreparer final : public DevicePreparer {
     HA_TRY(const auto all, records_.all());
     std::vector<std::string> released;
     for (const auto& record : all) {
-      if (record.owner == state::kHostDeviceOwner || holders.count(record.owner) != 0) continue;
+      if (record.owner == kHostDeviceOwner || holders.count(record.owner) != 0) continue;
       HA_TRY_STATUS(undo(record));
       released.push_back("devices of " + record.owner);
     }
@@ -158,12 +139,6 @@ class HostDevicePreparer final : public DevicePreparer {
   }
 
  private:
-  static vfio::BinderOptions binder_options(const config::DevicesConfig& devices) {
-    vfio::BinderOptions options;
-    if (!devices.releasable_drivers.empty()) options.unbindable_drivers = devices.releasable_drivers;
-    return options;
-  }
-
   // A VF to configure: where its record is, how to reach it, what it gets.
   struct VfPlan {
     std::size_t record_index = 0;
@@ -174,7 +149,7 @@ class HostDevicePreparer final : public DevicePreparer {
   // Reads first (what each group is on now, each VF's place and settings, the registers
   // peer-to-peer needs), then one durable record naming all of it, then the changes: one record
   // write ahead of them all rather than two per device, since every undo is idempotent anyway.
-  Status prepare_locked(state::DeviceRecord& record, const numa::Placement& placement, const DeviceRequest& request) {
+  Status prepare_locked(DeviceRecord& record, const numa::Placement& placement, const DeviceRequest& request) {
     HA_TRY(const auto groups, plan_groups(record, passthrough_devices(placement)));
     HA_TRY(const auto vfs, plan_vfs(record, request));
     HA_TRY_STATUS(plan_peer_to_peer(record, peer_devices(placement)));
@@ -196,7 +171,7 @@ class HostDevicePreparer final : public DevicePreparer {
   }
 
   // One device per group to bind, and the groups recorded with what their members are on now.
-  Result<std::vector<PciAddress>> plan_groups(state::DeviceRecord& record, const std::vector<PciAddress>& devices) {
+  Result<std::vector<PciAddress>> plan_groups(DeviceRecord& record, const std::vector<PciAddress>& devices) {
     std::vector<PciAddress> to_bind;
     std::set<int> seen;
     for (const auto& device : devices) {
@@ -214,7 +189,7 @@ class HostDevicePreparer final : public DevicePreparer {
     return to_bind;
   }
 
-  static bool recorded_group(const state::DeviceRecord& record, int group) {
+  static bool recorded_group(const DeviceRecord& record, int group) {
     return std::any_of(record.groups.begin(), record.groups.end(),
                        [group](const vfio::GroupBinding& g) { return g.group == group; });
   }
@@ -235,11 +210,11 @@ class HostDevicePreparer final : public DevicePreparer {
     return ok_status();
   }
 
-  Result<std::vector<VfPlan>> plan_vfs(state::DeviceRecord& record, const DeviceRequest& request) {
+  Result<std::vector<VfPlan>> plan_vfs(DeviceRecord& record, const DeviceRequest& request) {
     std::vector<VfPlan> plans;
     for (const auto& [vf, mac] : request.vf_macs) {
       HA_TRY(const auto place, vf_place(host_, vf));
-      const auto wanted = vf_settings(parts_.devices.vf, mac, request.vlan);
+      const auto wanted = vf_settings(parts_.options, mac, request.vlan);
       auto recorded = std::find_if(record.vfs.begin(), record.vfs.end(), [&](const sriov::VfConfigRecord& r) {
         return r.pf_netdev == place.pf_netdev && r.vf == place.index;
       });
@@ -253,7 +228,7 @@ class HostDevicePreparer final : public DevicePreparer {
     return plans;
   }
 
-  Status plan_peer_to_peer(state::DeviceRecord& record, const std::vector<PciAddress>& devices) {
+  Status plan_peer_to_peer(DeviceRecord& record, const std::vector<PciAddress>& devices) {
     if (devices.empty()) return ok_status();
     HA_TRY(auto needs, vfio::p2p_needs(host_, devices, *parts_.config_space));
     for (auto& need : needs) need.before = host_value(record, need);
@@ -264,7 +239,7 @@ class HostDevicePreparer final : public DevicePreparer {
   // The register's value before any VM changed it. A register this VM or another already holds
   // reads Vela's setting now; the record must keep the host's own value all the same, since after a
   // restart the records are all that says what to restore once the last VM lets the register go.
-  uint16_t host_value(const state::DeviceRecord& record, const vfio::RegisterChange& need) const {
+  uint16_t host_value(const DeviceRecord& record, const vfio::RegisterChange& need) const {
     for (const auto& held : record.p2p) {
       if (held.device == need.device && held.reg == need.reg) return held.before;
     }
@@ -275,7 +250,7 @@ class HostDevicePreparer final : public DevicePreparer {
   // Everything the record names, in reverse: registers no VM needs any more, VF settings, groups.
   // Each undo is idempotent, so a record written ahead of a change that never happened is harmless.
   // The record goes only when all of it is undone; otherwise it stays for the next release.
-  Status undo(const state::DeviceRecord& record) {
+  Status undo(const DeviceRecord& record) {
     std::string failures;
     auto note = [&failures](const Status& status) {
       if (!status.ok()) failures += (failures.empty() ? "" : "; ") + status.error().message;
@@ -290,13 +265,13 @@ class HostDevicePreparer final : public DevicePreparer {
       return Error{ErrorCode::io_error, "devices of " + record.owner + " not all given back: " + failures};
     }
     HA_TRY_STATUS(records_.remove(record.owner));
-    log(LogLevel::info, "devices: " + record.owner + ": given back", {.vm = record.owner});
+    systemd::log(systemd::LogLevel::info, "devices: " + record.owner + ": given back", {.vm = record.owner});
     return ok_status();
   }
 
   const numa::HostModel host_;
   HostDeviceParts parts_;
-  state::DeviceRecords records_;
+  DeviceRecords records_;
   vfio::VfioBinder binder_;
   std::mutex mutex_;  // one preparation at a time: the ledger, and two VMs' groups never interleave
   std::set<int> host_groups_;
@@ -305,13 +280,22 @@ class HostDevicePreparer final : public DevicePreparer {
 
 }  // namespace
 
+sriov::VfSettings vf_settings(const PreparationOptions& options, const std::string& mac,
+                              const std::optional<int>& vlan) {
+  sriov::VfSettings wanted = options.vf_defaults;
+  wanted.mac = mac;
+  if (vlan) wanted.vlan = *vlan;
+  if (wanted.vlan.value_or(0) == 0) wanted.qos.reset();
+  return wanted;
+}
+
 Result<std::unique_ptr<DevicePreparer>> make_host_device_preparer(const numa::HostModel& host, HostDeviceParts parts) {
   HA_ASSERT(parts.writer && parts.config_space && parts.netlink);
   HA_TRY(auto sysfs, SysfsRoot::open(parts.sysfs_root));
-  HA_TRY(auto records, state::DeviceRecords::open(parts.records_directory));
+  HA_TRY(auto records, DeviceRecords::open(parts.records_directory));
   auto preparer = std::make_unique<HostDevicePreparer>(host, std::move(parts), std::move(sysfs), std::move(records));
   HA_TRY_STATUS(preparer->load());
   return std::unique_ptr<DevicePreparer>(std::move(preparer));
 }
 
-}  // namespace hostagent::daemon
+}  // namespace hostagent::devices

@@ -1,8 +1,8 @@
-// hostagent/daemon/device_preparer: readying a VM's host devices before its domain starts, and
-// giving them back after. An interface with two implementations: hostagent's own (vfio/ binds the
-// IOMMU groups, sriov/ configures the VFs over netlink, ACS/ATS are set for peer-to-peer; the domain
-// XML says managed='no'), and libvirt's managed hostdevs (libvirt binds at start and restores at
-// stop), which a simulated host uses because its sysfs tree does not act on writes.
+// hostagent/devices/device_preparer: the one module that prepares host devices: readying a VM's
+// devices before its domain starts and giving them back after, and readying the host's at start. An interface with two
+// implementations: hostagent's own (vfio/ binds the IOMMU groups, sriov/ configures the VFs over netlink, ACS/ATS are
+// set for peer-to-peer; the domain XML says managed='no'), and libvirt's managed hostdevs (libvirt binds at start and
+// restores at stop), which a simulated host uses because its sysfs tree does not act on writes.
 #pragma once
 
 #include <filesystem>
@@ -14,13 +14,12 @@
 
 #include "hostagent/common/result.hpp"
 #include "hostagent/common/sysfs_writer.hpp"
-#include "hostagent/config/daemon_config.hpp"
 #include "hostagent/numa/host_model.hpp"
 #include "hostagent/numa/placement.hpp"
 #include "hostagent/sriov/vf_netlink.hpp"
 #include "hostagent/vfio/config_space_access.hpp"
 
-namespace hostagent::daemon {
+namespace hostagent::devices {
 
 // What the VM asks of its devices beyond the placement.
 struct DeviceRequest {
@@ -46,13 +45,44 @@ class DevicePreparer {
 // Leaves binding to libvirt (managed hostdevs): prepare and release have nothing to do.
 std::unique_ptr<DevicePreparer> make_libvirt_managed_preparer();
 
+// One PF whose VFs are made at start.
+struct VfCount {
+  PciAddress pf;
+  int vfs = 0;
+};
+
+// What the operator asked of hostagent's own preparation (the daemon's configuration, translated
+// where the daemon is assembled).
+struct PreparationOptions {
+  bool bind_at_start = true;       // GPU and NVSwitch groups to vfio-pci at start
+  std::vector<VfCount> vf_counts;  // VFs to make at start (sriov_numvfs)
+  // What a VF is set to before a VM gets it, every field but the MAC set (the VM gives it); vlan 0
+  // is untagged, and qos applies only with a VLAN. A VM's own VLAN replaces this one.
+  sriov::VfSettings vf_defaults{.mac = std::nullopt,
+                                .vlan = 0,
+                                .qos = 0,
+                                .trust = false,
+                                .spoofchk = true,
+                                .link_state = sriov::LinkState::automatic,
+                                .min_tx_rate_mbps = 0,
+                                .max_tx_rate_mbps = 0};
+  // Drivers a group member may be taken from; any other means the host uses it and the group is
+  // refused. Empty: vfio/'s built-in list.
+  std::vector<std::string> releasable_drivers;
+};
+
+// What a VF is set to for a VM: the options' defaults with the VM's MAC, and its VLAN where it names
+// one; a QoS only rides on a VLAN tag.
+sriov::VfSettings vf_settings(const PreparationOptions& options, const std::string& mac,
+                              const std::optional<int>& vlan);
+
 // The OS interfaces hostagent's own preparation works through: tests give it a fake kernel.
 struct HostDeviceParts {
   std::filesystem::path sysfs_root = "/";
   std::unique_ptr<SysfsWriter> writer;
   std::unique_ptr<vfio::ConfigSpace> config_space;
   std::unique_ptr<sriov::VfNetlink> netlink;
-  config::DevicesConfig devices;
+  PreparationOptions options;
   std::filesystem::path records_directory;  // one record per VM, written ahead of each change
 };
 
@@ -70,4 +100,4 @@ Result<std::unique_ptr<DevicePreparer>> make_host_device_preparer(const numa::Ho
 // discovered again.
 Result<bool> prepare_host_devices(const numa::HostModel& host, HostDeviceParts& parts);
 
-}  // namespace hostagent::daemon
+}  // namespace hostagent::devices

@@ -1,5 +1,5 @@
-// state/device_records: device preparation's records as JSON files, written ahead of each change.
-#include "hostagent/state/device_records.hpp"
+// devices/device_records: device preparation's records as JSON files, written ahead of each change.
+#include "hostagent/devices/device_records.hpp"
 
 #include <sys/stat.h>
 
@@ -9,18 +9,17 @@
 #include <regex>
 
 #include "hostagent/common/durable_file.hpp"
+#include "hostagent/common/json_fields.hpp"
 #include "hostagent/common/names.hpp"
 #include "hostagent/common/text.hpp"
-#include "record_checks.hpp"
-#include "record_json.hpp"
 
-namespace hostagent::state {
+namespace hostagent::devices {
 namespace {
 
 namespace json = boost::json;
 namespace fs = std::filesystem;
-using detail::JsonFields;
-using detail::parse_failure;
+using json_fields::JsonFields;
+using json_fields::parse_failure;
 
 constexpr std::size_t kMaxRecordBytes = 4 << 20;
 constexpr const char* kRecordSuffix = ".devices.json";
@@ -321,4 +320,4 @@ Result<std::vector<DeviceRecord>> DeviceRecords::all() const {
   return out;
 }
 
-}  // namespace hostagent::state
+}  // namespace hostagent::devices

@@ -9,10 +9,10 @@
 #include <string>
 #include <vector>
 
-#include "hostagent/state/device_records.hpp"
+#include "hostagent/devices/device_records.hpp"
 #include "test_support.hpp"
 
-namespace hostagent::state {
+namespace hostagent::devices {
 namespace {
 
 namespace fs = std::filesystem;
@@ -233,4 +233,4 @@ TEST_CASE("the host's record and VM records live side by side") {
 }
 
 }  // namespace
-}  // namespace hostagent::state
+}  // namespace hostagent::devices
