@@ -58,12 +58,12 @@ double ms_since(Clock::time_point start) {
 // Everything the benchmark makes in libvirt carries this prefix, so a sweep finds it (and only it)
 // after a run that was killed.
 constexpr const char* kPrefix = "hostagent-bench-";
-constexpr const char* kDaemonVm = "hostagent-bench-vm";
+constexpr char kDaemonVm[] = "hostagent-bench-vm";
 constexpr const char* kBaselineVm = "hostagent-bench-base";
 constexpr const char* kRawVolume = "hostagent-bench-raw.qcow2";
 constexpr const char* kOverlayVolume = "hostagent-bench-base.qcow2";
 constexpr const char* kQemuPool = "hostagent-bench-pool";
-constexpr const char* kQemuTemplate = "bench-2x256";
+constexpr char kQemuTemplate[] = "bench-2x256";
 constexpr int kQemuHugepages = 128;  // 256 MiB in 2 MiB pages
 
 // ---- small tools ------------------------------------------------------------------------------
@@ -439,7 +439,7 @@ Result<std::string> renamed_domain(const std::string& defined, const std::string
 struct Backend {
   std::string title;
   config::DaemonConfig config;
-  daemon::CreateVmRequest request;
+  daemon::CreateVmRequest request{.name = kDaemonVm, .template_name = kQemuTemplate};
   fs::path own_pool_dir;  // empty: use config.storage_pool as it is
 };
 
@@ -523,7 +523,8 @@ Result<Baseline> prepare_baseline(daemon::VmService& service, const Backend& bac
   HA_TRY(baseline.volume_xml, baseline_volume_xml(pool, view.record->disk_volume, kOverlayVolume));
 
   HA_TRY(const auto raw_volume_xml, baseline_volume_xml(pool, view.record->disk_volume, kRawVolume));
-  HA_TRY_STATUS(delete_vm(service, view.name));
+  HA_TRY(const auto name, VmName::parse(view.name, "name"));
+  HA_TRY_STATUS(delete_vm(service, name));
 
   HA_TRY(const auto raw_path, volume_path(pool, raw_volume_xml, true));
   HA_TRY(const auto overlay_path, volume_path(pool, baseline.volume_xml, false));

@@ -3,6 +3,8 @@
 
 #include <algorithm>
 
+#include "hostagent/common/text.hpp"
+
 namespace hostagent {
 namespace {
 
@@ -22,6 +24,10 @@ std::string name_problem(std::string_view text) {
   if (!std::all_of(text.begin(), text.end(), is_name_char)) return "it contains a character that is not allowed";
   if (text.front() == '.') return "it starts with '.'";
   return {};
+}
+
+Error name_error(std::string_view text, std::string_view noun, const std::string& field) {
+  return field_error(field, text::quoted(text) + " is not a " + std::string(noun) + ": " + std::string(kNameRule));
 }
 
 }  // namespace hostagent

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "hostagent/api/vm_json.hpp"
+#include "hostagent/common/names.hpp"
 #include "hostagent/common/text.hpp"
 #include "hostagent/common/text_file.hpp"
 
@@ -43,9 +44,9 @@ Result<daemon::CreateVmRequest> create_request(const std::string& command, const
   const std::string expected =
       "create NAME TEMPLATE [boot_image=PATH] [request_id=ID] [ssh_key_file=PATH | user_data_file=PATH]";
   if (args.size() < 3) return usage(command, expected);
-  daemon::CreateVmRequest request;
-  request.name = args[1];
-  request.template_name = args[2];
+  HA_TRY(auto name, VmName::parse(args[1], "name"));
+  HA_TRY(auto template_name, TemplateName::parse(args[2], "template"));
+  daemon::CreateVmRequest request{.name = std::move(name), .template_name = std::move(template_name)};
   for (std::size_t i = 3; i < args.size(); ++i) {
     const auto equals = args[i].find('=');
     const std::string key = args[i].substr(0, equals);
@@ -83,15 +84,17 @@ Result<boost::json::value> run_exec_command(daemon::VmService& service, const st
   }
   if (verb == "list" && args.size() == 1) return list(service);
   if (verb == "status" && args.size() == 1) return api::to_json(service.status());
-  if (verb == "show" && named) return view(service.get_vm(args[1]));
-  if (verb == "start" && named) return view(start_vm(service, args[1]));
-  if (verb == "reboot" && named) return view(reboot_vm(service, args[1]));
-  if (verb == "stop" && (named || (args.size() == 3 && args[2] == "force"))) {
-    return view(stop_vm(service, args[1], args.size() == 3));
-  }
-  if (verb == "delete" && named) {
-    HA_TRY_STATUS(delete_vm(service, args[1]));
-    return boost::json::value(boost::json::object{{"deleted", args[1]}});
+  const bool stop = verb == "stop" && (named || (args.size() == 3 && args[2] == "force"));
+  if (named || stop) {
+    HA_TRY(const auto name, VmName::parse(args[1], "name"));
+    if (verb == "show") return view(service.get_vm(name));
+    if (verb == "start") return view(start_vm(service, name));
+    if (verb == "reboot") return view(reboot_vm(service, name));
+    if (stop) return view(stop_vm(service, name, args.size() == 3));
+    if (verb == "delete") {
+      HA_TRY_STATUS(delete_vm(service, name));
+      return boost::json::value(boost::json::object{{"deleted", name.str()}});
+    }
   }
   return Error{ErrorCode::invalid_argument, "--exec " + text::quoted(command) +
                                                 ": unknown command; one of: create, show, list, "

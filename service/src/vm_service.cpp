@@ -5,28 +5,28 @@ namespace hostagent::daemon {
 namespace {
 
 // The operation's error when it failed, else the VM as it is now.
-Result<VmView> finished(VmService& service, const Result<OperationView>& begun) {
+Result<VmView> finished(VmService& service, const VmName& name, const Result<OperationView>& begun) {
   if (!begun.ok()) return begun.error();
   HA_TRY(const auto ended, service.wait(begun->id));
   if (ended.error) return *ended.error;
-  return service.get_vm(ended.vm);
+  return service.get_vm(name);
 }
 
 }  // namespace
 
 Result<VmView> create_vm(VmService& service, const CreateVmRequest& request) {
-  return finished(service, service.begin_create(request));
+  return finished(service, request.name, service.begin_create(request));
 }
-Result<VmView> start_vm(VmService& service, const std::string& name) {
-  return finished(service, service.begin_start(name));
+Result<VmView> start_vm(VmService& service, const VmName& name) {
+  return finished(service, name, service.begin_start(name));
 }
-Result<VmView> stop_vm(VmService& service, const std::string& name, bool force) {
-  return finished(service, service.begin_stop(name, force));
+Result<VmView> stop_vm(VmService& service, const VmName& name, bool force) {
+  return finished(service, name, service.begin_stop(name, force));
 }
-Result<VmView> reboot_vm(VmService& service, const std::string& name) {
-  return finished(service, service.begin_reboot(name));
+Result<VmView> reboot_vm(VmService& service, const VmName& name) {
+  return finished(service, name, service.begin_reboot(name));
 }
-Status delete_vm(VmService& service, const std::string& name) {
+Status delete_vm(VmService& service, const VmName& name) {
   HA_TRY(const auto begun, service.begin_delete(name));
   HA_TRY(const auto ended, service.wait(begun.id));
   if (ended.error) return *ended.error;

@@ -1,10 +1,12 @@
-// The name rule: what is a VM or template name, and why the rest are not.
+// The name rule: what is a VM or template name, and why the rest are not; the checked name types
+// built from it, and the MAC and GUID rules.
 #include <doctest/doctest.h>
 
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "hostagent/common/hardware_ids.hpp"
 #include "hostagent/common/names.hpp"
 
 namespace hostagent {
@@ -38,6 +40,56 @@ TEST_CASE("names: each refusal says why, and \".\" and \"..\" are never names") 
     CHECK_FALSE(is_name(refused.first));
     CHECK(name_problem(refused.first) == refused.second);
   }
+}
+
+TEST_CASE("checked names: parse refuses on the field it is told, and what it accepts reads as its text") {
+  const auto refused = VmName::parse("../etc", "name");
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.error().code == ErrorCode::invalid_argument);
+  CHECK(refused.error().field == "name");
+  CHECK(refused.error().message == "name: \"../etc\" is not a VM name: " + std::string(kNameRule));
+  const auto template_refused = TemplateName::parse("", "template");
+  REQUIRE_FALSE(template_refused.ok());
+  CHECK(template_refused.error().field == "template");
+  CHECK(template_refused.error().message.find("is not a template name") != std::string::npos);
+
+  const auto name = VmName::parse("train-0", "name");
+  REQUIRE(name.ok());
+  CHECK(name->str() == "train-0");
+  const std::string& text = *name;  // reads as a string where one is asked for
+  CHECK(text == "train-0");
+  CHECK(*name == std::string("train-0"));
+  CHECK(*name == VmName("train-0"));
+  CHECK_FALSE(*name == "train-1");
+  CHECK(VmName("a") < VmName("b"));
+  CHECK("vm " + *name == "vm train-0");
+}
+
+TEST_CASE("MACs: six hex pairs of either case, and refused ones name the field") {
+  for (const char* mac : {"52:54:00:00:00:01", "02:00:00:00:00:0A", "ff:FF:ff:FF:ff:FF"}) {
+    CAPTURE(mac);
+    CHECK(is_mac(mac));
+    CHECK(MacAddress::parse(mac, "macs[0]").ok());
+  }
+  for (const char* mac : {"", "52:54:00:00:00", "52:54:00:00:00:01:02", "52-54-00-00-00-01", "52:54:00:00:00:0g",
+                          "5254:00:00:00:01:", " 52:54:00:00:00:01"}) {
+    CAPTURE(mac);
+    CHECK_FALSE(is_mac(mac));
+    const auto parsed = MacAddress::parse(mac, "macs[2]");
+    REQUIRE_FALSE(parsed.ok());
+    CHECK(parsed.error().field == "macs[2]");
+    CHECK(parsed.error().message.find("is not a MAC address") != std::string::npos);
+  }
+}
+
+TEST_CASE("GUIDs: four groups of four lower-case hex digits, as sysfs prints node_guid") {
+  CHECK(is_guid("0c42:a103:0016:4f3e"));
+  CHECK(is_guid("0000:0000:0000:0000"));
+  CHECK_FALSE(is_guid("0C42:A103:0016:4F3E"));
+  CHECK_FALSE(is_guid("0c42:a103:0016"));
+  CHECK_FALSE(is_guid("0c42:a103:0016:4f3e:0000"));
+  CHECK_FALSE(is_guid("0c42-a103-0016-4f3e"));
+  CHECK_FALSE(is_guid(""));
 }
 
 }  // namespace

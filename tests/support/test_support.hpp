@@ -9,10 +9,21 @@
 #include <string>
 #include <vector>
 
+#include "hostagent/common/names.hpp"
+
 namespace hostagent::testing {
 
 inline constexpr uint64_t kMiB = 1ULL << 20;
 inline constexpr uint64_t kGiB = 1ULL << 30;
+
+// A name a test chose at run time, checked as an edge checks it: one that breaks the rule is a bug
+// in the test, and aborts naming it. (A literal converts by itself.)
+inline VmName vm_name(const std::string& text) {
+  return VmName::parse(text, "name").value();
+}
+inline TemplateName template_name(const std::string& text) {
+  return TemplateName::parse(text, "template").value();
+}
 
 inline bool contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;

@@ -108,14 +108,6 @@ std::optional<RouteError> check_boot_image(const std::string& path) {
   return bad("boot_image", "boot_image: must be an absolute path on the host without '..' or control characters");
 }
 
-std::optional<RouteError> check_mac(const std::string& field, const std::string& mac) {
-  const auto hex = [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); };
-  bool fine = mac.size() == 17;
-  for (std::size_t i = 0; fine && i < mac.size(); ++i) fine = i % 3 == 2 ? mac[i] == ':' : hex(mac[i]);
-  if (fine) return std::nullopt;
-  return bad(field, field + ": not a MAC address; write six hex pairs separated by ':' (02:00:00:00:00:01)");
-}
-
 std::optional<RouteError> check_one_line(const std::string& field, const std::string& text) {
   if (!text.empty() && text.size() <= 16384 && printable(text)) return std::nullopt;
   return bad(field, field + ": expected one non-empty line (an authorized_keys entry) without control characters");

@@ -37,8 +37,6 @@ class BodyFields {
 std::optional<RouteError> check_request_id(const std::string& request_id);
 // "" or an absolute path without a ".." component or control characters.
 std::optional<RouteError> check_boot_image(const std::string& path);
-// Six colon-separated hex pairs: "02:00:00:00:00:01".
-std::optional<RouteError> check_mac(const std::string& field, const std::string& mac);
 // One non-empty line of text (an authorized_keys line).
 std::optional<RouteError> check_one_line(const std::string& field, const std::string& text);
 

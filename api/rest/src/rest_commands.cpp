@@ -12,6 +12,7 @@
 #include <string_view>
 
 #include "body_fields.hpp"
+#include "hostagent/common/hardware_ids.hpp"
 #include "hostagent/common/names.hpp"
 
 namespace hostagent::api {
@@ -24,15 +25,13 @@ RouteError bad(std::string field, std::string detail) {
   return RouteError{400, "invalid_argument", std::move(detail), std::move(field), ""};
 }
 
-std::optional<RouteError> check_vm_name(const std::string& field, const std::string& name) {
-  if (is_name(name)) return std::nullopt;
-  return bad(field, field + ": " + text::quoted(name) + " is not a VM name: " + std::string(kNameRule));
-}
-
-// Template names are YAML identifiers (letters, digits, '.', '_', '-'); never "." or "..".
-std::optional<RouteError> check_template_name(const std::string& field, const std::string& name) {
-  if (is_name(name)) return std::nullopt;
-  return bad(field, field + ": " + text::quoted(name) + " is not a template name: " + std::string(kNameRule));
+// Text as its checked type (a VM or template name, a MAC), built here once: what the service is
+// given cannot have skipped the rule. Else the refusal, naming the field.
+template <class T>
+std::variant<T, RouteError> checked(std::string_view text, const std::string& field) {
+  auto value = T::parse(text, field);
+  if (!value.ok()) return bad(value.error().field, value.error().message);
+  return std::move(value).value();
 }
 
 // "application/json; charset=utf-8" -> "application/json"
@@ -93,42 +92,44 @@ ParsedRequest plain(const HttpRequest& request, const Params& /*params*/) {
 template <typename T>
 ParsedRequest named_vm(const HttpRequest& request, const Params& params) {
   if (auto error = no_query(request)) return std::move(*error);
-  if (auto error = check_vm_name("name", params.at(0))) return std::move(*error);
-  return Command{T{params.at(0)}};
+  auto name = checked<VmName>(params.at(0), "name");
+  if (auto* error = std::get_if<RouteError>(&name)) return std::move(*error);
+  return Command{T{std::get<VmName>(std::move(name))}};
 }
 
 // POST/DELETE routes on one VM whose body, when there is one, is an object with `fields` only.
 template <typename T>
 ParsedRequest vm_change(const HttpRequest& request, const Params& params) {
   if (auto error = no_query(request)) return std::move(*error);
-  if (auto error = check_vm_name("name", params.at(0))) return std::move(*error);
+  auto name = checked<VmName>(params.at(0), "name");
+  if (auto* error = std::get_if<RouteError>(&name)) return std::move(*error);
   auto body = json_body(request, true);
   if (auto* error = std::get_if<RouteError>(&body)) return std::move(*error);
   detail::BodyFields fields(std::get<boost::json::object>(body), {});
   if (auto error = fields.check_unknown()) return std::move(*error);
-  return Command{T{params.at(0)}};
+  return Command{T{std::get<VmName>(std::move(name))}};
 }
 
 ParsedRequest stop_vm(const HttpRequest& request, const Params& params) {
   if (auto error = no_query(request)) return std::move(*error);
-  if (auto error = check_vm_name("name", params.at(0))) return std::move(*error);
+  auto name = checked<VmName>(params.at(0), "name");
+  if (auto* error = std::get_if<RouteError>(&name)) return std::move(*error);
   auto body = json_body(request, true);
   if (auto* error = std::get_if<RouteError>(&body)) return std::move(*error);
   detail::BodyFields fields(std::get<boost::json::object>(body), {"force"});
-  command::StopVm stop{params.at(0), false};
+  command::StopVm stop{std::get<VmName>(std::move(name)), false};
   if (auto error = fields.check_unknown()) return std::move(*error);
   if (auto error = fields.boolean("force", stop.force)) return std::move(*error);
   return Command{std::move(stop)};
 }
 
-std::optional<RouteError> check_create(const daemon::CreateVmRequest& create) {
-  if (auto error = check_vm_name("name", create.name)) return error;
-  if (auto error = check_template_name("template", create.template_name)) return error;
-  if (auto error = detail::check_request_id(create.request_id)) return error;
-  if (auto error = detail::check_boot_image(create.boot_image)) return error;
-  for (std::size_t i = 0; i < create.macs.size(); ++i) {
-    if (auto error = detail::check_mac("macs[" + std::to_string(i) + "]", create.macs[i])) return error;
-  }
+// A create's body as it came, before its names and MACs are built from it.
+struct CreateText {
+  std::string name, template_name, request_id, boot_image, user_data;
+  std::vector<std::string> macs, ssh_authorized_keys;
+};
+
+std::optional<RouteError> check_guest_access(const CreateText& create) {
   for (std::size_t i = 0; i < create.ssh_authorized_keys.size(); ++i) {
     const std::string field = "ssh_authorized_keys[" + std::to_string(i) + "]";
     if (auto error = detail::check_one_line(field, create.ssh_authorized_keys[i])) return error;
@@ -140,6 +141,30 @@ std::optional<RouteError> check_create(const daemon::CreateVmRequest& create) {
   return std::nullopt;
 }
 
+// The checked request, or the first refusal in the order the fields are listed.
+std::variant<daemon::CreateVmRequest, RouteError> create_request(CreateText create) {
+  auto name = checked<VmName>(create.name, "name");
+  if (auto* error = std::get_if<RouteError>(&name)) return std::move(*error);
+  auto template_name = checked<TemplateName>(create.template_name, "template");
+  if (auto* error = std::get_if<RouteError>(&template_name)) return std::move(*error);
+  if (auto error = detail::check_request_id(create.request_id)) return std::move(*error);
+  if (auto error = detail::check_boot_image(create.boot_image)) return std::move(*error);
+  std::vector<MacAddress> macs;
+  for (std::size_t i = 0; i < create.macs.size(); ++i) {
+    auto mac = checked<MacAddress>(create.macs[i], "macs[" + std::to_string(i) + "]");
+    if (auto* error = std::get_if<RouteError>(&mac)) return std::move(*error);
+    macs.push_back(std::get<MacAddress>(std::move(mac)));
+  }
+  if (auto error = check_guest_access(create)) return std::move(*error);
+  return daemon::CreateVmRequest{.name = std::get<VmName>(std::move(name)),
+                                 .template_name = std::get<TemplateName>(std::move(template_name)),
+                                 .request_id = std::move(create.request_id),
+                                 .boot_image = std::move(create.boot_image),
+                                 .macs = std::move(macs),
+                                 .ssh_authorized_keys = std::move(create.ssh_authorized_keys),
+                                 .user_data = std::move(create.user_data)};
+}
+
 ParsedRequest create_vm(const HttpRequest& request, const Params& /*params*/) {
   if (auto error = no_query(request)) return std::move(*error);
   auto body = json_body(request, false);
@@ -147,7 +172,7 @@ ParsedRequest create_vm(const HttpRequest& request, const Params& /*params*/) {
   detail::BodyFields fields(std::get<boost::json::object>(body), {"name", "template", "request_id", "boot_image",
                                                                   "macs", "ssh_authorized_keys", "user_data"});
   if (auto error = fields.check_unknown()) return std::move(*error);
-  daemon::CreateVmRequest create;
+  CreateText create;
   for (auto error :
        {fields.text("name", create.name, true), fields.text("template", create.template_name, true),
         fields.text("request_id", create.request_id, false), fields.text("boot_image", create.boot_image, false),
@@ -155,8 +180,9 @@ ParsedRequest create_vm(const HttpRequest& request, const Params& /*params*/) {
         fields.text("user_data", create.user_data, false)}) {
     if (error) return std::move(*error);
   }
-  if (auto error = check_create(create)) return std::move(*error);
-  return Command{command::CreateVm{std::move(create)}};
+  auto checked_request = create_request(std::move(create));
+  if (auto* error = std::get_if<RouteError>(&checked_request)) return std::move(*error);
+  return Command{command::CreateVm{std::get<daemon::CreateVmRequest>(std::move(checked_request))}};
 }
 
 ParsedRequest list_devices(const HttpRequest& request, const Params& /*params*/) {
@@ -194,8 +220,9 @@ ParsedRequest get_device(const HttpRequest& request, const Params& params) {
 
 ParsedRequest get_template(const HttpRequest& request, const Params& params) {
   if (auto error = no_query(request)) return std::move(*error);
-  if (auto error = check_template_name("name", params.at(0))) return std::move(*error);
-  return Command{command::GetTemplate{params.at(0)}};
+  auto name = checked<TemplateName>(params.at(0), "name");
+  if (auto* error = std::get_if<RouteError>(&name)) return std::move(*error);
+  return Command{command::GetTemplate{std::get<TemplateName>(std::move(name))}};
 }
 
 ParsedRequest validate_template(const HttpRequest& request, const Params& /*params*/) {

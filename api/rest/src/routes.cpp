@@ -136,7 +136,7 @@ struct Runner {
   HttpResponse operator()(const command::GetTemplate& get) const {
     const auto& templates = service().templates();
     const auto it = templates.find(get.name);
-    if (it == templates.end()) return not_found("template: no template named '" + get.name + "'", request);
+    if (it == templates.end()) return not_found("template: no template named '" + get.name.str() + "'", request);
     return json_response(200, to_json(it->second));
   }
 

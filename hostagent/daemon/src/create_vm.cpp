@@ -62,14 +62,14 @@ state::VmRecord new_record(Context& context, const CreateVmRequest& request, con
   record.request_id = request.request_id;
   record.created_at = rfc3339(context.clock->now());
   record.inputs.boot_image = shape.boot.image;
-  record.inputs.macs = request.macs;
+  record.inputs.macs.assign(request.macs.begin(), request.macs.end());
   if (!request.ssh_authorized_keys.empty() || !request.user_data.empty()) {
-    record.inputs.seed_iso = (context.config.state_directory / "seeds" / (request.name + ".iso")).string();
+    record.inputs.seed_iso = (context.config.state_directory / "seeds" / (request.name.str() + ".iso")).string();
     record.inputs.user_data = !request.user_data.empty();
   }
   if (!shape.boot.image.empty()) {
     record.inputs.disk_pool = context.config.storage_pool;
-    record.inputs.disk_volume = "hostagent-" + request.name + ".qcow2";
+    record.inputs.disk_volume = "hostagent-" + request.name.str() + ".qcow2";
   }
   return record;
 }
@@ -222,9 +222,6 @@ StepEffect create_undo(std::string_view step) {
 }
 
 Status check_create_request(const Context& context, const CreateVmRequest& request) {
-  if (!is_name(request.name)) {
-    return field_error("name", text::quoted(request.name) + " is not a VM name: " + std::string(kNameRule));
-  }
   if (!request.boot_image.empty() && absolute_path_problem(request.boot_image)) {
     return field_error("boot_image", text::quoted(request.boot_image) + " must be an absolute path without \"..\"");
   }
@@ -252,7 +249,7 @@ Result<VmView> create_vm(Context& context, const CreateVmRequest& request) {
   }
   context.ledger.set_record(record);
   context.ledger.set_progress(request.name, "", "");
-  log(LogLevel::info, "created " + request.name + " from template " + record.template_name,
+  log(LogLevel::info, "created " + request.name.str() + " from template " + record.template_name,
       {.vm = request.name, .operation = "create"});
   return current_view(context, request.name);
 }

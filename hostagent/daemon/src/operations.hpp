@@ -7,8 +7,8 @@
 
 namespace hostagent::daemon {
 
-// What a create's request must satisfy before it is queued: names, paths, one of keys or user
-// data, a template the daemon has.
+// What a create's request must satisfy before it is queued, beyond the names and MACs it arrives
+// with checked: paths, one of keys or user data, a template the daemon has.
 Status check_create_request(const Context& context, const CreateVmRequest& request);
 Result<VmView> create_vm(Context& context, const CreateVmRequest& request);
 Status delete_vm(Context& context, const std::string& name);

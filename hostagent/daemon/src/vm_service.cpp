@@ -48,7 +48,7 @@ class VmServiceImpl final : public VmService {
     return ok_status();
   }
 
-  Result<VmView> get_vm(const std::string& name) override { return current_view(context_, name); }
+  Result<VmView> get_vm(const VmName& name) override { return current_view(context_, name); }
 
   std::vector<VmView> list_vms() override {
     std::vector<VmView> views;
@@ -85,25 +85,25 @@ class VmServiceImpl final : public VmService {
     queue(operation.id, request.name, [this, request] { return daemon::create_vm(context_, request); });
     return operation;
   }
-  Result<OperationView> begin_start(const std::string& name) override {
+  Result<OperationView> begin_start(const VmName& name) override {
     HA_TRY_STATUS(known(name));
     const auto operation = enqueue("start", name);
     queue(operation.id, name, [this, name] { return daemon::start_vm(context_, name); });
     return operation;
   }
-  Result<OperationView> begin_stop(const std::string& name, bool force) override {
+  Result<OperationView> begin_stop(const VmName& name, bool force) override {
     HA_TRY_STATUS(known(name));
     const auto operation = enqueue("stop", name);
     queue(operation.id, name, [this, name, force] { return daemon::stop_vm(context_, name, force); });
     return operation;
   }
-  Result<OperationView> begin_reboot(const std::string& name) override {
+  Result<OperationView> begin_reboot(const VmName& name) override {
     HA_TRY_STATUS(known(name));
     const auto operation = enqueue("reboot", name);
     queue(operation.id, name, [this, name] { return daemon::reboot_vm(context_, name); });
     return operation;
   }
-  Result<OperationView> begin_delete(const std::string& name) override {
+  Result<OperationView> begin_delete(const VmName& name) override {
     HA_TRY_STATUS(known(name));
     const auto operation = enqueue("delete", name);
     queue(operation.id, name, [this, name] { return daemon::delete_vm(context_, name); });
@@ -127,16 +127,16 @@ class VmServiceImpl final : public VmService {
   HostUsage usage() override { return HostUsage{&context_.host, context_.ledger.held(), context_.ledger.policy()}; }
   const std::map<std::string, vmtemplates::VmTemplate>& templates() const override { return context_.templates; }
 
-  Result<std::string> domain_xml(const std::string& name) override {
+  Result<std::string> domain_xml(const VmName& name) override {
     HA_TRY_STATUS(known(name));
     return context_.hypervisor->domain_xml(name);
   }
-  Result<std::string> nccl_topology(const std::string& name) override {
+  Result<std::string> nccl_topology(const VmName& name) override {
     const auto entry = context_.ledger.find(name);
-    if (!entry) return Error{ErrorCode::not_found, "no VM named " + name};
+    if (!entry) return Error{ErrorCode::not_found, "no VM named " + name.str()};
     if (!entry->record || entry->record->nccl_topology.empty()) {
       return Error{ErrorCode::not_found,
-                   "VM " + name + " has no NCCL topology: " +
+                   "VM " + name.str() + " has no NCCL topology: " +
                        (entry->managed ? "it is still being created" : "hostagent did not make it")};
     }
     return entry->record->nccl_topology;
@@ -222,7 +222,7 @@ class VmServiceImpl final : public VmService {
     if (!request.request_id.empty() && entry->record && entry->record->request_id == request.request_id) {
       return ok_status();
     }
-    return Error{ErrorCode::conflict, "name: a VM named " + text::quoted(request.name) + " exists" +
+    return Error{ErrorCode::conflict, "name: a VM named " + text::quoted(request.name.str()) + " exists" +
                                           (entry->managed ? "" : " (a domain hostagent did not make)") +
                                           "; choose another name, or delete it first"};
   }

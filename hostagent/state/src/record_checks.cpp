@@ -8,6 +8,7 @@
 #include <regex>
 #include <set>
 
+#include "hostagent/common/hardware_ids.hpp"
 #include "hostagent/common/sysfs_root.hpp"
 #include "hostagent/common/text.hpp"
 
@@ -35,15 +36,6 @@ bool in_range(std::string_view text, std::size_t from, int low, int high) {
 // The digits after the '.', "" when the timestamp has no fraction.
 std::string_view fraction_of(std::string_view timestamp) {
   return timestamp.size() > 21 ? timestamp.substr(20, timestamp.size() - 21) : std::string_view();
-}
-
-bool is_mac(std::string_view text) {
-  if (text.size() != 17) return false;
-  for (std::size_t i = 0; i < text.size(); ++i) {
-    const bool ok = i % 3 == 2 ? text[i] == ':' : std::isxdigit(static_cast<unsigned char>(text[i])) != 0;
-    if (!ok) return false;
-  }
-  return true;
 }
 
 std::string required_text_problem(std::string_view field, const std::string& value) {
@@ -92,13 +84,7 @@ std::string inputs_problem(const VmInputs& inputs) {
   return {};
 }
 
-// The forms drivers/infiniband/core/sysfs.c prints (ports/N/state names, link_layer) and the GUID
-// form of node_guid: four groups of four hex digits.
-bool is_guid(std::string_view text) {
-  static const std::regex kGuid("[0-9a-f]{4}(:[0-9a-f]{4}){3}");
-  return std::regex_match(text.begin(), text.end(), kGuid);
-}
-
+// The forms drivers/infiniband/core/sysfs.c prints: ports/N/state names, link_layer, and GUIDs (is_guid).
 std::string rdma_problem(const VfRdma& rdma) {
   static const std::regex kDevice("[A-Za-z0-9_.-]{1,64}");
   const std::string where = "rdma of " + rdma.vf.to_string() + ": ";

@@ -124,20 +124,20 @@ Result<daemon::OperationView> FakeVmService::known_vm_command(const std::string&
   return queue(kind, name);
 }
 
-Result<daemon::OperationView> FakeVmService::begin_start(const std::string& name) {
-  return known_vm_command("start", name, "start " + name);
+Result<daemon::OperationView> FakeVmService::begin_start(const VmName& name) {
+  return known_vm_command("start", name, "start " + name.str());
 }
 
-Result<daemon::OperationView> FakeVmService::begin_stop(const std::string& name, bool force) {
-  return known_vm_command("stop", name, "stop " + name + (force ? " force" : ""));
+Result<daemon::OperationView> FakeVmService::begin_stop(const VmName& name, bool force) {
+  return known_vm_command("stop", name, "stop " + name.str() + (force ? " force" : ""));
 }
 
-Result<daemon::OperationView> FakeVmService::begin_reboot(const std::string& name) {
-  return known_vm_command("reboot", name, "reboot " + name);
+Result<daemon::OperationView> FakeVmService::begin_reboot(const VmName& name) {
+  return known_vm_command("reboot", name, "reboot " + name.str());
 }
 
-Result<daemon::OperationView> FakeVmService::begin_delete(const std::string& name) {
-  return known_vm_command("delete", name, "delete " + name);
+Result<daemon::OperationView> FakeVmService::begin_delete(const VmName& name) {
+  return known_vm_command("delete", name, "delete " + name.str());
 }
 
 Result<daemon::OperationView> FakeVmService::wait(const std::string& id) {
@@ -164,10 +164,10 @@ std::vector<daemon::OperationView> FakeVmService::operations() {
   return out;
 }
 
-Result<daemon::VmView> FakeVmService::get_vm(const std::string& name) {
+Result<daemon::VmView> FakeVmService::get_vm(const VmName& name) {
   const std::lock_guard lock(mutex_);
   const auto it = vms_.find(name);
-  if (it == vms_.end()) return Error{ErrorCode::not_found, "no VM named " + name};
+  if (it == vms_.end()) return Error{ErrorCode::not_found, "no VM named " + name.str()};
   return it->second.view;
 }
 
@@ -204,17 +204,17 @@ const std::map<std::string, vmtemplates::VmTemplate>& FakeVmService::templates()
   return templates_;
 }
 
-Result<std::string> FakeVmService::domain_xml(const std::string& name) {
+Result<std::string> FakeVmService::domain_xml(const VmName& name) {
   const std::lock_guard lock(mutex_);
   const auto it = vms_.find(name);
-  if (it == vms_.end() || !it->second.view.managed) return Error{ErrorCode::not_found, "no VM named " + name};
+  if (it == vms_.end() || !it->second.view.managed) return Error{ErrorCode::not_found, "no VM named " + name.str()};
   return it->second.domain_xml;
 }
 
-Result<std::string> FakeVmService::nccl_topology(const std::string& name) {
+Result<std::string> FakeVmService::nccl_topology(const VmName& name) {
   const std::lock_guard lock(mutex_);
   const auto it = vms_.find(name);
-  if (it == vms_.end() || !it->second.view.record) return Error{ErrorCode::not_found, "no VM named " + name};
+  if (it == vms_.end() || !it->second.view.record) return Error{ErrorCode::not_found, "no VM named " + name.str()};
   return it->second.view.record->nccl_topology;
 }
 

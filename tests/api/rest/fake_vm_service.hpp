@@ -42,22 +42,22 @@ class FakeVmService final : public daemon::VmService {
 
   // --- daemon::VmService
   Result<daemon::OperationView> begin_create(const daemon::CreateVmRequest& request) override;
-  Result<daemon::OperationView> begin_start(const std::string& name) override;
-  Result<daemon::OperationView> begin_stop(const std::string& name, bool force) override;
-  Result<daemon::OperationView> begin_reboot(const std::string& name) override;
-  Result<daemon::OperationView> begin_delete(const std::string& name) override;
+  Result<daemon::OperationView> begin_start(const VmName& name) override;
+  Result<daemon::OperationView> begin_stop(const VmName& name, bool force) override;
+  Result<daemon::OperationView> begin_reboot(const VmName& name) override;
+  Result<daemon::OperationView> begin_delete(const VmName& name) override;
   Result<daemon::OperationView> wait(const std::string& id) override;
   Result<daemon::OperationView> operation(const std::string& id) override;
   std::vector<daemon::OperationView> operations() override;
-  Result<daemon::VmView> get_vm(const std::string& name) override;
+  Result<daemon::VmView> get_vm(const VmName& name) override;
   std::vector<daemon::VmView> list_vms() override;
   daemon::ServiceStatus status() override;
   uint64_t subscribe(daemon::ServiceEventSink sink) override;
   void unsubscribe(uint64_t id) override;
   daemon::HostUsage usage() override;
   const std::map<std::string, vmtemplates::VmTemplate>& templates() const override;
-  Result<std::string> domain_xml(const std::string& name) override;
-  Result<std::string> nccl_topology(const std::string& name) override;
+  Result<std::string> domain_xml(const VmName& name) override;
+  Result<std::string> nccl_topology(const VmName& name) override;
   Result<std::vector<numa::DeviceHealth>> device_health() override;
   numa::HostModel host_now() override;
 

@@ -70,7 +70,7 @@ TEST_CASE("parse_request reads a create with every field") {
   CHECK(create.request.template_name == "gx3d-160x1792x8h100");
   CHECK(create.request.request_id == "7f1c-1");
   CHECK(create.request.boot_image == "/img/u.qcow2");
-  CHECK(create.request.macs == std::vector<std::string>{"02:00:00:00:00:01", "02:00:00:00:00:0A"});
+  CHECK(create.request.macs == std::vector<MacAddress>{"02:00:00:00:00:01", "02:00:00:00:00:0A"});
   CHECK(create.request.ssh_authorized_keys == std::vector<std::string>{"ssh-ed25519 AAAA k"});
   CHECK(create.request.user_data.empty());
 

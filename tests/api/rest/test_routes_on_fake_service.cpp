@@ -64,7 +64,7 @@ TEST_CASE("a create is one typed command on the service, answered 202 with the o
   CHECK(creates[0].template_name == "gx3-16x128x1h100");
   CHECK(creates[0].request_id == "r-1");
   CHECK(creates[0].boot_image == "/var/lib/images/u.qcow2");
-  CHECK(creates[0].macs == std::vector<std::string>{"52:54:00:00:00:01"});
+  CHECK(creates[0].macs == std::vector<MacAddress>{"52:54:00:00:00:01"});
   CHECK(creates[0].ssh_authorized_keys == std::vector<std::string>{"ssh-ed25519 AAAA k@x"});
   CHECK(creates[0].user_data.empty());
 

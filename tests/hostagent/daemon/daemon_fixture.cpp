@@ -156,11 +156,9 @@ daemon::CreateVmRequest DaemonFixture::request(const std::string& name, const st
     std::ofstream(image, std::ios::binary).close();
     fs::resize_file(image, 1ULL << 30);
   }
-  daemon::CreateVmRequest request;
-  request.name = name;
-  request.template_name = template_name;
-  request.boot_image = image.string();
-  return request;
+  return daemon::CreateVmRequest{.name = testing::vm_name(name),
+                                 .template_name = testing::template_name(template_name),
+                                 .boot_image = image.string()};
 }
 
 config::DaemonConfig DaemonFixture::config() const {

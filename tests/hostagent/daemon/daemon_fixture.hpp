@@ -100,7 +100,7 @@ class ManualClock final : public daemon::Clock {
 
 // Shipped templates the suites create from: one, two and eight H100s.
 inline constexpr const char* kOneGpu = "gx3-16x128x1h100";
-inline constexpr const char* kTwoGpus = "gx3-32x256x2h100";
+inline constexpr char kTwoGpus[] = "gx3-32x256x2h100";
 inline constexpr const char* kEightGpus = "gx3d-160x1792x8h100";
 
 // A daemon on test:///default and a simulated host, its state in a scratch directory that outlives

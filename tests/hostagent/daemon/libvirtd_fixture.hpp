@@ -35,7 +35,7 @@ class LibvirtdFixture {
   std::filesystem::path authorized_keys() const { return scratch_.path() / "authorized_keys"; }
   // The seeds the daemon has written and not removed.
   std::vector<std::filesystem::path> seed_files() const;
-  static constexpr const char* kTemplate = "ci-guest";  // boots the test guest, with a disk overlay
+  static constexpr char kTemplate[] = "ci-guest";  // boots the test guest, with a disk overlay
   static constexpr const char* kPool = "hostagent-test-pool";
 
   // A service in this process on the same configuration: what a restarted daemon does.

@@ -69,7 +69,7 @@ Outcome create_all_at_once(const DaemonFixture& fixture, daemon::VmService& serv
     REQUIRE_MESSAGE(ended.ok(), ended.error().message);
     if (!ended->error) {
       ++outcome.created;
-      outcome.vms.push_back(service.get_vm(operation.vm).value());
+      outcome.vms.push_back(service.get_vm(testing::vm_name(operation.vm)).value());
     } else if (ended->error->code != ErrorCode::does_not_fit) {
       outcome.refusals.push_back(ended->error->message);
     }

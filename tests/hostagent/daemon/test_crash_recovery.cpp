@@ -14,7 +14,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-const std::string kVm = "ci-crash";
+const VmName kVm = "ci-crash";
 
 // Runs hostagentd --exec COMMAND with a pause before `step`, waits until it is there, kills it.
 void run_until_killed(const LibvirtdFixture& fixture, const std::string& command, const std::string& step) {

@@ -17,11 +17,8 @@ std::unique_ptr<daemon::VmService> service_on(const LibvirtdFixture& fixture) {
   return std::move(service).value();
 }
 
-daemon::CreateVmRequest guest(const std::string& name) {
-  daemon::CreateVmRequest request;
-  request.name = name;
-  request.template_name = LibvirtdFixture::kTemplate;
-  return request;
+daemon::CreateVmRequest guest(const VmName& name) {
+  return daemon::CreateVmRequest{.name = name, .template_name = LibvirtdFixture::kTemplate};
 }
 
 }  // namespace
@@ -29,7 +26,7 @@ daemon::CreateVmRequest guest(const std::string& name) {
 TEST_CASE("a guest boots under QEMU and goes through stop, start and delete with its pins and pages") {
   auto fixture = LibvirtdFixture::make();
   if (!fixture) return;
-  const std::string name = "ci-life";
+  const VmName name = "ci-life";
   fixture->remove_domain(name);
   const uint64_t free_before = LibvirtdFixture::free_hugepages_2m();
   auto service = service_on(*fixture);
@@ -81,7 +78,7 @@ TEST_CASE("a guest boots under QEMU and goes through stop, start and delete with
 TEST_CASE("libvirtd restarted under a running daemon: it reconnects and its state stays right") {
   auto fixture = LibvirtdFixture::make();
   if (!fixture) return;
-  const std::string name = "ci-restart";
+  const VmName name = "ci-restart";
   fixture->remove_domain(name);
   auto service = service_on(*fixture);
   REQUIRE(create_vm(*service, guest(name)).ok());

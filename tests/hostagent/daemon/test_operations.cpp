@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "daemon_fixture.hpp"
+#include "exec_commands.hpp"
 
 namespace hostagent::testing {
 namespace {
@@ -150,9 +151,12 @@ TEST_CASE("a failed operation says why, and a delete releases the devices it hel
 TEST_CASE("begin_ calls refuse what they can tell at once, before any operation exists") {
   DaemonFixture fixture;
   auto service = started(fixture);
-  auto bad_name = service->begin_create(fixture.request("../etc", kOneGpu));
-  REQUIRE_FALSE(bad_name.ok());
-  CHECK(bad_name.error().code == ErrorCode::invalid_argument);
+  auto relative = fixture.request("vm", kOneGpu);
+  relative.boot_image = "images/x.qcow2";
+  auto bad_path = service->begin_create(relative);
+  REQUIRE_FALSE(bad_path.ok());
+  CHECK(bad_path.error().code == ErrorCode::invalid_argument);
+  CHECK(bad_path.error().field == "boot_image");
   for (const auto& result : {service->begin_start("nobody"), service->begin_stop("nobody", true),
                              service->begin_reboot("nobody"), service->begin_delete("nobody")}) {
     REQUIRE_FALSE(result.ok());
@@ -162,6 +166,29 @@ TEST_CASE("begin_ calls refuse what they can tell at once, before any operation 
   auto unknown = service->operation("op-999");
   REQUIRE_FALSE(unknown.ok());
   CHECK(unknown.error().code == ErrorCode::not_found);
+}
+
+// hostagentd --exec is an edge too: it builds the checked names from its words, so a bad one is
+// refused there, naming the field, before the service is asked anything.
+TEST_CASE("--exec refuses a bad VM or template name, naming the field") {
+  DaemonFixture fixture;
+  auto service = started(fixture);
+  for (const auto& refusal :
+       std::vector<std::pair<std::string, std::string>>{{"create ../etc gx3-16x128x1h100", "name"},
+                                                        {"create vm ../t", "template"},
+                                                        {"show no/such", "name"},
+                                                        {"stop .hidden force", "name"},
+                                                        {"delete a;b", "name"}}) {
+    CAPTURE(refusal.first);  // not a structured binding: clang's CAPTURE cannot take one
+    const auto refused = cli::run_exec_command(*service, refusal.first);
+    REQUIRE_FALSE(refused.ok());
+    CHECK(refused.error().field == refusal.second);
+    CHECK(refused.error().code == ErrorCode::invalid_argument);
+  }
+  CHECK(service->operations().empty());
+  const auto shown = cli::run_exec_command(*service, "show nobody");
+  REQUIRE_FALSE(shown.ok());
+  CHECK(shown.error().code == ErrorCode::not_found);
 }
 
 TEST_CASE("a create replayed with its request id gets the same operation, and a different one a conflict") {

@@ -146,7 +146,7 @@ TEST_CASE("a create that fails at each step rolls back everything before it") {
     DaemonFixture fixture;
     FaultyHypervisor* faulty = nullptr;
     auto service = started(fixture, &faulty);
-    const std::string name = "doomed-" + step;
+    const auto name = testing::vm_name("doomed-" + step);
     if (step == "prepare_devices") fixture.devices()->fail_prepare = true;
     if (step == "disk") faulty->fail("create_overlay", ErrorCode::internal, 1);
     if (step == "define" || step == "start") faulty->fail(step, ErrorCode::internal, 1);
@@ -237,7 +237,7 @@ TEST_CASE("a restarted daemon adopts its VMs, reports foreign domains and keeps 
   // libvirt's test driver comes with a domain called "test": not ours, reported, never touched.
   CHECK(report.foreign == std::vector<std::string>{"test"});
   for (const auto& before : made) {
-    auto after = service->get_vm(before.name);
+    auto after = service->get_vm(testing::vm_name(before.name));
     REQUIRE(after.ok());
     CHECK(after->record->allocation.cpus == before.record->allocation.cpus);
     CHECK(after->record->allocation.devices == before.record->allocation.devices);
@@ -249,13 +249,11 @@ TEST_CASE("a restarted daemon adopts its VMs, reports foreign domains and keeps 
   CHECK(foreign.error().code == ErrorCode::conflict);
 }
 
+// A bad name cannot reach the service: the request carries a VmName, refused where the text came
+// in (common's and the API's suites).
 TEST_CASE("bad requests are refused with the field named and nothing held") {
   DaemonFixture fixture;
   auto service = started(fixture);
-  auto bad_name = create_vm(*service, fixture.request("no/slashes", kOneGpu));
-  REQUIRE_FALSE(bad_name.ok());
-  CHECK(bad_name.error().code == ErrorCode::invalid_argument);
-  CHECK(bad_name.error().message.rfind("name:", 0) == 0);
   auto unknown = create_vm(*service, fixture.request("vm", "gx9-nope"));
   REQUIRE_FALSE(unknown.ok());
   CHECK(unknown.error().code == ErrorCode::not_found);

@@ -1,11 +1,14 @@
 // hostagent/common/names: the one rule for the names hostagent takes from requests and templates
 // and turns into libvirt domain names, file names (records, seeds, volumes) and URL path segments:
-// VM names and template names alike.
+// VM names and template names alike; and the value types that carry a name once it is checked.
 #pragma once
 
 #include <cstddef>
 #include <string>
 #include <string_view>
+
+#include "hostagent/common/checked_text.hpp"
+#include "hostagent/common/result.hpp"
 
 namespace hostagent {
 
@@ -18,5 +21,23 @@ inline constexpr std::string_view kNameRule = "use 1-64 letters, digits, '.', '_
 bool is_name(std::string_view text);
 // Why text is not a name ("it is empty", "it starts with '.'", ...); "" when it is one.
 std::string name_problem(std::string_view text);
+// invalid_argument on field: text (quoted) is not a `noun`, and the rule.
+Error name_error(std::string_view text, std::string_view noun, const std::string& field);
+
+// The rule as CheckedText's, for one kind of name: a VM's or a template's.
+template <class Kind>
+struct NameRule {
+  static bool holds(std::string_view text) { return is_name(text); }
+  static Error refusal(std::string_view text, const std::string& field) { return name_error(text, Kind::noun, field); }
+};
+struct VmNameKind {
+  static constexpr std::string_view noun = "VM name";
+};
+struct TemplateNameKind {
+  static constexpr std::string_view noun = "template name";
+};
+// Apart, so a template's name is never given where a VM's is asked for.
+using VmName = CheckedText<NameRule<VmNameKind>>;
+using TemplateName = CheckedText<NameRule<TemplateNameKind>>;
 
 }  // namespace hostagent

@@ -15,6 +15,8 @@
 #include <string>
 #include <vector>
 
+#include "hostagent/common/hardware_ids.hpp"
+#include "hostagent/common/names.hpp"
 #include "hostagent/common/result.hpp"
 #include "hostagent/numa/device_health.hpp"
 #include "hostagent/numa/host_model.hpp"
@@ -23,15 +25,17 @@
 
 namespace hostagent::daemon {
 
+// Names and MACs arrive checked (common/names, common/hardware_ids): the edge that took the text in
+// built them, so the service never sees a name that breaks the rule.
 struct CreateVmRequest {
-  std::string name;               // [A-Za-z0-9_.-]{1,64}
-  std::string template_name;      // a template from the configured directories
-  std::string request_id;         // optional: a retried create with the same id returns the VM, not a conflict
-  std::string boot_image;         // optional: overrides the template's boot.image (absolute path)
-  std::vector<std::string> macs;  // optional: one per VF, in placement order
+  VmName name;
+  TemplateName template_name;         // a template from the configured directories
+  std::string request_id = {};        // optional: a retried create with the same id returns the VM, not a conflict
+  std::string boot_image = {};        // optional: overrides the template's boot.image (absolute path)
+  std::vector<MacAddress> macs = {};  // optional: one per VF, in placement order
   // optional, one or the other: reach the guest through a cloud-init NoCloud seed (a CD-ROM)
-  std::vector<std::string> ssh_authorized_keys;
-  std::string user_data;
+  std::vector<std::string> ssh_authorized_keys = {};
+  std::string user_data = {};
 };
 
 // A NIC VF's RDMA port as the host saw it at create, before the guest took the VF: what the guest's
@@ -146,11 +150,11 @@ class VmService {
   // Validation that needs no queue (names, fields, a VM that does not exist) fails here, before an
   // operation exists.
   virtual Result<OperationView> begin_create(const CreateVmRequest& request) = 0;
-  virtual Result<OperationView> begin_start(const std::string& name) = 0;
+  virtual Result<OperationView> begin_start(const VmName& name) = 0;
   // Graceful (ACPI) for up to stop_timeout, then forced; force skips the grace.
-  virtual Result<OperationView> begin_stop(const std::string& name, bool force) = 0;
-  virtual Result<OperationView> begin_reboot(const std::string& name) = 0;
-  virtual Result<OperationView> begin_delete(const std::string& name) = 0;
+  virtual Result<OperationView> begin_stop(const VmName& name, bool force) = 0;
+  virtual Result<OperationView> begin_reboot(const VmName& name) = 0;
+  virtual Result<OperationView> begin_delete(const VmName& name) = 0;
   // The operation once it has ended (succeeded, or failed with its error), blocking until then.
   // not_found as operation() is. Never call it on an operation thread: the queue it waits on is its own.
   virtual Result<OperationView> wait(const std::string& id) = 0;
@@ -158,7 +162,7 @@ class VmService {
   virtual Result<OperationView> operation(const std::string& id) = 0;
   virtual std::vector<OperationView> operations() = 0;  // newest first
 
-  virtual Result<VmView> get_vm(const std::string& name) = 0;
+  virtual Result<VmView> get_vm(const VmName& name) = 0;
   virtual std::vector<VmView> list_vms() = 0;
   virtual ServiceStatus status() = 0;
 
@@ -171,8 +175,8 @@ class VmService {
   virtual const std::map<std::string, vmtemplates::VmTemplate>& templates() const = 0;
   // The domain XML as libvirt has it now (live when running); the NCCL topology file rendered for
   // the VM at create. not_found for a VM hostagent did not make.
-  virtual Result<std::string> domain_xml(const std::string& name) = 0;
-  virtual Result<std::string> nccl_topology(const std::string& name) = 0;
+  virtual Result<std::string> domain_xml(const VmName& name) = 0;
+  virtual Result<std::string> nccl_topology(const VmName& name) = 0;
   // Every PCI device's health (link trained below its capability, AER counters, gone), from sysfs.
   virtual Result<std::vector<numa::DeviceHealth>> device_health() = 0;
   // The host model with each function's ACS and ATS control as its config space holds them now:
@@ -183,9 +187,9 @@ class VmService {
 
 // A command begun and waited for: the operation's error when it failed, else the VM as it is now.
 Result<VmView> create_vm(VmService& service, const CreateVmRequest& request);
-Result<VmView> start_vm(VmService& service, const std::string& name);
-Result<VmView> stop_vm(VmService& service, const std::string& name, bool force);
-Result<VmView> reboot_vm(VmService& service, const std::string& name);
-Status delete_vm(VmService& service, const std::string& name);
+Result<VmView> start_vm(VmService& service, const VmName& name);
+Result<VmView> stop_vm(VmService& service, const VmName& name, bool force);
+Result<VmView> reboot_vm(VmService& service, const VmName& name);
+Status delete_vm(VmService& service, const VmName& name);
 
 }  // namespace hostagent::daemon

@@ -33,36 +33,36 @@ struct GetDevice {
 };
 struct ListTemplates {};
 struct GetTemplate {
-  std::string name;
+  TemplateName name;
 };
 struct ValidateTemplate {
   std::string yaml;
 };
 struct ListVms {};
 struct GetVm {
-  std::string name;
+  VmName name;
 };
 struct CreateVm {
   daemon::CreateVmRequest request;
 };
 struct StartVm {
-  std::string name;
+  VmName name;
 };
 struct StopVm {
-  std::string name;
+  VmName name;
   bool force = false;
 };
 struct RebootVm {
-  std::string name;
+  VmName name;
 };
 struct DeleteVm {
-  std::string name;
+  VmName name;
 };
 struct GetDomainXml {
-  std::string name;
+  VmName name;
 };
 struct GetNcclTopology {
-  std::string name;
+  VmName name;
 };
 struct ListOperations {};
 struct GetOperation {

@@ -1,0 +1,26 @@
+// hostagent/common/hardware_ids: the one rule each for the hardware identifiers hostagent takes in
+// checks: a MAC address (a VF's, from a request or a record; with its value type) and an InfiniBand
+// GUID (an RDMA device's node or port GUID, as sysfs prints it and a record keeps it).
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "hostagent/common/checked_text.hpp"
+#include "hostagent/common/result.hpp"
+
+namespace hostagent {
+
+// Six pairs of hex digits, either case, separated by ':' ("52:54:00:00:00:01").
+bool is_mac(std::string_view text);
+// The form drivers/infiniband/core/sysfs.c prints node_guid in: four groups of four lower-case hex
+// digits separated by ':' ("0c42:a103:0016:4f3e").
+bool is_guid(std::string_view text);
+
+struct MacRule {
+  static bool holds(std::string_view text) { return is_mac(text); }
+  static Error refusal(std::string_view text, const std::string& field);
+};
+using MacAddress = CheckedText<MacRule>;
+
+}  // namespace hostagent

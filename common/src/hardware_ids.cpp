@@ -1,0 +1,38 @@
+// hostagent/common/hardware_ids: the MAC and GUID rules, checked.
+#include "hostagent/common/hardware_ids.hpp"
+
+#include "hostagent/common/text.hpp"
+
+namespace hostagent {
+namespace {
+
+bool is_hex(char c, bool upper_too) {
+  return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (upper_too && c >= 'A' && c <= 'F');
+}
+
+// Groups of `width` hex digits, `groups` of them, separated by ':'.
+bool is_grouped_hex(std::string_view text, std::size_t groups, std::size_t width, bool upper_too) {
+  if (text.size() != groups * (width + 1) - 1) return false;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const bool separator = i % (width + 1) == width;
+    if (separator ? text[i] != ':' : !is_hex(text[i], upper_too)) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+bool is_mac(std::string_view text) {
+  return is_grouped_hex(text, 6, 2, true);
+}
+
+bool is_guid(std::string_view text) {
+  return is_grouped_hex(text, 4, 4, false);
+}
+
+Error MacRule::refusal(std::string_view text, const std::string& field) {
+  return field_error(
+      field, text::quoted(text) + " is not a MAC address; write six hex pairs separated by ':' (02:00:00:00:00:01)");
+}
+
+}  // namespace hostagent
