@@ -54,6 +54,7 @@ struct Context {
   ReconcileReport last_reconcile;
 };
 
-VmView view_of(const LedgerEntry& entry);
+// The VM as the API shows it: the ledger's entry, with what the VM is doing now.
+VmView view_of(Context& context, const LedgerEntry& entry);
 
 }  // namespace hostagent::daemon

@@ -201,7 +201,7 @@ std::optional<VmView> earlier_create(Context& context, const CreateVmRequest& re
   if (request.request_id.empty()) return std::nullopt;
   const auto entry = context.ledger.find(request.name);
   if (!entry || !entry->record || entry->record->request_id != request.request_id) return std::nullopt;
-  return view_of(*entry);
+  return view_of(context, *entry);
 }
 
 }  // namespace
@@ -238,6 +238,7 @@ Result<VmView> create_vm(Context& context, const CreateVmRequest& request) {
   HA_TRY(auto shape, find_template(context, request.template_name));
   if (!request.boot_image.empty()) shape.boot.image = request.boot_image;
   auto record = new_record(context, request, shape);
+  context.operations.progress(request.name, "create", "reserve");
   HA_TRY(auto placement, context.ledger.reserve(record, placement_request(shape)));
   CreateRun run(context, std::move(shape), std::move(placement), record, request);
   bool unfinished = false;
@@ -248,7 +249,7 @@ Result<VmView> create_vm(Context& context, const CreateVmRequest& request) {
     return std::move(created).error();
   }
   context.ledger.set_record(record);
-  context.ledger.set_progress(request.name, "", "");
+  context.operations.idle(request.name);
   log(LogLevel::info, "created " + request.name.str() + " from template " + record.template_name,
       {.vm = request.name, .operation = "create"});
   return current_view(context, request.name);

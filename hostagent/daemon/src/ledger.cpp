@@ -46,8 +46,6 @@ Result<numa::Placement> Ledger::place_and_record(state::VmRecord& record, const 
   LedgerEntry entry;
   entry.name = record.name;
   entry.managed = true;
-  entry.operation = "create";
-  entry.step = "reserve";
   entry.record = record;
   entries_.emplace(record.name, std::move(entry));
   return placement;
@@ -95,14 +93,6 @@ void Ledger::set_domain(const std::string& name, const std::string& uuid, virt::
   it->second.state = state;
 }
 
-void Ledger::set_progress(const std::string& name, const std::string& operation, const std::string& step) {
-  std::lock_guard lock(mutex_);
-  const auto it = entries_.find(name);
-  if (it == entries_.end()) return;
-  it->second.operation = operation;
-  it->second.step = step;
-}
-
 void Ledger::set_record(const state::VmRecord& record) {
   std::lock_guard lock(mutex_);
   const auto it = entries_.find(record.name);
@@ -115,7 +105,7 @@ bool Ledger::on_event(const virt::DomainEvent& event) {
   if (it == entries_.end()) return event.kind == virt::DomainEventKind::defined;
   it->second.last_event = worded(event);
   if (const auto state = state_after(event.kind)) it->second.state = *state;
-  return event.kind == virt::DomainEventKind::undefined && it->second.operation.empty();
+  return event.kind == virt::DomainEventKind::undefined;
 }
 
 std::optional<LedgerEntry> Ledger::find(const std::string& name) const {

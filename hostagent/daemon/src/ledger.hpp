@@ -24,8 +24,6 @@ struct LedgerEntry {
   bool defined = false;  // libvirt knows the domain
   std::string uuid;
   virt::DomainState state = virt::DomainState::shut_off;
-  std::string operation;  // in flight, "" none
-  std::string step;
   std::string last_event;
   std::optional<state::VmRecord> record;
 };
@@ -44,10 +42,9 @@ class Ledger {
   // A domain as libvirt reports it; record is set when it carries a readable record of ours.
   void adopt(const virt::DomainSummary& domain, std::optional<state::VmRecord> record);
   void set_domain(const std::string& name, const std::string& uuid, virt::DomainState state);
-  void set_progress(const std::string& name, const std::string& operation, const std::string& step);
   void set_record(const state::VmRecord& record);
-  // Records a lifecycle event. True when hostagent did not cause it and the ledger cannot follow
-  // it alone (a domain defined or undefined outside hostagent): the caller then syncs with libvirt.
+  // Records a lifecycle event. True when the ledger cannot follow it alone (a domain defined, or
+  // undefined): unless hostagent is at work on that VM, the caller then syncs with libvirt.
   bool on_event(const virt::DomainEvent& event);
 
   std::optional<LedgerEntry> find(const std::string& name) const;

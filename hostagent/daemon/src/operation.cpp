@@ -25,8 +25,7 @@ Status Operation::begin_step(const std::string& step, int number, int count) {
   entry_.current_step = step;
   entry_.record = record_;
   HA_TRY_STATUS(context_.journal.write(entry_));
-  context_.ledger.set_progress(record_.name, std::string(state::to_string(entry_.kind)), step);
-  context_.operations.progress(record_.name, step, number, count);
+  context_.operations.progress(record_.name, std::string(state::to_string(entry_.kind)), step, number, count);
   if (context_.hook) context_.hook->before_step(std::string(state::to_string(entry_.kind)), record_.name, step);
   return ok_status();
 }

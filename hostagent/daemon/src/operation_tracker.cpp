@@ -33,10 +33,13 @@ void OperationTracker::start(const std::string& id) {
   }));
 }
 
-void OperationTracker::progress(const std::string& vm, const std::string& step, int number, int count) {
+void OperationTracker::progress(const std::string& vm, const std::string& operation, const std::string& step,
+                                int number, int count) {
   std::string id;
   {
     std::lock_guard lock(mutex_);
+    progress_by_vm_[vm] = VmProgress{operation, step};
+    if (number == 0) return;
     const auto it = running_by_vm_.find(vm);
     if (it == running_by_vm_.end()) return;  // reconcile's recoveries run outside any operation
     id = it->second;
@@ -46,6 +49,18 @@ void OperationTracker::progress(const std::string& vm, const std::string& step, 
     view.step_number = number;
     view.step_count = count;
   }));
+}
+
+void OperationTracker::idle(const std::string& vm) {
+  std::lock_guard lock(mutex_);
+  progress_by_vm_.erase(vm);
+}
+
+std::optional<OperationTracker::VmProgress> OperationTracker::progress_of(const std::string& vm) {
+  std::lock_guard lock(mutex_);
+  const auto it = progress_by_vm_.find(vm);
+  if (it == progress_by_vm_.end()) return std::nullopt;
+  return it->second;
 }
 
 void OperationTracker::finish(const std::string& id, const Status& outcome) {
@@ -60,6 +75,7 @@ void OperationTracker::finish(const std::string& id, const Status& outcome) {
     }
     if (const auto running = running_by_vm_.find(view.vm); running != running_by_vm_.end() && running->second == id) {
       running_by_vm_.erase(running);
+      progress_by_vm_.erase(view.vm);
     }
     ended_.emplace_back(id, clock_.steady_now());
   }));

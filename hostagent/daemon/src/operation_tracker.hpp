@@ -1,4 +1,5 @@
-// daemon/operation_tracker (private): the operations the API polls. Each submitted command gets an
+// daemon/operation_tracker (private): the operations the API polls, and what each VM is doing now:
+// the one in-memory record of progress (the journal keeps the durable one, for recovery). Each submitted command gets an
 // id and is followed from queued through its steps to its end; ended ones are kept for an hour (at
 // most kKeptEnded of them) so a control plane that polls late still learns the outcome. In memory
 // only: after a restart, the journal and libvirt say what happened, and an idempotent create retried
@@ -30,8 +31,18 @@ class OperationTracker {
   OperationView enqueue(const std::string& kind, const std::string& vm, const std::string& request_id,
                         const std::string& template_name);
   void start(const std::string& id);
-  // The running operation of `vm` is at step `number` of `count`.
-  void progress(const std::string& vm, const std::string& step, int number, int count);
+  // What `vm` is doing: `operation` at `step` (reconcile's recovery of one, too). When the VM has a
+  // running operation and number > 0, that operation's view is at step `number` of `count`.
+  void progress(const std::string& vm, const std::string& operation, const std::string& step, int number = 0,
+                int count = 0);
+  // `vm` is doing nothing now. finish() says so too, for an operation that ended without saying it.
+  void idle(const std::string& vm);
+  struct VmProgress {
+    std::string operation;
+    std::string step;
+  };
+  // nullopt when the VM is idle: then an event about it was not caused by hostagent.
+  std::optional<VmProgress> progress_of(const std::string& vm);
   void finish(const std::string& id, const Status& outcome);
 
   std::optional<OperationView> find(const std::string& id);
@@ -58,6 +69,7 @@ class OperationTracker {
   std::map<std::string, OperationView> operations_;
   std::map<std::string, std::chrono::steady_clock::time_point> started_;  // running ones
   std::map<std::string, std::string> running_by_vm_;                      // one at a time per VM (its queue is a FIFO)
+  std::map<std::string, VmProgress> progress_by_vm_;                      // busy VMs only
   std::map<std::string, std::string> create_by_request_id_;
   std::deque<std::pair<std::string, std::chrono::steady_clock::time_point>> ended_;  // oldest first
 };

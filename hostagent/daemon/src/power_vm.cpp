@@ -20,8 +20,7 @@ Result<state::VmRecord> managed_record(Context& context, const std::string& name
 // Power operations have one step, or two for a graceful stop that has to be forced.
 void step(Context& context, const std::string& name, const std::string& operation, const std::string& step_name,
           int number = 1, int count = 1) {
-  context.ledger.set_progress(name, operation, step_name);
-  context.operations.progress(name, step_name, number, count);
+  context.operations.progress(name, operation, step_name, number, count);
   if (context.hook) context.hook->before_step(operation, name, step_name);
 }
 
@@ -43,7 +42,7 @@ Result<bool> wait_for_shut_off(Context& context, const std::string& name) {
 }
 
 Result<VmView> finish(Context& context, const std::string& name) {
-  context.ledger.set_progress(name, "", "");
+  context.operations.idle(name);
   HA_TRY_STATUS(refresh(context, name));
   return current_view(context, name);
 }
@@ -57,7 +56,7 @@ Result<VmView> start_vm(Context& context, const std::string& name) {
   // Starting a running VM is done already: a retried request must not fail.
   if (state != virt::DomainState::running) {
     if (auto started = context.hypervisor->start(name); !started.ok()) {
-      context.ledger.set_progress(name, "", "");
+      context.operations.idle(name);
       return std::move(started).error();
     }
   }
@@ -81,7 +80,7 @@ Result<VmView> stop_vm(Context& context, const std::string& name, bool force) {
     return context.hypervisor->destroy(name);
   }();
   if (!outcome.ok()) {
-    context.ledger.set_progress(name, "", "");
+    context.operations.idle(name);
     return std::move(outcome).error();
   }
   return finish(context, name);
@@ -91,7 +90,7 @@ Result<VmView> reboot_vm(Context& context, const std::string& name) {
   HA_TRY_STATUS(managed_record(context, name));
   step(context, name, "reboot", "reboot");
   if (auto rebooted = context.hypervisor->reboot(name); !rebooted.ok()) {
-    context.ledger.set_progress(name, "", "");
+    context.operations.idle(name);
     return std::move(rebooted).error();
   }
   return finish(context, name);
@@ -100,7 +99,7 @@ Result<VmView> reboot_vm(Context& context, const std::string& name) {
 Result<VmView> current_view(Context& context, const std::string& name) {
   const auto entry = context.ledger.find(name);
   if (!entry) return Error{ErrorCode::not_found, "no VM named " + name};
-  return view_of(*entry);
+  return view_of(context, *entry);
 }
 
 }  // namespace hostagent::daemon

@@ -46,7 +46,7 @@ void adopt(Context& context, const virt::DomainSummary& domain, ReconcileReport&
 
 void drop_vanished(Context& context, const std::set<std::string>& listed) {
   for (const auto& entry : context.ledger.entries()) {
-    if (listed.count(entry.name) != 0 || !entry.defined || !entry.operation.empty()) continue;
+    if (listed.count(entry.name) != 0 || !entry.defined || context.operations.progress_of(entry.name)) continue;
     context.ledger.release(entry.name);
     log(LogLevel::warning, "domain " + entry.name + " was removed outside hostagent; what it held is free again",
         {.vm = entry.name});
@@ -107,7 +107,7 @@ Status sync_domains(Context& context, ReconcileReport& report, bool initial) {
 
 void recover(Context& context, const state::JournalEntry& entry, ReconcileReport& report) {
   // Marked busy, so the events this recovery causes are not taken for changes made outside hostagent.
-  context.ledger.set_progress(entry.vm, "recover", std::string(state::to_string(entry.kind)));
+  context.operations.progress(entry.vm, "recover", std::string(state::to_string(entry.kind)));
   Status done = ok_status();
   bool finished = true;
   if (entry.kind == state::OperationKind::create) {
@@ -118,7 +118,7 @@ void recover(Context& context, const state::JournalEntry& entry, ReconcileReport
     done = finish_delete(context, entry);
   }
   if (!done.ok()) {
-    context.ledger.set_progress(entry.vm, "", "");
+    context.operations.idle(entry.vm);
     report.problems.push_back(describe(entry) +
                               ": interrupted, and recovery failed (retried at the next "
                               "reconnect or start): " +
@@ -130,7 +130,7 @@ void recover(Context& context, const state::JournalEntry& entry, ReconcileReport
   }
   if (auto removed = context.journal.remove(entry.id); !removed.ok())
     report.problems.push_back(removed.error().message);
-  context.ledger.set_progress(entry.vm, "", "");
+  context.operations.idle(entry.vm);
   (finished ? report.finished : report.rolled_back).push_back(describe(entry));
   log(LogLevel::info, describe(entry) + " was interrupted: " + (finished ? "finished" : "rolled back"),
       {.vm = entry.vm, .operation = std::string(state::to_string(entry.kind))});

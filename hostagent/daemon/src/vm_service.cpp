@@ -52,7 +52,7 @@ class VmServiceImpl final : public VmService {
 
   std::vector<VmView> list_vms() override {
     std::vector<VmView> views;
-    for (const auto& entry : context_.ledger.entries()) views.push_back(view_of(entry));
+    for (const auto& entry : context_.ledger.entries()) views.push_back(view_of(context_, entry));
     return views;
   }
 
@@ -243,7 +243,9 @@ class VmServiceImpl final : public VmService {
 
   // On libvirt's event thread: only the ledger's lock, never a libvirt call.
   void on_domain_event(const virt::DomainEvent& event) {
-    if (context_.ledger.on_event(event)) queues_.post(kHostQueue, [this] { resync(); });
+    if (context_.ledger.on_event(event) && !context_.operations.progress_of(event.name)) {
+      queues_.post(kHostQueue, [this] { resync(); });
+    }
     ServiceEvent changed;
     changed.kind = ServiceEvent::Kind::vm;
     changed.vm = event.name;
@@ -337,14 +339,16 @@ ManagedVmView managed_view(const state::VmRecord& record) {
 
 }  // namespace
 
-VmView view_of(const LedgerEntry& entry) {
+VmView view_of(Context& context, const LedgerEntry& entry) {
   VmView view;
   view.name = entry.name;
   view.uuid = entry.uuid;
   view.managed = entry.managed;
   view.state = entry.defined ? std::string(virt::to_string(entry.state)) : "absent";
-  view.operation = entry.operation;
-  view.step = entry.step;
+  if (const auto progress = context.operations.progress_of(entry.name)) {
+    view.operation = progress->operation;
+    view.step = progress->step;
+  }
   view.last_event = entry.last_event;
   if (entry.record) view.record = managed_view(*entry.record);
   return view;
