@@ -188,6 +188,9 @@ class TimedHypervisor final : public virt::Hypervisor {
   Result<std::string> domain_xml(const std::string& name) override {
     return timed([&] { return real_->domain_xml(name); });
   }
+  Result<std::string> volume_path(const std::string& pool, const std::string& volume) override {
+    return real_->volume_path(pool, volume);
+  }
   Result<std::string> create_overlay(const std::string& pool, const std::string& volume,
                                      const std::string& backing) override {
     return timed([&] { return real_->create_overlay(pool, volume, backing); });

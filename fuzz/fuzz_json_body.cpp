@@ -59,8 +59,9 @@ void check(std::size_t route, const HttpRequest& request, const ParsedRequest& p
   if (route == 0) {
     const auto* create = std::get_if<command::CreateVm>(&command);
     if (create == nullptr) broken("POST /v1/vms gave another command");
-    if (!hostagent::is_name(create->request.name.str())) broken("a create accepted a VM name the daemon refuses");
-    if (create->request.template_name.empty()) broken("a create accepted without a template");
+    // The types promise these; a parse that built one around text breaking the rule would show here.
+    if (!hostagent::is_name(create->request.name.str())) broken("a create accepted a VM name the rule refuses");
+    if (!hostagent::is_name(create->request.template_name.str())) broken("a create accepted a bad template name");
   } else if (route == 1) {
     const auto* stop = std::get_if<command::StopVm>(&command);
     if (stop == nullptr || stop->name != "x") broken("POST /v1/vms/x/stop gave another command");

@@ -32,6 +32,7 @@ class LibvirtHypervisor final : public Hypervisor {
   Result<std::vector<DomainSummary>> list() override;
   Result<std::string> domain_xml(const std::string& name) override;
 
+  Result<std::string> volume_path(const std::string& pool, const std::string& volume) override;
   Result<std::string> create_overlay(const std::string& pool, const std::string& volume,
                                      const std::string& backing_path) override;
   Status delete_volume(const std::string& pool, const std::string& volume) override;

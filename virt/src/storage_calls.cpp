@@ -1,9 +1,13 @@
 // virt/storage_calls: a VM's disk as a qcow2 overlay volume over a shared image, in a libvirt pool.
 #include <libvirt/virterror.h>
 
+#include <algorithm>
+#include <array>
 #include <cstdlib>
+#include <pugixml.hpp>
 
 #include "backing_image.hpp"
+#include "hostagent/common/text.hpp"
 #include "libvirt_error.hpp"
 #include "libvirt_hypervisor.hpp"
 
@@ -26,7 +30,39 @@ Result<VolumePtr> find_volume(const ConnPtr& conn, virStoragePoolPtr pool, const
   return call_error(conn.get(), error, what);
 }
 
+// The pool's type and target path, from its XML (<pool type='dir'><target><path>).
+struct PoolTarget {
+  std::string type;
+  std::string path;
+};
+
+Result<PoolTarget> pool_target(const ConnPtr& conn, virStoragePoolPtr pool, const std::string& what) {
+  char* xml = virStoragePoolGetXMLDesc(pool, 0);
+  if (xml == nullptr) return last_call_error(conn.get(), what);
+  const std::string text = take_string(xml);
+  pugi::xml_document doc;
+  if (!doc.load_string(text.c_str()))
+    return Error{ErrorCode::parse_error, what + ": libvirt's pool XML does not parse"};
+  const auto node = doc.child("pool");
+  return PoolTarget{node.attribute("type").as_string(), node.child("target").child("path").text().as_string()};
+}
+
 }  // namespace
+
+Result<std::string> LibvirtHypervisor::volume_path(const std::string& pool_name, const std::string& volume_name) {
+  const std::string what = "path of volume " + volume_name + " in pool " + pool_name;
+  HA_TRY_STATUS(check_volume_name(volume_name));
+  HA_TRY(ConnPtr conn, connection_->get(what));
+  HA_TRY(PoolPtr pool, find_pool(conn, pool_name, what));
+  HA_TRY(const auto target, pool_target(conn, pool.get(), what));
+  static constexpr std::array<std::string_view, 3> kFilePools = {"dir", "fs", "netfs"};
+  if (std::find(kFilePools.begin(), kFilePools.end(), target.type) == kFilePools.end() || target.path.empty()) {
+    return Error{ErrorCode::unsupported, what + ": the pool is of type " + text::quoted(target.type) +
+                                             ", whose volumes hostagent cannot locate before they exist; use a "
+                                             "dir, fs or netfs pool for VM disks (storage.pool)"};
+  }
+  return target.path + "/" + volume_name;
+}
 
 Result<std::string> LibvirtHypervisor::create_overlay(const std::string& pool_name, const std::string& volume_name,
                                                       const std::string& backing_path) {

@@ -109,6 +109,8 @@ class CreateRun {
 
   // On failure, `unfinished` says whether the journal kept the operation for reconcile.
   Status run(bool& unfinished) {
+    unfinished = false;
+    HA_TRY_STATUS(render_guest());
     std::vector<Step> steps;
     for (const auto& row : CreateRun::steps()) {
       if (row.needed == nullptr || row.needed(record_)) {
@@ -126,10 +128,31 @@ class CreateRun {
   static bool has_disk(const state::VmRecord& record) { return !record.inputs.disk_volume.empty(); }
   static bool has_seed(const state::VmRecord& record) { return !record.inputs.seed_iso.empty(); }
 
+  // The guest, rendered once, before the first step changes anything: a guest that cannot be
+  // rendered is refused with nothing to undo. What it is rendered from is read, not made: where the
+  // disk will lie, and the VFs' RDMA ports (read before prepare takes the VFs from their driver).
+  Status render_guest() {
+    if (has_disk(record_)) {
+      HA_TRY(disk_path_, context_.hypervisor->volume_path(record_.inputs.disk_pool, record_.inputs.disk_volume));
+      shape_.boot.image = disk_path_;  // the domain boots its own overlay, never the shared image
+    }
+    if (!context_.host_sysfs_root.empty()) {
+      HA_TRY(const auto sysfs, SysfsRoot::open(context_.host_sysfs_root));
+      HA_TRY(record_.rdma, read_vf_rdma(sysfs, placement_));
+    }
+    HA_TRY(const auto guest, render::render_guest(context_.host, shape_, placement_, guest_options()));
+    record_.nccl_topology = guest.nccl_topology_xml;
+    HA_TRY(domain_xml_, state::embed_record(guest.domain_xml, record_));
+    return ok_status();
+  }
+
   Status make_disk() {
     HA_TRY(const auto path, context_.hypervisor->create_overlay(record_.inputs.disk_pool, record_.inputs.disk_volume,
                                                                 record_.inputs.boot_image));
-    shape_.boot.image = path;  // the domain boots its own overlay, never the shared image
+    if (path != disk_path_) {
+      return Error{ErrorCode::internal, "disk: libvirt made " + record_.inputs.disk_volume + " at " + path +
+                                            ", not at " + disk_path_ + " where the rendered guest boots from"};
+    }
     return ok_status();
   }
 
@@ -147,11 +170,6 @@ class CreateRun {
   }
 
   Status prepare_devices() {
-    // Before prepare: it takes the VFs from the host driver whose RDMA device this reads.
-    if (!context_.host_sysfs_root.empty()) {
-      HA_TRY(const auto sysfs, SysfsRoot::open(context_.host_sysfs_root));
-      HA_TRY(record_.rdma, read_vf_rdma(sysfs, placement_));
-    }
     devices::DeviceRequest request;
     HA_TRY(request.vf_macs, render::vf_mac_addresses(shape_, placement_, guest_options()));
     request.vlan = shape_.nics.vf.vlan;
@@ -175,10 +193,7 @@ class CreateRun {
   }
 
   Status define() {
-    HA_TRY(const auto guest, render::render_guest(context_.host, shape_, placement_, guest_options()));
-    record_.nccl_topology = guest.nccl_topology_xml;
-    HA_TRY(const auto xml, state::embed_record(guest.domain_xml, record_));
-    HA_TRY(const auto uuid, context_.hypervisor->define(xml));
+    HA_TRY(const auto uuid, context_.hypervisor->define(domain_xml_));
     context_.ledger.set_domain(record_.name, uuid, virt::DomainState::shut_off);
     return ok_status();
   }
@@ -194,6 +209,8 @@ class CreateRun {
   numa::Placement placement_;
   state::VmRecord& record_;
   const CreateVmRequest& request_;
+  std::string disk_path_;   // where the disk step makes the overlay; "" without one
+  std::string domain_xml_;  // rendered before the first step, with the record in its metadata
 };
 
 // A retried create (same request id) of a VM that exists: the VM, not a conflict.

@@ -1,9 +1,9 @@
-// daemon/operation_tracker (private): the operations the API polls, and what each VM is doing now:
-// the one in-memory record of progress (the journal keeps the durable one, for recovery). Each submitted command gets an
-// id and is followed from queued through its steps to its end; ended ones are kept for an hour (at
-// most kKeptEnded of them) so a control plane that polls late still learns the outcome. In memory
-// only: after a restart, the journal and libvirt say what happened, and an idempotent create retried
-// with its request id is answered from the VM's record.
+// daemon/operation_tracker (private): the operations the API polls, and what each VM is doing
+// now: the one in-memory record of progress (the journal keeps the durable one, for recovery).
+// Each submitted command gets an id and is followed from queued through its steps to its end;
+// ended ones are kept for an hour (at most kKeptEnded of them) so a control plane that polls late
+// still learns the outcome. In memory only: after a restart, the journal and libvirt say what
+// happened, and an idempotent create retried with its request id is answered from its record.
 #pragma once
 
 #include <condition_variable>

@@ -48,6 +48,9 @@ class FaultyHypervisor final : public virt::Hypervisor {
   Result<virt::DomainSummary> lookup(const std::string& name) override { return real_->lookup(name); }
   Result<std::vector<virt::DomainSummary>> list() override { return real_->list(); }
   Result<std::string> domain_xml(const std::string& name) override { return real_->domain_xml(name); }
+  Result<std::string> volume_path(const std::string& pool, const std::string& volume) override {
+    return real_->volume_path(pool, volume);
+  }
   Result<std::string> create_overlay(const std::string& pool, const std::string& volume,
                                      const std::string& backing) override;
   Status delete_volume(const std::string& pool, const std::string& volume) override;

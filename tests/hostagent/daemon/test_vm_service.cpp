@@ -166,6 +166,29 @@ TEST_CASE("a create that fails at each step rolls back everything before it") {
   }
 }
 
+// The guest is rendered once, before the first step: a request it cannot be rendered from (here,
+// three MACs for the one VF the template gives) is refused with no disk, seed or device touched.
+TEST_CASE("a guest that cannot be rendered is refused before anything is made") {
+  DaemonFixture fixture;
+  FaultyHypervisor* faulty = nullptr;
+  auto service = started(fixture, &faulty);
+  auto request = fixture.request("unrenderable", kOneGpu);
+  request.macs = {"02:00:00:00:00:01", "02:00:00:00:00:02", "02:00:00:00:00:03"};
+  request.ssh_authorized_keys = {"ssh-ed25519 AAAA k"};
+  const auto refused = create_vm(*service, request);
+  REQUIRE_FALSE(refused.ok());
+  CHECK_MESSAGE(refused.error().message.find("MAC") != std::string::npos, refused.error().message);
+  CHECK(faulty->calls("create_overlay") == 0);
+  CHECK(faulty->calls("define") == 0);
+  CHECK(fixture.devices()->prepared.empty());
+  CHECK(fixture.journal_files().empty());
+  CHECK(service->get_vm("unrenderable").error().code == ErrorCode::not_found);
+  // What it reserved went back: the same request with one MAC is placed and made.
+  request.macs = {"02:00:00:00:00:01"};
+  const auto made = create_vm(*service, request);
+  CHECK_MESSAGE(made.ok(), made.error().message);
+}
+
 // A service whose next create fails at start and whose rollback cannot undefine the domain: that
 // create stays in the journal for the next start to finish.
 std::unique_ptr<daemon::VmService> service_that_leaves_a_create(DaemonFixture& fixture) {

@@ -76,6 +76,11 @@ class Hypervisor {
   // The live XML of a running domain, the persistent one otherwise.
   virtual Result<std::string> domain_xml(const std::string& name) = 0;
 
+  // Where a volume of that name in `pool` lies, before it exists, so a guest can be rendered before
+  // anything is made: the pool's target path and the name, which is what libvirt gives a new volume
+  // in a dir, fs or netfs pool (storage_backend_fs.c, and the test driver's pools). Other pool types
+  // name volumes otherwise: unsupported, saying so.
+  virtual Result<std::string> volume_path(const std::string& pool, const std::string& volume) = 0;
   // A qcow2 volume in `pool` backed by `backing_path` (copy-on-write): a VM's own disk over a shared
   // image. Returns the volume's path. An existing volume of that name is ErrorCode::conflict.
   virtual Result<std::string> create_overlay(const std::string& pool, const std::string& volume,
