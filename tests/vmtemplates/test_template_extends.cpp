@@ -173,11 +173,11 @@ TEST_CASE("extends: a missing parent, a broken one, and a chain that does not en
 
 TEST_CASE("extends: a malformed extends is reported, and missing keys then are not") {
   CHECK(failure("name: child\nextends: ../base\n", parents({})).message ==
-        "child.yaml:2:10: extends: found \"../base\", expected a name of letters, digits, '.', '_' and '-', at most "
-        "64, starting with a letter or digit");
+        "child.yaml:2:10: extends: found \"../base\", expected a name: use 1-64 letters, digits, '.', '_' or '-', not "
+        "starting with '.'");
   CHECK(failure("name: child\nextends: [a, b]\nnvme: x\n", parents({})).message ==
-        "child.yaml:2:10: extends: found a list, expected a name of letters, digits, '.', '_' and '-', at most 64, "
-        "starting with a letter or digit\n"
+        "child.yaml:2:10: extends: found a list, expected a name: use 1-64 letters, digits, '.', '_' or '-', not "
+        "starting with '.'\n"
         "child.yaml:3:7: nvme: found \"x\", expected a whole number 0..64");
 }
 

@@ -85,7 +85,7 @@ class ShapeReader {
  private:
   void read_identity(const Value& root, VmTemplate& shape) {
     const Value& name = field(root, "name");
-    if (auto value = check_.identifier(name, "name", true)) {
+    if (auto value = check_.name(name, "name")) {
       shape.name = *value;
       if (!options_.expected_name.empty() && *value != options_.expected_name) {
         check_.report(name.at, "name", describe(name),
@@ -365,7 +365,7 @@ class ShapeReader {
     for (const Entry& entry : metadata.entries) {
       const std::string path = "metadata." + entry.key;
       // Keys become XML element names in the domain's <metadata>.
-      const auto key = check_.identifier(Value{Value::Kind::scalar, entry.key_at, entry.key, {}, {}}, path, false);
+      const auto key = check_.identifier(Value{Value::Kind::scalar, entry.key_at, entry.key, {}, {}}, path);
       // XML reserves names that start with "xml" in any case (XML 1.0, section 2.3).
       if (key && (key->size() >= 3 && (std::tolower((*key)[0]) == 'x' && std::tolower((*key)[1]) == 'm' &&
                                        std::tolower((*key)[2]) == 'l'))) {

@@ -76,7 +76,7 @@ class ChainLoader {
 
   // nullopt (not an Error) when the problem is already reported and the child can still be checked.
   Result<std::optional<Value>> load_parent(const Value& extends) {
-    const auto parent = check_.identifier(extends, "extends", true);
+    const auto parent = check_.name(extends, "extends");
     if (!parent) return fail_softly();
     const std::string where = yaml::to_string(extends.at) + ": extends: ";
     if (std::find(names_.begin(), names_.end(), *parent) != names_.end()) {

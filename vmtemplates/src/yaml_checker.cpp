@@ -6,6 +6,7 @@
 #include <charconv>
 #include <regex>
 
+#include "hostagent/common/names.hpp"
 #include "hostagent/common/text.hpp"
 #include "hostagent/vmtemplates/quantity.hpp"
 
@@ -175,17 +176,19 @@ std::optional<uint16_t> Checker::pci_id(const Value& value, const std::string& p
   return id;
 }
 
-std::optional<std::string> Checker::identifier(const Value& value, const std::string& path, bool allow_leading_digit) {
+std::optional<std::string> Checker::name(const Value& value, const std::string& path) {
   if (value.is_null()) return std::nullopt;
-  static const std::regex kWithDigit("[A-Za-z0-9][A-Za-z0-9._-]{0,63}");
+  if (value.kind == Value::Kind::scalar && is_name(value.scalar)) return value.scalar;
+  report(value.at, path, describe(value), "a name: " + std::string(kNameRule));
+  return std::nullopt;
+}
+
+std::optional<std::string> Checker::identifier(const Value& value, const std::string& path) {
+  if (value.is_null()) return std::nullopt;
   static const std::regex kLetterFirst("[A-Za-z_][A-Za-z0-9._-]{0,63}");
-  if (value.kind == Value::Kind::scalar &&
-      std::regex_match(value.scalar, allow_leading_digit ? kWithDigit : kLetterFirst)) {
-    return value.scalar;
-  }
+  if (value.kind == Value::Kind::scalar && std::regex_match(value.scalar, kLetterFirst)) return value.scalar;
   report(value.at, path, describe(value),
-         std::string("a name of letters, digits, '.', '_' and '-', at most 64, starting with ") +
-             (allow_leading_digit ? "a letter or digit" : "a letter or '_'"));
+         "a name of letters, digits, '.', '_' and '-', at most 64, starting with a letter or '_'");
   return std::nullopt;
 }
 

@@ -1,6 +1,8 @@
 // api/rest: typed JSON body fields and create's field checks.
 #include "body_fields.hpp"
 
+#include "hostagent/common/paths.hpp"
+
 #include <algorithm>
 
 namespace hostagent::api::detail {
@@ -103,8 +105,9 @@ std::optional<RouteError> check_request_id(const std::string& request_id) {
 
 std::optional<RouteError> check_boot_image(const std::string& path) {
   if (path.empty()) return std::nullopt;
-  const bool dotdot = path.find("/../") != std::string::npos || path.ends_with("/..");
-  if (path.front() == '/' && !dotdot && printable(path) && path.size() <= 4096) return std::nullopt;
+  // The path rule is common/paths' (the daemon's --exec applies the same); the rest keeps the
+  // request's text to one printable line of bounded size.
+  if (!absolute_path_problem(path) && printable(path) && path.size() <= 4096) return std::nullopt;
   return bad("boot_image", "boot_image: must be an absolute path on the host without '..' or control characters");
 }
 

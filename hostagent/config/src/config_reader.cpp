@@ -201,7 +201,7 @@ class ConfigReader {
   void read_storage(const Value& storage, DaemonConfig& config) {
     if (!section(storage, "storage", {"pool"})) return;
     // libvirt allows more in a pool name, but this one also appears in paths and messages.
-    config.storage_pool = check_.identifier(field(storage, "pool"), "storage.pool", true).value_or(config.storage_pool);
+    config.storage_pool = check_.name(field(storage, "pool"), "storage.pool").value_or(config.storage_pool);
   }
 
   void read_directories(const Value& root, DaemonConfig& config) {
@@ -313,7 +313,7 @@ class ConfigReader {
   void read_drivers(const Value& drivers, DevicesConfig& config) {
     auto read = read_list<std::string>(
         drivers, "devices.releasable_drivers", "a list of kernel driver names",
-        [this](const Value& item, const std::string& path) { return check_.identifier(item, path, false); });
+        [this](const Value& item, const std::string& path) { return check_.identifier(item, path); });
     if (read) config.releasable_drivers = std::move(*read);
   }
 

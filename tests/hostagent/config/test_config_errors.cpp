@@ -64,8 +64,8 @@ TEST_CASE("errors: numbers, choices and names") {
   CHECK(problems("libvirt:\n  domain_type: xen\n") ==
         "c.yaml:2:16: libvirt.domain_type: found \"xen\", expected kvm, qemu or test");
   CHECK(problems("storage:\n  pool: my pool\n") ==
-        "c.yaml:2:9: storage.pool: found \"my pool\", expected a name of letters, digits, '.', '_' and '-', at most "
-        "64, starting with a letter or digit");
+        "c.yaml:2:9: storage.pool: found \"my pool\", expected a name: use 1-64 letters, digits, '.', '_' or '-', not "
+        "starting with '.'");
   CHECK(problems("libvirt:\n  uri: xen:///system\n") ==
         "c.yaml:2:8: libvirt.uri: found \"xen:///system\", expected a libvirt URI of the qemu or test driver, like "
         "qemu:///system or test:///default");

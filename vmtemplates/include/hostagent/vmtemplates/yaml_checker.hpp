@@ -41,8 +41,12 @@ class Checker {
   std::optional<uint64_t> byte_size(const Value& value, const std::string& path);
   // A hex PCI id written 0x10de: decimal would silently mean another device (2330 is 0x091a).
   std::optional<uint16_t> pci_id(const Value& value, const std::string& path);
-  // A name usable as a file name and an XML name: letters, digits, '.', '_', '-'; at most 64.
-  std::optional<std::string> identifier(const Value& value, const std::string& path, bool allow_leading_digit);
+  // A name by common/names' rule (a template's, what it extends, a storage pool's): it becomes file
+  // names, domain names and URL segments.
+  std::optional<std::string> name(const Value& value, const std::string& path);
+  // An XML element name (a metadata key) or a kernel driver's: letters, digits, '.', '_', '-', at
+  // most 64, starting with a letter or '_'.
+  std::optional<std::string> identifier(const Value& value, const std::string& path);
 
  private:
   std::vector<Problem>& problems_;
