@@ -1,4 +1,4 @@
-// daemon/create_vm: template -> placement (reserved) -> disk -> devices -> define -> start.
+// daemon/create_vm: template -> placement (reserved) -> guest rendered -> disk -> devices -> define -> start.
 #include <random>
 
 #include "daemon_log.hpp"
