@@ -85,7 +85,9 @@ Result<boost::json::value> run_exec_command(daemon::VmService& service, const st
   if (verb == "list" && args.size() == 1) return list(service);
   if (verb == "status" && args.size() == 1) return api::to_json(service.status());
   const bool stop = verb == "stop" && (named || (args.size() == 3 && args[2] == "force"));
-  if (named || stop) {
+  // Only a verb that names a VM gets its word checked as a name: "frob x/y" is an unknown command.
+  const bool names_vm = named && (verb == "show" || verb == "start" || verb == "reboot" || verb == "delete");
+  if (names_vm || stop) {
     HA_TRY(const auto name, VmName::parse(args[1], "name"));
     if (verb == "show") return view(service.get_vm(name));
     if (verb == "start") return view(start_vm(service, name));

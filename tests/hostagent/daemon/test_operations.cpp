@@ -186,6 +186,9 @@ TEST_CASE("--exec refuses a bad VM or template name, naming the field") {
     CHECK(refused.error().code == ErrorCode::invalid_argument);
   }
   CHECK(service->operations().empty());
+  const auto unknown_verb = cli::run_exec_command(*service, "frob a/b");
+  REQUIRE_FALSE(unknown_verb.ok());
+  CHECK(unknown_verb.error().message.find("unknown command") != std::string::npos);
   const auto shown = cli::run_exec_command(*service, "show nobody");
   REQUIRE_FALSE(shown.ok());
   CHECK(shown.error().code == ErrorCode::not_found);
