@@ -5,10 +5,12 @@
 #include <algorithm>
 #include <cctype>
 #include <utility>
+#include <vector>
 
 #include <boost/url/parse.hpp>
 #include <boost/url/url_view.hpp>
 
+#include "hostagent/common/text.hpp"
 #include "request_conversion.hpp"
 
 namespace hostagent::api {
@@ -94,6 +96,38 @@ RequestRejection rejection_for(const boost::system::error_code& error, bool head
   return {400, "invalid_argument", "malformed HTTP request: " + error.message()};
 }
 
+std::optional<RequestRejection> framing_rejection(const BeastRequest& header) {
+  std::vector<std::string> codings;  // every Transfer-Encoding field, in order (RFC 9110 5.3)
+  for (const auto& field : header) {
+    if (field.name() != http::field::transfer_encoding) continue;
+    std::string_view list = field.value();
+    while (!list.empty()) {
+      const auto comma = list.find(',');
+      std::string coding = lower(list.substr(0, comma));
+      coding = coding.substr(0, coding.find(';'));  // a coding's parameters name no other coding
+      const auto first = coding.find_first_not_of(" \t");
+      const auto last = coding.find_last_not_of(" \t");
+      if (first != std::string::npos) codings.push_back(coding.substr(first, last - first + 1));
+      list = comma == std::string_view::npos ? std::string_view() : list.substr(comma + 1);
+    }
+  }
+  if (codings.empty()) return std::nullopt;
+  std::string named;
+  for (const auto& c : codings) named += (named.empty() ? "" : ", ") + c;
+  if (codings.back() != "chunked") {
+    return RequestRejection{400, "invalid_argument",
+                            "Transfer-Encoding " + text::quoted(named) +
+                                " does not end in chunked, so the body's length is unknown: send the body chunked, "
+                                "or with Content-Length"};
+  }
+  if (codings.size() > 1) {
+    return RequestRejection{501, "not_implemented",
+                            "Transfer-Encoding " + text::quoted(named) +
+                                ": the server decodes no coding but chunked; send the body unencoded"};
+  }
+  return std::nullopt;
+}
+
 Result<HttpRequest> to_http_request(const BeastRequest& request, RequestRejection* rejection) {
   HttpRequest out;
   out.method = std::string(request.method_string());
@@ -126,6 +160,9 @@ Result<HttpRequest> parse_http_request(std::string_view raw, const ServerLimits&
     }
     if (error) return reject(rejection, detail::rejection_for(error, parser.is_header_done(), limits));
     raw.remove_prefix(used);
+    if (parser.is_header_done()) {
+      if (auto refused = detail::framing_rejection(parser.get())) return reject(rejection, std::move(*refused));
+    }
   }
   if (!parser.is_done()) {
     return reject(rejection, {400, "invalid_argument",

@@ -4,6 +4,7 @@
 
 #include <boost/beast/http.hpp>
 #include <boost/system/error_code.hpp>
+#include <optional>
 
 #include "hostagent/api/http_parse.hpp"
 
@@ -18,6 +19,13 @@ void apply_limits(RequestParser& parser, const ServerLimits& limits);
 // A Beast parse error as the answer to it: body_limit 413, header_limit 431, the rest 400.
 // `header_done` tells a full buffer while reading the body (413) from one in the headers (431).
 RequestRejection rejection_for(const boost::system::error_code& error, bool header_done, const ServerLimits& limits);
+
+// How the body is framed, checked once the header is read, before any body byte is: a
+// Transfer-Encoding whose last coding is not chunked leaves the body's length unknown, so the
+// request is refused with 400 and the connection closed (RFC 9112 6.3: else the body would be read
+// as the next request, with this connection's identity); chunked after another coding (gzip,
+// chunked) is 501, as a coding the server does not decode (RFC 9110 15.6.2). nullopt when fine.
+std::optional<RequestRejection> framing_rejection(const BeastRequest& header);
 
 // Method, target (decoded), lower-cased headers (repeats joined with ", ", RFC 9110 5.3) and body.
 Result<HttpRequest> to_http_request(const BeastRequest& request, RequestRejection* rejection);

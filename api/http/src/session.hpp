@@ -170,6 +170,10 @@ class Session final : public Connection, public std::enable_shared_from_this<Ses
   void on_header(const error_code& error) {
     if (error) return on_read_error(error);
     const auto& header = parser_->get();
+    if (auto refused = framing_rejection(header)) {
+      request_ = partial_request();
+      return respond(problem(refused->status, refused->code, refused->detail, request_->path), true);
+    }
     const auto expect = header[beast::http::field::expect];
     if (!parser_->is_done() && beast::iequals(expect, "100-continue")) {
       // curl and others wait (a second) for this before sending a body (RFC 9110 10.1.1).

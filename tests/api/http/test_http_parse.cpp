@@ -47,6 +47,32 @@ TEST_CASE("a chunked body is decoded") {
   CHECK(parsed->body == "abcde");
 }
 
+// RFC 9112 6.3: a request whose last transfer coding is not chunked has no knowable length; read as
+// bodiless, its body would be the next request. RFC 9110 15.6.2: a coding the server does not decode is 501.
+TEST_CASE("a Transfer-Encoding that does not end in chunked is 400, and chunked after another coding 501") {
+  const std::string smuggled = "DELETE /v1/vms/x HTTP/1.1\r\n\r\n";
+  for (const std::string coding : {"chunked, identity", "xchunked", "gzip", "identity"}) {
+    CAPTURE(coding);
+    const auto rejection =
+        rejected("POST /v1/vms/x/start HTTP/1.1\r\nTransfer-Encoding: " + coding + "\r\n\r\n" + smuggled);
+    CHECK(rejection.status == 400);
+    CHECK(rejection.code == "invalid_argument");
+    CHECK(rejection.detail.find("does not end in chunked") != std::string::npos);
+  }
+  // Two fields are one list (RFC 9110 5.3): "chunked" then "gzip" ends in gzip.
+  CHECK(rejected("POST /x HTTP/1.1\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: gzip\r\n\r\n").status == 400);
+  for (const std::string coding : {"gzip, chunked", "GZIP , Chunked"}) {
+    CAPTURE(coding);
+    const auto rejection =
+        rejected("POST /x HTTP/1.1\r\nTransfer-Encoding: " + coding + "\r\n\r\n3\r\nabc\r\n0\r\n\r\n");
+    CHECK(rejection.status == 501);
+    CHECK(rejection.code == "not_implemented");
+  }
+  const auto chunked =
+      parse_http_request("POST /x HTTP/1.1\r\nTransfer-Encoding: Chunked\r\n\r\n1\r\na\r\n0\r\n\r\n", {});
+  CHECK(chunked.ok());
+}
+
 TEST_CASE("bad targets are 400: invalid percent-encoding, NUL, encoded slash, dot segments, absolute form") {
   for (const std::string target : {"/v1/vms/%zz", "/v1/vms/%4", "/v1/vms/a%00b", "/v1/vms?x=%00", "/v1/vms/a%2Fb",
                                    "/v1/vms/..", "/v1/./vms", "http://example.com/v1/vms", "v1/vms"}) {

@@ -406,6 +406,31 @@ TEST_CASE("malformed requests and bad targets are 400 problems") {
   CHECK(harness.handled().empty());
 }
 
+TEST_CASE("a request whose framing is not chunked is refused and closed: its body never runs as a request") {
+  TempDir dir;
+  Harness harness;
+  auto server = harness.start(unix_options(dir.path() / "api.sock"));
+  REQUIRE_MESSAGE(server.ok(), failure(server));
+  for (const std::string coding : {"chunked, identity", "xchunked", "gzip"}) {
+    CAPTURE(coding);
+    auto client = connect_unix(dir.path() / "api.sock");
+    REQUIRE(client->send("POST /start HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: " + coding +
+                         "\r\n\r\nDELETE /smuggled HTTP/1.1\r\nHost: x\r\n\r\n"));
+    auto response = client->read();
+    REQUIRE(response);
+    CHECK(response->result_int() == 400);
+    CHECK(client->closed_by_server());
+  }
+  auto encoded = connect_unix(dir.path() / "api.sock");
+  REQUIRE(encoded->send("POST /gz HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip, chunked\r\n\r\n1\r\na\r\n0\r\n\r\n"));
+  auto response = encoded->read();
+  REQUIRE(response);
+  CHECK(response->result_int() == 501);
+  CHECK(problem_code(*response) == "not_implemented");
+  CHECK(encoded->closed_by_server());
+  CHECK(harness.handled().empty());
+}
+
 TEST_CASE("a slow client is disconnected when its request does not arrive in time") {
   TempDir dir;
   ServerOptions options = unix_options(dir.path() / "api.sock");
