@@ -1,7 +1,7 @@
 // libFuzzer target: arbitrary bytes as a request off the wire. They go through the server's own
 // parser (parse_http_request) and, when they parse, through the routes' (parse_request): the two
 // pure functions every request the daemon reads passes through. Besides what the sanitizers catch,
-// it checks what the headers promise: a rejection is 400, 413 or 431 with its problem code; a parsed
+// it checks what the headers promise: a rejection is 400, 413, 431 or 501 with its problem code; a parsed
 // request has lower-case header names, a body within the limit and a target that decodes to its path
 // and query; a route error is 400, 404, 405 (with Allow) or 415.
 #include <cctype>
@@ -37,8 +37,12 @@ ServerLimits fuzz_limits() {
 void check_rejection(const RequestRejection& rejection) {
   const bool known = (rejection.status == 400 && rejection.code == "invalid_argument") ||
                      (rejection.status == 413 && rejection.code == "payload_too_large") ||
-                     (rejection.status == 431 && rejection.code == "header_too_large");
-  if (!known) broken("a rejection outside 400 invalid_argument, 413 payload_too_large, 431 header_too_large");
+                     (rejection.status == 431 && rejection.code == "header_too_large") ||
+                     (rejection.status == 501 && rejection.code == "not_implemented");
+  if (!known) {
+    broken("a rejection outside 400 invalid_argument, 413 payload_too_large, 431 header_too_large, "
+           "501 not_implemented");
+  }
   if (rejection.detail.empty()) broken("a rejection without a detail");
 }
 
