@@ -29,6 +29,8 @@ install(FILES ${_pkg_src}/systemd/modules-load.conf DESTINATION lib/modules-load
 
 # --- configuration and directories ---------------------------------------------------------------
 install(FILES ${_pkg_src}/hostagent.yaml DESTINATION /etc/hostagent)
+# The audit log's rotation (SIGHUP reopens it).
+install(FILES ${_pkg_src}/logrotate.conf DESTINATION /etc/logrotate.d RENAME hostagent)
 # The operator's templates (templates.directories' second entry): empty, theirs.
 install(DIRECTORY DESTINATION /etc/hostagent/templates.d)
 # 0755: QEMU (as libvirt-qemu) opens cloud-init seeds under /var/lib/hostagent/seeds by path.
@@ -150,13 +152,15 @@ set(CPACK_RPM_PACKAGE_REQUIRES "libvirt-daemon-driver-qemu, qemu-kvm${_pkg_rpm_l
 set(CPACK_RPM_POST_INSTALL_SCRIPT_FILE ${_pkg_src}/rpm/post.sh)
 set(CPACK_RPM_PRE_UNINSTALL_SCRIPT_FILE ${_pkg_src}/rpm/preun.sh)
 set(CPACK_RPM_POST_UNINSTALL_SCRIPT_FILE ${_pkg_src}/rpm/postun.sh)
-set(CPACK_RPM_USER_FILELIST "%config(noreplace) /etc/hostagent/hostagent.yaml")
-# Directories other packages own (filesystem, systemd, bash-completion, zsh, man-db): listing them
-# would make this package claim them.
+set(CPACK_RPM_USER_FILELIST "%config(noreplace) /etc/hostagent/hostagent.yaml"
+    "%config(noreplace) /etc/logrotate.d/hostagent")
+# Directories other packages own (filesystem, systemd, bash-completion, zsh, man-db, logrotate):
+# listing them would make this package claim them.
 set(CPACK_RPM_EXCLUDE_FROM_AUTO_FILELIST_ADDITION
     /usr/sbin /usr/lib/systemd /usr/lib/systemd/system /usr/lib/sysusers.d /usr/lib/tmpfiles.d
     /usr/lib/modules-load.d /usr/share/man /usr/share/man/man1 /usr/share/man/man8 /usr/share/bash-completion
-    /usr/share/bash-completion/completions /usr/share/zsh /usr/share/zsh/vendor-completions /var /var/lib /var/log)
+    /usr/share/bash-completion/completions /usr/share/zsh /usr/share/zsh/vendor-completions /var /var/lib /var/log
+    /etc/logrotate.d)
 # No debuginfo subpackage and no /usr/lib/.build-id links: the binaries are stripped
 # (CPACK_STRIP_FILES), as in the .deb.
 set(CPACK_RPM_SPEC_MORE_DEFINE "%define debug_package %{nil}\n%define _build_id_links none")

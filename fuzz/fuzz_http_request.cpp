@@ -40,8 +40,9 @@ void check_rejection(const RequestRejection& rejection) {
                      (rejection.status == 431 && rejection.code == "header_too_large") ||
                      (rejection.status == 501 && rejection.code == "not_implemented");
   if (!known) {
-    broken("a rejection outside 400 invalid_argument, 413 payload_too_large, 431 header_too_large, "
-           "501 not_implemented");
+    broken(
+        "a rejection outside 400 invalid_argument, 413 payload_too_large, 431 header_too_large, "
+        "501 not_implemented");
   }
   if (rejection.detail.empty()) broken("a rejection without a detail");
 }

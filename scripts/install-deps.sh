@@ -34,8 +34,9 @@ packages=(
   # the systemd tests: a notify socket, a private bus with a stand-in systemd1 (dbus-daemon)
   systemd dbus-daemon
   # scripts/package.sh: CPack's .deb (dpkg-shlibdeps) and .rpm (rpmbuild), lintian, a clean Debian
-  # 12 root to install the .deb into, booted under systemd (systemd-nspawn) to run the units
-  dpkg-dev rpm lintian debootstrap systemd-container
+  # 12 root to install the .deb into, booted under systemd (systemd-nspawn) to run the units, and
+  # logrotate to read and run the shipped /etc/logrotate.d/hostagent
+  dpkg-dev rpm lintian debootstrap systemd-container logrotate
 )
 # The OpenAPI lint's Redocly CLI runs on Node.js (scripts/lib/redocly.sh installs it with npm). A
 # machine with another vendor's nodejs (it carries its own npm, and conflicts with Debian's) keeps it.

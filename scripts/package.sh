@@ -61,6 +61,7 @@ expected_files=(
   "/usr/lib/tmpfiles.d/hostagent.conf 644"
   "/usr/lib/modules-load.d/hostagent.conf 644"
   "/etc/hostagent/hostagent.yaml 644"
+  "/etc/logrotate.d/hostagent 644"
   "/usr/share/man/man8/hostagentd.8.gz 644"
   "/usr/share/man/man1/hostagentctl.1.gz 644"
   "/usr/share/bash-completion/completions/hostagentctl 644"
@@ -151,7 +152,9 @@ depends="$(dpkg-deb -f "$deb" Depends)"
 for dep in libvirt-daemon-system qemu-system-x86 libvirt0 libc6; do
   [[ ", $depends," == *", $dep"[\ ,]* ]] || fail "the .deb's Depends lacks $dep: $depends"
 done
-dpkg-deb -I "$deb" conffiles | grep -qx /etc/hostagent/hostagent.yaml || fail "hostagent.yaml is not a conffile"
+for conffile in /etc/hostagent/hostagent.yaml /etc/logrotate.d/hostagent; do
+  dpkg-deb -I "$deb" conffiles | grep -qx "$conffile" || fail "$conffile is not a conffile"
+done
 echo "Depends: $depends"
 end "deb contents" "$(wc -l <"$out/deb-files") files as expected, Depends as expected"
 
@@ -169,6 +172,28 @@ else
   counts+=" $(grep -c '^I:' "$out/lintian.txt" || true) info, $(grep -c '^O:' "$out/lintian.txt" || true) overridden"
   echo "lintian: $counts"
   end lintian "$counts"
+fi
+
+# --- the audit log's rotation, as logrotate reads the shipped file --------------------------------
+begin logrotate
+if ! command -v logrotate >/dev/null; then
+  skip_or_fail logrotate "logrotate is not installed (scripts/install-deps.sh installs it)"
+else
+  lr="$out/logrotate"
+  rm -rf "$lr" && mkdir -p "$lr/deb"
+  dpkg-deb -x "$deb" "$lr/deb"
+  # The shipped file pointed at a scratch log: read without an error (logrotate only warns about an
+  # unknown option, exit 0), and a forced rotation renames the log, makes a new one and runs
+  # postrotate (whose reload fails quietly where no hostagent runs, as on a host being installed).
+  sed "s|/var/log/hostagent/audit.log|$lr/audit.log|" "$lr/deb/etc/logrotate.d/hostagent" >"$lr/hostagent"
+  echo '{"n":1}' >"$lr/audit.log"
+  logrotate --verbose --force --state "$lr/state" "$lr/hostagent" >"$lr/log" 2>&1 ||
+    fail "logrotate on the shipped file: $(cat "$lr/log")"
+  if grep -q '^error:' "$lr/log"; then fail "logrotate read the shipped file with errors: $(cat "$lr/log")"; fi
+  [[ "$(cat "$lr/audit.log.1" 2>/dev/null)" == '{"n":1}' ]] || fail "logrotate did not rotate the log: $(cat "$lr/log")"
+  [[ "$(stat -c '%a' "$lr/audit.log" 2>/dev/null)" == 640 ]] || fail "logrotate did not make a new log 0640"
+  grep -q 'running postrotate script' "$lr/log" || fail "logrotate ran no postrotate: $(cat "$lr/log")"
+  end logrotate "the shipped file rotates the audit log, makes a new one 0640, runs postrotate"
 fi
 
 # --- the .rpm ------------------------------------------------------------------------------------
@@ -193,8 +218,9 @@ else
   done >"$out/rpm-dirs"
   # The .rpm owns exactly the package's directories: never /usr/lib/systemd/system and the like.
   compare ".rpm directories" "$out/expected-dirs" "$out/rpm-dirs"
-  grep -qE '^-\S+ root:root flags=cn /etc/hostagent/hostagent.yaml$' "$out/rpm-list" ||
-    fail "hostagent.yaml is not %config(noreplace) in the .rpm"
+  for conffile in /etc/hostagent/hostagent.yaml /etc/logrotate.d/hostagent; do
+    grep -qE "^-\\S+ root:root flags=cn $conffile\$" "$out/rpm-list" || fail "$conffile is not %config(noreplace) in the .rpm"
+  done
   meta="$(rpm -qp --qf '%{NAME} %{VERSION} %{RELEASE} %{ARCH} %{LICENSE}' "$rpm_file")"
   project_version="$(sed -nE 's/^project\(hostagent VERSION ([0-9.]+).*/\1/p' CMakeLists.txt)"
   [[ $meta == "hostagent $project_version 1 x86_64 "?* ]] || fail "the .rpm's metadata: $meta"

@@ -78,6 +78,23 @@ std::string quoted(std::string_view value, std::size_t longest) {
   return out + (value.size() > longest ? "...\"" : "\"");
 }
 
+std::string valid_utf8(std::string_view value) {
+  std::string out;
+  out.reserve(value.size());
+  for (std::size_t i = 0; i < value.size();) {
+    uint32_t code_point = 0;
+    const std::size_t length = decode_utf8(value, i, code_point);
+    if (length == 0) {
+      append_escaped(out, value.substr(i, 1));  // decoding resumes at the next byte
+      ++i;
+      continue;
+    }
+    out += value.substr(i, length);
+    i += length;
+  }
+  return out;
+}
+
 std::string xml_text_problem(std::string_view value, XmlText kind) {
   for (std::size_t i = 0; i < value.size();) {
     uint32_t code_point = 0;

@@ -31,6 +31,8 @@ class ApiListener {
 
   // "unix:/run/hostagent/hostagent.sock", "tcp://127.0.0.1:8443": where it listens, for the log.
   std::vector<std::string> endpoints() const;
+  // api.audit_log opened again, for SIGHUP after logrotate renamed it.
+  Status reopen_audit_log() { return routes_->reopen_audit_log(); }
 
  private:
   ApiListener() = default;

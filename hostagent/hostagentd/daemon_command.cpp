@@ -98,13 +98,30 @@ int run_exec(daemon::VmService& service, const std::vector<std::string>& command
   return status;
 }
 
-// Blocked in every thread (they inherit the mask), so the main thread alone takes them in sigwait.
-sigset_t stop_signals() {
+// Blocked in every thread (they inherit the mask), so the main thread alone takes them in sigwait:
+// SIGTERM and SIGINT stop, SIGHUP reopens the audit log (logrotate's postrotate, systemctl reload).
+sigset_t served_signals() {
   sigset_t signals;
   sigemptyset(&signals);
   sigaddset(&signals, SIGTERM);
   sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGHUP);
   return signals;
+}
+
+// Until a stop signal; each SIGHUP in between reopens the audit log. Returns the stop signal.
+int wait_for_stop(const sigset_t& signals, ApiListener& api) {
+  for (;;) {
+    int signal = 0;
+    sigwait(&signals, &signal);
+    if (signal != SIGHUP) return signal;
+    const auto reopened = api.reopen_audit_log();
+    if (reopened.ok()) {
+      systemd::log(systemd::LogLevel::info, "SIGHUP: audit log reopened");
+    } else {
+      systemd::log(systemd::LogLevel::error, "SIGHUP: " + reopened.error().message + "; still writing the old file");
+    }
+  }
 }
 
 // sd_notify, with a failure logged once: systemd acts on what it does not receive (a start that
@@ -174,8 +191,7 @@ int serve(const config::DaemonConfig& config, daemon::VmService& service, system
                               " foreign domains; API listening on " + where;
   (void)notifier.ready(summary);
   err << "hostagentd: ready: " << summary << std::endl;
-  int signal = 0;
-  sigwait(&signals, &signal);
+  const int signal = wait_for_stop(signals, **api);
   const std::string stopping = "stopping on signal " + std::to_string(signal) + " (" + strsignal(signal) + ")";
   (void)notifier.stopping(stopping);
   err << "hostagentd: " << stopping << "\n";
@@ -196,7 +212,7 @@ int run_hostagentd(const DaemonArgs& args, std::ostream& out, std::ostream& err)
   // A peer that goes away (libvirtd restarting, an API client hanging up) must make our write fail
   // with EPIPE, not kill the daemon.
   std::signal(SIGPIPE, SIG_IGN);
-  const sigset_t signals = stop_signals();
+  const sigset_t signals = served_signals();
   const bool serving = args.exec.empty();
   // Before the first thread (libvirt's event loop) starts.
   if (serving) pthread_sigmask(SIG_BLOCK, &signals, nullptr);

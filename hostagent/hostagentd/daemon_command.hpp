@@ -1,6 +1,7 @@
 // hostagent/cli/daemon_command: what hostagentd does with its command line: load the configuration
-// (or the embedded default), assemble and start the service, then either serve until SIGTERM or,
-// with --exec, run the given commands in order and exit (no API: for scripts and crash tests).
+// (or the embedded default), assemble and start the service, then either serve until SIGTERM
+// (SIGHUP reopens the audit log) or, with --exec, run the given commands in order and exit (no API:
+// for scripts and crash tests).
 // Under systemd (docs/systemd.md): STATUS= lines as start-up proceeds, READY=1 once reconciled and
 // listening, WATCHDOG=1 while the service answers, STOPPING=1 at SIGTERM; the API on the sockets
 // systemd passed (socket activation); the host's processes confined to the housekeeping CPUs.

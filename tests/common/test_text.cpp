@@ -54,6 +54,22 @@ TEST_CASE("quoted: at most `longest` bytes, then ...") {
   CHECK(text::quoted(std::string(40, 'k'), 40) == "\"" + std::string(40, 'k') + "\"");
 }
 
+TEST_CASE("valid_utf8: well-formed text unchanged, each other byte escaped") {
+  CHECK(text::valid_utf8("/v1/vms/n\xc3\xa9v \"q\"\n") == "/v1/vms/n\xc3\xa9v \"q\"\n");
+  CHECK(text::valid_utf8("") == "");
+  CHECK(text::valid_utf8("a\xff"
+                         "b") == "a\\xffb");
+  CHECK(text::valid_utf8("\xc3") == "\\xc3");                    // truncated at the end
+  CHECK(text::valid_utf8("\xc0\xaf") == "\\xc0\\xaf");           // overlong '/'
+  CHECK(text::valid_utf8("\xed\xa0\x80") == "\\xed\\xa0\\x80");  // a surrogate
+  CHECK(text::valid_utf8("\xe2\x82"
+                         "x\xe2\x82\xac") == "\\xe2\\x82x\xe2\x82\xac");  // the next one still decodes
+  // What it returns is itself well-formed, so a second pass changes nothing.
+  const std::string once = text::valid_utf8("\x80\xfe\xc3\xa9");
+  CHECK(text::valid_utf8(once) == once);
+  CHECK(text::xml_text_problem(once, text::XmlText::one_line).empty());
+}
+
 TEST_CASE("decode_utf8: lengths and code points of RFC 3629, 0 for what it forbids") {
   struct Case {
     std::string bytes;

@@ -241,6 +241,11 @@ bool can_connect(const fs::path& path) {
 }
 
 std::string http_get(const fs::path& socket, const std::string& target, std::chrono::seconds limit) {
+  return http_request(socket, "GET", target, limit);
+}
+
+std::string http_request(const fs::path& socket, const std::string& method, const std::string& target,
+                         std::chrono::seconds limit) {
   const auto deadline = std::chrono::steady_clock::now() + limit;
   // bind(2) makes the socket's file before listen(2) opens it: a connect between the two is refused
   // (ECONNREFUSED), and a listener seen by its file alone (systemd-socket-activate's) may be there.
@@ -250,7 +255,8 @@ std::string http_get(const fs::path& socket, const std::string& target, std::chr
     fd = connect_unix(socket);
   }
   if (fd < 0) return "";
-  const std::string request = "GET " + target + " HTTP/1.1\r\nHost: hostagent\r\nConnection: close\r\n\r\n";
+  const std::string request =
+      method + " " + target + " HTTP/1.1\r\nHost: hostagent\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
   if (::send(fd, request.data(), request.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(request.size())) {
     ::close(fd);
     return "";

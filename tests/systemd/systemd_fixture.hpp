@@ -85,5 +85,8 @@ int listen_unix(const std::filesystem::path& path);
 bool can_connect(const std::filesystem::path& path);
 // "GET target" over HTTP/1.1 on the unix socket; the whole response, or "" when there is none within `limit`.
 std::string http_get(const std::filesystem::path& socket, const std::string& target, std::chrono::seconds limit);
+// The same for any method, with an empty body (Content-Length: 0).
+std::string http_request(const std::filesystem::path& socket, const std::string& method, const std::string& target,
+                         std::chrono::seconds limit);
 
 }  // namespace hostagent::testing

@@ -6,6 +6,8 @@
 
 #include <boost/json.hpp>
 
+#include "hostagent/common/text.hpp"
+
 namespace hostagent::api {
 namespace {
 
@@ -37,10 +39,11 @@ json::object problem_object(unsigned status, const std::string& code, const std:
   body["type"] = "https://hostagent.dev/problems/" + slug(code);
   body["title"] = title(code);
   body["status"] = status;
-  body["detail"] = detail;
-  body["instance"] = instance;
+  // Both may echo a request's bytes (a target's %FF decodes to one): a JSON text must be UTF-8.
+  body["detail"] = text::valid_utf8(detail);
+  body["instance"] = text::valid_utf8(instance);
   body["code"] = code;
-  if (!field.empty()) body["field"] = field;
+  if (!field.empty()) body["field"] = text::valid_utf8(field);
   return body;
 }
 

@@ -146,6 +146,7 @@ class Session final : public Connection, public std::enable_shared_from_this<Ses
     parser_.emplace();
     apply_limits(*parser_, limits());
     request_.reset();
+    authenticated_ = false;
     if (first || buffer_.size() > 0) {
       if (!first) arm(limits().request_timeout);
       return read_header();
@@ -241,6 +242,7 @@ class Session final : public Connection, public std::enable_shared_from_this<Ses
     std::optional<Identity> identity = peer_.identity;
     if (!identity) identity = identity_from_token(*request_, server_->options);
     if (identity) request_->identity = *identity;
+    authenticated_ = identity.has_value();
     if (auto refused = authorization_problem(*request_, identity)) return respond(std::move(*refused), false);
     if (server_->stopping) return finish();
     asio::post(*server_->handler_pool, [self = this->shared_from_this(), request = request_] {
@@ -266,15 +268,16 @@ class Session final : public Connection, public std::enable_shared_from_this<Ses
     RequestRecord record;
     record.request = request_.get();
     record.status = status;
+    record.authenticated = authenticated_;
     record.latency = std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - received_at_);
     server_->observer(record);
   }
 
+  // Observed first, before a byte is written: the audit line of a change exists before its client
+  // can read the answer (and so before it can send the next request).
   void respond(HttpResponse response, bool close_after) {
-    if (closed_) {
-      observe(response.status);  // the client left while the handler ran
-      return;
-    }
+    observe(response.status);
+    if (closed_) return;  // the client left while the handler ran
     if (response.events) return start_events(std::move(response));
     const bool head = request_ && request_->method == "HEAD";
     const unsigned version = parser_ && parser_->is_header_done() ? parser_->get().version() : 11;
@@ -292,7 +295,6 @@ class Session final : public Connection, public std::enable_shared_from_this<Ses
         stream_, *message,
         [self = this->shared_from_this(), message, keep_alive](const error_code& error, std::size_t) {
           self->disarm();
-          self->observe(message->result_int());
           if (error) return self->finish();
           if (keep_alive) return self->read_request(false);
           self->linger();
@@ -320,7 +322,6 @@ class Session final : public Connection, public std::enable_shared_from_this<Ses
 
   void start_events(HttpResponse response) {
     events_ = std::move(response.events);
-    streaming_ = true;
     auto header = std::make_shared<beast::http::response<beast::http::empty_body>>(beast::http::status::ok, 11);
     header->set(beast::http::field::content_type, "text/event-stream");
     header->set(beast::http::field::cache_control, "no-cache");
@@ -396,10 +397,6 @@ class Session final : public Connection, public std::enable_shared_from_this<Ses
     socket().close(ignored);
     if (waker_) waker_->disarm();
     events_.reset();  // the stream's destructor unsubscribes it from whatever feeds it
-    if (streaming_) {
-      streaming_ = false;
-      observe(200);
-    }
   }
 
   std::shared_ptr<ServerContext> server_;
@@ -411,6 +408,7 @@ class Session final : public Connection, public std::enable_shared_from_this<Ses
   std::optional<RequestParser> parser_;
   std::shared_ptr<HttpRequest> request_;
   Clock::time_point received_at_ = Clock::now();
+  bool authenticated_ = false;  // the request was whole and its sender known (RequestRecord)
   std::optional<std::uint64_t> id_;
   bool closed_ = false;
   std::array<char, 4096> scratch_{};
@@ -419,7 +417,6 @@ class Session final : public Connection, public std::enable_shared_from_this<Ses
   std::shared_ptr<EventWaker> waker_;
   std::string pending_;
   Clock::time_point last_write_ = Clock::now();
-  bool streaming_ = false;
   bool writing_ = false;
   bool waiting_ = false;
   bool heartbeat_due_ = false;

@@ -34,9 +34,10 @@ class RestApiImpl final : public RestApi {
     }
     auto parsed = parse_request(request);
     if (const auto* error = std::get_if<RouteError>(&parsed)) return detail::route_problem(*error, request);
+    const auto& command = std::get<Command>(parsed);
     detail::RouteContext context{service_, options_, metrics_};
-    HttpResponse response = detail::run_command(context, std::get<Command>(parsed), request);
-    if (response.status == 202 && request.method != "GET") remember_operation(request, response);
+    HttpResponse response = detail::run_command(context, command, request);
+    if (!is_read_method(request.method)) remember(request, detail::audit_subject(command), response);
     return response;
   }
 
@@ -44,30 +45,42 @@ class RestApiImpl final : public RestApi {
     if (record.request == nullptr) return;
     const HttpRequest& request = *record.request;
     metrics_.on_request(request.method, record.status, record.latency);
-    std::string operation = take_operation(request);
-    if (is_read_method(request.method)) return;  // reads are not audited
-    detail::AuditEntry entry{rfc3339(std::chrono::system_clock::now()), &request, record.status, std::move(operation)};
+    Remembered remembered = take(request);
+    // Reads are not audited; nor is what no known sender attempted (the metrics count it).
+    if (is_read_method(request.method) || !record.authenticated) return;
+    detail::AuditEntry entry{rfc3339(std::chrono::system_clock::now()), &request, record.status,
+                             std::move(remembered.subject), std::move(remembered.operation)};
     audit_->write(detail::audit_line(entry));
   }
 
+  Status reopen_audit_log() override { return audit_->reopen(); }
+
  private:
-  // The server passes the same request object to handle() and observe(): the operation a change
-  // started waits here, keyed by it, for its audit line.
-  void remember_operation(const HttpRequest& request, const HttpResponse& response) {
+  struct Remembered {
+    detail::AuditSubject subject;
+    std::string operation;  // from the Location of a 202
+  };
+
+  // The server passes the same request object to handle() and observe(): what a change named and
+  // the operation it started wait here, keyed by it, for its audit line.
+  void remember(const HttpRequest& request, detail::AuditSubject subject, const HttpResponse& response) {
+    Remembered remembered{std::move(subject), ""};
     for (const auto& [name, value] : response.headers) {
-      if (name != "Location" || value.rfind(kOperationsPrefix, 0) != 0) continue;
-      std::lock_guard lock(mutex_);
-      operations_[&request] = value.substr(kOperationsPrefix.size());
+      if (response.status == 202 && name == "Location" && value.starts_with(kOperationsPrefix)) {
+        remembered.operation = value.substr(kOperationsPrefix.size());
+      }
     }
+    std::lock_guard lock(mutex_);
+    remembered_[&request] = std::move(remembered);
   }
 
-  std::string take_operation(const HttpRequest& request) {
+  Remembered take(const HttpRequest& request) {
     std::lock_guard lock(mutex_);
-    const auto it = operations_.find(&request);
-    if (it == operations_.end()) return "";
-    std::string id = std::move(it->second);
-    operations_.erase(it);
-    return id;
+    const auto it = remembered_.find(&request);
+    if (it == remembered_.end()) return {};
+    Remembered found = std::move(it->second);
+    remembered_.erase(it);
+    return found;
   }
 
   daemon::VmService& service_;
@@ -76,7 +89,7 @@ class RestApiImpl final : public RestApi {
   detail::ServiceMetrics metrics_;
   uint64_t subscription_ = 0;
   std::mutex mutex_;
-  std::map<const HttpRequest*, std::string> operations_;
+  std::map<const HttpRequest*, Remembered> remembered_;
 };
 
 }  // namespace

@@ -9,7 +9,7 @@ OperationView OperationTracker::enqueue(const std::string& kind, const std::stri
   {
     std::lock_guard lock(mutex_);
     forget_old_locked();
-    view.id = "op-" + std::to_string(next_++);
+    view.id = "op-" + run_ + "-" + std::to_string(next_++);
     view.kind = kind;
     view.vm = vm;
     view.request_id = request_id;
@@ -21,6 +21,17 @@ OperationView OperationTracker::enqueue(const std::string& kind, const std::stri
   }
   publish(view);
   return view;
+}
+
+std::string OperationTracker::run_tag(std::chrono::system_clock::time_point start) {
+  auto micros =
+      static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(start.time_since_epoch()).count());
+  std::string tag;
+  do {
+    tag.insert(tag.begin(), "0123456789abcdefghijklmnopqrstuvwxyz"[micros % 36]);
+    micros /= 36;
+  } while (micros != 0);
+  return tag;
 }
 
 void OperationTracker::start(const std::string& id) {
@@ -116,7 +127,8 @@ std::vector<OperationView> OperationTracker::list() {
   std::lock_guard lock(mutex_);
   forget_old_locked();
   std::vector<std::pair<uint64_t, OperationView>> numbered;
-  for (const auto& [id, view] : operations_) numbered.emplace_back(std::stoull(id.substr(3)), view);
+  // Every id here was made by enqueue ("op-RUN-N"): N after the last '-' orders them.
+  for (const auto& [id, view] : operations_) numbered.emplace_back(std::stoull(id.substr(id.rfind('-') + 1)), view);
   std::sort(numbered.begin(), numbered.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
   std::vector<OperationView> views;
   views.reserve(numbered.size());

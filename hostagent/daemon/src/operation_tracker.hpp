@@ -26,7 +26,7 @@ class OperationTracker {
   static constexpr std::size_t kKeptEnded = 1000;
   static constexpr std::chrono::hours kKeptFor{1};
 
-  OperationTracker(Clock& clock, EventHub& events) : clock_(clock), events_(events) {}
+  OperationTracker(Clock& clock, EventHub& events) : clock_(clock), events_(events), run_(run_tag(clock.now())) {}
 
   OperationView enqueue(const std::string& kind, const std::string& vm, const std::string& request_id,
                         const std::string& template_name);
@@ -58,6 +58,10 @@ class OperationTracker {
   // Each returns the view to publish, taken under the lock; publishing happens after it is released.
   std::optional<OperationView> update(const std::string& id, const std::function<void(OperationView&)>& change);
   void forget_old_locked();
+  // Ids are "op-RUN-N": N counts this run's operations, RUN is the microsecond this run began in
+  // base 36, so an id never names two operations across restarts (the audit log, a control plane's
+  // records and the journal's files keep them).
+  static std::string run_tag(std::chrono::system_clock::time_point start);
   void publish(const std::optional<OperationView>& view);
 
   Clock& clock_;
@@ -65,6 +69,7 @@ class OperationTracker {
   std::mutex mutex_;
   std::condition_variable ended_cv_;  // notified by finish() once the end is published
   std::set<std::string> announced_;   // ended operations whose end has been published
+  const std::string run_;
   uint64_t next_ = 1;
   std::map<std::string, OperationView> operations_;
   std::map<std::string, std::chrono::steady_clock::time_point> started_;  // running ones

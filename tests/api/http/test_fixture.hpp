@@ -10,6 +10,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "hostagent/api/http_server.hpp"
@@ -60,6 +61,7 @@ struct Seen {
   std::string path;
   std::string remote;
   unsigned status = 0;
+  bool authenticated = false;
 };
 
 class Harness {
@@ -93,7 +95,8 @@ class Harness {
   void observe(const RequestRecord& record) {
     {
       const std::lock_guard lock(mutex_);
-      seen_.push_back(Seen{record.request->method, record.request->path, record.request->remote, record.status});
+      seen_.push_back(Seen{record.request->method, record.request->path, record.request->remote, record.status,
+                           record.authenticated});
     }
     cv_.notify_all();
   }
@@ -126,6 +129,16 @@ class Harness {
   std::weak_ptr<ManualStream> weak_stream() {
     const std::lock_guard lock(mutex_);
     return stream_;
+  }
+  // Waits until the server has let go of the last stream (false after kWait): nothing signals it,
+  // so this polls.
+  bool wait_stream_released() {
+    const auto deadline = std::chrono::steady_clock::now() + kWait;
+    while (!weak_stream().expired()) {
+      if (std::chrono::steady_clock::now() > deadline) return false;
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    return true;
   }
   void release_blocked() { release_promise_.set_value(); }
 

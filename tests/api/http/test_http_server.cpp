@@ -215,6 +215,13 @@ TEST_CASE("tcp with bearer tokens: operator, reader, and no or a wrong token") {
   CHECK(longer->result_int() == 401);
   // Only the two authorised requests reached the handler.
   CHECK(harness.handled().size() == 2);
+  // Every request is observed (for the metrics); those with a valid token as authenticated (for the
+  // audit log), the reader's refused DELETE among them, and the three 401s not.
+  REQUIRE(harness.wait_seen(6));
+  std::vector<std::pair<unsigned, bool>> observed;
+  for (const auto& seen : harness.seen()) observed.emplace_back(seen.status, seen.authenticated);
+  CHECK(observed == std::vector<std::pair<unsigned, bool>>{
+                        {200, true}, {200, true}, {403, true}, {401, false}, {401, false}, {401, false}});
 }
 
 TEST_CASE("tcp without tls or a token is refused at start") {
@@ -481,6 +488,10 @@ TEST_CASE("beyond max_connections a connection is answered 503 and closed") {
   CHECK_FALSE((*refused)[testing::http::field::retry_after].empty());
   CHECK(second->closed_by_server());
   CHECK(harness.handled() == std::vector<std::string>{"/held"});
+  // The refusal counts in the metrics but is no attempt for the audit log: nothing was read.
+  REQUIRE(harness.wait_seen(2));
+  CHECK(harness.seen()[1].status == 503);
+  CHECK_FALSE(harness.seen()[1].authenticated);
 }
 
 TEST_CASE("keep-alive serves two requests on one connection, and HTTP/1.0 closes after one") {
@@ -607,11 +618,11 @@ TEST_CASE("an event stream ends when the client goes away") {
   REQUIRE(client->read_until("\r\n\r\n"));
   REQUIRE(harness.stream());
   CHECK((*server)->open_connections() == 1);
-  client.reset();
-  // The observer hears of the stream once the server has ended it.
+  // The observer heard of the stream when it began.
   REQUIRE(harness.wait_seen(1));
   CHECK(harness.seen()[0].path == "/events");
-  CHECK(harness.weak_stream().expired());
+  client.reset();
+  CHECK(harness.wait_stream_released());
 }
 
 TEST_CASE("stop closes open connections and joins the threads") {

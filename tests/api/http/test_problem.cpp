@@ -75,6 +75,17 @@ TEST_CASE("the http layer's own problems: 401 carries the Bearer challenge, 503 
   CHECK(header(problem(413, "payload_too_large", "big", "/"), "Retry-After") == nullptr);
 }
 
+TEST_CASE("a problem's body is valid UTF-8 whatever bytes the request echoed into it") {
+  // "/v1/vms/%FF" decodes to a path with the byte 0xff; json::parse refuses invalid UTF-8.
+  const HttpResponse answer = problem(404, "not_found", "no VM \xff\xfe here", "/v1/vms/\xff", "name\xc3");
+  boost::system::error_code error;
+  const json::value body = json::parse(answer.body, error);
+  REQUIRE_MESSAGE(!error, answer.body);
+  CHECK(body.at("instance").as_string() == "/v1/vms/\\xff");
+  CHECK(body.at("detail").as_string() == "no VM \\xff\\xfe here");
+  CHECK(body.at("field").as_string() == "name\\xc3");
+}
+
 TEST_CASE("problem_json is the body problem() answers with") {
   const Error error{ErrorCode::does_not_fit, "no NUMA node has 8 free GPUs"};
   CHECK(problem_json(error, "/v1/operations/op-3") == problem(error, "/v1/operations/op-3").body);

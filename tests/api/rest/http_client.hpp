@@ -25,9 +25,9 @@ namespace hostagent::testing {
 struct ClientRequest {
   std::string method = "GET";
   std::string target = "/";
-  std::string body;
-  std::string content_type;  // "" sends none
-  std::vector<std::pair<std::string, std::string>> headers;
+  std::string body = {};
+  std::string content_type = {};  // "" sends none
+  std::vector<std::pair<std::string, std::string>> headers = {};
 };
 
 struct ClientResponse {

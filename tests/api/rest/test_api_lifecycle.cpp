@@ -124,7 +124,9 @@ TEST_CASE("the event stream carries a create's operation, vm and device events")
   run(api, "POST", "/v1/vms", api.create_body("ev-0"));
   const auto seen = (*reader)->read_until(
       [](const std::string& text) {
-        return text.find("\"state\":\"succeeded\"") != std::string::npos &&
+        // The frame that says so whole: reads end wherever the socket's bytes do.
+        const auto succeeded = text.find("\"state\":\"succeeded\"");
+        return succeeded != std::string::npos && text.find("\n\n", succeeded) != std::string::npos &&
                text.find("event: vm\n") != std::string::npos && text.find("event: device\n") != std::string::npos;
       },
       std::chrono::seconds(30));
@@ -195,34 +197,58 @@ TEST_CASE("metrics expose every family of docs/api.md") {
   CHECK(body.find("hostagent_http_request_duration_seconds_bucket{le=\"+Inf\"} ") != std::string::npos);
 }
 
-TEST_CASE("every change is audited on one JSON line, reads are not") {
+TEST_CASE("every attempted change is audited on one JSON line in order, reads and unauthenticated noise are not") {
   ApiFixture api;
   api.start();
-  const auto created = api.request("POST", "/v1/vms", api.create_body("au-0"), "application/json");
+  const auto created = api.request(
+      "POST", "/v1/vms", api.create_body("au-0", "gx3-16x128x1h100", R"(,"request_id":"r-7")"), "application/json");
   REQUIRE(created.status == 202);
   const auto id = text(created.json().at("id"));
   api.wait_operation(id);
   CHECK(api.request("POST", "/v1/vms", "{}", "application/json").status == 400);
   CHECK(api.request("GET", "/v1/vms").status == 200);
   CHECK(api.request("DELETE", "/v1/vms/x", "", "", ApiFixture::kReaderToken).status == 403);
-  api.stop();  // every observer has run
+  // No token, or a wrong one, a hundred times: counted in the metrics, not one line each.
+  for (int i = 0; i < 50; ++i) {
+    CHECK(api.tcp_request({.method = "POST", .target = "/v1/vms/au-0/stop"}).status == 401);
+    CHECK(api.tcp_request(
+                 {.method = "DELETE", .target = "/v1/vms/au-0", .headers = {{"Authorization", "Bearer not-the-token"}}})
+              .status == 401);
+  }
+  CHECK(api.request("POST", "/v1/vms/au-0/stop", R"({"force":true})", "application/json").status == 202);
+  const auto metrics = api.request("GET", "/v1/metrics").body;
+  CHECK(metrics.find("hostagent_http_requests_total{method=\"POST\",code=\"401\"} 50\n") != std::string::npos);
+  CHECK(metrics.find("hostagent_http_requests_total{method=\"DELETE\",code=\"401\"} 50\n") != std::string::npos);
+  api.stop();
 
   std::istringstream lines(read_text_file(api.audit_log()));
   std::vector<boost::json::object> entries;
   std::string line;
   while (std::getline(lines, line)) entries.push_back(boost::json::parse(line).as_object());
-  REQUIRE(entries.size() == 3);
-  CHECK(text(entries[0].at("method")) == "POST");
-  CHECK(text(entries[0].at("target")) == "/v1/vms");
-  CHECK(entries[0].at("status").as_int64() == 202);
-  CHECK(text(entries[0].at("operation")) == id);
-  CHECK(text(entries[0].at("principal")).rfind("uid:", 0) == 0);
-  CHECK(text(entries[0].at("role")) == "operator");
-  CHECK(!text(entries[0].at("time")).empty());
-  CHECK(entries[1].at("status").as_int64() == 400);
+  REQUIRE(entries.size() == 4);
+  // In the order the client saw the answers: each line is written before its answer.
+  const auto& create = entries[0];
+  CHECK(text(create.at("method")) == "POST");
+  CHECK(text(create.at("target")) == "/v1/vms");
+  CHECK(create.at("status").as_int64() == 202);
+  CHECK(text(create.at("operation")) == id);
+  CHECK(text(create.at("vm")) == "au-0");
+  CHECK(text(create.at("template")) == "gx3-16x128x1h100");
+  CHECK(text(create.at("request_id")) == "r-7");
+  CHECK(text(create.at("principal")).rfind("uid:", 0) == 0);
+  CHECK(text(create.at("role")) == "operator");
+  CHECK(text(create.at("remote")) == "unix");
+  CHECK(!text(create.at("time")).empty());
+  CHECK(entries[1].at("status").as_int64() == 400);  // it named nothing that parsed
   CHECK(entries[1].at("operation").is_null());
+  CHECK(entries[1].at("vm").is_null());
   CHECK(text(entries[2].at("principal")) == "token:reader");
   CHECK(entries[2].at("status").as_int64() == 403);
+  CHECK(text(entries[2].at("remote")).rfind("127.0.0.1:", 0) == 0);
+  CHECK(text(entries[3].at("vm")) == "au-0");
+  CHECK(entries[3].at("template").is_null());
+  CHECK(entries[3].at("status").as_int64() == 202);
+  CHECK(text(entries[3].at("operation")) != id);
 }
 
 }  // namespace hostagent::testing

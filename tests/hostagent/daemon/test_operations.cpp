@@ -223,6 +223,8 @@ TEST_CASE("a create replayed with its request id gets the same operation, and a 
   auto after_restart = service->begin_create(request);
   REQUIRE_MESSAGE(after_restart.ok(), after_restart.error().message);
   CHECK(wait_for(*service, after_restart->id).state == "succeeded");
+  // A new run's ids are its own: the audit log and a control plane's records keep the old ones.
+  CHECK(after_restart->id != first->id);
   CHECK(service->begin_create(other_name).error().code == ErrorCode::conflict);
   REQUIRE(delete_vm(*service, "idem-0").ok());
 }

@@ -20,6 +20,12 @@ std::size_t decode_utf8(std::string_view text, std::size_t i, uint32_t& code_poi
 // backslash as \xNN; at most `longest` bytes of value, then "...".
 std::string quoted(std::string_view value, std::size_t longest = 128);
 
+// value with every byte that is not part of well-formed UTF-8 written as the four characters \xNN,
+// and nothing else changed: for a JSON string (an answer, an audit line), which must be UTF-8
+// (RFC 8259 8.1) and which JSON's own escaping already makes safe to show. A way to show bytes,
+// not to carry them: an original "\x80" reads the same.
+std::string valid_utf8(std::string_view value);
+
 // Text that may be written as XML character data: well-formed UTF-8 of XML 1.0's Char (production
 // [2]: no C0 control but tab, LF and CR, never U+FFFE or U+FFFF; libxml2, and so libvirt, refuses
 // the rest). one_line also refuses tab, LF, CR and DEL: names and ids kept in a record, which a

@@ -68,12 +68,17 @@ struct HttpResponse {
 // Runs on the server's handler threads, never on a network thread: it may block (on libvirt).
 using RequestHandler = std::function<HttpResponse(const HttpRequest&)>;
 
-// Called once per request after the response is sent (or the client left): for the audit log and
-// request metrics.
+// Called once per request when its response is ready, before it is written (or when the client
+// left while the handler ran): for the audit log and request metrics. Before the write, so an audit
+// line is on disk before the client can read the answer; an event stream's at its start.
 struct RequestRecord {
   const HttpRequest* request = nullptr;
   unsigned status = 0;
-  std::chrono::nanoseconds latency{0};  // from the whole request read to the response written
+  std::chrono::nanoseconds latency{0};  // from the whole request read to the response ready
+  // The request arrived whole and its sender is known (peer credentials, a certificate, a valid
+  // token): an attempt the audit log records. Refused connections, malformed requests and requests
+  // without a valid token are not, so they cannot flood it; the request metrics count them.
+  bool authenticated = false;
 };
 using RequestObserver = std::function<void(const RequestRecord&)>;
 

@@ -29,6 +29,9 @@ class RestApi {
 
   virtual HttpResponse handle(const HttpRequest& request) = 0;  // an HttpServer's RequestHandler
   virtual void observe(const RequestRecord& record) = 0;        // its RequestObserver
+  // Opens api.audit_log again (after logrotate renamed it: hostagentd does this on SIGHUP). On
+  // failure lines keep going to the file that was open, and the error names the path.
+  virtual Status reopen_audit_log() = 0;
 };
 
 }  // namespace hostagent::api
