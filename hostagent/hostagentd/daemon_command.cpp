@@ -99,7 +99,7 @@ int run_exec(daemon::VmService& service, const std::vector<std::string>& command
 }
 
 // Blocked in every thread (they inherit the mask), so the main thread alone takes them in sigwait:
-// SIGTERM and SIGINT stop, SIGHUP reopens the audit log (logrotate's postrotate, systemctl reload).
+// SIGTERM and SIGINT stop, SIGHUP reopens the audit log (logrotate's postrotate sends it).
 sigset_t served_signals() {
   sigset_t signals;
   sigemptyset(&signals);

@@ -1,6 +1,6 @@
-// SIGHUP as logrotate's postrotate sends it (`systemctl reload hostagent`): the real hostagentd
-// reopens its audit log, so after a rotation by rename the lines go to the new file and none is
-// lost, and the signal neither stops nor kills it.
+// SIGHUP as logrotate's postrotate sends it (`systemctl kill -s HUP hostagent`, as rsyslog's does):
+// the real hostagentd reopens its audit log, so after a rotation by rename the lines go to the new
+// file and none is lost, and the signal neither stops nor kills it.
 #include <doctest/doctest.h>
 
 #include <signal.h>
