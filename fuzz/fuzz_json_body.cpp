@@ -2,7 +2,8 @@
 // (JSON), POST /v1/vms/x/stop (JSON) and POST /v1/templates/validate (YAML), through the routes'
 // parse_request. The first byte picks the request and whether the media type carries a charset
 // parameter; the rest is the body. Besides what the sanitizers catch, it checks that the answer is
-// the route's command or a 400/415, and that a create never names a VM the daemon would refuse.
+// the route's command or a 400/415, that a create never names a VM the daemon would refuse, and
+// that no JSON body with a key repeated in one object is accepted.
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -11,6 +12,7 @@
 #include <variant>
 
 #include "hostagent/api/rest_commands.hpp"
+#include "hostagent/common/json_text.hpp"
 #include "hostagent/common/names.hpp"
 
 namespace {
@@ -56,6 +58,9 @@ void check(std::size_t route, const HttpRequest& request, const ParsedRequest& p
     return;
   }
   const auto& command = std::get<Command>(parsed);
+  if (route != 2 && !hostagent::json_text::duplicate_key(request.body).empty()) {
+    broken("a JSON body with a key repeated in one object was accepted");
+  }
   if (route == 0) {
     const auto* create = std::get_if<command::CreateVm>(&command);
     if (create == nullptr) broken("POST /v1/vms gave another command");

@@ -6,13 +6,13 @@
 
 #include <algorithm>
 #include <array>
-#include <boost/json/parse.hpp>
 #include <boost/json/value.hpp>
 #include <optional>
 #include <string_view>
 
 #include "body_fields.hpp"
 #include "hostagent/common/hardware_ids.hpp"
+#include "hostagent/common/json_text.hpp"
 #include "hostagent/common/names.hpp"
 
 namespace hostagent::api {
@@ -62,9 +62,13 @@ std::optional<RouteError> require_media_type(const HttpRequest& request,
 std::variant<boost::json::object, RouteError> json_body(const HttpRequest& request, bool optional_body) {
   if (request.body.empty() && optional_body) return boost::json::object{};
   if (auto error = require_media_type(request, {"application/json"})) return std::move(*error);
-  boost::system::error_code ec;
-  boost::json::value value = boost::json::parse(request.body, ec);
-  if (ec) return bad("body", "body: not valid JSON (" + ec.message() + "); send a JSON object");
+  auto parsed = json_text::parse(request.body);
+  if (!parsed.ok()) {
+    const Error& error = parsed.error();
+    if (!error.field.empty()) return bad(error.field, "body: " + error.message);  // a key sent twice
+    return bad("body", "body: " + error.message + "; send a JSON object");
+  }
+  boost::json::value value = std::move(parsed).value();
   if (!value.is_object()) {
     return bad("body", "body: found " + detail::describe(value) + ", expected a JSON object");
   }

@@ -151,7 +151,7 @@ void ServiceMetrics::render_counted(MetricsText& out) {
     out.sample("hostagent_http_requests_total", {{"method", key.first}, {"code", std::to_string(key.second)}},
                static_cast<double>(count));
   }
-  out.family("hostagent_http_request_duration_seconds", "HTTP requests, from read to written.", "histogram");
+  out.family("hostagent_http_request_duration_seconds", "HTTP requests, from read to the response ready.", "histogram");
   out.histogram("hostagent_http_request_duration_seconds", {}, request_durations_);
 }
 
