@@ -240,6 +240,14 @@ bool can_connect(const fs::path& path) {
   return true;
 }
 
+bool wait_while_running(Child& child, const std::function<bool()>& done) {
+  for (int i = 0; i < 1200 && !child.poll(); ++i) {
+    if (done()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return done();
+}
+
 std::string http_get(const fs::path& socket, const std::string& target, std::chrono::seconds limit) {
   return http_request(socket, "GET", target, limit);
 }

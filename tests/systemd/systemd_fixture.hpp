@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <string>
 #include <utility>
@@ -85,6 +86,9 @@ int listen_unix(const std::filesystem::path& path);
 bool can_connect(const std::filesystem::path& path);
 // "GET target" over HTTP/1.1 on the unix socket; the whole response, or "" when there is none within `limit`.
 std::string http_get(const std::filesystem::path& socket, const std::string& target, std::chrono::seconds limit);
+// Polls `done` every 100 ms while `child` runs, for two minutes at most (a loaded machine starts
+// hostagentd slowly); whether it came true.
+bool wait_while_running(Child& child, const std::function<bool()>& done);
 // The same for any method, with an empty body (Content-Length: 0).
 std::string http_request(const std::filesystem::path& socket, const std::string& method, const std::string& target,
                          std::chrono::seconds limit);

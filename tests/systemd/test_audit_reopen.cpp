@@ -24,15 +24,6 @@ std::vector<std::string> lines_of(const fs::path& path) {
   return lines;
 }
 
-// Until the daemon's stderr holds `what` (two minutes at most).
-bool wait_logged(const fs::path& log, const std::string& what, Child& daemon) {
-  for (int i = 0; i < 1200 && !daemon.poll(); ++i) {
-    if (read_text_file(log).find(what) != std::string::npos) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-  return false;
-}
-
 TEST_CASE("SIGHUP reopens the audit log: after a rotation by rename new lines go to the new file") {
   TempDir dir;
   const fs::path api = dir.path() / "api.sock";
@@ -44,17 +35,16 @@ TEST_CASE("SIGHUP reopens the audit log: after a rotation by rename new lines go
                          "--listen", "unix:" + api.string()},
                 .log = log});
   const fs::path audit = state / "audit.log";
-  // The daemon binds the socket once it has started (two minutes at most on a loaded machine).
-  for (int i = 0; i < 1200 && !fs::exists(api) && !daemon.poll(); ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
+  // The daemon binds the socket once it has started.
+  wait_while_running(daemon, [&] { return fs::exists(api); });
   const auto first = http_request(api, "POST", "/v1/vms/before/start", seconds(120));
   REQUIRE_MESSAGE(first.rfind("HTTP/1.1 404", 0) == 0, (first + read_text_file(log)));
   REQUIRE(lines_of(audit).size() == 1);
 
   fs::rename(audit, state / "audit.log.1");
   daemon.signal(SIGHUP);
-  REQUIRE_MESSAGE(wait_logged(log, "SIGHUP: audit log reopened", daemon), read_text_file(log));
+  const auto reopened = [&] { return read_text_file(log).find("SIGHUP: audit log reopened") != std::string::npos; };
+  REQUIRE_MESSAGE(wait_while_running(daemon, reopened), read_text_file(log));
   const auto second = http_request(api, "POST", "/v1/vms/after/start", seconds(60));
   CHECK(second.rfind("HTTP/1.1 404", 0) == 0);
 

@@ -141,9 +141,7 @@ TEST_CASE("socket activation: under systemd-socket-activate, the API answers on 
   for (const auto& arg : daemon_args(dir.path(), api)) argv.push_back(arg);
   Child daemon({.argv = argv, .log = dir.path() / "activate.log"});
   // systemd-socket-activate makes the socket, then execs hostagentd at the first connection.
-  for (int i = 0; i < 1200 && !fs::exists(api) && !daemon.poll(); ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
+  wait_while_running(daemon, [&] { return fs::exists(api); });
   const auto answer = first_answer(api);
   CHECK_MESSAGE(answer.rfind("HTTP/1.1 200", 0) == 0, (answer + read_text_file(dir.path() / "activate.log")));
   CHECK(read_text_file(dir.path() / "activate.log").find("API listening on unix:" + api.string()) != std::string::npos);
