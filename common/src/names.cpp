@@ -23,6 +23,8 @@ std::string name_problem(std::string_view text) {
   if (text.size() > kMaxNameLength) return "it is longer than " + std::to_string(kMaxNameLength) + " characters";
   if (!std::all_of(text.begin(), text.end(), is_name_char)) return "it contains a character that is not allowed";
   if (text.front() == '.') return "it starts with '.'";
+  // A name an operator pipes to virsh, ls or rm must never read as an option there.
+  if (text.front() == '-') return "it starts with '-'";
   return {};
 }
 

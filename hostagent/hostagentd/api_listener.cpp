@@ -23,8 +23,20 @@ Result<std::string> read_token(const std::filesystem::path& file, const std::str
   return token;
 }
 
+void apply_limits(const config::ApiLimitsConfig& config, api::ServerLimits& limits) {
+  limits.header_timeout = config.header_timeout;
+  limits.request_timeout = config.request_timeout;
+  limits.idle_timeout = config.idle_timeout;
+  limits.max_connections = config.max_connections;
+  limits.health_reserve = config.health_reserve;
+  limits.max_connections_per_peer = config.max_connections_per_peer;
+  limits.max_event_streams = config.max_event_streams;
+}
+
 Result<api::ServerOptions> server_options(const config::ApiConfig& config) {
   api::ServerOptions options;
+  apply_limits(config.limits, options.limits);
+  options.probe_paths = api::RestApi::probe_paths();
   for (const auto& text : config.listen) {
     HA_TRY(auto address, parse_listen_address(text));
     options.listen.push_back(std::move(address));
@@ -54,6 +66,7 @@ Result<std::unique_ptr<ApiListener>> ApiListener::start(const config::DaemonConf
          api::HttpServer::start(
              std::move(options), [routes](const api::HttpRequest& request) { return routes->handle(request); },
              [routes](const api::RequestRecord& record) { routes->observe(record); }));
+  routes->watch_server(*listener->server_);
   return listener;
 }
 

@@ -1,7 +1,10 @@
 // hostagent/cli/daemon_command: hostagentd's run: configuration, service, then serve or --exec.
 #include "daemon_command.hpp"
 
+#include <sys/resource.h>
+
 #include <atomic>
+#include <cerrno>
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
@@ -176,6 +179,21 @@ std::string recovered(const daemon::ServiceStatus& status) {
          std::to_string(report.finished.size() + report.rolled_back.size()) + " interrupted operations recovered";
 }
 
+// Every API connection is a descriptor, and so is every domain's console log and libvirt's own; the
+// soft limit systemd and shells start a process with (1024) would refuse accept() long before
+// api.limits.max_connections. The hard limit (systemd: 524288) is what the operator allows; nothing
+// here uses select(), whose fd_set is why the soft default is low (systemd.exec(5), LimitNOFILE=).
+void raise_open_file_limit(std::ostream& err) {
+  rlimit limit{};
+  if (::getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur >= limit.rlim_max) return;
+  const rlim_t soft = limit.rlim_cur;
+  limit.rlim_cur = limit.rlim_max;
+  if (::setrlimit(RLIMIT_NOFILE, &limit) != 0) {
+    err << "hostagentd: warning: cannot raise the open file limit from " << soft << ": " << std::strerror(errno)
+        << "\n";
+  }
+}
+
 // READY=1 once state is reconciled (start_service returned) and the API listens, not before:
 // systemd orders the units that need hostagent after that moment.
 int serve(const config::DaemonConfig& config, daemon::VmService& service, systemd::InheritedSockets inherited,
@@ -215,7 +233,10 @@ int run_hostagentd(const DaemonArgs& args, std::ostream& out, std::ostream& err)
   const sigset_t signals = served_signals();
   const bool serving = args.exec.empty();
   // Before the first thread (libvirt's event loop) starts.
-  if (serving) pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  if (serving) {
+    pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+    raise_open_file_limit(err);
+  }
   Scratch scratch;
   auto config = load(args, scratch);
   if (!config.ok()) return fail(config.error());

@@ -12,9 +12,9 @@
 namespace hostagent {
 namespace {
 
-TEST_CASE("names: 1-64 of letters, digits, '.', '_' and '-', not starting with '.'") {
-  for (const std::string& name : std::vector<std::string>{"a", "train-0", "gx3-16x128x1h100", "A_b.c-d", "-lead", "_x",
-                                                          "0", std::string(64, 'z')}) {
+TEST_CASE("names: 1-64 of letters, digits, '.', '_' and '-', not starting with '.' or '-'") {
+  for (const std::string& name :
+       std::vector<std::string>{"a", "train-0", "gx3-16x128x1h100", "A_b.c-d", "_x", "x-", "0", std::string(64, 'z')}) {
     CAPTURE(name);
     CHECK(is_name(name));
     CHECK(name_problem(name).empty());
@@ -28,6 +28,8 @@ TEST_CASE("names: each refusal says why, and \".\" and \"..\" are never names") 
       {".", "it starts with '.'"},
       {"..", "it starts with '.'"},
       {".hidden", "it starts with '.'"},
+      {"-rf", "it starts with '-'"},
+      {"--help", "it starts with '-'"},
       {"a b", "it contains a character that is not allowed"},
       {"../etc", "it contains a character that is not allowed"},
       {"vm/1", "it contains a character that is not allowed"},

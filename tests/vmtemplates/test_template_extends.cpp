@@ -174,10 +174,10 @@ TEST_CASE("extends: a missing parent, a broken one, and a chain that does not en
 TEST_CASE("extends: a malformed extends is reported, and missing keys then are not") {
   CHECK(failure("name: child\nextends: ../base\n", parents({})).message ==
         "child.yaml:2:10: extends: found \"../base\", expected a name: use 1-64 letters, digits, '.', '_' or '-', not "
-        "starting with '.'");
+        "starting with '.' or '-'");
   CHECK(failure("name: child\nextends: [a, b]\nnvme: x\n", parents({})).message ==
         "child.yaml:2:10: extends: found a list, expected a name: use 1-64 letters, digits, '.', '_' or '-', not "
-        "starting with '.'\n"
+        "starting with '.' or '-'\n"
         "child.yaml:3:7: nvme: found \"x\", expected a whole number 0..64");
 }
 

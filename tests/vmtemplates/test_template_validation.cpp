@@ -338,7 +338,7 @@ TEST_CASE("validation: required keys are reported where the mapping starts") {
 TEST_CASE("validation: names are safe as file and XML names") {
   CHECK(problems("name: ../etc/passwd\nvcpus: 4\nmemory: 8GiB\n") ==
         "t.yaml:1:7: name: found \"../etc/passwd\", expected a name: use 1-64 letters, digits, '.', '_' or '-', not "
-        "starting with '.'");
+        "starting with '.' or '-'");
   CHECK(problems(kMinimalTemplate + "metadata: {1team: a}\n") ==
         "t.yaml:4:12: metadata.1team: found \"1team\", expected a name of letters, digits, '.', '_' and '-', at most "
         "64, starting with a letter or '_'");

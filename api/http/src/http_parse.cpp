@@ -128,6 +128,28 @@ std::optional<RequestRejection> framing_rejection(const BeastRequest& header) {
   return std::nullopt;
 }
 
+// RFC 9112 3.2: "A server MUST respond with a 400 (Bad Request) status code to any HTTP/1.1
+// request message that lacks a Host header field and to any request message that contains more
+// than one Host header field line". Two Hosts are two answers to "which server": a proxy in front
+// may route by the one the server ignores.
+static std::optional<RequestRejection> host_rejection(const BeastRequest& header) {
+  const std::size_t hosts = header.count(http::field::host);
+  if (hosts > 1) {
+    return RequestRejection{400, "invalid_argument",
+                            "the request has " + std::to_string(hosts) + " Host headers; send exactly one"};
+  }
+  if (hosts == 0 && header.version() >= 11) {
+    return RequestRejection{400, "invalid_argument",
+                            "an HTTP/1.1 request must carry a Host header (RFC 9112 3.2); send Host: localhost"};
+  }
+  return std::nullopt;
+}
+
+std::optional<RequestRejection> header_rejection(const BeastRequest& header) {
+  if (auto refused = framing_rejection(header)) return refused;
+  return host_rejection(header);
+}
+
 Result<HttpRequest> to_http_request(const BeastRequest& request, RequestRejection* rejection) {
   HttpRequest out;
   out.method = std::string(request.method_string());
@@ -161,7 +183,7 @@ Result<HttpRequest> parse_http_request(std::string_view raw, const ServerLimits&
     if (error) return reject(rejection, detail::rejection_for(error, parser.is_header_done(), limits));
     raw.remove_prefix(used);
     if (parser.is_header_done()) {
-      if (auto refused = detail::framing_rejection(parser.get())) return reject(rejection, std::move(*refused));
+      if (auto refused = detail::header_rejection(parser.get())) return reject(rejection, std::move(*refused));
     }
   }
   if (!parser.is_done()) {

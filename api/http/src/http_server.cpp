@@ -34,13 +34,19 @@ Error invalid(std::string message) {
   return Error{ErrorCode::invalid_argument, std::move(message)};
 }
 
-std::string remote_of(const tcp::socket& socket) {
+// "203.0.113.5:40112" and "203.0.113.5" (what max_connections_per_peer counts by).
+Peer tcp_peer(const tcp::socket& socket) {
+  Peer peer;
   error_code error;
   const auto endpoint = socket.remote_endpoint(error);
-  if (error) return "tcp:unknown";
+  if (error) {
+    peer.remote = peer.address = "tcp:unknown";
+    return peer;
+  }
   const auto address = endpoint.address();
-  const std::string host = address.is_v6() ? "[" + address.to_string() + "]" : address.to_string();
-  return host + ":" + std::to_string(endpoint.port());
+  peer.address = address.is_v6() ? "[" + address.to_string() + "]" : address.to_string();
+  peer.remote = peer.address + ":" + std::to_string(endpoint.port());
+  return peer;
 }
 
 Status check_options(const ServerOptions& options, const RequestHandler& handler) {
@@ -51,8 +57,15 @@ Status check_options(const ServerOptions& options, const RequestHandler& handler
   }
   const auto& limits = options.limits;
   if (limits.max_connections < 1 || limits.max_body_bytes == 0 || limits.max_header_bytes == 0 ||
-      limits.request_timeout.count() <= 0 || limits.idle_timeout.count() <= 0 || limits.event_heartbeat.count() <= 0) {
-    return invalid("api limits: max_connections, body and header sizes, timeouts and the heartbeat must be positive");
+      limits.header_timeout.count() <= 0 || limits.request_timeout.count() <= 0 || limits.idle_timeout.count() <= 0 ||
+      limits.event_heartbeat.count() <= 0 || limits.max_connections_per_peer < 1 || limits.max_event_streams < 1) {
+    return invalid(
+        "api limits: connections, body and header sizes, timeouts, per-peer and stream caps and the heartbeat must be "
+        "positive");
+  }
+  if (limits.health_reserve < 1 || limits.health_reserve >= limits.max_connections) {
+    return invalid("api.limits.health_reserve: " + std::to_string(limits.health_reserve) +
+                   " must be at least 1 and below max_connections (" + std::to_string(limits.max_connections) + ")");
   }
   // Nothing reachable over the network is unauthenticated: TCP needs client certificates or a token.
   const bool tokens = !options.operator_token.empty() || !options.reader_token.empty();
@@ -75,6 +88,7 @@ class ServerImpl final : public HttpServer {
     context_->handler = std::move(handler);
     context_->observer = std::move(observer);
     context_->handler_pool = handler_pool_.get();
+    context_->budget = std::make_unique<ConnectionBudget>(ServerContext::budget_limits(context_->options.limits));
   }
   ~ServerImpl() override { stop(); }
   ServerImpl(const ServerImpl&) = delete;
@@ -112,7 +126,15 @@ class ServerImpl final : public HttpServer {
   }
 
   std::vector<ListenAddress> endpoints() const override { return endpoints_; }
-  int open_connections() const override { return context_->open.load(); }
+  ConnectionStats connection_stats() const override {
+    const auto counts = context_->budget->counts();
+    return ConnectionStats{counts.general + counts.probation,
+                           counts.probation,
+                           counts.streams,
+                           counts.evicted,
+                           counts.refused_peer,
+                           counts.refused_full};
+  }
 
   void stop() override {
     const std::lock_guard lock(stop_mutex_);
@@ -167,8 +189,7 @@ class ServerImpl final : public HttpServer {
       if (error) return after_accept_error(acceptor, error, [this, &acceptor] { accept_tcp(acceptor); });
       error_code ignored;
       socket.set_option(tcp::no_delay(true), ignored);  // small responses, request/response pattern
-      Peer peer;
-      peer.remote = remote_of(socket);
+      Peer peer = tcp_peer(socket);
       if (context_->tls) {
         launch<TlsStream>(TlsStream(std::move(socket), *context_->tls), std::move(peer));
       } else {
@@ -181,8 +202,6 @@ class ServerImpl final : public HttpServer {
   template <class Stream>
   void launch(Stream stream, Peer peer) {
     if (context_->stopping) return;
-    peer.counted = context_->reserve_slot();
-    peer.overload = !peer.counted;
     auto session = std::make_shared<Session<Stream>>(context_, std::move(stream), std::move(peer));
     session->start();
     // Registered before this check, so stop() either closes it or it sees stopping here.

@@ -27,6 +27,10 @@ RequestRejection rejection_for(const boost::system::error_code& error, bool head
 // chunked) is 501, as a coding the server does not decode (RFC 9110 15.6.2). nullopt when fine.
 std::optional<RequestRejection> framing_rejection(const BeastRequest& header);
 
+// Every check of a request's header before its body is read: the framing above, then exactly one
+// Host (none is fine for HTTP/1.0). nullopt when fine.
+std::optional<RequestRejection> header_rejection(const BeastRequest& header);
+
 // Method, target (decoded), lower-cased headers (repeats joined with ", ", RFC 9110 5.3) and body.
 Result<HttpRequest> to_http_request(const BeastRequest& request, RequestRejection* rejection);
 

@@ -1,6 +1,6 @@
 // api/http server_context: what every connection of one server shares: the options, the handler
-// and observer, the handler thread pool, the TLS context, and the registry of open connections that
-// max_connections counts and stop() closes.
+// and observer, the handler thread pool, the TLS context, the connection budget, and the registry
+// of open connections that stop() closes and eviction reaches.
 #pragma once
 
 #include <atomic>
@@ -13,6 +13,7 @@
 #include <boost/asio/ssl/context.hpp>
 #include <boost/asio/thread_pool.hpp>
 
+#include "connection_budget.hpp"
 #include "hostagent/api/http_server.hpp"
 
 namespace hostagent::api::detail {
@@ -25,6 +26,9 @@ class Connection {
   virtual void close() = 0;
   // On the connection's strand: its event stream has frames waiting (EventWaker posts this).
   virtual void on_wake() {}
+  // From any thread: the budget took this connection's slot for a newer one. One still waiting for
+  // its request is answered 408; an idle one is closed; a busy one finishes what it is doing.
+  virtual void evict() = 0;
 };
 
 struct ServerContext {
@@ -35,15 +39,12 @@ struct ServerContext {
   // Owned by the server, which joins it in stop() before anything here can go away.
   boost::asio::thread_pool* handler_pool = nullptr;
   std::atomic<bool> stopping{false};
-  std::atomic<int> open{0};
+  std::unique_ptr<ConnectionBudget> budget;
 
-  // Takes a slot for a new connection; false (nothing taken) when max_connections are open.
-  bool reserve_slot() {
-    if (open.fetch_add(1) < options.limits.max_connections) return true;
-    open.fetch_sub(1);
-    return false;
+  static BudgetLimits budget_limits(const ServerLimits& limits) {
+    return BudgetLimits{limits.max_connections, limits.health_reserve, limits.max_connections_per_peer,
+                        limits.max_event_streams};
   }
-  void release_slot() { open.fetch_sub(1); }
 
   std::uint64_t add(std::weak_ptr<Connection> connection) {
     const std::lock_guard lock(mutex_);
@@ -53,6 +54,16 @@ struct ServerContext {
   void remove(std::uint64_t id) {
     const std::lock_guard lock(mutex_);
     connections_.erase(id);
+  }
+  // Tells connection `id` it was evicted (it may have ended already).
+  void evict(std::uint64_t id) {
+    std::shared_ptr<Connection> connection;
+    {
+      const std::lock_guard lock(mutex_);
+      const auto it = connections_.find(id);
+      if (it != connections_.end()) connection = it->second.lock();
+    }
+    if (connection) connection->evict();
   }
   std::vector<std::shared_ptr<Connection>> snapshot() {
     const std::lock_guard lock(mutex_);

@@ -1,10 +1,13 @@
 // api/http session: one client connection, for any of the three transports (unix socket, plain
 // TCP, TLS over TCP). Everything it does runs on its strand; the handler runs on the server's
 // handler pool and its response is posted back here, so a handler may block without holding a
-// network thread. It enforces the per-connection limits with one deadline timer: the whole request
-// within request_timeout, the next request within idle_timeout, each write within request_timeout.
+// network thread. It enforces the per-connection limits with one deadline timer (the handshake and
+// the headers within header_timeout, the whole request within request_timeout, each past its
+// deadline a 408; the next request within idle_timeout; each write within request_timeout) and
+// tells the server's ConnectionBudget each phase it enters, which may evict it for a newer one.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <exception>
@@ -45,10 +48,9 @@ inline constexpr bool kIsTls<asio::ssl::stream<Next>> = true;
 // What a connection is before its first request: the transport and, where the transport says who
 // the peer is (SO_PEERCRED, a client certificate), the identity.
 struct Peer {
-  std::string remote;  // "unix" or "ADDRESS:PORT"
+  std::string remote;   // "unix" or "ADDRESS:PORT"
+  std::string address;  // TCP: the address alone, which max_connections_per_peer counts; "" for unix
   std::optional<Identity> identity;
-  bool counted = true;    // holds a max_connections slot (released at the end)
-  bool overload = false;  // over max_connections: answer 503 and close
 };
 
 template <class Stream>
@@ -63,20 +65,28 @@ class Session final : public Connection, public std::enable_shared_from_this<Ses
         buffer_(read_buffer_limit(server_->options.limits)) {}
 
   ~Session() override {
-    if (id_) server_->remove(*id_);
-    if (peer_.counted) server_->release_slot();
+    if (!id_) return;
+    server_->remove(*id_);
+    server_->budget->leave(*id_);
   }
 
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;
 
   void start() {
-    id_ = server_->add(this->weak_from_this());  // stop() closes it, counted or not
+    id_ = server_->add(this->weak_from_this());  // stop() closes it, admitted or not
+    const auto decision = server_->budget->admit(*id_, peer_.address, Clock::now());
+    admission_ = decision.admission;
+    if (decision.evict) server_->evict(*decision.evict);
     asio::dispatch(stream_.get_executor(), [self = this->shared_from_this()] { self->begin(); });
   }
 
   void close() override {
     asio::post(stream_.get_executor(), [self = this->shared_from_this()] { self->finish(); });
+  }
+
+  void evict() override {
+    asio::post(stream_.get_executor(), [self = this->shared_from_this()] { self->on_evicted(); });
   }
 
   void on_wake() override {
@@ -100,16 +110,67 @@ class Session final : public Connection, public std::enable_shared_from_this<Ses
     timer_.async_wait([self = this->shared_from_this()](const error_code& error) {
       // A wait that completed just before a re-arm still reports success: check the expiry.
       if (error || self->timer_.expiry() > Clock::now()) return;
-      self->finish();
+      self->on_deadline();
     });
   }
   void disarm() { timer_.cancel(); }
+
+  // A request that did not arrive whole in time is answered 408 and closed (RFC 9110 15.5.9), where
+  // the transport is up to carry it; anything else past its deadline (an idle keep-alive, a write
+  // the client does not read) is closed.
+  void on_deadline() {
+    if (phase_ != Phase::awaiting || !handshake_done_ || writing_continue_) return finish();
+    abandon_read();
+    refuse(
+        408, "request_timeout",
+        parser_ && parser_->is_header_done()
+            ? "the request body did not arrive within " + std::to_string(limits().request_timeout.count()) + " ms"
+            : "the request's headers did not arrive within " + std::to_string(limits().header_timeout.count()) + " ms");
+  }
+
+  // The budget gave this connection's slot to a newer one: it is no longer counted, and goes.
+  void on_evicted() {
+    if (closed_) return;
+    if (phase_ == Phase::awaiting && handshake_done_ && !writing_continue_) {
+      abandon_read();
+      return refuse(408, "request_timeout",
+                    "the request had not arrived when the server needed the connection for another client");
+    }
+    if (phase_ != Phase::busy) finish();  // a busy one was answering already: it closes after
+    evicted_ = true;
+  }
+
+  // Tells the budget this connection's phase; false (and the connection ended) when it no longer
+  // holds a slot.
+  bool enter(Phase phase) {
+    phase_ = phase;
+    if (server_->budget->enter(*id_, phase, Clock::now())) return true;
+    finish();
+    return false;
+  }
+
+  // The read in progress is given up for an answer: its completion (operation_aborted) is ignored,
+  // where it would otherwise close the connection under the answer.
+  void abandon_read() {
+    abandoned_ = true;
+    error_code ignored;
+    socket().cancel(ignored);
+  }
+
+  // Answers a problem to a request that was not (or not wholly) read, and closes; the slot is given
+  // back at once, since the connection only says why it goes.
+  void refuse(unsigned status, const std::string& code, const std::string& detail) {
+    phase_ = Phase::busy;
+    server_->budget->leave(*id_);
+    request_ = partial_request();
+    respond(problem(status, code, detail, request_->path), true);
+  }
 
   // ---- reading a request -----------------------------------------------------------------------
 
   void begin() {
     if (server_->stopping) return finish();
-    arm(limits().request_timeout);  // the TLS handshake and the first request, together
+    arm(limits().header_timeout);  // the TLS handshake and the first request's headers, together
     if constexpr (kIsTls<Stream>) {
       stream_.async_handshake(
           asio::ssl::stream_base::server,
@@ -130,13 +191,18 @@ class Session final : public Connection, public std::enable_shared_from_this<Ses
   }
 
   void after_handshake() {
-    if (peer_.overload) {
-      request_ = partial_request();  // for the observer: 503s count in the request metrics too
-      return respond(problem(503, "too_many_connections",
-                             "the server has " + std::to_string(limits().max_connections) +
-                                 " connections open (its limit); retry later",
-                             "/"),
-                     true);
+    handshake_done_ = true;
+    // Refused at admission: answered at once, nothing read. The observer sees the 503 too (the
+    // request metrics count it).
+    if (admission_ == Admission::refused_full) {
+      return refuse(503, "too_many_connections",
+                    "the server holds " + std::to_string(limits().max_connections) +
+                        " connections (its limit) and none can be closed for this one; retry later");
+    }
+    if (admission_ == Admission::refused_peer) {
+      return refuse(503, "too_many_connections",
+                    "this address holds " + std::to_string(limits().max_connections_per_peer) +
+                        " connections (api.limits.max_connections_per_peer); use fewer, or retry later");
     }
     read_request(true);
   }
@@ -147,40 +213,46 @@ class Session final : public Connection, public std::enable_shared_from_this<Ses
     apply_limits(*parser_, limits());
     request_.reset();
     authenticated_ = false;
-    if (first || buffer_.size() > 0) {
-      if (!first) arm(limits().request_timeout);
+    if (first) return read_header();  // awaiting since admission, under header_timeout since begin()
+    if (buffer_.size() > 0) {
+      if (!enter(Phase::awaiting)) return;
+      arm(limits().header_timeout);
       return read_header();
     }
-    // Keep-alive: idle_timeout until the next request begins, then request_timeout for all of it.
+    // Keep-alive: idle_timeout until the next request begins, then header_timeout for its headers.
+    if (!enter(Phase::idle)) return;
     arm(limits().idle_timeout);
     stream_.async_read_some(buffer_.prepare(1024),
                             [self = this->shared_from_this()](const error_code& error, std::size_t bytes) {
+                              if (self->abandoned_) return;
                               if (error) return self->finish();
                               self->buffer_.commit(bytes);
-                              self->arm(self->limits().request_timeout);
+                              if (!self->enter(Phase::awaiting)) return;
+                              self->arm(self->limits().header_timeout);
                               self->read_header();
                             });
   }
 
   void read_header() {
-    beast::http::async_read_header(
-        stream_, buffer_, *parser_,
-        [self = this->shared_from_this()](const error_code& error, std::size_t) { self->on_header(error); });
+    beast::http::async_read_header(stream_, buffer_, *parser_,
+                                   [self = this->shared_from_this()](const error_code& error, std::size_t) {
+                                     if (!self->abandoned_) self->on_header(error);
+                                   });
   }
 
   void on_header(const error_code& error) {
     if (error) return on_read_error(error);
+    arm(limits().request_timeout);  // the body
     const auto& header = parser_->get();
-    if (auto refused = framing_rejection(header)) {
-      request_ = partial_request();
-      return respond(problem(refused->status, refused->code, refused->detail, request_->path), true);
-    }
+    if (auto refused = header_rejection(header)) return refuse(refused->status, refused->code, refused->detail);
     const auto expect = header[beast::http::field::expect];
     if (!parser_->is_done() && beast::iequals(expect, "100-continue")) {
       // curl and others wait (a second) for this before sending a body (RFC 9110 10.1.1).
       static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
+      writing_continue_ = true;
       return asio::async_write(stream_, asio::buffer(kContinue.data(), kContinue.size()),
                                [self = this->shared_from_this()](const error_code& write_error, std::size_t) {
+                                 self->writing_continue_ = false;
                                  if (write_error) return self->finish();
                                  self->read_body();
                                });
@@ -192,6 +264,7 @@ class Session final : public Connection, public std::enable_shared_from_this<Ses
     if (parser_->is_done()) return on_request();
     beast::http::async_read(stream_, buffer_, *parser_,
                             [self = this->shared_from_this()](const error_code& error, std::size_t) {
+                              if (self->abandoned_) return;
                               if (error) return self->on_read_error(error);
                               self->on_request();
                             });
@@ -208,8 +281,7 @@ class Session final : public Connection, public std::enable_shared_from_this<Ses
                            error != beast::http::error::partial_message;
     if (!malformed || closed_) return finish();
     const RequestRejection rejection = rejection_for(error, parser_->is_header_done(), limits());
-    request_ = partial_request();
-    respond(problem(rejection.status, rejection.code, rejection.detail, request_->path), true);
+    refuse(rejection.status, rejection.code, rejection.detail);
   }
 
   // For the observer when a request was refused before it was whole: what is known of it.
@@ -230,12 +302,10 @@ class Session final : public Connection, public std::enable_shared_from_this<Ses
   void on_request() {
     disarm();
     received_at_ = Clock::now();
+    if (!enter(Phase::busy)) return;
     RequestRejection rejection;
     auto converted = to_http_request(parser_->get(), &rejection);
-    if (!converted) {
-      request_ = partial_request();
-      return respond(problem(rejection.status, rejection.code, rejection.detail, request_->path), true);
-    }
+    if (!converted) return refuse(rejection.status, rejection.code, rejection.detail);
     request_ = std::make_shared<HttpRequest>(std::move(converted).value());
     request_->remote = peer_.remote;
     // A connection's identity (peer credentials, certificate) wins; bearer tokens are per request.
@@ -245,11 +315,23 @@ class Session final : public Connection, public std::enable_shared_from_this<Ses
     authenticated_ = identity.has_value();
     if (auto refused = authorization_problem(*request_, identity)) return respond(std::move(*refused), false);
     if (server_->stopping) return finish();
+    if (admission_ == Admission::probation && !is_probe(request_->path)) {
+      return respond(problem(503, "too_many_connections",
+                             "the server is near its connection limit and serves only the health probes on this "
+                             "connection; retry later",
+                             request_->path),
+                     true);
+    }
     asio::post(*server_->handler_pool, [self = this->shared_from_this(), request = request_] {
       HttpResponse response = self->run_handler(*request);
       asio::post(self->stream_.get_executor(),
                  [self, response = std::move(response)]() mutable { self->respond(std::move(response), false); });
     });
+  }
+
+  bool is_probe(const std::string& path) const {
+    const auto& probes = server_->options.probe_paths;
+    return std::find(probes.begin(), probes.end(), path) != probes.end();
   }
 
   HttpResponse run_handler(const HttpRequest& request) {
@@ -276,10 +358,15 @@ class Session final : public Connection, public std::enable_shared_from_this<Ses
   // Observed first, before a byte is written: the audit line of a change exists before its client
   // can read the answer (and so before it can send the next request).
   void respond(HttpResponse response, bool close_after) {
+    const bool head = request_ && request_->method == "HEAD";
+    if (response.events && head) {
+      response.events.reset();  // a HEAD of a stream: its headers; the stream unsubscribes
+      response.content_type = "text/event-stream";
+    }
+    if (response.events && !closed_ && !admit_stream(response)) close_after = true;
     observe(response.status);
     if (closed_) return;  // the client left while the handler ran
     if (response.events) return start_events(std::move(response));
-    const bool head = request_ && request_->method == "HEAD";
     const unsigned version = parser_ && parser_->is_header_done() ? parser_->get().version() : 11;
     auto message = std::make_shared<beast::http::response<beast::http::string_body>>(
         static_cast<beast::http::status>(response.status), version);
@@ -288,7 +375,9 @@ class Session final : public Connection, public std::enable_shared_from_this<Ses
     message->body() = std::move(response.body);
     message->prepare_payload();
     if (head) message->body().clear();  // Content-Length stays: the size a GET would send
-    const bool keep_alive = !close_after && !server_->stopping && parser_ && parser_->keep_alive();
+    // A connection on probation is served once; one evicted while busy closes after its answer.
+    const bool keep_alive = !close_after && !server_->stopping && admission_ == Admission::admitted && !evicted_ &&
+                            parser_ && parser_->keep_alive();
     message->keep_alive(keep_alive);
     arm(limits().request_timeout);
     beast::http::async_write(
@@ -305,6 +394,8 @@ class Session final : public Connection, public std::enable_shared_from_this<Ses
   // closes too: closing with unread data makes the kernel send RST, and a client may then lose the
   // response it has not read yet.
   void linger() {
+    phase_ = Phase::busy;
+    server_->budget->leave(*id_);  // bounded below by its own deadline; no longer the budget's
     error_code ignored;
     socket().shutdown(asio::socket_base::shutdown_send, ignored);
     arm(std::min<std::chrono::milliseconds>(limits().request_timeout, std::chrono::milliseconds(2000)));
@@ -319,6 +410,21 @@ class Session final : public Connection, public std::enable_shared_from_this<Ses
   }
 
   // ---- event streams ---------------------------------------------------------------------------
+
+  // A stream takes one of max_event_streams; with none free, the answer becomes a 503 and the
+  // connection closes after it (the stream the handler made is dropped, which unsubscribes it).
+  bool admit_stream(HttpResponse& response) {
+    bool at_cap = false;
+    phase_ = Phase::stream;
+    if (server_->budget->enter(*id_, Phase::stream, Clock::now(), &at_cap)) return true;
+    phase_ = Phase::busy;
+    response = problem(503, "too_many_connections",
+                       at_cap ? "the server has " + std::to_string(limits().max_event_streams) +
+                                    " event streams open (api.limits.max_event_streams); retry later"
+                              : "the server needed this connection for another client; retry",
+                       request_ ? request_->path : "/");
+    return false;
+  }
 
   void start_events(HttpResponse response) {
     events_ = std::move(response.events);
@@ -390,6 +496,7 @@ class Session final : public Connection, public std::enable_shared_from_this<Ses
   void finish() {
     if (closed_) return;
     closed_ = true;
+    server_->budget->leave(*id_);
     disarm();
     heartbeat_.cancel();
     error_code ignored;
@@ -410,6 +517,12 @@ class Session final : public Connection, public std::enable_shared_from_this<Ses
   Clock::time_point received_at_ = Clock::now();
   bool authenticated_ = false;  // the request was whole and its sender known (RequestRecord)
   std::optional<std::uint64_t> id_;
+  Admission admission_ = Admission::refused_full;
+  Phase phase_ = Phase::awaiting;  // as last told to the budget
+  bool handshake_done_ = false;    // a 408 can be written
+  bool evicted_ = false;           // evicted while busy: closes after its answer
+  bool abandoned_ = false;         // the read in progress was given up for an answer (408)
+  bool writing_continue_ = false;  // a 100 Continue is being written
   bool closed_ = false;
   std::array<char, 4096> scratch_{};
   // Event streams.

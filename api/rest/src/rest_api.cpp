@@ -55,6 +55,10 @@ class RestApiImpl final : public RestApi {
 
   Status reopen_audit_log() override { return audit_->reopen(); }
 
+  void watch_server(const HttpServer& server) override {
+    metrics_.watch_connections([&server] { return server.connection_stats(); });
+  }
+
  private:
   struct Remembered {
     detail::AuditSubject subject;
@@ -93,6 +97,10 @@ class RestApiImpl final : public RestApi {
 };
 
 }  // namespace
+
+std::vector<std::string> RestApi::probe_paths() {
+  return {std::string(kLivePath), std::string(kReadyPath)};
+}
 
 Result<std::unique_ptr<RestApi>> RestApi::make(daemon::VmService& service, RestApiOptions options) {
   HA_TRY(auto audit, detail::AuditLog::open(options.audit_log));

@@ -142,6 +142,12 @@ std::optional<RouteError> check_guest_access(const CreateText& create) {
     return bad("user_data",
                "user_data: give ssh_authorized_keys or user_data, not both; put the keys in your user data");
   }
+  // A JSON string is text, and so is the user data it can carry (cloud-config, a script): a NUL
+  // ("\u0000") in it is no character cloud-init reads, and would cut it short where C reads it.
+  if (const auto nul = create.user_data.find('\0'); nul != std::string::npos) {
+    return bad("user_data", "user_data: holds a NUL (\\u0000) at byte " + std::to_string(nul) +
+                                "; send the user data as text (cloud-config or a script)");
+  }
   return std::nullopt;
 }
 
@@ -277,6 +283,9 @@ constexpr auto kRoutes = std::to_array<Route>({
     {"/v1/events", "GET", plain<command::StreamEvents>},
     {"/v1/metrics", "GET", plain<command::GetMetrics>},
 });
+// The table is written out (the OpenAPI suite reads it from this file); the probes the server
+// serves on probation are these two routes.
+static_assert(kRoutes[0].pattern == kLivePath && kRoutes[1].pattern == kReadyPath);
 
 std::vector<std::string_view> split(std::string_view path) {
   std::vector<std::string_view> segments;
@@ -312,8 +321,15 @@ ParsedRequest parse_request(const HttpRequest& request) {
   for (const auto& route : kRoutes) {
     auto params = match(route.pattern, segments);
     if (!params) continue;
-    if (route.method == request.method) return route.build(request, *params);
-    if (allow.find(route.method) == std::string::npos) allow += (allow.empty() ? "" : ", ") + std::string(route.method);
+    // HEAD is GET without the body (RFC 9110 9.3.2), on every resource GET reads; the server sends
+    // the headers a GET would, Content-Length included.
+    const bool head_of_get = request.method == "HEAD" && route.method == "GET";
+    if (route.method == request.method || head_of_get) return route.build(request, *params);
+    for (const std::string_view method : {route.method, route.method == "GET" ? "HEAD" : std::string_view()}) {
+      if (!method.empty() && allow.find(method) == std::string::npos) {
+        allow += (allow.empty() ? "" : ", ") + std::string(method);
+      }
+    }
   }
   if (!allow.empty()) {
     return RouteError{

@@ -99,6 +99,21 @@ void render_health(MetricsText& out, const std::vector<numa::DeviceHealth>& heal
   }
 }
 
+// The connection budget (docs/api.md, "Connections"): what is held now, and what was shed.
+void render_connections(MetricsText& out, const ConnectionStats& stats) {
+  out.family("hostagent_http_connections", "API connections holding a slot, by kind.", "gauge");
+  out.sample("hostagent_http_connections", {{"slot", "general"}}, stats.open - stats.reserve);
+  out.sample("hostagent_http_connections", {{"slot", "reserve"}}, stats.reserve);
+  out.family("hostagent_http_event_streams", "Event streams open.", "gauge");
+  out.sample("hostagent_http_event_streams", {}, stats.event_streams);
+  out.family("hostagent_http_connections_shed_total",
+             "Connections shed: evicted (stalled or idle, for a newer one), refused by peer or full.", "counter");
+  out.sample("hostagent_http_connections_shed_total", {{"reason", "evicted"}}, static_cast<double>(stats.evicted));
+  out.sample("hostagent_http_connections_shed_total", {{"reason", "peer_limit"}},
+             static_cast<double>(stats.refused_peer));
+  out.sample("hostagent_http_connections_shed_total", {{"reason", "full"}}, static_cast<double>(stats.refused_full));
+}
+
 }  // namespace
 
 ServiceMetrics::ServiceMetrics() : request_durations_(request_bounds()) {}
@@ -119,6 +134,11 @@ void ServiceMetrics::on_event(const daemon::ServiceEvent& event) {
     it = operation_durations_.emplace(std::pair(operation.kind, operation.state), Histogram(operation_bounds())).first;
   }
   it->second.observe(operation.duration_seconds);
+}
+
+void ServiceMetrics::watch_connections(std::function<ConnectionStats()> read) {
+  std::lock_guard lock(mutex_);
+  connections_ = std::move(read);
 }
 
 void ServiceMetrics::on_request(const std::string& method, unsigned status, std::chrono::nanoseconds latency) {
@@ -153,6 +173,7 @@ void ServiceMetrics::render_counted(MetricsText& out) {
   }
   out.family("hostagent_http_request_duration_seconds", "HTTP requests, from read to the response ready.", "histogram");
   out.histogram("hostagent_http_request_duration_seconds", {}, request_durations_);
+  if (connections_) render_connections(out, connections_());
 }
 
 }  // namespace hostagent::api::detail

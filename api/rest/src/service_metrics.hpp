@@ -6,12 +6,14 @@
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <set>
 #include <string>
 #include <vector>
 
+#include "hostagent/api/http_server.hpp"
 #include "hostagent/service/vm_service.hpp"
 #include "metrics_text.hpp"
 
@@ -23,6 +25,8 @@ class ServiceMetrics {
   // An operation event: an operation that ended (once per id) is observed in the duration histogram.
   void on_event(const daemon::ServiceEvent& event);
   void on_request(const std::string& method, unsigned status, std::chrono::nanoseconds latency);
+  // The HTTP server's connection budget, read at each scrape from now on.
+  void watch_connections(std::function<ConnectionStats()> read);
   // The exposition text; reads the service (may block on libvirt).
   std::string render(daemon::VmService& service);
 
@@ -35,6 +39,7 @@ class ServiceMetrics {
   std::deque<std::string> ended_order_;                                           // oldest first, to forget them
   std::map<std::pair<std::string, unsigned>, uint64_t> requests_;                 // (method, status)
   Histogram request_durations_;
+  std::function<ConnectionStats()> connections_;  // unset until the server runs
 };
 
 }  // namespace hostagent::api::detail

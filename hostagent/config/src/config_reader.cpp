@@ -33,7 +33,12 @@ const std::vector<std::string_view> kLibvirtKeys = {"uri", "domain_type", "emula
                                                     "reconnect_interval"};
 const std::vector<std::string_view> kHostKeys = {"sysfs_root", "simulated", "housekeeping_cpus",
                                                  "confine_host_processes"};
-const std::vector<std::string_view> kApiKeys = {"listen", "tls", "token_file", "reader_token_file", "audit_log"};
+const std::vector<std::string_view> kApiKeys = {"listen",    "tls",   "token_file", "reader_token_file",
+                                                "audit_log", "limits"};
+const std::vector<std::string_view> kApiLimitsKeys = {"header_timeout",   "request_timeout", "idle_timeout",
+                                                      "max_connections",  "health_reserve",  "max_connections_per_peer",
+                                                      "max_event_streams"};
+constexpr int kMaxConnections = 65536;
 const std::vector<std::string_view> kTlsKeys = {"certificate", "key", "client_ca"};  // the files
 const std::vector<std::string_view> kTlsSectionKeys = {"certificate", "key", "client_ca", "operator_common_names"};
 const std::vector<std::string_view> kDevicesKeys = {"preparation", "bind_at_start",     "gpu_ids", "sriov",
@@ -331,6 +336,34 @@ class ConfigReader {
     reader_token_file_ = Written::of(reader, reader_path.has_value());
     config.audit_log = read_absolute_path(check_, field(api, "audit_log"), "api.audit_log", EmptyPath::none)
                            .value_or(config.audit_log);
+    read_api_limits(field(api, "limits"), config.limits);
+  }
+
+  void read_api_limits(const Value& limits, ApiLimitsConfig& config) {
+    if (!section(limits, "api.limits", kApiLimitsKeys)) return;
+    const auto duration = [&](std::string_view key, std::chrono::milliseconds fallback) {
+      return read_duration(check_, field(limits, key), "api.limits." + std::string(key)).value_or(fallback);
+    };
+    const auto count = [&](std::string_view key, int least, int fallback) {
+      return check_.whole(field(limits, key), "api.limits." + std::string(key), least, kMaxConnections)
+          .value_or(fallback);
+    };
+    config.header_timeout = duration("header_timeout", config.header_timeout);
+    config.request_timeout = duration("request_timeout", config.request_timeout);
+    config.idle_timeout = duration("idle_timeout", config.idle_timeout);
+    config.max_connections = count("max_connections", 2, config.max_connections);
+    config.health_reserve = count("health_reserve", 1, config.health_reserve);
+    config.max_connections_per_peer = count("max_connections_per_peer", 1, config.max_connections_per_peer);
+    config.max_event_streams = count("max_event_streams", 1, config.max_event_streams);
+    // The reserve is the last slots of max_connections: some must be left for everyone else.
+    if (config.health_reserve >= config.max_connections) {
+      const Value& reserve = field(limits, "health_reserve");
+      const Value& written = reserve.is_null() ? field(limits, "max_connections") : reserve;
+      check_.report(written.at, reserve.is_null() ? "api.limits.max_connections" : "api.limits.health_reserve",
+                    describe(written) + " with " + std::to_string(config.health_reserve) + " of them the reserve and " +
+                        std::to_string(config.max_connections) + " connections",
+                    "api.limits.health_reserve below api.limits.max_connections");
+    }
   }
 
   void read_common_names(const Value& names, TlsConfig& config) {

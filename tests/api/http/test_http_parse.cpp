@@ -34,15 +34,15 @@ TEST_CASE("a request's method, target, decoded path and query, lower-cased heade
 
 TEST_CASE("a repeated query key keeps the last value and repeated headers are joined") {
   const auto parsed =
-      parse_http_request("GET /v1/devices?role=gpu&role=nic HTTP/1.1\r\nAccept: a\r\naccept: b\r\n\r\n", {});
+      parse_http_request("GET /v1/devices?role=gpu&role=nic HTTP/1.1\r\nHost: x\r\nAccept: a\r\naccept: b\r\n\r\n", {});
   REQUIRE(parsed.ok());
   CHECK(parsed->query.at("role") == "nic");
   CHECK(parsed->headers.at("accept") == "a, b");
 }
 
 TEST_CASE("a chunked body is decoded") {
-  const auto parsed =
-      parse_http_request("POST /x HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n", {});
+  const auto parsed = parse_http_request(
+      "POST /x HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n", {});
   REQUIRE_MESSAGE(parsed.ok(), (parsed.ok() ? std::string() : parsed.error().message));
   CHECK(parsed->body == "abcde");
 }
@@ -50,26 +50,28 @@ TEST_CASE("a chunked body is decoded") {
 // RFC 9112 6.3: a request whose last transfer coding is not chunked has no knowable length; read as
 // bodiless, its body would be the next request. RFC 9110 15.6.2: a coding the server does not decode is 501.
 TEST_CASE("a Transfer-Encoding that does not end in chunked is 400, and chunked after another coding 501") {
-  const std::string smuggled = "DELETE /v1/vms/x HTTP/1.1\r\n\r\n";
+  const std::string smuggled = "DELETE /v1/vms/x HTTP/1.1\r\nHost: x\r\n\r\n";
   for (const std::string coding : {"chunked, identity", "xchunked", "gzip", "identity"}) {
     CAPTURE(coding);
     const auto rejection =
-        rejected("POST /v1/vms/x/start HTTP/1.1\r\nTransfer-Encoding: " + coding + "\r\n\r\n" + smuggled);
+        rejected("POST /v1/vms/x/start HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: " + coding + "\r\n\r\n" + smuggled);
     CHECK(rejection.status == 400);
     CHECK(rejection.code == "invalid_argument");
     CHECK(rejection.detail.find("does not end in chunked") != std::string::npos);
   }
   // Two fields are one list (RFC 9110 5.3): "chunked" then "gzip" ends in gzip.
-  CHECK(rejected("POST /x HTTP/1.1\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: gzip\r\n\r\n").status == 400);
+  CHECK(
+      rejected("POST /x HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: gzip\r\n\r\n").status ==
+      400);
   for (const std::string coding : {"gzip, chunked", "GZIP , Chunked"}) {
     CAPTURE(coding);
     const auto rejection =
-        rejected("POST /x HTTP/1.1\r\nTransfer-Encoding: " + coding + "\r\n\r\n3\r\nabc\r\n0\r\n\r\n");
+        rejected("POST /x HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: " + coding + "\r\n\r\n3\r\nabc\r\n0\r\n\r\n");
     CHECK(rejection.status == 501);
     CHECK(rejection.code == "not_implemented");
   }
   const auto chunked =
-      parse_http_request("POST /x HTTP/1.1\r\nTransfer-Encoding: Chunked\r\n\r\n1\r\na\r\n0\r\n\r\n", {});
+      parse_http_request("POST /x HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: Chunked\r\n\r\n1\r\na\r\n0\r\n\r\n", {});
   CHECK(chunked.ok());
 }
 
@@ -77,7 +79,7 @@ TEST_CASE("bad targets are 400: invalid percent-encoding, NUL, encoded slash, do
   for (const std::string target : {"/v1/vms/%zz", "/v1/vms/%4", "/v1/vms/a%00b", "/v1/vms?x=%00", "/v1/vms/a%2Fb",
                                    "/v1/vms/..", "/v1/./vms", "http://example.com/v1/vms", "v1/vms"}) {
     CAPTURE(target);
-    const auto rejection = rejected("GET " + target + " HTTP/1.1\r\n\r\n");
+    const auto rejection = rejected("GET " + target + " HTTP/1.1\r\nHost: x\r\n\r\n");
     CHECK(rejection.status == 400);
     CHECK(rejection.code == "invalid_argument");
     CHECK(rejection.detail.find("request target") != std::string::npos);
@@ -97,33 +99,44 @@ TEST_CASE("a body above max_body_bytes is 413, headers above max_header_bytes 43
   ServerLimits limits;
   limits.max_body_bytes = 8;
   limits.max_header_bytes = 128;
-  const auto body = rejected("POST /x HTTP/1.1\r\nContent-Length: 9\r\n\r\n123456789", limits);
+  const auto body = rejected("POST /x HTTP/1.1\r\nHost: x\r\nContent-Length: 9\r\n\r\n123456789", limits);
   CHECK(body.status == 413);
   CHECK(body.code == "payload_too_large");
-  const auto chunked =
-      rejected("POST /x HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nabcde\r\n5\r\nfghij\r\n0\r\n\r\n", limits);
+  const auto chunked = rejected(
+      "POST /x HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nabcde\r\n5\r\nfghij\r\n0\r\n\r\n", limits);
   CHECK(chunked.status == 413);
-  const auto headers = rejected("GET /x HTTP/1.1\r\nX-Big: " + std::string(200, 'a') + "\r\n\r\n", limits);
+  const auto headers = rejected("GET /x HTTP/1.1\r\nHost: x\r\nX-Big: " + std::string(200, 'a') + "\r\n\r\n", limits);
   CHECK(headers.status == 431);
   CHECK(headers.code == "header_too_large");
-  CHECK(parse_http_request("POST /x HTTP/1.1\r\nContent-Length: 8\r\n\r\n12345678", limits).ok());
+  CHECK(parse_http_request("POST /x HTTP/1.1\r\nHost: x\r\nContent-Length: 8\r\n\r\n12345678", limits).ok());
 }
 
 TEST_CASE("incomplete and malformed requests are 400") {
   CHECK(rejected("GET /x HTTP/1.1\r\nHost: x\r\n").status == 400);
-  CHECK(rejected("POST /x HTTP/1.1\r\nContent-Length: 10\r\n\r\nabc").status == 400);
+  CHECK(rejected("POST /x HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\nabc").status == 400);
   CHECK(rejected("").status == 400);
   CHECK(rejected("\x01\x02garbage\r\n\r\n").status == 400);
   CHECK(rejected("GET /x HTTP/9.9\r\n\r\n").status == 400);
-  CHECK(rejected("GET /x HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nab").status == 400);
+  CHECK(rejected("GET /x HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nab").status == 400);
   // Without a rejection to fill, the error alone.
   const auto parsed = parse_http_request("nonsense", {});
   REQUIRE_FALSE(parsed.ok());
   CHECK(parsed.error().code == ErrorCode::invalid_argument);
 }
 
+// RFC 9112 3.2: exactly one Host on HTTP/1.1; HTTP/1.0 may leave it out.
+TEST_CASE("an HTTP/1.1 request without Host, or with two, is 400") {
+  const auto missing = rejected("GET /v1/vms HTTP/1.1\r\n\r\n");
+  CHECK(missing.status == 400);
+  CHECK(missing.detail.find("Host") != std::string::npos);
+  const auto twice = rejected("GET /v1/vms HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n");
+  CHECK(twice.status == 400);
+  CHECK(twice.detail.find("2 Host headers") != std::string::npos);
+  CHECK(parse_http_request("GET /v1/vms HTTP/1.0\r\n\r\n", {}).ok());
+}
+
 TEST_CASE("bytes after the first complete request are left for the next one") {
-  const auto parsed = parse_http_request("GET /a HTTP/1.1\r\n\r\nGET /b HTTP/1.1\r\n\r\n", {});
+  const auto parsed = parse_http_request("GET /a HTTP/1.1\r\nHost: x\r\n\r\nGET /b HTTP/1.1\r\nHost: x\r\n\r\n", {});
   REQUIRE(parsed.ok());
   CHECK(parsed->path == "/a");
 }

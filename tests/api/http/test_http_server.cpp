@@ -15,6 +15,7 @@
 
 #include "hostagent/common/listen_address.hpp"
 #include "test_fixture.hpp"
+#include "test_pki.hpp"
 #include "test_support.hpp"
 
 namespace hostagent::api {
@@ -25,6 +26,7 @@ using hostagent::testing::TempDir;
 using testing::connect_tcp;
 using testing::connect_unix;
 using testing::Harness;
+using testing::make_pki;
 using testing::Response;
 using testing::http::verb;
 
@@ -260,50 +262,6 @@ TEST_CASE("tcp on the ipv6 loopback reports the port it bound") {
 
 // ---- mutual TLS --------------------------------------------------------------------------------
 
-struct Pki {
-  fs::path ca, server_certificate, server_key;
-  fs::path operator_certificate, operator_key, reader_certificate, reader_key;
-  fs::path foreign_certificate, foreign_key;  // CN=control-plane, signed by another CA
-};
-
-bool openssl(const std::vector<std::string>& arguments) {
-  std::vector<std::string> argv = {"openssl"};
-  argv.insert(argv.end(), arguments.begin(), arguments.end());
-  const auto result = hostagent::testing::run_command(argv);
-  if (result.exit_code != 0) MESSAGE("openssl failed: " << result.output);
-  return result.exit_code == 0;
-}
-
-bool make_ca(const fs::path& dir, const std::string& name) {
-  return openssl({"req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-keyout",
-                  (dir / (name + ".key")).string(), "-out", (dir / (name + ".crt")).string(), "-subj", "/CN=" + name,
-                  "-days", "2"});
-}
-
-bool make_leaf(const fs::path& dir, const std::string& file, const std::string& common_name, const std::string& ca,
-               int serial) {
-  const std::string base = (dir / file).string();
-  return openssl({"req", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-keyout",
-                  base + ".key", "-out", base + ".csr", "-subj", "/CN=" + common_name}) &&
-         openssl({"x509", "-req", "-in", base + ".csr", "-CA", (dir / (ca + ".crt")).string(), "-CAkey",
-                  (dir / (ca + ".key")).string(), "-set_serial", std::to_string(serial), "-out", base + ".crt", "-days",
-                  "2"});
-}
-
-std::optional<Pki> make_pki(const fs::path& dir) {
-  if (!hostagent::testing::find_program("openssl")) {
-    hostagent::testing::skip("the openssl binary is not installed (it makes the test certificates)");
-    return std::nullopt;
-  }
-  const bool made = make_ca(dir, "ca") && make_ca(dir, "other-ca") && make_leaf(dir, "server", "localhost", "ca", 1) &&
-                    make_leaf(dir, "operator", "control-plane", "ca", 2) &&
-                    make_leaf(dir, "reader", "dashboard", "ca", 3) &&
-                    make_leaf(dir, "foreign", "control-plane", "other-ca", 4);
-  REQUIRE(made);
-  return Pki{dir / "ca.crt",     dir / "server.crt", dir / "server.key",  dir / "operator.crt", dir / "operator.key",
-             dir / "reader.crt", dir / "reader.key", dir / "foreign.crt", dir / "foreign.key"};
-}
-
 TEST_CASE("mutual tls: the certificate's CN decides the role, and no or a foreign certificate is refused") {
   TempDir dir;
   const auto pki = make_pki(dir.path());
@@ -438,18 +396,47 @@ TEST_CASE("a request whose framing is not chunked is refused and closed: its bod
   CHECK(harness.handled().empty());
 }
 
-TEST_CASE("a slow client is disconnected when its request does not arrive in time") {
+TEST_CASE("headers that do not arrive in time are answered 408 and closed, a silent connection too") {
+  TempDir dir;
+  ServerOptions options = unix_options(dir.path() / "api.sock");
+  options.limits.header_timeout = std::chrono::milliseconds(200);
+  Harness harness;
+  auto server = harness.start(options);
+  REQUIRE_MESSAGE(server.ok(), failure(server));
+  auto partial = connect_unix(dir.path() / "api.sock");
+  REQUIRE(partial->send("GET /slow HTTP/1.1\r\nHost: x\r\n"));
+  auto silent = connect_unix(dir.path() / "api.sock");
+  for (auto* client : {partial.get(), silent.get()}) {
+    const auto answer = client->read();
+    REQUIRE(answer);
+    CHECK(answer->result_int() == 408);
+    CHECK(problem_code(*answer) == "request_timeout");
+    CHECK_FALSE(answer->keep_alive());
+    CHECK(client->closed_by_server());
+  }
+  CHECK(harness.handled().empty());
+  // The metrics hear of both; the audit log of neither (nothing whole was attempted).
+  REQUIRE(harness.wait_seen(2));
+  for (const auto& seen : harness.seen()) {
+    CHECK(seen.status == 408);
+    CHECK_FALSE(seen.authenticated);
+  }
+}
+
+TEST_CASE("a body that does not arrive in time is answered 408") {
   TempDir dir;
   ServerOptions options = unix_options(dir.path() / "api.sock");
   options.limits.request_timeout = std::chrono::milliseconds(200);
   Harness harness;
   auto server = harness.start(options);
   REQUIRE_MESSAGE(server.ok(), failure(server));
-  auto partial = connect_unix(dir.path() / "api.sock");
-  REQUIRE(partial->send("GET /slow HTTP/1.1\r\nHost: x\r\n"));
-  CHECK(partial->closed_by_server());
-  auto silent = connect_unix(dir.path() / "api.sock");
-  CHECK(silent->closed_by_server());
+  auto client = connect_unix(dir.path() / "api.sock");
+  REQUIRE(client->send("POST /slow HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n12345"));
+  const auto answer = client->read();
+  REQUIRE(answer);
+  CHECK(answer->result_int() == 408);
+  CHECK(boost::json::parse(answer->body()).at("detail").as_string().find("body") != std::string::npos);
+  CHECK(client->closed_by_server());
   CHECK(harness.handled().empty());
 }
 
@@ -467,31 +454,182 @@ TEST_CASE("an idle keep-alive connection is closed") {
   CHECK(client->closed_by_server());
 }
 
-TEST_CASE("beyond max_connections a connection is answered 503 and closed") {
+// ---- the connection budget ---------------------------------------------------------------------
+
+// Three slots, the last a health reserve; /probe and /block are the probes.
+ServerOptions budget_options(const fs::path& socket) {
+  ServerOptions options = unix_options(socket);
+  options.limits.max_connections = 3;
+  options.limits.health_reserve = 1;
+  options.probe_paths = {"/probe", "/block"};
+  return options;
+}
+
+TEST_CASE("with the general slots taken, the oldest stalled connection is evicted with a 408") {
+  TempDir dir;
+  Harness harness;
+  auto server = harness.start(budget_options(dir.path() / "api.sock"));
+  REQUIRE_MESSAGE(server.ok(), failure(server));
+  auto oldest = connect_unix(dir.path() / "api.sock");
+  REQUIRE(oldest->send("GET /stalled HTTP/1.1\r\n"));
+  auto younger = connect_unix(dir.path() / "api.sock");
+  REQUIRE(younger->send("GET /stalled HTTP/1.1\r\n"));
+  // Both stall in the two general slots; the server must see them before the next one comes.
+  for (int i = 0; i < 500 && (*server)->connection_stats().open < 2; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  REQUIRE((*server)->connection_stats().open == 2);
+
+  auto operator_client = connect_unix(dir.path() / "api.sock");
+  const auto served = operator_client->request(verb::get, "/work");
+  REQUIRE(served);
+  CHECK(served->result_int() == 200);
+  CHECK(served->keep_alive());  // a general slot, not probation
+  const auto evicted = oldest->read();
+  REQUIRE(evicted);
+  CHECK(evicted->result_int() == 408);
+  CHECK(oldest->closed_by_server());
+  const auto stats = (*server)->connection_stats();
+  CHECK(stats.evicted == 1);
+  CHECK(stats.open == 2);
+  CHECK(harness.handled() == std::vector<std::string>{"/work"});
+}
+
+TEST_CASE("with every general slot busy, a probe is served from the reserve, anything else is 503") {
+  TempDir dir;
+  Harness harness;
+  auto server = harness.start(budget_options(dir.path() / "api.sock"));
+  REQUIRE_MESSAGE(server.ok(), failure(server));
+  std::vector<std::unique_ptr<testing::UnixClient>> busy;
+  for (int i = 0; i < 2; ++i) {
+    busy.push_back(connect_unix(dir.path() / "api.sock"));
+    REQUIRE(busy.back()->send("GET /block HTTP/1.1\r\nHost: x\r\n\r\n"));
+  }
+  for (int i = 0; i < 500 && harness.handled().size() < 2; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  REQUIRE(harness.handled().size() == 2);
+
+  auto probe = connect_unix(dir.path() / "api.sock");
+  const auto live = probe->request(verb::get, "/probe");
+  REQUIRE(live);
+  CHECK(live->result_int() == 200);
+  CHECK_FALSE(live->keep_alive());  // served once
+  CHECK(probe->closed_by_server());
+
+  auto other = connect_unix(dir.path() / "api.sock");
+  const auto shed = other->request(verb::post, "/change", "{}");
+  REQUIRE(shed);
+  CHECK(shed->result_int() == 503);
+  CHECK(problem_code(*shed) == "too_many_connections");
+  CHECK_FALSE((*shed)[testing::http::field::retry_after].empty());
+  CHECK(other->closed_by_server());
+
+  // The reserve held too (a probe that blocks): the next connection is refused unread.
+  auto reserve = connect_unix(dir.path() / "api.sock");
+  REQUIRE(reserve->send("GET /block HTTP/1.1\r\nHost: x\r\n\r\n"));
+  for (int i = 0; i < 500 && harness.handled().size() < 4; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  REQUIRE(harness.handled().size() == 4);
+  auto refused = connect_unix(dir.path() / "api.sock");
+  const auto full = refused->request(verb::get, "/probe");
+  REQUIRE(full);
+  CHECK(full->result_int() == 503);
+  CHECK(refused->closed_by_server());
+  const auto stats = (*server)->connection_stats();
+  CHECK(stats.refused_full == 1);
+  CHECK(stats.reserve == 1);
+
+  harness.release_blocked();
+  for (auto& client : busy) {
+    const auto answer = client->read();
+    REQUIRE(answer);
+    CHECK(answer->body() == "unblocked");
+  }
+  CHECK(harness.handled() == std::vector<std::string>{"/block", "/block", "/probe", "/block"});
+}
+
+// A TCP client whose source address is `source` (any 127.0.0.0/8 address is this machine's).
+std::unique_ptr<testing::TcpClient> connect_tcp_from(const std::string& source, uint16_t port) {
+  auto client = std::make_unique<testing::TcpClient>();
+  auto& socket = client->stream();
+  testing::error_code error;
+  socket.open(testing::asio::ip::tcp::v4(), error);
+  if (!error) socket.bind({testing::asio::ip::make_address(source), 0}, error);
+  if (!error) socket.connect({testing::asio::ip::make_address("127.0.0.1"), port}, error);
+  return error ? nullptr : std::move(client);
+}
+
+TEST_CASE("one TCP peer address holds at most max_connections_per_peer, and another is served") {
   Harness harness;
   ServerOptions options = token_options();
-  options.limits.max_connections = 1;
+  options.limits.max_connections_per_peer = 2;
   auto server = harness.start(options);
   REQUIRE_MESSAGE(server.ok(), failure(server));
   const uint16_t port = tcp_port(**server);
-  auto first = connect_tcp("127.0.0.1", port);
-  auto held = first->request(verb::get, "/held", "", bearer("reader-secret"));
-  REQUIRE(held);
-  CHECK(held->result_int() == 200);
-  CHECK((*server)->open_connections() == 1);
-
-  auto second = connect_tcp("127.0.0.1", port);
-  auto refused = second->request(verb::get, "/refused", "", bearer("reader-secret"));
+  std::vector<std::unique_ptr<testing::TcpClient>> held;
+  for (int i = 0; i < 2; ++i) {
+    held.push_back(connect_tcp_from("127.0.0.2", port));
+    REQUIRE(held.back());
+    REQUIRE(held.back()->request(verb::get, "/held", "", bearer("reader-secret")));
+  }
+  auto third = connect_tcp_from("127.0.0.2", port);
+  REQUIRE(third);
+  const auto refused = third->request(verb::get, "/refused", "", bearer("reader-secret"));
   REQUIRE(refused);
   CHECK(refused->result_int() == 503);
-  CHECK(problem_code(*refused) == "too_many_connections");
-  CHECK_FALSE((*refused)[testing::http::field::retry_after].empty());
+  CHECK(boost::json::parse(refused->body()).at("detail").as_string().find("max_connections_per_peer") !=
+        std::string::npos);
+  CHECK(third->closed_by_server());
+
+  auto elsewhere = connect_tcp_from("127.0.0.3", port);
+  REQUIRE(elsewhere);
+  const auto served = elsewhere->request(verb::get, "/served", "", bearer("reader-secret"));
+  REQUIRE(served);
+  CHECK(served->result_int() == 200);
+  CHECK((*server)->connection_stats().refused_peer == 1);
+  CHECK(harness.handled() == std::vector<std::string>{"/held", "/held", "/served"});
+}
+
+TEST_CASE("event streams beyond max_event_streams are answered 503") {
+  TempDir dir;
+  ServerOptions options = unix_options(dir.path() / "api.sock");
+  options.limits.max_event_streams = 1;
+  Harness harness;
+  auto server = harness.start(options);
+  REQUIRE_MESSAGE(server.ok(), failure(server));
+  auto first = connect_unix(dir.path() / "api.sock");
+  REQUIRE(first->send("GET /events HTTP/1.1\r\nHost: x\r\n\r\n"));
+  REQUIRE(first->read_until("\r\n\r\n"));
+  auto second = connect_unix(dir.path() / "api.sock");
+  const auto refused = second->request(verb::get, "/events");
+  REQUIRE(refused);
+  CHECK(refused->result_int() == 503);
+  CHECK(boost::json::parse(refused->body()).at("detail").as_string().find("max_event_streams") != std::string::npos);
   CHECK(second->closed_by_server());
-  CHECK(harness.handled() == std::vector<std::string>{"/held"});
-  // The refusal counts in the metrics but is no attempt for the audit log: nothing was read.
-  REQUIRE(harness.wait_seen(2));
-  CHECK(harness.seen()[1].status == 503);
-  CHECK_FALSE(harness.seen()[1].authenticated);
+  CHECK((*server)->connection_stats().event_streams == 1);
+  // The slot comes back when the stream ends.
+  first.reset();
+  for (int i = 0; i < 500 && (*server)->connection_stats().event_streams > 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  auto third = connect_unix(dir.path() / "api.sock");
+  REQUIRE(third->send("GET /events HTTP/1.1\r\nHost: x\r\n\r\n"));
+  const auto header = third->read_until("\r\n\r\n");
+  REQUIRE(header);
+  CHECK(header->starts_with("HTTP/1.1 200"));
+}
+
+TEST_CASE("a health reserve as large as the connections is refused at start") {
+  TempDir dir;
+  ServerOptions options = unix_options(dir.path() / "api.sock");
+  options.limits.max_connections = 4;
+  options.limits.health_reserve = 4;
+  Harness harness;
+  const auto server = harness.start(options);
+  REQUIRE_FALSE(server.ok());
+  CHECK(server.error().message.find("health_reserve") != std::string::npos);
 }
 
 TEST_CASE("keep-alive serves two requests on one connection, and HTTP/1.0 closes after one") {
@@ -617,7 +755,8 @@ TEST_CASE("an event stream ends when the client goes away") {
   REQUIRE(client->send("GET /events HTTP/1.1\r\nHost: x\r\n\r\n"));
   REQUIRE(client->read_until("\r\n\r\n"));
   REQUIRE(harness.stream());
-  CHECK((*server)->open_connections() == 1);
+  CHECK((*server)->connection_stats().open == 1);
+  CHECK((*server)->connection_stats().event_streams == 1);
   // The observer heard of the stream when it began.
   REQUIRE(harness.wait_seen(1));
   CHECK(harness.seen()[0].path == "/events");
@@ -634,7 +773,7 @@ TEST_CASE("stop closes open connections and joins the threads") {
   REQUIRE(client->request(verb::get, "/x"));
   (*server)->stop();
   CHECK(client->closed_by_server());
-  CHECK((*server)->open_connections() == 0);
+  CHECK((*server)->connection_stats().open == 0);
   CHECK_FALSE(connect_unix(dir.path() / "api.sock"));
 }
 

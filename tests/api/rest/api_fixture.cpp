@@ -13,13 +13,13 @@ ApiFixture::~ApiFixture() {
   stop();
 }
 
-void ApiFixture::start() {
+void ApiFixture::start(const api::ServerLimits& limits) {
   auto service = daemon_.start(&hypervisor_);
   REQUIRE_MESSAGE(service.ok(), service.error().message);
   service_ = std::move(service).value();
   api::RestApiOptions options;
   options.template_directories = daemon_.config().template_directories;
-  serve(*service_, options);
+  serve(*service_, options, limits);
 }
 
 void ApiFixture::stop() {

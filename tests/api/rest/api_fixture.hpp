@@ -18,8 +18,9 @@ class ApiFixture : public ApiServer {
   ApiFixture(const ApiFixture&) = delete;
   ApiFixture& operator=(const ApiFixture&) = delete;
 
-  // Starts the service, the routes and the server; fails the calling test case on an error.
-  void start();
+  // Starts the service, the routes and the server (with these limits); fails the calling test case on
+  // an error.
+  void start(const api::ServerLimits& limits = {});
   // Stops the server, then the routes, then the service. Idempotent.
   void stop();
 

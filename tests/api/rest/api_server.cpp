@@ -36,13 +36,14 @@ ApiServer::~ApiServer() {
   stop_serving();
 }
 
-void ApiServer::serve(daemon::VmService& service, api::RestApiOptions options) {
+void ApiServer::serve(daemon::VmService& service, api::RestApiOptions options, api::ServerLimits limits) {
   options.audit_log = audit_log_;
   auto api = api::RestApi::make(service, std::move(options));
   REQUIRE_MESSAGE(api.ok(), api.error().message);
   api_ = std::move(api).value();
 
   api::ServerOptions server;
+  server.limits = limits;
   ListenAddress unix_socket;
   unix_socket.socket_path = socket_path_;
   ListenAddress tcp;
@@ -51,12 +52,14 @@ void ApiServer::serve(daemon::VmService& service, api::RestApiOptions options) {
   server.listen = {unix_socket, tcp};
   server.operator_token = kOperatorToken;
   server.reader_token = kReaderToken;
+  server.probe_paths = api::RestApi::probe_paths();
   api::RestApi* routes = api_.get();
   auto started = api::HttpServer::start(
       server, [routes](const api::HttpRequest& request) { return routes->handle(request); },
       [routes](const api::RequestRecord& record) { routes->observe(record); });
   REQUIRE_MESSAGE(started.ok(), started.error().message);
   server_ = std::move(started).value();
+  api_->watch_server(*server_);
   for (const auto& endpoint : server_->endpoints()) {
     if (endpoint.kind == ListenAddress::Kind::tcp) tcp_port_ = endpoint.port;
   }

@@ -48,7 +48,7 @@ class ApiServer {
 
   // Starts the routes over `service` (which outlives the server) and the server; fails the calling
   // test case on an error. The audit log is the server's own.
-  void serve(daemon::VmService& service, api::RestApiOptions options);
+  void serve(daemon::VmService& service, api::RestApiOptions options, api::ServerLimits limits = {});
   // Stops the server, then the routes. Idempotent.
   void stop_serving();
 
@@ -65,6 +65,8 @@ class ApiServer {
   uint16_t tcp_port() const { return tcp_port_; }
   const std::filesystem::path& audit_log() const { return audit_log_; }
   const std::filesystem::path& scratch() const { return scratch_.path(); }
+  // The server, for its connection budget (valid while serving).
+  const api::HttpServer& http_server() const { return *server_; }
 
  private:
   ApiResponse send(const ClientEndpoint& endpoint, const ClientRequest& request);

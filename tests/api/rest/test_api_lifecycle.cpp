@@ -169,13 +169,14 @@ TEST_CASE("metrics expose every family of docs/api.md") {
   REQUIRE(metrics.status == 200);
   CHECK(metrics.content_type.find("text/plain; version=0.0.4") == 0);
   const auto& body = metrics.body;
-  for (const char* family :
-       {"hostagent_vms gauge", "hostagent_operation_duration_seconds histogram", "hostagent_operations_in_flight gauge",
-        "hostagent_free_cpus gauge", "hostagent_free_gpus gauge", "hostagent_free_vfs gauge",
-        "hostagent_free_hugepages gauge", "hostagent_libvirt_connected gauge",
-        "hostagent_libvirt_connection_losses_total counter", "hostagent_device_present gauge",
-        "hostagent_device_link_degraded gauge", "hostagent_device_aer_errors_total counter",
-        "hostagent_http_requests_total counter", "hostagent_http_request_duration_seconds histogram"}) {
+  for (const char* family : {"hostagent_vms gauge", "hostagent_operation_duration_seconds histogram",
+                             "hostagent_operations_in_flight gauge", "hostagent_free_cpus gauge",
+                             "hostagent_free_gpus gauge", "hostagent_free_vfs gauge", "hostagent_free_hugepages gauge",
+                             "hostagent_libvirt_connected gauge", "hostagent_libvirt_connection_losses_total counter",
+                             "hostagent_device_present gauge", "hostagent_device_link_degraded gauge",
+                             "hostagent_device_aer_errors_total counter", "hostagent_http_requests_total counter",
+                             "hostagent_http_request_duration_seconds histogram", "hostagent_http_connections gauge",
+                             "hostagent_http_event_streams gauge", "hostagent_http_connections_shed_total counter"}) {
     CAPTURE(family);
     CHECK(body.find(std::string("# TYPE ") + family + "\n") != std::string::npos);
   }
@@ -195,6 +196,10 @@ TEST_CASE("metrics expose every family of docs/api.md") {
   CHECK(body.find("hostagent_free_gpus{node=\"0\"} ") != std::string::npos);
   CHECK(body.find("hostagent_device_present{device=\"") != std::string::npos);
   CHECK(body.find("hostagent_http_request_duration_seconds_bucket{le=\"+Inf\"} ") != std::string::npos);
+  // The scrape's own connection holds a general slot; nothing was shed.
+  CHECK(body.find("hostagent_http_connections{slot=\"general\"} 0\n") == std::string::npos);
+  CHECK(body.find("hostagent_http_connections{slot=\"reserve\"} 0\n") != std::string::npos);
+  CHECK(body.find("hostagent_http_connections_shed_total{reason=\"evicted\"} 0\n") != std::string::npos);
 }
 
 TEST_CASE("every attempted change is audited on one JSON line in order, reads and unauthenticated noise are not") {

@@ -105,11 +105,14 @@ TEST_CASE("parse_request answers 404 for unknown paths and 405 with Allow for a 
   const auto put = error_of(make("PUT", "/v1/vms"));
   CHECK(put.status == 405);
   CHECK(put.code == "method_not_allowed");
-  CHECK(put.allow == "GET, POST");
+  CHECK(put.allow == "GET, HEAD, POST");
   CHECK(error_of(make("GET", "/v1/vms/v/start")).allow == "POST");
-  CHECK(error_of(make("POST", "/v1/vms/v")).allow == "GET, DELETE");
-  CHECK(error_of(make("DELETE", "/v1/host")).allow == "GET");
-  CHECK(error_of(make("POST", "/v1/templates/t")).allow == "GET");
+  CHECK(error_of(make("POST", "/v1/vms/v")).allow == "GET, HEAD, DELETE");
+  CHECK(error_of(make("DELETE", "/v1/host")).allow == "GET, HEAD");
+  CHECK(error_of(make("POST", "/v1/templates/t")).allow == "GET, HEAD");
+  // HEAD reads what GET reads (RFC 9110 9.3.2).
+  command_of<command::ListVms>(make("HEAD", "/v1/vms"));
+  CHECK(command_of<command::GetVm>(make("HEAD", "/v1/vms/v")).name.str() == "v");
   // GET of /v1/templates/validate is a template named "validate": the service answers 404.
   CHECK(command_of<command::GetTemplate>(make("GET", "/v1/templates/validate")).name == "validate");
 }
@@ -157,6 +160,8 @@ TEST_CASE("parse_request names the field of a bad create body") {
       {R"({"name":"a","template":"t","request_id":"has space"})", "request_id", "printable"},
       {R"({"name":"a","template":"t","ssh_authorized_keys":["a\nb"]})", "ssh_authorized_keys[0]", "one non-empty line"},
       {R"({"name":"a","template":"t","ssh_authorized_keys":["k"],"user_data":"u"})", "user_data", "not both"},
+      {R"({"name":"a","template":"t","user_data":"#cloud-config\u0000runcmd"})", "user_data", "NUL"},
+      {R"({"name":"-rf","template":"t"})", "name", "is not a VM name"},
   };
   for (const auto& c : cases) {
     CAPTURE(c.body);

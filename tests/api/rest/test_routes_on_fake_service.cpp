@@ -228,7 +228,7 @@ TEST_CASE("routes refuse before the service: 404, 405 with Allow, 415 and 413, a
   check_problem(api.request("GET", "/v2/vms"), 404, "not_found");
   const auto put = api.request("PUT", "/v1/vms", "{}");
   check_problem(put, 405, "method_not_allowed");
-  CHECK(put.headers.at("allow") == "GET, POST");
+  CHECK(put.headers.at("allow") == "GET, HEAD, POST");
   const auto get_start = api.request("GET", "/v1/vms/a/start");
   check_problem(get_start, 405, "method_not_allowed");
   CHECK(get_start.headers.at("allow") == "POST");
@@ -241,6 +241,30 @@ TEST_CASE("routes refuse before the service: 404, 405 with Allow, 415 and 413, a
                                "invalid_argument")) == "name");
   CHECK(api.service.creates().empty());
   CHECK(api.service.commands().empty());
+}
+
+TEST_CASE("HEAD is served on every resource GET reads, with the GET's headers and no body") {
+  FakeApi api;
+  api.put_vm("vm1");
+  for (const char* path : {"/v1/health/live", "/v1/health/ready", "/v1/status", "/v1/host", "/v1/host/capacity",
+                           "/v1/devices", "/v1/templates", "/v1/vms", "/v1/vms/vm1", "/v1/operations", "/v1/metrics"}) {
+    CAPTURE(path);
+    const auto get = api.request("GET", path);
+    const auto head = api.request("HEAD", path);
+    CHECK(head.status == get.status);
+    CHECK(head.body.empty());
+    CHECK(head.content_type == get.content_type);
+  }
+  // An event stream's HEAD: its headers, and the connection is not held.
+  const auto events = api.request("HEAD", "/v1/events");
+  CHECK(events.status == 200);
+  CHECK(events.content_type == "text/event-stream");
+  CHECK(events.body.empty());
+  // A path with no GET is still 405, and says so.
+  const auto start = api.request("HEAD", "/v1/vms/vm1/start");
+  CHECK(start.status == 405);
+  CHECK(start.body.empty());
+  CHECK(start.headers.at("allow") == "POST");
 }
 
 TEST_CASE("TCP needs a bearer token, a reader may only read, and a refused change never reaches the service") {
@@ -259,12 +283,15 @@ TEST_CASE("TCP needs a bearer token, a reader may only read, and a refused chang
   check_problem(api.request("DELETE", "/v1/vms/vm1", "", ApiServer::kReaderToken), 403, "forbidden");
   CHECK(api.service.creates().empty());
   CHECK(api.service.commands().empty());
-  // A HEAD reads: a reader gets what an operator gets (no route takes HEAD: 405), not 403.
+  // A HEAD reads: a reader gets what an operator gets, the headers of the GET and no body.
+  const auto get = api.request("GET", "/v1/vms", "", ApiServer::kReaderToken);
   for (const char* token : {ApiServer::kReaderToken, ApiServer::kOperatorToken}) {
     CAPTURE(token);
     const auto head = api.request("HEAD", "/v1/vms", "", token);
-    CHECK(head.status == 405);
-    CHECK(head.headers.count("allow") == 1);
+    CHECK(head.status == 200);
+    CHECK(head.body.empty());
+    CHECK(head.headers.at("content-length") == std::to_string(get.body.size()));
+    CHECK(head.content_type == get.content_type);
   }
   // An operator's change passes authentication and reaches the service.
   CHECK(api.request("POST", "/v1/vms", body, ApiServer::kOperatorToken).status == 202);

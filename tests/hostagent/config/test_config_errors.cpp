@@ -65,7 +65,7 @@ TEST_CASE("errors: numbers, choices and names") {
         "c.yaml:2:16: libvirt.domain_type: found \"xen\", expected kvm, qemu or test");
   CHECK(problems("storage:\n  pool: my pool\n") ==
         "c.yaml:2:9: storage.pool: found \"my pool\", expected a name: use 1-64 letters, digits, '.', '_' or '-', not "
-        "starting with '.'");
+        "starting with '.' or '-'");
   CHECK(problems("libvirt:\n  uri: xen:///system\n") ==
         "c.yaml:2:8: libvirt.uri: found \"xen:///system\", expected a libvirt URI of the qemu or test driver, like "
         "qemu:///system or test:///default");
@@ -181,6 +181,19 @@ TEST_CASE("cross-key: tls is all three files or none") {
         "client_ca, or none of them");
   // Explicitly empty is none.
   CHECK(parse_config("api:\n  tls: {certificate: \"\", key: \"\", client_ca: \"\"}\n", "c.yaml").ok());
+}
+
+TEST_CASE("api.limits: counts in range, durations with units, and a reserve below the connections") {
+  CHECK(problems("api:\n  limits:\n    max_connections: 1\n") ==
+        "c.yaml:3:22: api.limits.max_connections: found 1, expected a whole number 2..65536");
+  CHECK(problems("api:\n  limits:\n    header_timeout: 5\n") ==
+        "c.yaml:3:21: api.limits.header_timeout: found \"5\" (no unit), " + kDuration);
+  CHECK(problems("api:\n  limits: {max_connections: 16, health_reserve: 16}\n") ==
+        "c.yaml:2:49: api.limits.health_reserve: found \"16\" with 16 of them the reserve and 16 connections, "
+        "expected api.limits.health_reserve below api.limits.max_connections");
+  // Against the other's default (a reserve of 16).
+  CHECK(problems("api:\n  limits: {max_connections: 8}\n").find("api.limits.max_connections") != std::string::npos);
+  CHECK(problems("api:\n  limits: {max_conections: 16}\n").find("api.limits.max_conections") != std::string::npos);
 }
 
 TEST_CASE("cross-key: a value already wrong is not reported again across keys") {

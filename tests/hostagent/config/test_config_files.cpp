@@ -35,6 +35,13 @@ void check_same_settings(const DaemonConfig& a, const DaemonConfig& b) {
   CHECK(a.api.tls.key == b.api.tls.key);
   CHECK(a.api.tls.client_ca == b.api.tls.client_ca);
   CHECK(a.api.token_file == b.api.token_file);
+  CHECK(a.api.limits.header_timeout == b.api.limits.header_timeout);
+  CHECK(a.api.limits.request_timeout == b.api.limits.request_timeout);
+  CHECK(a.api.limits.idle_timeout == b.api.limits.idle_timeout);
+  CHECK(a.api.limits.max_connections == b.api.limits.max_connections);
+  CHECK(a.api.limits.health_reserve == b.api.limits.health_reserve);
+  CHECK(a.api.limits.max_connections_per_peer == b.api.limits.max_connections_per_peer);
+  CHECK(a.api.limits.max_event_streams == b.api.limits.max_event_streams);
   CHECK(a.devices.preparation == b.devices.preparation);
   CHECK(a.devices.bind_at_start == b.devices.bind_at_start);
   CHECK(a.devices.gpu_ids.size() == b.devices.gpu_ids.size());
@@ -90,6 +97,13 @@ TEST_CASE("files: the shipped hostagent.yaml writes out every key") {
                            "api.tls.key",
                            "api.tls.client_ca",
                            "api.token_file",
+                           "api.limits.header_timeout",
+                           "api.limits.request_timeout",
+                           "api.limits.idle_timeout",
+                           "api.limits.max_connections",
+                           "api.limits.health_reserve",
+                           "api.limits.max_connections_per_peer",
+                           "api.limits.max_event_streams",
                            "devices.preparation",
                            "devices.bind_at_start",
                            "devices.gpu_ids",

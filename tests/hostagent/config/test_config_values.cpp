@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include "config_checks.hpp"
+#include "hostagent/api/http_server.hpp"
 #include "hostagent/config/daemon_config.hpp"
 
 namespace hostagent::config {
@@ -34,6 +35,15 @@ TEST_CASE("values: an empty file takes every documented default") {
   CHECK(config.api.tls.key.empty());
   CHECK(config.api.tls.client_ca.empty());
   CHECK(config.api.token_file.empty());
+  // The server's own defaults, which the daemon hands it unchanged.
+  const api::ServerLimits server;
+  CHECK(config.api.limits.header_timeout == server.header_timeout);
+  CHECK(config.api.limits.request_timeout == server.request_timeout);
+  CHECK(config.api.limits.idle_timeout == server.idle_timeout);
+  CHECK(config.api.limits.max_connections == server.max_connections);
+  CHECK(config.api.limits.health_reserve == server.health_reserve);
+  CHECK(config.api.limits.max_connections_per_peer == server.max_connections_per_peer);
+  CHECK(config.api.limits.max_event_streams == server.max_event_streams);
 }
 
 TEST_CASE("values: every key of a full file is read") {
@@ -64,7 +74,15 @@ TEST_CASE("values: every key of a full file is read") {
       "    certificate: /etc/hostagent/tls/cert.pem\n"
       "    key: /etc/hostagent/tls/key.pem\n"
       "    client_ca: /etc/hostagent/tls/ca.pem\n"
-      "  token_file: /etc/hostagent/token\n");
+      "  token_file: /etc/hostagent/token\n"
+      "  limits:\n"
+      "    header_timeout: 2s\n"
+      "    request_timeout: 20s\n"
+      "    idle_timeout: 5m\n"
+      "    max_connections: 1024\n"
+      "    health_reserve: 32\n"
+      "    max_connections_per_peer: 128\n"
+      "    max_event_streams: 8\n");
   CHECK(config.libvirt_uri == "qemu+ssh://root@host1/system");
   CHECK(config.domain_type == "qemu");
   CHECK(config.emulator == "/usr/libexec/qemu-kvm");
@@ -86,6 +104,14 @@ TEST_CASE("values: every key of a full file is read") {
   CHECK(config.api.tls.key == "/etc/hostagent/tls/key.pem");
   CHECK(config.api.tls.client_ca == "/etc/hostagent/tls/ca.pem");
   CHECK(config.api.token_file == "/etc/hostagent/token");
+  const ApiLimitsConfig& limits = config.api.limits;
+  CHECK(limits.header_timeout == milliseconds(2000));
+  CHECK(limits.request_timeout == milliseconds(20000));
+  CHECK(limits.idle_timeout == milliseconds(300000));
+  CHECK(limits.max_connections == 1024);
+  CHECK(limits.health_reserve == 32);
+  CHECK(limits.max_connections_per_peer == 128);
+  CHECK(limits.max_event_streams == 8);
 }
 
 TEST_CASE("values: a simulated host and libvirt's test driver") {

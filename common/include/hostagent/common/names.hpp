@@ -14,10 +14,11 @@ namespace hostagent {
 
 inline constexpr std::size_t kMaxNameLength = 64;
 // The rule in words, for the messages that refuse a name.
-inline constexpr std::string_view kNameRule = "use 1-64 letters, digits, '.', '_' or '-', not starting with '.'";
+inline constexpr std::string_view kNameRule = "use 1-64 letters, digits, '.', '_' or '-', not starting with '.' or '-'";
 
-// 1-64 of A-Z a-z 0-9 _ . -, not starting with '.': never "." or "..", so never a path of its own,
-// and nothing XML, a URL or a shell would read specially.
+// 1-64 of A-Z a-z 0-9 _ . -, not starting with '.' or '-': never "." or "..", so never a path of
+// its own, never an option to the tools an operator passes it to, and nothing XML, a URL or a
+// shell would read specially.
 bool is_name(std::string_view text);
 // Why text is not a name ("it is empty", "it starts with '.'", ...); "" when it is one.
 std::string name_problem(std::string_view text);

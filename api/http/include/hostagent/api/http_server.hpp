@@ -82,12 +82,24 @@ struct RequestRecord {
 };
 using RequestObserver = std::function<void(const RequestRecord&)>;
 
+// The numbers that keep one client from holding the API; docs/api.md ("Connections") says how they
+// work together, docs/configuration.md (api.limits) how an operator sets them.
 struct ServerLimits {
-  std::size_t max_body_bytes = 1 << 20;              // 413 above
-  std::size_t max_header_bytes = 16 << 10;           // 431 above
-  std::chrono::milliseconds request_timeout{10000};  // the whole request must arrive within (slow clients)
+  std::size_t max_body_bytes = 1 << 20;     // 413 above
+  std::size_t max_header_bytes = 16 << 10;  // 431 above
+  // From accept (or a keep-alive request's first byte) to the end of the headers: the TLS handshake,
+  // the first byte and the whole header. Past it: 408, and the connection is closed.
+  std::chrono::milliseconds header_timeout{5000};
+  std::chrono::milliseconds request_timeout{10000};  // the body, from the end of the headers; 408 past it
   std::chrono::milliseconds idle_timeout{60000};     // a keep-alive connection with no request is closed
-  int max_connections = 256;  // beyond: the connection is accepted and answered 503 at once, then closed
+  // Every connection held, the reserve included. Once the general slots are taken, the oldest
+  // connection still waiting for its request (then the oldest idle one) is evicted to make room.
+  int max_connections = 256;
+  // The last slots of max_connections: a connection there is served a health probe and nothing
+  // else (503 with Retry-After), so probes are answered while the rest is full.
+  int health_reserve = 16;
+  int max_connections_per_peer = 64;                 // TCP, per peer address; beyond: 503 at once
+  int max_event_streams = 32;                        // beyond: GET of an event stream is 503
   std::chrono::milliseconds event_heartbeat{15000};  // a comment line on idle event streams
 };
 
@@ -114,8 +126,20 @@ struct ServerOptions {
   // when the server stops, so systemd goes on listening for the next start.
   std::map<std::filesystem::path, int> inherited_unix_sockets;
   ServerLimits limits;
+  // The paths a connection on probation (health_reserve) is served: the health probes.
+  std::vector<std::string> probe_paths;
   int network_threads = 2;
   int handler_threads = 4;
+};
+
+// The connection budget as it stands (ServerLimits says what each number is held against).
+struct ConnectionStats {
+  int open = 0;     // holding a slot: general and reserve
+  int reserve = 0;  // of open: on probation in the health reserve
+  int event_streams = 0;
+  std::uint64_t evicted = 0;       // since start: stalled or idle connections closed to make room
+  std::uint64_t refused_peer = 0;  // since start: over max_connections_per_peer
+  std::uint64_t refused_full = 0;  // since start: every slot held, none evictable
 };
 
 class HttpServer {
@@ -129,7 +153,7 @@ class HttpServer {
 
   // Where it listens, as ListenAddress with the bound port filled in (tcp port 0 binds any port).
   virtual std::vector<ListenAddress> endpoints() const = 0;
-  virtual int open_connections() const = 0;
+  virtual ConnectionStats connection_stats() const = 0;
   // Stops accepting, ends event streams, closes connections, joins the threads; removes the unix
   // socket files it made. Idempotent.
   virtual void stop() = 0;

@@ -17,7 +17,8 @@ unsigned http_status(ErrorCode code);
 // {"type": "https://hostagent.dev/problems/<slug>", "title", "status", "detail", "instance",
 //  "code", "field" (when given)}. `code` is the ErrorCode's name or, for the HTTP layer's own
 // problems, one of: unauthenticated, forbidden, method_not_allowed, payload_too_large,
-// unsupported_media_type, invalid_template, header_too_large, too_many_connections, not_ready.
+// unsupported_media_type, invalid_template, header_too_large, too_many_connections, not_ready,
+// not_implemented, request_timeout.
 HttpResponse problem(unsigned status, const std::string& code, const std::string& detail, const std::string& instance,
                      const std::string& field = "");
 // With the error's field when it is an invalid argument.

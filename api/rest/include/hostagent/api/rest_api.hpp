@@ -26,9 +26,14 @@ class RestApi {
   // The service outlives the RestApi.
   static Result<std::unique_ptr<RestApi>> make(daemon::VmService& service, RestApiOptions options);
   virtual ~RestApi() = default;
+  // The paths the server serves on probation (ServerOptions::probe_paths): the health probes.
+  static std::vector<std::string> probe_paths();
 
   virtual HttpResponse handle(const HttpRequest& request) = 0;  // an HttpServer's RequestHandler
   virtual void observe(const RequestRecord& record) = 0;        // its RequestObserver
+  // The server it answers for, whose connection budget /v1/metrics then shows; it outlives the
+  // RestApi's use of it (stop the server before destroying it).
+  virtual void watch_server(const HttpServer& server) = 0;
   // Opens api.audit_log again (after logrotate renamed it: hostagentd does this on SIGHUP). On
   // failure lines keep going to the file that was open, and the error names the path.
   virtual Status reopen_audit_log() = 0;

@@ -17,6 +17,10 @@
 
 namespace hostagent::api {
 
+// The health probes: cheap, and served even on a connection in the server's health reserve.
+inline constexpr std::string_view kLivePath = "/v1/health/live";
+inline constexpr std::string_view kReadyPath = "/v1/health/ready";
+
 namespace command {
 
 struct Live {};

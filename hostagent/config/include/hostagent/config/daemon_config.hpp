@@ -21,6 +21,18 @@ struct TlsConfig {
   std::vector<std::string> operator_common_names;
 };
 
+// api.limits: what keeps one client from holding the API (docs/api.md, "Connections"). The same
+// defaults as api::ServerLimits, which a test holds them to.
+struct ApiLimitsConfig {
+  std::chrono::milliseconds header_timeout{5000};
+  std::chrono::milliseconds request_timeout{10000};
+  std::chrono::milliseconds idle_timeout{60000};
+  int max_connections = 256;
+  int health_reserve = 16;  // below max_connections
+  int max_connections_per_peer = 64;
+  int max_event_streams = 32;
+};
+
 struct ApiConfig {
   // "unix:/run/hostagent/hostagent.sock" or "tcp://HOST:PORT". TCP needs tls (client certificates) or a
   // token file: nothing reachable over the network is unauthenticated.
@@ -29,6 +41,7 @@ struct ApiConfig {
   std::filesystem::path token_file;         // the operators' bearer token, one line; "" for none
   std::filesystem::path reader_token_file;  // the readers' bearer token (GET only); "" for none
   std::filesystem::path audit_log = "/var/log/hostagent/audit.log";  // one JSON line per change; "" for none
+  ApiLimitsConfig limits;
 };
 
 // One PF whose VFs the daemon creates at start (sriov_numvfs).
