@@ -3,7 +3,8 @@
 // pure functions every request the daemon reads passes through. Besides what the sanitizers catch,
 // it checks what the headers promise: a rejection is 400, 413, 431 or 501 with its problem code; a parsed
 // request has lower-case header names, a body within the limit and a target that decodes to its path
-// and query; a route error is 400, 404, 405 (with Allow) or 415.
+// and query, and its header no folded line (obs-fold) and, on HTTP/1.1, a Host; a route error is 400,
+// 404, 405 (with Allow) or 415.
 #include <cctype>
 #include <cstddef>
 #include <cstdint>
@@ -60,6 +61,20 @@ void check_request(const HttpRequest& request, const ServerLimits& limits) {
     broken("path or query differ from the target's");
 }
 
+// What the framing promises of a request that parsed, checked on its raw bytes: no header line
+// that begins with whitespace, and a Host field when the request line says HTTP/1.1.
+void check_framing(std::string_view raw, const HttpRequest& request) {
+  const auto end = raw.find("\r\n\r\n");
+  const std::string_view header = raw.substr(0, end == std::string_view::npos ? raw.size() : end);
+  if (header.find("\r\n ") != std::string_view::npos || header.find("\r\n\t") != std::string_view::npos) {
+    broken("a request with a folded header line parsed");
+  }
+  const std::string_view request_line = header.substr(0, header.find("\r\n"));
+  if (request_line.ends_with("HTTP/1.1") && !request.headers.contains("host")) {
+    broken("an HTTP/1.1 request without Host parsed");
+  }
+}
+
 void check_route(const ParsedRequest& parsed) {
   const auto* error = std::get_if<RouteError>(&parsed);
   if (error == nullptr) return;
@@ -82,6 +97,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     return 0;
   }
   check_request(*request, limits);
+  check_framing(raw, *request);
   check_route(parse_request(*request));
   return 0;
 }

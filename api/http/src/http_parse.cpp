@@ -132,6 +132,19 @@ std::optional<RequestRejection> framing_rejection(const BeastRequest& header) {
 // request message that lacks a Host header field and to any request message that contains more
 // than one Host header field line". Two Hosts are two answers to "which server": a proxy in front
 // may route by the one the server ignores.
+std::optional<RequestRejection> folding_rejection(std::string_view bytes) {
+  const auto end = bytes.find("\r\n\r\n");
+  const std::string_view header = bytes.substr(0, end == std::string_view::npos ? bytes.size() : end + 2);
+  for (auto at = header.find("\r\n"); at != std::string_view::npos; at = header.find("\r\n", at + 2)) {
+    if (at + 2 < header.size() && (header[at + 2] == ' ' || header[at + 2] == '\t')) {
+      return RequestRejection{400, "invalid_argument",
+                              "a header line begins with whitespace (obs-fold, RFC 9112 5.2): write each field on "
+                              "one line"};
+    }
+  }
+  return std::nullopt;
+}
+
 static std::optional<RequestRejection> host_rejection(const BeastRequest& header) {
   const std::size_t hosts = header.count(http::field::host);
   if (hosts > 1) {
@@ -174,6 +187,7 @@ Result<HttpRequest> parse_http_request(std::string_view raw, const ServerLimits&
   detail::apply_limits(parser, limits);
   parser.eager(true);
   boost::system::error_code error;
+  if (auto folded = detail::folding_rejection(raw)) return reject(rejection, std::move(*folded));
   while (!parser.is_done() && !raw.empty()) {
     const std::size_t used = parser.put(boost::asio::buffer(raw.data(), raw.size()), error);
     if (error == http::error::need_more) {

@@ -27,6 +27,12 @@ RequestRejection rejection_for(const boost::system::error_code& error, bool head
 // chunked) is 501, as a coding the server does not decode (RFC 9110 15.6.2). nullopt when fine.
 std::optional<RequestRejection> framing_rejection(const BeastRequest& header);
 
+// A header still being read (`bytes` from its first byte on, the end perhaps not yet there) that
+// continues a line onto the next (obs-fold: CRLF then a space or tab, RFC 9112 5.2) or puts
+// whitespace before its first field (RFC 9112 2.2): 400. Beast would join such lines with a space,
+// so a proxy in front that reads them otherwise would see another header than the server does.
+std::optional<RequestRejection> folding_rejection(std::string_view bytes);
+
 // Every check of a request's header before its body is read: the framing above, then exactly one
 // Host (none is fine for HTTP/1.0). nullopt when fine.
 std::optional<RequestRejection> header_rejection(const BeastRequest& header);

@@ -233,15 +233,31 @@ class Session final : public Connection, public std::enable_shared_from_this<Ses
                             });
   }
 
+  // Beast's async_read_header, by hand, so the header's bytes can be checked before Beast joins
+  // folded lines: the parser takes the header only once all of it is in the buffer (it looks for
+  // the blank line first), so until then the buffer holds every byte of it.
   void read_header() {
-    beast::http::async_read_header(stream_, buffer_, *parser_,
-                                   [self = this->shared_from_this()](const error_code& error, std::size_t) {
-                                     if (!self->abandoned_) self->on_header(error);
-                                   });
+    const auto bytes = buffer_.data();
+    const std::string_view unread(static_cast<const char*>(bytes.data()), bytes.size());
+    if (auto folded = folding_rejection(unread)) return refuse(folded->status, folded->code, folded->detail);
+    if (!unread.empty()) {
+      error_code error;
+      buffer_.consume(parser_->put(bytes, error));
+      if (error && error != beast::http::error::need_more) return on_read_error(error);
+      if (parser_->is_header_done()) return on_header();
+    }
+    const std::size_t room = std::min<std::size_t>(4096, buffer_.max_size() - buffer_.size());
+    if (room == 0) return on_read_error(beast::http::error::buffer_overflow);
+    stream_.async_read_some(buffer_.prepare(room),
+                            [self = this->shared_from_this()](const error_code& error, std::size_t got) {
+                              if (self->abandoned_) return;
+                              if (error) return self->finish();  // gone, or closed by its deadline
+                              self->buffer_.commit(got);
+                              self->read_header();
+                            });
   }
 
-  void on_header(const error_code& error) {
-    if (error) return on_read_error(error);
+  void on_header() {
     arm(limits().request_timeout);  // the body
     const auto& header = parser_->get();
     if (auto refused = header_rejection(header)) return refuse(refused->status, refused->code, refused->detail);

@@ -124,6 +124,21 @@ TEST_CASE("incomplete and malformed requests are 400") {
   CHECK(parsed.error().code == ErrorCode::invalid_argument);
 }
 
+// RFC 9112 5.2: obs-fold is refused, not joined; 2.2: so is whitespace before the first field.
+TEST_CASE("a header line folded onto the next, or whitespace before the first field, is 400") {
+  for (const std::string raw :
+       {"GET /v1/vms HTTP/1.1\r\nHost: x\r\nX-A: a\r\n b\r\n\r\n",
+        "GET /v1/vms HTTP/1.1\r\nHost: x\r\nX-A: a\r\n\tb\r\n\r\n", "GET /v1/vms HTTP/1.1\r\n Host: x\r\n\r\n"}) {
+    CAPTURE(raw);
+    const auto rejection = rejected(raw);
+    CHECK(rejection.status == 400);
+    CHECK(rejection.detail.find("obs-fold") != std::string::npos);
+  }
+  // A space inside a value, or a body that holds CRLF SP, is no fold.
+  CHECK(parse_http_request("GET /v1/vms HTTP/1.1\r\nHost: x\r\nX-A: a b\r\n\r\n", {}).ok());
+  CHECK(parse_http_request("POST /x HTTP/1.1\r\nHost: x\r\nContent-Length: 4\r\n\r\n\r\n a", {}).ok());
+}
+
 // RFC 9112 3.2: exactly one Host on HTTP/1.1; HTTP/1.0 may leave it out.
 TEST_CASE("an HTTP/1.1 request without Host, or with two, is 400") {
   const auto missing = rejected("GET /v1/vms HTTP/1.1\r\n\r\n");

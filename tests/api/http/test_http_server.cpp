@@ -396,6 +396,37 @@ TEST_CASE("a request whose framing is not chunked is refused and closed: its bod
   CHECK(harness.handled().empty());
 }
 
+TEST_CASE("a folded header line is 400 and closed over a socket too, however the bytes arrive") {
+  TempDir dir;
+  Harness harness;
+  auto server = harness.start(unix_options(dir.path() / "api.sock"));
+  REQUIRE_MESSAGE(server.ok(), failure(server));
+  auto client = connect_unix(dir.path() / "api.sock");
+  // The fold arrives in a write of its own, after the line it continues.
+  REQUIRE(client->send("GET /folded HTTP/1.1\r\nHost: x\r\nX-Forwarded-For: 10.0.0.1\r\n"));
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  REQUIRE(client->send(" 10.0.0.2\r\n\r\n"));
+  const auto answer = client->read();
+  REQUIRE(answer);
+  CHECK(answer->result_int() == 400);
+  CHECK(boost::json::parse(answer->body()).at("detail").as_string().find("obs-fold") != std::string::npos);
+  CHECK(client->closed_by_server());
+  CHECK(harness.handled().empty());
+}
+
+TEST_CASE("a request without Host is 400 over a socket") {
+  TempDir dir;
+  Harness harness;
+  auto server = harness.start(unix_options(dir.path() / "api.sock"));
+  REQUIRE_MESSAGE(server.ok(), failure(server));
+  auto client = connect_unix(dir.path() / "api.sock");
+  REQUIRE(client->send("GET /nohost HTTP/1.1\r\n\r\n"));
+  const auto answer = client->read();
+  REQUIRE(answer);
+  CHECK(answer->result_int() == 400);
+  CHECK(harness.handled().empty());
+}
+
 TEST_CASE("headers that do not arrive in time are answered 408 and closed, a silent connection too") {
   TempDir dir;
   ServerOptions options = unix_options(dir.path() / "api.sock");
