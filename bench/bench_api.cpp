@@ -6,7 +6,11 @@
 // transport and connections (what HTTP itself costs here). Arms run interleaved in rounds (one round
 // = every arm once, the first arm rotating), so drift on a shared machine hits them alike. Then the
 // p99 of GET /v1/vms while another connection creates and deletes VMs without pause, against the
-// same reads with nothing in flight, also interleaved.
+// same reads with nothing in flight, also interleaved. A scrape of /v1/metrics is one more arm of
+// the first blocks (its cost against the probe's and the reads'). Last, GET /v1/vms at 1, 8 and 64
+// connections with 500 stalled connections present (each sent half a request and waits: a
+// slowloris, opened before the arm and closed after it), against the same reads without them,
+// interleaved: what the connection budget's eviction costs the clients it protects.
 //
 // wrk is not used: it cannot talk to a unix socket, the daemon's default listener. The generator
 // is one Asio thread driving every connection (closed loop: each connection sends its next request
@@ -17,6 +21,7 @@
 //        bench_api --quick               (1 round of 100 ms: a smoke run for CI)
 #include <fcntl.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <boost/asio.hpp>
@@ -406,7 +411,8 @@ void print_arm(const Arm& arm, const Arm* floor) {
 
 // One transport and connection count: the floor and the two reads, interleaved.
 void throughput(const Transport& transport, int connections, const Settings& settings) {
-  std::vector<Arm> arms{{"/v1/health/live", {}, {}, 0}, {"/v1/vms", {}, {}, 0}, {"/v1/host", {}, {}, 0}};
+  std::vector<Arm> arms{
+      {"/v1/health/live", {}, {}, 0}, {"/v1/vms", {}, {}, 0}, {"/v1/host", {}, {}, 0}, {"/v1/metrics", {}, {}, 0}};
   LoadClient client(transport, connections);
   for (const auto& arm : arms) client.run(arm.target, std::chrono::milliseconds(50));  // warm
   for (int round = 0; round < settings.rounds; ++round) {
@@ -419,6 +425,59 @@ void throughput(const Transport& transport, int connections, const Settings& set
   print_arm(arms[0], nullptr);
   for (std::size_t i = 1; i < arms.size(); ++i) print_arm(arms[i], &arms[0]);
   std::fflush(stdout);
+}
+
+// `count` connections that each sent half a request line and wait, for as long as this lives: the
+// server holds them until its header_timeout (5 s) or until it evicts them for newer ones.
+class Stalls {
+ public:
+  Stalls(const Transport& transport, int count) {
+    static const std::string kHalf = "GET /v1/vms HTTP/1.1\r\nHost: localhost\r\n";
+    for (int i = 0; i < count; ++i) {
+      sockets_.push_back(connect(context_, transport));
+      boost::system::error_code ec;
+      asio::write(sockets_.back(), asio::buffer(kHalf), ec);
+      if (ec) fail("a stalled connection's half request: " + ec.message());
+    }
+  }
+
+ private:
+  asio::io_context context_;
+  std::vector<Socket> sockets_;
+};
+
+constexpr int kStalled = 500;
+
+// GET /v1/vms without and with kStalled stalled connections present, interleaved.
+void under_stall(const Transport& transport, int connections, const Settings& settings) {
+  Arm quiet{"/v1/vms", {}, {}, 0};
+  Arm stalled{"/v1/vms, 500 stalled", {}, {}, 0};
+  LoadClient client(transport, connections);
+  client.run("/v1/vms", std::chrono::milliseconds(50));  // warm: its connections past their first request
+  for (int round = 0; round < settings.rounds; ++round) {
+    for (int i = 0; i < 2; ++i) {
+      if ((round + i) % 2 == 0) {
+        quiet.add(client.run("/v1/vms", settings.phase));
+        continue;
+      }
+      const Stalls stalls(transport, kStalled);
+      stalled.add(client.run("/v1/vms", settings.phase));
+    }
+  }
+  std::printf("  %s, %d connection%s\n", transport.name.c_str(), connections, connections == 1 ? "" : "s");
+  print_arm(quiet, nullptr);
+  print_arm(stalled, &quiet);
+  std::fflush(stdout);
+}
+
+// The client and the server each hold every stalled connection: past the soft limit of 1024.
+void raise_open_files() {
+  rlimit limit{};
+  if (::getrlimit(RLIMIT_NOFILE, &limit) != 0) fail("getrlimit");
+  limit.rlim_cur = limit.rlim_max;
+  if (::setrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur < 4 * kStalled) {
+    fail("raise the open-file limit to " + std::to_string(4 * kStalled) + " (ulimit -Hn)");
+  }
 }
 
 // GET /v1/vms with nothing in flight, and while the churn runs, interleaved.
@@ -460,6 +519,7 @@ Settings parse_settings(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   const Settings settings = parse_settings(argc, argv);
+  raise_open_files();
   const bench::ScratchDir scratch("api");
   stderr_to_file(scratch.path() / "daemon.log");
   auto daemon = start_daemon(scratch.path());
@@ -483,6 +543,15 @@ int main(int argc, char** argv) {
               kChurnShape);
   std::printf("the same reads with nothing in flight (interleaved); rate/flr and p99/flr = churn / quiet\n");
   for (const int connections : {1, 64}) under_churn(daemon->transports[0], connections, settings);
+  std::printf("\nGET /v1/vms with %d stalled connections present (each sent half a request line and waits),\n",
+              kStalled);
+  std::printf("against the same reads without them (interleaved); rate/flr and p99/flr = stalled / quiet. Over the\n");
+  std::printf("unix socket: over TCP one address may hold only 64 (the hostile tests cover that refusal)\n");
+  for (const int connections : {1, 8, 64}) under_stall(daemon->transports[0], connections, settings);
+  const auto stats = daemon->server->connection_stats();
+  std::printf("  the server evicted %llu stalled connections in all (api.limits: %d connections, %d reserve)\n",
+              static_cast<unsigned long long>(stats.evicted), daemon->options.limits.max_connections,
+              daemon->options.limits.health_reserve);
   daemon->server->stop();
   return 0;
 }
