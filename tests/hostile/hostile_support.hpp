@@ -103,6 +103,15 @@ class RawConnection {
       if (::recv(fd_, buffer, sizeof(buffer), 0) <= 0) return true;
     }
   }
+  // At most `most` bytes of what the server sent, waiting up to `wait` for the first of them.
+  std::string read_some(std::size_t most, milliseconds wait) const {
+    pollfd ready{fd_, POLLIN, 0};
+    if (::poll(&ready, 1, static_cast<int>(wait.count())) <= 0) return {};
+    std::string out(most, '\0');
+    const ssize_t got = ::recv(fd_, out.data(), most, 0);
+    out.resize(got > 0 ? static_cast<std::size_t>(got) : 0);
+    return out;
+  }
   // What the server sent within `wait` (until it closed, or the wait ended).
   std::string read_all(milliseconds wait) const {
     std::string out;

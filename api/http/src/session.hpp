@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <deque>
 #include <exception>
 #include <memory>
 #include <optional>
@@ -32,6 +33,7 @@
 #include "hostagent/api/problem.hpp"
 #include "request_conversion.hpp"
 #include "server_context.hpp"
+#include "socket_room.hpp"
 
 namespace hostagent::api::detail {
 
@@ -62,7 +64,8 @@ class Session final : public Connection, public std::enable_shared_from_this<Ses
         peer_(std::move(peer)),
         timer_(stream_.get_executor()),
         heartbeat_(stream_.get_executor()),
-        buffer_(read_buffer_limit(server_->options.limits)) {}
+        buffer_(read_buffer_limit(server_->options.limits)),
+        room_timer_(stream_.get_executor()) {}
 
   ~Session() override {
     if (!id_) return;
@@ -444,6 +447,7 @@ class Session final : public Connection, public std::enable_shared_from_this<Ses
 
   void start_events(HttpResponse response) {
     events_ = std::move(response.events);
+    (void)set_send_buffer(socket().native_handle(), limits().event_send_buffer);  // else the kernel's default
     auto header = std::make_shared<beast::http::response<beast::http::empty_body>>(beast::http::status::ok, 11);
     header->set(beast::http::field::content_type, "text/event-stream");
     header->set(beast::http::field::cache_control, "no-cache");
@@ -480,13 +484,17 @@ class Session final : public Connection, public std::enable_shared_from_this<Ses
     });
   }
 
+  // Writes what the stream has, as far as the socket takes it without waiting; the rest waits
+  // in backlog_ (and what comes meanwhile in the stream's own bounded queue, which drops the
+  // oldest and says so with its overflow frame, first of the next take).
   void pump() {
     if (closed_ || writing_) return;
-    std::string out;
-    for (auto& frame : events_->take()) out += frame;
-    if (out.empty() && heartbeat_due_) out = ": keepalive\n\n";
+    if (backlog_.empty()) {
+      for (auto& frame : events_->take()) backlog_.push_back(std::move(frame));
+    }
+    if (backlog_.empty() && heartbeat_due_) backlog_.emplace_back(": keepalive\n\n");
     heartbeat_due_ = false;
-    if (out.empty()) {
+    if (backlog_.empty()) {
       if (!waiting_) {
         waiting_ = true;
         waker_ = std::make_shared<EventWaker>(this->weak_from_this(), stream_.get_executor());
@@ -494,15 +502,58 @@ class Session final : public Connection, public std::enable_shared_from_this<Ses
       }
       return;
     }
+    std::string out = frames_that_fit();
+    if (out.empty()) return wait_for_room();
+    stalled_since_.reset();
+    write_stream(std::move(out), false);
+  }
+
+  // The last frame may need this much: kept free in the send queue for it.
+  static constexpr std::size_t kLastFrameRoom = 4096;
+
+  std::string frames_that_fit() {
+    const SocketRoom room = socket_room(socket().native_handle());
+    const std::size_t free = room.known ? (room.free > kLastFrameRoom ? room.free - kLastFrameRoom : 0) : SIZE_MAX;
+    std::string out;
+    while (!backlog_.empty() && out.size() + backlog_.front().size() <= free) {
+      out += backlog_.front();
+      backlog_.pop_front();
+    }
+    // A frame larger than the whole queue goes once the queue is empty (the write then waits).
+    if (out.empty() && room.empty && !backlog_.empty()) {
+      out = std::move(backlog_.front());
+      backlog_.pop_front();
+    }
+    return out;
+  }
+
+  // The reader has not made room: look again shortly; after request_timeout, say why and go.
+  void wait_for_room() {
+    const auto now = Clock::now();
+    if (!stalled_since_) stalled_since_ = now;
+    if (now - *stalled_since_ >= limits().request_timeout) {
+      return write_stream(
+          "event: end\ndata: {\"reason\":\"slow_reader\",\"detail\":\"the stream's reader made no room for " +
+              std::to_string(limits().request_timeout.count()) + " ms; reconnect with Last-Event-ID to resume\"}\n\n",
+          true);
+    }
+    room_timer_.expires_after(std::chrono::milliseconds(50));
+    room_timer_.async_wait([self = this->shared_from_this()](const error_code& error) {
+      if (!error && !self->closed_) self->pump();
+    });
+  }
+
+  void write_stream(std::string out, bool last) {
     writing_ = true;
     pending_ = std::move(out);
     arm(limits().request_timeout);
     asio::async_write(stream_, asio::buffer(pending_),
-                      [self = this->shared_from_this()](const error_code& error, std::size_t) {
+                      [self = this->shared_from_this(), last](const error_code& error, std::size_t) {
                         self->writing_ = false;
                         self->disarm();
                         if (error) return self->finish();
                         self->last_write_ = Clock::now();
+                        if (last) return self->linger();
                         self->pump();
                       });
   }
@@ -515,6 +566,7 @@ class Session final : public Connection, public std::enable_shared_from_this<Ses
     server_->budget->leave(*id_);
     disarm();
     heartbeat_.cancel();
+    room_timer_.cancel();
     error_code ignored;
     socket().shutdown(asio::socket_base::shutdown_both, ignored);
     socket().close(ignored);
@@ -545,6 +597,9 @@ class Session final : public Connection, public std::enable_shared_from_this<Ses
   std::shared_ptr<EventStream> events_;
   std::shared_ptr<EventWaker> waker_;
   std::string pending_;
+  std::deque<std::string> backlog_;                 // taken from the stream, not yet written
+  std::optional<Clock::time_point> stalled_since_;  // the reader has made no room since
+  asio::steady_timer room_timer_;
   Clock::time_point last_write_ = Clock::now();
   bool writing_ = false;
   bool waiting_ = false;

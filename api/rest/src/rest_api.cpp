@@ -6,6 +6,7 @@
 #include <mutex>
 
 #include "audit_log.hpp"
+#include "event_stream.hpp"
 #include "hostagent/api/problem.hpp"
 #include "hostagent/api/rest_commands.hpp"
 #include "hostagent/common/time_text.hpp"
@@ -19,7 +20,10 @@ constexpr std::string_view kOperationsPrefix = "/v1/operations/";
 class RestApiImpl final : public RestApi {
  public:
   RestApiImpl(daemon::VmService& service, RestApiOptions options, std::unique_ptr<detail::AuditLog> audit)
-      : service_(service), options_(std::move(options)), audit_(std::move(audit)) {
+      : service_(service),
+        options_(std::move(options)),
+        audit_(std::move(audit)),
+        events_(service_, options_.event_retained_frames, first_event_id(options_)) {
     subscription_ = service_.subscribe([this](const daemon::ServiceEvent& event) { metrics_.on_event(event); });
   }
   ~RestApiImpl() override { service_.unsubscribe(subscription_); }
@@ -35,7 +39,7 @@ class RestApiImpl final : public RestApi {
     auto parsed = parse_request(request);
     if (const auto* error = std::get_if<RouteError>(&parsed)) return detail::route_problem(*error, request);
     const auto& command = std::get<Command>(parsed);
-    detail::RouteContext context{service_, options_, metrics_};
+    detail::RouteContext context{service_, options_, metrics_, events_};
     HttpResponse response = detail::run_command(context, command, request);
     if (!is_read_method(request.method)) remember(request, detail::audit_subject(command), response);
     return response;
@@ -60,6 +64,13 @@ class RestApiImpl final : public RestApi {
   }
 
  private:
+  static uint64_t first_event_id(const RestApiOptions& options) {
+    if (options.first_event_id != 0) return options.first_event_id;
+    return static_cast<uint64_t>(
+        std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
+            .count());
+  }
+
   struct Remembered {
     detail::AuditSubject subject;
     std::string operation;  // from the Location of a 202
@@ -91,6 +102,7 @@ class RestApiImpl final : public RestApi {
   const RestApiOptions options_;
   std::unique_ptr<detail::AuditLog> audit_;
   detail::ServiceMetrics metrics_;
+  detail::EventLog events_;
   uint64_t subscription_ = 0;
   std::mutex mutex_;
   std::map<const HttpRequest*, Remembered> remembered_;

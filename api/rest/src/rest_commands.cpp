@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <array>
 #include <boost/json/value.hpp>
+#include <charconv>
 #include <optional>
 #include <string_view>
 
@@ -251,6 +252,24 @@ ParsedRequest get_operation(const HttpRequest& request, const Params& params) {
   return Command{command::GetOperation{params.at(0)}};
 }
 
+// Last-Event-ID (the SSE spec: the id of the last event the client saw): this API's ids are decimal.
+ParsedRequest stream_events(const HttpRequest& request, const Params& /*params*/) {
+  if (auto error = no_query(request)) return std::move(*error);
+  command::StreamEvents stream;
+  const auto header = request.headers.find("last-event-id");
+  if (header != request.headers.end()) {
+    const std::string& text = header->second;
+    uint64_t id = 0;
+    const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), id);
+    if (text.empty() || error != std::errc() || end != text.data() + text.size()) {
+      return bad("Last-Event-ID", "Last-Event-ID: " + text::quoted(text) +
+                                      " is not an event id; send the decimal id of the last event received");
+    }
+    stream.last_event_id = id;
+  }
+  return Command{stream};
+}
+
 struct Route {
   std::string_view pattern;  // "{}" is one non-empty segment
   std::string_view method;
@@ -280,7 +299,7 @@ constexpr auto kRoutes = std::to_array<Route>({
     {"/v1/vms/{}/nccl-topology", "GET", named_vm<command::GetNcclTopology>},
     {"/v1/operations", "GET", plain<command::ListOperations>},
     {"/v1/operations/{}", "GET", get_operation},
-    {"/v1/events", "GET", plain<command::StreamEvents>},
+    {"/v1/events", "GET", stream_events},
     {"/v1/metrics", "GET", plain<command::GetMetrics>},
 });
 // The table is written out (the OpenAPI suite reads it from this file); the probes the server

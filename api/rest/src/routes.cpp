@@ -192,10 +192,10 @@ struct Runner {
     return json_response(200, operation_json(*operation));
   }
 
-  HttpResponse operator()(const command::StreamEvents& /*unused*/) const {
+  HttpResponse operator()(const command::StreamEvents& stream) const {
     HttpResponse response;
     response.content_type = "text/event-stream";
-    response.events = ServiceEventStream::open(service(), context.options.event_queue_frames);
+    response.events = context.events.open(context.options.event_queue_frames, stream.last_event_id);
     return response;
   }
 

@@ -2,6 +2,7 @@
 // service decides, these only translate.
 #pragma once
 
+#include "event_stream.hpp"
 #include "hostagent/api/http_server.hpp"
 #include "hostagent/api/rest_api.hpp"
 #include "hostagent/api/rest_commands.hpp"
@@ -13,6 +14,7 @@ struct RouteContext {
   daemon::VmService& service;
   const RestApiOptions& options;
   ServiceMetrics& metrics;
+  EventLog& events;
 };
 
 HttpResponse run_command(RouteContext& context, const Command& command, const HttpRequest& request);

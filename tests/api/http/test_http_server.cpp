@@ -777,6 +777,35 @@ TEST_CASE("an event stream delivers frames written after subscribing and ends on
   CHECK(harness.seen()[0].status == 200);
 }
 
+TEST_CASE("a reader that makes no room is sent a last frame saying why, then closed") {
+  TempDir dir;
+  ServerOptions options = unix_options(dir.path() / "api.sock");
+  options.limits.event_send_buffer = 8192;
+  options.limits.request_timeout = std::chrono::milliseconds(300);
+  Harness harness;
+  auto server = harness.start(options);
+  REQUIRE_MESSAGE(server.ok(), failure(server));
+  auto client = connect_unix(dir.path() / "api.sock");
+  REQUIRE(client->send("GET /events HTTP/1.1\r\nHost: x\r\n\r\n"));
+  REQUIRE(client->read_until("\r\n\r\n"));
+  auto stream = harness.stream();
+  REQUIRE(stream);
+  // Far more than the kernel holds for it: the reader reads nothing meanwhile.
+  const std::string data(1000, 'x');
+  for (int i = 1; i <= 200; ++i) stream->push("id: " + std::to_string(i) + "\ndata: " + data + "\n\n");
+  std::this_thread::sleep_for(std::chrono::milliseconds(600));
+  client->clear_text();
+  const auto text = client->read_until("event: end\n");
+  REQUIRE(text);
+  const auto last = client->read_until("}\n\n");
+  REQUIRE(last);
+  CHECK(last->find("\"reason\":\"slow_reader\"") != std::string::npos);
+  CHECK(last->find("id: 200\n") == std::string::npos);  // most never left the server
+  CHECK(client->closed_by_server());
+  stream.reset();
+  CHECK(harness.wait_stream_released());  // the server let go of it
+}
+
 TEST_CASE("an event stream ends when the client goes away") {
   TempDir dir;
   Harness harness;

@@ -181,7 +181,7 @@ TEST_CASE("docs/api.md's examples conform: the create request, its operation and
 TEST_CASE("docs/api.md's vm and device events conform to their schemas") {
   const auto& schemas =
       shipped_document().root().at("paths").at("/v1/events").at("get").at("x-hostagent-event-schemas").as_object();
-  CHECK(schemas.size() == 4);  // vm, operation, device, overflow
+  CHECK(schemas.size() == 6);  // vm, operation, device, overflow, reset, end
   const std::string text = api_md();
   const std::regex event(R"(event: (vm|device)\ndata: (\{[^\n]*\}))");
   int checked = 0;

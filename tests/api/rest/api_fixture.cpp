@@ -13,12 +13,13 @@ ApiFixture::~ApiFixture() {
   stop();
 }
 
-void ApiFixture::start(const api::ServerLimits& limits) {
+void ApiFixture::start(const api::ServerLimits& limits, std::size_t event_queue_frames) {
   auto service = daemon_.start(&hypervisor_);
   REQUIRE_MESSAGE(service.ok(), service.error().message);
   service_ = std::move(service).value();
   api::RestApiOptions options;
   options.template_directories = daemon_.config().template_directories;
+  options.event_queue_frames = event_queue_frames;
   serve(*service_, options, limits);
 }
 

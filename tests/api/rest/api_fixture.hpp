@@ -20,7 +20,7 @@ class ApiFixture : public ApiServer {
 
   // Starts the service, the routes and the server (with these limits); fails the calling test case on
   // an error.
-  void start(const api::ServerLimits& limits = {});
+  void start(const api::ServerLimits& limits = {}, std::size_t event_queue_frames = 1024);
   // Stops the server, then the routes, then the service. Idempotent.
   void stop();
 

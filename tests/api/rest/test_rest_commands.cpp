@@ -112,6 +112,16 @@ TEST_CASE("parse_request answers 404 for unknown paths and 405 with Allow for a 
   CHECK(error_of(make("POST", "/v1/templates/t")).allow == "GET, HEAD");
   // HEAD reads what GET reads (RFC 9110 9.3.2).
   command_of<command::ListVms>(make("HEAD", "/v1/vms"));
+  // Last-Event-ID becomes the stream's resume point; none, none.
+  auto resume = make("GET", "/v1/events");
+  CHECK_FALSE(command_of<command::StreamEvents>(resume).last_event_id);
+  resume.headers["last-event-id"] = "1733212345678901";
+  CHECK(command_of<command::StreamEvents>(resume).last_event_id == 1733212345678901U);
+  for (const char* bad_id : {"", "-1", "+1", "1 ", "18446744073709551616", "0x10"}) {
+    CAPTURE(bad_id);
+    resume.headers["last-event-id"] = bad_id;
+    CHECK(error_of(resume).field == "Last-Event-ID");
+  }
   CHECK(command_of<command::GetVm>(make("HEAD", "/v1/vms/v")).name.str() == "v");
   // GET of /v1/templates/validate is a template named "validate": the service answers 404.
   CHECK(command_of<command::GetTemplate>(make("GET", "/v1/templates/validate")).name == "validate");

@@ -101,6 +101,12 @@ struct ServerLimits {
   int max_connections_per_peer = 64;                 // TCP, per peer address; beyond: 503 at once
   int max_event_streams = 32;                        // beyond: GET of an event stream is 503
   std::chrono::milliseconds event_heartbeat{15000};  // a comment line on idle event streams
+  // The kernel send queue of an event stream (SO_SNDBUF): what a reader that stops reading holds
+  // in the kernel. The server writes a stream only what fits there, so its frames wait in the
+  // stream's own bounded queue (which counts what it drops: the `overflow` event) and room is kept
+  // for a last frame: a stream whose reader makes no room for request_timeout is sent
+  // `event: end` with {"reason":"slow_reader"} and closed.
+  std::size_t event_send_buffer = 64 << 10;
 };
 
 struct ServerOptions {

@@ -4,6 +4,7 @@
 // change and the request metrics.
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -19,6 +20,9 @@ struct RestApiOptions {
   std::filesystem::path audit_log;                          // JSON lines, appended; "" logs audit lines to stderr only
   std::vector<std::filesystem::path> template_directories;  // for validate's `extends` lookups
   std::size_t event_queue_frames = 1024;                    // per event-stream client; beyond, its oldest are dropped
+  std::size_t event_retained_frames = 1024;  // the last events kept for a client that resumes with Last-Event-ID
+  // The first event's id; 0: the time the RestApi is made, in microseconds since the epoch.
+  uint64_t first_event_id = 0;
 };
 
 class RestApi {

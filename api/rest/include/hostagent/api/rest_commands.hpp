@@ -7,6 +7,8 @@
 // through api/problem with `code`, `field` and, for 405, the Allow header.
 #pragma once
 
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <variant>
 #include <vector>
@@ -72,7 +74,9 @@ struct ListOperations {};
 struct GetOperation {
   std::string id;
 };
-struct StreamEvents {};
+struct StreamEvents {
+  std::optional<uint64_t> last_event_id;  // Last-Event-ID: resume after it
+};
 struct GetMetrics {};
 
 }  // namespace command
