@@ -28,6 +28,7 @@ struct Context {
       : config(std::move(parts.config)),
         host(std::move(parts.host)),
         host_sysfs_root(std::move(parts.host_sysfs_root)),
+        device_health_interval(parts.device_health_interval),
         templates(std::move(parts.templates)),
         hypervisor(std::move(parts.hypervisor)),
         devices(std::move(parts.devices)),
@@ -40,6 +41,7 @@ struct Context {
   const config::DaemonConfig config;
   const numa::HostModel host;
   const std::filesystem::path host_sysfs_root;
+  const std::chrono::milliseconds device_health_interval;
   const std::map<std::string, vmtemplates::VmTemplate> templates;
   const std::unique_ptr<virt::Hypervisor> hypervisor;
   const std::unique_ptr<devices::DevicePreparer> devices;

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "daemon_log.hpp"
+#include "health_poller.hpp"
 #include "hostagent/common/sysfs_root.hpp"
 #include "hostagent/common/text.hpp"
 #include "hostagent/daemon/service_parts.hpp"
@@ -26,6 +27,7 @@ class VmServiceImpl final : public VmService {
       : context_(std::move(parts), std::move(journal), std::move(policy)), queues_(context_.config.operation_workers) {}
 
   ~VmServiceImpl() override {
+    health_.reset();  // its thread reads the host model
     // Events stop first: the sinks point into the ledger, which goes before the hypervisor does.
     context_.hypervisor->subscribe(nullptr, nullptr);
     queues_.join();
@@ -44,6 +46,10 @@ class VmServiceImpl final : public VmService {
                             std::to_string(report.finished.size() + report.rolled_back.size()) +
                             " interrupted operations recovered");
     set_report(std::move(report));
+    if (!context_.host_sysfs_root.empty()) {
+      health_ =
+          std::make_unique<HealthPoller>([this] { return read_device_health(); }, context_.device_health_interval);
+    }
     ready_ = true;
     return ok_status();
   }
@@ -173,10 +179,13 @@ class VmServiceImpl final : public VmService {
     return host;
   }
 
+  // The poller's last reading: a scrape never waits for sysfs.
   Result<std::vector<numa::DeviceHealth>> device_health() override {
-    if (context_.host_sysfs_root.empty()) {
-      return Error{ErrorCode::unsupported, "device health: this host model was not read from sysfs"};
-    }
+    if (!health_) return Error{ErrorCode::unsupported, "device health: this host model was not read from sysfs"};
+    return health_->latest();
+  }
+
+  Result<std::vector<numa::DeviceHealth>> read_device_health() const {
     HA_TRY(const auto sysfs, SysfsRoot::open(context_.host_sysfs_root));
     return numa::read_device_health(sysfs, context_.host);
   }
@@ -303,7 +312,8 @@ class VmServiceImpl final : public VmService {
   std::mutex host_now_mutex_;
   std::optional<numa::HostModel> host_now_;
   std::chrono::steady_clock::time_point host_now_at_;
-  VmQueues queues_;  // after context_: destroyed (joined) before it
+  std::unique_ptr<HealthPoller> health_;  // null without a sysfs to read
+  VmQueues queues_;                       // after context_: destroyed (joined) before it
 };
 
 // libvirt opens each VM's serial log in it and fails the start when it is missing

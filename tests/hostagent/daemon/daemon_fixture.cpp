@@ -177,6 +177,7 @@ Result<std::unique_ptr<daemon::VmService>> DaemonFixture::start(FaultyHypervisor
   parts.hypervisor = std::move(wrapper);
   parts.devices = std::make_unique<RecordingPreparer>(devices_);
   if (clock) parts.clock = clock;
+  parts.device_health_interval = device_health_interval;
   return daemon::start_service(std::move(parts));
 }
 

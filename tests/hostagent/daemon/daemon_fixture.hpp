@@ -124,6 +124,8 @@ class DaemonFixture {
   Result<std::unique_ptr<daemon::VmService>> start(FaultyHypervisor** faulty = nullptr,
                                                    const std::shared_ptr<ManualClock>& clock = nullptr);
   std::shared_ptr<RecordingPreparer::Shared> devices() const { return devices_; }
+  // How often the service reads device health again (ServiceParts::device_health_interval).
+  std::chrono::milliseconds device_health_interval{10000};
   const std::filesystem::path& scratch() const { return scratch_.path(); }
   // The journal's entries on disk.
   std::vector<std::filesystem::path> journal_files() const;

@@ -3,6 +3,7 @@
 // domain XML, NCCL topology, device health, readiness).
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <filesystem>
@@ -274,6 +275,33 @@ TEST_CASE("device health is read from the simulated host's sysfs") {
     if (device.role == numa::PciRole::gpu) ++gpus;
   }
   CHECK(gpus == 8);
+}
+
+TEST_CASE("device health is kept and read again in the background: a link that drops shows without a read") {
+  DaemonFixture fixture;
+  fixture.device_health_interval = std::chrono::milliseconds(20);
+  auto service = started(fixture);
+  auto before = service->device_health();
+  REQUIRE_MESSAGE(before.ok(), before.error().message);
+  const auto gpu = std::find_if(before->begin(), before->end(),
+                                [](const numa::DeviceHealth& d) { return d.role == numa::PciRole::gpu; });
+  REQUIRE(gpu != before->end());
+  CHECK_FALSE(gpu->link_degraded);
+  // The link retrains at x4 (the simulated host's tree, as the kernel would show it).
+  const auto width = fixture.scratch() / "state" / "simulated-host" / "sys" / "bus" / "pci" / "devices" /
+                     gpu->address.to_string() / "current_link_width";
+  REQUIRE(std::filesystem::exists(width));
+  write_text_file(width, "4\n");
+  bool degraded = false;
+  for (int i = 0; i < 500 && !degraded; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    const auto now = service->device_health();
+    REQUIRE(now.ok());
+    for (const auto& device : *now) {
+      if (device.address == gpu->address) degraded = device.link_degraded;
+    }
+  }
+  CHECK(degraded);
 }
 
 }  // namespace hostagent::testing

@@ -3,6 +3,7 @@
 // the program (hostagent/cli/assembly) or by a test with doubles.
 #pragma once
 
+#include <chrono>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -25,6 +26,9 @@ struct ServiceParts {
   config::DaemonConfig config;
   numa::HostModel host;
   std::filesystem::path host_sysfs_root;  // the sysfs the host was read from, for device health; "" none
+  // How often device health is read again from host_sysfs_root (HealthPoller): what /v1/metrics
+  // reports is at most this old.
+  std::chrono::milliseconds device_health_interval{10000};
   std::map<std::string, vmtemplates::VmTemplate> templates;
   std::unique_ptr<virt::Hypervisor> hypervisor;
   std::unique_ptr<devices::DevicePreparer> devices;
