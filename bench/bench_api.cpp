@@ -474,9 +474,10 @@ void under_stall(const Transport& transport, int connections, const Settings& se
 void raise_open_files() {
   rlimit limit{};
   if (::getrlimit(RLIMIT_NOFILE, &limit) != 0) fail("getrlimit");
+  constexpr rlim_t kWanted = rlim_t{4} * kStalled;
   limit.rlim_cur = limit.rlim_max;
-  if (::setrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur < 4 * kStalled) {
-    fail("raise the open-file limit to " + std::to_string(4 * kStalled) + " (ulimit -Hn)");
+  if (::setrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur < kWanted) {
+    fail("raise the open-file limit to " + std::to_string(kWanted) + " (ulimit -Hn)");
   }
 }
 

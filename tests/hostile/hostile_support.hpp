@@ -31,12 +31,13 @@ inline constexpr int kStalled = 1000;
 inline constexpr auto kDeadline = std::chrono::seconds(10);  // the client's bound on every answer
 
 // The test holds both ends of every connection: two descriptors each, and then some.
-inline void raise_open_files(rlim_t wanted) {
+inline void raise_open_files() {
+  constexpr rlim_t kWanted = rlim_t{4} * kStalled + 256;
   rlimit limit{};
   REQUIRE(::getrlimit(RLIMIT_NOFILE, &limit) == 0);
-  REQUIRE_MESSAGE(limit.rlim_max >= wanted, "the hard open-file limit ", limit.rlim_max, " is below the ", wanted,
+  REQUIRE_MESSAGE(limit.rlim_max >= kWanted, "the hard open-file limit ", limit.rlim_max, " is below the ", kWanted,
                   " this test needs (ulimit -Hn)");
-  limit.rlim_cur = std::max(limit.rlim_cur, wanted);
+  limit.rlim_cur = std::max(limit.rlim_cur, kWanted);
   REQUIRE(::setrlimit(RLIMIT_NOFILE, &limit) == 0);
 }
 

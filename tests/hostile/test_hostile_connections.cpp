@@ -27,7 +27,7 @@ ApiResponse timed(ApiFixture& api, Latencies& latencies, const std::string& meth
 }
 
 TEST_CASE("a thousand stalled unix connections, renewed, never keep an operator or the probe waiting") {
-  raise_open_files(4 * kStalled + 256);
+  raise_open_files();
   ApiFixture api;
   api.start(patient_limits());
   std::vector<RawConnection> stalled;
@@ -77,7 +77,7 @@ TEST_CASE("a thousand stalled unix connections, renewed, never keep an operator 
 }
 
 TEST_CASE("over TCP, a thousand stalled and idle connections from many addresses, and one address's flood") {
-  raise_open_files(4 * kStalled + 256);
+  raise_open_files();
   ApiFixture api;
   api.start(patient_limits());
   const uint16_t port = api.tcp_port();
@@ -123,7 +123,7 @@ TEST_CASE("over TCP, a thousand stalled and idle connections from many addresses
 }
 
 TEST_CASE("a flood of event streams takes only max_event_streams, and the operator and probe are answered") {
-  raise_open_files(4 * kStalled + 256);
+  raise_open_files();
   ApiFixture api;
   api.start(patient_limits());
   const int cap = api::ServerLimits{}.max_event_streams;

@@ -15,7 +15,7 @@ namespace hostagent::testing {
 namespace {
 
 TEST_CASE("a thousand stalled TLS handshakes never keep a certified operator or the probe waiting") {
-  raise_open_files(4 * kStalled + 256);
+  raise_open_files();
   TempDir dir;
   const auto pki = api::testing::make_pki(dir.path());
   if (!pki) return;
