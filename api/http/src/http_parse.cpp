@@ -128,10 +128,7 @@ std::optional<RequestRejection> framing_rejection(const BeastRequest& header) {
   return std::nullopt;
 }
 
-// RFC 9112 3.2: "A server MUST respond with a 400 (Bad Request) status code to any HTTP/1.1
-// request message that lacks a Host header field and to any request message that contains more
-// than one Host header field line". Two Hosts are two answers to "which server": a proxy in front
-// may route by the one the server ignores.
+// Only up to the blank line: a body may hold CRLF SP freely.
 std::optional<RequestRejection> folding_rejection(std::string_view bytes) {
   const auto end = bytes.find("\r\n\r\n");
   const std::string_view header = bytes.substr(0, end == std::string_view::npos ? bytes.size() : end + 2);
@@ -145,6 +142,10 @@ std::optional<RequestRejection> folding_rejection(std::string_view bytes) {
   return std::nullopt;
 }
 
+// RFC 9112 3.2: "A server MUST respond with a 400 (Bad Request) status code to any HTTP/1.1
+// request message that lacks a Host header field and to any request message that contains more
+// than one Host header field line". Two Hosts are two answers to "which server": a proxy in front
+// may route by the one the server ignores.
 static std::optional<RequestRejection> host_rejection(const BeastRequest& header) {
   const std::size_t hosts = header.count(http::field::host);
   if (hosts > 1) {
