@@ -83,31 +83,22 @@ class RawConnection {
   std::string status_line(milliseconds wait) const {
     std::string out;
     const auto end = Clock::now() + wait;
-    while (out.find("\r\n") == std::string::npos) {
-      const auto left = std::chrono::duration_cast<milliseconds>(end - Clock::now()).count();
-      pollfd ready{fd_, POLLIN, 0};
-      if (left <= 0 || ::poll(&ready, 1, static_cast<int>(left)) <= 0) return out;
-      char c = 0;
-      if (::recv(fd_, &c, 1, 0) != 1) return out;
-      out.push_back(c);
-    }
+    char c = 0;
+    while (out.find("\r\n") == std::string::npos && readable_by(end) && ::recv(fd_, &c, 1, 0) == 1) out.push_back(c);
     return out.substr(0, out.find("\r\n"));
   }
   // Whether the server closed the connection within `wait` (what it sent before is discarded).
   bool closed_by_server(milliseconds wait) const {
     const auto end = Clock::now() + wait;
-    for (;;) {
-      const auto left = std::chrono::duration_cast<milliseconds>(end - Clock::now()).count();
-      pollfd ready{fd_, POLLIN, 0};
-      if (left <= 0 || ::poll(&ready, 1, static_cast<int>(left)) <= 0) return false;
-      char buffer[4096];
+    char buffer[4096];
+    while (readable_by(end)) {
       if (::recv(fd_, buffer, sizeof(buffer), 0) <= 0) return true;
     }
+    return false;
   }
   // At most `most` bytes of what the server sent, waiting up to `wait` for the first of them.
   std::string read_some(std::size_t most, milliseconds wait) const {
-    pollfd ready{fd_, POLLIN, 0};
-    if (::poll(&ready, 1, static_cast<int>(wait.count())) <= 0) return {};
+    if (!readable_by(Clock::now() + wait)) return {};
     std::string out(most, '\0');
     const ssize_t got = ::recv(fd_, out.data(), most, 0);
     out.resize(got > 0 ? static_cast<std::size_t>(got) : 0);
@@ -117,19 +108,21 @@ class RawConnection {
   std::string read_all(milliseconds wait) const {
     std::string out;
     const auto end = Clock::now() + wait;
-    for (;;) {
-      const auto left = std::chrono::duration_cast<milliseconds>(end - Clock::now()).count();
-      pollfd ready{fd_, POLLIN, 0};
-      if (left <= 0 || ::poll(&ready, 1, static_cast<int>(left)) <= 0) return out;
-      char buffer[4096];
-      const ssize_t got = ::recv(fd_, buffer, sizeof(buffer), 0);
-      if (got <= 0) return out;
+    char buffer[4096];
+    for (ssize_t got = 0; readable_by(end) && (got = ::recv(fd_, buffer, sizeof(buffer), 0)) > 0;) {
       out.append(buffer, static_cast<std::size_t>(got));
     }
+    return out;
   }
 
  private:
   explicit RawConnection(int fd) : fd_(fd) {}
+  // Whether something (data, or the end of the stream) can be read before `end`.
+  bool readable_by(Clock::time_point end) const {
+    const auto left = std::chrono::duration_cast<milliseconds>(end - Clock::now()).count();
+    pollfd ready{fd_, POLLIN, 0};
+    return left > 0 && ::poll(&ready, 1, static_cast<int>(left)) > 0;
+  }
   int fd_ = -1;
   bool connected_ = false;
 };

@@ -58,6 +58,12 @@ uint64_t id_of(const std::string& frame) {
   return std::stoull(frame.substr(4, frame.find('\n') - 4));
 }
 
+std::vector<uint64_t> ids_of(const std::vector<std::string>& frames) {
+  std::vector<uint64_t> ids;
+  for (const auto& frame : frames) ids.push_back(id_of(frame));
+  return ids;
+}
+
 TEST_CASE("a stream keeps at most its capacity of frames and reports what it dropped") {
   testing::ApiFixture api;
   api.start();
@@ -90,10 +96,8 @@ TEST_CASE("every stream sees one sequence of ids, from the log's first, in order
   create_and_wait(api, "seq-0");
   auto late = log.open(256, std::nullopt);
   create_and_wait(api, "seq-1");
-  std::vector<uint64_t> early_ids;
-  for (const auto& frame : early->take()) early_ids.push_back(id_of(frame));
-  std::vector<uint64_t> late_ids;
-  for (const auto& frame : late->take()) late_ids.push_back(id_of(frame));
+  const auto early_ids = ids_of(early->take());
+  const auto late_ids = ids_of(late->take());
   REQUIRE(early_ids.size() > late_ids.size());
   CHECK(early_ids.front() == 5000);
   for (std::size_t i = 1; i < early_ids.size(); ++i) CHECK(early_ids[i] == early_ids[i - 1] + 1);
