@@ -60,6 +60,7 @@ uint64_t id_of(const std::string& frame) {
 
 std::vector<uint64_t> ids_of(const std::vector<std::string>& frames) {
   std::vector<uint64_t> ids;
+  ids.reserve(frames.size());
   for (const auto& frame : frames) ids.push_back(id_of(frame));
   return ids;
 }
