@@ -32,4 +32,9 @@ Error name_error(std::string_view text, std::string_view noun, const std::string
   return field_error(field, text::quoted(text) + " is not a " + std::string(noun) + ": " + std::string(kNameRule));
 }
 
+bool is_request_id(std::string_view text) {
+  if (text.empty() || text.size() > kMaxRequestIdLength) return false;
+  return std::all_of(text.begin(), text.end(), [](char c) { return c > 0x20 && c < 0x7f; });
+}
+
 }  // namespace hostagent

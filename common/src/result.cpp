@@ -28,6 +28,14 @@ const char* to_string(ErrorCode code) noexcept {
   return "unknown";
 }
 
+std::optional<ErrorCode> error_code_from(std::string_view text) noexcept {
+  for (int i = 0; i <= static_cast<int>(ErrorCode::internal); ++i) {
+    const auto code = static_cast<ErrorCode>(i);
+    if (text == to_string(code)) return code;
+  }
+  return std::nullopt;
+}
+
 Error field_error(const std::string& field, const std::string& why) {
   return Error{ErrorCode::invalid_argument, field + ": " + why, field};
 }

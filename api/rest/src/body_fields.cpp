@@ -1,6 +1,7 @@
 // api/rest: typed JSON body fields and create's field checks.
 #include "body_fields.hpp"
 
+#include "hostagent/common/names.hpp"
 #include "hostagent/common/paths.hpp"
 
 #include <algorithm>
@@ -97,10 +98,9 @@ std::optional<RouteError> BodyFields::boolean(std::string_view key, bool& out) c
 }
 
 std::optional<RouteError> check_request_id(const std::string& request_id) {
-  const bool fine = request_id.size() <= 128 &&
-                    std::all_of(request_id.begin(), request_id.end(), [](char c) { return c > 0x20 && c < 0x7f; });
-  if (fine) return std::nullopt;
-  return bad("request_id", "request_id: use at most 128 printable ASCII characters without spaces (a UUID, say)");
+  // "" is a create without one.
+  if (request_id.empty() || is_request_id(request_id)) return std::nullopt;
+  return bad("request_id", "request_id: " + std::string(kRequestIdRule));
 }
 
 std::optional<RouteError> check_boot_image(const std::string& path) {

@@ -15,16 +15,18 @@
 #include "hostagent/devices/device_preparer.hpp"
 #include "hostagent/numa/host_model.hpp"
 #include "hostagent/service/vm_service.hpp"
+#include "hostagent/state/create_requests.hpp"
 #include "hostagent/state/journal.hpp"
 #include "hostagent/virt/hypervisor.hpp"
 #include "hostagent/vmtemplates/vm_template.hpp"
 #include "ledger.hpp"
 #include "operation_tracker.hpp"
+#include "request_ids.hpp"
 
 namespace hostagent::daemon {
 
 struct Context {
-  Context(ServiceParts parts, state::Journal journal_in, numa::HostPolicy policy)
+  Context(ServiceParts parts, state::Journal journal_in, state::CreateRequests requests_in, numa::HostPolicy policy)
       : config(std::move(parts.config)),
         host(std::move(parts.host)),
         host_sysfs_root(std::move(parts.host_sysfs_root)),
@@ -36,7 +38,8 @@ struct Context {
         hook(std::move(parts.hook)),
         journal(std::move(journal_in)),
         ledger(host, std::move(policy), events),
-        operations(*clock, events) {}
+        operations(*clock, events),
+        requests(std::move(requests_in), *clock) {}
 
   const config::DaemonConfig config;
   const numa::HostModel host;
@@ -51,6 +54,7 @@ struct Context {
   EventHub events;
   Ledger ledger;                // refers to host and events: declared after them
   OperationTracker operations;  // refers to clock and events
+  RequestIds requests;          // refers to clock
   std::atomic<uint64_t> operations_started{0};
   std::mutex report_mutex;
   ReconcileReport last_reconcile;

@@ -17,7 +17,6 @@ OperationView OperationTracker::enqueue(const std::string& kind, const std::stri
     view.state = "queued";
     view.submitted_at = rfc3339(clock_.now());
     operations_.emplace(view.id, view);
-    if (kind == "create" && !request_id.empty()) create_by_request_id_[request_id] = view.id;
   }
   publish(view);
   return view;
@@ -115,14 +114,6 @@ std::optional<OperationView> OperationTracker::wait_ended(const std::string& id)
   }
 }
 
-std::optional<OperationView> OperationTracker::find_create(const std::string& request_id) {
-  std::lock_guard lock(mutex_);
-  forget_old_locked();
-  const auto it = create_by_request_id_.find(request_id);
-  if (it == create_by_request_id_.end()) return std::nullopt;
-  return operations_.at(it->second);
-}
-
 std::vector<OperationView> OperationTracker::list() {
   std::lock_guard lock(mutex_);
   forget_old_locked();
@@ -149,12 +140,7 @@ void OperationTracker::forget_old_locked() {
   const auto now = clock_.steady_now();
   while (!ended_.empty() && (ended_.size() > kKeptEnded || now - ended_.front().second > kKeptFor)) {
     const auto it = operations_.find(ended_.front().first);
-    if (it != operations_.end()) {
-      if (it->second.kind == "create" && !it->second.request_id.empty()) {
-        create_by_request_id_.erase(it->second.request_id);
-      }
-      operations_.erase(it);
-    }
+    if (it != operations_.end()) operations_.erase(it);
     announced_.erase(ended_.front().first);
     ended_.pop_front();
   }

@@ -3,7 +3,8 @@
 // Each submitted command gets an id and is followed from queued through its steps to its end;
 // ended ones are kept for an hour (at most kKeptEnded of them) so a control plane that polls late
 // still learns the outcome. In memory only: after a restart, the journal and libvirt say what
-// happened, and an idempotent create retried with its request id is answered from its record.
+// happened, and a create that carried a request id is answered from its durable record
+// (request_ids.hpp).
 #pragma once
 
 #include <condition_variable>
@@ -50,8 +51,6 @@ class OperationTracker {
   // that also subscribed has seen every event of it; nullopt when it is unknown (or was forgotten
   // before it could be seen ended: 1000 newer operations ended first).
   std::optional<OperationView> wait_ended(const std::string& id);
-  // The create that carried this request id, if this run has seen one.
-  std::optional<OperationView> find_create(const std::string& request_id);
   std::vector<OperationView> list();  // newest first
 
  private:
@@ -75,7 +74,6 @@ class OperationTracker {
   std::map<std::string, std::chrono::steady_clock::time_point> started_;  // running ones
   std::map<std::string, std::string> running_by_vm_;                      // one at a time per VM (its queue is a FIFO)
   std::map<std::string, VmProgress> progress_by_vm_;                      // busy VMs only
-  std::map<std::string, std::string> create_by_request_id_;
   std::deque<std::pair<std::string, std::chrono::steady_clock::time_point>> ended_;  // oldest first
 };
 

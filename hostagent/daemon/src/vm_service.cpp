@@ -23,8 +23,9 @@ const std::string kHostQueue;
 
 class VmServiceImpl final : public VmService {
  public:
-  VmServiceImpl(ServiceParts parts, state::Journal journal, numa::HostPolicy policy)
-      : context_(std::move(parts), std::move(journal), std::move(policy)), queues_(context_.config.operation_workers) {}
+  VmServiceImpl(ServiceParts parts, state::Journal journal, state::CreateRequests requests, numa::HostPolicy policy)
+      : context_(std::move(parts), std::move(journal), std::move(requests), std::move(policy)),
+        queues_(context_.config.operation_workers) {}
 
   ~VmServiceImpl() override {
     health_.reset();  // its thread reads the host model
@@ -36,6 +37,8 @@ class VmServiceImpl final : public VmService {
   VmServiceImpl& operator=(const VmServiceImpl&) = delete;
 
   Status begin() {
+    // Before anything changes: an unreadable record stops the start with nothing touched.
+    HA_TRY_STATUS(context_.requests.load());
     // Subscribed before reconcile lists the domains, so no change between the two goes unseen.
     context_.hypervisor->subscribe([this](const virt::DomainEvent& event) { on_domain_event(event); },
                                    [this](virt::ConnectionEvent event) { on_connection_event(event); });
@@ -46,6 +49,7 @@ class VmServiceImpl final : public VmService {
                             std::to_string(report.finished.size() + report.rolled_back.size()) +
                             " interrupted operations recovered");
     set_report(std::move(report));
+    context_.requests.settle([this](const std::string& vm, const std::string& id) { return made_by(vm, id); });
     if (!context_.host_sysfs_root.empty()) {
       health_ =
           std::make_unique<HealthPoller>([this] { return read_device_health(); }, context_.device_health_interval);
@@ -79,16 +83,24 @@ class VmServiceImpl final : public VmService {
     // One at a time from the check to the enqueue: two replays racing get one operation.
     std::unique_lock lock(begin_create_mutex_);
     if (!request.request_id.empty()) {
-      if (auto earlier = context_.operations.find_create(request.request_id)) {
-        HA_TRY_STATUS(same_create(request, earlier->vm, earlier->template_name));
-        return *earlier;
-      }
-      HA_TRY_STATUS(check_request_id_unused(request));
+      HA_TRY(auto earlier, earlier_create(request));
+      if (earlier) return *earlier;
     }
     HA_TRY_STATUS(check_name_free(request));
     auto operation = context_.operations.enqueue("create", request.name, request.request_id, request.template_name);
+    if (!request.request_id.empty()) {
+      if (auto accepted = context_.requests.accept(operation); !accepted.ok()) {
+        context_.operations.finish(operation.id, accepted);  // never ran: nothing to undo
+        return accepted.error();
+      }
+    }
     lock.unlock();
-    queue(operation.id, request.name, [this, request] { return daemon::create_vm(context_, request); });
+    queue(operation.id, request.name, [this, request, id = operation.id] {
+      auto created = daemon::create_vm(context_, request);
+      // Before the tracker says it ended: a replay that saw the end finds the record ended too.
+      if (!request.request_id.empty()) context_.requests.ended(id, status_of(created));
+      return created;
+    });
     return operation;
   }
   Result<OperationView> begin_start(const VmName& name) override {
@@ -112,18 +124,24 @@ class VmServiceImpl final : public VmService {
   Result<OperationView> begin_delete(const VmName& name) override {
     HA_TRY_STATUS(known(name));
     const auto operation = enqueue("delete", name);
-    queue(operation.id, name, [this, name] { return daemon::delete_vm(context_, name); });
+    queue(operation.id, name, [this, name, id = operation.id] {
+      const auto entry = context_.ledger.find(name);
+      const std::string request_id = entry && entry->record ? entry->record->request_id : "";
+      auto deleted = daemon::delete_vm(context_, name);
+      if (deleted.ok() && !request_id.empty()) context_.requests.gone(request_id, "deleted by operation " + id);
+      return deleted;
+    });
     return operation;
   }
 
   Result<OperationView> wait(const std::string& id) override {
     if (auto ended = context_.operations.wait_ended(id)) return *ended;
-    return Error{ErrorCode::not_found, "no operation " + id + " (operations are kept for an hour after they end)"};
+    return recorded_operation(id);
   }
 
   Result<OperationView> operation(const std::string& id) override {
     if (auto found = context_.operations.find(id)) return *found;
-    return Error{ErrorCode::not_found, "no operation " + id + " (operations are kept for an hour after they end)"};
+    return recorded_operation(id);
   }
   std::vector<OperationView> operations() override { return context_.operations.list(); }
 
@@ -223,6 +241,46 @@ class VmServiceImpl final : public VmService {
                                           "; a different create needs a new request id"};
   }
 
+  // The create this request id already named, answered rather than run again: its operation while
+  // the VM it made exists or it failed; a conflict once that VM is gone. nullopt: the id is new.
+  Result<std::optional<OperationView>> earlier_create(const CreateVmRequest& request) {
+    auto record = context_.requests.find(request.request_id);
+    if (!record) {
+      HA_TRY_STATUS(check_request_id_unused(request));
+      return std::optional<OperationView>();
+    }
+    HA_TRY_STATUS(same_create(request, record->vm, record->template_name));
+    if (record->outcome == state::CreateOutcome::created && !made_by(record->vm, record->request_id)) {
+      // Deleted by a recovery that finished a delete, or undefined outside hostagent.
+      context_.requests.gone(record->request_id, "removed outside hostagent, or by a delete its recovery finished");
+      record = context_.requests.find(request.request_id);
+    }
+    if (record->outcome == state::CreateOutcome::gone) {
+      return Error{ErrorCode::conflict, "request_id: " + text::quoted(request.request_id) + " created VM " +
+                                            record->vm + " (operation " + record->operation +
+                                            "), which is gone since " + record->gone_at + ": " + record->error +
+                                            "; a new VM needs a new request id"};
+    }
+    if (auto live = context_.operations.find(record->operation)) return std::optional(*live);
+    return std::optional(operation_of(*record));
+  }
+
+  // Whether VM `vm` exists and was made by the create that carried `request_id`.
+  bool made_by(const std::string& vm, const std::string& request_id) const {
+    const auto entry = context_.ledger.find(vm);
+    return entry && entry->defined && entry->record && entry->record->request_id == request_id;
+  }
+
+  // An operation the tracker forgot (after an hour, or a restart): creates with a request id are
+  // recorded until their id's window closes.
+  Result<OperationView> recorded_operation(const std::string& id) {
+    if (auto record = context_.requests.find_operation(id)) return operation_of(*record);
+    return Error{ErrorCode::not_found,
+                 "no operation " + id +
+                     " (operations are kept for an hour after they end; a create with a request id " +
+                     std::to_string(RequestIds::kWindow.count() / 24) + " days after it failed or its VM went)"};
+  }
+
   // A name in use is a conflict now rather than an operation that fails in the queue, unless the VM
   // is this very create's (a replay with its request id, answered above).
   Status check_name_free(const CreateVmRequest& request) const {
@@ -236,7 +294,8 @@ class VmServiceImpl final : public VmService {
                                           "; choose another name, or delete it first"};
   }
 
-  // After a restart the tracker is empty, but the VMs' records keep their request ids.
+  // A VM made before its create's request record was kept (an older hostagent) has the id in its
+  // own record.
   Status check_request_id_unused(const CreateVmRequest& request) {
     for (const auto& entry : context_.ledger.entries()) {
       if (!entry.record || entry.record->request_id != request.request_id) continue;
@@ -367,10 +426,12 @@ VmView view_of(Context& context, const LedgerEntry& entry) {
 Result<std::unique_ptr<VmService>> start_service(ServiceParts parts) {
   HA_ASSERT(parts.hypervisor && parts.devices && parts.clock);
   HA_TRY(auto journal, state::Journal::open(parts.config.state_directory / "journal"));
+  HA_TRY(auto requests, state::CreateRequests::open(parts.config.state_directory / "requests"));
   HA_TRY_STATUS(create_console_log_directory(parts.config.console_log_directory));
   numa::HostPolicy policy;
   policy.housekeeping_cpus = parts.config.housekeeping_cpus;
-  auto service = std::make_unique<VmServiceImpl>(std::move(parts), std::move(journal), std::move(policy));
+  auto service =
+      std::make_unique<VmServiceImpl>(std::move(parts), std::move(journal), std::move(requests), std::move(policy));
   HA_TRY_STATUS(service->begin());
   return std::unique_ptr<VmService>(std::move(service));
 }

@@ -7,44 +7,25 @@
 #include "hostagent/state/journal.hpp"
 #include "hostagent/common/text.hpp"
 
-#include <sys/stat.h>
-
 #include <algorithm>
 #include <array>
 #include <boost/json.hpp>
-#include <cerrno>
 
 #include "hostagent/common/durable_file.hpp"
 #include "record_checks.hpp"
 #include "record_json.hpp"
+#include "state_directory.hpp"
 
 namespace hostagent::state {
 namespace json = boost::json;
 namespace {
 
-constexpr std::string_view kEntrySuffix = ".json";
 constexpr std::size_t kMaxEntryBytes = 16U << 20U;
 constexpr std::array kKinds = {OperationKind::create, OperationKind::start, OperationKind::stop, OperationKind::reboot,
                                OperationKind::remove};
 
-// An entry's temporary file (durable::temporary_of): a write that never committed.
-bool is_temporary_entry(std::string_view name) {
-  if (!name.ends_with(durable::kTemporarySuffix)) return false;
-  name.remove_suffix(durable::kTemporarySuffix.size());
-  return name.ends_with(kEntrySuffix);
-}
-
-// The id becomes a file name: no separators, no "." or "..", no hidden files.
-bool is_valid_id(std::string_view id) {
-  if (id.empty() || id.size() > 128 || id.front() == '.') return false;
-  return std::all_of(id.begin(), id.end(), [](char c) {
-    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '.' ||
-           c == '-';
-  });
-}
-
 Status check_id(const std::string& id) {
-  if (is_valid_id(id)) return ok_status();
+  if (detail::is_file_id(id)) return ok_status();
   return Error{ErrorCode::invalid_argument, "journal entry id " + text::quoted(id) +
                                                 " must be 1 to 128 of A-Z a-z 0-9 _ . - and not start with '.'"};
 }
@@ -140,7 +121,7 @@ Result<JournalEntry> read_entry(const std::filesystem::path& path, const std::st
     return Error{error.code, "journal entry " + path.string() + ": " + error.message +
                                  " (the daemon will not guess what this operation did: repair or remove the file)"};
   };
-  if (!is_valid_id(id)) return in_file(Error{ErrorCode::parse_error, "the file name is not a valid entry id"});
+  if (!detail::is_file_id(id)) return in_file(Error{ErrorCode::parse_error, "the file name is not a valid entry id"});
   auto text = durable::read_file(path, kMaxEntryBytes);
   if (!text.ok()) return text.error();
   boost::system::error_code ec;
@@ -187,20 +168,7 @@ const std::vector<std::string_view>& journaled_steps(OperationKind kind) {
 }
 
 Result<Journal> Journal::open(const std::filesystem::path& directory) {
-  if (directory.empty()) return Error{ErrorCode::invalid_argument, "journal directory is empty: configure a path"};
-  std::error_code ec;
-  const bool created = std::filesystem::create_directories(directory, ec);
-  if (ec) {
-    return Error{ErrorCode::io_error, "create journal directory " + directory.string() + ": " + ec.message() +
-                                          " (point the state directory at a writable place)"};
-  }
-  // mkdir(2) applies the umask to the mode; chmod sets exactly 0700. Only a directory we made:
-  // an existing one keeps the permissions its owner gave it.
-  if (created && ::chmod(directory.c_str(), 0700) != 0) {
-    Error error = errno_error(errno, "chmod 0700", directory.string());
-    error.code = ErrorCode::io_error;
-    return error;
-  }
+  HA_TRY_STATUS(detail::open_private_directory(directory, "journal"));
   return Journal(directory);
 }
 
@@ -209,35 +177,24 @@ Status Journal::write(const JournalEntry& entry) {
   if (auto problem = entry_problem(entry); !problem.empty()) {
     return Error{ErrorCode::invalid_argument, "journal entry " + text::quoted(entry.id) + ": " + problem};
   }
-  return durable::replace_file(directory_ / (entry.id + std::string(kEntrySuffix)), to_json_text(entry));
+  return durable::replace_file(directory_ / (entry.id + std::string(detail::kJsonSuffix)), to_json_text(entry));
 }
 
 Status Journal::remove(const std::string& id) {
   HA_TRY_STATUS(check_id(id));
-  return durable::remove_file(directory_ / (id + std::string(kEntrySuffix)));
+  return durable::remove_file(directory_ / (id + std::string(detail::kJsonSuffix)));
 }
 
 Result<std::vector<JournalEntry>> Journal::entries() const {
   std::vector<JournalEntry> out;
-  std::error_code ec;
-  for (auto it = std::filesystem::directory_iterator(directory_, ec);
-       !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
-    const std::string name = it->path().filename().string();
-    if (is_temporary_entry(name)) {
-      // A write that never committed: the crash came before its rename, so the operation's state
-      // is the committed <id>.json next to it (or no entry at all). Its contents mean nothing.
-      HA_TRY_STATUS(durable::discard_file(it->path()));
-      continue;
-    }
-    if (!name.ends_with(kEntrySuffix)) continue;  // not ours: editors' backups and the like
-    HA_TRY(auto entry, read_entry(it->path(), name.substr(0, name.size() - kEntrySuffix.size())));
-    out.push_back(std::move(entry));
-  }
-  if (ec) {
-    Error error = errno_error(ec.value(), "list journal directory", directory_.string());
-    error.code = ErrorCode::io_error;
-    return error;
-  }
+  // A leftover .tmp is a write that never committed: the crash came before its rename, so the
+  // operation's state is the committed <id>.json next to it (or no entry at all).
+  HA_TRY_STATUS(
+      detail::for_each_json_file(directory_, "journal", [&](const auto& path, const std::string& id) -> Status {
+        HA_TRY(auto entry, read_entry(path, id));
+        out.push_back(std::move(entry));
+        return ok_status();
+      }));
   std::sort(out.begin(), out.end(), oldest_first);
   return out;
 }

@@ -95,6 +95,16 @@ Result<std::vector<std::string>> RecordingPreparer::release_unheld(const std::ve
   return released;
 }
 
+std::chrono::system_clock::time_point ManualClock::now() {
+  std::lock_guard lock(mutex_);
+  return std::chrono::system_clock::now() + wall_offset_;
+}
+
+void ManualClock::advance_wall(std::chrono::seconds by) {
+  std::lock_guard lock(mutex_);
+  wall_offset_ += by;
+}
+
 std::chrono::steady_clock::time_point ManualClock::steady_now() {
   std::lock_guard lock(mutex_);
   return now_;
@@ -190,6 +200,12 @@ std::unique_ptr<daemon::VmService> started(DaemonFixture& fixture, FaultyHypervi
 
 std::vector<fs::path> DaemonFixture::journal_files() const {
   return files_in(scratch_.path() / "state" / "journal");
+}
+
+daemon::OperationView wait_for(daemon::VmService& service, const std::string& id) {
+  auto ended = service.wait(id);
+  REQUIRE_MESSAGE(ended.ok(), ended.error().message);
+  return *ended;
 }
 
 std::vector<std::string> test_driver_domains(const std::string& prefix) {

@@ -87,10 +87,12 @@ class RecordingPreparer final : public devices::DevicePreparer {
   std::shared_ptr<Shared> shared_;
 };
 
-// Real wall clock; a steady clock that only moves when slept on, so timeouts pass instantly.
+// Real wall clock, moved on by advance_wall(); a steady clock that only moves when slept on, so
+// timeouts pass instantly.
 class ManualClock final : public daemon::Clock {
  public:
-  std::chrono::system_clock::time_point now() override { return std::chrono::system_clock::now(); }
+  std::chrono::system_clock::time_point now() override;
+  void advance_wall(std::chrono::seconds by);
   std::chrono::steady_clock::time_point steady_now() override;
   void sleep_for(std::chrono::milliseconds duration) override;
   std::chrono::milliseconds slept() const;
@@ -99,6 +101,7 @@ class ManualClock final : public daemon::Clock {
   mutable std::mutex mutex_;
   std::chrono::steady_clock::time_point now_{};
   std::chrono::milliseconds slept_{0};
+  std::chrono::seconds wall_offset_{0};
 };
 
 // Shipped templates the suites create from: one, two and eight H100s.
@@ -140,6 +143,10 @@ class DaemonFixture {
 // fixture.start(...) that fails the test case, with the service's message, when the service does not start.
 std::unique_ptr<daemon::VmService> started(DaemonFixture& fixture, FaultyHypervisor** faulty = nullptr,
                                            const std::shared_ptr<ManualClock>& clock = nullptr);
+
+// The operation once it has ended (and its events are published); fails the test case on an
+// unknown id.
+daemon::OperationView wait_for(daemon::VmService& service, const std::string& id);
 
 // Domains named `prefix`* that libvirt's test:///default holds right now (it is shared by every
 // connection in the process).

@@ -1,6 +1,7 @@
 // hostagentd killed with SIGKILL right before each step of create and of delete (the --pause-at
 // hook stops it there), then restarted: every VM known, nothing leaked (domains, disks, hugepages,
-// journal entries), the interrupted operation finished or rolled back. One test per step.
+// journal entries), the interrupted operation finished or rolled back, and the create's request id
+// replayed after the restart answered from what the create did, making nothing. One test per step.
 #include <doctest/doctest.h>
 
 #include <chrono>
@@ -15,6 +16,7 @@ namespace {
 namespace fs = std::filesystem;
 
 const VmName kVm = "ci-crash";
+constexpr char kRequestId[] = "ci-crash-request";
 
 // Runs hostagentd --exec COMMAND with a pause before `step`, waits until it is there, kills it.
 void run_until_killed(const LibvirtdFixture& fixture, const std::string& command, const std::string& step) {
@@ -31,7 +33,8 @@ void run_until_killed(const LibvirtdFixture& fixture, const std::string& command
 }
 
 std::string create_command(const LibvirtdFixture& fixture) {
-  return "create " + kVm + " " + LibvirtdFixture::kTemplate + " ssh_key_file=" + fixture.authorized_keys().string();
+  return "create " + kVm + " " + LibvirtdFixture::kTemplate + " request_id=" + kRequestId +
+         " ssh_key_file=" + fixture.authorized_keys().string();
 }
 
 void create_with_daemon(const LibvirtdFixture& fixture) {
@@ -46,6 +49,23 @@ struct Expected {
   std::string operation;   // "create ci-crash" / "delete ci-crash"
 };
 
+// The create replayed with its request id after the restart: its operation, succeeded when the VM
+// was kept, failed when it was rolled back; a conflict once a delete took the VM. Nothing is queued.
+void check_replay(daemon::VmService& service, const Expected& expected) {
+  daemon::CreateVmRequest request{.name = kVm, .template_name = LibvirtdFixture::kTemplate};
+  request.request_id = kRequestId;
+  const auto replay = service.begin_create(request);
+  if (expected.operation.starts_with("delete")) {
+    REQUIRE_FALSE(replay.ok());
+    CHECK(replay.error().code == ErrorCode::conflict);
+    CHECK(replay.error().message.find("is gone") != std::string::npos);
+  } else {
+    REQUIRE_MESSAGE(replay.ok(), replay.error().message);
+    CHECK(replay->state == (expected.vm_exists ? "succeeded" : "failed"));
+  }
+  CHECK(service.operations().empty());
+}
+
 void check_recovered(const LibvirtdFixture& fixture, uint64_t free_before, const Expected& expected) {
   auto service = fixture.start_service();
   REQUIRE_MESSAGE(service.ok(), service.error().message);
@@ -53,6 +73,7 @@ void check_recovered(const LibvirtdFixture& fixture, uint64_t free_before, const
   const auto& listed = expected.report == "finished" ? report.finished : report.rolled_back;
   CHECK(listed == std::vector<std::string>{expected.operation});
   CHECK(report.problems.empty());
+  check_replay(**service, expected);
   CHECK(fixture.journal_files().empty());
   CHECK(fixture.domain_exists(kVm) == expected.vm_exists);
   auto vm = (*service)->get_vm(kVm);

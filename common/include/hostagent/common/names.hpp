@@ -25,6 +25,13 @@ std::string name_problem(std::string_view text);
 // invalid_argument on field: text (quoted) is not a `noun`, and the rule.
 Error name_error(std::string_view text, std::string_view noun, const std::string& field);
 
+// A create's idempotency key: 1-128 printable ASCII characters without spaces (a UUID, say). Kept
+// in the VM's record and the create's durable request record, and echoed in logs: never a name.
+inline constexpr std::size_t kMaxRequestIdLength = 128;
+inline constexpr std::string_view kRequestIdRule =
+    "use 1 to 128 printable ASCII characters without spaces (a UUID, say)";
+bool is_request_id(std::string_view text);
+
 // The rule as CheckedText's, for one kind of name: a VM's or a template's.
 template <class Kind>
 struct NameRule {

@@ -5,7 +5,9 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <variant>
 
@@ -21,10 +23,12 @@ enum class ErrorCode {
   conflict,          // the resource is held by someone else
   does_not_fit,      // placement found no room
   unavailable,       // a service we depend on (libvirtd) cannot be reached now; retrying may work
-  internal,          // a library (hwloc, libpci) failed in a way we cannot attribute
+  internal,  // a library (hwloc, libpci) failed in a way we cannot attribute (the last: error_code_from counts to it)
 };
 
 const char* to_string(ErrorCode code) noexcept;
+// The code to_string wrote (a durable record's); nullopt for any other text.
+std::optional<ErrorCode> error_code_from(std::string_view text) noexcept;
 
 struct Error {
   ErrorCode code;

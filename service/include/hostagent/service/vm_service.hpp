@@ -81,7 +81,7 @@ struct VmView {
 // An operation as the API reports it: queued behind the VM's earlier operations, then running step
 // by step, then finished. Kept for a while after it ends (see VmService::operation).
 struct OperationView {
-  std::string id;    // "op-<n>": unique while the daemon runs
+  std::string id;    // "op-<run>-<n>": never names two operations, across restarts too
   std::string kind;  // create | delete | start | stop | reboot
   std::string vm;
   std::string request_id;       // the create's, "" otherwise
