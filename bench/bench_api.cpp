@@ -10,7 +10,8 @@
 // the first blocks (its cost against the probe's and the reads'). Last, GET /v1/vms at 1, 8 and 64
 // connections with 500 stalled connections present (each sent half a request and waits: a
 // slowloris, opened before the arm and closed after it), against the same reads without them,
-// interleaved: what the connection budget's eviction costs the clients it protects.
+// interleaved: what the connection budget's eviction costs the clients it protects. And the health
+// probe alone against the probe while 8 connections scrape /v1/metrics without pause.
 //
 // wrk is not used: it cannot talk to a unix socket, the daemon's default listener. The generator
 // is one Asio thread driving every connection (closed loop: each connection sends its next request
@@ -470,6 +471,41 @@ void under_stall(const Transport& transport, int connections, const Settings& se
   std::fflush(stdout);
 }
 
+constexpr int kScrapers = 8;
+
+// GET /v1/health/live on one connection (a probe) alone, and while kScrapers connections scrape
+// /v1/metrics without pause, interleaved: whether a scrape flood slows the probe.
+void under_scrape_flood(const Transport& transport, const Settings& settings) {
+  Arm quiet{"/v1/health/live", {}, {}, 0};
+  Arm flooded{"/v1/health/live, scrape flood", {}, {}, 0};
+  LoadClient probe(transport, 1);
+  LoadClient scrapers(transport, kScrapers);
+  probe.run("/v1/health/live", std::chrono::milliseconds(50));  // warm
+  scrapers.run("/v1/metrics", std::chrono::milliseconds(50));
+  double scrapes = 0;
+  double flood_seconds = 0;
+  for (int round = 0; round < settings.rounds; ++round) {
+    for (int i = 0; i < 2; ++i) {
+      if ((round + i) % 2 == 0) {
+        quiet.add(probe.run("/v1/health/live", settings.phase));
+        continue;
+      }
+      PhaseResult flood;
+      // A little longer than the probe's phase, so the probe never runs without the flood.
+      std::thread flooding(
+          [&] { flood = scrapers.run("/v1/metrics", settings.phase + std::chrono::milliseconds(20)); });
+      flooded.add(probe.run("/v1/health/live", settings.phase));
+      flooding.join();
+      scrapes += static_cast<double>(flood.latencies_ms.size());
+      flood_seconds += flood.seconds;
+    }
+  }
+  std::printf("  %s; %.0f scrapes/s during the flood arm\n", transport.name.c_str(), scrapes / flood_seconds);
+  print_arm(quiet, nullptr);
+  print_arm(flooded, &quiet);
+  std::fflush(stdout);
+}
+
 // The client and the server each hold every stalled connection: past the soft limit of 1024.
 void raise_open_files() {
   rlimit limit{};
@@ -544,6 +580,10 @@ int main(int argc, char** argv) {
               kChurnShape);
   std::printf("the same reads with nothing in flight (interleaved); rate/flr and p99/flr = churn / quiet\n");
   for (const int connections : {1, 64}) under_churn(daemon->transports[0], connections, settings);
+  std::printf("\nThe health probe (one connection) while %d connections scrape /v1/metrics back to back, against\n",
+              kScrapers);
+  std::printf("the probe alone (interleaved); rate/flr and p99/flr = flood / alone\n");
+  under_scrape_flood(daemon->transports[0], settings);
   std::printf("\nGET /v1/vms with %d stalled connections present (each sent half a request line and waits),\n",
               kStalled);
   std::printf("against the same reads without them (interleaved); rate/flr and p99/flr = stalled / quiet. Over the\n");

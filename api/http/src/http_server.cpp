@@ -83,11 +83,13 @@ class ServerImpl final : public HttpServer {
  public:
   ServerImpl(ServerOptions options, RequestHandler handler, RequestObserver observer)
       : handler_pool_(std::make_unique<asio::thread_pool>(static_cast<std::size_t>(options.handler_threads))),
+        probe_pool_(std::make_unique<asio::thread_pool>(1)),
         context_(std::make_shared<ServerContext>()) {
     context_->options = std::move(options);
     context_->handler = std::move(handler);
     context_->observer = std::move(observer);
     context_->handler_pool = handler_pool_.get();
+    context_->probe_pool = probe_pool_.get();
     context_->budget = std::make_unique<ConnectionBudget>(ServerContext::budget_limits(context_->options.limits));
   }
   ~ServerImpl() override { stop(); }
@@ -147,6 +149,7 @@ class ServerImpl final : public HttpServer {
     // Handlers in flight finish (they may be blocked on libvirt); their answers find the
     // connections closed. Then, with nothing left to do, io_context::run returns on every thread.
     handler_pool_->join();
+    probe_pool_->join();
     work_.reset();
     for (auto& thread : threads_) thread.join();
     threads_.clear();
@@ -211,6 +214,7 @@ class ServerImpl final : public HttpServer {
   asio::io_context io_;
   std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work_{io_.get_executor()};
   std::unique_ptr<asio::thread_pool> handler_pool_;
+  std::unique_ptr<asio::thread_pool> probe_pool_;  // the probe paths' handlers alone
   std::shared_ptr<ServerContext> context_;
   std::vector<UnixListener> unix_;
   std::vector<std::unique_ptr<tcp::acceptor>> tcp_;

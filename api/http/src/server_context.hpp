@@ -1,5 +1,5 @@
 // api/http server_context: what every connection of one server shares: the options, the handler
-// and observer, the handler thread pool, the TLS context, the connection budget, and the registry
+// and observer, the handler thread pools, the TLS context, the connection budget, and the registry
 // of open connections that stop() closes and eviction reaches.
 #pragma once
 
@@ -38,6 +38,9 @@ struct ServerContext {
   std::shared_ptr<boost::asio::ssl::context> tls;  // null: plain TCP
   // Owned by the server, which joins it in stop() before anything here can go away.
   boost::asio::thread_pool* handler_pool = nullptr;
+  // One thread for the probe paths' handlers only: a flood of other requests (scrapes, reads) that
+  // keeps every handler thread busy never queues a health probe behind it.
+  boost::asio::thread_pool* probe_pool = nullptr;
   std::atomic<bool> stopping{false};
   std::unique_ptr<ConnectionBudget> budget;
 

@@ -341,7 +341,8 @@ class Session final : public Connection, public std::enable_shared_from_this<Ses
                              request_->path),
                      true);
     }
-    asio::post(*server_->handler_pool, [self = this->shared_from_this(), request = request_] {
+    auto& pool = is_probe(request_->path) ? *server_->probe_pool : *server_->handler_pool;
+    asio::post(pool, [self = this->shared_from_this(), request = request_] {
       HttpResponse response = self->run_handler(*request);
       asio::post(self->stream_.get_executor(),
                  [self, response = std::move(response)]() mutable { self->respond(std::move(response), false); });

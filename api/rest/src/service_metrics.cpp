@@ -147,7 +147,32 @@ void ServiceMetrics::on_request(const std::string& method, unsigned status, std:
   request_durations_.observe(std::chrono::duration<double>(latency).count());
 }
 
+// One scrape computed at a time; a scrape that arrives while one runs waits for the next, which it
+// shares with every other that arrived meanwhile. So each answer was computed after its request
+// arrived (never stale), and a flood of scrapes costs one computation at a time, not one per
+// handler thread: the rest of the API keeps the other cores.
 std::string ServiceMetrics::render(daemon::VmService& service) {
+  std::unique_lock lock(scrape_mutex_);
+  const uint64_t wanted = scrapes_started_ + 1;  // the first to start after this one arrived
+  while (scrapes_finished_ < wanted) {
+    if (scrape_running_) {
+      scrape_done_.wait(lock);
+      continue;
+    }
+    scrape_running_ = true;
+    const uint64_t number = ++scrapes_started_;
+    lock.unlock();
+    std::string text = compute(service);
+    lock.lock();
+    scrape_text_ = std::move(text);
+    scrapes_finished_ = number;
+    scrape_running_ = false;
+    scrape_done_.notify_all();
+  }
+  return scrape_text_;
+}
+
+std::string ServiceMetrics::compute(daemon::VmService& service) {
   MetricsText out;
   const auto status = service.status();
   render_vms(out, service);

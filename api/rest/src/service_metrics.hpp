@@ -4,6 +4,7 @@
 #pragma once
 
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -27,11 +28,19 @@ class ServiceMetrics {
   void on_request(const std::string& method, unsigned status, std::chrono::nanoseconds latency);
   // The HTTP server's connection budget, read at each scrape from now on.
   void watch_connections(std::function<ConnectionStats()> read);
-  // The exposition text; reads the service (may block on libvirt).
+  // The exposition text, computed after the call began; reads the service (may block on libvirt).
   std::string render(daemon::VmService& service);
 
  private:
+  std::string compute(daemon::VmService& service);
   void render_counted(MetricsText& out);
+
+  std::mutex scrape_mutex_;
+  std::condition_variable scrape_done_;
+  bool scrape_running_ = false;
+  uint64_t scrapes_started_ = 0;
+  uint64_t scrapes_finished_ = 0;
+  std::string scrape_text_;  // the last finished scrape's
 
   std::mutex mutex_;
   std::map<std::pair<std::string, std::string>, Histogram> operation_durations_;  // (kind, result)

@@ -72,7 +72,7 @@ class Harness {
       const std::lock_guard lock(mutex_);
       handled_.push_back(request.path);
     }
-    if (request.path == "/block") {
+    if (request.path == "/block" || request.path == "/block-probe") {
       release_.wait();
       return text("unblocked");
     }

@@ -487,13 +487,28 @@ TEST_CASE("an idle keep-alive connection is closed") {
 
 // ---- the connection budget ---------------------------------------------------------------------
 
-// Three slots, the last a health reserve; /probe and /block are the probes.
+// Three slots, the last a health reserve; /probe and /block-probe (which blocks) are the probes.
 ServerOptions budget_options(const fs::path& socket) {
   ServerOptions options = unix_options(socket);
   options.limits.max_connections = 3;
   options.limits.health_reserve = 1;
-  options.probe_paths = {"/probe", "/block"};
+  options.probe_paths = {"/probe", "/block-probe"};
   return options;
+}
+
+// `count` connections each send GET /block; returns once the handler has begun `begun` of them.
+std::vector<std::unique_ptr<testing::UnixClient>> send_blocking(const fs::path& socket, Harness& harness, int count,
+                                                                std::size_t begun) {
+  std::vector<std::unique_ptr<testing::UnixClient>> busy;
+  for (int i = 0; i < count; ++i) {
+    busy.push_back(connect_unix(socket));
+    REQUIRE(busy.back()->send("GET /block HTTP/1.1\r\nHost: x\r\n\r\n"));
+  }
+  for (int i = 0; i < 500 && harness.handled().size() < begun; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  REQUIRE(harness.handled().size() == begun);
+  return busy;
 }
 
 TEST_CASE("with the general slots taken, the oldest stalled connection is evicted with a 408") {
@@ -531,15 +546,7 @@ TEST_CASE("with every general slot busy, a probe is served from the reserve, any
   Harness harness;
   auto server = harness.start(budget_options(dir.path() / "api.sock"));
   REQUIRE_MESSAGE(server.ok(), failure(server));
-  std::vector<std::unique_ptr<testing::UnixClient>> busy;
-  for (int i = 0; i < 2; ++i) {
-    busy.push_back(connect_unix(dir.path() / "api.sock"));
-    REQUIRE(busy.back()->send("GET /block HTTP/1.1\r\nHost: x\r\n\r\n"));
-  }
-  for (int i = 0; i < 500 && harness.handled().size() < 2; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  }
-  REQUIRE(harness.handled().size() == 2);
+  auto busy = send_blocking(dir.path() / "api.sock", harness, 2, 2);
 
   auto probe = connect_unix(dir.path() / "api.sock");
   const auto live = probe->request(verb::get, "/probe");
@@ -558,7 +565,7 @@ TEST_CASE("with every general slot busy, a probe is served from the reserve, any
 
   // The reserve held too (a probe that blocks): the next connection is refused unread.
   auto reserve = connect_unix(dir.path() / "api.sock");
-  REQUIRE(reserve->send("GET /block HTTP/1.1\r\nHost: x\r\n\r\n"));
+  REQUIRE(reserve->send("GET /block-probe HTTP/1.1\r\nHost: x\r\n\r\n"));
   for (int i = 0; i < 500 && harness.handled().size() < 4; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
@@ -578,7 +585,37 @@ TEST_CASE("with every general slot busy, a probe is served from the reserve, any
     REQUIRE(answer);
     CHECK(answer->body() == "unblocked");
   }
-  CHECK(harness.handled() == std::vector<std::string>{"/block", "/block", "/probe", "/block"});
+  CHECK(harness.handled() == std::vector<std::string>{"/block", "/block", "/probe", "/block-probe"});
+}
+
+TEST_CASE("a probe is answered while every handler thread is blocked: the probes have a thread of their own") {
+  TempDir dir;
+  Harness harness;
+  ServerOptions options = unix_options(dir.path() / "api.sock");
+  options.handler_threads = 2;
+  options.probe_paths = {"/probe"};
+  auto server = harness.start(options);
+  REQUIRE_MESSAGE(server.ok(), failure(server));
+  // Two hold the handler threads, the third waits for one.
+  auto busy = send_blocking(dir.path() / "api.sock", harness, 3, 2);
+  auto probe = connect_unix(dir.path() / "api.sock");
+  const auto live = probe->request(verb::get, "/probe");
+  REQUIRE(live);
+  CHECK(live->result_int() == 200);
+  auto other = connect_unix(dir.path() / "api.sock");
+  REQUIRE(other->send("GET /queued HTTP/1.1\r\nHost: x\r\n\r\n"));
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  // Anything else still waits for a handler thread: /queued has not run.
+  CHECK(harness.handled() == std::vector<std::string>{"/block", "/block", "/probe"});
+  harness.release_blocked();
+  for (auto& client : busy) {
+    const auto answer = client->read();
+    REQUIRE(answer);
+    CHECK(answer->body() == "unblocked");
+  }
+  const auto queued = other->read();
+  REQUIRE(queued);
+  CHECK(queued->result_int() == 200);
 }
 
 // A TCP client whose source address is `source` (any 127.0.0.0/8 address is this machine's).

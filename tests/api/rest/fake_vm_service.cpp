@@ -171,7 +171,18 @@ Result<daemon::VmView> FakeVmService::get_vm(const VmName& name) {
   return it->second.view;
 }
 
+void FakeVmService::on_list_vms(std::function<void()> hook) {
+  const std::lock_guard lock(mutex_);
+  list_vms_hook_ = std::move(hook);
+}
+
 std::vector<daemon::VmView> FakeVmService::list_vms() {
+  std::function<void()> hook;
+  {
+    const std::lock_guard lock(mutex_);
+    hook = list_vms_hook_;
+  }
+  if (hook) hook();
   const std::lock_guard lock(mutex_);
   std::vector<daemon::VmView> out;
   for (const auto& [name, vm] : vms_) out.push_back(vm.view);

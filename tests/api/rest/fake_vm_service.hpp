@@ -7,6 +7,7 @@
 
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -32,6 +33,8 @@ class FakeVmService final : public daemon::VmService {
   void set_held(std::vector<numa::Allocation> held);
   void set_policy(numa::HostPolicy policy);  // what usage() says placement is told
   void set_device_health(std::vector<numa::DeviceHealth> health);
+  // Called at the start of every list_vms(), outside the fake's lock (a test's probe into a read).
+  void on_list_vms(std::function<void()> hook);
   // To every subscriber, on the calling thread, as the service's threads do.
   void publish(const daemon::ServiceEvent& event);
 
@@ -91,6 +94,7 @@ class FakeVmService final : public daemon::VmService {
   std::mutex sinks_mutex_;  // apart from mutex_: a sink runs under it
   std::map<uint64_t, daemon::ServiceEventSink> sinks_;
   uint64_t next_sink_ = 1;
+  std::function<void()> list_vms_hook_;
 };
 
 }  // namespace hostagent::testing

@@ -132,7 +132,8 @@ struct ServerOptions {
   // when the server stops, so systemd goes on listening for the next start.
   std::map<std::filesystem::path, int> inherited_unix_sockets;
   ServerLimits limits;
-  // The paths a connection on probation (health_reserve) is served: the health probes.
+  // The health probes: the paths a connection on probation (health_reserve) is served, and whose
+  // handlers run on a thread of their own, never queued behind other requests.
   std::vector<std::string> probe_paths;
   int network_threads = 2;
   int handler_threads = 4;
