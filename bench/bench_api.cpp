@@ -138,9 +138,20 @@ Socket connect(asio::io_context& context, const Transport& transport) {
 
 // ---- the load generator ----------------------------------------------------------------------
 
+// CPU time of the whole process (user and system, every thread): the server's and the client's.
+double process_cpu_seconds() {
+  rusage usage{};
+  ::getrusage(RUSAGE_SELF, &usage);
+  const auto seconds = [](const timeval& t) {
+    return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) / 1e6;
+  };
+  return seconds(usage.ru_utime) + seconds(usage.ru_stime);
+}
+
 struct PhaseResult {
   std::vector<double> latencies_ms;
   double seconds = 0;
+  double cpu_seconds = 0;      // the process's, over the phase
   std::size_t body_bytes = 0;  // of the last answer
   double rate() const { return static_cast<double>(latencies_ms.size()) / seconds; }
 };
@@ -157,6 +168,7 @@ class LoadClient {
     result_ = PhaseResult{};
     result_.latencies_ms.reserve(1 << 16);
     const auto start = Clock::now();
+    const double cpu_start = process_cpu_seconds();
     deadline_ = start + duration;
     context_.restart();
     for (auto& connection : connections_) {
@@ -166,6 +178,7 @@ class LoadClient {
     }
     context_.run();
     result_.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    result_.cpu_seconds = process_cpu_seconds() - cpu_start;
     return std::move(result_);
   }
 
@@ -389,14 +402,18 @@ struct Arm {
   std::vector<double> rates;      // one per round
   std::vector<double> latencies;  // every request of every round
   std::size_t body_bytes = 0;
+  double cpu_seconds = 0;      // over every round
+  bool cpu_is_its_own = true;  // false when other load (a churn, a flood) ran in the same process
   void add(PhaseResult&& phase) {
     rates.push_back(phase.rate());
+    cpu_seconds += phase.cpu_seconds;
     latencies.insert(latencies.end(), phase.latencies_ms.begin(), phase.latencies_ms.end());
     body_bytes = phase.body_bytes;
   }
   double rate() const { return quantile(rates, 0.5); }
   double p50() const { return quantile(latencies, 0.5); }
   double p99() const { return quantile(latencies, 0.99); }
+  double cpu_us() const { return latencies.empty() ? 0 : cpu_seconds * 1e6 / static_cast<double>(latencies.size()); }
 };
 
 struct Settings {
@@ -406,7 +423,14 @@ struct Settings {
 
 void print_arm(const Arm& arm, const Arm* floor) {
   std::printf("    %-28s %9.0f %8.3f %8.3f %9zu", arm.target.c_str(), arm.rate(), arm.p50(), arm.p99(), arm.body_bytes);
+  if (arm.cpu_is_its_own) {
+    std::printf(" %7.0f", arm.cpu_us());
+  } else {
+    std::printf(" %7s", "-");
+  }
   if (floor != nullptr) std::printf(" %9.3f %9.2f", arm.rate() / floor->rate(), arm.p99() / floor->p99());
+  if (floor != nullptr && arm.cpu_is_its_own && floor->cpu_is_its_own)
+    std::printf(" %8.2f", arm.cpu_us() / floor->cpu_us());
   std::printf("\n");
 }
 
@@ -478,6 +502,7 @@ constexpr int kScrapers = 8;
 void under_scrape_flood(const Transport& transport, const Settings& settings) {
   Arm quiet{"/v1/health/live", {}, {}, 0};
   Arm flooded{"/v1/health/live, scrape flood", {}, {}, 0};
+  flooded.cpu_is_its_own = false;
   LoadClient probe(transport, 1);
   LoadClient scrapers(transport, kScrapers);
   probe.run("/v1/health/live", std::chrono::milliseconds(50));  // warm
@@ -521,6 +546,7 @@ void raise_open_files() {
 void under_churn(const Transport& transport, int connections, const Settings& settings) {
   Arm quiet{"/v1/vms, nothing in flight", {}, {}, 0};
   Arm busy{"/v1/vms, creates+deletes", {}, {}, 0};
+  busy.cpu_is_its_own = false;
   LoadClient client(transport, connections);
   Churn churn(transport);
   double churn_seconds = 0;
@@ -570,9 +596,12 @@ int main(int argc, char** argv) {
   std::printf("(bearer token); the client is one Asio thread over keep-alive connections, closed loop.\n");
   std::printf("%d round%s of %lld ms per arm, arms interleaved; req/s = median over rounds, p50/p99 over every\n",
               settings.rounds, settings.rounds == 1 ? "" : "s", static_cast<long long>(settings.phase.count()));
-  std::printf("request (ms); rate/flr and p99/flr = that arm / the first arm of its block (same server,\n");
-  std::printf("transport and connections)\n\n");
-  std::printf("    %-28s %9s %8s %8s %9s %9s %9s\n", "GET", "req/s", "p50", "p99", "bytes", "rate/flr", "p99/flr");
+  std::printf("request (ms); cpu = the process's CPU time (server and client, every thread) per request (us,\n");
+  std::printf("'-' where other load shared the process);\n");
+  std::printf("rate/flr, p99/flr and cpu/flr = that arm / the first arm of its block (same server, transport\n");
+  std::printf("and connections)\n\n");
+  std::printf("    %-28s %9s %8s %8s %9s %7s %9s %9s %8s\n", "GET", "req/s", "p50", "p99", "bytes", "cpu", "rate/flr",
+              "p99/flr", "cpu/flr");
   for (const auto& transport : daemon->transports) {
     for (const int connections : {1, 64}) throughput(transport, connections, settings);
   }

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -37,9 +38,14 @@ class MetricsText {
   void sample(const std::string& name, const Labels& labels, double value);
   // name_bucket{...,le=...} (cumulative, +Inf last), name_sum, name_count.
   void histogram(const std::string& name, const Labels& labels, const Histogram& histogram);
+  // Families another MetricsText wrote (whole: their HELP, TYPE and samples), kept to be reused.
+  void append(const std::string& rendered) { text_ += rendered; }
   const std::string& text() const { return text_; }
 
  private:
+  void write_sample(std::string_view name, std::string_view suffix, const Labels& labels, const double* le,
+                    double value);
+
   std::string text_;
 };
 

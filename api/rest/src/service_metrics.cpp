@@ -23,9 +23,7 @@ std::string method_label(const std::string& method) {
   return "other";
 }
 
-void render_vms(MetricsText& out, daemon::VmService& service) {
-  std::map<std::string, int> by_state;
-  for (const auto& vm : service.list_vms()) ++by_state[vm.state];
+void render_vms(MetricsText& out, const std::map<std::string, int>& by_state) {
   out.family("hostagent_vms", "VMs by libvirt state, managed and foreign.", "gauge");
   for (const auto& [state, count] : by_state) out.sample("hostagent_vms", {{"state", state}}, count);
 }
@@ -172,17 +170,46 @@ std::string ServiceMetrics::render(daemon::VmService& service) {
   return scrape_text_;
 }
 
+// From what the service keeps: counts, the ledger's holdings and the poller's last health reading;
+// nothing here reads libvirt or sysfs. The sections that cost most are rendered again only when
+// their source changed.
 std::string ServiceMetrics::compute(daemon::VmService& service) {
   MetricsText out;
   const auto status = service.status();
-  render_vms(out, service);
+  render_vms(out, status.vms_by_state);
   render_status(out, status);
-  const auto usage = service.usage();
-  if (usage.host != nullptr) render_capacity(out, numa::capacity(*usage.host, usage.held, usage.policy));
-  const auto health = service.device_health();
-  render_health(out, health.ok() ? *health : std::vector<numa::DeviceHealth>{});
+  out.append(capacity_text(service.usage()));
+  out.append(health_text(service.device_health()));
   render_counted(out);
   return out.text();
+}
+
+// capacity() walks every function of the host, and labels are formatted per node: on vela2 that is
+// most of a scrape (perf under bench_api), yet it changes only when a VM takes or gives something.
+const std::string& ServiceMetrics::capacity_text(const daemon::HostUsage& usage) {
+  if (usage.host == nullptr) {
+    capacity_.reset();
+    return empty_;
+  }
+  if (!capacity_ || capacity_->host != usage.host || capacity_->version != usage.version) {
+    MetricsText out;
+    render_capacity(out, numa::capacity(*usage.host, usage.held, usage.policy));
+    capacity_ = CapacitySection{usage.host, usage.version, out.text()};
+  }
+  return capacity_->text;
+}
+
+// A reading is a new object each time the poller reads (daemon::DeviceHealthReading): the same
+// address, the same devices.
+const std::string& ServiceMetrics::health_text(const Result<daemon::DeviceHealthReading>& health) {
+  const daemon::DeviceHealthReading reading = health.ok() ? *health : nullptr;
+  if (reading == nullptr || reading != health_reading_) {
+    MetricsText out;
+    render_health(out, reading ? *reading : std::vector<numa::DeviceHealth>{});
+    health_reading_ = reading;
+    health_text_ = out.text();
+  }
+  return health_text_;
 }
 
 void ServiceMetrics::render_counted(MetricsText& out) {

@@ -10,6 +10,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -33,7 +34,21 @@ class ServiceMetrics {
 
  private:
   std::string compute(daemon::VmService& service);
+  const std::string& capacity_text(const daemon::HostUsage& usage);
+  const std::string& health_text(const Result<daemon::DeviceHealthReading>& health);
   void render_counted(MetricsText& out);
+
+  // Sections compute() reuses while their source is unchanged; only the one computation running
+  // touches them (render() runs one at a time).
+  struct CapacitySection {
+    const numa::HostModel* host = nullptr;
+    uint64_t version = 0;  // HostUsage::version
+    std::string text;
+  };
+  std::optional<CapacitySection> capacity_;
+  daemon::DeviceHealthReading health_reading_;  // the one health_text_ shows; held, so its address is not reused
+  std::string health_text_;
+  const std::string empty_;
 
   std::mutex scrape_mutex_;
   std::condition_variable scrape_done_;

@@ -1,12 +1,13 @@
 // hostagent/daemon health_poller: one reading kept, renewed on a thread.
 #include "health_poller.hpp"
 
+#include <memory>
 #include <utility>
 
 namespace hostagent::daemon {
 
-HealthPoller::HealthPoller(std::function<Reading()> read, std::chrono::milliseconds interval)
-    : read_(std::move(read)), interval_(interval), latest_(read_()), thread_([this] { run(); }) {}
+HealthPoller::HealthPoller(Read read, std::chrono::milliseconds interval)
+    : read_(std::move(read)), interval_(interval), latest_(read_once()), thread_([this] { run(); }) {}
 
 HealthPoller::~HealthPoller() {
   {
@@ -15,6 +16,12 @@ HealthPoller::~HealthPoller() {
   }
   stop_cv_.notify_all();
   thread_.join();
+}
+
+HealthPoller::Reading HealthPoller::read_once() const {
+  auto reading = read_();
+  if (!reading.ok()) return reading.error();
+  return DeviceHealthReading(std::make_shared<const std::vector<numa::DeviceHealth>>(std::move(*reading)));
 }
 
 HealthPoller::Reading HealthPoller::latest() const {
@@ -27,7 +34,7 @@ void HealthPoller::run() {
   std::unique_lock lock(mutex_);
   while (!stop_cv_.wait_for(lock, interval_, [this] { return stopping_; })) {
     lock.unlock();
-    Reading reading = read_();
+    Reading reading = read_once();
     lock.lock();
     latest_ = std::move(reading);
   }

@@ -13,24 +13,28 @@
 
 #include "hostagent/common/result.hpp"
 #include "hostagent/numa/device_health.hpp"
+#include "hostagent/service/vm_service.hpp"
 
 namespace hostagent::daemon {
 
 class HealthPoller {
  public:
-  using Reading = Result<std::vector<numa::DeviceHealth>>;
+  using Read = std::function<Result<std::vector<numa::DeviceHealth>>()>;
+  using Reading = Result<DeviceHealthReading>;
   // Reads once before it returns, then every `interval` until destroyed.
-  HealthPoller(std::function<Reading()> read, std::chrono::milliseconds interval);
+  HealthPoller(Read read, std::chrono::milliseconds interval);
   ~HealthPoller();  // stops the thread and joins it
   HealthPoller(const HealthPoller&) = delete;
   HealthPoller& operator=(const HealthPoller&) = delete;
 
-  Reading latest() const;
+  Reading latest() const;  // a new object for each reading: its address tells readings apart
 
  private:
   void run();
 
-  const std::function<Reading()> read_;
+  Reading read_once() const;
+
+  const Read read_;
   const std::chrono::milliseconds interval_;
   mutable std::mutex mutex_;
   std::condition_variable stop_cv_;

@@ -29,6 +29,10 @@ std::optional<virt::DomainState> state_after(virt::DomainEventKind kind) {
 
 }  // namespace
 
+std::string worded_state(const LedgerEntry& entry) {
+  return entry.defined ? std::string(virt::to_string(entry.state)) : "absent";
+}
+
 Result<numa::Placement> Ledger::reserve(state::VmRecord& record, const numa::PlacementRequest& request) {
   HA_TRY(auto placement, place_and_record(record, request));
   publish_devices(record.name, record.allocation.devices, true);
@@ -48,6 +52,7 @@ Result<numa::Placement> Ledger::place_and_record(state::VmRecord& record, const 
   entry.managed = true;
   entry.record = record;
   entries_.emplace(record.name, std::move(entry));
+  ++holdings_version_;
   return placement;
 }
 
@@ -59,6 +64,7 @@ void Ledger::release(const std::string& name) {
     if (it == entries_.end()) return;
     if (it->second.managed && it->second.record) devices = it->second.record->allocation.devices;
     entries_.erase(it);
+    ++holdings_version_;
   }
   publish_devices(name, devices, false);
 }
@@ -82,6 +88,7 @@ void Ledger::adopt(const virt::DomainSummary& domain, std::optional<state::VmRec
   entry.uuid = domain.uuid;
   entry.state = domain.state;
   entry.record = std::move(record);
+  ++holdings_version_;
 }
 
 void Ledger::set_domain(const std::string& name, const std::string& uuid, virt::DomainState state) {
@@ -96,7 +103,9 @@ void Ledger::set_domain(const std::string& name, const std::string& uuid, virt::
 void Ledger::set_record(const state::VmRecord& record) {
   std::lock_guard lock(mutex_);
   const auto it = entries_.find(record.name);
-  if (it != entries_.end()) it->second.record = record;
+  if (it == entries_.end()) return;
+  it->second.record = record;
+  ++holdings_version_;
 }
 
 bool Ledger::on_event(const virt::DomainEvent& event) {
@@ -126,6 +135,21 @@ std::vector<LedgerEntry> Ledger::entries() const {
 std::vector<numa::Allocation> Ledger::held() const {
   std::lock_guard lock(mutex_);
   return held_locked();
+}
+
+Holdings Ledger::holdings() const {
+  std::lock_guard lock(mutex_);
+  return Holdings{held_locked(), holdings_version_};
+}
+
+DomainCounts Ledger::counts() const {
+  std::lock_guard lock(mutex_);
+  DomainCounts counts;
+  for (const auto& [name, entry] : entries_) {
+    (entry.managed ? counts.managed : counts.foreign)++;
+    ++counts.by_state[worded_state(entry)];
+  }
+  return counts;
 }
 
 std::vector<numa::Allocation> Ledger::held_locked() const {

@@ -3,6 +3,7 @@
 // so two creates can never be given the same CPU, device or hugepage.
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -28,6 +29,22 @@ struct LedgerEntry {
   std::optional<state::VmRecord> record;
 };
 
+// The state list_vms() reports for an entry: libvirt's, worded, or "absent" before the define.
+std::string worded_state(const LedgerEntry& entry);
+
+// What is held, and the version it is: taken under one lock, so the two always agree.
+struct Holdings {
+  std::vector<numa::Allocation> held;  // one per VM holding anything
+  uint64_t version = 0;                // changes with every change that may change `held`
+};
+
+// The domains the ledger knows, counted: what a status or a scrape needs, without copying entries.
+struct DomainCounts {
+  int managed = 0;
+  int foreign = 0;
+  std::map<std::string, int> by_state;  // by worded_state()
+};
+
 class Ledger {
  public:
   // Devices changing hands are published to `events` (after the ledger's lock is released).
@@ -50,6 +67,8 @@ class Ledger {
   std::optional<LedgerEntry> find(const std::string& name) const;
   std::vector<LedgerEntry> entries() const;
   std::vector<numa::Allocation> held() const;
+  Holdings holdings() const;
+  DomainCounts counts() const;
   // What placement is told besides the host: housekeeping CPUs, hugepage checks.
   const numa::HostPolicy& policy() const { return policy_; }
 
@@ -63,6 +82,7 @@ class Ledger {
   EventHub& events_;
   mutable std::mutex mutex_;
   std::map<std::string, LedgerEntry> entries_;
+  uint64_t holdings_version_ = 0;  // bumped by every change to an entry's record or to the set of entries
 };
 
 }  // namespace hostagent::daemon

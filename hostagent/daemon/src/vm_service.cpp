@@ -71,7 +71,10 @@ class VmServiceImpl final : public VmService {
     status.ready = ready_.load();
     status.libvirt_connected = context_.hypervisor->connected();
     status.libvirt_connection_losses = connection_losses_.load();
-    for (const auto& entry : context_.ledger.entries()) (entry.managed ? status.managed_vms : status.foreign_domains)++;
+    auto counts = context_.ledger.counts();
+    status.managed_vms = counts.managed;
+    status.foreign_domains = counts.foreign;
+    status.vms_by_state = std::move(counts.by_state);
     status.operations_in_flight = queues_.pending();
     std::lock_guard lock(context_.report_mutex);
     status.last_reconcile = context_.last_reconcile;
@@ -148,7 +151,10 @@ class VmServiceImpl final : public VmService {
   uint64_t subscribe(ServiceEventSink sink) override { return context_.events.subscribe(std::move(sink)); }
   void unsubscribe(uint64_t id) override { context_.events.unsubscribe(id); }
 
-  HostUsage usage() override { return HostUsage{&context_.host, context_.ledger.held(), context_.ledger.policy()}; }
+  HostUsage usage() override {
+    auto holdings = context_.ledger.holdings();
+    return HostUsage{&context_.host, std::move(holdings.held), holdings.version, context_.ledger.policy()};
+  }
   const std::map<std::string, vmtemplates::VmTemplate>& templates() const override { return context_.templates; }
 
   Result<std::string> domain_xml(const VmName& name) override {
@@ -198,7 +204,7 @@ class VmServiceImpl final : public VmService {
   }
 
   // The poller's last reading: a scrape never waits for sysfs.
-  Result<std::vector<numa::DeviceHealth>> device_health() override {
+  Result<DeviceHealthReading> device_health() override {
     if (!health_) return Error{ErrorCode::unsupported, "device health: this host model was not read from sysfs"};
     return health_->latest();
   }
@@ -413,7 +419,7 @@ VmView view_of(Context& context, const LedgerEntry& entry) {
   view.name = entry.name;
   view.uuid = entry.uuid;
   view.managed = entry.managed;
-  view.state = entry.defined ? std::string(virt::to_string(entry.state)) : "absent";
+  view.state = worded_state(entry);
   if (const auto progress = context.operations.progress_of(entry.name)) {
     view.operation = progress->operation;
     view.step = progress->step;

@@ -59,16 +59,18 @@ void FakeVmService::set_status(daemon::ServiceStatus status) {
 void FakeVmService::set_held(std::vector<numa::Allocation> held) {
   const std::lock_guard lock(mutex_);
   held_ = std::move(held);
+  ++usage_version_;
 }
 
 void FakeVmService::set_policy(numa::HostPolicy policy) {
   const std::lock_guard lock(mutex_);
   policy_ = std::move(policy);
+  ++usage_version_;
 }
 
 void FakeVmService::set_device_health(std::vector<numa::DeviceHealth> health) {
   const std::lock_guard lock(mutex_);
-  health_ = std::move(health);
+  health_ = std::make_shared<const std::vector<numa::DeviceHealth>>(std::move(health));
 }
 
 // Under sinks_mutex_, so that unsubscribe waits for a running sink, as the interface promises.
@@ -171,27 +173,31 @@ Result<daemon::VmView> FakeVmService::get_vm(const VmName& name) {
   return it->second.view;
 }
 
-void FakeVmService::on_list_vms(std::function<void()> hook) {
+void FakeVmService::on_status(std::function<void()> hook) {
   const std::lock_guard lock(mutex_);
-  list_vms_hook_ = std::move(hook);
+  status_hook_ = std::move(hook);
 }
 
 std::vector<daemon::VmView> FakeVmService::list_vms() {
-  std::function<void()> hook;
-  {
-    const std::lock_guard lock(mutex_);
-    hook = list_vms_hook_;
-  }
-  if (hook) hook();
   const std::lock_guard lock(mutex_);
   std::vector<daemon::VmView> out;
   for (const auto& [name, vm] : vms_) out.push_back(vm.view);
   return out;
 }
 
+// status_ as set, with the VMs counted by state as the service counts its ledger.
 daemon::ServiceStatus FakeVmService::status() {
+  std::function<void()> hook;
+  {
+    const std::lock_guard lock(mutex_);
+    hook = status_hook_;
+  }
+  if (hook) hook();
   const std::lock_guard lock(mutex_);
-  return status_;
+  auto status = status_;
+  status.vms_by_state.clear();
+  for (const auto& [name, vm] : vms_) ++status.vms_by_state[vm.view.state];
+  return status;
 }
 
 uint64_t FakeVmService::subscribe(daemon::ServiceEventSink sink) {
@@ -208,7 +214,7 @@ void FakeVmService::unsubscribe(uint64_t id) {
 
 daemon::HostUsage FakeVmService::usage() {
   const std::lock_guard lock(mutex_);
-  return daemon::HostUsage{&host_, held_, policy_};
+  return daemon::HostUsage{&host_, held_, usage_version_, policy_};
 }
 
 const std::map<std::string, vmtemplates::VmTemplate>& FakeVmService::templates() const {
@@ -229,7 +235,7 @@ Result<std::string> FakeVmService::nccl_topology(const VmName& name) {
   return it->second.view.record->nccl_topology;
 }
 
-Result<std::vector<numa::DeviceHealth>> FakeVmService::device_health() {
+Result<daemon::DeviceHealthReading> FakeVmService::device_health() {
   const std::lock_guard lock(mutex_);
   return health_;
 }

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -33,8 +34,8 @@ class FakeVmService final : public daemon::VmService {
   void set_held(std::vector<numa::Allocation> held);
   void set_policy(numa::HostPolicy policy);  // what usage() says placement is told
   void set_device_health(std::vector<numa::DeviceHealth> health);
-  // Called at the start of every list_vms(), outside the fake's lock (a test's probe into a read).
-  void on_list_vms(std::function<void()> hook);
+  // Called at the start of every status(), outside the fake's lock (a test's probe into a read).
+  void on_status(std::function<void()> hook);
   // To every subscriber, on the calling thread, as the service's threads do.
   void publish(const daemon::ServiceEvent& event);
 
@@ -57,11 +58,11 @@ class FakeVmService final : public daemon::VmService {
   daemon::ServiceStatus status() override;
   uint64_t subscribe(daemon::ServiceEventSink sink) override;
   void unsubscribe(uint64_t id) override;
-  daemon::HostUsage usage() override;
+  daemon::HostUsage usage() override;  // held_ and policy_, at usage_version_
   const std::map<std::string, vmtemplates::VmTemplate>& templates() const override;
   Result<std::string> domain_xml(const VmName& name) override;
   Result<std::string> nccl_topology(const VmName& name) override;
-  Result<std::vector<numa::DeviceHealth>> device_health() override;
+  Result<daemon::DeviceHealthReading> device_health() override;  // the last set_device_health's, one object
   numa::HostModel host_now() override;
 
  private:
@@ -87,14 +88,15 @@ class FakeVmService final : public daemon::VmService {
   daemon::ServiceStatus status_;
   std::vector<numa::Allocation> held_;
   numa::HostPolicy policy_;
-  std::vector<numa::DeviceHealth> health_;
+  uint64_t usage_version_ = 0;  // bumped by set_held and set_policy, as the ledger's is
+  daemon::DeviceHealthReading health_ = std::make_shared<const std::vector<numa::DeviceHealth>>();
   std::vector<daemon::CreateVmRequest> creates_;
   std::vector<std::string> commands_;
 
   std::mutex sinks_mutex_;  // apart from mutex_: a sink runs under it
   std::map<uint64_t, daemon::ServiceEventSink> sinks_;
   uint64_t next_sink_ = 1;
-  std::function<void()> list_vms_hook_;
+  std::function<void()> status_hook_;
 };
 
 }  // namespace hostagent::testing

@@ -1,19 +1,80 @@
-// ServiceMetrics::render under concurrent scrapes: one computation at a time, shared by the scrapes
-// that arrived while the one before ran, and every answer computed after its own request arrived.
+// ServiceMetrics::render: every scrape shows what changed before it (the sections it reuses are
+// rendered again when their source changes); under concurrent scrapes one computation at a time,
+// shared by the scrapes that arrived while the one before ran, each computed after its own request.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "fake_vm_service.hpp"
+#include "hostagent/numa/capacity.hpp"
 #include "hostagent/vmtemplates/vm_template.hpp"
 #include "service_metrics.hpp"
 #include "simulated_hosts.hpp"
 
 namespace hostagent::testing {
 namespace {
+
+// The value of the sample whose name and labels are `series` ("name{labels}"), or -1 when absent.
+double sample_value(const std::string& text, const std::string& series) {
+  const auto at = text.find("\n" + series + " ");
+  if (at == std::string::npos) return -1;
+  return std::stod(text.substr(at + series.size() + 2));
+}
+
+TEST_CASE("a scrape shows what changed before it: capacity, device health and VM states") {
+  TempDir host_dir;
+  FakeVmService service{discover_simulated("vela2", host_dir), {}};
+  api::detail::ServiceMetrics metrics;
+  const auto usage = service.usage();
+  REQUIRE(usage.host != nullptr);
+  REQUIRE(usage.host->numa_nodes.at(0).id == 0);
+  const auto free_cpus = [&] { return sample_value(metrics.render(service), "hostagent_free_cpus{node=\"0\"}"); };
+  const double before = free_cpus();
+  CHECK(before == numa::capacity(*usage.host, {}, usage.policy).nodes.at(0).cpus.free);
+  CHECK(free_cpus() == before);  // unchanged, from the section kept
+
+  // A VM takes four CPUs of node 0: the next scrape counts them.
+  const auto& node0 = usage.host->numa_nodes.at(0).cpus;
+  REQUIRE(node0.size() >= 4);
+  numa::Allocation vm;
+  vm.vm = "held-0";
+  vm.cpus.assign(node0.begin(), node0.begin() + 4);
+  service.set_held({vm});
+  CHECK(free_cpus() == before - 4);
+  service.set_held({});
+  CHECK(free_cpus() == before);
+
+  // A new health reading: a link that trained low, then retrained.
+  const auto gpu = std::find_if(usage.host->pci_devices.begin(), usage.host->pci_devices.end(),
+                                [](const numa::PciFunction& f) { return f.role == numa::PciRole::gpu; });
+  REQUIRE(gpu != usage.host->pci_devices.end());
+  const std::string degraded =
+      "hostagent_device_link_degraded{device=\"" + gpu->address.to_string() + "\",role=\"gpu\"}";
+  numa::DeviceHealth health;
+  health.address = gpu->address;
+  health.role = numa::PciRole::gpu;
+  health.link_degraded = true;
+  service.set_device_health({health});
+  CHECK(sample_value(metrics.render(service), degraded) == 1);
+  health.link_degraded = false;
+  service.set_device_health({health});
+  CHECK(sample_value(metrics.render(service), degraded) == 0);
+
+  daemon::VmView running;
+  running.name = "vm-0";
+  running.state = "running";
+  service.put_vm(running);
+  CHECK(sample_value(metrics.render(service), "hostagent_vms{state=\"running\"}") == 1);
+  running.state = "shut_off";
+  service.put_vm(running);
+  const auto text = metrics.render(service);
+  CHECK(sample_value(text, "hostagent_vms{state=\"shut_off\"}") == 1);
+  CHECK(sample_value(text, "hostagent_vms{state=\"running\"}") == -1);
+}
 
 TEST_CASE("concurrent scrapes share computations, one at a time, and none answers with a count older than itself") {
   TempDir host_dir;
@@ -22,7 +83,7 @@ TEST_CASE("concurrent scrapes share computations, one at a time, and none answer
   std::atomic<int> computing{0};
   std::atomic<int> most_at_once{0};
   std::atomic<int> computations{0};
-  service.on_list_vms([&] {
+  service.on_status([&] {
     const int now = ++computing;
     int seen = most_at_once.load();
     while (now > seen && !most_at_once.compare_exchange_weak(seen, now)) {

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <thread>
 
 #include "daemon_fixture.hpp"
@@ -251,13 +252,45 @@ TEST_CASE("usage, domain XML, NCCL topology and readiness describe the running V
   REQUIRE(delete_vm(*service, "read-0").ok());
 }
 
+// What a scrape reads instead of copying the VMs: counts that agree with list_vms(), and a version
+// of what is held that moves when a VM takes or gives something, and only then.
+TEST_CASE("status counts VMs by state as list_vms words them, and usage's version moves with what is held") {
+  DaemonFixture fixture;
+  auto service = started(fixture);
+  const auto counted = [&] {
+    std::map<std::string, int> by_state;
+    for (const auto& vm : service->list_vms()) ++by_state[vm.state];
+    return by_state;
+  };
+  CHECK(service->status().vms_by_state == counted());  // libvirt's own "test" domain, running
+  const auto empty = service->usage().version;
+
+  REQUIRE(create_vm(*service, fixture.request("count-0", kOneGpu)).ok());
+  const auto holding = service->usage();
+  CHECK(holding.version != empty);
+  CHECK(holding.held.size() == 1);
+  CHECK(service->status().vms_by_state == std::map<std::string, int>{{"running", 2}});
+
+  REQUIRE(stop_vm(*service, "count-0", true).ok());
+  CHECK(service->status().vms_by_state == counted());
+  CHECK(service->status().vms_by_state.at("shut_off") == 1);
+  CHECK(service->usage().version == holding.version);  // stopped, it holds what it held
+
+  REQUIRE(delete_vm(*service, "count-0").ok());
+  const auto released = service->usage();
+  CHECK(released.version != holding.version);
+  CHECK(released.held.empty());
+  CHECK(service->status().vms_by_state == counted());
+}
+
 TEST_CASE("device health is read from the simulated host's sysfs") {
   DaemonFixture fixture;
   auto service = started(fixture);
   auto health = service->device_health();
   REQUIRE_MESSAGE(health.ok(), health.error().message);
+  REQUIRE(*health != nullptr);
   int gpus = 0;
-  for (const auto& device : *health) {
+  for (const auto& device : **health) {
     CHECK(device.present);
     if (device.role == numa::PciRole::gpu) ++gpus;
   }
@@ -270,9 +303,10 @@ TEST_CASE("device health is kept and read again in the background: a link that d
   auto service = started(fixture);
   auto before = service->device_health();
   REQUIRE_MESSAGE(before.ok(), before.error().message);
-  const auto gpu = std::find_if(before->begin(), before->end(),
+  const auto& devices = **before;
+  const auto gpu = std::find_if(devices.begin(), devices.end(),
                                 [](const numa::DeviceHealth& d) { return d.role == numa::PciRole::gpu; });
-  REQUIRE(gpu != before->end());
+  REQUIRE(gpu != devices.end());
   CHECK_FALSE(gpu->link_degraded);
   // The link retrains at x4 (the simulated host's tree, as the kernel would show it).
   const auto width = fixture.scratch() / "state" / "simulated-host" / "sys" / "bus" / "pci" / "devices" /
@@ -284,7 +318,8 @@ TEST_CASE("device health is kept and read again in the background: a link that d
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
     const auto now = service->device_health();
     REQUIRE(now.ok());
-    for (const auto& device : *now) {
+    if (*now == *before) continue;  // the same reading: the poller has not read since
+    for (const auto& device : **now) {
       if (device.address == gpu->address) degraded = device.link_degraded;
     }
   }

@@ -8,8 +8,10 @@
 // adapters or of the daemon's state; service_parts.hpp starts one.
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -113,10 +115,15 @@ struct ServiceEvent {
 
 using ServiceEventSink = std::function<void(const ServiceEvent&)>;
 
+// One reading of every PCI device's health, shared and never changed: a reader that kept one tells
+// a newer reading by its address, and a read copies nothing.
+using DeviceHealthReading = std::shared_ptr<const std::vector<numa::DeviceHealth>>;
+
 // Reads of what the host has and who holds what, for capacity, devices and metrics.
 struct HostUsage {
   const numa::HostModel* host = nullptr;  // the service's; lives as long as the service
   std::vector<numa::Allocation> held;     // one per VM holding anything
+  uint64_t version = 0;                   // changes whenever `held` may have: one version, one `held`
   numa::HostPolicy policy;                // what placement is told (housekeeping CPUs), for capacity
 };
 
@@ -135,6 +142,7 @@ struct ServiceStatus {
   int libvirt_connection_losses = 0;  // since start
   int managed_vms = 0;
   int foreign_domains = 0;
+  std::map<std::string, int> vms_by_state;  // managed and foreign, by the state list_vms() reports
   int operations_in_flight = 0;
   ReconcileReport last_reconcile;
 };
@@ -177,8 +185,9 @@ class VmService {
   // the VM at create. not_found for a VM hostagent did not make.
   virtual Result<std::string> domain_xml(const VmName& name) = 0;
   virtual Result<std::string> nccl_topology(const VmName& name) = 0;
-  // Every PCI device's health (link trained below its capability, AER counters, gone), from sysfs.
-  virtual Result<std::vector<numa::DeviceHealth>> device_health() = 0;
+  // Every PCI device's health (link trained below its capability, AER counters, gone), from sysfs:
+  // the latest reading, never null when ok.
+  virtual Result<DeviceHealthReading> device_health() = 0;
   // The host model with each function's ACS and ATS control as its config space holds them now:
   // device preparation changes them after discovery. When config space cannot be read (a device
   // gone), the discovered values stay, and the device's health says why.
