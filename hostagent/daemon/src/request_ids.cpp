@@ -6,6 +6,7 @@
 
 #include "daemon_log.hpp"
 #include "hostagent/common/text.hpp"
+#include "hostagent/common/time_text.hpp"
 
 namespace hostagent::daemon {
 namespace {
@@ -29,7 +30,7 @@ Status RequestIds::load() {
   for (auto& record : records) {
     auto [it, inserted] = by_request_id_.try_emplace(record.request_id, record);
     // Never written by this daemon (one record per id); keep the later create's, which a replay met last.
-    if (!inserted && it->second.submitted_at < record.submitted_at) it->second = std::move(record);
+    if (!inserted && timestamp_before(it->second.submitted_at, record.submitted_at)) it->second = std::move(record);
   }
   forget_expired_locked();
   return ok_status();
@@ -125,10 +126,14 @@ void RequestIds::forget_expired_locked() {
   for (const auto& [request_id, record] : by_request_id_) {
     if (!in_window(record)) ended.emplace_back(window_start(record), request_id);
   }
-  std::sort(ended.begin(), ended.end());
+  std::sort(ended.begin(), ended.end(), [](const auto& a, const auto& b) {
+    if (timestamp_before(a.first, b.first)) return true;
+    if (timestamp_before(b.first, a.first)) return false;
+    return a.second < b.second;
+  });
   std::size_t excess = ended.size() > kMaxEnded ? ended.size() - kMaxEnded : 0;
   for (const auto& [start, request_id] : ended) {
-    if (excess == 0 && !(start < horizon)) break;
+    if (excess == 0 && !timestamp_before(start, horizon)) break;
     if (excess > 0) --excess;
     const auto it = by_request_id_.find(request_id);
     if (auto removed = store_.remove(it->second.operation); !removed.ok()) {

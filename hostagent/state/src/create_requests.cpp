@@ -13,6 +13,7 @@
 #include "hostagent/common/durable_file.hpp"
 #include "hostagent/common/names.hpp"
 #include "hostagent/common/text.hpp"
+#include "hostagent/common/time_text.hpp"
 #include "record_checks.hpp"
 #include "state_directory.hpp"
 
@@ -26,7 +27,7 @@ constexpr std::array kOutcomes = {CreateOutcome::pending, CreateOutcome::created
 
 std::string time_problem(std::string_view field, const std::string& value, bool required) {
   if (value.empty() && !required) return {};
-  if (detail::is_utc_timestamp(value)) return {};
+  if (is_utc_timestamp(value)) return {};
   return std::string(field) + " " + text::quoted(value) + " is not an RFC 3339 UTC time such as 2026-11-29T23:00:00Z";
 }
 

@@ -12,6 +12,7 @@
 #include <boost/json.hpp>
 
 #include "hostagent/common/durable_file.hpp"
+#include "hostagent/common/time_text.hpp"
 #include "record_checks.hpp"
 #include "record_json.hpp"
 #include "state_directory.hpp"
@@ -60,7 +61,7 @@ std::string steps_problem(const JournalEntry& entry) {
 std::string entry_problem(const JournalEntry& entry) {
   if (entry.vm.empty()) return "vm is empty";
   if (auto problem = detail::text_problem("vm", entry.vm); !problem.empty()) return problem;
-  if (!detail::is_utc_timestamp(entry.started_at)) {
+  if (!is_utc_timestamp(entry.started_at)) {
     return "started_at " + text::quoted(entry.started_at) + " is not an RFC 3339 UTC time such as 2026-11-29T23:00:00Z";
   }
   for (const auto& step : entry.steps_done) {
@@ -133,8 +134,8 @@ Result<JournalEntry> read_entry(const std::filesystem::path& path, const std::st
 }
 
 bool oldest_first(const JournalEntry& a, const JournalEntry& b) {
-  if (detail::timestamp_before(a.started_at, b.started_at)) return true;
-  if (detail::timestamp_before(b.started_at, a.started_at)) return false;
+  if (timestamp_before(a.started_at, b.started_at)) return true;
+  if (timestamp_before(b.started_at, a.started_at)) return false;
   return a.id < b.id;
 }
 

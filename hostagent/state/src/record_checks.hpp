@@ -22,12 +22,6 @@ using json_fields::parse_failure;
 // pugixml would write them as character references; so no record field may hold them.
 std::string text_problem(std::string_view field, std::string_view value);
 
-// RFC 3339 in UTC as the daemon writes it: 2026-11-29T23:00:00Z, optionally with a fraction of a
-// second (2026-11-29T23:00:00.25Z). Offsets other than Z are refused: every time here is UTC.
-bool is_utc_timestamp(std::string_view text);
-// Chronological order of two valid timestamps (plain string order misplaces fractions: "." < "Z").
-bool timestamp_before(std::string_view a, std::string_view b);
-
 // Everything VmRecord promises: a name and template, a UTC created_at, allocation.vm equal to name,
 // ascending CPUs (the cpulist form compresses runs, so order is not kept), valid PCI addresses and
 // MACs, text fields free of control characters.
