@@ -386,7 +386,8 @@ Result<Daemon> start_daemon(const fs::path& scratch) {
 }
 
 void create_vms(const Transport& transport, const fs::path& scratch) {
-  const fs::path image = scratch / "boot.raw";
+  const fs::path image = scratch / "images" / "boot.raw";  // the embedded default's images.directories
+  fs::create_directories(image.parent_path());
   write_sparse_file(image, 1ULL << 30);
   SyncClient client(transport);
   for (int i = 0; i < kVms; ++i) {

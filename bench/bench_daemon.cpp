@@ -580,7 +580,8 @@ Backend test_backend(const fs::path& scratch) {
   backend.title = "test:///default, simulated vela2, gx3d-160x1792x8h100 (8 GPUs, 160 vCPUs)";
   backend.config = config::embedded_default_config("vela2", scratch);
   backend.config.template_directories = {fs::path(HOSTAGENT_SOURCE_DIR) / "vmtemplates" / "templates"};
-  const fs::path image = scratch / "boot.raw";
+  const fs::path image = backend.config.image_directories.front() / "boot.raw";  // where a request's image may lie
+  fs::create_directories(image.parent_path());
   write_sparse_file(image, 1ULL << 30);
   backend.request.name = kDaemonVm;
   backend.request.template_name = "gx3d-160x1792x8h100";

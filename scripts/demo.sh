@@ -19,7 +19,10 @@ cleanup() {
 }
 trap cleanup EXIT
 # The VM's boot image: an empty 1 GiB raw disk (sparse), since a simulated host has no OS images.
-truncate -s 1G "$work/boot.raw"
+# It lies in the embedded default's images.directories (STATE_DIR/images): a request's boot image
+# may lie nowhere else.
+mkdir -p "$work/state/images"
+truncate -s 1G "$work/state/images/boot.raw"
 socket="$work/hostagent.sock"
 echo
 echo "=== hostagentd --simulated vela2 (libvirt test:///default), API on unix:$socket"
@@ -35,7 +38,7 @@ ctl() {
   echo "\$ hostagentctl $*"
   $bin/hostagentctl --socket "$socket" "$@"
 }
-ctl vm create --template gx3d-160x1792x8h100 --name train-0 --boot-image "$work/boot.raw" --request-id demo-1
+ctl vm create --template gx3d-160x1792x8h100 --name train-0 --boot-image "$work/state/images/boot.raw" --request-id demo-1
 ctl vm show train-0
 ctl host capacity
 ctl vm list

@@ -365,7 +365,7 @@ void ApiCommands::add_vm_commands() {
   create->add_option("--name", args_.name, "VM name: [A-Za-z0-9_.-], at most 64")->required();
   create->add_option("--request-id", args_.request_id, "Idempotency key: the same create again is the same operation");
   create->add_option("--boot-image", args_.boot_image,
-                     "Boot image (absolute path on the host), overriding the template's");
+                     "Boot image, overriding the template's: a file in the daemon's images.directories");
   create->add_option("--mac", args_.macs, "MAC address of a VF, one per VF in placement order (repeat)");
   auto* keys = create->add_option("--ssh-key-file", args_.ssh_key_file, "authorized_keys file for the guest");
   auto* user_data = create->add_option("--user-data-file", args_.user_data_file, "cloud-config for the guest");

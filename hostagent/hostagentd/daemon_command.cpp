@@ -64,6 +64,12 @@ Result<config::DaemonConfig> load(const DaemonArgs& args, Scratch& scratch) {
   }
   auto embedded = config::embedded_default_config(*args.simulated, directory);
   embedded.template_directories = {shipped_template_dir()};
+  // Made here, so a boot image can be put there before the first create.
+  for (const auto& images : embedded.image_directories) {
+    std::error_code ec;
+    fs::create_directories(images, ec);
+    if (ec) return Error{ErrorCode::io_error, "create directory " + images.string() + ": " + ec.message()};
+  }
   return embedded;
 }
 

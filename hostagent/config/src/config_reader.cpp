@@ -27,7 +27,7 @@ constexpr int kMaxQos = 7;            // 802.1p priority
 constexpr int kMaxRateMbps = 400000;  // above any NIC's line rate today
 
 const std::vector<std::string_view> kTopKeys = {
-    "libvirt",    "host",    "templates", "storage", "state_directory", "console_log_directory",
+    "libvirt",    "host",    "templates", "images", "storage", "state_directory", "console_log_directory",
     "operations", "devices", "api"};
 const std::vector<std::string_view> kLibvirtKeys = {"uri", "domain_type", "emulator", "connect_timeout",
                                                     "reconnect_interval"};
@@ -100,6 +100,7 @@ class ConfigReader {
     read_libvirt(field(root, "libvirt"), config);
     read_host(field(root, "host"), config);
     read_templates(field(root, "templates"), config);
+    read_images(field(root, "images"), config);
     read_storage(field(root, "storage"), config);
     read_directories(root, config);
     read_operations(field(root, "operations"), config);
@@ -187,20 +188,29 @@ class ConfigReader {
 
   void read_templates(const Value& templates, DaemonConfig& config) {
     if (!section(templates, "templates", {"directories"})) return;
-    const Value& directories = field(templates, "directories");
+    read_directory_list(field(templates, "directories"), "templates.directories", config.template_directories);
+  }
+
+  void read_images(const Value& images, DaemonConfig& config) {
+    if (!section(images, "images", {"directories"})) return;
+    read_directory_list(field(images, "directories"), "images.directories", config.image_directories);
+  }
+
+  // A list of absolute paths; `out` is replaced only when every item is one.
+  void read_directory_list(const Value& directories, const std::string& key, std::vector<std::filesystem::path>& out) {
     if (directories.is_null()) return;
     if (directories.kind != Value::Kind::list) {
-      check_.report(directories.at, "templates.directories", describe(directories), "a list of absolute paths");
+      check_.report(directories.at, key, describe(directories), "a list of absolute paths");
       return;
     }
     std::vector<std::filesystem::path> paths;
     for (std::size_t i = 0; i < directories.items.size(); ++i) {
-      const std::string path = "templates.directories[" + std::to_string(i) + "]";
+      const std::string path = key + "[" + std::to_string(i) + "]";
       const Value& item = directories.items[i];
       if (item.is_null()) check_.report(item.at, path, "nothing", "an absolute path without '..'");
       if (auto dir = read_absolute_path(check_, item, path, EmptyPath::refused)) paths.push_back(*dir);
     }
-    if (paths.size() == directories.items.size()) config.template_directories = std::move(paths);
+    if (paths.size() == directories.items.size()) out = std::move(paths);
   }
 
   void read_storage(const Value& storage, DaemonConfig& config) {

@@ -82,6 +82,7 @@ DaemonConfig embedded_default_config(const std::string& simulated_host, const fs
   config.simulated_host = simulated_host;
   config.state_directory = scratch_directory / "state";
   config.console_log_directory = scratch_directory / "console";
+  config.image_directories = {scratch_directory / "images"};
   config.storage_pool = "default-pool";  // the one pool libvirt's test:///default driver defines
   config.api.listen = {"unix:" + (scratch_directory / "hostagent.sock").string()};
   config.api.audit_log = scratch_directory / "audit.log";

@@ -238,9 +238,18 @@ StepEffect create_undo(std::string_view step) {
   return no_effect;
 }
 
+// The image a request names, as the file it resolves to inside images.directories: a request
+// never makes a host file (/etc/shadow, another tenant's disk) the backing image of a guest's disk.
+Result<std::string> requested_image(const Context& context, const CreateVmRequest& request) {
+  HA_TRY(const auto image,
+         file_inside(request.boot_image, AllowedDirectories{context.config.image_directories, "images.directories"},
+                     "boot_image"));
+  return image.string();
+}
+
 Status check_create_request(const Context& context, const CreateVmRequest& request) {
-  if (!request.boot_image.empty() && absolute_path_problem(request.boot_image)) {
-    return field_error("boot_image", text::quoted(request.boot_image) + " must be an absolute path without \"..\"");
+  if (!request.boot_image.empty()) {
+    if (auto image = requested_image(context, request); !image.ok()) return image.error();
   }
   if (!request.ssh_authorized_keys.empty() && !request.user_data.empty()) {
     return field_error("user_data", "give ssh_authorized_keys or user_data, not both; put the keys in your user data");
@@ -253,7 +262,9 @@ Result<VmView> create_vm(Context& context, const CreateVmRequest& request) {
   HA_TRY_STATUS(check_create_request(context, request));
   if (auto earlier = earlier_create(context, request)) return *earlier;
   HA_TRY(auto shape, find_template(context, request.template_name));
-  if (!request.boot_image.empty()) shape.boot.image = request.boot_image;
+  if (!request.boot_image.empty()) {
+    HA_TRY(shape.boot.image, requested_image(context, request));
+  }
   auto record = new_record(context, request, shape);
   context.operations.progress(request.name, "create", "reserve");
   HA_TRY(auto placement, context.ledger.reserve(record, placement_request(shape)));

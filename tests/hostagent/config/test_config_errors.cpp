@@ -35,6 +35,11 @@ TEST_CASE("errors: paths must be absolute and without '..'") {
         "'..', or \"\" for none");
   CHECK(problems("templates:\n  directories: [/a, b]\n") ==
         "c.yaml:2:21: templates.directories[1]: found \"b\" (it is relative), expected an absolute path without '..'");
+  CHECK(problems("images:\n  directories: [/srv/images, /srv/../etc]\n") ==
+        "c.yaml:2:30: images.directories[1]: found \"/srv/../etc\" (it contains '..'), expected an absolute path "
+        "without '..'");
+  CHECK(problems("images:\n  directories: /srv/images\n") ==
+        "c.yaml:2:16: images.directories: found \"/srv/images\", expected a list of absolute paths");
   CHECK(problems("libvirt:\n  emulator: [/usr/bin/qemu]\n") ==
         "c.yaml:2:13: libvirt.emulator: found a list, expected an absolute path without '..', or \"\" for none");
 }
@@ -76,13 +81,13 @@ TEST_CASE("errors: a misspelt key suggests the known one") {
         "c.yaml:2:3: libvirt.conect_timeout: found an unknown key, expected one of uri, domain_type, emulator, "
         "connect_timeout or reconnect_interval (did you mean \"connect_timeout\"?)");
   CHECK(problems("libvrit: {}\n") ==
-        "c.yaml:1:1: libvrit: found an unknown key, expected one of libvirt, host, templates, storage, "
+        "c.yaml:1:1: libvrit: found an unknown key, expected one of libvirt, host, templates, images, storage, "
         "state_directory, console_log_directory, operations, devices or api (did you mean \"libvirt\"?)");
 }
 
 TEST_CASE("errors: an unknown top-level key lists the known ones") {
   CHECK(problems("state_directory: /srv/ha\nlog_level: debug\n") ==
-        "c.yaml:2:1: log_level: found an unknown key, expected one of libvirt, host, templates, storage, "
+        "c.yaml:2:1: log_level: found an unknown key, expected one of libvirt, host, templates, images, storage, "
         "state_directory, console_log_directory, operations, devices or api");
 }
 
@@ -91,7 +96,8 @@ TEST_CASE("errors: a section or document that is not a mapping") {
         "c.yaml:1:10: libvirt: found \"qemu:///system\", expected a mapping with keys uri, domain_type, emulator, "
         "connect_timeout or reconnect_interval");
   CHECK(problems("- libvirt\n") ==
-        "c.yaml:1:1: found a list, expected a mapping with keys libvirt, host, templates, storage, state_directory, "
+        "c.yaml:1:1: found a list, expected a mapping with keys libvirt, host, templates, images, storage, "
+        "state_directory, "
         "console_log_directory, operations, devices or api");
 }
 

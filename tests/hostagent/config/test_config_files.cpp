@@ -25,6 +25,7 @@ void check_same_settings(const DaemonConfig& a, const DaemonConfig& b) {
   CHECK(a.housekeeping_cpus == b.housekeeping_cpus);
   CHECK(a.confine_host_processes == b.confine_host_processes);
   CHECK(a.template_directories == b.template_directories);
+  CHECK(a.image_directories == b.image_directories);
   CHECK(a.storage_pool == b.storage_pool);
   CHECK(a.state_directory == b.state_directory);
   CHECK(a.console_log_directory == b.console_log_directory);
@@ -87,6 +88,7 @@ TEST_CASE("files: the shipped hostagent.yaml writes out every key") {
                            "host.housekeeping_cpus",
                            "host.confine_host_processes",
                            "templates.directories",
+                           "images.directories",
                            "storage.pool",
                            "state_directory",
                            "console_log_directory",

@@ -25,6 +25,7 @@ TEST_CASE("values: an empty file takes every documented default") {
   CHECK_FALSE(config.confine_host_processes);
   CHECK(config.template_directories ==
         std::vector<std::filesystem::path>{"/usr/share/hostagent/templates", "/etc/hostagent/templates.d"});
+  CHECK(config.image_directories == std::vector<std::filesystem::path>{"/var/lib/hostagent/images"});
   CHECK(config.storage_pool == "default");
   CHECK(config.state_directory == "/var/lib/hostagent");
   CHECK(config.console_log_directory == "/var/log/hostagent/console");
@@ -61,6 +62,8 @@ TEST_CASE("values: every key of a full file is read") {
       "  confine_host_processes: true\n"
       "templates:\n"
       "  directories: [/opt/templates, /etc/hostagent/templates.d]\n"
+      "images:\n"
+      "  directories: [/srv/images, /var/lib/libvirt/images]\n"
       "storage:\n"
       "  pool: vm-disks\n"
       "state_directory: /srv/hostagent/state\n"
@@ -94,6 +97,7 @@ TEST_CASE("values: every key of a full file is read") {
   CHECK(config.confine_host_processes);
   CHECK(config.template_directories ==
         std::vector<std::filesystem::path>{"/opt/templates", "/etc/hostagent/templates.d"});
+  CHECK(config.image_directories == std::vector<std::filesystem::path>{"/srv/images", "/var/lib/libvirt/images"});
   CHECK(config.storage_pool == "vm-disks");
   CHECK(config.state_directory == "/srv/hostagent/state");
   CHECK(config.console_log_directory == "/srv/hostagent/console");
@@ -142,6 +146,7 @@ TEST_CASE("values: the embedded default runs on libvirt's test driver under the 
   CHECK(config.sysfs_root == "/");
   CHECK(config.state_directory == "/tmp/ha-scratch/state");
   CHECK(config.console_log_directory == "/tmp/ha-scratch/console");
+  CHECK(config.image_directories == std::vector<std::filesystem::path>{"/tmp/ha-scratch/images"});
   CHECK(config.storage_pool == "default-pool");
   CHECK(config.api.listen == std::vector<std::string>{"unix:/tmp/ha-scratch/hostagent.sock"});
   CHECK(config.api.audit_log == "/tmp/ha-scratch/audit.log");

@@ -161,8 +161,10 @@ DaemonFixture::~DaemonFixture() {
 }
 
 daemon::CreateVmRequest DaemonFixture::request(const std::string& name, const std::string& template_name) const {
-  const auto image = scratch_.path() / "boot.raw";
+  // In the embedded default's images.directories: the one place a request's boot_image may lie.
+  const auto image = scratch_.path() / "images" / "boot.raw";
   if (!fs::exists(image)) {
+    fs::create_directories(image.parent_path());
     std::ofstream(image, std::ios::binary).close();
     fs::resize_file(image, 1ULL << 30);
   }

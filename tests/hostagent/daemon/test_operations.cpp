@@ -163,6 +163,42 @@ TEST_CASE("begin_ calls refuse what they can tell at once, before any operation 
   CHECK(unknown.error().code == ErrorCode::not_found);
 }
 
+// A request's boot image becomes the backing file of the guest's disk: only files in
+// images.directories may, whatever the path or its links say, and the VM records the real file.
+TEST_CASE("a create's boot image must lie in images.directories, and the record keeps the file it resolved to") {
+  DaemonFixture fixture;
+  auto service = started(fixture);
+  const auto images = fixture.config().image_directories.front();
+  const auto held_before = service->usage().held.size();
+  const auto refused = [&](const std::string& path) {
+    auto request = fixture.request("img-0", kOneGpu);
+    request.boot_image = path;
+    auto begun = service->begin_create(request);
+    REQUIRE_FALSE(begun.ok());
+    CHECK(begun.error().code == ErrorCode::invalid_argument);
+    CHECK(begun.error().field == "boot_image");
+    return begun.error().message;
+  };
+  CHECK(refused("/etc/passwd").find("outside the allowed directories; files may lie in " + images.string()) !=
+        std::string::npos);
+  std::filesystem::create_symlink("/etc/passwd", images / "passwd.raw");
+  CHECK(refused((images / "passwd.raw").string()).find("leads to \"/etc/passwd\"") != std::string::npos);
+  CHECK(refused((images / "missing.qcow2").string()).find("does not exist") != std::string::npos);
+  CHECK(service->operations().empty());  // refused before any operation existed
+  CHECK(service->usage().held.size() == held_before);
+
+  // Through a link inside: accepted, and the record names the file, not the link.
+  const auto real = std::filesystem::canonical(fixture.request("img-0", kOneGpu).boot_image);
+  std::filesystem::create_symlink(real, images / "current.raw");
+  auto request = fixture.request("img-0", kOneGpu);
+  request.boot_image = (images / "current.raw").string();
+  auto vm = create_vm(*service, request);
+  REQUIRE_MESSAGE(vm.ok(), vm.error().message);
+  REQUIRE(vm->record.has_value());
+  CHECK(vm->record->boot_image == real.string());
+  REQUIRE(delete_vm(*service, "img-0").ok());
+}
+
 // hostagentd --exec is an edge too: it builds the checked names from its words, so a bad one is
 // refused there, naming the field, before the service is asked anything.
 TEST_CASE("--exec refuses a bad VM or template name, naming the field") {

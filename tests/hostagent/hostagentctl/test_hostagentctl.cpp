@@ -183,7 +183,7 @@ TEST_CASE("hostagentctl vm create, list, show and delete against hostagentd's AP
   testing::TempDir dir;
   Daemon daemon(dir.path());
   REQUIRE_MESSAGE(daemon.ready(), daemon.log());
-  const auto boot = dir.path() / "boot.raw";
+  const auto boot = dir.path() / "state" / "images" / "boot.raw";  // hostagentd made images/ under --state-dir
   std::ofstream(boot) << std::string(1 << 16, '\0');
 
   const auto created = daemon.run({"vm", "create", "--template", "gx3d-160x1792x8h100", "--name", "train-0",

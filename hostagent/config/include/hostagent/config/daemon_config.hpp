@@ -102,6 +102,10 @@ struct DaemonConfig {
   std::vector<std::filesystem::path> template_directories = {"/usr/share/hostagent/templates",
                                                              "/etc/hostagent/templates.d"};
 
+  // images: where the boot_image a create request names may lie, every symlink followed (the
+  // templates' own boot.image is the operator's choice and is not limited)
+  std::vector<std::filesystem::path> image_directories = {"/var/lib/hostagent/images"};
+
   // storage: the libvirt storage pool where each VM's disk (a qcow2 overlay over its image) is made
   std::string storage_pool = "default";
 
@@ -125,7 +129,8 @@ Result<DaemonConfig> parse_config(const std::string& yaml, const std::string& so
 Result<DaemonConfig> load_config(const std::filesystem::path& file);
 
 // The embedded default: libvirt's in-process test:/// driver (domain type "test") on the simulated
-// host `simulated_host`, state under `scratch_directory`. Runs on any machine, as root or not.
+// host `simulated_host`, state under `scratch_directory`, boot images from its images/. Runs on any
+// machine, as root or not.
 DaemonConfig embedded_default_config(const std::string& simulated_host, const std::filesystem::path& scratch_directory);
 
 }  // namespace hostagent::config
