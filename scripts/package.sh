@@ -374,10 +374,13 @@ check_installed() {
   [[ -z $verify ]] || fail "systemd-analyze verify: $verify"
   echo "systemd-analyze verify: clean"
   in_root systemd-analyze security --offline=true "${units[0]}" 2>&1 | tail -1 | sed 's/^→ /systemd-analyze security: /'
-  # The tmpfiles.d entry makes /run/hostagent as the socket needs it.
+  # The tmpfiles.d entries make /run/hostagent as the socket needs it ...
   in_root systemd-tmpfiles --create /usr/lib/tmpfiles.d/hostagent.conf
   [[ "$(in_root stat -c '%a %U:%G' /run/hostagent)" == "750 root:hostagent" ]] ||
     fail "systemd-tmpfiles made /run/hostagent as $(in_root stat -c '%a %U:%G' /run/hostagent)"
+  # ... and the boot images' directory (images.directories' default), readable by QEMU.
+  [[ "$(in_root stat -c '%a %U:%G' /var/lib/hostagent/images)" == "755 root:root" ]] ||
+    fail "systemd-tmpfiles made /var/lib/hostagent/images as $(in_root stat -c '%a %U:%G' /var/lib/hostagent/images)"
   in_root hostagentd --version
   in_root hostagentctl --version
   # The binaries find the shipped templates beside them (PREFIX/share/hostagent/templates,
