@@ -44,9 +44,22 @@ void adopt(Context& context, const virt::DomainSummary& domain, ReconcileReport&
   report.adopted.push_back(domain.name);
 }
 
+// A domain undefined outside hostagent (virsh undefine, another tool): its devices are released at
+// once through its record, as a delete would, so none stays bound to vfio-pci or configured for a
+// guest that is gone, and none is given to the next VM in that state. A release that fails keeps
+// the entry, and so the devices, held: the next sync or start tries again.
 void drop_vanished(Context& context, const std::set<std::string>& listed) {
   for (const auto& entry : context.ledger.entries()) {
     if (listed.count(entry.name) != 0 || !entry.defined || context.operations.progress_of(entry.name)) continue;
+    if (entry.managed && entry.record) {
+      if (auto released = release_devices(context, *entry.record); !released.ok()) {
+        log(LogLevel::warning,
+            "domain " + entry.name + " was removed outside hostagent, and its devices could not be released (" +
+                released.error().message + "): they stay held until a retry succeeds",
+            {.vm = entry.name});
+        continue;
+      }
+    }
     context.ledger.release(entry.name);
     log(LogLevel::warning, "domain " + entry.name + " was removed outside hostagent; what it held is free again",
         {.vm = entry.name});

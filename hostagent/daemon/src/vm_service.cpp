@@ -324,7 +324,7 @@ class VmServiceImpl final : public VmService {
     changed.kind = ServiceEvent::Kind::vm;
     changed.vm = event.name;
     const auto entry = context_.ledger.find(event.name);
-    changed.vm_state = entry && entry->defined ? std::string(virt::to_string(entry->state)) : "absent";
+    changed.vm_state = entry ? worded_state(*entry) : "absent";
     if (event.kind == virt::DomainEventKind::undefined) changed.vm_state = "absent";
     changed.detail = entry ? entry->last_event : std::string(virt::to_string(event.kind));
     context_.events.publish(changed);

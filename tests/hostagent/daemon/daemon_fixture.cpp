@@ -74,7 +74,10 @@ Status RecordingPreparer::prepare(const std::string& vm, const numa::Placement& 
 
 Status RecordingPreparer::release(const std::string& vm, const numa::Allocation& /*held*/) {
   std::lock_guard lock(shared_->mutex);
-  if (shared_->fail_release) return Error{ErrorCode::io_error, "injected failure of release"};
+  if (shared_->fail_release) {
+    ++shared_->failed_releases;
+    return Error{ErrorCode::io_error, "injected failure of release"};
+  }
   shared_->prepared.erase(vm);
   return ok_status();
 }
@@ -141,6 +144,10 @@ DaemonFixture::DaemonFixture(const std::string& simulated_host) : simulated_host
     REQUIRE_MESSAGE(connection.ok(), connection.error().message);
     anchor() = std::move(connection).value();
   }
+}
+
+virt::Hypervisor& DaemonFixture::libvirt() const {
+  return *anchor();
 }
 
 // test:///default outlives the fixture (the anchor keeps it): leave it as the driver starts, with

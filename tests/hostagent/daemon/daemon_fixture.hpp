@@ -75,6 +75,7 @@ class RecordingPreparer final : public devices::DevicePreparer {
     std::set<std::string> prepared;  // VMs with devices prepared
     bool fail_prepare = false;
     bool fail_release = false;
+    int failed_releases = 0;  // releases refused by fail_release
   };
   explicit RecordingPreparer(std::shared_ptr<Shared> shared) : shared_(std::move(shared)) {}
   bool libvirt_manages_hostdevs() const override { return true; }
@@ -127,6 +128,8 @@ class DaemonFixture {
   Result<std::unique_ptr<daemon::VmService>> start(FaultyHypervisor** faulty = nullptr,
                                                    const std::shared_ptr<ManualClock>& clock = nullptr);
   std::shared_ptr<RecordingPreparer::Shared> devices() const { return devices_; }
+  // libvirt itself, as another of its clients: what is done here is done outside hostagent.
+  virt::Hypervisor& libvirt() const;
   // How often the service reads device health again (ServiceParts::device_health_interval).
   std::chrono::milliseconds device_health_interval{10000};
   const std::filesystem::path& scratch() const { return scratch_.path(); }

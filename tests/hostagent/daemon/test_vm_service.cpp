@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <thread>
 
 #include "daemon_fixture.hpp"
@@ -329,6 +330,45 @@ TEST_CASE("a domain stopped outside hostagent is seen through libvirt's events")
   }
   CHECK(state == "shut_off");
   CHECK(service->get_vm("watched")->last_event.rfind("stopped", 0) == 0);
+}
+
+// Undefined with libvirt directly: nothing of hostagent's ran, yet the VM's devices are released at
+// once through its record, and what it held is free; a release that fails keeps them held.
+TEST_CASE("a domain undefined outside hostagent has its devices released at once, or kept held if that fails") {
+  DaemonFixture fixture;
+  auto service = started(fixture);
+  const auto prepared = [&](const std::string& vm) {
+    std::lock_guard lock(fixture.devices()->mutex);
+    return fixture.devices()->prepared.count(vm) == 1;
+  };
+  const auto failed_releases = [&] {
+    std::lock_guard lock(fixture.devices()->mutex);
+    return fixture.devices()->failed_releases;
+  };
+  const auto wait_until = [](const std::function<bool()>& done) {
+    for (int i = 0; i < 500 && !done(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    return done();
+  };
+  for (const std::string name : {"gone-0", "stuck-0"})
+    REQUIRE(create_vm(*service, fixture.request(name, kOneGpu)).ok());
+  REQUIRE(prepared("gone-0"));
+  REQUIRE(service->usage().held.size() == 2);
+
+  REQUIRE(fixture.libvirt().destroy("gone-0").ok());
+  REQUIRE(fixture.libvirt().undefine("gone-0").ok());
+  CHECK(wait_until([&] { return !prepared("gone-0"); }));
+  CHECK(wait_until([&] { return !service->get_vm("gone-0").ok(); }));
+  CHECK(service->usage().held.size() == 1);
+
+  fixture.devices()->fail_release = true;
+  REQUIRE(fixture.libvirt().destroy("stuck-0").ok());
+  REQUIRE(fixture.libvirt().undefine("stuck-0").ok());
+  // The release is tried at once and fails: the devices stay held rather than given away.
+  REQUIRE(wait_until([&] { return failed_releases() > 0; }));
+  CHECK(prepared("stuck-0"));
+  CHECK(service->get_vm("stuck-0").ok());
+  CHECK(service->usage().held.size() == 1);
+  fixture.devices()->fail_release = false;
 }
 
 TEST_CASE("SSH keys reach the guest in a cloud-init seed, which goes with the VM and with a rollback") {
