@@ -360,7 +360,11 @@ TEST_CASE("a domain undefined outside hostagent has its devices released at once
   CHECK(wait_until([&] { return !service->get_vm("gone-0").ok(); }));
   CHECK(service->usage().held.size() == 1);
 
-  fixture.devices()->fail_release = true;
+  const auto fail_release = [&](bool fail) {
+    std::lock_guard lock(fixture.devices()->mutex);  // read under it, on the thread that resyncs
+    fixture.devices()->fail_release = fail;
+  };
+  fail_release(true);
   REQUIRE(fixture.libvirt().destroy("stuck-0").ok());
   REQUIRE(fixture.libvirt().undefine("stuck-0").ok());
   // The release is tried at once and fails: the devices stay held rather than given away.
@@ -368,7 +372,7 @@ TEST_CASE("a domain undefined outside hostagent has its devices released at once
   CHECK(prepared("stuck-0"));
   CHECK(service->get_vm("stuck-0").ok());
   CHECK(service->usage().held.size() == 1);
-  fixture.devices()->fail_release = false;
+  fail_release(false);
 }
 
 TEST_CASE("SSH keys reach the guest in a cloud-init seed, which goes with the VM and with a rollback") {
