@@ -435,6 +435,14 @@ void print_arm(const Arm& arm, const Arm* floor) {
   std::printf("\n");
 }
 
+// The quiet arm and the loaded one alternately, settings.rounds times each, the first rotating: drift
+// on a shared machine hits both alike.
+void interleave(const Settings& settings, const std::function<void()>& quiet, const std::function<void()>& loaded) {
+  for (int round = 0; round < settings.rounds; ++round) {
+    for (int i = 0; i < 2; ++i) ((round + i) % 2 == 0 ? quiet : loaded)();
+  }
+}
+
 // One transport and connection count: the floor and the two reads, interleaved.
 void throughput(const Transport& transport, int connections, const Settings& settings) {
   std::vector<Arm> arms{
@@ -480,16 +488,12 @@ void under_stall(const Transport& transport, int connections, const Settings& se
   Arm stalled{"/v1/vms, 500 stalled", {}, {}, 0};
   LoadClient client(transport, connections);
   client.run("/v1/vms", std::chrono::milliseconds(50));  // warm: its connections past their first request
-  for (int round = 0; round < settings.rounds; ++round) {
-    for (int i = 0; i < 2; ++i) {
-      if ((round + i) % 2 == 0) {
-        quiet.add(client.run("/v1/vms", settings.phase));
-        continue;
-      }
-      const Stalls stalls(transport, kStalled);
-      stalled.add(client.run("/v1/vms", settings.phase));
-    }
-  }
+  interleave(
+      settings, [&] { quiet.add(client.run("/v1/vms", settings.phase)); },
+      [&] {
+        const Stalls stalls(transport, kStalled);
+        stalled.add(client.run("/v1/vms", settings.phase));
+      });
   std::printf("  %s, %d connection%s\n", transport.name.c_str(), connections, connections == 1 ? "" : "s");
   print_arm(quiet, nullptr);
   print_arm(stalled, &quiet);
@@ -510,22 +514,18 @@ void under_scrape_flood(const Transport& transport, const Settings& settings) {
   scrapers.run("/v1/metrics", std::chrono::milliseconds(50));
   double scrapes = 0;
   double flood_seconds = 0;
-  for (int round = 0; round < settings.rounds; ++round) {
-    for (int i = 0; i < 2; ++i) {
-      if ((round + i) % 2 == 0) {
-        quiet.add(probe.run("/v1/health/live", settings.phase));
-        continue;
-      }
-      PhaseResult flood;
-      // A little longer than the probe's phase, so the probe never runs without the flood.
-      std::thread flooding(
-          [&] { flood = scrapers.run("/v1/metrics", settings.phase + std::chrono::milliseconds(20)); });
-      flooded.add(probe.run("/v1/health/live", settings.phase));
-      flooding.join();
-      scrapes += static_cast<double>(flood.latencies_ms.size());
-      flood_seconds += flood.seconds;
-    }
-  }
+  interleave(
+      settings, [&] { quiet.add(probe.run("/v1/health/live", settings.phase)); },
+      [&] {
+        PhaseResult flood;
+        // A little longer than the probe's phase, so the probe never runs without the flood.
+        std::thread flooding(
+            [&] { flood = scrapers.run("/v1/metrics", settings.phase + std::chrono::milliseconds(20)); });
+        flooded.add(probe.run("/v1/health/live", settings.phase));
+        flooding.join();
+        scrapes += static_cast<double>(flood.latencies_ms.size());
+        flood_seconds += flood.seconds;
+      });
   std::printf("  %s; %.0f scrapes/s during the flood arm\n", transport.name.c_str(), scrapes / flood_seconds);
   print_arm(quiet, nullptr);
   print_arm(flooded, &quiet);
@@ -551,19 +551,15 @@ void under_churn(const Transport& transport, int connections, const Settings& se
   LoadClient client(transport, connections);
   Churn churn(transport);
   double churn_seconds = 0;
-  for (int round = 0; round < settings.rounds; ++round) {
-    for (int i = 0; i < 2; ++i) {
-      if ((round + i) % 2 == 0) {
-        quiet.add(client.run("/v1/vms", settings.phase));
-        continue;
-      }
-      churn.start();
-      auto phase = client.run("/v1/vms", settings.phase);
-      churn_seconds += phase.seconds;
-      busy.add(std::move(phase));
-      churn.stop();
-    }
-  }
+  interleave(
+      settings, [&] { quiet.add(client.run("/v1/vms", settings.phase)); },
+      [&] {
+        churn.start();
+        auto phase = client.run("/v1/vms", settings.phase);
+        churn_seconds += phase.seconds;
+        busy.add(std::move(phase));
+        churn.stop();
+      });
   std::printf("  %s, %d connection%s; %.1f create+delete cycles/s during the churn arm\n", transport.name.c_str(),
               connections, connections == 1 ? "" : "s", static_cast<double>(churn.cycles()) / churn_seconds);
   print_arm(quiet, nullptr);
