@@ -155,7 +155,8 @@ json::object pci_json(const numa::PciFunction& f) {
       {"rdma_devices", strings(f.rdma_devices)},
       {"config_space_known", f.config_space_known},
       {"acs", acs_json(f.acs)},
-      {"ats", ats_json(f.ats)}};
+      {"ats", ats_json(f.ats)},
+      {"host_use", f.host_use ? json::value(*f.host_use) : nullptr}};
 }
 
 json::object switch_json(const numa::PcieSwitch& sw) {

@@ -82,7 +82,7 @@ class HostDevicePreparer final : public DevicePreparer {
       : host_(std::move(host)),
         parts_(std::move(parts)),
         records_(std::move(records)),
-        binder_(std::move(sysfs), *parts_.writer, detail::binder_options(parts_.options)) {}
+        binder_(std::move(sysfs), *parts_.writer, detail::binder_options(parts_.options, parts_.sysfs_root)) {}
 
   // Reads back the records of an earlier run: the host's groups, and each VM's register needs.
   Status load() {

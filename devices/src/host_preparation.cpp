@@ -58,7 +58,7 @@ Result<bool> bind_host_groups(const numa::HostModel& host, const SysfsRoot& sysf
   HA_TRY(auto records, DeviceRecords::open(parts.records_directory));
   HA_TRY(auto record, records.read(kHostDeviceOwner));
   DeviceRecord host_record = record.value_or(DeviceRecord{kHostDeviceOwner, {}, {}, {}});
-  vfio::VfioBinder binder(sysfs, *parts.writer, detail::binder_options(parts.options));
+  vfio::VfioBinder binder(sysfs, *parts.writer, detail::binder_options(parts.options, parts.sysfs_root));
   std::set<int> recorded;
   for (const auto& group : host_record.groups) recorded.insert(group.group);
   bool changed = false;

@@ -9,6 +9,7 @@
 #include "config_space_reader.hpp"
 #include "hostagent/common/sysfs_root.hpp"
 #include "hostagent/common/text.hpp"
+#include "hostagent/discovery/host_use_reader.hpp"
 #include "hwloc_reader.hpp"
 #include "model_builder.hpp"
 
@@ -242,6 +243,9 @@ Result<HostModel> discover_from_sysfs(const std::filesystem::path& root) {
     apply_config_space(config.read(f.address), size, f);
   }
   detail::finish_model(model);
+  // Every function the host uses is one the model has: the trace ends at a function sysfs lists.
+  HA_TRY(const auto uses, detect_host_use(root));
+  mark_host_use(model, uses);
   return model;
 }
 

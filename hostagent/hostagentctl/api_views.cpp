@@ -174,13 +174,20 @@ std::string render_capacity(const json::value& capacity) {
   return table.render();
 }
 
+// The VM holding a device, or the host with its reason: both mean no create gets it.
+std::string holder(const json::value& device) {
+  const auto& host_use = member(device, "host_use");
+  if (host_use.is_string()) return "host: " + std::string(host_use.as_string());
+  return display(device, "held_by");
+}
+
 std::string render_devices(const json::value& devices) {
   Table table({"ADDRESS", "ROLE", "ID", "NODE", "IOMMU", "DRIVER", "SWITCH", "HELD BY"});
   for (const auto& device : items(member(devices, "devices"))) {
     table.add_row({display(device, "address"), display(device, "role"),
                    display(device, "vendor_id") + ":" + display(device, "device_id"), display(device, "numa_node"),
                    display(device, "iommu_group"), display(device, "driver"), display(device, "switch"),
-                   display(device, "held_by")});
+                   holder(device)});
   }
   return table.render();
 }

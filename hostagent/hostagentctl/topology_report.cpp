@@ -95,6 +95,7 @@ void render_device_line(const PciFunction& f, std::ostream& out) {
       << optional_int(f.iommu_group) << "  " << link_label(f.link);
   if (f.sriov) out << "  VFs " << f.sriov->num_vfs << "/" << f.sriov->total_vfs;
   if (!f.net_interfaces.empty()) out << "  net " << f.net_interfaces.front();
+  if (f.host_use) out << "  HOST: " << *f.host_use;
   out << "\n";
 }
 

@@ -6,6 +6,7 @@
 #include "hostagent/common/sysfs_writer.hpp"
 #include "hostagent/devices/device_preparer.hpp"
 #include "hostagent/discovery/discovery.hpp"
+#include "hostagent/numa/host_use.hpp"
 #include "hostagent/simhost/sim_host.hpp"
 #include "hostagent/sriov/vf_netlink.hpp"
 #include "hostagent/state/vm_record.hpp"
@@ -32,10 +33,33 @@ std::vector<std::pair<uint16_t, uint16_t>> gpu_ids(const config::DaemonConfig& c
   return ids;
 }
 
+// The operator's reservations, worded as the model shows them.
+std::vector<numa::HostUse> reservations(const config::DaemonConfig& config) {
+  std::vector<numa::HostUse> out;
+  for (const auto& reserved : config.devices.reserved) {
+    // The reader checked each address; one that does not parse is left out, never guessed.
+    if (auto address = PciAddress::parse(reserved.address); address.ok()) {
+      out.push_back({*address, "reserved: " + reserved.reason});
+    }
+  }
+  return out;
+}
+
+// What discovery found, with the operator's own: the GPUs named by id, the devices reserved.
+numa::HostModel finish_discovery(numa::HostModel model, const config::DaemonConfig& config) {
+  numa::treat_as_gpus(model, gpu_ids(config));
+  for (const auto& missing : numa::mark_host_use(model, reservations(config))) {
+    log(LogLevel::warning,
+        config.source + ": devices.reserved names " + missing.address.to_string() +
+            ", which this host does not have: check the address (lspci -D)",
+        {.device = missing.address.to_string()});
+  }
+  return model;
+}
+
 Result<numa::HostModel> discover_live(const config::DaemonConfig& config) {
   HA_TRY(auto model, numa::discover_from_sysfs(config.sysfs_root));
-  numa::treat_as_gpus(model, gpu_ids(config));
-  return model;
+  return finish_discovery(std::move(model), config);
 }
 
 Result<numa::HostModel> discover_host(const config::DaemonConfig& config) {
@@ -48,8 +72,7 @@ Result<numa::HostModel> discover_host(const config::DaemonConfig& config) {
   if (ec) return errno_error(ec.value(), "remove", root.string());
   HA_TRY_STATUS(simhost::write_sysfs_tree(spec, root));
   HA_TRY(auto model, numa::discover_from_sysfs(root));
-  numa::treat_as_gpus(model, gpu_ids(config));
-  return model;
+  return finish_discovery(std::move(model), config);
 }
 
 Result<std::map<std::string, vmtemplates::VmTemplate>> load_templates(const config::DaemonConfig& config) {
@@ -82,7 +105,8 @@ sriov::LinkState link_state_of(const std::string& text) {
 
 // The operator's devices section as the devices module's options. The reader checked every field:
 // a PF here that is not an address is a broken invariant, but it still reads as an error.
-Result<devices::PreparationOptions> preparation_options(const config::DevicesConfig& configured) {
+Result<devices::PreparationOptions> preparation_options(const config::DaemonConfig& config) {
+  const config::DevicesConfig& configured = config.devices;
   devices::PreparationOptions options;
   options.bind_at_start = configured.bind_at_start;
   for (const auto& pf : configured.sriov) {
@@ -99,6 +123,7 @@ Result<devices::PreparationOptions> preparation_options(const config::DevicesCon
                                           .min_tx_rate_mbps = vf.min_tx_rate_mbps,
                                           .max_tx_rate_mbps = vf.max_tx_rate_mbps};
   options.releasable_drivers = configured.releasable_drivers;
+  options.reserved = reservations(config);
   return options;
 }
 
@@ -108,7 +133,7 @@ Result<devices::HostDeviceParts> host_device_parts(const config::DaemonConfig& c
   parts.writer = make_sysfs_writer(config.sysfs_root);
   HA_TRY(parts.config_space, vfio::make_libpci_config_space(config.sysfs_root));
   parts.netlink = sriov::make_libnl_vf_netlink();
-  HA_TRY(parts.options, preparation_options(config.devices));
+  HA_TRY(parts.options, preparation_options(config));
   parts.records_directory = config.state_directory / "devices";
   return parts;
 }

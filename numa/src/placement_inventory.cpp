@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <set>
 
+#include "hostagent/numa/host_use.hpp"
+
 namespace hostagent::numa::placement_detail {
 namespace {
 
@@ -84,7 +86,23 @@ std::map<int, int> map_cell_nodes(const HostModel& host, const std::map<int, Cpu
   return out;
 }
 
-void take_gpus(const Holders& holders, const GroupIndex& groups, const PlacementRequest& request, Inventory& inv) {
+// Why a group cannot go to a VM because the host keeps one of its members, or nullopt. f is the
+// device asked for; its companions are named, since the operator has to find them.
+std::optional<std::string> kept_member(const HostModel& host, const PciFunction& f,
+                                       const std::vector<PciAddress>& members, const HostPolicy& policy) {
+  if (auto why = kept_by_host(f, policy.releasable_drivers)) return why;
+  for (const auto& address : members) {
+    const auto* member = host.find(address);
+    if (member == nullptr || member == &f) continue;
+    if (auto why = kept_by_host(*member, policy.releasable_drivers)) {
+      return "sharing its IOMMU group with " + address.to_string() + ", " + *why;
+    }
+  }
+  return std::nullopt;
+}
+
+void take_gpus(const Holders& holders, const GroupIndex& groups, const HostPolicy& policy,
+               const PlacementRequest& request, Inventory& inv) {
   std::map<int, PciAddress> taken_group;  // IOMMU group -> the GPU that takes it
   for (const auto& f : inv.host->pci_devices) {
     if (f.role != PciRole::gpu || !matches(request.gpu_ids, f)) continue;
@@ -95,6 +113,10 @@ void take_gpus(const Holders& holders, const GroupIndex& groups, const Placement
     }
     if (const auto vm = first_holder(holders, *members)) {
       inv.unusable_gpus.push_back({f.address, "held by vm " + *vm});
+      continue;
+    }
+    if (auto why = kept_member(*inv.host, f, *members, policy)) {
+      inv.unusable_gpus.push_back({f.address, std::move(*why)});
       continue;
     }
     // Another GPU of the same group is already taken whole, this one with it as a companion.
@@ -118,8 +140,9 @@ void take_gpus(const Holders& holders, const GroupIndex& groups, const Placement
 }
 
 // VFs and NVMe go to a VM alone: one that shares its IOMMU group could only go with the others.
-void take_singles(const Holders& holders, const GroupIndex& groups, bool (*wanted)(const PciFunction&), Inventory& inv,
-                  std::vector<FreeDevice>& free, std::vector<Unusable>& unusable) {
+void take_singles(const Holders& holders, const GroupIndex& groups, const HostPolicy& policy,
+                  bool (*wanted)(const PciFunction&), Inventory& inv, std::vector<FreeDevice>& free,
+                  std::vector<Unusable>& unusable) {
   for (const auto& f : inv.host->pci_devices) {
     if (!wanted(f)) continue;
     const auto members = group_members(*inv.host, groups, f);
@@ -127,6 +150,8 @@ void take_singles(const Holders& holders, const GroupIndex& groups, bool (*wante
       unusable.push_back({f.address, "with an unknown IOMMU group"});
     } else if (const auto vm = first_holder(holders, *members)) {
       unusable.push_back({f.address, "held by vm " + *vm});
+    } else if (auto why = kept_by_host(f, policy.releasable_drivers)) {
+      unusable.push_back({f.address, std::move(*why)});
     } else if (members->size() > 1) {
       unusable.push_back({f.address, "sharing its IOMMU group"});
     } else if (f.physfn && f.driver == std::optional<std::string>("vfio-pci")) {
@@ -218,9 +243,9 @@ Inventory take_inventory(const HostModel& host, const std::vector<Allocation>& e
   }
   inv.cell_node_of = map_cell_nodes(host, inv.cpu_nodes);
   const GroupIndex groups = index_groups(host);
-  take_gpus(holders, groups, request, inv);
-  take_singles(holders, groups, is_vf, inv, inv.vfs, inv.unusable_vfs);
-  take_singles(holders, groups, is_nvme, inv, inv.nvme, inv.unusable_nvme);
+  take_gpus(holders, groups, policy, request, inv);
+  take_singles(holders, groups, policy, is_vf, inv, inv.vfs, inv.unusable_vfs);
+  take_singles(holders, groups, policy, is_nvme, inv, inv.nvme, inv.unusable_nvme);
   return inv;
 }
 

@@ -140,6 +140,13 @@ class HostBuilder {
     return f;
   }
 
+  // The host's own disk and uplink: what it mounts, swaps on, and routes through.
+  void host_uses(std::vector<SimMount> mounts, std::vector<std::string> swaps, std::string default_route) {
+    spec_.mounts = std::move(mounts);
+    spec_.swaps = std::move(swaps);
+    spec_.default_route = std::move(default_route);
+  }
+
   HostSpec take() { return std::move(spec_); }
 
  private:
@@ -177,6 +184,18 @@ SimFunction& add_nic_pf(HostBuilder& b, const Model& model, const std::string& a
   return pf;
 }
 
+// The boot disk and management uplink of a GPU server, on the legacy stacks the GPUs leave alone:
+// 00:1d.0 root port -> BUS:00.0 M.2 NVMe (nvme0: /boot/efi and / on it); 80:1d.0 root port ->
+// 81:00.0 onboard 1GbE (eno1, the default route). Added last, so the GPUs' IOMMU groups keep their
+// numbers.
+void add_host_devices(HostBuilder& b, int boot_bus) {
+  b.add_port(kRootPort, addr(0x00, 0x1d, 0), "", 0, 4, 4);
+  b.add(kNvme, addr(boot_bus, 0, 0), addr(0x00, 0x1d, 0), 0);
+  b.add_port(kRootPort, addr(0x80, 0x1d, 0), "", 1, 2, 1);
+  b.add(kIgc, addr(0x81, 0, 0), addr(0x80, 0x1d, 0), 1).net_interfaces = {"eno1"};
+  b.host_uses({{"nvme0n1p1", "/boot/efi", "vfat"}, {"nvme0n1p2", "/", "ext4"}}, {}, "eno1");
+}
+
 // ---------------------------------------------------------------------------------------------
 // vela1: Vela-1-like A100 host. 2 sockets = 2 NUMA nodes of 24 cores x 2 threads (node 0: CPUs
 // 0-23,48-71; node 1: 24-47,72-95), 768 GiB each, 700 free 1 GiB pages per node. Four IIO stacks
@@ -188,6 +207,7 @@ SimFunction& add_nic_pf(HostBuilder& b, const Model& model, const std::string& a
 //     NVMe.
 //   Legacy stacks 0x00 (node 0) and 0x80 (node 1) hold only their host bridge.
 //   NICs: slot s = 1..4 in bus order, netdevs ens<s>f0np0/ens<s>f1np1, RDMA mlx5_0..mlx5_7.
+//   The host's own: 00:1d.0 -> 01:00.0 boot NVMe, 80:1d.0 -> 81:00.0 eno1 (add_host_devices).
 HostSpec vela1() {
   HostBuilder b("vela1", "Vela-1-like: 2 sockets, 8x A100 SXM4 behind 4 PCIe switches, 4x ConnectX-6 Dx");
   const std::map<uint64_t, std::pair<uint64_t, uint64_t>> huge{{1 * GiB, {700, 700}}};
@@ -222,6 +242,7 @@ HostSpec vela1() {
     b.add(kNvme, addr(r + 6, 0, 0), down[3], numa);
     b.add(kNvme, addr(r + 7, 0, 0), down[4], numa);
   }
+  add_host_devices(b, 0x01);
   return b.take();
 }
 
@@ -236,6 +257,7 @@ HostSpec vela1() {
 //     (R+3):00.0 H100, (R+4):00.0 ConnectX-7 PF with VFs (R+4):00.1-00.4, (R+5):00.0 NVMe.
 //   NICs: slot s = 1..8, PF netdev ens<s>np0 and RDMA mlx5_<s-1>; its VFs ens<s>v0..v3 and
 //     mlx5_<8 + 4(s-1) + n>.
+//   The host's own: 00:1d.0 -> 07:00.0 boot NVMe, 80:1d.0 -> 81:00.0 eno1 (add_host_devices).
 HostSpec vela2() {
   HostBuilder b("vela2",
                 "Vela-2-like HGX H100: 2 sockets, 8x H100 SXM5 and 8x ConnectX-7 behind 8 PCIe "
@@ -272,6 +294,7 @@ HostSpec vela2() {
     }
     b.add(kNvme, addr(r + 5, 0, 0), down[2], numa);
   }
+  add_host_devices(b, 0x07);
   return b.take();
 }
 
@@ -279,6 +302,7 @@ HostSpec vela2() {
 // workstation: 1 NUMA node of 8 cores x 2 threads (0-15), 64 GiB, 1024 free 2 MiB pages.
 //   00:00.0 host bridge; 00:01.0 root port -> 01:00.0 RTX A6000 + 01:00.1 its HDMI audio;
 //   00:1b.0 root port -> 02:00.0 NVMe; 00:1c.0 root port -> 03:00.0 Intel I225 (igc, enp3s0).
+//   The host boots from its only NVMe (nvme0n1p1 /boot/efi, p2 /, p3 swap) and routes through enp3s0.
 HostSpec workstation() {
   HostBuilder b("workstation", "1 socket, 1 RTX A6000 with its audio function, 1 NVMe, onboard 2.5GbE");
   b.node(0, 8, 0, 64 * GiB, 56 * GiB, {{2 * MiB, {1024, 1024}}}, {10});
@@ -290,6 +314,7 @@ HostSpec workstation() {
   b.add(kNvme, addr(0x02, 0, 0), addr(0x00, 0x1b, 0), 0);
   b.add_port(kRootPort, addr(0x00, 0x1c, 0), "", 0, 2, 1);
   b.add(kIgc, addr(0x03, 0, 0), addr(0x00, 0x1c, 0), 0).net_interfaces = {"enp3s0"};
+  b.host_uses({{"nvme0n1p1", "/boot/efi", "vfat"}, {"nvme0n1p2", "/", "ext4"}}, {"nvme0n1p3"}, "enp3s0");
   return b.take();
 }
 

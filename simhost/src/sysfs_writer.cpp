@@ -1,6 +1,6 @@
 // simhost/sysfs_writer: write_sysfs_tree, the entry point. It checks the whole spec before it
 // writes anything, so a bad spec leaves no half-written tree behind, then hands the parts to
-// system_writer.cpp, pci_writer.cpp and net_writer.cpp.
+// system_writer.cpp, pci_writer.cpp, net_writer.cpp and host_use_writer.cpp.
 #include <set>
 #include <system_error>
 
@@ -65,12 +65,14 @@ Status prepare_root(const fs::path& root) {
 Status write_sysfs_tree(const HostSpec& spec, const std::filesystem::path& root) {
   HA_TRY_STATUS(check_nodes(spec));
   HA_TRY(const auto plan, detail::plan_pci(spec));
+  HA_TRY_STATUS(detail::check_host_use(spec, plan));
   HA_TRY_STATUS(prepare_root(root));
   const auto cpus = detail::layout_cpus(spec);
   detail::TreeWriter writer(root);
   detail::write_system(writer, spec, cpus);
   detail::write_pci(writer, spec, plan, cpus);
   detail::write_network(writer, plan);
+  detail::write_host_use(writer, spec, plan);
   return writer.status();
 }
 

@@ -5,6 +5,8 @@
 // host's own preparation at start.
 #include <doctest/doctest.h>
 
+#include <fstream>
+
 #include <algorithm>
 #include <cerrno>
 #include <filesystem>
@@ -345,6 +347,50 @@ void check_rolled_back(Fixture& f, const Status& prepared, const std::map<std::s
   CHECK(f.records().all().value().empty());
 }
 
+std::string trimmed(std::string text) {
+  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
+  return text;
+}
+
+TEST_CASE("a disk the host mounted after placement, or one the operator reserved, is refused at prepare") {
+  Fixture f;
+  const auto placement = place(f.model, gpu_request(0, 0, 1));
+  REQUIRE(placement.nvme.size() == 1);
+  const auto nvme = placement.nvme[0].address;
+  REQUIRE(nvme.to_string() == "0000:1a:00.0");  // nvme1: the first data disk
+  const auto before = f.host.snapshot();
+  const auto mountinfo = f.host.root() / "proc/self/mountinfo";
+  std::string original;
+  {
+    std::ifstream in(mountinfo);
+    original.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  const auto number = trimmed(f.host.read("/sys/class/block/nvme1n1/dev"));
+  std::ofstream(mountinfo, std::ios::app) << "60 21 " << number << " / /mnt/scratch rw - xfs /dev/nvme1n1 rw\n";
+  {
+    const auto mounted = f.host.snapshot();  // /proc is in the tree too
+    auto preparer = f.preparer();
+    const auto refused = preparer->prepare("vm-a", placement, request_for(placement));
+    check_rolled_back(f, refused, mounted);
+    CHECK_MESSAGE(contains(refused.error().message, "the host uses 0000:1a:00.0 (nvme1n1 mounted at /mnt/scratch)"),
+                  refused.error().message);
+  }
+  std::ofstream(mountinfo, std::ios::trunc) << original;
+  f.options.reserved = {{nvme, "reserved: scratch for the host's builds"}};
+  {
+    auto preparer = f.preparer();
+    const auto refused = preparer->prepare("vm-a", placement, request_for(placement));
+    check_rolled_back(f, refused, before);
+    CHECK(contains(refused.error().message, "(reserved: scratch for the host's builds)"));
+  }
+  f.options.reserved.clear();
+  auto preparer = f.preparer();
+  REQUIRE(preparer->prepare("vm-a", placement, request_for(placement)).ok());
+  CHECK(f.host.driver_of(nvme.to_string()) == "vfio-pci");
+  REQUIRE(preparer->release("vm-a", numa::allocation_of("vm-a", placement, kGiB)).ok());
+  CHECK(describe_difference(before, f.host.snapshot()) == "");
+}
+
 TEST_CASE("a sysfs write failing at any step of prepare leaves the tree as it was and no record") {
   Fixture f;
   const auto placement = place(f.model, gpu_request(2, 1, 1));
@@ -604,11 +650,6 @@ TEST_CASE("release_unheld gives back the devices of a VM nobody holds, and only 
 }
 
 // An attribute's value without the newline (sysfs adds one on read; the fake stores what was written).
-std::string trimmed(std::string text) {
-  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
-  return text;
-}
-
 bool is_passthrough(const numa::PciFunction& f) {
   return f.role == numa::PciRole::gpu || f.role == numa::PciRole::nvswitch;
 }

@@ -9,6 +9,7 @@
 #include <set>
 
 #include "hostagent/discovery/discovery.hpp"
+#include "hostagent/numa/host_use.hpp"
 #include "hostagent/numa/placement.hpp"
 #include "hostagent/simhost/sim_host.hpp"
 #include "test_support.hpp"
@@ -127,7 +128,7 @@ void check_common(const HostModel& m, const HostPolicy& policy, const PlacementR
 }
 
 HostPolicy vela2_policy() {
-  return HostPolicy{{0, 96, 48, 144}, true};
+  return HostPolicy{{0, 96, 48, 144}, true, {}};
 }  // one core per socket
 
 PlacementRequest vela2_full() {
@@ -214,7 +215,7 @@ TEST_CASE("placement: vela2 8 GPUs with a VF under each GPU's switch and 160 vCP
 TEST_CASE("placement: vela1 with SR-IOV on gives 8 A100 two VFs each from the dual-port NIC under their switch") {
   const auto host = discover_spec(vela1_with_vfs(2));
   const auto& m = host->model;
-  const HostPolicy policy{{0, 48, 24, 72}, true};
+  const HostPolicy policy{{0, 48, 24, 72}, true, {}};
   PlacementRequest r;
   r.vcpus = 88;
   r.memory_bytes = 1200 * kGiB;
@@ -240,7 +241,7 @@ TEST_CASE("placement: vela1 with SR-IOV on gives 8 A100 two VFs each from the du
 
 TEST_CASE("placement: vela1 with SR-IOV off (no VFs created) refuses VFs and places GPUs without them") {
   const auto host = discover_spec(vela1_with_vfs(0));
-  const HostPolicy policy{{0, 48}, true};
+  const HostPolicy policy{{0, 48}, true, {}};
   auto r = one_gpu();
   const auto refused = place(host->model, {}, policy, r);
   REQUIRE_FALSE(refused.ok());
@@ -316,7 +317,7 @@ TEST_CASE("placement: vela2 takes one 1-GPU VM per switch until none is left and
 TEST_CASE("placement: a GPU with an audio function takes it as a companion (quirks host)") {
   const auto host = shared_builtin("quirks");
   const auto& m = host->model;
-  const HostPolicy policy{{}, false};  // the quirks host has no hugepage pools
+  const HostPolicy policy{{}, false, {}};  // the quirks host has no hugepage pools
   auto r = cpus_only(4, 8 * kGiB);
   r.gpus = 1;
   r.gpu_ids = {{0x10de, 0x2230}};  // the RTX A6000
@@ -344,7 +345,7 @@ TEST_CASE("placement: a CPU-less node is never used for vCPUs and its GPU's cell
   }
   const auto host = discover_spec(spec);
   const auto& m = host->model;
-  const HostPolicy policy{{0}, false};
+  const HostPolicy policy{{0}, false, {}};
   auto r = cpus_only(14, 14 * kGiB);
   const auto wide = place(m, {}, policy, r);
   REQUIRE_MESSAGE(wide.ok(), wide.error().message);
@@ -439,14 +440,14 @@ TEST_CASE("placement: exhausted hugepages are refused with the pool and the shor
   REQUIRE_FALSE(no_pool.ok());
   CHECK(no_pool.error().message == "needs 1024 hugepages of 2 MiB on node 0; free: 0");
   // Unless the host cannot tell its pools: then memory is placed by node without the check.
-  const auto unchecked = place(host->model, {}, HostPolicy{{0, 96, 48, 144}, false}, small);
+  const auto unchecked = place(host->model, {}, HostPolicy{{0, 96, 48, 144}, false, {}}, small);
   REQUIRE_MESSAGE(unchecked.ok(), unchecked.error().message);
   CHECK(unchecked->cells[0].hugepages == 1024);
 }
 
 TEST_CASE("placement: a GPU without a ConnectX under it (workstation) fails strict and non-strict VF requests") {
   const auto host = shared_builtin("workstation");
-  const HostPolicy policy{{0, 8}, true};
+  const HostPolicy policy{{0, 8}, true, {}};
   auto r = one_gpu(4, 1 * kGiB);
   r.hugepage_size_bytes = 2 * kMiB;
   const auto strict = place(host->model, {}, policy, r);
@@ -461,12 +462,81 @@ TEST_CASE("placement: a GPU without a ConnectX under it (workstation) fails stri
         "needs 1 GPU with a NIC VF on their switch or NUMA node; free: 0 (1 without enough free VFs on their NUMA "
         "node)");
   r.vfs_per_gpu = 0;
-  r.nvme = 1;
   const auto p = place(host->model, {}, policy, r);
   REQUIRE_MESSAGE(p.ok(), p.error().message);
   check_common(host->model, policy, r, *p);
   CHECK(p->gpus[0].companions.empty());  // its HDMI audio has an IOMMU group of its own here
   CHECK(p->cells[0].hugepages == 512);
+}
+
+TEST_CASE("placement: the host's boot disk is never given, and the refusal says what the host uses it for") {
+  const auto host = shared_builtin("workstation");
+  const HostPolicy policy{{0, 8}, true, {}};
+  auto r = cpus_only(2, 1 * kGiB);
+  r.hugepage_size_bytes = 2 * kMiB;
+  r.nvme = 1;
+  const auto refused = place(host->model, {}, policy, r);
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.error().code == ErrorCode::does_not_fit);
+  CHECK(refused.error().message ==
+        "needs 1 NVMe; free: 0 (0000:02:00.0 used by the host (nvme0n1p1 mounted at /boot/efi; nvme0n1p2 mounted "
+        "at /; nvme0n1p3 is swap))");
+  // Without the host's use, the same disk is the NVMe to give: the refusal was the use, nothing else.
+  auto model = host->model;
+  for (auto& f : model.pci_devices) f.host_use.reset();
+  const auto given = place(model, {}, policy, r);
+  REQUIRE_MESSAGE(given.ok(), given.error().message);
+  CHECK(given->nvme.at(0).address.to_string() == "0000:02:00.0");
+}
+
+TEST_CASE("placement: vela2 gives all 8 data NVMe and never its boot disk") {
+  const auto host = shared_builtin("vela2");
+  auto r = cpus_only(8, 8 * kGiB);
+  r.nvme = 8;
+  const auto p = place(host->model, {}, vela2_policy(), r);
+  REQUIRE_MESSAGE(p.ok(), p.error().message);
+  for (const auto& nvme : p->nvme) CHECK(nvme.address.to_string() != "0000:07:00.0");
+  r.nvme = 9;
+  const auto refused = place(host->model, {}, vela2_policy(), r);
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.error().message.find("0000:07:00.0 used by the host (nvme0n1p1 mounted at /boot/efi") !=
+        std::string::npos);
+}
+
+TEST_CASE("placement: a GPU whose IOMMU group holds a host-used or non-releasable member is never chosen") {
+  const auto host = shared_builtin("quirks");  // 01:00.0 RTX A6000 shares its group with 01:00.1 audio
+  const HostPolicy policy{{}, false, {}};
+  auto r = one_gpu(2, 1 * kGiB);
+  r.vfs_per_gpu = 0;
+  r.gpu_ids = {{0x10de, 0x2230}};
+  const auto free = place(host->model, {}, policy, r);
+  REQUIRE_MESSAGE(free.ok(), free.error().message);
+  CHECK(free->gpus.at(0).companions.size() == 1);
+
+  SUBCASE("the operator reserved the companion") {
+    auto model = host->model;
+    const auto unknown = mark_host_use(model, {{*PciAddress::parse("0000:01:00.1"), "reserved: host audio"}});
+    CHECK(unknown.empty());
+    const auto refused = place(model, {}, policy, r);
+    REQUIRE_FALSE(refused.ok());
+    CHECK(refused.error().message ==
+          "needs 1 GPU of 10de:2230; free: 0 (0000:01:00.0 sharing its IOMMU group with 0000:01:00.1, used by the host "
+          "(reserved: host audio))");
+  }
+  SUBCASE("the companion is on a driver hostagent may not take it from") {
+    auto model = host->model;
+    for (auto& f : model.pci_devices) {
+      if (f.address.to_string() == "0000:01:00.1") f.driver = "snd_sof";
+    }
+    const auto refused = place(model, {}, policy, r);
+    REQUIRE_FALSE(refused.ok());
+    CHECK(refused.error().message.find("sharing its IOMMU group with 0000:01:00.1, bound to snd_sof") !=
+          std::string::npos);
+    // The operator lists the driver as releasable: the group may go.
+    const HostPolicy releasing{{}, false, {"snd_sof", "nvidia"}};
+    const auto placed = place(model, {}, releasing, r);
+    CHECK_MESSAGE(placed.ok(), placed.error().message);
+  }
 }
 
 TEST_CASE("placement: non-strict VFs come from the GPU's node when its switch has none left") {

@@ -215,7 +215,8 @@ numa::Placement make_placement(const numa::HostModel& host, const Want& want) {
   Picker picker(host);
   place_gpus(out, picker, host, want);
   place_spread(out.extra_vfs, picker, want, want.extra_vfs, is_vf);
-  place_spread(out.nvme, picker, want, want.nvme, [](const auto& f) { return f.role == numa::PciRole::nvme; });
+  place_spread(out.nvme, picker, want, want.nvme,
+               [](const auto& f) { return f.role == numa::PciRole::nvme && !f.host_use; });
   out.emulator_cpus = want.housekeeping;
   out.topology.sockets = static_cast<int>(want.host_nodes.size());
   out.topology.threads = want.smt ? 2 : 1;

@@ -136,6 +136,50 @@ TEST_CASE("a group with a member the host is using is refused, naming the member
   CHECK(describe_difference(before, host.snapshot()).empty());
 }
 
+TEST_CASE("a group with a member the host uses is refused whatever its driver, naming the use, before any write") {
+  // The workstation's boot NVMe shares the GPU's group (no ACS above them). nvme is a driver a VM's
+  // NVMe comes from, so only the host's use, asked at the bind, stops it.
+  auto spec = builtin_spec("workstation");
+  testing::function_of(spec, "0000:02:00.0").iommu_group = testing::function_of(spec, kGpu).iommu_group;
+  FakeHost host(spec);
+  const auto before = host.snapshot();
+  BinderOptions options;
+  int asked = 0;
+  options.host_use = [&asked]() -> Result<std::vector<numa::HostUse>> {
+    ++asked;
+    return std::vector<numa::HostUse>{{address("0000:02:00.0"), "nvme0n1p2 mounted at /"}};
+  };
+  VfioBinder binder(host.sysfs(), host.kernel(), options);
+  const auto refused = binder.bind_group(address(kGpu));
+  REQUIRE_FALSE(refused.ok());
+  CHECK(asked == 1);
+  CHECK(refused.error().code == ErrorCode::conflict);
+  CHECK_MESSAGE(contains(refused.error().message, "the host uses 0000:02:00.0 (nvme0n1p2 mounted at /)"),
+                refused.error().message);
+  CHECK(host.kernel().writes().empty());
+  CHECK(describe_difference(before, host.snapshot()).empty());
+
+  // What the host uses cannot be read: no bind on a guess.
+  options.host_use = []() -> Result<std::vector<numa::HostUse>> {
+    return Error{ErrorCode::io_error, "read /proc/self/mountinfo: Permission denied"};
+  };
+  VfioBinder blind(host.sysfs(), host.kernel(), options);
+  const auto unknown = blind.bind_group(address(kGpu));
+  REQUIRE_FALSE(unknown.ok());
+  CHECK(contains(unknown.error().message, "mountinfo"));
+  CHECK(host.kernel().writes().empty());
+
+  // A use elsewhere on the host does not hold this group back.
+  options.host_use = []() -> Result<std::vector<numa::HostUse>> {
+    return std::vector<numa::HostUse>{{address("0000:03:00.0"), "enp3s0 carries the default route"}};
+  };
+  VfioBinder other(host.sysfs(), host.kernel(), options);
+  const auto bound = other.bind_group(address(kGpu));
+  REQUIRE_MESSAGE(bound.ok(), bound.error().message);
+  REQUIRE(other.release(*bound).ok());
+  CHECK(describe_difference(before, host.snapshot()).empty());
+}
+
 TEST_CASE("a bridge in the group stays with its driver, and a bridge cannot be bound itself") {
   // A root port without ACS shares the group of the devices beneath it.
   auto spec = builtin_spec("quirks");

@@ -47,8 +47,9 @@ struct VfioBinder::Member {
   bool bridge = false;
 };
 
+// One list with placement's, so placement never chooses a group the binder then refuses.
 std::vector<std::string> BinderOptions::default_unbindable_drivers() {
-  return {"nvidia", "nvidia-nvswitch", "nouveau", "snd_hda_intel", "mlx5_core", "nvme", "vfio-pci", "pci-stub"};
+  return numa::default_releasable_drivers();
 }
 
 VfioBinder::VfioBinder(SysfsRoot sysfs, SysfsWriter& writer, BinderOptions options)
@@ -107,7 +108,26 @@ Result<GroupBinding> VfioBinder::inspect_group(const numa::PciAddress& device) c
   return binding;
 }
 
+// The host's own devices are never taken, whatever driver they are on: a boot disk on nvme is on a
+// driver a VM's NVMe also comes from.
+Status VfioBinder::check_not_used_by_host(const GroupBinding& binding) const {
+  if (!options_.host_use) return ok_status();
+  HA_TRY(const auto uses, options_.host_use());
+  std::string used;
+  for (const auto& f : binding.functions) {
+    for (const auto& use : uses) {
+      if (use.address == f.address)
+        used += (used.empty() ? "" : "; ") + f.address.to_string() + " (" + use.reason + ")";
+    }
+  }
+  if (used.empty()) return ok_status();
+  return Error{ErrorCode::conflict, "IOMMU group " + std::to_string(binding.group) +
+                                        " cannot go to vfio-pci: the host uses " + used +
+                                        ". hostagent never takes a device the host uses"};
+}
+
 Status VfioBinder::check_not_in_use(const GroupBinding& binding) const {
+  HA_TRY_STATUS(check_not_used_by_host(binding));
   std::string in_use;
   for (const auto& f : binding.functions) {
     const auto& allowed = options_.unbindable_drivers;

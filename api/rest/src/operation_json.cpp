@@ -48,7 +48,8 @@ boost::json::value device_json(const numa::PciFunction& device, const std::optio
       {"switch",
        device.pcie_switch ? boost::json::value(device.pcie_switch->to_string()) : boost::json::value(nullptr)},
       {"physfn", device.physfn ? boost::json::value(device.physfn->to_string()) : boost::json::value(nullptr)},
-      {"held_by", optional_value(held_by)}};
+      {"held_by", optional_value(held_by)},
+      {"host_use", optional_value(device.host_use)}};
   return json;
 }
 

@@ -112,7 +112,7 @@ struct Runner {
       if (!is_endpoint(f)) continue;
       if (!list.role.empty() && list.role != numa::to_string(f.role)) continue;
       const auto vm = holder(held_by, f.address);
-      if (list.free_only && vm) continue;
+      if (list.free_only && (vm || f.host_use)) continue;  // the host holds what it uses
       devices.push_back(device_json(f, vm));
     }
     return json_response(200, boost::json::object{{"devices", std::move(devices)}});

@@ -41,8 +41,8 @@ const std::vector<std::string_view> kApiLimitsKeys = {"header_timeout",   "reque
 constexpr int kMaxConnections = 65536;
 const std::vector<std::string_view> kTlsKeys = {"certificate", "key", "client_ca"};  // the files
 const std::vector<std::string_view> kTlsSectionKeys = {"certificate", "key", "client_ca", "operator_common_names"};
-const std::vector<std::string_view> kDevicesKeys = {"preparation", "bind_at_start",     "gpu_ids", "sriov",
-                                                    "vf",          "releasable_drivers"};
+const std::vector<std::string_view> kDevicesKeys = {"preparation", "bind_at_start",      "gpu_ids", "sriov",
+                                                    "vf",          "releasable_drivers", "reserved"};
 const std::vector<std::string_view> kVfKeys = {
     "vlan", "qos", "trust", "spoofchk", "link_state", "min_tx_rate_mbps", "max_tx_rate_mbps"};
 const std::vector<std::string_view> kPreparations = {"hostagent", "libvirt"};
@@ -248,6 +248,7 @@ class ConfigReader {
     read_sriov(field(devices, "sriov"), config);
     read_vf(field(devices, "vf"), config.vf);
     read_drivers(field(devices, "releasable_drivers"), config);
+    read_reserved(field(devices, "reserved"), config);
   }
 
   // A list whose items each read with `item`; the whole list is kept only when every item read.
@@ -330,6 +331,35 @@ class ConfigReader {
         drivers, "devices.releasable_drivers", "a list of kernel driver names",
         [this](const Value& item, const std::string& path) { return check_.identifier(item, path); });
     if (read) config.releasable_drivers = std::move(*read);
+  }
+
+  void read_reserved(const Value& reserved, DevicesConfig& config) {
+    auto read = read_list<ReservedDeviceConfig>(
+        reserved, "devices.reserved", "a list of {address: \"0000:02:00.0\", reason: \"boot disk\"}",
+        [this](const Value& item, const std::string& path) -> std::optional<ReservedDeviceConfig> {
+          if (!check_.mapping(item, path, {"address", "reason"})) return std::nullopt;
+          const Value& address = field(item, "address");
+          const auto text = check_.text(address, path + ".address");
+          if (text && !PciAddress::parse(*text).ok()) {
+            check_.report(address.at, path + ".address", describe(address), "a PCI address like 0000:02:00.0");
+            return std::nullopt;
+          }
+          auto reason = check_.text(field(item, "reason"), path + ".reason");
+          if (reason && reason->empty()) {
+            check_.report(field(item, "reason").at, path + ".reason", "an empty text",
+                          "why the host keeps it, as an operator should read it: \"boot disk\"");
+            reason.reset();
+          }
+          if (!text || !reason) {
+            if (address.is_null() || field(item, "reason").is_null()) {
+              check_.report(item.at, path, describe(item),
+                            "both address and reason, like {address: \"0000:02:00.0\", reason: \"boot disk\"}");
+            }
+            return std::nullopt;
+          }
+          return ReservedDeviceConfig{PciAddress::parse(*text)->to_string(), *reason};
+        });
+    if (read) config.reserved = std::move(*read);
   }
 
   void read_api(const Value& api, ApiConfig& config) {

@@ -436,6 +436,7 @@ Result<std::unique_ptr<VmService>> start_service(ServiceParts parts) {
   HA_TRY_STATUS(create_console_log_directory(parts.config.console_log_directory));
   numa::HostPolicy policy;
   policy.housekeeping_cpus = parts.config.housekeeping_cpus;
+  policy.releasable_drivers = parts.config.devices.releasable_drivers;
   auto service =
       std::make_unique<VmServiceImpl>(std::move(parts), std::move(journal), std::move(requests), std::move(policy));
   HA_TRY_STATUS(service->begin());

@@ -86,6 +86,17 @@ TEST_CASE("devices list every PCI endpoint, filter by role and free, and answer 
   check_problem(api.request("GET", "/v1/devices/00ff:ff:1f.7"), 404, "not_found");
   CHECK(field_of(check_problem(api.request("GET", "/v1/devices/17:00.0"), 400, "invalid_argument")) == "address");
   CHECK(field_of(check_problem(api.request("GET", "/v1/devices?role=gpus"), 400, "invalid_argument")) == "role");
+
+  // vela2 boots from 07:00.0: the host holds it, so it is listed with why, and never as free.
+  const auto boot = api.request("GET", "/v1/devices/0000:07:00.0").json();
+  CHECK(text(boot.at("host_use")) == "nvme0n1p1 mounted at /boot/efi; nvme0n1p2 mounted at /");
+  CHECK(boot.at("held_by").is_null());
+  const auto free_nvme = api.request("GET", "/v1/devices?role=nvme&free=true").json().at("devices").as_array();
+  CHECK(free_nvme.size() == 8);
+  for (const auto& nvme : free_nvme) {
+    CHECK(text(nvme.at("address")) != "0000:07:00.0");
+    CHECK(nvme.at("host_use").is_null());
+  }
 }
 
 TEST_CASE("templates are listed, fetched and validated") {

@@ -34,7 +34,9 @@ TEST_CASE("devices: every key of a full section is read") {
                                     "    - {pf: \"0000:5e:00.1\", vfs: 0}\n"
                                     "  vf: {vlan: 100, qos: 3, trust: true, spoofchk: false, link_state: enable,\n"
                                     "       min_tx_rate_mbps: 1000, max_tx_rate_mbps: 25000}\n"
-                                    "  releasable_drivers: [nvidia, mlx5_core]\n")
+                                    "  releasable_drivers: [nvidia, mlx5_core]\n"
+                                    "  reserved:\n"
+                                    "    - {address: \"0000:3B:00.1\", reason: BMC uplink}\n")
                                     .devices;
   CHECK_FALSE(devices.bind_at_start);
   REQUIRE(devices.gpu_ids.size() == 1);
@@ -52,6 +54,9 @@ TEST_CASE("devices: every key of a full section is read") {
   CHECK(devices.vf.min_tx_rate_mbps == 1000);
   CHECK(devices.vf.max_tx_rate_mbps == 25000);
   CHECK(devices.releasable_drivers == std::vector<std::string>{"nvidia", "mlx5_core"});
+  REQUIRE(devices.reserved.size() == 1);
+  CHECK(devices.reserved[0].address == "0000:3b:00.1");  // in the one form every view prints
+  CHECK(devices.reserved[0].reason == "BMC uplink");
 }
 
 TEST_CASE("devices: errors name the key, what was found and what is expected") {
@@ -67,6 +72,14 @@ TEST_CASE("devices: errors name the key, what was found and what is expected") {
         "c.yaml:2:22: devices.gpu_ids[0].vendor: found \"4660\", expected a hex PCI id like 0x2330");
   CHECK(problems("devices:\n  sriov: 0000:3b:00.0\n") ==
         "c.yaml:2:10: devices.sriov: found \"0000:3b:00.0\", expected a list of {pf: \"0000:3b:00.0\", vfs: 8}");
+  CHECK(problems("devices:\n  reserved:\n    - {address: \"3b:00.1\", reason: uplink}\n") ==
+        "c.yaml:3:17: devices.reserved[0].address: found \"3b:00.1\", expected a PCI address like 0000:02:00.0");
+  CHECK(problems("devices:\n  reserved:\n    - {address: \"0000:3b:00.1\"}\n") ==
+        "c.yaml:3:7: devices.reserved[0]: found a mapping, expected both address and reason, like {address: "
+        "\"0000:02:00.0\", reason: \"boot disk\"}");
+  CHECK(problems("devices:\n  reserved:\n    - {address: \"0000:3b:00.1\", reason: \"\"}\n") ==
+        "c.yaml:3:41: devices.reserved[0].reason: found an empty text, expected why the host keeps it, as an "
+        "operator should read it: \"boot disk\"");
 }
 
 TEST_CASE("devices: a simulated host gets libvirt's preparation unless hostagent's is asked for, which is refused") {

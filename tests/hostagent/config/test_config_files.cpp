@@ -48,6 +48,7 @@ void check_same_settings(const DaemonConfig& a, const DaemonConfig& b) {
   CHECK(a.devices.gpu_ids.size() == b.devices.gpu_ids.size());
   CHECK(a.devices.sriov.size() == b.devices.sriov.size());
   CHECK(a.devices.releasable_drivers == b.devices.releasable_drivers);
+  CHECK(a.devices.reserved.size() == b.devices.reserved.size());
   CHECK(a.devices.vf.vlan == b.devices.vf.vlan);
   CHECK(a.devices.vf.qos == b.devices.vf.qos);
   CHECK(a.devices.vf.trust == b.devices.vf.trust);
@@ -117,7 +118,8 @@ TEST_CASE("files: the shipped hostagent.yaml writes out every key") {
                            "devices.vf.link_state",
                            "devices.vf.min_tx_rate_mbps",
                            "devices.vf.max_tx_rate_mbps",
-                           "devices.releasable_drivers"}) {
+                           "devices.releasable_drivers",
+                           "devices.reserved"}) {
     CAPTURE(path);
     const vmtemplates::yaml::Value* value = &*tree;
     std::stringstream parts(path);

@@ -220,6 +220,15 @@ TEST_CASE("hostagentctl vm create, list, show and delete against hostagentd's AP
     CHECK_MESSAGE(table.output.find(entry) != std::string::npos, entry << " in\n" << table.output);
   }
 
+  // The host's own boot disk shows who holds it, and why: the table a 3 a.m. operator reads.
+  const auto devices = daemon.run({"devices"});
+  REQUIRE_MESSAGE(devices.exit_code == 0, devices.output);
+  REQUIRE(devices.output.find("0000:07:00.0") != std::string::npos);
+  const auto boot_row = devices.output.substr(devices.output.find("0000:07:00.0"));
+  CHECK_MESSAGE(
+      boot_row.substr(0, boot_row.find('\n')).find("host: nvme0n1p1 mounted at /boot/efi") != std::string::npos,
+      devices.output);
+
   const auto operations = daemon.run({"operation", "list", "--json"});
   REQUIRE_MESSAGE(operations.exit_code == 0, operations.output);
   const auto ops = boost::json::parse(operations.output).at("operations").as_array();

@@ -15,6 +15,7 @@
 #include "hostagent/common/result.hpp"
 #include "hostagent/common/sysfs_writer.hpp"
 #include "hostagent/numa/host_model.hpp"
+#include "hostagent/numa/host_use.hpp"
 #include "hostagent/numa/placement.hpp"
 #include "hostagent/sriov/vf_netlink.hpp"
 #include "hostagent/vfio/config_space_access.hpp"
@@ -67,8 +68,11 @@ struct PreparationOptions {
                                 .min_tx_rate_mbps = 0,
                                 .max_tx_rate_mbps = 0};
   // Drivers a group member may be taken from; any other means the host uses it and the group is
-  // refused. Empty: vfio/'s built-in list.
+  // refused. Empty: the built-in list (numa/host_use.hpp).
   std::vector<std::string> releasable_drivers;
+  // The operator's reservations (devices.reserved). With what the host is seen using when a group
+  // is bound (discovery's detect_host_use, read again then), a group holding one is refused.
+  std::vector<numa::HostUse> reserved;
 };
 
 // What a VF is set to for a VM: the options' defaults with the VM's MAC, and its VLAN where it names

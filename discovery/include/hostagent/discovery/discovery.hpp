@@ -14,7 +14,8 @@ namespace hostagent::numa {
 
 // hwloc (HWLOC_FSROOT=root) for CPUs, NUMA nodes, PCI locality and the bridge tree; the same root's
 // sysfs for what hwloc does not keep (IOMMU groups, drivers, SR-IOV, netdevs, RDMA, hugepages free);
-// libpci on root/sys/bus/pci for config space (port types, link, ACS, ATS).
+// libpci on root/sys/bus/pci for config space (port types, link, ACS, ATS); the same root's /proc
+// and block and net classes for what the host itself uses (host_use_reader.hpp).
 Result<HostModel> discover_from_sysfs(const std::filesystem::path& root);
 
 // What an XML export lacks (IOMMU groups, drivers, SR-IOV state, config space) stays unknown.

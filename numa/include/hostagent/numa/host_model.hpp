@@ -111,6 +111,9 @@ struct PciFunction {
   std::optional<AcsState> acs;  // nullopt: capability absent or config space unreadable
   std::optional<AtsState> ats;
   bool config_space_known = false;  // false when the source has no config space (hwloc XML)
+  // Why the host keeps this function for itself (numa/host_use.hpp); nullopt: it does not, as far
+  // as the source can tell. Never placed, bound or reset.
+  std::optional<std::string> host_use;
   bool is_bridge() const { return (class_code >> 8) == 0x0604 || (class_code >> 8) == 0x0609; }
 };
 

@@ -27,6 +27,9 @@ struct HostPolicy {
   // false when the host model cannot tell free hugepages (an hwloc XML): memory is then placed by
   // node without checking the pools, and the caller says so to the user.
   bool check_hugepages = true;
+  // Drivers a device (or a member of its IOMMU group) may be taken from; empty: the default list
+  // (host_use.hpp). The binder refuses the same members: placement refuses them first, with why.
+  std::vector<std::string> releasable_drivers;
 };
 
 struct DeviceId {

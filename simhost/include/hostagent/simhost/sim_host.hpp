@@ -74,11 +74,25 @@ struct SimFunction {
   std::vector<std::string> rdma_devices;
 };
 
+// A filesystem the host mounted from one of its own disks. NVMe functions bound to nvme are the
+// disks: controller N is the Nth in address order, its namespace nvme<N>n1, and each partition a
+// mount or swap names (nvme0n1p2) is written under it.
+struct SimMount {
+  std::string device;  // "nvme0n1p2", or the whole namespace "nvme1n1"
+  std::string mount_point;
+  std::string fstype = "ext4";
+};
+
 struct HostSpec {
   std::string name;
   std::string description;
   std::vector<SimNumaNode> nodes;
   std::vector<SimFunction> functions;  // parents before children
+  // What the host itself uses, as /proc shows it: mounts (/proc/self/mountinfo), swap partitions
+  // (/proc/swaps), and the interface of the default route (/proc/net/route, with its subnet).
+  std::vector<SimMount> mounts;
+  std::vector<std::string> swaps;  // "nvme0n1p3"
+  std::string default_route;       // an interface of some function; "" for none
 };
 
 // The built-in hosts: "vela1", "vela2", "workstation", "quirks". See sim_host.cpp for each layout.

@@ -14,12 +14,14 @@
 // opened only when each member is on a VFIO driver, unbound, or a bridge (vfio_dev_driver_allowed).
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "hostagent/common/result.hpp"
 #include "hostagent/common/sysfs_root.hpp"
 #include "hostagent/common/sysfs_writer.hpp"
+#include "hostagent/numa/host_use.hpp"
 #include "hostagent/numa/pci_address.hpp"
 
 namespace hostagent::vfio {
@@ -45,6 +47,10 @@ struct GroupBinding {
 // frees that member. Unbound members and members on a VFIO driver never block.
 struct BinderOptions {
   std::vector<std::string> unbindable_drivers = default_unbindable_drivers();
+  // What the host uses now (mounted disks, routed NICs, the operator's reservations), asked once per
+  // group bound: a group with such a member is refused whatever its drivers, since a disk the
+  // host mounted since the model was read is the host's all the same. Empty: not asked.
+  std::function<Result<std::vector<numa::HostUse>>()> host_use;
 
   // nvidia, nvidia-nvswitch, nouveau (GPUs and NVSwitches), snd_hda_intel (a GPU's HDMI audio
   // function, which shares the GPU's group), mlx5_core (ConnectX functions), nvme, vfio-pci,
@@ -75,6 +81,7 @@ class VfioBinder {
   struct Member;
   Result<int> group_of(const numa::PciAddress& device) const;
   Result<Member> read_member(const numa::PciAddress& address) const;
+  Status check_not_used_by_host(const GroupBinding& binding) const;
   Status check_not_in_use(const GroupBinding& binding) const;
   Status check_vfio_pci_loaded(const GroupBinding& binding) const;
   Status move_to_vfio(const BoundFunction& function, int group);

@@ -67,6 +67,12 @@ struct PciDeviceIdConfig {
   uint16_t device = 0;
 };
 
+// A device the host keeps for itself whatever discovery finds: never placed, bound or reset.
+struct ReservedDeviceConfig {
+  std::string address;  // a PCI address, checked by the reader
+  std::string reason;   // shown wherever the device is: "BMC uplink", "boot disk mirror"
+};
+
 struct DevicesConfig {
   // hostagent: vfio/ and sriov/ bind, configure and restore the devices, and the domain XML says
   // managed='no'. libvirt: libvirt's managed hostdevs bind at start and restore at stop.
@@ -76,8 +82,9 @@ struct DevicesConfig {
   std::vector<SriovPfConfig> sriov;        // VFs to create at start
   VfConfigDefaults vf;
   // Drivers a GPU's or VF's IOMMU group member may be taken from; a member on any other driver
-  // means the host uses it, and the group is refused. Empty: vfio/'s built-in list.
+  // means the host uses it, and the group is refused. Empty: the built-in list (numa/host_use).
   std::vector<std::string> releasable_drivers;
+  std::vector<ReservedDeviceConfig> reserved;
 };
 
 struct DaemonConfig {
