@@ -60,6 +60,7 @@ json::value to_json(const numa::Placement& placement) {
                       {"gpus", std::move(gpus)},
                       {"extra_vfs", devices_json(placement.extra_vfs)},
                       {"nvme", devices_json(placement.nvme)},
+                      {"nvswitches", devices_json(placement.nvswitches)},
                       {"emulator_cpus", format_cpu_list(placement.emulator_cpus)},
                       {"topology", json::object{{"sockets", placement.topology.sockets},
                                                 {"cores", placement.topology.cores},

@@ -48,6 +48,7 @@ boost::json::object to_json(const daemon::ManagedVmView& record) {
           {"disk", record.disk_volume.empty() ? "" : record.disk_pool + "/" + record.disk_volume},
           {"macs", strings(record.macs)},
           {"cloud_init_seed", record.cloud_init_seed},
+          {"nvlink", record.nvlink.empty() ? boost::json::value(nullptr) : boost::json::value(record.nvlink)},
           {"holds", to_json(record.allocation)},
           {"rdma", to_json(record.rdma)}};
 }

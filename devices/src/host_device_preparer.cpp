@@ -62,6 +62,7 @@ std::vector<PciAddress> passthrough_devices(const numa::Placement& placement) {
   }
   for (const auto& vf : placement.extra_vfs) out.push_back(vf.address);
   for (const auto& nvme : placement.nvme) out.push_back(nvme.address);
+  for (const auto& nvswitch : placement.nvswitches) out.push_back(nvswitch.address);
   return out;
 }
 

@@ -105,6 +105,7 @@ std::string render_vm(const json::value& vm) {
                                  {"disk", display(record, "disk")},
                                  {"macs", display(record, "macs")},
                                  {"cloud-init seed", display(record, "cloud_init_seed")},
+                                 {"nvlink", display(record, "nvlink")},
                                  {"cpus", display(holds, "cpus")},
                                  {"hugepages", hugepages_held(holds)},
                                  {"devices", display(holds, "devices")},

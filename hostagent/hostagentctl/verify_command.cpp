@@ -35,14 +35,16 @@ Result<fs::path> make_work_dir(const std::optional<std::string>& requested) {
 }
 
 std::string summary_of(const PlacedGuest& placed) {
-  int gpus = 0, nics = 0, nvme = 0;
+  int gpus = 0, nics = 0, nvme = 0, nvswitches = 0;
   for (const auto& a : placed.rendered.addresses) {
     gpus += a.role == "gpu" ? 1 : 0;
     nics += a.role == "nic" ? 1 : 0;
     nvme += a.role == "nvme" ? 1 : 0;
+    nvswitches += a.role == "nvswitch" ? 1 : 0;
   }
-  return std::to_string(gpus) + " GPU(s), " + std::to_string(nics) + " NIC VF(s), " + std::to_string(nvme) +
-         " NVMe in " + std::to_string(placed.placement.cells.size()) + " guest cell(s)";
+  return std::to_string(gpus) + " GPU(s), " + std::to_string(nics) + " NIC VF(s), " + std::to_string(nvme) + " NVMe" +
+         (nvswitches > 0 ? ", " + std::to_string(nvswitches) + " NVSwitch(es)" : "") + " in " +
+         std::to_string(placed.placement.cells.size()) + " guest cell(s)";
 }
 
 // auto: the template's page size when this machine has room for the stand-in in it, else the

@@ -102,6 +102,13 @@ Status check_supply(const Inventory& inv, const GpuSearch& search, const Placeme
                   std::to_string(r.gpus * r.vfs_per_gpu) + "; free: " + std::to_string(std::max(vfs_left, 0)) +
                   (why.empty() ? "" : " (" + why + ")"));
   }
+  if (!inv.unusable_nvswitches.empty()) {
+    const int total = static_cast<int>(inv.nvswitches.size() + inv.unusable_nvswitches.size());
+    return no_fit("needs the host's " + plural(total, "NVSwitch", "NVSwitches") + " with all " +
+                  plural(r.gpus, "GPU", "GPUs") +
+                  " (full passthrough: the VM trains the fabric); free: " + std::to_string(inv.nvswitches.size()) +
+                  " (" + placement_detail::describe(inv.unusable_nvswitches) + ")");
+  }
   if (r.nvme > static_cast<int>(inv.nvme.size())) {
     const std::string why = placement_detail::describe(inv.unusable_nvme);
     return no_fit("needs " + std::to_string(r.nvme) + " NVMe; free: " + std::to_string(inv.nvme.size()) +
@@ -282,6 +289,8 @@ Result<Completed> complete(const Inventory& inv, const HostPolicy& policy, const
   add_gpus(inv, devices, p);
   for (const auto* vf : devices.extra_vfs) p.extra_vfs.push_back(placed(inv, p.cells, *vf->function));
   for (const auto* nvme : devices.nvme) p.nvme.push_back(placed(inv, p.cells, *nvme->function));
+  // The fabric goes whole with its GPUs; the NVSwitches add no cell (they sit where the host has them).
+  for (const auto& nvswitch : inv.nvswitches) p.nvswitches.push_back(placed(inv, p.cells, *nvswitch.function));
   std::set<int> housekeeping(policy.housekeeping_cpus.begin(), policy.housekeeping_cpus.end());
   p.emulator_cpus.assign(housekeeping.begin(), housekeeping.end());
   std::set<int> used(nodes.begin(), nodes.end());
@@ -361,6 +370,7 @@ Allocation allocation_of(const std::string& vm, const Placement& placement, uint
   }
   for (const auto& vf : placement.extra_vfs) out.devices.push_back(vf.address);
   for (const auto& nvme : placement.nvme) out.devices.push_back(nvme.address);
+  for (const auto& nvswitch : placement.nvswitches) out.devices.push_back(nvswitch.address);
   return out;
 }
 

@@ -4,6 +4,7 @@
 #include <set>
 
 #include "hostagent/numa/host_use.hpp"
+#include "hostagent/numa/nvlink.hpp"
 
 namespace hostagent::numa::placement_detail {
 namespace {
@@ -163,6 +164,9 @@ void take_singles(const Holders& holders, const GroupIndex& groups, const HostPo
   }
 }
 
+bool is_nvswitch(const PciFunction& f) {
+  return f.role == PciRole::nvswitch;
+}
 bool is_vf(const PciFunction& f) {
   return f.role == PciRole::nic && f.physfn.has_value();
 }
@@ -246,6 +250,9 @@ Inventory take_inventory(const HostModel& host, const std::vector<Allocation>& e
   take_gpus(holders, groups, policy, request, inv);
   take_singles(holders, groups, policy, is_vf, inv, inv.vfs, inv.unusable_vfs);
   take_singles(holders, groups, policy, is_nvme, inv, inv.nvme, inv.unusable_nvme);
+  inv.takes_fabric = takes_fabric(nvlink_fabric(host), request);
+  if (inv.takes_fabric)
+    take_singles(holders, groups, policy, is_nvswitch, inv, inv.nvswitches, inv.unusable_nvswitches);
   return inv;
 }
 

@@ -62,6 +62,10 @@ struct Inventory {
   std::vector<Unusable> unusable_vfs;
   std::vector<FreeDevice> nvme;  // address order
   std::vector<Unusable> unusable_nvme;
+  // The NVSwitches, taken only when the request takes the whole fabric (numa/nvlink.hpp).
+  bool takes_fabric = false;
+  std::vector<FreeDevice> nvswitches;  // address order
+  std::vector<Unusable> unusable_nvswitches;
   std::map<int, CpuNode> cpu_nodes;  // NUMA nodes that have CPUs, by id
   std::map<int, int> cell_node_of;   // host NUMA node -> the node with CPUs its devices' cell uses
 

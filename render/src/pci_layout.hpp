@@ -80,7 +80,7 @@ struct Controller {
   int upstream = -1;  // upstream port: the upstream port of the switch it is nested in, -1 on a root port
 };
 
-enum class DeviceRole { gpu, companion, nic, nvme };
+enum class DeviceRole { gpu, companion, nic, nvme, nvswitch };
 const char* to_string(DeviceRole role);
 
 struct Device {
@@ -90,9 +90,9 @@ struct Device {
   Plug plug;
   numa::PciAddress guest;
   bool multifunction = false;  // function 0 of a slot that has companions
-  std::string alias;           // libvirt user alias: ua-gpu0, ua-gpu0-fn1, ua-vf0, ua-nvme0
+  std::string alias;           // libvirt user alias: ua-gpu0, ua-gpu0-fn1, ua-vf0, ua-nvme0, ua-nvswitch0
   int ordinal = 0;             // gpu and companion: index in Placement::gpus; nic: VF index in
-                               // placement order (GPU VFs, then extra VFs); nvme: index
+                               // placement order (GPU VFs, then extra VFs); nvme, nvswitch: index
   int clique = 0;              // gpu: PlacedGpu::clique
   int upstream = -1;           // the upstream port controller of the emulated switch directly above
                                // (the device's nearest host switch), -1 on a root port

@@ -205,9 +205,10 @@ void add_host_devices(HostBuilder& b, int boot_bus) {
 //     R:00.0 host bridge, R:02.0 root port, (R+1):00.0 upstream, (R+2):00.0-04.0 downstream,
 //     (R+3):00.0 A100, (R+4):00.0 A100, (R+5):00.0/.1 ConnectX-6 Dx, (R+6):00.0 and (R+7):00.0
 //     NVMe.
-//   Legacy stacks 0x00 (node 0) and 0x80 (node 1) hold only their host bridge.
 //   NICs: slot s = 1..4 in bus order, netdevs ens<s>f0np0/ens<s>f1np1, RDMA mlx5_0..mlx5_7.
-//   The host's own: 00:1d.0 -> 01:00.0 boot NVMe, 80:1d.0 -> 81:00.0 eno1 (add_host_devices).
+//   Legacy stack 0x00 (node 0): 00:00.0 host bridge, 00:01.0 root port -> 01:00.0 PEX upstream ->
+//     02:00.0-05.0 downstream -> NVSwitches 03:00.0-08:00.0 (HGX A100 has six).
+//   The host's own: 00:1d.0 -> 09:00.0 boot NVMe, 80:1d.0 -> 81:00.0 eno1 (add_host_devices).
 HostSpec vela1() {
   HostBuilder b("vela1", "Vela-1-like: 2 sockets, 8x A100 SXM4 behind 4 PCIe switches, 4x ConnectX-6 Dx");
   const std::map<uint64_t, std::pair<uint64_t, uint64_t>> huge{{1 * GiB, {700, 700}}};
@@ -242,7 +243,14 @@ HostSpec vela1() {
     b.add(kNvme, addr(r + 6, 0, 0), down[3], numa);
     b.add(kNvme, addr(r + 7, 0, 0), down[4], numa);
   }
-  add_host_devices(b, 0x01);
+  // HGX A100's six NVSwitches, on PCIe for their management only (NVLink joins them to the GPUs).
+  b.add_port(kRootPort, addr(0x00, 1, 0), "", 0, 4, 16);
+  b.add_port(kSwitchUp, addr(0x01, 0, 0), addr(0x00, 1, 0), 0, 4, 16);
+  for (int k = 0; k < 6; ++k) {
+    b.add_port(kSwitchDown, addr(0x02, k, 0), addr(0x01, 0, 0), 0, 4, 2);
+    b.add(kNvSwitch, addr(0x03 + k, 0, 0), addr(0x02, k, 0), 0);
+  }
+  add_host_devices(b, 0x09);
   return b.take();
 }
 

@@ -52,14 +52,20 @@ TEST_CASE("golden topology JSON for every simulated host") {
   }
 }
 
-TEST_CASE("vela1: 2 sockets, 4 switches each pairing 2 A100 with a dual-port ConnectX-6 Dx and 2 NVMe") {
+TEST_CASE(
+    "vela1: 2 sockets, 4 switches each pairing 2 A100 with a dual-port ConnectX-6 Dx and 2 NVMe, and NVSwitches") {
   const auto host = discover_builtin("vela1");
   const auto& m = host->model;
   REQUIRE(m.numa_nodes.size() == 2);
   CHECK(m.cpus.size() == 96);
-  REQUIRE(m.switches.size() == 4);
+  REQUIRE(m.switches.size() == 5);
+  // The first switch carries the six NVSwitches of the HGX A100 baseboard and nothing else.
+  const auto nvswitches = with_role(m, PciRole::nvswitch);
+  CHECK(nvswitches.size() == 6);
+  for (const auto* nvswitch : nvswitches) CHECK(nvswitch->pcie_switch == m.switches.front().upstream);
   for (const auto& sw : m.switches) {
     CAPTURE(sw.upstream.to_string());
+    if (sw.upstream == m.switches.front().upstream) continue;
     int gpus = 0, nics = 0, nvmes = 0;
     for (const auto& address : sw.devices) {
       const auto* f = m.find(address);

@@ -10,6 +10,7 @@
 
 #include "hostagent/discovery/discovery.hpp"
 #include "hostagent/numa/host_use.hpp"
+#include "hostagent/numa/nvlink.hpp"
 #include "hostagent/numa/placement.hpp"
 #include "hostagent/simhost/sim_host.hpp"
 #include "test_support.hpp"
@@ -206,9 +207,13 @@ TEST_CASE("placement: vela2 8 GPUs with a VF under each GPU's switch and 160 vCP
     CHECK(nvme.guest_cell == *nvme.host_node);
   }
 
+  // All 8 GPUs of the baseboard: its 4 NVSwitches go with them, each in its node's cell.
+  REQUIRE(p->nvswitches.size() == 4);
+  for (const auto& nvswitch : p->nvswitches) CHECK(nvswitch.guest_cell == *nvswitch.host_node);
+
   const auto allocation = allocation_of("train-1", *p, r.hugepage_size_bytes);
   CHECK(allocation.cpus.size() == 160);
-  CHECK(allocation.devices.size() == 24);
+  CHECK(allocation.devices.size() == 28);
   CHECK(allocation.hugepages == std::map<int, uint64_t>{{0, 896}, {1, 896}});
 }
 
@@ -467,6 +472,39 @@ TEST_CASE("placement: a GPU without a ConnectX under it (workstation) fails stri
   check_common(host->model, policy, r, *p);
   CHECK(p->gpus[0].companions.empty());  // its HDMI audio has an IOMMU group of its own here
   CHECK(p->cells[0].hugepages == 512);
+}
+
+TEST_CASE("placement: fewer GPUs than the fabric joins get no NVSwitch, and say they have no NVLink") {
+  const auto host = shared_builtin("vela2");
+  auto r = one_gpu();
+  r.gpus = 7;
+  r.vfs_per_gpu = 0;
+  const auto p = place(host->model, {}, vela2_policy(), r);
+  REQUIRE_MESSAGE(p.ok(), p.error().message);
+  CHECK(p->nvswitches.empty());
+  const auto allocation = allocation_of("seven", *p, r.hugepage_size_bytes);
+  CHECK(nvlink_summary(host->model, allocation) ==
+        "none: the host's NVSwitches go only to a VM with all 8 GPUs (full passthrough), so this VM's GPUs run "
+        "without NVLink");
+  // A VM without GPUs says nothing of NVLink; one with all eight has the fabric.
+  CHECK(nvlink_summary(host->model,
+                       allocation_of("cpu", *place(host->model, {}, vela2_policy(), cpus_only(4, 4 * kGiB)), kGiB))
+            .empty());
+  const auto full = place(host->model, {}, vela2_policy(), vela2_full());
+  REQUIRE_MESSAGE(full.ok(), full.error().message);
+  CHECK(nvlink_summary(host->model, allocation_of("full", *full, kGiB)) ==
+        "all 8 GPUs with the host's 4 NVSwitches: Fabric Manager in the guest trains the fabric");
+}
+
+TEST_CASE("placement: the whole fabric is refused while another VM holds an NVSwitch, naming it") {
+  const auto host = shared_builtin("vela2");
+  const Allocation held{"fm-test", {}, {*PciAddress::parse("0000:04:00.0")}, kGiB, {}};
+  const auto refused = place(host->model, {held}, vela2_policy(), vela2_full());
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.error().code == ErrorCode::does_not_fit);
+  CHECK(refused.error().message ==
+        "needs the host's 4 NVSwitches with all 8 GPUs (full passthrough: the VM trains the fabric); free: 3 "
+        "(0000:04:00.0 held by vm fm-test)");
 }
 
 TEST_CASE("placement: the host's boot disk is never given, and the refusal says what the host uses it for") {

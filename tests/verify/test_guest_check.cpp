@@ -62,7 +62,7 @@ TEST_CASE("recorded boots of Vela-like hosts match their host, switch for switch
     std::string shape, host;
     std::size_t devices;
   };
-  for (const auto& c : {Case{"gx3-32x256x2h100", "vela2", 4}, Case{"gx2-80x1280x8a100", "vela1", 14}}) {
+  for (const auto& c : {Case{"gx3-32x256x2h100", "vela2", 4}, Case{"gx2-80x1280x8a100", "vela1", 20}}) {
     CAPTURE(c.shape);
     const auto r = recorded(c.shape, c.host);
     const auto check = r.check();
@@ -99,6 +99,22 @@ TEST_CASE("a device on the wrong guest node, missing, or not the stand-in is a d
   const auto check = r.check();
   CHECK(has_finding(check, "the guest has no PCI function at " + gone.to_string()));
   CHECK(has_finding(check, "stand-in devices, the stand-in domain"));
+}
+
+TEST_CASE("the 8-GPU shape's NVSwitches are checked like its GPUs: present, on their cell, under their switch") {
+  auto r = recorded("gx2-80x1280x8a100", "vela1");
+  const auto check = r.check();
+  const auto nvswitches = std::count_if(check.devices.begin(), check.devices.end(),
+                                        [](const MatrixDevice& d) { return d.label.starts_with("NVSW"); });
+  CHECK(nvswitches == 6);
+  // Out from under their emulated switch: they no longer share it with each other, as on the host.
+  r.at("nvswitch", 0).bridges.clear();
+  CHECK(has_finding(r.check(), "NVSW0"));
+  const auto gone = r.at("nvswitch", 5).address;
+  r.view.functions.erase(
+      std::find_if(r.view.functions.begin(), r.view.functions.end(), [&](const auto& f) { return f.address == gone; }));
+  CHECK(
+      has_finding(r.check(), "nvswitch 0000:08:00.0 (guest " + gone.to_string() + "): the guest has no PCI function"));
 }
 
 TEST_CASE("the guest's nodes must be the stand-in's cells with their CPUs and memory") {

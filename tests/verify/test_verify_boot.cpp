@@ -97,13 +97,13 @@ struct SimulatedTree {
 TEST_CASE("verify-guest: the Vela-1-like host with its 8-GPU shape (gx2-80x1280x8a100)") {
   const SimulatedTree host("vela1");
   verify_matches("vela1 gx2-80x1280x8a100", host.args(), "gx2-80x1280x8a100",
-                 "8 GPU(s), 2 NIC VF(s), 4 NVMe in 2 guest cell(s)");
+                 "8 GPU(s), 2 NIC VF(s), 4 NVMe, 6 NVSwitch(es) in 2 guest cell(s)");
 }
 
 TEST_CASE("verify-guest: the Vela-2-like host with its 8-GPU shape (gx3d-160x1792x8h100)") {
   const SimulatedTree host("vela2");
   verify_matches("vela2 gx3d-160x1792x8h100", host.args(), "gx3d-160x1792x8h100",
-                 "8 GPU(s), 8 NIC VF(s), 8 NVMe in 2 guest cell(s)");
+                 "8 GPU(s), 8 NIC VF(s), 8 NVMe, 4 NVSwitch(es) in 2 guest cell(s)");
 }
 
 TEST_CASE("verify-guest: the Vela-2-like host with a 2-GPU shape (gx3-32x256x2h100)") {

@@ -86,12 +86,14 @@ class Checker {
     }
   }
 
-  static int role_rank(const std::string& role) { return role == "gpu" ? 0 : role == "nic" ? 1 : 2; }
+  static int role_rank(const std::string& role) {
+    return role == "gpu" ? 0 : role == "nic" ? 1 : role == "nvme" ? 2 : 3;
+  }
 
   std::vector<const render::GuestDeviceAddress*> matrix_rows() const {
     std::vector<const render::GuestDeviceAddress*> rows;
     for (const auto& a : in_.rendered.addresses) {
-      if (a.role == "gpu" || a.role == "nic" || a.role == "nvme") rows.push_back(&a);
+      if (a.role == "gpu" || a.role == "nic" || a.role == "nvme" || a.role == "nvswitch") rows.push_back(&a);
     }
     std::sort(rows.begin(), rows.end(), [](const auto* x, const auto* y) {
       return std::pair(role_rank(x->role), x->host) < std::pair(role_rank(y->role), y->host);
@@ -119,7 +121,7 @@ class Checker {
     const auto rows = matrix_rows();
     std::map<std::string, int> per_role;
     for (const auto* a : rows) {
-      std::string prefix = a->role == "gpu" ? "GPU" : a->role == "nic" ? "NIC" : "NVME";
+      std::string prefix = a->role == "gpu" ? "GPU" : a->role == "nic" ? "NIC" : a->role == "nvme" ? "NVME" : "NVSW";
       const std::string label = prefix + std::to_string(per_role[a->role]++);
       out_.devices.push_back(MatrixDevice{label, a->host, a->guest, a->guest_cell});
       out_.host.labels.push_back(label);
@@ -273,12 +275,13 @@ GuestCheck check_guest(const CheckInputs& inputs, const GuestView& view) {
   return Checker(inputs, view).run();
 }
 
-// GPUs and NIC VFs only, as `hostagentctl topology` and nvidia-smi show them: NVMe drives are held
-// to the same rules (their differences are findings) but would double the width.
+// GPUs and NIC VFs only, as `hostagentctl topology` and nvidia-smi show them: NVMe drives and
+// NVSwitches are held to the same rules (their differences are findings) but would double the width.
 std::string format_matrices(const GuestCheck& check) {
   std::vector<std::size_t> shown;
   for (std::size_t i = 0; i < check.devices.size(); ++i) {
-    if (!check.devices[i].label.starts_with("NVME")) shown.push_back(i);
+    const auto& label = check.devices[i].label;
+    if (!label.starts_with("NVME") && !label.starts_with("NVSW")) shown.push_back(i);
   }
   const auto row = [&](const AffinityMatrix& m, std::size_t r, const AffinityMatrix* against) {
     std::string line = m.labels[r] + std::string(7 - std::min<std::size_t>(6, m.labels[r].size()), ' ');
@@ -296,7 +299,7 @@ std::string format_matrices(const GuestCheck& check) {
   for (const auto r : shown) out += row(check.host, r, nullptr) + "   | " + row(check.guest, r, &check.host) + "\n";
   out += "\nSW = share a PCIe switch, NODE = same NUMA node, SYS = across nodes, * = differs from the host\n";
   if (shown.size() < check.devices.size()) {
-    out += "(NVMe drives are held to the same rules; not shown)\n";
+    out += "(NVMe drives and NVSwitches are held to the same rules; not shown)\n";
   }
   for (const auto& d : check.devices) {
     out += "  " + d.label + std::string(7 - std::min<std::size_t>(6, d.label.size()), ' ') + "host " +

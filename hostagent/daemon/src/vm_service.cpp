@@ -8,6 +8,7 @@
 #include "hostagent/common/text.hpp"
 #include "hostagent/daemon/service_parts.hpp"
 #include "hostagent/discovery/device_health_reader.hpp"
+#include "hostagent/numa/nvlink.hpp"
 #include "hostagent/service/vm_service.hpp"
 #include "hostagent/vfio/config_space_access.hpp"
 #include "hostagent/vfio/p2p_settings.hpp"
@@ -393,7 +394,7 @@ Status create_console_log_directory(const std::filesystem::path& directory) {
   return ok_status();
 }
 
-ManagedVmView managed_view(const state::VmRecord& record) {
+ManagedVmView managed_view(const numa::HostModel& host, const state::VmRecord& record) {
   ManagedVmView view;
   view.template_name = record.template_name;
   view.request_id = record.request_id;
@@ -405,6 +406,7 @@ ManagedVmView managed_view(const state::VmRecord& record) {
   view.cloud_init_seed = record.inputs.seed_iso;
   view.allocation = record.allocation;
   view.nccl_topology = record.nccl_topology;
+  view.nvlink = numa::nvlink_summary(host, record.allocation);
   for (const auto& vf : record.rdma) {
     view.rdma.push_back(VfRdmaView{vf.vf, vf.device, vf.port, vf.state, vf.link_layer, vf.roce_v2_gid_index,
                                    vf.node_guid, vf.port_guid});
@@ -425,7 +427,7 @@ VmView view_of(Context& context, const LedgerEntry& entry) {
     view.step = progress->step;
   }
   view.last_event = entry.last_event;
-  if (entry.record) view.record = managed_view(*entry.record);
+  if (entry.record) view.record = managed_view(context.host, *entry.record);
   return view;
 }
 

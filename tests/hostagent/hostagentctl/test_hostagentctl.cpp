@@ -1,6 +1,8 @@
 // hostagentctl as an operator runs it: the real binary, its exit codes and what it prints.
 #include <doctest/doctest.h>
 
+#include <algorithm>
+
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -208,6 +210,11 @@ TEST_CASE("hostagentctl vm create, list, show and delete against hostagentd's AP
   CHECK(vm.at("record").at("template").as_string() == "gx3d-160x1792x8h100");
   CHECK(vm.at("record").at("request_id").as_string() == "r-1");
   CHECK(vm.at("record").at("holds").at("devices").as_array().size() >= 8);
+  // Every GPU of the baseboard: the NVSwitches go with them, and the record says what that gives.
+  CHECK(vm.at("record").at("nvlink").as_string() ==
+        "all 8 GPUs with the host's 4 NVSwitches: Fabric Manager in the guest trains the fabric");
+  const auto& holds = vm.at("record").at("holds").at("devices").as_array();
+  CHECK(std::count(holds.begin(), holds.end(), boost::json::value("0000:03:00.0")) == 1);
   // vela2's VFs are on mlx5_core: each has its RDMA side recorded, and `vm show` lists them.
   const auto& rdma = vm.at("record").at("rdma").as_array();
   REQUIRE(rdma.size() == 8);

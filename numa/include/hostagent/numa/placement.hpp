@@ -17,7 +17,7 @@ namespace hostagent::numa {
 struct Allocation {
   std::string vm;
   std::vector<int> cpus;            // vCPU pins and emulator-exclusive CPUs
-  std::vector<PciAddress> devices;  // GPUs with their IOMMU group companions, VFs, NVMe
+  std::vector<PciAddress> devices;  // GPUs with their IOMMU group companions, VFs, NVMe, NVSwitches
   uint64_t hugepage_size_bytes = 1ULL << 30;
   std::map<int, uint64_t> hugepages;  // host NUMA node -> pages held
 };
@@ -85,6 +85,9 @@ struct Placement {
   std::vector<PlacedGpu> gpus;
   std::vector<PlacedDevice> extra_vfs;
   std::vector<PlacedDevice> nvme;
+  // Every NVSwitch of the host, when the VM takes every GPU its fabric joins (numa/nvlink.hpp);
+  // otherwise none.
+  std::vector<PlacedDevice> nvswitches;
   std::vector<int> emulator_cpus;  // the housekeeping CPUs
   GuestCpuTopology topology;
 };

@@ -45,7 +45,7 @@ struct GuestOptions {
 struct GuestDeviceAddress {
   numa::PciAddress host;
   numa::PciAddress guest;
-  std::string role;  // "gpu", "nic", "nvme", "companion"
+  std::string role;  // "gpu", "nic", "nvme", "nvswitch", "companion"
   int guest_cell = 0;
 };
 

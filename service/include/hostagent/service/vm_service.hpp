@@ -65,7 +65,9 @@ struct ManagedVmView {
   std::vector<std::string> macs;  // VF MACs as requested; empty: derived
   std::string cloud_init_seed;    // the NoCloud seed's path; "" none
   numa::Allocation allocation;
-  std::string nccl_topology;     // the file rendered for the guest
+  std::string nccl_topology;  // the file rendered for the guest
+  // Whether its GPUs have NVLink, and why (numa/nvlink.hpp); "" on a host without NVSwitches.
+  std::string nvlink;
   std::vector<VfRdmaView> rdma;  // one per NIC VF the host had an RDMA device under, in placement order
 };
 
