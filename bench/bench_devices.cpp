@@ -338,7 +338,7 @@ std::vector<VfTarget> vf_targets(const numa::HostModel& host, const VmDevices& v
     const auto& vfs = pf->sriov->vfs;
     const auto index = static_cast<int>(std::find(vfs.begin(), vfs.end(), vf) - vfs.begin());
     out.push_back(
-        {pf->net_interfaces.front(), index, devices::vf_settings(devices::PreparationOptions{}, mac, vm.request.vlan)});
+        {pf->net_interfaces.front(), index, devices::vf_settings(devices::PreparationOptions{}, mac, vm.request)});
   }
   return out;
 }

@@ -6,6 +6,7 @@
 #include "iso_image.hpp"
 #include "seed_checks.hpp"
 #include "seed_yaml.hpp"
+#include "user_data_parts.hpp"
 
 namespace hostagent::cloudinit {
 namespace {
@@ -15,16 +16,25 @@ constexpr const char* kVolumeId = "cidata";
 
 }  // namespace
 
+Result<std::string> seed_user_data(const NoCloudSeed& seed) {
+  HA_TRY(auto joined, detail::join_user_data(seed.template_user_data, detail::request_user_data(seed), "user_data"));
+  if (joined.empty()) return detail::empty_user_data();
+  if (joined.size() > kMaxUserDataBytes) {
+    return field_error("user_data",
+                       "the seed's user data (the template's boot.cloud_init, then the request's user "
+                       "data or keys) is " +
+                           std::to_string(joined.size()) +
+                           " bytes; at most 65536 (64 KiB): give less, or fetch the rest from the guest");
+  }
+  return joined;
+}
+
 Status write_nocloud_seed(const std::filesystem::path& iso, const NoCloudSeed& seed) {
   HA_TRY_STATUS(detail::check_iso_path(iso));
   HA_TRY_STATUS(detail::check_seed(seed));
+  HA_TRY(auto user_data, seed_user_data(seed));
   std::vector<detail::IsoFile> files{{"meta-data", detail::render_meta_data(seed)},
-                                     {"user-data", detail::render_user_data(seed)}};
-  if (files[1].contents.size() > kMaxUserDataBytes) {
-    return Error{ErrorCode::invalid_argument, "ssh_authorized_keys make a user-data file of " +
-                                                  std::to_string(files[1].contents.size()) +
-                                                  " bytes; at most 65536 (64 KiB): give fewer keys"};
-  }
+                                     {"user-data", std::move(user_data)}};
   HA_TRY(const auto image, detail::build_iso(kVolumeId, files));
   return durable::replace_file(iso, image);
 }

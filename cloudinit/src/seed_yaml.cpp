@@ -28,8 +28,9 @@ std::string render_meta_data(const NoCloudSeed& seed) {
   return finish(out);
 }
 
-std::string render_user_data(const NoCloudSeed& seed) {
+std::string request_user_data(const NoCloudSeed& seed) {
   if (!seed.user_data.empty()) return seed.user_data;
+  if (seed.ssh_authorized_keys.empty()) return "";
   YAML::Emitter out;
   out << YAML::BeginMap;
   if (!seed.ssh_authorized_keys.empty()) {
@@ -39,6 +40,10 @@ std::string render_user_data(const NoCloudSeed& seed) {
   }
   out << YAML::EndMap;
   return kCloudConfigHeader + finish(out);
+}
+
+std::string empty_user_data() {
+  return std::string(kCloudConfigHeader) + "{}\n";
 }
 
 }  // namespace hostagent::cloudinit::detail

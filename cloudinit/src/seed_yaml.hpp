@@ -13,8 +13,10 @@ namespace hostagent::cloudinit::detail {
 // "instance-id: ...\nlocal-hostname: ...\n"
 std::string render_meta_data(const NoCloudSeed& seed);
 
-// The user-data file: user_data verbatim when given; otherwise a cloud-config document listing the
-// keys under ssh_authorized_keys (cloud-init adds them to the default user), "{}" without keys.
-std::string render_user_data(const NoCloudSeed& seed);
+// The request's user data: user_data verbatim when given; otherwise a cloud-config document listing
+// the keys under ssh_authorized_keys (cloud-init adds them to the default user); "" with neither.
+std::string request_user_data(const NoCloudSeed& seed);
+// What NoCloud reads when no one gave user data (its datasource needs the file): an empty cloud-config.
+std::string empty_user_data();
 
 }  // namespace hostagent::cloudinit::detail

@@ -215,7 +215,8 @@ class HostDevicePreparer final : public DevicePreparer {
     std::vector<VfPlan> plans;
     for (const auto& [vf, mac] : request.vf_macs) {
       HA_TRY(const auto place, vf_place(host_, vf));
-      const auto wanted = vf_settings(parts_.options, mac, request.vlan);
+      if (request.mtu) HA_TRY_STATUS(check_pf_mtu(vf, place.pf_netdev, *request.mtu));
+      const auto wanted = vf_settings(parts_.options, mac, request);
       auto recorded = std::find_if(record.vfs.begin(), record.vfs.end(), [&](const sriov::VfConfigRecord& r) {
         return r.pf_netdev == place.pf_netdev && r.vf == place.index;
       });
@@ -227,6 +228,19 @@ class HostDevicePreparer final : public DevicePreparer {
       plans.push_back(VfPlan{static_cast<std::size_t>(recorded - record.vfs.begin()), place, wanted});
     }
     return plans;
+  }
+
+  // The PF's MTU from sysfs (net/core/net-sysfs.c mtu_show). The PF is the host's to configure
+  // (its own traffic may ride on it): hostagent checks it and never changes it.
+  Status check_pf_mtu(const PciAddress& vf, const std::string& pf_netdev, int wanted) const {
+    HA_TRY(const auto sysfs, SysfsRoot::open(parts_.sysfs_root));
+    HA_TRY(const auto mtu, sysfs.read_int("/sys/class/net/" + pf_netdev + "/mtu"));
+    if (mtu >= wanted) return ok_status();
+    return Error{ErrorCode::conflict, "VF " + vf.to_string() + ": its PF " + pf_netdev + " has MTU " +
+                                          std::to_string(mtu) + ", below the template's nics.vf.mtu " +
+                                          std::to_string(wanted) +
+                                          " (a VF cannot carry frames larger than its PF's): raise the PF's MTU to " +
+                                          std::to_string(wanted) + " or more in the host's network configuration"};
   }
 
   Status plan_peer_to_peer(DeviceRecord& record, const std::vector<PciAddress>& devices) {
@@ -281,11 +295,12 @@ class HostDevicePreparer final : public DevicePreparer {
 
 }  // namespace
 
-sriov::VfSettings vf_settings(const PreparationOptions& options, const std::string& mac,
-                              const std::optional<int>& vlan) {
+sriov::VfSettings vf_settings(const PreparationOptions& options, const std::string& mac, const DeviceRequest& request) {
   sriov::VfSettings wanted = options.vf_defaults;
   wanted.mac = mac;
-  if (vlan) wanted.vlan = *vlan;
+  if (request.vlan) wanted.vlan = *request.vlan;
+  if (request.trust) wanted.trust = *request.trust;
+  if (request.spoofchk) wanted.spoofchk = *request.spoofchk;
   if (wanted.vlan.value_or(0) == 0) wanted.qos.reset();
   return wanted;
 }

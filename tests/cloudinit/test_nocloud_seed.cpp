@@ -138,6 +138,57 @@ TEST_CASE("user data is written byte for byte: cloud-config, a script, binary (g
   }
 }
 
+const std::string kTemplatePart =
+    "#cloud-config\nwrite_files:\n  - path: /etc/sysctl.d/90-hostagent-training.conf\n    content: |\n"
+    "      net.ipv4.tcp_timestamps = 0\n";
+
+TEST_CASE("the template's cloud-init and the request's join as one MIME multipart, the template's first") {
+  TempDir dir;
+  auto seed = keys_seed();
+  seed.template_user_data = kTemplatePart;
+  const auto user_data = write_and_read(dir.path() / "seed.iso", seed).files.at("user-data");
+  // Python's email parser, which cloud-init itself uses (cloudinit/user_data.py), reads it back.
+  const auto parsed = hostagent::testing::run_command(
+      {"python3", "-c",
+       "import email, sys\n"
+       "m = email.message_from_string(sys.argv[1])\n"
+       "assert m.is_multipart(), 'not multipart'\n"
+       "for p in m.get_payload():\n"
+       "    print(p.get_content_type(), p.get_filename(), p.get('Merge-Type'), repr(p.get_payload()[:13]))\n",
+       user_data});
+  REQUIRE_MESSAGE(parsed.exit_code == 0, parsed.output);
+  CHECK(parsed.output ==
+        "text/cloud-config template None '#cloud-config'\n"
+        "text/cloud-config request list(append)+dict(recurse_array)+str() '#cloud-config'\n");
+  CHECK(user_data.find(kTemplatePart) < user_data.find("ssh_authorized_keys"));
+
+  // Only one side: that part alone, as given.
+  seed.ssh_authorized_keys.clear();
+  CHECK(seed_user_data(seed).value() == kTemplatePart);
+  seed.template_user_data.clear();
+  seed.user_data = "#!/bin/sh\necho hi\n";
+  CHECK(seed_user_data(seed).value() == seed.user_data);
+}
+
+TEST_CASE("user data that cannot be joined with the template's is refused naming user_data, and a script joins") {
+  auto seed = keys_seed();
+  seed.ssh_authorized_keys.clear();
+  seed.template_user_data = kTemplatePart;
+  for (const std::string& given : {std::string("Content-Type: multipart/mixed; boundary=x\n\n--x--\n"),
+                                   std::string("\x1f\x8b\x08\x00", 4), std::string("just text\n")}) {
+    seed.user_data = given;
+    const auto refused = seed_user_data(seed);
+    REQUIRE_FALSE(refused.ok());
+    CHECK(refused.error().code == ErrorCode::invalid_argument);
+    CHECK(refused.error().field == "user_data");
+    CHECK(refused.error().message.find("must start with a cloud-init header") != std::string::npos);
+  }
+  seed.user_data = "#!/bin/sh\necho hi\n";
+  const auto joined = seed_user_data(seed);
+  REQUIRE_MESSAGE(joined.ok(), joined.error().message);
+  CHECK(joined->find("Content-Type: text/x-shellscript") != std::string::npos);
+}
+
 TEST_CASE("rewriting a seed replaces it whole: mode 0600, no temporary file left behind") {
   TempDir dir;
   const auto iso = dir.path() / "seed.iso";

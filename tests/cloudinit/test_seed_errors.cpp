@@ -136,7 +136,9 @@ TEST_CASE("user data is at most 64 KiB, and so is the user data generated from k
   seed.user_data.clear();
   seed.ssh_authorized_keys.assign(1000, kKey);  // ~ 100 KiB of cloud-config
   const auto error = refused(seed);
-  CHECK(mentions(error, "ssh_authorized_keys make a user-data file of "));
+  CHECK(mentions(error,
+                 "the seed's user data (the template's boot.cloud_init, then the request's user data or keys) is "));
+  CHECK(error.field == "user_data");
   CHECK(mentions(error, "at most 65536"));
 }
 

@@ -347,6 +347,43 @@ void check_rolled_back(Fixture& f, const Status& prepared, const std::map<std::s
   CHECK(f.records().all().value().empty());
 }
 
+TEST_CASE("the template's trust and spoofchk win over the host's, and a PF below the template's MTU is refused") {
+  Fixture f;  // the host's devices.vf: trust on, spoofchk off (configured_options)
+  const auto placement = place(f.model, gpu_request(1, 1, 0));
+  auto request = request_for(placement);
+  request.trust = false;
+  request.spoofchk = true;
+  request.mtu = 9000;
+  const auto vf = request.vf_macs[0].first;
+  const auto pf = f.vf_place(vf).first;
+  const auto before = f.host.snapshot();
+  {
+    auto preparer = f.preparer();
+    const auto refused = preparer->prepare("vm-a", placement, request);
+    check_rolled_back(f, refused, before);
+    CHECK_MESSAGE(contains(refused.error().message, "its PF " + pf +
+                                                        " has MTU 1500, below the template's "
+                                                        "nics.vf.mtu 9000"),
+                  refused.error().message);
+  }
+  // The operator raised the PF's MTU (the host's network configuration does; hostagent never does).
+  std::ofstream(fs::canonical(f.host.root() / ("sys/class/net/" + pf)) / "mtu") << "9000\n";
+  auto preparer = f.preparer();
+  const auto prepared = preparer->prepare("vm-a", placement, request);
+  REQUIRE_MESSAGE(prepared.ok(), prepared.error().message);
+  CHECK(f.vf_state(vf).trust == std::optional<bool>(false));
+  CHECK(f.vf_state(vf).spoofchk == std::optional<bool>(true));
+  // Silent template: the host's settings.
+  REQUIRE(preparer->release("vm-a", numa::allocation_of("vm-a", placement, kGiB)).ok());
+  request.trust.reset();
+  request.spoofchk.reset();
+  REQUIRE(preparer->prepare("vm-b", placement, request).ok());
+  CHECK(f.vf_state(vf).trust == std::optional<bool>(true));
+  CHECK(f.vf_state(vf).spoofchk == std::optional<bool>(false));
+  REQUIRE(preparer->release("vm-b", numa::allocation_of("vm-b", placement, kGiB)).ok());
+  f.check_netlink_neutral();
+}
+
 std::string trimmed(std::string text) {
   while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
   return text;

@@ -62,7 +62,7 @@ TEST_CASE("extends: the child's keys override, mappings merge key by key, own ke
   CHECK(shape.gpus.count == 4);
   CHECK(shape.gpus.model == "H100");
   CHECK(shape.nics.vfs_per_gpu == 1);
-  CHECK(shape.nics.vf.trust);
+  CHECK(shape.nics.vf.trust == std::optional<bool>(true));
   CHECK(shape.nics.vf.mtu == 9000);
   CHECK(shape.nics.vf.vlan == 100);
   CHECK(shape.peer_to_peer);

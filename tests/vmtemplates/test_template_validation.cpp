@@ -32,8 +32,8 @@ TEST_CASE("validation: a minimal template takes the documented defaults") {
   CHECK(shape.nics.placement == NicPlacement::strict);
   CHECK(shape.nics.vf.mac == MacPolicy::automatic);
   CHECK_FALSE(shape.nics.vf.vlan.has_value());
-  CHECK_FALSE(shape.nics.vf.trust);
-  CHECK(shape.nics.vf.spoofchk);
+  CHECK_FALSE(shape.nics.vf.trust.has_value());  // silent: the host's devices.vf decides
+  CHECK_FALSE(shape.nics.vf.spoofchk.has_value());
   CHECK_FALSE(shape.nics.vf.mtu.has_value());
   CHECK(shape.nvme == 0);
   CHECK_FALSE(shape.peer_to_peer);
@@ -74,8 +74,8 @@ TEST_CASE("validation: every field's other forms are read") {
   CHECK(shape.nics.placement == NicPlacement::prefer);
   CHECK(shape.nics.vf.mac == MacPolicy::request);
   CHECK(shape.nics.vf.vlan == 4094);
-  CHECK(shape.nics.vf.trust);
-  CHECK_FALSE(shape.nics.vf.spoofchk);
+  CHECK(shape.nics.vf.trust == std::optional<bool>(true));
+  CHECK(shape.nics.vf.spoofchk == std::optional<bool>(false));
   CHECK(shape.nics.vf.mtu == 68);
   CHECK(shape.nvme == 64);
   CHECK(shape.peer_to_peer);

@@ -284,8 +284,8 @@ class ShapeReader {
       settings.mac = MacPolicy::request;
     }
     settings.vlan = check_.whole(field(vf, "vlan"), "nics.vf.vlan", 1, 4094);
-    settings.trust = check_.boolean(field(vf, "trust"), "nics.vf.trust").value_or(settings.trust);
-    settings.spoofchk = check_.boolean(field(vf, "spoofchk"), "nics.vf.spoofchk").value_or(settings.spoofchk);
+    if (auto trust = check_.boolean(field(vf, "trust"), "nics.vf.trust")) settings.trust = trust;
+    if (auto spoofchk = check_.boolean(field(vf, "spoofchk"), "nics.vf.spoofchk")) settings.spoofchk = spoofchk;
     settings.mtu = check_.whole(field(vf, "mtu"), "nics.vf.mtu", 68, 9216);
   }
 

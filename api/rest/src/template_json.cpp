@@ -31,8 +31,8 @@ boost::json::object nics_json(const vmtemplates::NicSpec& nics) {
           {"vf",
            {{"mac", vf.mac == vmtemplates::MacPolicy::automatic ? "auto" : "request"},
             {"vlan", optional_int(vf.vlan)},
-            {"trust", vf.trust},
-            {"spoofchk", vf.spoofchk},
+            {"trust", vf.trust ? boost::json::value(*vf.trust) : nullptr},
+            {"spoofchk", vf.spoofchk ? boost::json::value(*vf.spoofchk) : nullptr},
             {"mtu", optional_int(vf.mtu)}}}};
 }
 

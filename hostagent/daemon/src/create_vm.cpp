@@ -63,7 +63,7 @@ state::VmRecord new_record(Context& context, const CreateVmRequest& request, con
   record.created_at = rfc3339(context.clock->now());
   record.inputs.boot_image = shape.boot.image;
   record.inputs.macs.assign(request.macs.begin(), request.macs.end());
-  if (!request.ssh_authorized_keys.empty() || !request.user_data.empty()) {
+  if (!request.ssh_authorized_keys.empty() || !request.user_data.empty() || !shape.boot.cloud_init.empty()) {
     record.inputs.seed_iso = (context.config.state_directory / "seeds" / (request.name.str() + ".iso")).string();
     record.inputs.user_data = !request.user_data.empty();
   }
@@ -162,6 +162,7 @@ class CreateRun {
     seed.hostname = hostname_of(record_.name);
     seed.ssh_authorized_keys = request_.ssh_authorized_keys;
     seed.user_data = request_.user_data;
+    seed.template_user_data = shape_.boot.cloud_init;
     const fs::path iso = record_.inputs.seed_iso;
     std::error_code ec;
     fs::create_directories(iso.parent_path(), ec);
@@ -173,6 +174,9 @@ class CreateRun {
     devices::DeviceRequest request;
     HA_TRY(request.vf_macs, render::vf_mac_addresses(shape_, placement_, guest_options()));
     request.vlan = shape_.nics.vf.vlan;
+    request.trust = shape_.nics.vf.trust;
+    request.spoofchk = shape_.nics.vf.spoofchk;
+    request.mtu = shape_.nics.vf.mtu;
     return context_.devices->prepare(record_.name, placement_, request);
   }
 
@@ -254,7 +258,14 @@ Status check_create_request(const Context& context, const CreateVmRequest& reque
   if (!request.ssh_authorized_keys.empty() && !request.user_data.empty()) {
     return field_error("user_data", "give ssh_authorized_keys or user_data, not both; put the keys in your user data");
   }
-  if (context.templates.count(request.template_name) == 0) return unknown_template(context, request.template_name);
+  const auto shape = context.templates.find(request.template_name);
+  if (shape == context.templates.end()) return unknown_template(context, request.template_name);
+  // The seed's user data is made now from what is given, so a part that cannot be joined with the
+  // template's is refused before any step runs.
+  cloudinit::NoCloudSeed seed;
+  seed.user_data = request.user_data;
+  seed.template_user_data = shape->second.boot.cloud_init;
+  if (auto user_data = cloudinit::seed_user_data(seed); !user_data.ok()) return user_data.error();
   return ok_status();
 }
 

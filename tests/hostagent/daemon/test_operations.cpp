@@ -71,14 +71,15 @@ TEST_CASE("a create answers at once with an operation that runs step by step to 
   const auto ended = wait_for(*service, begun->id);
   CHECK(ended.state == "succeeded");
   CHECK_FALSE(ended.error.has_value());
-  // disk, prepare_devices, define, start and commit: the fixture's request has a boot image.
+  // disk, seed, prepare_devices, define, start and commit: the fixture's request has a boot image,
+  // and the template (base-h100's) has cloud-init user data for the seed.
   CHECK(ended.step == "commit");
-  CHECK(ended.step_count == 5);
+  CHECK(ended.step_count == 6);
   CHECK(ended.step_number == ended.step_count);
   CHECK(!ended.finished_at.empty());
   CHECK(ended.duration_seconds > 0);
 
-  // The operation's events came in order, each step once, numbered 1..5.
+  // The operation's events came in order, each step once, numbered 1..6.
   std::vector<int> steps;
   std::vector<std::string> states;
   bool devices_held = false;
@@ -93,7 +94,7 @@ TEST_CASE("a create answers at once with an operation that runs step by step to 
       devices_held = !event.devices.empty();
     }
   }
-  CHECK(steps == std::vector<int>{1, 2, 3, 4, 5});
+  CHECK(steps == std::vector<int>{1, 2, 3, 4, 5, 6});
   REQUIRE(!states.empty());
   CHECK(states.front() == "queued");
   CHECK(states.back() == "succeeded");

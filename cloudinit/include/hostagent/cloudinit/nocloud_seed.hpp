@@ -25,6 +25,10 @@ struct NoCloudSeed {
   // cloud-init user data as given ("#cloud-config ...", a script, a MIME multipart, gzip...), written
   // byte for byte; "" for none. Giving both this and ssh_authorized_keys is refused.
   std::string user_data;
+  // The template's boot.cloud_init, "" for none. With the request's part (user_data, or the keys),
+  // the two are joined into one MIME multipart, the template's first; the request's lists add to the
+  // template's and its scalars win (the rule is in src/user_data_parts.hpp and docs/templates.md).
+  std::string template_user_data;
 };
 
 inline constexpr std::size_t kMaxUserDataBytes = std::size_t{64} * 1024;
@@ -35,5 +39,10 @@ inline constexpr std::size_t kMaxUserDataBytes = std::size_t{64} * 1024;
 // the QEMU user when the domain starts. A missing directory is not_found naming the path.
 // Thread-safe.
 Status write_nocloud_seed(const std::filesystem::path& iso, const NoCloudSeed& seed);
+
+// The user-data file the seed carries, or why it cannot be made (invalid_argument naming user_data:
+// a MIME or compressed user data cannot be joined with a template's part). Writes nothing: a create
+// asks it before any step runs.
+Result<std::string> seed_user_data(const NoCloudSeed& seed);
 
 }  // namespace hostagent::cloudinit

@@ -26,6 +26,11 @@ namespace hostagent::devices {
 struct DeviceRequest {
   std::vector<std::pair<PciAddress, std::string>> vf_macs;  // each VF's MAC, as the domain XML gives it
   std::optional<int> vlan;                                  // the template's VLAN; else the configured one
+  std::optional<bool> trust;                                // the template's; else the configured one
+  std::optional<bool> spoofchk;                             // the template's; else the configured one
+  // The template's MTU for the VFs: each VF's PF must carry at least this much (a VF cannot send a
+  // frame larger than its PF's MTU), or the VM is refused before any change.
+  std::optional<int> mtu;
 };
 
 class DevicePreparer {
@@ -75,10 +80,9 @@ struct PreparationOptions {
   std::vector<numa::HostUse> reserved;
 };
 
-// What a VF is set to for a VM: the options' defaults with the VM's MAC, and its VLAN where it names
-// one; a QoS only rides on a VLAN tag.
-sriov::VfSettings vf_settings(const PreparationOptions& options, const std::string& mac,
-                              const std::optional<int>& vlan);
+// What a VF is set to for a VM: the options' defaults with the VM's MAC, and the VLAN, trust and
+// spoofchk the request names (the template's, which win over the host's); a QoS only rides on a VLAN tag.
+sriov::VfSettings vf_settings(const PreparationOptions& options, const std::string& mac, const DeviceRequest& request);
 
 // The OS interfaces hostagent's own preparation works through: tests give it a fake kernel.
 struct HostDeviceParts {

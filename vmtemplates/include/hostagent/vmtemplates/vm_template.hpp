@@ -32,10 +32,10 @@ enum class NicPlacement { strict, prefer };   // YAML: strict | prefer
 
 struct VfSettings {
   MacPolicy mac = MacPolicy::automatic;
-  std::optional<int> vlan;  // 1..4094
-  bool trust = false;
-  bool spoofchk = true;
-  std::optional<int> mtu;  // 68..9216
+  std::optional<int> vlan;       // 1..4094
+  std::optional<bool> trust;     // nullopt: the host's (devices.vf.trust)
+  std::optional<bool> spoofchk;  // nullopt: the host's (devices.vf.spoofchk)
+  std::optional<int> mtu;        // 68..9216; the VFs' PFs must carry it
 };
 
 struct NicSpec {
