@@ -183,7 +183,8 @@ Status trace_network(const SysfsRoot& sysfs, Tracer& tracer) {
     }
   }
   // Netlink answers for the host the daemon runs on, never for a fixture tree.
-  if (fs::equivalent(sysfs.root(), "/")) {
+  std::error_code ec;
+  if (fs::equivalent(sysfs.root(), "/", ec)) {
     HA_TRY(const auto addresses, interface_addresses());
     for (const auto& entry : addresses) tracer.net(entry.interface, entry.interface + " has address " + entry.address);
   }

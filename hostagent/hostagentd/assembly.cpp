@@ -1,6 +1,7 @@
 // cli/assembly: from a configuration to the parts of a running service (see assembly.hpp).
 #include "assembly.hpp"
 
+#include <fstream>
 #include <system_error>
 
 #include "hostagent/common/sysfs_writer.hpp"
@@ -31,6 +32,22 @@ std::vector<std::pair<uint16_t, uint16_t>> gpu_ids(const config::DaemonConfig& c
   std::vector<std::pair<uint16_t, uint16_t>> ids;
   for (const auto& id : config.devices.gpu_ids) ids.emplace_back(id.vendor, id.device);
   return ids;
+}
+
+// The host's identity, for VF MACs unique across a fabric: systemd's machine ID (machine-id(5)),
+// 32 lower-case hex digits, made at first boot and kept across reboots. Without one (a container
+// image), the MACs come from each VM's UUID alone, which is said in the log.
+std::string machine_id() {
+  const fs::path path = "/etc/machine-id";
+  std::ifstream in(path);
+  std::string id;
+  if (in && std::getline(in, id) && id.size() == 32 && id.find_first_not_of("0123456789abcdef") == std::string::npos) {
+    return id;
+  }
+  log(LogLevel::warning, path.string() +
+                             " holds no machine ID (machine-id(5)): VF MACs come from each VM's UUID "
+                             "alone, not from this host's identity; run systemd-machine-id-setup");
+  return "";
 }
 
 // The operator's reservations, worded as the model shows them.
@@ -167,6 +184,7 @@ Result<daemon::ServiceParts> assemble_parts(const config::DaemonConfig& config, 
          std::to_string(parts.host.pci_devices.size()) + " PCI functions");
   parts.host_sysfs_root = config.simulated_host.empty() ? config.sysfs_root : simulated_root(config);
   HA_TRY(parts.templates, load_templates(config));
+  parts.host_id = machine_id();
   virt::LibvirtOptions options;
   options.uri = config.libvirt_uri;
   options.metadata_namespace = std::string(state::kMetadataNamespace);

@@ -1,4 +1,4 @@
-// render/vf_macs: VF MAC addresses, given by the request or derived from the VM name.
+// render/vf_macs: VF MAC addresses, given by the request or derived from the host and the VM.
 #include "vf_macs.hpp"
 
 #include <cctype>
@@ -40,16 +40,23 @@ Result<std::string> checked_mac(const std::string& text, std::size_t index) {
 
 }  // namespace
 
-std::string derived_mac(const std::string& vm_name, std::size_t index) {
+std::string derived_mac(const std::string& host_id, const std::string& vm_id, std::size_t index) {
   uint64_t hash = 14695981039346656037ULL;  // FNV-1a 64-bit offset basis
-  for (const char c : vm_name) {
-    hash ^= static_cast<unsigned char>(c);
-    hash *= 1099511628211ULL;
-  }
+  const auto mix = [&hash](const std::string& text) {
+    for (const char c : text) {
+      hash ^= static_cast<unsigned char>(c);
+      hash *= 1099511628211ULL;
+    }
+  };
+  mix(host_id);
+  mix("/");  // so ("ab", "c") and ("a", "bc") differ
+  mix(vm_id);
+  // First octet: six hash bits, then U/L = 1 and I/G = 0 (the two low bits, IEEE 802-2014 8.2.2).
+  const auto first = static_cast<unsigned>(((hash >> 58) << 2) | 0x02);
   char buf[24];
-  std::snprintf(buf, sizeof buf, "02:%02x:%02x:%02x:%02x:%02x", static_cast<unsigned>((hash >> 56) & 0xff),
-                static_cast<unsigned>((hash >> 48) & 0xff), static_cast<unsigned>((hash >> 40) & 0xff),
-                static_cast<unsigned>((hash >> 32) & 0xff), static_cast<unsigned>(index & 0xff));
+  std::snprintf(buf, sizeof buf, "%02x:%02x:%02x:%02x:%02x:%02x", first, static_cast<unsigned>((hash >> 50) & 0xff),
+                static_cast<unsigned>((hash >> 42) & 0xff), static_cast<unsigned>((hash >> 34) & 0xff),
+                static_cast<unsigned>((hash >> 26) & 0xff), static_cast<unsigned>(index & 0xff));
   return buf;
 }
 
@@ -63,7 +70,8 @@ Result<std::vector<std::string>> vf_macs(const GuestOptions& options, const vmte
                            std::to_string(count) + " VFs");
     }
     if (count > 256) return invalid_input("cannot derive MAC addresses for more than 256 VFs in one VM");
-    for (std::size_t i = 0; i < count; ++i) macs.push_back(derived_mac(options.name, i));
+    const std::string& vm_id = options.uuid.empty() ? options.name : options.uuid;
+    for (std::size_t i = 0; i < count; ++i) macs.push_back(derived_mac(options.host_id, vm_id, i));
     return macs;
   }
   if (options.vf_macs.size() != count) {

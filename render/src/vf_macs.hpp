@@ -17,9 +17,11 @@ namespace hostagent::render::detail {
 Result<std::vector<std::string>> vf_macs(const GuestOptions& options, const vmtemplates::VmTemplate& shape,
                                          std::size_t count);
 
-// 02:hh:hh:hh:hh:ii: locally administered unicast (IEEE 802 U/L bit set, I/G bit clear), hh the first
-// four bytes of the FNV-1a hash of the VM name, ii the VF index. Stable across renders; distinct
-// within a VM by construction, across VMs with probability 1 - 2^-32 per pair.
-std::string derived_mac(const std::string& vm_name, std::size_t index);
+// A locally administered unicast address (IEEE 802 U/L bit set, I/G bit clear): 38 bits of the
+// FNV-1a hash of host_id and vm_id (the VM's UUID, or its name before it has one) in the first five
+// octets, the VF index in the last. Stable across renders and restarts of one VM on one host;
+// distinct within a VM by construction, across VMs and hosts with probability 1 - 2^-38 per pair
+// (about 1 in 30,000 for a fleet of 10,000 such VMs).
+std::string derived_mac(const std::string& host_id, const std::string& vm_id, std::size_t index);
 
 }  // namespace hostagent::render::detail

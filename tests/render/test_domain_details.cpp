@@ -36,23 +36,35 @@ TEST_CASE("VF MACs come from the request, lower-cased, in placement order, with 
   }
 }
 
-TEST_CASE("derived VF MACs are locally administered unicast, distinct, and stable for a VM name") {
+TEST_CASE("derived VF MACs are locally administered unicast, distinct, stable for a VM, and the host's own") {
   auto c = make_case("vela1-gx2-80x1280x8a100");
-  const auto collect = [&](const std::string& name) {
-    c.opts.name = name;
+  const auto collect = [&](const std::string& host_id, const std::string& uuid) {
+    c.opts.host_id = host_id;
+    c.opts.uuid = uuid;
     std::vector<std::string> macs;
     const auto doc = domain_of(c);
     for (const auto& nic : interfaces(*doc)) macs.emplace_back(nic.child("mac").attribute("address").value());
     return macs;
   };
-  const auto macs = collect("train-7");
+  const std::string host = "3d1219c7c4c5404aaa1f6d2a48adfda4";
+  const std::string uuid = "6f3b8c1e-2a4d-4e5f-9a0b-1c2d3e4f5a6b";
+  const auto macs = collect(host, uuid);
   REQUIRE(macs.size() == 10);
   CHECK(std::set<std::string>(macs.begin(), macs.end()).size() == macs.size());
-  for (const auto& mac : macs) CHECK(mac.rfind("02:", 0) == 0);  // U/L bit set, I/G bit clear
+  for (const auto& mac : macs) {
+    CAPTURE(mac);
+    CHECK((std::stoul(mac.substr(0, 2), nullptr, 16) & 0x03) == 0x02);  // U/L bit set, I/G bit clear
+  }
   const auto doc = domain_of(c);
   CHECK_FALSE(interfaces(*doc).front().child("vlan"));  // the template sets no VLAN
-  CHECK(collect("train-7") == macs);
-  CHECK(collect("train-8") != macs);
+  CHECK(collect(host, uuid) == macs);
+  // The same VM name on another host of the fabric, or another VM (UUID) here: other MACs.
+  const auto elsewhere = collect("0123456789abcdef0123456789abcdef", uuid);
+  const auto another = collect(host, "6f3b8c1e-2a4d-4e5f-9a0b-1c2d3e4f5a6c");
+  for (std::size_t i = 0; i < macs.size(); ++i) {
+    CHECK(elsewhere[i] != macs[i]);
+    CHECK(another[i] != macs[i]);
+  }
 }
 
 TEST_CASE("a GPU's companion is function 1 of its slot and function 0 is multifunction") {

@@ -51,11 +51,22 @@ TEST_CASE("the MMIO window: twice the 64-bit prefetchable BARs, a power of two, 
   CHECK(size_mmio_window({&small}).window_bytes == 32ULL << 30);
 }
 
-TEST_CASE("derived MACs are stable per name and index") {
-  CHECK(derived_mac("vm", 0) == derived_mac("vm", 0));
-  CHECK(derived_mac("vm", 0) != derived_mac("vm", 1));
-  CHECK(derived_mac("vm", 0).substr(0, 3) == "02:");
-  CHECK(derived_mac("vm", 255).substr(15) == "ff");
+TEST_CASE("derived MACs are stable per host, VM and index, and differ across hosts and VMs") {
+  const std::string host = "3d1219c7c4c5404aaa1f6d2a48adfda4";
+  const std::string vm = "6f3b8c1e-2a4d-4e5f-9a0b-1c2d3e4f5a6b";
+  CHECK(derived_mac(host, vm, 0) == derived_mac(host, vm, 0));
+  CHECK(derived_mac(host, vm, 0) != derived_mac(host, vm, 1));
+  CHECK(derived_mac(host, vm, 255).substr(15) == "ff");
+  // One VM id on another host (same-named VMs of one fabric), or another VM on this one: other MACs.
+  CHECK(derived_mac("another-host", vm, 0) != derived_mac(host, vm, 0));
+  CHECK(derived_mac(host, "6f3b8c1e-2a4d-4e5f-9a0b-1c2d3e4f5a6c", 0) != derived_mac(host, vm, 0));
+  CHECK(derived_mac("ab", "c", 0) != derived_mac("a", "bc", 0));
+  // Every derived address is locally administered unicast: first octet's low bits 1 (U/L) and 0 (I/G).
+  for (int i = 0; i < 1000; ++i) {
+    const auto mac = derived_mac(host, "vm-" + std::to_string(i), 0);
+    CAPTURE(mac);
+    CHECK((std::stoul(mac.substr(0, 2), nullptr, 16) & 0x03) == 0x02);
+  }
 }
 
 }  // namespace

@@ -32,6 +32,7 @@ struct Context {
         host_sysfs_root(std::move(parts.host_sysfs_root)),
         device_health_interval(parts.device_health_interval),
         templates(std::move(parts.templates)),
+        host_id(std::move(parts.host_id)),
         hypervisor(std::move(parts.hypervisor)),
         devices(std::move(parts.devices)),
         clock(std::move(parts.clock)),
@@ -46,6 +47,7 @@ struct Context {
   const std::filesystem::path host_sysfs_root;
   const std::chrono::milliseconds device_health_interval;
   const std::map<std::string, vmtemplates::VmTemplate> templates;
+  const std::string host_id;
   const std::unique_ptr<virt::Hypervisor> hypervisor;
   const std::unique_ptr<devices::DevicePreparer> devices;
   const std::shared_ptr<Clock> clock;

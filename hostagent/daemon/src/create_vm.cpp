@@ -184,6 +184,7 @@ class CreateRun {
     render::GuestOptions options;
     options.name = record_.name;
     options.uuid = record_.uuid;
+    options.host_id = context_.host_id;
     options.domain_type = context_.config.domain_type;
     options.emulator = context_.config.emulator;
     options.managed_hostdevs = context_.devices->libvirt_manages_hostdevs();

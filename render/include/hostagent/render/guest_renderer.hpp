@@ -29,8 +29,12 @@ struct GuestOptions {
   std::string domain_type = "kvm";   // kvm | qemu | test
   std::string emulator;              // "" leaves libvirt's default
   bool managed_hostdevs = true;      // libvirt binds to vfio-pci itself (until hostagent prepares devices)
-  std::vector<std::string> vf_macs;  // one per VF in placement order; empty: derived from the name
+  std::vector<std::string> vf_macs;  // one per VF in placement order; empty: derived (vf_macs.hpp)
   std::string uuid;                  // "" lets libvirt choose
+  // The host's identity (its /etc/machine-id): with the VM's UUID, what derived VF MACs come from,
+  // so same-named VMs on two hosts of one fabric never share a MAC. "" outside a host (a render
+  // for review).
+  std::string host_id;
   // An absolute path on the host; "" for none. virtlogd copies the guest's serial console into it
   // (appending), so an operator can read what a guest printed after the fact, even after it is gone.
   std::string console_log;

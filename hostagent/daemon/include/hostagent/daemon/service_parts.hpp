@@ -30,6 +30,9 @@ struct ServiceParts {
   // reports is at most this old.
   std::chrono::milliseconds device_health_interval{10000};
   std::map<std::string, vmtemplates::VmTemplate> templates;
+  // The host's identity (/etc/machine-id), which derived VF MACs start from; "" leaves them to the
+  // VM's UUID alone (tests).
+  std::string host_id;
   std::unique_ptr<virt::Hypervisor> hypervisor;
   std::unique_ptr<devices::DevicePreparer> devices;
   std::shared_ptr<Clock> clock;
