@@ -17,10 +17,13 @@ boost::json::object to_json(const numa::Allocation& allocation) {
   for (const auto& device : allocation.devices) devices.emplace_back(device.to_string());
   boost::json::object hugepages;
   for (const auto& [node, pages] : allocation.hugepages) hugepages[std::to_string(node)] = pages;
+  boost::json::array p2p_ports;
+  for (const auto& port : allocation.p2p_ports) p2p_ports.emplace_back(port.to_string());
   return {{"cpus", format_cpu_list(allocation.cpus)},
           {"devices", std::move(devices)},
           {"hugepage_size_bytes", allocation.hugepage_size_bytes},
-          {"hugepages_by_node", std::move(hugepages)}};
+          {"hugepages_by_node", std::move(hugepages)},
+          {"p2p_ports", std::move(p2p_ports)}};
 }
 
 boost::json::array to_json(const std::vector<daemon::VfRdmaView>& rdma) {

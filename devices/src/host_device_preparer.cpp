@@ -1,7 +1,8 @@
 // devices/host_device_preparer: hostagent's own device preparation. For a VM: its IOMMU groups to
-// vfio-pci (vfio/), its VFs configured over netlink (sriov/), ACS/ATS set on the path between its
-// GPUs and NICs (vfio/p2p_settings); each change recorded ahead in the VM's device record, and all
-// of it undone from that record, in reverse, on release or on a failure midway.
+// vfio-pci (vfio/), its VFs configured over netlink (sriov/), ACS/ATS set on the ports placement
+// relaxed for its peer-to-peer (vfio/p2p_settings, numa/p2p_isolation); each change recorded ahead
+// in the VM's device record, and all of it undone from that record, in reverse, on release or on a
+// failure midway.
 #include <algorithm>
 #include <mutex>
 #include <set>
@@ -9,6 +10,7 @@
 #include "binder_options.hpp"
 #include "hostagent/devices/device_preparer.hpp"
 #include "hostagent/devices/device_records.hpp"
+#include "hostagent/numa/p2p_isolation.hpp"
 #include "hostagent/sriov/vf_configurator.hpp"
 #include "hostagent/systemd/log.hpp"
 #include "hostagent/vfio/p2p_settings.hpp"
@@ -63,17 +65,6 @@ std::vector<PciAddress> passthrough_devices(const numa::Placement& placement) {
   for (const auto& vf : placement.extra_vfs) out.push_back(vf.address);
   for (const auto& nvme : placement.nvme) out.push_back(nvme.address);
   for (const auto& nvswitch : placement.nvswitches) out.push_back(nvswitch.address);
-  return out;
-}
-
-// The functions peer-to-peer DMA runs between: GPUs and NICs (NVMe is left as the host set it).
-std::vector<PciAddress> peer_devices(const numa::Placement& placement) {
-  std::vector<PciAddress> out;
-  for (const auto& gpu : placement.gpus) {
-    out.push_back(gpu.gpu.address);
-    for (const auto& vf : gpu.vfs) out.push_back(vf.address);
-  }
-  for (const auto& vf : placement.extra_vfs) out.push_back(vf.address);
   return out;
 }
 
@@ -153,7 +144,7 @@ class HostDevicePreparer final : public DevicePreparer {
   Status prepare_locked(DeviceRecord& record, const numa::Placement& placement, const DeviceRequest& request) {
     HA_TRY(const auto groups, plan_groups(record, passthrough_devices(placement)));
     HA_TRY(const auto vfs, plan_vfs(record, request));
-    HA_TRY_STATUS(plan_peer_to_peer(record, peer_devices(placement)));
+    HA_TRY_STATUS(plan_peer_to_peer(record, placement));
     HA_TRY_STATUS(records_.write(record));
     for (const auto& device : groups) {
       // The record keeps what the members were on before: the result says the same, or (bound by
@@ -243,9 +234,18 @@ class HostDevicePreparer final : public DevicePreparer {
                                           std::to_string(wanted) + " or more in the host's network configuration"};
   }
 
-  Status plan_peer_to_peer(DeviceRecord& record, const std::vector<PciAddress>& devices) {
-    if (devices.empty()) return ok_status();
-    HA_TRY(auto needs, vfio::p2p_needs(host_, devices, *parts_.config_space));
+  // Only the ports placement relaxed for this VM (numa/p2p_isolation.hpp): none for a VM that did
+  // not ask for peer-to-peer, none where another tenant or the host has a device in reach.
+  Status plan_peer_to_peer(DeviceRecord& record, const numa::Placement& placement) {
+    for (const auto& kept : placement.p2p_kept) {
+      systemd::log(
+          systemd::LogLevel::info,
+          "devices: " + record.owner + ": ACS on " + kept.port.to_string() + " left as the host set it: " + kept.reason,
+          {.vm = record.owner});
+    }
+    if (placement.p2p_ports.empty()) return ok_status();
+    HA_TRY(auto needs,
+           vfio::p2p_needs(host_, placement.p2p_ports, numa::peer_devices(placement), *parts_.config_space));
     for (auto& need : needs) need.before = host_value(record, need);
     record.p2p = std::move(needs);
     return ok_status();

@@ -109,6 +109,7 @@ std::string render_vm(const json::value& vm) {
                                  {"cpus", display(holds, "cpus")},
                                  {"hugepages", hugepages_held(holds)},
                                  {"devices", display(holds, "devices")},
+                                 {"p2p ports", display(holds, "p2p_ports")},
                                  {"rdma", rdma_held(record)}});
   }
   return render_fields(fields);

@@ -10,6 +10,7 @@
 #include <set>
 #include <tuple>
 
+#include "hostagent/numa/p2p_isolation.hpp"
 #include "placement_cells.hpp"
 #include "placement_gpus.hpp"
 #include "placement_inventory.hpp"
@@ -350,8 +351,14 @@ Result<Placement> place(const HostModel& host, const std::vector<Allocation>& ex
   const Inventory inventory = placement_detail::take_inventory(host, existing, policy, request);
   const GpuSearch search(inventory, request);
   HA_TRY_STATUS(check_supply(inventory, search, request));
-  if (request.gpus == 0) return place_without_gpus(inventory, policy, request);
-  return place_with_gpus(inventory, search, policy, request);
+  HA_TRY(Placement placement, request.gpus == 0 ? place_without_gpus(inventory, policy, request)
+                                                : place_with_gpus(inventory, search, policy, request));
+  if (request.peer_to_peer) {
+    auto plan = plan_p2p(host, existing, placement);
+    placement.p2p_ports = std::move(plan.relaxed);
+    placement.p2p_kept = std::move(plan.kept);
+  }
+  return placement;
 }
 
 Allocation allocation_of(const std::string& vm, const Placement& placement, uint64_t hugepage_size_bytes) {
@@ -371,6 +378,7 @@ Allocation allocation_of(const std::string& vm, const Placement& placement, uint
   for (const auto& vf : placement.extra_vfs) out.devices.push_back(vf.address);
   for (const auto& nvme : placement.nvme) out.devices.push_back(nvme.address);
   for (const auto& nvswitch : placement.nvswitches) out.devices.push_back(nvswitch.address);
+  out.p2p_ports = placement.p2p_ports;
   return out;
 }
 

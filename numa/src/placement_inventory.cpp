@@ -5,6 +5,7 @@
 
 #include "hostagent/numa/host_use.hpp"
 #include "hostagent/numa/nvlink.hpp"
+#include "hostagent/numa/p2p_isolation.hpp"
 
 namespace hostagent::numa::placement_detail {
 namespace {
@@ -14,10 +15,12 @@ struct Holders {
   std::map<PciAddress, std::string> devices;
   std::map<int, std::string> cpus;
   std::map<int, std::map<std::string, uint64_t>> pages;  // node -> vm -> pages of the request's size
+  std::map<PciAddress, std::string> fenced;              // free, but in a domain relaxed for a VM: why
 };
 
-Holders index_holders(const std::vector<Allocation>& existing, uint64_t page_size) {
+Holders index_holders(const HostModel& host, const std::vector<Allocation>& existing, uint64_t page_size) {
   Holders holders;
+  holders.fenced = fenced_devices(host, existing);
   for (const auto& allocation : existing) {
     for (const auto& device : allocation.devices) holders.devices.emplace(device, allocation.vm);
     for (const int cpu : allocation.cpus) holders.cpus.emplace(cpu, allocation.vm);
@@ -59,6 +62,15 @@ std::optional<std::string> first_holder(const Holders& holders, const std::vecto
   for (const auto& address : members) {
     const auto it = holders.devices.find(address);
     if (it != holders.devices.end()) return it->second;
+  }
+  return std::nullopt;
+}
+
+// Why a group lies where another VM's peer-to-peer reaches, or nullopt.
+std::optional<std::string> first_fenced(const Holders& holders, const std::vector<PciAddress>& members) {
+  for (const auto& address : members) {
+    const auto it = holders.fenced.find(address);
+    if (it != holders.fenced.end()) return it->second;
   }
   return std::nullopt;
 }
@@ -116,6 +128,10 @@ void take_gpus(const Holders& holders, const GroupIndex& groups, const HostPolic
       inv.unusable_gpus.push_back({f.address, "held by vm " + *vm});
       continue;
     }
+    if (auto why = first_fenced(holders, *members)) {
+      inv.unusable_gpus.push_back({f.address, std::move(*why)});
+      continue;
+    }
     if (auto why = kept_member(*inv.host, f, *members, policy)) {
       inv.unusable_gpus.push_back({f.address, std::move(*why)});
       continue;
@@ -151,6 +167,8 @@ void take_singles(const Holders& holders, const GroupIndex& groups, const HostPo
       unusable.push_back({f.address, "with an unknown IOMMU group"});
     } else if (const auto vm = first_holder(holders, *members)) {
       unusable.push_back({f.address, "held by vm " + *vm});
+    } else if (auto fenced = first_fenced(holders, *members)) {
+      unusable.push_back({f.address, std::move(*fenced)});
     } else if (auto why = kept_by_host(f, policy.releasable_drivers)) {
       unusable.push_back({f.address, std::move(*why)});
     } else if (members->size() > 1) {
@@ -235,7 +253,7 @@ int Inventory::cell_node(const std::optional<int>& numa_node) const {
 
 Inventory take_inventory(const HostModel& host, const std::vector<Allocation>& existing, const HostPolicy& policy,
                          const PlacementRequest& request) {
-  const Holders holders = index_holders(existing, request.hugepage_size_bytes);
+  const Holders holders = index_holders(host, existing, request.hugepage_size_bytes);
   const std::set<int> housekeeping(policy.housekeeping_cpus.begin(), policy.housekeeping_cpus.end());
   std::map<int, const Cpu*> cpus_by_id;
   for (const auto& cpu : host.cpus) cpus_by_id.emplace(cpu.id, &cpu);

@@ -191,6 +191,7 @@ numa::PlacementRequest gpu_request(int gpus, int vfs_per_gpu, int nvme) {
   request.gpus = gpus;
   request.vfs_per_gpu = vfs_per_gpu;
   request.nvme = nvme;
+  request.peer_to_peer = true;  // alone on the host, every port above its GPUs and NICs is relaxed
   return request;
 }
 
@@ -269,7 +270,9 @@ void check_prepared(Fixture& f, const std::string& vm, const numa::Placement& pl
   }
   const auto now = discover(f.host);
   const auto peers = peer_devices(placement);
-  for (const auto& port : acs_ports(f.model, peers)) {
+  const auto ports = acs_ports(f.model, peers);
+  CHECK(std::set<numa::PciAddress>(placement.p2p_ports.begin(), placement.p2p_ports.end()) == ports);
+  for (const auto& port : ports) {
     const auto& was = *f.model.find(port)->acs;
     CHECK_MESSAGE(now.find(port)->acs->control == vfio::vela_acs_control(was.capability, was.control),
                   port.to_string());
@@ -322,6 +325,57 @@ TEST_CASE("prepare binds the VM's groups, configures its VFs and sets ACS and AT
   CHECK(f.writes() == writes);
   CHECK(f.config_counters.writes == config_writes);
   CHECK(f.netlink.applies() == applies);
+}
+
+TEST_CASE("a VM that did not ask for peer-to-peer gets its devices with no ACS or ATS register written") {
+  Fixture f;
+  auto r = gpu_request(2, 1, 0);
+  r.peer_to_peer = false;
+  const auto placement = place(f.model, r);
+  REQUIRE(placement.p2p_ports.empty());
+  auto preparer = f.preparer();
+  const auto prepared = preparer->prepare("quiet", placement, request_for(placement));
+  REQUIRE_MESSAGE(prepared.ok(), prepared.error().message);
+  CHECK(f.config_counters.writes == 0);
+  CHECK(f.record("quiet")->p2p.empty());
+  const auto now = discover(f.host);
+  for (const auto& port : acs_ports(f.model, peer_devices(placement))) {
+    CHECK(now.find(port)->acs->control == f.model.find(port)->acs->control);
+  }
+  for (const auto& device : peer_devices(placement)) CHECK_FALSE(now.find(device)->ats->enabled);
+  REQUIRE(preparer->release("quiet", {}).ok());
+}
+
+TEST_CASE("ports placement kept for isolation are left as the host set them, and ATS below them off") {
+  Fixture f;
+  // b holds a VF first; a's 8 GPUs then share b's stack, whose three ports stay as they are.
+  numa::PlacementRequest vf_only = gpu_request(0, 0, 0);
+  vf_only.extra_vfs = 1;
+  vf_only.peer_to_peer = false;
+  const auto b = place(f.model, vf_only);
+  const auto b_vf = b.extra_vfs.at(0).address;
+  auto all = gpu_request(8, 1, 0);
+  all.vcpus = 64;
+  const auto a = place(f.model, all, {numa::allocation_of("b", b, kGiB)});
+  REQUIRE(a.p2p_kept.size() == 3);
+  auto preparer = f.preparer();
+  REQUIRE(preparer->prepare("b", b, request_for(b)).ok());
+  REQUIRE(preparer->prepare("a", a, request_for(a)).ok());
+  const auto now = discover(f.host);
+  for (const auto& kept : a.p2p_kept) {
+    CHECK_MESSAGE(now.find(kept.port)->acs->control == f.model.find(kept.port)->acs->control, kept.reason);
+  }
+  for (const auto& port : a.p2p_ports) {
+    const auto& was = *f.model.find(port)->acs;
+    CHECK(now.find(port)->acs->control == vfio::vela_acs_control(was.capability, was.control));
+  }
+  for (const auto& device : peer_devices(a)) {
+    const bool on_kept_stack = device.bus == b_vf.bus - 1 || device.bus == b_vf.bus;  // its GPU and NIC
+    CHECK_MESSAGE(now.find(device)->ats->enabled == !on_kept_stack, device.to_string());
+  }
+  CHECK_FALSE(now.find(b_vf)->ats->enabled);
+  REQUIRE(preparer->release("a", {}).ok());
+  REQUIRE(preparer->release("b", {}).ok());
 }
 
 TEST_CASE("the template's VLAN wins over the configured one") {
@@ -583,6 +637,9 @@ SharedPorts shared_ports(const Fixture& f) {
   const auto first_ports = acs_ports(f.model, peer_devices(s.first));
   const auto second_ports = acs_ports(f.model, {*other});
   s.shared.assign(second_ports.begin(), second_ports.end());
+  // Placement no longer relaxes a port for two VMs (the p2p isolation tests below), but records
+  // written before that rule may hold one twice: the preparer still counts them.
+  s.second.p2p_ports = s.shared;
   REQUIRE(s.shared.size() == 2);  // the root port and the NIC's downstream port
   std::vector<numa::PciAddress> only_first;
   std::set_difference(first_ports.begin(), first_ports.end(), second_ports.begin(), second_ports.end(),

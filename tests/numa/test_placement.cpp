@@ -337,7 +337,7 @@ TEST_CASE("placement: a GPU with an audio function takes it as a companion (quir
   CHECK(std::count(allocation.devices.begin(), allocation.devices.end(), p->gpus[0].companions[0]) == 1);
 
   // Held audio function: the GPU cannot go without it.
-  const Allocation audio_held{"sound", {}, {p->gpus[0].companions[0]}, kGiB, {}};
+  const Allocation audio_held{"sound", {}, {p->gpus[0].companions[0]}, kGiB, {}, {}};
   const auto refused = place(m, {audio_held}, policy, r);
   REQUIRE_FALSE(refused.ok());
   CHECK(refused.error().message == "needs 1 GPU of 10de:2230; free: 0 (0000:01:00.0 held by vm sound)");
@@ -364,7 +364,7 @@ TEST_CASE("placement: a CPU-less node is never used for vCPUs and its GPU's cell
   r.gpu_ids = {{0x10de, 0x20b0}};
   r.vfs_per_gpu = 0;
   // Node 0's A100 is held, so the A100 on the CPU-less node is the one left.
-  const Allocation held{"other", {}, {*PciAddress::parse("0000:02:00.0")}, kGiB, {}};
+  const Allocation held{"other", {}, {*PciAddress::parse("0000:02:00.0")}, kGiB, {}, {}};
   const auto p = place(m, {held}, policy, r);
   REQUIRE_MESSAGE(p.ok(), p.error().message);
   check_common(m, policy, r, *p);
@@ -393,6 +393,7 @@ TEST_CASE("placement: a second 8-GPU VM on vela2 is refused naming the GPUs and 
   // Two of them back: the message counts the six still held and the two free.
   auto partial = existing;
   partial[0].devices.erase(partial[0].devices.begin(), partial[0].devices.begin() + 2);  // GPU 0 and its VF
+  partial[0].p2p_ports.clear();  // else GPU 0 stays fenced in train-3's peer-to-peer domain
   const auto again = place(host->model, partial, policy, r);
   REQUIRE_FALSE(again.ok());
   CHECK(again.error().message.find("free: 1 (0000:29:00.0, ") != std::string::npos);
@@ -498,7 +499,7 @@ TEST_CASE("placement: fewer GPUs than the fabric joins get no NVSwitch, and say 
 
 TEST_CASE("placement: the whole fabric is refused while another VM holds an NVSwitch, naming it") {
   const auto host = shared_builtin("vela2");
-  const Allocation held{"fm-test", {}, {*PciAddress::parse("0000:04:00.0")}, kGiB, {}};
+  const Allocation held{"fm-test", {}, {*PciAddress::parse("0000:04:00.0")}, kGiB, {}, {}};
   const auto refused = place(host->model, {held}, vela2_policy(), vela2_full());
   REQUIRE_FALSE(refused.ok());
   CHECK(refused.error().code == ErrorCode::does_not_fit);
@@ -582,7 +583,7 @@ TEST_CASE("placement: non-strict VFs come from the GPU's node when its switch ha
   const auto& m = host->model;
   const auto policy = vela2_policy();
   // Another VM holds all four VFs under the first switch, and node 1's GPUs.
-  Allocation held{"net", {}, {}, kGiB, {}};
+  Allocation held{"net", {}, {}, kGiB, {}, {}};
   for (int fn = 1; fn <= 4; ++fn) held.devices.push_back(PciAddress{0, 0x19, 0, static_cast<uint8_t>(fn)});
   for (const char* gpu : {"0000:9a:00.0", "0000:ab:00.0", "0000:bc:00.0", "0000:cd:00.0"}) {
     held.devices.push_back(*PciAddress::parse(gpu));

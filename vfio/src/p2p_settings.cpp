@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "hostagent/numa/p2p_isolation.hpp"
+
 namespace hostagent::vfio {
 namespace {
 
@@ -81,10 +83,6 @@ Status apply_one(ConfigSpace& config, const RegisterChange& change, std::vector<
   return write_verified(config, change, change.after);
 }
 
-bool is_acs_port(const numa::PciFunction& f) {
-  return f.role == numa::PciRole::root_port || f.role == numa::PciRole::switch_downstream;
-}
-
 Result<std::optional<RegisterChange>> acs_need(ConfigSpace& config, const numa::PciAddress& port) {
   HA_TRY(const std::optional<int> cap, config.find_ext_capability(port, kExtCapAcs));
   if (!cap) return std::optional<RegisterChange>{};  // no ACS: nothing to keep or enable
@@ -103,10 +101,9 @@ Result<std::optional<RegisterChange>> ats_need(ConfigSpace& config, const numa::
       RegisterChange{device, Register::ats_control, control, static_cast<uint16_t>(control | kAtsEnable)}};
 }
 
-// The ACS ports above each device, root first, each once; and the devices, each once.
-Result<std::pair<std::vector<numa::PciAddress>, std::vector<numa::PciAddress>>> p2p_scope(
-    const numa::HostModel& model, const std::vector<numa::PciAddress>& devices) {
-  std::vector<numa::PciAddress> ports;
+// The devices, each once, checked: functions of this host, and no bridge.
+Result<std::vector<numa::PciAddress>> p2p_endpoints(const numa::HostModel& model,
+                                                    const std::vector<numa::PciAddress>& devices) {
   std::vector<numa::PciAddress> endpoints;
   for (const auto& address : devices) {
     const numa::PciFunction* f = model.find(address);
@@ -118,13 +115,8 @@ Result<std::pair<std::vector<numa::PciAddress>, std::vector<numa::PciAddress>>> 
                    address.to_string() + " is a bridge: give the VM's GPUs and NICs, the ports above them follow"};
     }
     if (std::find(endpoints.begin(), endpoints.end(), address) == endpoints.end()) endpoints.push_back(address);
-    for (auto it = f->bridge_chain.rbegin(); it != f->bridge_chain.rend(); ++it) {
-      const numa::PciFunction* bridge = model.find(*it);
-      HA_ASSERT(bridge != nullptr);  // discovery builds chains from functions it has
-      if (is_acs_port(*bridge) && std::find(ports.begin(), ports.end(), *it) == ports.end()) ports.push_back(*it);
-    }
   }
-  return std::make_pair(std::move(ports), std::move(endpoints));
+  return endpoints;
 }
 
 }  // namespace
@@ -139,13 +131,26 @@ uint16_t vela_acs_control(uint16_t capability, uint16_t control) {
 
 Result<std::vector<RegisterChange>> p2p_needs(const numa::HostModel& model,
                                               const std::vector<numa::PciAddress>& devices, ConfigSpace& config) {
-  HA_TRY(const auto scope, p2p_scope(model, devices));
+  HA_TRY(const auto endpoints, p2p_endpoints(model, devices));
+  return p2p_needs(model, numa::acs_ports_above(model, endpoints), endpoints, config);
+}
+
+Result<std::vector<RegisterChange>> p2p_needs(const numa::HostModel& model, const std::vector<numa::PciAddress>& ports,
+                                              const std::vector<numa::PciAddress>& devices, ConfigSpace& config) {
+  HA_TRY(const auto endpoints, p2p_endpoints(model, devices));
   std::vector<RegisterChange> needs;
-  for (const auto& port : scope.first) {
+  for (const auto& port : ports) {
     HA_TRY(const auto need, acs_need(config, port));
     if (need) needs.push_back(*need);
   }
-  for (const auto& device : scope.second) {
+  // ATS only where a port above the device forwards what it translates: elsewhere it would only
+  // widen what the device is trusted with.
+  for (const auto& device : endpoints) {
+    const auto above = numa::acs_ports_above(model, {device});
+    const bool reached = std::any_of(above.begin(), above.end(), [&](const numa::PciAddress& port) {
+      return std::find(ports.begin(), ports.end(), port) != ports.end();
+    });
+    if (!reached) continue;
     HA_TRY(const auto need, ats_need(config, device));
     if (need) needs.push_back(*need);
   }

@@ -22,10 +22,16 @@ json::object allocation_to_json(const numa::Allocation& allocation) {
   json::array hugepages;
   for (const auto& [node, pages] : allocation.hugepages)
     hugepages.emplace_back(json::object{{"node", node}, {"pages", pages}});
-  return json::object{{"hugepage_size", allocation.hugepage_size_bytes},
-                      {"cpus", format_cpu_list(allocation.cpus)},
-                      {"devices", std::move(devices)},
-                      {"hugepages", std::move(hugepages)}};
+  json::object out{{"hugepage_size", allocation.hugepage_size_bytes},
+                   {"cpus", format_cpu_list(allocation.cpus)},
+                   {"devices", std::move(devices)},
+                   {"hugepages", std::move(hugepages)}};
+  if (!allocation.p2p_ports.empty()) {
+    json::array ports;
+    for (const auto& port : allocation.p2p_ports) ports.emplace_back(port.to_string());
+    out["p2p_ports"] = std::move(ports);
+  }
+  return out;
 }
 
 json::object inputs_to_json(const VmInputs& inputs) {
@@ -34,14 +40,13 @@ json::object inputs_to_json(const VmInputs& inputs) {
                       {"seed_iso", inputs.seed_iso},       {"user_data", inputs.user_data}};
 }
 
-Status read_devices(const JsonFields& fields, numa::Allocation& out) {
-  HA_TRY(const auto devices, fields.strings("devices"));
-  for (std::size_t i = 0; i < devices.size(); ++i) {
-    const auto address = PciAddress::parse(devices[i]);
+Status read_addresses(const JsonFields& fields, std::string_view key, std::vector<PciAddress>& out) {
+  HA_TRY(const auto texts, fields.strings(key));
+  for (std::size_t i = 0; i < texts.size(); ++i) {
+    const auto address = PciAddress::parse(texts[i]);
     if (!address.ok())
-      return parse_failure("field '" + fields.path("devices") + "[" + std::to_string(i) +
-                           "]': " + address.error().message);
-    out.devices.push_back(*address);
+      return parse_failure("field '" + fields.path(key) + "[" + std::to_string(i) + "]': " + address.error().message);
+    out.push_back(*address);
   }
   return ok_status();
 }
@@ -70,8 +75,10 @@ Result<numa::Allocation> allocation_from_json(const JsonFields& fields) {
   auto parsed = parse_cpu_list(cpus);
   if (!parsed.ok()) return parse_failure("field '" + fields.path("cpus") + "': " + parsed.error().message);
   out.cpus = std::move(*parsed);
-  HA_TRY_STATUS(read_devices(fields, out));
+  HA_TRY_STATUS(read_addresses(fields, "devices", out.devices));
   HA_TRY_STATUS(read_hugepages(fields, out));
+  // Written only for a VM with relaxed ports (and absent from records older than the rule).
+  if (fields.has("p2p_ports")) HA_TRY_STATUS(read_addresses(fields, "p2p_ports", out.p2p_ports));
   return out;
 }
 

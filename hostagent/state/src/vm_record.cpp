@@ -6,6 +6,7 @@
 //     <hostagent:cpus>0-3,96-99</hostagent:cpus>
 //     <hostagent:device address='0000:1b:00.0'/>
 //     <hostagent:hugepages node='0' pages='896'/>
+//     <hostagent:p2p-port address='0000:1a:00.0'/>
 //   </hostagent:allocation>
 //   <hostagent:inputs boot-image='/var/lib/...' disk-pool='default' disk-volume='vm1-disk.qcow2'
 //                     seed-iso='/var/lib/hostagent/seeds/vm1.iso' user-data='yes'>
@@ -99,6 +100,9 @@ void write_allocation(pugi::xml_node vm, const numa::Allocation& allocation) {
     set_attribute(hugepages, "node", std::to_string(node));
     set_attribute(hugepages, "pages", std::to_string(pages));
   }
+  for (const auto& port : allocation.p2p_ports) {
+    set_attribute(add_child(element, "p2p-port"), "address", port.to_string());
+  }
 }
 
 void write_inputs(pugi::xml_node vm, const VmInputs& inputs) {
@@ -189,11 +193,11 @@ Status read_identity(pugi::xml_node vm, VmRecord& out) {
   return ok_status();
 }
 
-Status read_device(pugi::xml_node element, numa::Allocation& out) {
+Status read_address(pugi::xml_node element, std::vector<PciAddress>& out) {
   HA_TRY(const std::string text, required_attribute(element, "address"));
   const auto address = PciAddress::parse(text);
   if (!address.ok()) return bad_record("<" + std::string(element.name()) + "> address: " + address.error().message);
-  out.devices.push_back(*address);
+  out.push_back(*address);
   return ok_status();
 }
 
@@ -221,8 +225,10 @@ Status read_allocation(pugi::xml_node vm, numa::Allocation& out) {
   out.cpus = std::move(*parsed);
   for (const auto child : allocation.children()) {
     if (child.type() != pugi::node_element || !detail::in_hostagent_namespace(child)) continue;
-    if (detail::local_name(child) == "device") HA_TRY_STATUS(read_device(child, out));
-    if (detail::local_name(child) == "hugepages") HA_TRY_STATUS(read_hugepages(child, out));
+    const auto local = detail::local_name(child);
+    if (local == "device") HA_TRY_STATUS(read_address(child, out.devices));
+    if (local == "hugepages") HA_TRY_STATUS(read_hugepages(child, out));
+    if (local == "p2p-port") HA_TRY_STATUS(read_address(child, out.p2p_ports));
   }
   return ok_status();
 }

@@ -6,10 +6,12 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <set>
 #include <thread>
 
 #include "daemon_fixture.hpp"
 #include "hostagent/common/sysfs_root.hpp"
+#include "hostagent/numa/p2p_isolation.hpp"
 #include "hostagent/state/vm_record.hpp"
 #include "hostagent/vfio/config_space_access.hpp"
 #include "hostagent/vfio/p2p_settings.hpp"
@@ -271,6 +273,35 @@ TEST_CASE("a restarted daemon adopts its VMs, reports foreign domains and keeps 
   auto foreign = delete_vm(*service, "test");
   REQUIRE_FALSE(foreign.ok());
   CHECK(foreign.error().code == ErrorCode::conflict);
+}
+
+TEST_CASE("a peer-to-peer VM's relaxed ports are recorded, survive a restart and keep others off its switches") {
+  DaemonFixture fixture;
+  numa::Allocation held;
+  {
+    auto service = started(fixture);
+    auto vm = create_vm(*service, fixture.request("p2p", kTwoGpus));
+    REQUIRE_MESSAGE(vm.ok(), vm.error().message);
+    held = vm->record->allocation;
+    // Two switches, each with its root port and the GPU's and NIC's downstream ports.
+    CHECK(held.p2p_ports.size() == 6);
+    auto quiet = create_vm(*service, fixture.request("quiet", kOneGpu));
+    REQUIRE_MESSAGE(quiet.ok(), quiet.error().message);
+    CHECK(quiet->record->allocation.p2p_ports.empty());  // the 1-GPU template does not ask
+  }
+  auto service = started(fixture);
+  auto after = service->get_vm("p2p");
+  REQUIRE(after.ok());
+  CHECK(after->record->allocation.p2p_ports == held.p2p_ports);
+  // Nothing the next VM gets lies below a port relaxed for p2p.
+  const auto host = service->host_now();
+  std::set<numa::PciAddress> fenced;
+  for (const auto& port : held.p2p_ports) {
+    for (const auto& device : numa::p2p_domain(host, port)) fenced.insert(device);
+  }
+  auto next = create_vm(*service, fixture.request("next", kOneGpu));
+  REQUIRE_MESSAGE(next.ok(), next.error().message);
+  for (const auto& device : next->record->allocation.devices) CHECK(fenced.count(device) == 0);
 }
 
 // A bad name cannot reach the service: the request carries a VmName, refused where the text came

@@ -197,6 +197,11 @@ TEST_CASE("a field of the wrong type or value is an error naming the file and th
       {"record.allocation.devices[0]", "0000:1b:00.9"});
   check_edit(
       [](json::object& e) {
+        object_at(e, {"record", "allocation"})["p2p_ports"] = json::array{"0000:1a:00.0", "1a:02"};
+      },
+      {"record.allocation.p2p_ports[1]", "1a:02"});
+  check_edit(
+      [](json::object& e) {
         object_at(e, {"record", "allocation"})["hugepage_size"] = -2;
       },
       {"record.allocation.hugepage_size", "negative", "-2"});

@@ -93,6 +93,7 @@ TEST_CASE("the record's XML has the documented shape") {
   record.inputs.boot_image = "/var/lib/images/base.qcow2";
   record.allocation.hugepages = {{0, 896}};
   record.allocation.devices.resize(1);
+  record.allocation.p2p_ports.resize(1);
   record.inputs.macs.resize(1);
   record.rdma.resize(1);
   const std::string domain =
@@ -113,6 +114,7 @@ TEST_CASE("the record's XML has the documented shape") {
       "        <hostagent:cpus>0-3,96-99,150</hostagent:cpus>\n"
       "        <hostagent:device address='0000:1b:00.0' />\n"
       "        <hostagent:hugepages node='0' pages='896' />\n"
+      "        <hostagent:p2p-port address='0000:1a:00.0' />\n"
       "      </hostagent:allocation>\n"
       "      <hostagent:inputs boot-image='/var/lib/images/base.qcow2' disk-pool='default' "
       "disk-volume='vm1-disk.qcow2' seed-iso='/var/lib/hostagent/seeds/vm1.iso' "

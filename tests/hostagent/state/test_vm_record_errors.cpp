@@ -125,6 +125,7 @@ TEST_CASE("a bad PCI address is a parse_error naming it") {
   for (const char* address : {"0000:zz:00.0", "0000:1b:00", "1b:00.0", "0000:1b:20.0", "0000:1b:00.8"}) {
     CAPTURE(address);
     check_parse_error(set_attribute("hostagent:device", "address", address), {"hostagent:device", address});
+    check_parse_error(set_attribute("hostagent:p2p-port", "address", address), {"hostagent:p2p-port", address});
   }
 }
 

@@ -20,6 +20,9 @@ struct Allocation {
   std::vector<PciAddress> devices;  // GPUs with their IOMMU group companions, VFs, NVMe, NVSwitches
   uint64_t hugepage_size_bytes = 1ULL << 30;
   std::map<int, uint64_t> hugepages;  // host NUMA node -> pages held
+  // ACS ports relaxed for this VM's peer-to-peer (numa/p2p_isolation.hpp): what lies below them
+  // is kept from other VMs while it exists.
+  std::vector<PciAddress> p2p_ports;
 };
 
 struct HostPolicy {
@@ -47,7 +50,7 @@ struct PlacementRequest {
   int extra_vfs = 0;              // VFs not tied to a GPU
   bool nic_strict = true;         // false: a NIC on the GPU's NUMA node will do
   int nvme = 0;
-  bool peer_to_peer = false;       // prefer GPUs that share a switch, then a root complex
+  bool peer_to_peer = false;       // prefer GPUs sharing a switch; relax ACS/ATS where isolation allows
   std::optional<int> guest_cells;  // nullopt: one guest cell per host node the devices use
 };
 
@@ -80,6 +83,13 @@ struct GuestCpuTopology {
   int threads = 1;  // 2 when vCPU pairs are pinned to the two SMT threads of one host core
 };
 
+// A port above a peer-to-peer VM's devices left as the host set it, and why.
+struct KeptPort {
+  PciAddress port;
+  std::string reason;
+  bool operator==(const KeptPort&) const = default;
+};
+
 struct Placement {
   std::vector<GuestCell> cells;
   std::vector<PlacedGpu> gpus;
@@ -90,6 +100,10 @@ struct Placement {
   std::vector<PlacedDevice> nvswitches;
   std::vector<int> emulator_cpus;  // the housekeeping CPUs
   GuestCpuTopology topology;
+  // Peer-to-peer, for a request that asks for it (numa/p2p_isolation.hpp): the ACS ports relaxed
+  // for it, and those kept as the host set them because another VM or the host has a device there.
+  std::vector<PciAddress> p2p_ports;
+  std::vector<KeptPort> p2p_kept;
 };
 
 // Fails with ErrorCode::does_not_fit and a message that names what is missing and who holds it,

@@ -56,11 +56,16 @@ const char* to_string(RegisterChange::Register reg);  // "ACS control", "ATS con
 // The ACS control value Vela's setting gives a port whose registers read `capability`, `control`.
 uint16_t vela_acs_control(uint16_t capability, uint16_t control);
 
-// Every register the VM with these GPUs and NICs needs, with before = its value now and after =
-// the setting (equal when it already holds). Ports first, from the root down, then the devices.
-// Fails on an address the model does not have, a bridge given as a device, or config space that
-// cannot be read.
+// Every register Vela's recipe sets for these GPUs and NICs, on every ACS port above them, with
+// before = its value now and after = the setting (equal when it already holds). Ports first, from
+// the root down, then the devices. Fails on an address the model does not have, a bridge given as
+// a device, or config space that cannot be read.
 Result<std::vector<RegisterChange>> p2p_needs(const numa::HostModel& model,
+                                              const std::vector<numa::PciAddress>& devices, ConfigSpace& config);
+
+// The same on the given ports only (the ones isolation allows: numa/p2p_isolation.hpp), and ATS on
+// the devices that have one of them above.
+Result<std::vector<RegisterChange>> p2p_needs(const numa::HostModel& model, const std::vector<numa::PciAddress>& ports,
                                               const std::vector<numa::PciAddress>& devices, ConfigSpace& config);
 
 // Writes each change in order and reads it back (named apply_p2p, not apply: ADL on std::vector
