@@ -4,6 +4,7 @@
 // in the VM's device record, and all of it undone from that record, in reverse, on release or on a
 // failure midway.
 #include <algorithm>
+#include <memory>
 #include <mutex>
 #include <set>
 
@@ -74,7 +75,8 @@ class HostDevicePreparer final : public DevicePreparer {
       : host_(std::move(host)),
         parts_(std::move(parts)),
         records_(std::move(records)),
-        binder_(std::move(sysfs), *parts_.writer, detail::binder_options(parts_.options, parts_.sysfs_root)) {}
+        host_use_(std::make_shared<detail::HostUseReading>(parts_.sysfs_root, parts_.options.reserved)),
+        binder_(std::move(sysfs), *parts_.writer, detail::binder_options(parts_.options, host_use_)) {}
 
   // Reads back the records of an earlier run: the host's groups, and each VM's register needs.
   Status load() {
@@ -146,6 +148,7 @@ class HostDevicePreparer final : public DevicePreparer {
     HA_TRY(const auto vfs, plan_vfs(record, request));
     HA_TRY_STATUS(plan_peer_to_peer(record, placement));
     HA_TRY_STATUS(records_.write(record));
+    host_use_->forget();  // read again, once, at the first group this preparation binds
     for (const auto& device : groups) {
       // The record keeps what the members were on before: the result says the same, or (bound by
       // this VM before) that they are on vfio-pci now, which release must not take for the original.
@@ -287,6 +290,7 @@ class HostDevicePreparer final : public DevicePreparer {
   const numa::HostModel host_;
   HostDeviceParts parts_;
   DeviceRecords records_;
+  std::shared_ptr<detail::HostUseReading> host_use_;  // before binder_, which holds it
   vfio::VfioBinder binder_;
   std::mutex mutex_;  // one preparation at a time: the ledger, and two VMs' groups never interleave
   std::set<int> host_groups_;

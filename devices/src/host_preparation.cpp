@@ -58,7 +58,9 @@ Result<bool> bind_host_groups(const numa::HostModel& host, const SysfsRoot& sysf
   HA_TRY(auto records, DeviceRecords::open(parts.records_directory));
   HA_TRY(auto record, records.read(kHostDeviceOwner));
   DeviceRecord host_record = record.value_or(DeviceRecord{kHostDeviceOwner, {}, {}, {}});
-  vfio::VfioBinder binder(sysfs, *parts.writer, detail::binder_options(parts.options, parts.sysfs_root));
+  // One reading of what the host uses for this whole start.
+  const auto host_use = std::make_shared<detail::HostUseReading>(parts.sysfs_root, parts.options.reserved);
+  vfio::VfioBinder binder(sysfs, *parts.writer, detail::binder_options(parts.options, host_use));
   std::set<int> recorded;
   for (const auto& group : host_record.groups) recorded.insert(group.group);
   bool changed = false;

@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "binder_options.hpp"
 #include "fake_host.hpp"
 #include "fake_sriov.hpp"
 #include "fake_vf_netlink.hpp"
@@ -480,6 +481,31 @@ TEST_CASE("a disk the host mounted after placement, or one the operator reserved
   CHECK(f.host.driver_of(nvme.to_string()) == "vfio-pci");
   REQUIRE(preparer->release("vm-a", numa::allocation_of("vm-a", placement, kGiB)).ok());
   CHECK(describe_difference(before, f.host.snapshot()) == "");
+  // The same preparer reads what the host uses again at its next preparation, not once for its life.
+  std::ofstream(mountinfo, std::ios::app) << "60 21 " << number << " / /mnt/scratch rw - xfs /dev/nvme1n1 rw\n";
+  const auto mounted = f.host.snapshot();
+  const auto refused = preparer->prepare("vm-b", placement, request_for(placement));
+  check_rolled_back(f, refused, mounted);
+  CHECK(contains(refused.error().message, "(nvme1n1 mounted at /mnt/scratch)"));
+}
+
+TEST_CASE("what the host uses is read once per preparation, with the reservations, and again after forget") {
+  Fixture f;
+  const auto mountinfo = f.host.root() / "proc/self/mountinfo";
+  const auto number = trimmed(f.host.read("/sys/class/block/nvme1n1/dev"));
+  detail::HostUseReading reading(f.host.root(), {{numa::PciAddress::parse("0000:2b:00.0").value(), "reserved: x"}});
+  auto uses_of = [&](const char* address) {
+    const auto uses = reading.current();
+    REQUIRE_MESSAGE(uses.ok(), uses.error().message);
+    return std::count_if(uses->begin(), uses->end(),
+                         [&](const numa::HostUse& use) { return use.address.to_string() == address; });
+  };
+  CHECK(uses_of("0000:1a:00.0") == 0);
+  CHECK(uses_of("0000:2b:00.0") == 1);
+  std::ofstream(mountinfo, std::ios::app) << "60 21 " << number << " / /mnt/scratch rw - xfs /dev/nvme1n1 rw\n";
+  CHECK(uses_of("0000:1a:00.0") == 0);  // the reading this preparation took
+  reading.forget();
+  CHECK(uses_of("0000:1a:00.0") == 1);
 }
 
 TEST_CASE("a sysfs write failing at any step of prepare leaves the tree as it was and no record") {
