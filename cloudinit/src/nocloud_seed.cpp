@@ -1,5 +1,5 @@
-// cloudinit/nocloud_seed: write_nocloud_seed: check, render the two files, build the ISO, replace
-// the file.
+// cloudinit/nocloud_seed: write_nocloud_seed: check, render the files (meta-data, user-data, and
+// network-config when a NIC has an MTU), build the ISO, replace the file.
 #include "hostagent/cloudinit/nocloud_seed.hpp"
 
 #include "hostagent/common/durable_file.hpp"
@@ -35,6 +35,9 @@ Status write_nocloud_seed(const std::filesystem::path& iso, const NoCloudSeed& s
   HA_TRY(auto user_data, seed_user_data(seed));
   std::vector<detail::IsoFile> files{{"meta-data", detail::render_meta_data(seed)},
                                      {"user-data", std::move(user_data)}};
+  if (auto network = detail::render_network_config(seed); !network.empty()) {
+    files.push_back({"network-config", std::move(network)});
+  }
   HA_TRY(const auto image, detail::build_iso(kVolumeId, files));
   return durable::replace_file(iso, image);
 }

@@ -1,6 +1,7 @@
-// cloudinit/seed_checks: validation of instance id, hostname, SSH keys and user data.
+// cloudinit/seed_checks: validation of instance id, hostname, SSH keys, user data and the NICs.
 #include "seed_checks.hpp"
 
+#include "hostagent/common/hardware_ids.hpp"
 #include "hostagent/common/text.hpp"
 
 #include <array>
@@ -96,6 +97,22 @@ Status check_key(std::size_t index, const std::string& key) {
   return ok_status();
 }
 
+// The MAC is the domain's (render's), the MTU the template's (validated there, 68-9216): checked
+// again, since this module writes them into a file the guest trusts.
+Status check_nic(std::size_t index, const GuestNic& nic) {
+  const std::string field = "nics[" + std::to_string(index) + "]";
+  if (!is_mac(nic.mac)) {
+    return field_error(field + ".mac",
+                       text::quoted(nic.mac, kMaxQuoted) + " is not a MAC address like 02:00:00:00:00:01");
+  }
+  constexpr int kMinMtu = 68;    // RFC 791: the IPv4 minimum
+  constexpr int kMaxMtu = 9216;  // the largest jumbo frame hostagent's templates take
+  if (nic.mtu && (*nic.mtu < kMinMtu || *nic.mtu > kMaxMtu)) {
+    return field_error(field + ".mtu", std::to_string(*nic.mtu) + " is not an MTU of 68-9216");
+  }
+  return ok_status();
+}
+
 }  // namespace
 
 Status check_seed(const NoCloudSeed& seed) {
@@ -106,6 +123,9 @@ Status check_seed(const NoCloudSeed& seed) {
   }
   for (std::size_t i = 0; i < seed.ssh_authorized_keys.size(); ++i) {
     HA_TRY_STATUS(check_key(i, seed.ssh_authorized_keys[i]));
+  }
+  for (std::size_t i = 0; i < seed.nics.size(); ++i) {
+    HA_TRY_STATUS(check_nic(i, seed.nics[i]));
   }
   if (seed.user_data.size() > kMaxUserDataBytes) {
     return invalid("user_data is " + std::to_string(seed.user_data.size()) +

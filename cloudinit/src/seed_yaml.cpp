@@ -3,6 +3,8 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
+
 namespace hostagent::cloudinit::detail {
 namespace {
 
@@ -40,6 +42,30 @@ std::string request_user_data(const NoCloudSeed& seed) {
   }
   out << YAML::EndMap;
   return kCloudConfigHeader + finish(out);
+}
+
+// Network config version 2 (cloud-init's "Networking config Version 2", netplan's schema): each VF
+// matched by MAC, since the guest's names for them depend on its PCI layout and udev rules. The
+// entries are named vf0, vf1, ... in the domain's order; set-name is not used, so the guest keeps
+// its own interface names.
+std::string render_network_config(const NoCloudSeed& seed) {
+  const bool any_mtu = std::any_of(seed.nics.begin(), seed.nics.end(), [](const GuestNic& nic) { return nic.mtu; });
+  if (!any_mtu) return "";
+  YAML::Emitter out;
+  out << YAML::BeginMap << YAML::Key << "version" << YAML::Value << 2;
+  out << YAML::Key << "ethernets" << YAML::Value << YAML::BeginMap;
+  for (std::size_t i = 0; i < seed.nics.size(); ++i) {
+    const auto& nic = seed.nics[i];
+    out << YAML::Key << "vf" + std::to_string(i) << YAML::Value << YAML::BeginMap;
+    out << YAML::Key << "match" << YAML::Value << YAML::BeginMap;
+    out << YAML::Key << "macaddress" << YAML::Value << YAML::DoubleQuoted << nic.mac << YAML::EndMap;
+    if (nic.mtu) out << YAML::Key << "mtu" << YAML::Value << *nic.mtu;
+    out << YAML::Key << "dhcp4" << YAML::Value << true;
+    out << YAML::Key << "optional" << YAML::Value << true;
+    out << YAML::EndMap;
+  }
+  out << YAML::EndMap << YAML::EndMap;
+  return finish(out);
 }
 
 std::string empty_user_data() {

@@ -118,6 +118,37 @@ TEST_CASE("without keys or user data, user-data is an empty cloud-config documen
   CHECK(contents.files.count("meta-data") == 1);  // cloud-init needs both files to take the seed
 }
 
+TEST_CASE("with a VF MTU, network-config (version 2) names each VF by MAC with its MTU, DHCP on and optional") {
+  TempDir dir;
+  auto seed = keys_seed();
+  seed.nics = {{"02:1a:2b:3c:4d:00", 9000}, {"02:1a:2b:3c:4d:01", 9000}};
+  const auto contents = write_and_read(dir.path() / "seed.iso", seed);
+  CHECK(names(contents) == std::vector<std::string>{"meta-data", "network-config", "user-data"});
+  const auto doc = YAML::Load(contents.files.at("network-config"));
+  REQUIRE(doc.IsMap());
+  CHECK(doc.size() == 2);
+  CHECK(doc["version"].as<int>() == 2);
+  const auto ethernets = doc["ethernets"];
+  REQUIRE(ethernets.IsMap());
+  REQUIRE(ethernets.size() == 2);
+  for (std::size_t i = 0; i < seed.nics.size(); ++i) {
+    const auto nic = ethernets["vf" + std::to_string(i)];
+    REQUIRE(nic.IsMap());
+    CHECK(nic["match"]["macaddress"].as<std::string>() == seed.nics[i].mac);
+    CHECK(nic["match"]["macaddress"].Tag() == "!");  // quoted: a MAC of digits stays a string
+    CHECK(nic["mtu"].as<int>() == 9000);
+    CHECK(nic["dhcp4"].as<bool>());
+    CHECK(nic["optional"].as<bool>());
+    CHECK_FALSE(nic["set-name"]);  // the guest keeps its own names
+  }
+  // The Joliet tree has it too.
+  CHECK(read_iso(dir.path() / "seed.iso", Tree::joliet).files == contents.files);
+
+  // Without an MTU the seed carries none: the image's or cloud-init's fallback decides.
+  seed.nics = {{"02:1a:2b:3c:4d:00", std::nullopt}};
+  CHECK(names(write_and_read(dir.path() / "other.iso", seed)) == std::vector<std::string>{"meta-data", "user-data"});
+}
+
 TEST_CASE("user data is written byte for byte: cloud-config, a script, binary (gzip) data, 64 KiB") {
   TempDir dir;
   auto seed = keys_seed();

@@ -142,6 +142,21 @@ TEST_CASE("user data is at most 64 KiB, and so is the user data generated from k
   CHECK(mentions(error, "at most 65536"));
 }
 
+TEST_CASE("a NIC's MAC and MTU are checked, naming the NIC") {
+  auto seed = valid_seed();
+  seed.nics = {{"02:00:00:00:00:01", 9000}, {"02:00:00:00:00:zz", 9000}};
+  const auto bad_mac = refused(seed);
+  CHECK(bad_mac.field == "nics[1].mac");
+  CHECK(mentions(bad_mac, "\"02:00:00:00:00:zz\" is not a MAC address"));
+  seed.nics = {{"02:00:00:00:00:01", 67}};
+  CHECK(refused(seed).field == "nics[0].mtu");
+  seed.nics = {{"02:00:00:00:00:01", 9217}};
+  CHECK(mentions(refused(seed), "9217 is not an MTU of 68-9216"));
+  seed.nics = {{"02:00:00:00:00:01", 9216}};
+  TempDir dir;
+  CHECK(write_nocloud_seed(dir.path() / "seed.iso", seed).ok());
+}
+
 TEST_CASE("the seed path is absolute and names a file") {
   CHECK(mentions(write_nocloud_seed("seed.iso", valid_seed()).error(),
                  "seed ISO path \"seed.iso\" is not an absolute path"));

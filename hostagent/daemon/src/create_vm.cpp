@@ -63,7 +63,10 @@ state::VmRecord new_record(Context& context, const CreateVmRequest& request, con
   record.created_at = rfc3339(context.clock->now());
   record.inputs.boot_image = shape.boot.image;
   record.inputs.macs.assign(request.macs.begin(), request.macs.end());
-  if (!request.ssh_authorized_keys.empty() || !request.user_data.empty() || !shape.boot.cloud_init.empty()) {
+  // A template MTU for VFs the guest has reaches the guest through the seed's network-config.
+  const bool guest_mtu = shape.nics.vf.mtu && (shape.nics.vfs_per_gpu > 0 || shape.nics.count > 0);
+  if (!request.ssh_authorized_keys.empty() || !request.user_data.empty() || !shape.boot.cloud_init.empty() ||
+      guest_mtu) {
     record.inputs.seed_iso = (context.config.state_directory / "seeds" / (request.name.str() + ".iso")).string();
     record.inputs.user_data = !request.user_data.empty();
   }
@@ -163,6 +166,8 @@ class CreateRun {
     seed.ssh_authorized_keys = request_.ssh_authorized_keys;
     seed.user_data = request_.user_data;
     seed.template_user_data = shape_.boot.cloud_init;
+    HA_TRY(const auto macs, render::vf_mac_addresses(shape_, placement_, guest_options()));
+    for (const auto& [vf, mac] : macs) seed.nics.push_back({mac, shape_.nics.vf.mtu});
     const fs::path iso = record_.inputs.seed_iso;
     std::error_code ec;
     fs::create_directories(iso.parent_path(), ec);

@@ -1,6 +1,7 @@
 // The daemon's service against real libvirt (the in-process test:/// driver) on the simulated
 // Vela 2 host: operations, rollback, restarts, events.
 #include <doctest/doctest.h>
+#include <yaml-cpp/yaml.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -15,6 +16,7 @@
 #include "hostagent/state/vm_record.hpp"
 #include "hostagent/vfio/config_space_access.hpp"
 #include "hostagent/vfio/p2p_settings.hpp"
+#include "iso_reader.hpp"
 
 namespace hostagent::testing {
 
@@ -302,6 +304,34 @@ TEST_CASE("a peer-to-peer VM's relaxed ports are recorded, survive a restart and
   auto next = create_vm(*service, fixture.request("next", kOneGpu));
   REQUIRE_MESSAGE(next.ok(), next.error().message);
   for (const auto& device : next->record->allocation.devices) CHECK(fenced.count(device) == 0);
+}
+
+TEST_CASE("the template's VF MTU reaches the seed's network-config, each VF by the MAC the domain gives it") {
+  DaemonFixture fixture;
+  auto service = started(fixture);
+  const auto& shape = service->templates().at(kTwoGpus);
+  REQUIRE(shape.nics.vf.mtu == std::optional<int>(9000));  // base-h100's
+  auto vm = create_vm(*service, fixture.request("mtu", kTwoGpus));
+  REQUIRE_MESSAGE(vm.ok(), vm.error().message);
+  REQUIRE_FALSE(vm->record->cloud_init_seed.empty());
+  const auto seed = cloudinit::testing::read_iso(vm->record->cloud_init_seed);
+  REQUIRE(seed.files.count("network-config") == 1);
+  const auto network = YAML::Load(seed.files.at("network-config"));
+  std::vector<std::string> seeded;
+  for (const auto& entry : network["ethernets"]) {
+    CHECK(entry.second["mtu"].as<int>() == 9000);
+    seeded.push_back(entry.second["match"]["macaddress"].as<std::string>());
+  }
+  // The domain's VF MACs, in its order.
+  const auto xml = service->domain_xml(testing::vm_name("mtu"));
+  REQUIRE(xml.ok());
+  std::vector<std::string> domain_macs;
+  for (std::size_t at = xml->find("<mac address='"); at != std::string::npos;
+       at = xml->find("<mac address='", at + 1)) {
+    domain_macs.push_back(xml->substr(at + 14, 17));
+  }
+  CHECK(domain_macs.size() == 2);  // one VF per GPU
+  CHECK(seeded == domain_macs);
 }
 
 // A bad name cannot reach the service: the request carries a VmName, refused where the text came

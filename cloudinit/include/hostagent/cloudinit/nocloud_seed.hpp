@@ -1,18 +1,26 @@
 // cloudinit: the cloud-init NoCloud seed of a VM. cloud-init's NoCloud datasource looks
 // for a filesystem labelled "cidata" (or "CIDATA") holding the files "meta-data" (YAML: instance-id,
-// local-hostname) and "user-data" (whatever the user gives cloud-init); both must be present. This
+// local-hostname) and "user-data" (whatever the user gives cloud-init); both must be present, and
+// "network-config" (network configuration version 2) may be, replacing cloud-init's fallback. This
 // module writes that filesystem as an ISO 9660 image (Rock Ridge + Joliet, built with libisofs),
 // which the domain attaches as a read-only CD-ROM (render's GuestOptions::seed_iso).
 #pragma once
 
 #include <cstddef>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "hostagent/common/result.hpp"
 
 namespace hostagent::cloudinit {
+
+// One of the guest's NICs (a VF), found by the MAC the domain gives it.
+struct GuestNic {
+  std::string mac;         // "02:1a:..."
+  std::optional<int> mtu;  // the template's nics.vf.mtu; nullopt: the guest's default
+};
 
 struct NoCloudSeed {
   // cloud-init runs its first-boot modules once per instance id (and keeps its state under
@@ -29,6 +37,10 @@ struct NoCloudSeed {
   // the two are joined into one MIME multipart, the template's first; the request's lists add to the
   // template's and its scalars win (the rule is in src/user_data_parts.hpp and docs/templates.md).
   std::string template_user_data;
+  // The guest's VFs. When any has an MTU, the seed carries a network-config naming each by MAC, with
+  // its MTU, DHCP on and marked optional (a cluster fabric without DHCP must not hold the boot);
+  // otherwise none, and the image's or cloud-init's fallback configuration decides.
+  std::vector<GuestNic> nics;
 };
 
 inline constexpr std::size_t kMaxUserDataBytes = std::size_t{64} * 1024;
