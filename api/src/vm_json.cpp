@@ -67,9 +67,11 @@ boost::json::value to_json(const daemon::VmView& vm) {
 }
 
 boost::json::value to_json(const daemon::ReconcileReport& report) {
-  return boost::json::object{{"adopted", strings(report.adopted)},   {"foreign", strings(report.foreign)},
-                             {"finished", strings(report.finished)}, {"rolled_back", strings(report.rolled_back)},
-                             {"released", strings(report.released)}, {"problems", strings(report.problems)}};
+  return boost::json::object{{"adopted", strings(report.adopted)},        {"foreign", strings(report.foreign)},
+                             {"finished", strings(report.finished)},      {"rolled_back", strings(report.rolled_back)},
+                             {"released", strings(report.released)},      {"problems", strings(report.problems)},
+                             {"repaired", strings(report.repaired)},      {"host_rebooted", report.host_rebooted},
+                             {"boot_starts", strings(report.boot_starts)}};
 }
 
 boost::json::value to_json(const daemon::ServiceStatus& status) {

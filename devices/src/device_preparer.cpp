@@ -14,6 +14,10 @@ class LibvirtManagedPreparer final : public DevicePreparer {
                  const DeviceRequest& /*request*/) override {
     return ok_status();
   }
+  // libvirt binds again at each start, and a VF it configured goes back to it at each start too.
+  Result<std::vector<std::string>> reapply(const std::string& /*vm*/, const numa::Allocation& /*held*/) override {
+    return std::vector<std::string>{};
+  }
   Status release(const std::string& /*vm*/, const numa::Allocation& /*held*/) override { return ok_status(); }
   Result<std::vector<std::string>> release_unheld(const std::vector<numa::Allocation>& /*held*/) override {
     return std::vector<std::string>{};

@@ -111,6 +111,28 @@ class HostDevicePreparer final : public DevicePreparer {
     return with_rollback(std::move(prepared).error(), undo(record));
   }
 
+  Result<std::vector<std::string>> reapply(const std::string& vm, const numa::Allocation& held) override {
+    std::lock_guard lock(mutex_);
+    HA_TRY(auto existing, records_.read(vm));
+    DeviceRecord record = existing.value_or(DeviceRecord{vm, {}, {}, {}});
+    std::vector<std::string> repaired;
+    host_use_->forget();  // read again, once, at the first group bound again
+    HA_TRY_STATUS(reapply_groups(record, held.devices, repaired));
+    for (const auto& vf : record.vfs) {
+      HA_TRY(const auto differed, sriov::reapply(*parts_.netlink, vf));
+      if (differed.empty()) continue;
+      std::string fields;
+      for (const auto& field : differed) fields += (fields.empty() ? "" : "; ") + field;
+      repaired.push_back("VF " + std::to_string(vf.vf) + " of " + vf.pf_netdev + " configured again (" + fields + ")");
+    }
+    ledger_.acquire(vm, record.p2p);  // idempotent: already counted when the records were loaded
+    HA_TRY(const auto written, vfio::apply_p2p(*parts_.config_space, record.p2p));
+    for (const auto& change : written) {
+      repaired.push_back(std::string(vfio::to_string(change.reg)) + " of " + change.device.to_string() + " set again");
+    }
+    return repaired;
+  }
+
   Status release(const std::string& vm, const numa::Allocation& /*held*/) override {
     std::lock_guard lock(mutex_);
     HA_TRY(const auto record, records_.read(vm));
@@ -165,23 +187,84 @@ class HostDevicePreparer final : public DevicePreparer {
     return records_.write(record);  // the VFs' earlier settings, for an operator reading the record
   }
 
-  // One device per group to bind, and the groups recorded with what their members are on now.
-  Result<std::vector<PciAddress>> plan_groups(DeviceRecord& record, const std::vector<PciAddress>& devices) {
-    std::vector<PciAddress> to_bind;
+  // The IOMMU groups of devices as they stand, each once with a device of it, less the groups bound
+  // at start: those are only checked, since they stay on vfio-pci across VMs.
+  using GroupNow = std::pair<PciAddress, vfio::GroupBinding>;
+  Result<std::vector<GroupNow>> own_groups(const std::vector<PciAddress>& devices) {
+    std::vector<GroupNow> out;
     std::set<int> seen;
     for (const auto& device : devices) {
-      HA_TRY(const auto now, binder_.inspect_group(device));
+      HA_TRY(auto now, binder_.inspect_group(device));
       if (!seen.insert(now.group).second) continue;
       if (host_groups_.count(now.group) != 0) {
         HA_TRY_STATUS(check_still_bound(now));
         continue;
       }
+      out.emplace_back(device, std::move(now));
+    }
+    return out;
+  }
+
+  // One device per group to bind, and the groups recorded with what their members are on now.
+  Result<std::vector<PciAddress>> plan_groups(DeviceRecord& record, const std::vector<PciAddress>& devices) {
+    HA_TRY(const auto groups, own_groups(devices));
+    std::vector<PciAddress> to_bind;
+    for (const auto& [device, now] : groups) {
       // Bound by this VM before (a retried step): bound again, a no-op on members still on
       // vfio-pci, and the record keeps the drivers they came from.
       if (!recorded_group(record, now.group)) record.groups.push_back(now);
       to_bind.push_back(device);
     }
     return to_bind;
+  }
+
+  // Each group of the VM's devices on vfio-pci again where it is not: groups bound at start are
+  // only checked (they stay bound across VMs), the VM's own bound again as its record names them.
+  // Group numbers are the kernel's order of discovery at boot and may differ after one: the
+  // members are what must match, and the record follows the new number.
+  Status reapply_groups(DeviceRecord& record, const std::vector<PciAddress>& devices,
+                        std::vector<std::string>& repaired) {
+    HA_TRY(const auto groups, own_groups(devices));
+    bool renumbered = false;
+    for (const auto& [device, now] : groups) {
+      if (on_vfio(now)) continue;
+      HA_TRY(auto* recorded, group_holding(record, device, now));
+      HA_TRY_STATUS(binder_.bind_group(device));
+      repaired.push_back("IOMMU group " + std::to_string(now.group) + " (" + device.to_string() +
+                         ") bound to vfio-pci again");
+      renumbered = renumbered || recorded->group != now.group;
+      recorded->group = now.group;
+    }
+    return renumbered ? records_.write(record) : ok_status();
+  }
+
+  static bool on_vfio(const vfio::GroupBinding& group) {
+    return std::all_of(group.functions.begin(), group.functions.end(),
+                       [](const vfio::BoundFunction& f) { return f.was_vfio; });
+  }
+
+  static std::set<PciAddress> members(const vfio::GroupBinding& group) {
+    std::set<PciAddress> out;
+    for (const auto& f : group.functions) out.insert(f.address);
+    return out;
+  }
+
+  // The recorded group that device was bound in, with the same members it has now: binding a
+  // group whose members changed would take a function whose original driver nobody recorded.
+  static Result<vfio::GroupBinding*> group_holding(DeviceRecord& record, const PciAddress& device,
+                                                   const vfio::GroupBinding& now) {
+    for (auto& group : record.groups) {
+      if (members(group).count(device) == 0) continue;
+      if (members(group) == members(now)) return &group;
+      return Error{ErrorCode::conflict, "IOMMU group " + std::to_string(now.group) + " of " + device.to_string() +
+                                            " holds other functions than when " + record.owner +
+                                            " was prepared (the host's PCI topology changed): delete the VM and "
+                                            "create it again"};
+    }
+    return Error{ErrorCode::conflict, device.to_string() + " of " + record.owner +
+                                          " is not on vfio-pci, and its device record does not say what it was on "
+                                          "before (was the VM made under devices.preparation: libvirt?): delete the "
+                                          "VM and create it again"};
   }
 
   static bool recorded_group(const DeviceRecord& record, int group) {

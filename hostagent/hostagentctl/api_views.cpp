@@ -234,7 +234,8 @@ std::string render_status(const json::value& status) {
       {"foreign domains", display(status, "foreign_domains")},
       {"operations in flight", display(status, "operations_in_flight")}};
   if (member(status, "ready").is_bool()) fields.insert(fields.begin(), {"ready", display(status, "ready")});
-  for (const char* key : {"adopted", "foreign", "finished", "rolled_back", "released", "problems"}) {
+  for (const char* key : {"adopted", "foreign", "finished", "rolled_back", "released", "problems", "repaired",
+                          "host_rebooted", "boot_starts"}) {
     fields.emplace_back(std::string("last reconcile: ") + key, display(reconcile, key));
   }
   return render_fields(fields);

@@ -50,6 +50,22 @@ std::string machine_id() {
   return "";
 }
 
+// Which boot of the host this is (random(4): a UUID the kernel makes at each boot). The daemon
+// compares it with the one it recorded to tell a host reboot from a restart of its own. Without one
+// nothing is started after a reboot, which is said in the log.
+std::string boot_id() {
+  const fs::path path = "/proc/sys/kernel/random/boot_id";
+  std::ifstream in(path);
+  std::string id;
+  if (in && std::getline(in, id) && id.size() == 36 && id.find_first_not_of("0123456789abcdef-") == std::string::npos) {
+    return id;
+  }
+  log(LogLevel::warning, path.string() +
+                             " holds no boot id: a host reboot cannot be told from a restart of "
+                             "hostagentd, and operations.on_host_boot is not applied");
+  return "";
+}
+
 // The operator's reservations, worded as the model shows them.
 std::vector<numa::HostUse> reservations(const config::DaemonConfig& config) {
   std::vector<numa::HostUse> out;
@@ -185,6 +201,7 @@ Result<daemon::ServiceParts> assemble_parts(const config::DaemonConfig& config, 
   parts.host_sysfs_root = config.simulated_host.empty() ? config.sysfs_root : simulated_root(config);
   HA_TRY(parts.templates, load_templates(config));
   parts.host_id = machine_id();
+  parts.boot_id = boot_id();
   virt::LibvirtOptions options;
   options.uri = config.libvirt_uri;
   options.metadata_namespace = std::string(state::kMetadataNamespace);

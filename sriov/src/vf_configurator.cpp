@@ -154,6 +154,18 @@ Result<VfConfigRecord> configure(VfNetlink& netlink, const std::string& pf_netde
   return record;
 }
 
+Result<std::vector<std::string>> reapply(VfNetlink& netlink, const VfConfigRecord& record) {
+  auto state = netlink.read(record.pf_netdev, record.vf);
+  if (!state.ok()) {
+    return Error{state.error().code, "check " + vf_name(record.pf_netdev, record.vf) + ": " + state.error().message};
+  }
+  HA_TRY(const VfSettings settings, validate(record.applied));
+  auto differed = mismatches(settings, *state);
+  if (differed.empty()) return differed;
+  HA_TRY_STATUS(configure(netlink, record.pf_netdev, record.vf, settings));
+  return differed;
+}
+
 VfSettings neutral_settings(const VfState& state, const VfSettings& applied) {
   VfSettings s;
   if (applied.mac || state.mac != kZeroMac) s.mac = kZeroMac;

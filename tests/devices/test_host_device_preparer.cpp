@@ -900,5 +900,84 @@ TEST_CASE("host preparation creates the configured VFs unprobed, once") {
   CHECK_MESSAGE(contains(missing.error().message, "0000:ee:00.0"), missing.error().message);
 }
 
+// How many of the lines name `what`.
+std::size_t lines_with(const std::vector<std::string>& lines, const std::string& what) {
+  return static_cast<std::size_t>(
+      std::count_if(lines.begin(), lines.end(), [&](const std::string& line) { return contains(line, what); }));
+}
+
+TEST_CASE("after a host reboot, reapply binds the VM's groups, configures its VFs and sets ACS and ATS again") {
+  Fixture before_reboot;
+  const auto placement = place(before_reboot.model, gpu_request(2, 1, 1));
+  const auto request = request_for(placement);
+  const auto allocation = numa::allocation_of("vm-a", placement, kGiB);
+  REQUIRE(before_reboot.preparer()->prepare("vm-a", placement, request).ok());
+
+  // The same machine booted again: a fresh tree (host drivers bound, VFs blank, Linux's ACS), and
+  // hostagent's state directory as it was.
+  Fixture f;
+  fs::copy(before_reboot.records_dir.path() / "devices", f.records_dir.path() / "devices", fs::copy_options::recursive);
+  const auto booted = f.host.snapshot();
+  auto preparer = f.preparer();
+  const auto repaired = preparer->reapply("vm-a", allocation);
+  REQUIRE_MESSAGE(repaired.ok(), repaired.error().message);
+  CHECK(lines_with(*repaired, "bound to vfio-pci again") == f.record("vm-a")->groups.size());
+  CHECK(lines_with(*repaired, "configured again (mac: wanted 52:54:00:00:10:0") == request.vf_macs.size());
+  CHECK(lines_with(*repaired, "ACS control of") == placement.p2p_ports.size());
+  check_prepared(f, "vm-a", placement, request);
+
+  // All put back: a second reapply (the next start, or a reconcile) writes nothing anywhere.
+  const auto writes = f.writes();
+  const int applies = f.netlink.applies();
+  const int config_writes = f.config_counters.writes;
+  const auto again = preparer->reapply("vm-a", allocation);
+  REQUIRE_MESSAGE(again.ok(), again.error().message);
+  CHECK(again->empty());
+  CHECK(f.writes() == writes);
+  CHECK(f.netlink.applies() == applies);
+  CHECK(f.config_counters.writes == config_writes);
+
+  REQUIRE(preparer->release("vm-a", allocation).ok());
+  CHECK(describe_difference(booted, f.host.snapshot()) == "");
+  f.check_netlink_neutral();
+}
+
+TEST_CASE("a running VM's blanked VF is configured again, and nothing else is written") {
+  Fixture f;
+  const auto placement = place(f.model, gpu_request(1, 1, 0));
+  const auto request = request_for(placement);
+  const auto allocation = numa::allocation_of("vm-a", placement, kGiB);
+  auto preparer = f.preparer();
+  REQUIRE(preparer->prepare("vm-a", placement, request).ok());
+  const auto writes = f.writes();
+  const int config_writes = f.config_counters.writes;
+  // The PF's driver was reloaded under the running guest.
+  const auto [pf, index] = f.vf_place(request.vf_macs.front().first);
+  f.netlink.state(pf, index) = FakeVfNetlink::fresh();
+
+  const auto repaired = preparer->reapply("vm-a", allocation);
+  REQUIRE_MESSAGE(repaired.ok(), repaired.error().message);
+  REQUIRE(repaired->size() == 1);
+  CHECK(contains(repaired->front(), "VF " + std::to_string(index) + " of " + pf + " configured again"));
+  CHECK(f.vf_state(request.vf_macs.front().first).mac == request.vf_macs.front().second);
+  CHECK(f.writes() == writes);
+  CHECK(f.config_counters.writes == config_writes);
+  REQUIRE(preparer->release("vm-a", allocation).ok());
+}
+
+TEST_CASE("reapply refuses a device off vfio-pci that the VM's record does not name, and writes nothing") {
+  Fixture f;
+  const auto placement = place(f.model, gpu_request(1, 0, 0));
+  auto preparer = f.preparer();
+  const auto writes = f.writes();
+  const auto refused = preparer->reapply("ghost", numa::allocation_of("ghost", placement, kGiB));
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.error().code == ErrorCode::conflict);
+  CHECK_MESSAGE(contains(refused.error().message, placement.gpus.front().gpu.address.to_string()),
+                refused.error().message);
+  CHECK_MESSAGE(contains(refused.error().message, "does not say what it was on before"), refused.error().message);
+  CHECK(f.writes() == writes);
+}
+
 }  // namespace
 }  // namespace hostagent::devices

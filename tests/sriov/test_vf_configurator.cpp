@@ -200,3 +200,47 @@ TEST_CASE("configure and reset name a VF that does not exist") {
 
 }  // namespace
 }  // namespace hostagent::sriov
+
+namespace hostagent::sriov {
+namespace {
+
+TEST_CASE("reapply writes nothing to a VF that holds its settings, and configures again one that lost them") {
+  FakeVfNetlink netlink;
+  netlink.add_pf(kPfNetdev, 4);
+  const auto record = configure(netlink, kPfNetdev, 1, vm_settings());
+  REQUIRE(record.ok());
+  const int applies = netlink.applies();
+
+  const auto held = reapply(netlink, *record);
+  REQUIRE_MESSAGE(held.ok(), held.error().message);
+  CHECK(held->empty());
+  CHECK(netlink.applies() == applies);  // a running guest's VF is not written
+
+  // A PF driver reload, or a host reboot, leaves the VF blank.
+  netlink.state(kPfNetdev, 1) = neutral_state();
+  const auto again = reapply(netlink, *record);
+  REQUIRE_MESSAGE(again.ok(), again.error().message);
+  REQUIRE_FALSE(again->empty());
+  CHECK(again->front() == "mac: wanted 52:54:00:ab:cd:01, got 00:00:00:00:00:00");
+  CHECK(netlink.applies() == applies + 1);
+  const VfState& now = netlink.state(kPfNetdev, 1);
+  CHECK(now.mac == "52:54:00:ab:cd:01");
+  CHECK(now.vlan == 100);
+  CHECK(now.trust == std::optional<bool>(true));
+  CHECK(now.max_tx_rate_mbps == 25000);
+}
+
+TEST_CASE("reapply names the VF when it cannot be read") {
+  FakeVfNetlink netlink;
+  netlink.add_pf(kPfNetdev, 2);
+  auto record = configure(netlink, kPfNetdev, 0, vm_settings());
+  REQUIRE(record.ok());
+  record->pf_netdev = "ens9np0";  // renamed, or gone since
+  const auto read = reapply(netlink, *record);
+  REQUIRE_FALSE(read.ok());
+  CHECK(read.error().code == ErrorCode::not_found);
+  CHECK(read.error().message.find("ens9np0") != std::string::npos);
+}
+
+}  // namespace
+}  // namespace hostagent::sriov

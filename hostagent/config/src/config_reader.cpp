@@ -46,6 +46,7 @@ const std::vector<std::string_view> kDevicesKeys = {"preparation", "bind_at_star
 const std::vector<std::string_view> kVfKeys = {
     "vlan", "qos", "trust", "spoofchk", "link_state", "min_tx_rate_mbps", "max_tx_rate_mbps"};
 const std::vector<std::string_view> kPreparations = {"hostagent", "libvirt"};
+const std::vector<std::string_view> kOnHostBoot = {"restore", "start", "stay_off"};
 const std::vector<std::string_view> kLinkStates = {"auto", "enable", "disable"};
 // The domain types hostagent renders: QEMU with or without KVM, and libvirt's test driver.
 const std::vector<std::string_view> kDomainTypes = {"kvm", "qemu", "test"};
@@ -229,11 +230,13 @@ class ConfigReader {
   }
 
   void read_operations(const Value& operations, DaemonConfig& config) {
-    if (!section(operations, "operations", {"workers", "stop_timeout"})) return;
+    if (!section(operations, "operations", {"workers", "stop_timeout", "on_host_boot"})) return;
     config.operation_workers = check_.whole(field(operations, "workers"), "operations.workers", 1, kMaxWorkers)
                                    .value_or(config.operation_workers);
     config.stop_timeout = read_duration(check_, field(operations, "stop_timeout"), "operations.stop_timeout")
                               .value_or(config.stop_timeout);
+    config.on_host_boot = check_.choice(field(operations, "on_host_boot"), "operations.on_host_boot", kOnHostBoot)
+                              .value_or(config.on_host_boot);
   }
 
   void read_devices(const Value& devices, DevicesConfig& config) {

@@ -1,7 +1,9 @@
 // daemon/power_vm: start, stop and reboot. They hold nothing and change no allocation, so they are
-// not journaled: after a crash, libvirt's state of the domain is the whole truth about them.
+// not journaled: after a crash, libvirt's state of the domain is the whole truth about them. A
+// start puts the VM's devices back as prepared first, which is idempotent.
 #include "daemon_log.hpp"
 #include "operations.hpp"
+#include "vm_steps.hpp"
 
 namespace hostagent::daemon {
 namespace {
@@ -50,15 +52,21 @@ Result<VmView> finish(Context& context, const std::string& name) {
 }  // namespace
 
 Result<VmView> start_vm(Context& context, const std::string& name) {
-  HA_TRY_STATUS(managed_record(context, name));
-  step(context, name, "start", "start");
-  HA_TRY(const auto state, refresh(context, name));
-  // Starting a running VM is done already: a retried request must not fail.
-  if (state != virt::DomainState::running) {
-    if (auto started = context.hypervisor->start(name); !started.ok()) {
-      context.operations.idle(name);
-      return std::move(started).error();
-    }
+  HA_TRY(const auto record, managed_record(context, name));
+  step(context, name, "start", "prepare_devices", 1, 2);
+  auto outcome = [&]() -> Status {
+    HA_TRY(const auto state, refresh(context, name));
+    // Starting a running VM is done already: a retried request must not fail.
+    if (state == virt::DomainState::running) return ok_status();
+    // Its devices may not be as prepared (a host reboot undoes all of it; the domain's hostdevs are
+    // managed='no', so libvirt would start QEMU on devices still with their host drivers).
+    HA_TRY_STATUS(reapply_devices(context, record));
+    step(context, name, "start", "start", 2, 2);
+    return context.hypervisor->start(name);
+  }();
+  if (!outcome.ok()) {
+    context.operations.idle(name);
+    return std::move(outcome).error();
   }
   return finish(context, name);
 }

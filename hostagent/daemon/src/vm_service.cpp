@@ -4,6 +4,7 @@
 
 #include "daemon_log.hpp"
 #include "health_poller.hpp"
+#include "host_boot.hpp"
 #include "hostagent/common/sysfs_root.hpp"
 #include "hostagent/common/text.hpp"
 #include "hostagent/daemon/service_parts.hpp"
@@ -15,6 +16,7 @@
 #include "operations.hpp"
 #include "reconcile.hpp"
 #include "vm_queues.hpp"
+#include "vm_steps.hpp"
 
 namespace hostagent::daemon {
 namespace {
@@ -25,7 +27,8 @@ const std::string kHostQueue;
 class VmServiceImpl final : public VmService {
  public:
   VmServiceImpl(ServiceParts parts, state::Journal journal, state::CreateRequests requests, numa::HostPolicy policy)
-      : context_(std::move(parts), std::move(journal), std::move(requests), std::move(policy)),
+      : power_(parts.config.state_directory / "power.json", parts.boot_id),
+        context_(std::move(parts), std::move(journal), std::move(requests), std::move(policy)),
         queues_(context_.config.operation_workers) {}
 
   ~VmServiceImpl() override {
@@ -40,10 +43,13 @@ class VmServiceImpl final : public VmService {
   Status begin() {
     // Before anything changes: an unreadable record stops the start with nothing touched.
     HA_TRY_STATUS(context_.requests.load());
+    HA_TRY_STATUS(power_.load());
     // Subscribed before reconcile lists the domains, so no change between the two goes unseen.
     context_.hypervisor->subscribe([this](const virt::DomainEvent& event) { on_domain_event(event); },
                                    [this](virt::ConnectionEvent event) { on_connection_event(event); });
     HA_TRY(auto report, reconcile(context_));
+    repair_running(report);
+    const auto starts = after_reboot(report);
     for (const auto& problem : report.problems) log(LogLevel::warning, "reconcile: " + problem);
     log(LogLevel::info, "reconciled: " + std::to_string(report.adopted.size()) + " VMs adopted, " +
                             std::to_string(report.foreign.size()) + " foreign domains, " +
@@ -56,6 +62,7 @@ class VmServiceImpl final : public VmService {
           std::make_unique<HealthPoller>([this] { return read_device_health(); }, context_.device_health_interval);
     }
     ready_ = true;
+    start_after_reboot(starts);
     return ok_status();
   }
 
@@ -225,7 +232,9 @@ class VmServiceImpl final : public VmService {
   void queue(const std::string& id, const std::string& name, Run run) {
     queues_.post(name, [this, id, run = std::move(run)] {
       context_.operations.start(id);
-      context_.operations.finish(id, status_of(run()));
+      auto outcome = status_of(run());
+      power_.save(context_.ledger.entries());
+      context_.operations.finish(id, outcome);
     });
   }
 
@@ -321,6 +330,8 @@ class VmServiceImpl final : public VmService {
     if (context_.ledger.on_event(event) && !context_.operations.progress_of(event.name)) {
       queues_.post(kHostQueue, [this] { resync(); });
     }
+    // A guest that powered itself off, or crashed, is no longer running: the record follows.
+    queues_.post(kHostQueue, [this] { power_.save(context_.ledger.entries()); });
     ServiceEvent changed;
     changed.kind = ServiceEvent::Kind::vm;
     changed.vm = event.name;
@@ -344,6 +355,49 @@ class VmServiceImpl final : public VmService {
       recover_journal();
       ready_ = context_.hypervisor->connected();
     });
+  }
+
+  // A running VM's devices, as its record says they were prepared: a PF driver reloaded while the
+  // daemon was down blanks the VFs under a running guest. Only what differs is written.
+  void repair_running(ReconcileReport& report) {
+    for (const auto& entry : context_.ledger.entries()) {
+      if (!entry.managed || !entry.record || entry.state != virt::DomainState::running) continue;
+      auto repaired = reapply_devices(context_, *entry.record);
+      if (!repaired.ok()) {
+        report.problems.push_back(entry.name + ": its devices are not as prepared, and putting them back failed: " +
+                                  repaired.error().message);
+        continue;
+      }
+      for (const auto& repair : *repaired) report.repaired.push_back(entry.name + ": " + repair);
+    }
+  }
+
+  // After a host reboot, the VMs operations.on_host_boot starts again; none after a restart alone.
+  std::vector<std::string> after_reboot(ReconcileReport& report) {
+    const auto before = power_.reboot_record();
+    if (!before) return {};
+    report.host_rebooted = true;
+    report.boot_starts = boot_starts(context_.config.on_host_boot, *before, context_.ledger.entries());
+    log(LogLevel::info, "the host rebooted since hostagentd last ran (boot " + before->boot_id +
+                            "): operations.on_host_boot " + context_.config.on_host_boot + " starts " +
+                            std::to_string(report.boot_starts.size()) + " VMs (" +
+                            std::to_string(before->running.size()) + " were running)");
+    return report.boot_starts;
+  }
+
+  // Each as a start operation (devices prepared first), on its VM's queue. The power record keeps
+  // the last boot's until they have all ended: a daemon killed midway starts them again.
+  void start_after_reboot(const std::vector<std::string>& starts) {
+    power_.hold(static_cast<int>(starts.size()));
+    for (const auto& name : starts) {
+      const auto operation = enqueue("start", name);
+      queue(operation.id, name, [this, name] {
+        auto started = daemon::start_vm(context_, name);
+        power_.boot_start_ended(context_.ledger.entries());
+        return started;
+      });
+    }
+    power_.save(context_.ledger.entries());
   }
 
   // Events may have been missed while libvirt was away, or a domain changed outside hostagent.
@@ -371,6 +425,7 @@ class VmServiceImpl final : public VmService {
     }
   }
 
+  PowerKeeper power_;  // before context_: built from the parts context_ takes
   Context context_;
   std::atomic<int> connection_losses_{0};
   std::atomic<bool> ready_{false};

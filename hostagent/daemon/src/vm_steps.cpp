@@ -55,6 +55,14 @@ Status release_devices(Context& context, const state::VmRecord& record) {
   return context.devices->release(record.name, record.allocation);
 }
 
+Result<std::vector<std::string>> reapply_devices(Context& context, const state::VmRecord& record) {
+  HA_TRY(auto repaired, context.devices->reapply(record.name, record.allocation));
+  for (const auto& repair : repaired) {
+    log(LogLevel::warning, "devices of " + record.name + " were not as prepared: " + repair, {.vm = record.name});
+  }
+  return repaired;
+}
+
 Status no_effect(Context& /*context*/, const state::VmRecord& /*record*/) {
   return ok_status();
 }

@@ -35,6 +35,9 @@ Status undefine_if_ours(Context& context, const state::VmRecord& record);
 Status delete_disk(Context& context, const state::VmRecord& record);
 Status delete_seed(Context& context, const state::VmRecord& record);
 Status release_devices(Context& context, const state::VmRecord& record);
+// Not a table's step: the VM's devices put back as prepared (DevicePreparer::reapply) before its
+// domain starts, and at reconcile for a running one. Each repair is logged; returns them.
+Result<std::vector<std::string>> reapply_devices(Context& context, const state::VmRecord& record);
 Status no_effect(Context& context, const state::VmRecord& record);
 
 }  // namespace hostagent::daemon

@@ -72,6 +72,14 @@ Status RecordingPreparer::prepare(const std::string& vm, const numa::Placement& 
   return ok_status();
 }
 
+Result<std::vector<std::string>> RecordingPreparer::reapply(const std::string& vm, const numa::Allocation& /*held*/) {
+  std::lock_guard lock(shared_->mutex);
+  shared_->reapplied.push_back(vm);
+  if (shared_->fail_reapply) return Error{ErrorCode::conflict, "injected failure of reapply"};
+  if (shared_->undone.erase(vm) == 0) return std::vector<std::string>{};
+  return std::vector<std::string>{"devices of " + vm + " prepared again"};
+}
+
 Status RecordingPreparer::release(const std::string& vm, const numa::Allocation& /*held*/) {
   std::lock_guard lock(shared_->mutex);
   if (shared_->fail_release) {
@@ -185,6 +193,7 @@ config::DaemonConfig DaemonFixture::config() const {
   config.template_directories = {hostagent::testing::shipped_templates_dir()};
   config.template_directories.insert(config.template_directories.end(), template_dirs_.begin(), template_dirs_.end());
   config.operation_workers = 8;
+  config.on_host_boot = on_host_boot;
   return config;
 }
 
@@ -197,6 +206,7 @@ Result<std::unique_ptr<daemon::VmService>> DaemonFixture::start(FaultyHypervisor
   parts.devices = std::make_unique<RecordingPreparer>(devices_);
   if (clock) parts.clock = clock;
   parts.device_health_interval = device_health_interval;
+  parts.boot_id = boot_id;
   return daemon::start_service(std::move(parts));
 }
 

@@ -76,11 +76,16 @@ class RecordingPreparer final : public devices::DevicePreparer {
     bool fail_prepare = false;
     bool fail_release = false;
     int failed_releases = 0;  // releases refused by fail_release
+    // VMs whose prepared devices a host reboot (or a PF driver reload) undid: reapply puts them back.
+    std::set<std::string> undone;
+    std::vector<std::string> reapplied;  // every reapply, in order, by VM
+    bool fail_reapply = false;
   };
   explicit RecordingPreparer(std::shared_ptr<Shared> shared) : shared_(std::move(shared)) {}
   bool libvirt_manages_hostdevs() const override { return true; }
   Status prepare(const std::string& vm, const numa::Placement& placement,
                  const devices::DeviceRequest& request) override;
+  Result<std::vector<std::string>> reapply(const std::string& vm, const numa::Allocation& held) override;
   Status release(const std::string& vm, const numa::Allocation& held) override;
   Result<std::vector<std::string>> release_unheld(const std::vector<numa::Allocation>& held) override;
 
@@ -130,6 +135,9 @@ class DaemonFixture {
   std::shared_ptr<RecordingPreparer::Shared> devices() const { return devices_; }
   // libvirt itself, as another of its clients: what is done here is done outside hostagent.
   virt::Hypervisor& libvirt() const;
+  // The host's boot the services run in (ServiceParts::boot_id): a test reboots the host by changing it.
+  std::string boot_id = "2b5e0c1a-0000-4000-8000-000000000001";
+  std::string on_host_boot = "restore";  // operations.on_host_boot
   // How often the service reads device health again (ServiceParts::device_health_interval).
   std::chrono::milliseconds device_health_interval{10000};
   const std::filesystem::path& scratch() const { return scratch_.path(); }

@@ -40,6 +40,13 @@ class DevicePreparer {
   virtual bool libvirt_manages_hostdevs() const = 0;
   // Readies what the placement assigns to vm. On failure, leaves nothing half-prepared.
   virtual Status prepare(const std::string& vm, const numa::Placement& placement, const DeviceRequest& request) = 0;
+  // Before a prepared VM's domain starts, and at reconcile for each running one: puts its devices
+  // back as its record says they were prepared, writing only what differs (a host reboot left its
+  // groups on their host drivers, its VFs blank and its ACS/ATS registers reset; a PF driver reload
+  // blanks VFs under a running guest). Returns what it put back, worded for the log; empty when
+  // all held. On a failure what was put back stays (the VM holds those devices either way, and a
+  // release gives them back from the record).
+  virtual Result<std::vector<std::string>> reapply(const std::string& vm, const numa::Allocation& held) = 0;
   // Gives back what vm held. Idempotent: rollback and crash recovery call it for steps that may
   // never have run.
   virtual Status release(const std::string& vm, const numa::Allocation& held) = 0;

@@ -136,6 +136,10 @@ struct ReconcileReport {
   std::vector<std::string> rolled_back;  // interrupted operations undone ("create vm2")
   std::vector<std::string> released;     // leftovers no VM held (volumes, devices)
   std::vector<std::string> problems;     // what could not be recovered, and why
+  // Devices of running VMs found not as prepared and put back ("vm1: VF 2 of ens1f0 configured again (...)")
+  std::vector<std::string> repaired;
+  bool host_rebooted = false;            // the host's boot differs from the one the daemon last ran in
+  std::vector<std::string> boot_starts;  // VMs operations.on_host_boot started again (each a start operation)
 };
 
 struct ServiceStatus {

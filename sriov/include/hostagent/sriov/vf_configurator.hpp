@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "hostagent/common/result.hpp"
 #include "hostagent/sriov/vf_netlink.hpp"
@@ -23,6 +24,12 @@ struct VfConfigRecord {
 // reads back and checks every wanted field took. On a refusal or a mismatch it puts back the
 // previous values of the fields it asked for, and says whether that worked.
 Result<VfConfigRecord> configure(VfNetlink& netlink, const std::string& pf_netdev, int vf, const VfSettings& wanted);
+
+// A VF configured before, checked against what configure applied (after a host reboot, or a PF
+// driver reload, it holds none of it): nothing is written while it still holds, so a running
+// guest's VF is left alone; otherwise configured again. Returns the fields that differed, worded
+// ("mac: wanted 52:54:00:..., got 00:00:00:00:00:00"); empty when nothing was written.
+Result<std::vector<std::string>> reapply(VfNetlink& netlink, const VfConfigRecord& record);
 
 // Back to the neutral configuration libvirt leaves a released VF in (MAC 00:00:00:00:00:00, VLAN 0,
 // trust off, spoofchk on, link state auto, no rate limits): every field configure set, and any other

@@ -123,6 +123,10 @@ struct DaemonConfig {
   // operations
   int operation_workers = 8;                      // threads running operations (each may block on libvirt)
   std::chrono::milliseconds stop_timeout{60000};  // graceful stop: ACPI, then forced after this long
+  // After the host reboots (its boot id changed since the daemon last ran), which of hostagent's VMs
+  // start again, devices prepared first: "restore" those that were running when it went down,
+  // "start" all of them, "stay_off" none.
+  std::string on_host_boot = "restore";
 
   DevicesConfig devices;
 

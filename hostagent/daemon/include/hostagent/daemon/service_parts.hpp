@@ -33,6 +33,9 @@ struct ServiceParts {
   // The host's identity (/etc/machine-id), which derived VF MACs start from; "" leaves them to the
   // VM's UUID alone (tests).
   std::string host_id;
+  // This boot of the host (the kernel's boot_id): one that differs from the recorded one is a host
+  // reboot, and config.on_host_boot says which VMs start again. "" never counts as a reboot.
+  std::string boot_id;
   std::unique_ptr<virt::Hypervisor> hypervisor;
   std::unique_ptr<devices::DevicePreparer> devices;
   std::shared_ptr<Clock> clock;
