@@ -27,6 +27,11 @@ std::optional<virt::DomainState> state_after(virt::DomainEventKind kind) {
   }
 }
 
+// A foreign domain that pins nothing, passes nothing through and has no hugepages holds nothing.
+bool holds_anything(const numa::Allocation& allocation) {
+  return !allocation.cpus.empty() || !allocation.devices.empty() || !allocation.hugepages.empty();
+}
+
 }  // namespace
 
 std::string worded_state(const LedgerEntry& entry) {
@@ -79,7 +84,8 @@ void Ledger::publish_devices(const std::string& vm, const std::vector<PciAddress
   events_.publish(event);
 }
 
-void Ledger::adopt(const virt::DomainSummary& domain, std::optional<state::VmRecord> record) {
+void Ledger::adopt(const virt::DomainSummary& domain, std::optional<state::VmRecord> record,
+                   std::optional<numa::Allocation> holdings) {
   std::lock_guard lock(mutex_);
   auto& entry = entries_[domain.name];
   entry.name = domain.name;
@@ -88,6 +94,7 @@ void Ledger::adopt(const virt::DomainSummary& domain, std::optional<state::VmRec
   entry.uuid = domain.uuid;
   entry.state = domain.state;
   entry.record = std::move(record);
+  entry.foreign_holdings = std::move(holdings);
   ++holdings_version_;
 }
 
@@ -156,6 +163,9 @@ std::vector<numa::Allocation> Ledger::held_locked() const {
   std::vector<numa::Allocation> held;
   for (const auto& [name, entry] : entries_) {
     if (entry.managed && entry.record) held.push_back(entry.record->allocation);
+    if (!entry.managed && entry.foreign_holdings && holds_anything(*entry.foreign_holdings)) {
+      held.push_back(*entry.foreign_holdings);
+    }
   }
   return held;
 }

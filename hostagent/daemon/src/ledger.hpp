@@ -27,6 +27,9 @@ struct LedgerEntry {
   virt::DomainState state = virt::DomainState::shut_off;
   std::string last_event;
   std::optional<state::VmRecord> record;
+  // A domain hostagent did not make: its pinned CPUs, passthrough functions and hugepages
+  // (state/domain_holdings), held like a VM's so placement never gives them out.
+  std::optional<numa::Allocation> foreign_holdings;
 };
 
 // The state list_vms() reports for an entry: libvirt's, worded, or "absent" before the define.
@@ -56,8 +59,10 @@ class Ledger {
   Result<numa::Placement> reserve(state::VmRecord& record, const numa::PlacementRequest& request);
   void release(const std::string& name);
 
-  // A domain as libvirt reports it; record is set when it carries a readable record of ours.
-  void adopt(const virt::DomainSummary& domain, std::optional<state::VmRecord> record);
+  // A domain as libvirt reports it; record is set when it carries a readable record of ours, and
+  // holdings, what it holds, when it is another's.
+  void adopt(const virt::DomainSummary& domain, std::optional<state::VmRecord> record,
+             std::optional<numa::Allocation> holdings = std::nullopt);
   void set_domain(const std::string& name, const std::string& uuid, virt::DomainState state);
   void set_record(const state::VmRecord& record);
   // Records a lifecycle event. True when the ledger cannot follow it alone (a domain defined, or

@@ -5,6 +5,7 @@
 #include <set>
 
 #include "daemon_log.hpp"
+#include "hostagent/state/domain_holdings.hpp"
 #include "vm_steps.hpp"
 
 namespace hostagent::daemon {
@@ -26,15 +27,42 @@ void release_if_same(Context& context, const state::VmRecord& record) {
   if (entry && entry->record && entry->record->uuid == record.uuid) context.ledger.release(record.name);
 }
 
+// libvirt's <hugepages/> without a page size means the kernel's default, which is 2 MiB on x86-64
+// unless default_hugepagesz= says otherwise.
+constexpr uint64_t kDefaultHugepageBytes = 2ULL << 20U;
+
+// A domain hostagent did not make is never changed, but what it holds is held: placement must not
+// give a VM the CPUs it is pinned to, its passthrough functions or its hugepages. What cannot be
+// read is not counted, and the report says so; what it may use without pinning is logged.
+std::optional<numa::Allocation> foreign_holdings(Context& context, const std::string& name, ReconcileReport& report) {
+  const std::string whose = "domain " + name + " (not hostagent's): ";
+  auto xml = context.hypervisor->domain_xml(name);
+  if (!xml.ok()) {
+    report.problems.push_back(whose + "what it holds could not be read, and is not counted: " + xml.error().message);
+    return std::nullopt;
+  }
+  auto holdings = state::domain_holdings(name, *xml, kDefaultHugepageBytes);
+  if (!holdings.ok()) {
+    report.problems.push_back(whose + "what it holds is not counted: " + holdings.error().message);
+    return std::nullopt;
+  }
+  for (const auto& note : holdings->uncounted) log(LogLevel::warning, whose + note);
+  return std::move(holdings->allocation);
+}
+
+void adopt_foreign(Context& context, const virt::DomainSummary& domain, ReconcileReport& report) {
+  context.ledger.adopt(domain, std::nullopt, foreign_holdings(context, domain.name, report));
+}
+
 void adopt(Context& context, const virt::DomainSummary& domain, ReconcileReport& report) {
   if (!domain.metadata) {
-    context.ledger.adopt(domain, std::nullopt);
+    adopt_foreign(context, domain, report);
     report.foreign.push_back(domain.name);
     return;
   }
   auto record = state::parse_record(*domain.metadata);
   if (!record.ok()) {
-    context.ledger.adopt(domain, std::nullopt);
+    adopt_foreign(context, domain, report);
     report.foreign.push_back(domain.name);
     report.problems.push_back("domain " + domain.name + ": its hostagent record cannot be read, so it is treated " +
                               "as foreign: " + record.error().message);
@@ -108,7 +136,8 @@ Status sync_domains(Context& context, ReconcileReport& report, bool initial) {
   for (const auto& domain : domains) {
     listed.insert(domain.name);
     const auto known = context.ledger.find(domain.name);
-    if (initial || !known || !known->defined) {
+    // A domain not hostagent's is read again at each sync: redefined, it may hold other things.
+    if (initial || !known || !known->defined || !known->managed) {
       adopt(context, domain, report);
     } else {
       context.ledger.set_domain(domain.name, domain.uuid, domain.state);

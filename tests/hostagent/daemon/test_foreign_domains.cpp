@@ -1,0 +1,76 @@
+// A domain hostagent did not make is never touched, and what it holds is held: its pinned CPUs,
+// its passthrough functions and its hugepages are never given to a VM.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+
+#include "daemon_fixture.hpp"
+#include "hostagent/common/sysfs_root.hpp"
+
+namespace hostagent::testing {
+namespace {
+
+bool shares(const std::vector<int>& a, const std::vector<int>& b) {
+  return std::any_of(a.begin(), a.end(), [&](int cpu) { return std::find(b.begin(), b.end(), cpu) != b.end(); });
+}
+
+// A domain made by another tool, pinned to `cpus`, passing `device` through, backed by 1 GiB pages
+// on host node 0.
+std::string foreign_xml(const std::vector<int>& cpus, const PciAddress& device) {
+  std::string pins;
+  for (std::size_t i = 0; i < cpus.size(); ++i) {
+    pins += "<vcpupin vcpu='" + std::to_string(i) + "' cpuset='" + std::to_string(cpus[i]) + "'/>";
+  }
+  char address[160];
+  std::snprintf(address, sizeof address, "<address domain='0x%04x' bus='0x%02x' slot='0x%02x' function='0x%x'/>",
+                device.domain, device.bus, device.device, device.function);
+  return "<domain type='test'><name>other-tool</name><memory unit='GiB'>8</memory>"
+         "<memoryBacking><hugepages><page size='1' unit='GiB'/></hugepages></memoryBacking>"
+         "<vcpu placement='static'>" +
+         std::to_string(cpus.size()) + "</vcpu><cputune>" + pins +
+         "</cputune><numatune><memory mode='strict' nodeset='0'/></numatune>"
+         "<os><type>hvm</type></os><devices><hostdev mode='subsystem' type='pci' managed='yes'><source>" +
+         address + "</source></hostdev></devices></domain>";
+}
+
+TEST_CASE("a foreign domain's pinned CPUs, passthrough GPU and hugepages are never given to a VM") {
+  DaemonFixture fixture;
+  numa::Allocation first;
+  {
+    auto service = started(fixture);
+    auto probe = create_vm(*service, fixture.request("probe", kOneGpu));
+    REQUIRE_MESSAGE(probe.ok(), probe.error().message);
+    first = probe->record->allocation;
+    REQUIRE(delete_vm(*service, vm_name("probe")).ok());
+  }
+  // What the first VM got, another tool takes.
+  const std::vector<int> taken(first.cpus.begin(), first.cpus.begin() + 4);
+  const PciAddress gpu = first.devices.front();
+  const auto defined = fixture.libvirt().define(foreign_xml(taken, gpu));
+  REQUIRE_MESSAGE(defined.ok(), defined.error().message);
+
+  auto service = started(fixture);
+  CHECK(service->status().last_reconcile.foreign.size() == 2);  // the driver's own "test" too
+  const auto usage = service->usage();
+  const auto other = std::find_if(usage.held.begin(), usage.held.end(),
+                                  [](const numa::Allocation& a) { return a.vm == "other-tool"; });
+  REQUIRE(other != usage.held.end());
+  CHECK(other->cpus == taken);
+  CHECK(other->devices == std::vector<PciAddress>{gpu});
+  CHECK(other->hugepages == std::map<int, uint64_t>{{0, 8}});
+
+  auto after = create_vm(*service, fixture.request("after", kOneGpu));
+  REQUIRE_MESSAGE(after.ok(), after.error().message);
+  const auto& got = after->record->allocation;
+  CHECK_FALSE(shares(got.cpus, taken));
+  CHECK(std::find(got.devices.begin(), got.devices.end(), gpu) == got.devices.end());
+  // All eight GPUs no longer fit: one is the other tool's.
+  REQUIRE(delete_vm(*service, vm_name("after")).ok());
+  const auto eight = create_vm(*service, fixture.request("eight", kEightGpus));
+  REQUIRE_FALSE(eight.ok());
+  CHECK(eight.error().code == ErrorCode::does_not_fit);
+  CHECK_MESSAGE(contains(eight.error().message, "other-tool"), eight.error().message);
+}
+
+}  // namespace
+}  // namespace hostagent::testing
