@@ -44,6 +44,10 @@ Status check_pages(const CpuNode& node, uint64_t needed, uint64_t page_size) {
     for (const auto& [vm, pages] : node.pages_held) {
       why += (why.empty() ? " (" : ", ") + std::to_string(pages) + " held by vm " + vm;
     }
+    if (node.unclaimed && node.free_pages() == *node.unclaimed) {
+      why += (why.empty() ? " (" : ", ") + std::string("the kernel has ") + std::to_string(*node.unclaimed) +
+             " free that no VM is still to take";
+    }
     if (!why.empty()) why += ")";
   }
   return Error{ErrorCode::does_not_fit, "needs " + std::to_string(needed) + " hugepages of " + size + " on node " +

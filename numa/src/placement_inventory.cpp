@@ -242,7 +242,8 @@ uint64_t CpuNode::free_pages() const {
   uint64_t taken = 0;
   for (const auto& [vm, pages] : pages_held) taken += pages;
   const uint64_t total = pool_total.value_or(0);
-  return taken >= total ? 0 : total - taken;
+  const uint64_t free = taken >= total ? 0 : total - taken;
+  return unclaimed ? std::min(free, *unclaimed) : free;
 }
 
 int Inventory::cell_node(const std::optional<int>& numa_node) const {
@@ -261,7 +262,10 @@ Inventory take_inventory(const HostModel& host, const std::vector<Allocation>& e
   inv.host = &host;
   for (const auto& numa : host.numa_nodes) {
     if (numa.cpuless || numa.cpus.empty()) continue;
-    inv.cpu_nodes.emplace(numa.id, take_cpu_node(numa, cpus_by_id, holders, housekeeping, request.hugepage_size_bytes));
+    auto node = take_cpu_node(numa, cpus_by_id, holders, housekeeping, request.hugepage_size_bytes);
+    const auto unclaimed = policy.unclaimed_hugepages.find({numa.id, request.hugepage_size_bytes});
+    if (unclaimed != policy.unclaimed_hugepages.end()) node.unclaimed = unclaimed->second;
+    inv.cpu_nodes.emplace(numa.id, std::move(node));
   }
   inv.cell_node_of = map_cell_nodes(host, inv.cpu_nodes);
   const GroupIndex groups = index_groups(host);

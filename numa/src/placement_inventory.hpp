@@ -43,6 +43,7 @@ struct CpuNode {
   std::map<std::string, int> held;             // vm -> CPUs it holds on this node
   std::optional<uint64_t> pool_total;          // hugepages of the request's size; nullopt: no such pool
   std::map<std::string, uint64_t> pages_held;  // vm -> pages of that size it holds on this node
+  std::optional<uint64_t> unclaimed;           // HostPolicy::unclaimed_hugepages for this node and size
 
   int free_cpus() const { return static_cast<int>(2 * pairs.size() + singles.size()); }
   uint64_t free_pages() const;

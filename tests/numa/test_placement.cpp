@@ -129,7 +129,7 @@ void check_common(const HostModel& m, const HostPolicy& policy, const PlacementR
 }
 
 HostPolicy vela2_policy() {
-  return HostPolicy{{0, 96, 48, 144}, true, {}};
+  return HostPolicy{{0, 96, 48, 144}, true, {}, {}};
 }  // one core per socket
 
 PlacementRequest vela2_full() {
@@ -220,7 +220,7 @@ TEST_CASE("placement: vela2 8 GPUs with a VF under each GPU's switch and 160 vCP
 TEST_CASE("placement: vela1 with SR-IOV on gives 8 A100 two VFs each from the dual-port NIC under their switch") {
   const auto host = discover_spec(vela1_with_vfs(2));
   const auto& m = host->model;
-  const HostPolicy policy{{0, 48, 24, 72}, true, {}};
+  const HostPolicy policy{{0, 48, 24, 72}, true, {}, {}};
   PlacementRequest r;
   r.vcpus = 88;
   r.memory_bytes = 1200 * kGiB;
@@ -246,7 +246,7 @@ TEST_CASE("placement: vela1 with SR-IOV on gives 8 A100 two VFs each from the du
 
 TEST_CASE("placement: vela1 with SR-IOV off (no VFs created) refuses VFs and places GPUs without them") {
   const auto host = discover_spec(vela1_with_vfs(0));
-  const HostPolicy policy{{0, 48}, true, {}};
+  const HostPolicy policy{{0, 48}, true, {}, {}};
   auto r = one_gpu();
   const auto refused = place(host->model, {}, policy, r);
   REQUIRE_FALSE(refused.ok());
@@ -322,7 +322,7 @@ TEST_CASE("placement: vela2 takes one 1-GPU VM per switch until none is left and
 TEST_CASE("placement: a GPU with an audio function takes it as a companion (quirks host)") {
   const auto host = shared_builtin("quirks");
   const auto& m = host->model;
-  const HostPolicy policy{{}, false, {}};  // the quirks host has no hugepage pools
+  const HostPolicy policy{{}, false, {}, {}};  // the quirks host has no hugepage pools
   auto r = cpus_only(4, 8 * kGiB);
   r.gpus = 1;
   r.gpu_ids = {{0x10de, 0x2230}};  // the RTX A6000
@@ -350,7 +350,7 @@ TEST_CASE("placement: a CPU-less node is never used for vCPUs and its GPU's cell
   }
   const auto host = discover_spec(spec);
   const auto& m = host->model;
-  const HostPolicy policy{{0}, false, {}};
+  const HostPolicy policy{{0}, false, {}, {}};
   auto r = cpus_only(14, 14 * kGiB);
   const auto wide = place(m, {}, policy, r);
   REQUIRE_MESSAGE(wide.ok(), wide.error().message);
@@ -446,14 +446,35 @@ TEST_CASE("placement: exhausted hugepages are refused with the pool and the shor
   REQUIRE_FALSE(no_pool.ok());
   CHECK(no_pool.error().message == "needs 1024 hugepages of 2 MiB on node 0; free: 0");
   // Unless the host cannot tell its pools: then memory is placed by node without the check.
-  const auto unchecked = place(host->model, {}, HostPolicy{{0, 96, 48, 144}, false, {}}, small);
+  const auto unchecked = place(host->model, {}, HostPolicy{{0, 96, 48, 144}, false, {}, {}}, small);
   REQUIRE_MESSAGE(unchecked.ok(), unchecked.error().message);
   CHECK(unchecked->cells[0].hugepages == 1024);
 }
 
+TEST_CASE("placement: hugepages the kernel does not have free are not placed, whatever the accounting says") {
+  const auto host = shared_builtin("vela2");
+  auto policy = vela2_policy();
+  // Pages taken outside hostagent: node 0's pool has 50 left, though no VM holds any.
+  policy.unclaimed_hugepages = {{{0, kGiB}, 50}, {{1, kGiB}, 900}};
+  const auto moved = place(host->model, {}, policy, one_gpu(8, 200 * kGiB));
+  REQUIRE_MESSAGE(moved.ok(), moved.error().message);
+  CHECK(moved->cells[0].host_node == 1);
+
+  policy.unclaimed_hugepages[{1, kGiB}] = 10;
+  const auto refused = place(host->model, {}, policy, one_gpu(8, 200 * kGiB));
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.error().code == ErrorCode::does_not_fit);
+  CHECK_MESSAGE(refused.error().message.find("free: 50 (the kernel has 50 free that no VM is still to take)") !=
+                    std::string::npos,
+                refused.error().message);
+  // A pool the reading does not name goes by the accounting alone.
+  policy.unclaimed_hugepages = {{{0, 2 * kMiB}, 0}};
+  CHECK(place(host->model, {}, policy, one_gpu(8, 200 * kGiB)).ok());
+}
+
 TEST_CASE("placement: a GPU without a ConnectX under it (workstation) fails strict and non-strict VF requests") {
   const auto host = shared_builtin("workstation");
-  const HostPolicy policy{{0, 8}, true, {}};
+  const HostPolicy policy{{0, 8}, true, {}, {}};
   auto r = one_gpu(4, 1 * kGiB);
   r.hugepage_size_bytes = 2 * kMiB;
   const auto strict = place(host->model, {}, policy, r);
@@ -510,7 +531,7 @@ TEST_CASE("placement: the whole fabric is refused while another VM holds an NVSw
 
 TEST_CASE("placement: the host's boot disk is never given, and the refusal says what the host uses it for") {
   const auto host = shared_builtin("workstation");
-  const HostPolicy policy{{0, 8}, true, {}};
+  const HostPolicy policy{{0, 8}, true, {}, {}};
   auto r = cpus_only(2, 1 * kGiB);
   r.hugepage_size_bytes = 2 * kMiB;
   r.nvme = 1;
@@ -544,7 +565,7 @@ TEST_CASE("placement: vela2 gives all 8 data NVMe and never its boot disk") {
 
 TEST_CASE("placement: a GPU whose IOMMU group holds a host-used or non-releasable member is never chosen") {
   const auto host = shared_builtin("quirks");  // 01:00.0 RTX A6000 shares its group with 01:00.1 audio
-  const HostPolicy policy{{}, false, {}};
+  const HostPolicy policy{{}, false, {}, {}};
   auto r = one_gpu(2, 1 * kGiB);
   r.vfs_per_gpu = 0;
   r.gpu_ids = {{0x10de, 0x2230}};
@@ -572,7 +593,7 @@ TEST_CASE("placement: a GPU whose IOMMU group holds a host-used or non-releasabl
     CHECK(refused.error().message.find("sharing its IOMMU group with 0000:01:00.1, bound to snd_sof") !=
           std::string::npos);
     // The operator lists the driver as releasable: the group may go.
-    const HostPolicy releasing{{}, false, {"snd_sof", "nvidia"}};
+    const HostPolicy releasing{{}, false, {"snd_sof", "nvidia"}, {}};
     const auto placed = place(model, {}, releasing, r);
     CHECK_MESSAGE(placed.ok(), placed.error().message);
   }

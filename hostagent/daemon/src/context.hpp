@@ -25,6 +25,10 @@
 
 namespace hostagent::daemon {
 
+// What the host's hugepage pools have free now, read from sysfs_root at each placement; none
+// (the accounting alone) for a host not read from sysfs.
+Ledger::HugepageReader hugepage_reader(const std::filesystem::path& sysfs_root, const numa::HostModel& host);
+
 struct Context {
   Context(ServiceParts parts, state::Journal journal_in, state::CreateRequests requests_in, numa::HostPolicy policy)
       : config(std::move(parts.config)),
@@ -38,7 +42,7 @@ struct Context {
         clock(std::move(parts.clock)),
         hook(std::move(parts.hook)),
         journal(std::move(journal_in)),
-        ledger(host, std::move(policy), events),
+        ledger(host, std::move(policy), events, hugepage_reader(host_sysfs_root, host)),
         operations(*clock, events),
         requests(std::move(requests_in), *clock) {}
 

@@ -27,6 +27,12 @@ std::optional<virt::DomainState> state_after(virt::DomainEventKind kind) {
   }
 }
 
+// Whether a domain has its memory now: one that is not running (or not yet defined) takes its
+// hugepages from the pool only when it starts.
+bool has_its_memory(const LedgerEntry& entry) {
+  return entry.defined && (entry.state == virt::DomainState::running || entry.state == virt::DomainState::paused);
+}
+
 // A foreign domain that pins nothing, passes nothing through and has no hugepages holds nothing.
 bool holds_anything(const numa::Allocation& allocation) {
   return !allocation.cpus.empty() || !allocation.devices.empty() || !allocation.hugepages.empty();
@@ -50,7 +56,8 @@ Result<numa::Placement> Ledger::place_and_record(state::VmRecord& record, const 
     const std::string whose = it->second.managed ? "a VM" : "a domain hostagent did not make";
     return Error{ErrorCode::conflict, "name " + record.name + " is taken by " + whose + ": choose another name"};
   }
-  HA_TRY(auto placement, numa::place(host_, held_locked(), policy_, request));
+  HA_TRY(const auto policy, policy_now_locked());
+  HA_TRY(auto placement, numa::place(host_, held_locked(), policy, request));
   record.allocation = numa::allocation_of(record.name, placement, request.hugepage_size_bytes);
   LedgerEntry entry;
   entry.name = record.name;
@@ -157,6 +164,27 @@ DomainCounts Ledger::counts() const {
     ++counts.by_state[worded_state(entry)];
   }
   return counts;
+}
+
+// Read under the ledger's lock, so no VM starts (and takes its pages) between the reading and the
+// placement that goes by it. Pages the kernel counts free but a held VM that is not running will
+// take at its start are not free to a new one.
+Result<numa::HostPolicy> Ledger::policy_now_locked() const {
+  if (!free_hugepages_) return policy_;
+  HA_TRY(auto free, free_hugepages_());
+  for (const auto& [name, entry] : entries_) {
+    if (has_its_memory(entry)) continue;
+    const numa::Allocation* held =
+        entry.record ? &entry.record->allocation : (entry.foreign_holdings ? &*entry.foreign_holdings : nullptr);
+    if (held == nullptr) continue;
+    for (const auto& [node, pages] : held->hugepages) {
+      const auto pool = free.find({node, held->hugepage_size_bytes});
+      if (pool != free.end()) pool->second -= std::min(pool->second, pages);
+    }
+  }
+  numa::HostPolicy policy = policy_;
+  policy.unclaimed_hugepages = std::move(free);
+  return policy;
 }
 
 std::vector<numa::Allocation> Ledger::held_locked() const {

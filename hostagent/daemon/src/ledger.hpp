@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -51,8 +52,11 @@ struct DomainCounts {
 class Ledger {
  public:
   // Devices changing hands are published to `events` (after the ledger's lock is released).
-  Ledger(const numa::HostModel& host, numa::HostPolicy policy, EventHub& events)
-      : host_(host), policy_(std::move(policy)), events_(events) {}
+  // free_hugepages, when given, reads what the kernel's pools have free now, at each placement
+  // (numa::HostPolicy::unclaimed_hugepages).
+  using HugepageReader = std::function<Result<std::map<std::pair<int, uint64_t>, uint64_t>>()>;
+  Ledger(const numa::HostModel& host, numa::HostPolicy policy, EventHub& events, HugepageReader free_hugepages = {})
+      : host_(host), policy_(std::move(policy)), events_(events), free_hugepages_(std::move(free_hugepages)) {}
 
   // Places a new VM and records what it holds in record.allocation, under one lock. conflict when
   // the name is taken (by any domain), does_not_fit when the host has no room.
@@ -80,11 +84,13 @@ class Ledger {
  private:
   Result<numa::Placement> place_and_record(state::VmRecord& record, const numa::PlacementRequest& request);
   std::vector<numa::Allocation> held_locked() const;
+  Result<numa::HostPolicy> policy_now_locked() const;
   void publish_devices(const std::string& vm, const std::vector<PciAddress>& devices, bool held);
 
   const numa::HostModel& host_;
   const numa::HostPolicy policy_;
   EventHub& events_;
+  const HugepageReader free_hugepages_;
   mutable std::mutex mutex_;
   std::map<std::string, LedgerEntry> entries_;
   uint64_t holdings_version_ = 0;  // bumped by every change to an entry's record or to the set of entries

@@ -9,6 +9,7 @@
 #include "hostagent/common/text.hpp"
 #include "hostagent/daemon/service_parts.hpp"
 #include "hostagent/discovery/device_health_reader.hpp"
+#include "hostagent/discovery/hugepage_reader.hpp"
 #include "hostagent/numa/nvlink.hpp"
 #include "hostagent/service/vm_service.hpp"
 #include "hostagent/vfio/config_space_access.hpp"
@@ -470,6 +471,14 @@ ManagedVmView managed_view(const numa::HostModel& host, const state::VmRecord& r
 }
 
 }  // namespace
+
+Ledger::HugepageReader hugepage_reader(const std::filesystem::path& sysfs_root, const numa::HostModel& host) {
+  if (sysfs_root.empty()) return {};
+  return [sysfs_root, &host]() -> Result<std::map<std::pair<int, uint64_t>, uint64_t>> {
+    HA_TRY(const auto sysfs, SysfsRoot::open(sysfs_root));
+    return numa::read_free_hugepages(sysfs, host);
+  };
+}
 
 VmView view_of(Context& context, const LedgerEntry& entry) {
   VmView view;

@@ -1,8 +1,11 @@
-// A domain hostagent did not make is never touched, and what it holds is held: its pinned CPUs,
-// its passthrough functions and its hugepages are never given to a VM.
+// What others hold is not free: a domain hostagent did not make is never touched, and its pinned
+// CPUs, passthrough functions and hugepages are never given to a VM; hugepages the kernel no longer
+// has free (taken outside hostagent) are not placed either.
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
 
 #include "daemon_fixture.hpp"
 #include "hostagent/common/sysfs_root.hpp"
@@ -70,6 +73,34 @@ TEST_CASE("a foreign domain's pinned CPUs, passthrough GPU and hugepages are nev
   REQUIRE_FALSE(eight.ok());
   CHECK(eight.error().code == ErrorCode::does_not_fit);
   CHECK_MESSAGE(contains(eight.error().message, "other-tool"), eight.error().message);
+}
+
+// The simulated host's free_hugepages of the 1 GiB pool on each node, as the kernel would report
+// after pages were taken outside hostagent.
+void set_kernel_free(const DaemonFixture& fixture, int pages) {
+  const auto root = fixture.config().state_directory / "simulated-host";
+  for (const int node : {0, 1}) {
+    const auto file = root / ("sys/devices/system/node/node" + std::to_string(node) +
+                              "/hugepages/hugepages-1048576kB/free_hugepages");
+    REQUIRE(std::filesystem::exists(file));
+    std::ofstream(file) << pages << "\n";
+  }
+}
+
+TEST_CASE("hugepages the kernel no longer has free are not placed, and the refusal says so") {
+  DaemonFixture fixture;
+  auto service = started(fixture);
+  set_kernel_free(fixture, 4);
+  const auto refused = create_vm(*service, fixture.request("big", kOneGpu));
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.error().code == ErrorCode::does_not_fit);
+  CHECK_MESSAGE(contains(refused.error().message, "the kernel has 4 free that no VM is still to take"),
+                refused.error().message);
+  CHECK(test_driver_domains("big").empty());
+
+  set_kernel_free(fixture, 900);
+  auto placed = create_vm(*service, fixture.request("big", kOneGpu));
+  REQUIRE_MESSAGE(placed.ok(), placed.error().message);
 }
 
 }  // namespace

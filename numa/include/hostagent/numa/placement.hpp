@@ -6,6 +6,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "hostagent/common/result.hpp"
@@ -33,6 +34,12 @@ struct HostPolicy {
   // Drivers a device (or a member of its IOMMU group) may be taken from; empty: the default list
   // (host_use.hpp). The binder refuses the same members: placement refuses them first, with why.
   std::vector<std::string> releasable_drivers;
+  // Hugepages the kernel has free now that no holder is still to take (a held VM that is not
+  // running has not taken its pages from the pool yet), by {host node, page size in bytes}. Where
+  // a pool has an entry, placement takes the lower of it and the pool's total less what is held:
+  // pages taken outside hostagent (a process on hugetlbfs, a domain bound to no node) are not
+  // free. Empty: not read (an hwloc XML, a test), the accounting alone.
+  std::map<std::pair<int, uint64_t>, uint64_t> unclaimed_hugepages;
 };
 
 struct DeviceId {
