@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <system_error>
@@ -51,6 +52,10 @@ Result<std::string> SysfsRoot::read_binary(const std::string& kernel_path) const
   const auto path = host_path(kernel_path);
   std::ifstream in(path, std::ios::binary);
   if (!in) return errno_error(errno, "read", path.string());
+  // An ifstream opens a directory and reads it as empty (read(2) fails with EISDIR, which filebuf
+  // takes for the end of the file): a path that names a directory is no attribute.
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) return errno_error(EISDIR, "read", path.string());
   std::ostringstream out;
   out << in.rdbuf();
   if (in.bad()) return errno_error(errno, "read", path.string());

@@ -32,6 +32,11 @@ TEST_CASE("SysfsRoot reads kernel attributes under its root and names the path i
   const auto missing = sysfs.read("/sys/dev/absent");
   REQUIRE_FALSE(missing.ok());
   CHECK(missing.error().code == ErrorCode::not_found);
+  // A directory is not an attribute, though a stream opens it and reads nothing from it.
+  const auto directory = sysfs.read("/sys/dev");
+  REQUIRE_FALSE(directory.ok());
+  CHECK(directory.error().message.find((dir.path() / "sys/dev").string()) != std::string::npos);
+  CHECK_FALSE(sysfs.read_optional_int("/sys/dev").ok());
 }
 
 TEST_CASE("a link to a numbered entry reads as its number, and anything else is refused naming the link") {
