@@ -39,6 +39,7 @@
 #include "fake_vf_netlink.hpp"
 #include "file_calls.hpp"
 #include "hostagent/devices/device_preparer.hpp"
+#include "hostagent/devices/device_records.hpp"
 #include "hostagent/discovery/discovery.hpp"
 #include "hostagent/numa/placement.hpp"
 #include "hostagent/render/guest_renderer.hpp"
@@ -304,6 +305,36 @@ double prepare_round(Preparer& p, const VmDevices& vm, bool timed) {
   return prepare_ms + release_ms;
 }
 
+// What a start does first (DevicePreparer::reapply), timed twice: with everything in place (the
+// start of a VM stopped on a host that stayed up: reads only), and after the host undid it all (a
+// reboot: the record kept, the tree, VFs and registers as before the prepare). The prepare and the
+// releases around them are not timed.
+struct Reapply {
+  Samples in_place, rebooted;
+};
+
+void reapply_round(Preparer& p, const fs::path& records, const VmDevices& vm, Reapply& out, bool timed) {
+  const auto allocation = numa::allocation_of("train-0", vm.placement, 1ULL << 30);
+  check(p.preparer->prepare("train-0", vm.placement, vm.request), "prepare");
+  auto start = Clock::now();
+  const auto held = take(p.preparer->reapply("train-0", allocation), "reapply in place");
+  const double in_place_ms = double(ns_since(start)) / 1e6;
+  if (!held.empty()) fail("reapply found a prepared VM's devices not in place: " + held.front());
+  auto store = take(devices::DeviceRecords::open(records), "open the records");
+  const auto record = take(store.read("train-0"), "read the record");
+  check(p.preparer->release("train-0", allocation), "release");
+  check(store.write(*record), "put the record back");  // the host rebooted; hostagent's state did not
+  start = Clock::now();
+  const auto repaired = take(p.preparer->reapply("train-0", allocation), "reapply after a reboot");
+  const double rebooted_ms = double(ns_since(start)) / 1e6;
+  if (repaired.empty()) fail("reapply after a reboot put nothing back");
+  check(p.preparer->release("train-0", allocation), "release");
+  if (timed) {
+    out.in_place.ms.push_back(in_place_ms);
+    out.rebooted.ms.push_back(rebooted_ms);
+  }
+}
+
 // The first device of each IOMMU group the placement holds, in the preparer's order.
 std::vector<numa::PciAddress> group_leaders(const vfio::VfioBinder& binder, const VmDevices& vm) {
   std::set<int> seen;
@@ -396,6 +427,8 @@ int main(int argc, char** argv) {
 
   Preparer on_disk = make_preparer(fixture, scratch.path() / "records");
   Preparer on_tmpfs = make_preparer(fixture, shm.path() / "records");
+  Preparer restarting = make_preparer(fixture, shm.path() / "reapply-records");
+  Reapply reapply;
 
   CountingWriter part_writer(fixture.kernel);
   vfio::VfioBinder binder(take(SysfsRoot::open(fixture.root), "open the fixture"), part_writer);
@@ -425,6 +458,7 @@ int main(int argc, char** argv) {
   std::vector<std::function<void(bool)>> arms = {
       [&](bool timed) { prepare_round(on_disk, vm, timed); },
       [&](bool timed) { prepare_round(on_tmpfs, vm, timed); },
+      [&](bool timed) { reapply_round(restarting, shm.path() / "reapply-records", vm, reapply, timed); },
       [&](bool /*timed*/) { time_into(binder_ms, [&] { bind_and_release(binder, leaders); }); },
       [&](bool /*timed*/) { time_into(vf_ms, [&] { configure_and_reset(part_netlink, vf_list); }); },
       [&](bool /*timed*/) { time_into(p2p_ms, [&] { registers = apply_and_restore(fixture.host, part_config, vm); }); },
@@ -467,6 +501,8 @@ int main(int argc, char** argv) {
   print_row("daemon preparer prepare+release, records on tmpfs", tmpfs_total, inspect_ms, replay_ms);
   print_row("  prepare", on_tmpfs.prepare, inspect_ms, replay_ms);
   print_row("  release", on_tmpfs.release, inspect_ms, replay_ms);
+  print_row("start's reapply, all in place (records on tmpfs)", reapply.in_place, inspect_ms, replay_ms);
+  print_row("start's reapply after a host reboot (records on tmpfs)", reapply.rebooted, inspect_ms, replay_ms);
   print_row("parts alone: vfio bind_group+release, every group", binder_ms, inspect_ms, replay_ms);
   print_row("parts alone: VF configure+reset, every VF", vf_ms, inspect_ms, replay_ms);
   print_row("parts alone: ACS/ATS p2p_needs+apply+restore", p2p_ms, inspect_ms, replay_ms);
