@@ -159,4 +159,39 @@ TEST_CASE("4 a VM outlives a crash of hostagentd, and the restarted daemon gives
   CHECK_MESSAGE(daemon.stop() == 0, daemon.log_tail());
 }
 
+TEST_CASE("5 a stopped VM whose VF the host took back is prepared again at its start") {
+  TempDir dir;
+  Daemon daemon(dir.path());
+  REQUIRE_MESSAGE(daemon.start(kStartTimeout), daemon.log_tail());
+  const std::string name = "e2e-again";
+  const auto created = daemon.ctl({"vm", "create", "--template", kVfTemplate, "--name", name});
+  REQUIRE_MESSAGE(created.exit_code == 0, created.output << daemon.log_tail() << libvirt_logs(name));
+  const PciAddress vf = check_vm_holds_a_vf(libvirt_domain(name));
+  const auto stopped = daemon.ctl({"vm", "stop", name, "--force"});
+  REQUIRE_MESSAGE(stopped.exit_code == 0, stopped.output << daemon.log_tail());
+  REQUIRE_FALSE(libvirt_domain(name).running);
+
+  // What a host reboot leaves a VF in: no driver, no override (the domain says managed='no', so
+  // libvirt would hand QEMU a VF that is not on vfio-pci).
+  guest::require_ok(guest::writer().write("/sys/bus/pci/drivers/vfio-pci/unbind", vf.to_string()), "unbind the VF");
+  guest::require_ok(guest::writer().write(guest::pci_path(vf, "driver_override"), "\n"), "clear its override");
+  REQUIRE_FALSE(guest::driver_of(vf).has_value());
+
+  auto start = Clock::now();
+  const auto restarted = daemon.ctl({"vm", "start", name});
+  const double start_s = seconds_since(start);
+  REQUIRE_MESSAGE(restarted.exit_code == 0, restarted.output << daemon.log_tail() << libvirt_logs(name));
+  CHECK_MESSAGE(libvirt_domain(name).running, libvirt_logs(name));
+  CHECK(guest::driver_of(vf) == std::optional<std::string>("vfio-pci"));
+  CHECK_MESSAGE(daemon.log().find("devices of " + name + " were not as prepared: IOMMU group") != std::string::npos,
+                daemon.log_tail());
+
+  const auto deleted = daemon.ctl({"vm", "delete", name});
+  REQUIRE_MESSAGE(deleted.exit_code == 0, deleted.output << daemon.log_tail());
+  check_vf_idle(vf);
+  CHECK_FALSE(has_record(daemon, name));
+  MESSAGE("start with the VF bound again " << start_s << " s");
+  CHECK_MESSAGE(daemon.stop() == 0, daemon.log_tail());
+}
+
 }  // namespace hostagent::testing::e2e
