@@ -57,6 +57,18 @@ bool is_utc_timestamp(std::string_view text) {
   return text[19] == '.' && fraction >= 1 && fraction <= 9 && digits(text, 20, fraction);
 }
 
+std::optional<std::chrono::system_clock::time_point> time_of(std::string_view timestamp) {
+  if (!is_utc_timestamp(timestamp)) return std::nullopt;
+  std::tm utc{};
+  utc.tm_year = number_at(timestamp, 0, 4) - 1900;
+  utc.tm_mon = number_at(timestamp, 5, 2) - 1;
+  utc.tm_mday = number_at(timestamp, 8, 2);
+  utc.tm_hour = number_at(timestamp, 11, 2);
+  utc.tm_min = number_at(timestamp, 14, 2);
+  utc.tm_sec = number_at(timestamp, 17, 2);
+  return std::chrono::system_clock::from_time_t(timegm(&utc));
+}
+
 bool timestamp_before(std::string_view a, std::string_view b) {
   // The first 19 characters are fixed-width digits: string order is time order there.
   if (const int c = a.substr(0, 19).compare(b.substr(0, 19)); c != 0) return c < 0;

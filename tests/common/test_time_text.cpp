@@ -45,3 +45,17 @@ TEST_CASE("timestamps order by time: a fraction after its whole second, fraction
 
 }  // namespace
 }  // namespace hostagent
+
+namespace hostagent {
+namespace {
+
+TEST_CASE("time_of reads back what rfc3339 writes, to the second, and refuses what is not a timestamp") {
+  const auto now = std::chrono::time_point_cast<std::chrono::seconds>(std::chrono::system_clock::now());
+  CHECK(time_of(rfc3339(now)) == std::optional<std::chrono::system_clock::time_point>(now));
+  CHECK(time_of("1970-01-01T00:01:40.75Z") == std::optional(std::chrono::system_clock::from_time_t(100)));
+  CHECK_FALSE(time_of("2026-12-04T10:00:00+01:00").has_value());
+  CHECK_FALSE(time_of("yesterday").has_value());
+}
+
+}  // namespace
+}  // namespace hostagent

@@ -30,7 +30,8 @@ namespace hostagent::daemon {
 Ledger::HugepageReader hugepage_reader(const std::filesystem::path& sysfs_root, const numa::HostModel& host);
 
 struct Context {
-  Context(ServiceParts parts, state::Journal journal_in, state::CreateRequests requests_in, numa::HostPolicy policy)
+  Context(ServiceParts parts, state::Journal journal_in, state::CreateRequests requests_in,
+          state::OperationRecords operation_records_in, numa::HostPolicy policy)
       : config(std::move(parts.config)),
         host(std::move(parts.host)),
         host_sysfs_root(std::move(parts.host_sysfs_root)),
@@ -42,8 +43,9 @@ struct Context {
         clock(std::move(parts.clock)),
         hook(std::move(parts.hook)),
         journal(std::move(journal_in)),
+        operation_records(std::move(operation_records_in)),
         ledger(host, std::move(policy), events, hugepage_reader(host_sysfs_root, host)),
-        operations(*clock, events),
+        operations(*clock, events, &operation_records),
         requests(std::move(requests_in), *clock) {}
 
   const config::DaemonConfig config;
@@ -57,9 +59,10 @@ struct Context {
   const std::shared_ptr<Clock> clock;
   const std::shared_ptr<StepHook> hook;
   state::Journal journal;
+  state::OperationRecords operation_records;  // before operations, which writes to it
   EventHub events;
   Ledger ledger;                // refers to host and events: declared after them
-  OperationTracker operations;  // refers to clock and events
+  OperationTracker operations;  // refers to clock, events and operation_records
   RequestIds requests;          // refers to clock
   std::atomic<uint64_t> operations_started{0};
   std::mutex report_mutex;

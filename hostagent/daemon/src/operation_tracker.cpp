@@ -1,14 +1,125 @@
 // daemon/operation_tracker: operations from queued to ended, for the API to poll.
 #include "operation_tracker.hpp"
 
+#include <algorithm>
+
+#include "daemon_log.hpp"
+#include "hostagent/common/time_text.hpp"
+
 namespace hostagent::daemon {
+namespace {
+
+state::OperationRecord record_of(const OperationView& view) {
+  return state::OperationRecord{view.id,
+                                view.kind,
+                                view.vm,
+                                view.request_id,
+                                view.template_name,
+                                view.state,
+                                view.step,
+                                view.step_number,
+                                view.step_count,
+                                view.error ? std::string(to_string(view.error->code)) : "",
+                                view.error ? view.error->message : "",
+                                view.submitted_at,
+                                view.started_at,
+                                view.finished_at,
+                                view.duration_seconds};
+}
+
+OperationView view_of(const state::OperationRecord& record) {
+  OperationView view;
+  view.id = record.id;
+  view.kind = record.kind;
+  view.vm = record.vm;
+  view.request_id = record.request_id;
+  view.template_name = record.template_name;
+  view.state = record.state;
+  view.step = record.step;
+  view.step_number = record.step_number;
+  view.step_count = record.step_count;
+  if (const auto code = error_code_from(record.error_code)) view.error = Error{*code, record.error};
+  view.submitted_at = record.submitted_at;
+  view.started_at = record.started_at;
+  view.finished_at = record.finished_at;
+  view.duration_seconds = record.duration_seconds;
+  return view;
+}
+
+bool ended(const OperationView& view) {
+  return view.state == "succeeded" || view.state == "failed";
+}
+
+}  // namespace
+
+Status OperationTracker::load(const std::function<Status(const OperationView&)>& interrupted) {
+  if (store_ == nullptr) return ok_status();
+  HA_TRY(auto records, store_->records());
+  const auto now = clock_.now();
+  std::vector<OperationView> kept;
+  std::vector<std::string> expired;
+  for (const auto& record : records) {
+    auto view = view_of(record);
+    if (!ended(view)) {
+      const auto outcome = interrupted(view);
+      view.state = outcome.ok() ? "succeeded" : "failed";
+      if (!outcome.ok()) view.error = outcome.error();
+      view.finished_at = rfc3339(now);
+      persist(view);
+    }
+    const auto finished = time_of(view.finished_at).value_or(now);
+    if (now - finished > kKeptFor) {
+      expired.push_back(view.id);
+    } else {
+      kept.push_back(std::move(view));
+    }
+  }
+  std::sort(kept.begin(), kept.end(), [](const OperationView& a, const OperationView& b) {
+    return timestamp_before(a.finished_at, b.finished_at);
+  });
+  std::vector<std::string> forgotten;
+  {
+    std::lock_guard lock(mutex_);
+    for (const auto& view : kept) {
+      insert_locked(view);
+      announced_.insert(view.id);
+      const auto age = now - time_of(view.finished_at).value_or(now);
+      ended_.emplace_back(view.id, clock_.steady_now() - std::chrono::duration_cast<std::chrono::nanoseconds>(age));
+    }
+    forgotten = forget_old_locked();
+  }
+  expired.insert(expired.end(), forgotten.begin(), forgotten.end());
+  remove_records(expired);
+  return ok_status();
+}
+
+void OperationTracker::insert_locked(const OperationView& view) {
+  operations_[view.id] = view;
+  order_[view.id] = next_order_++;
+}
+
+void OperationTracker::persist(const OperationView& view) {
+  if (store_ == nullptr) return;
+  if (auto written = store_->write(record_of(view)); !written.ok()) {
+    log(LogLevel::warning, "operation " + view.id + " could not be kept on disk (" + written.error().message +
+                               "): after a restart it would be unknown");
+  }
+}
+
+void OperationTracker::remove_records(const std::vector<std::string>& ids) {
+  if (store_ == nullptr) return;
+  for (const auto& id : ids) {
+    if (auto removed = store_->remove(id); !removed.ok()) log(LogLevel::warning, removed.error().message);
+  }
+}
 
 OperationView OperationTracker::enqueue(const std::string& kind, const std::string& vm, const std::string& request_id,
                                         const std::string& template_name) {
   OperationView view;
+  std::vector<std::string> forgotten;
   {
     std::lock_guard lock(mutex_);
-    forget_old_locked();
+    forgotten = forget_old_locked();
     view.id = "op-" + run_ + "-" + std::to_string(next_++);
     view.kind = kind;
     view.vm = vm;
@@ -16,8 +127,10 @@ OperationView OperationTracker::enqueue(const std::string& kind, const std::stri
     view.template_name = template_name;
     view.state = "queued";
     view.submitted_at = rfc3339(clock_.now());
-    operations_.emplace(view.id, view);
+    insert_locked(view);
   }
+  remove_records(forgotten);
+  persist(view);
   publish(view);
   return view;
 }
@@ -75,7 +188,7 @@ std::optional<OperationTracker::VmProgress> OperationTracker::progress_of(const 
 
 void OperationTracker::finish(const std::string& id, const Status& outcome) {
   const auto now = clock_.now();
-  publish(update(id, [&](OperationView& view) {
+  const auto ended_view = update(id, [&](OperationView& view) {
     view.state = outcome.ok() ? "succeeded" : "failed";
     if (!outcome.ok()) view.error = outcome.error();
     view.finished_at = rfc3339(now);
@@ -88,7 +201,9 @@ void OperationTracker::finish(const std::string& id, const Status& outcome) {
       progress_by_vm_.erase(view.vm);
     }
     ended_.emplace_back(id, clock_.steady_now());
-  }));
+  });
+  if (ended_view) persist(*ended_view);
+  publish(ended_view);
   {
     std::lock_guard lock(mutex_);
     announced_.insert(id);
@@ -97,11 +212,16 @@ void OperationTracker::finish(const std::string& id, const Status& outcome) {
 }
 
 std::optional<OperationView> OperationTracker::find(const std::string& id) {
-  std::lock_guard lock(mutex_);
-  forget_old_locked();
-  const auto it = operations_.find(id);
-  if (it == operations_.end()) return std::nullopt;
-  return it->second;
+  std::optional<OperationView> found;
+  std::vector<std::string> forgotten;
+  {
+    std::lock_guard lock(mutex_);
+    forgotten = forget_old_locked();
+    const auto it = operations_.find(id);
+    if (it != operations_.end()) found = it->second;
+  }
+  remove_records(forgotten);
+  return found;
 }
 
 std::optional<OperationView> OperationTracker::wait_ended(const std::string& id) {
@@ -115,11 +235,14 @@ std::optional<OperationView> OperationTracker::wait_ended(const std::string& id)
 }
 
 std::vector<OperationView> OperationTracker::list() {
-  std::lock_guard lock(mutex_);
-  forget_old_locked();
   std::vector<std::pair<uint64_t, OperationView>> numbered;
-  // Every id here was made by enqueue ("op-RUN-N"): N after the last '-' orders them.
-  for (const auto& [id, view] : operations_) numbered.emplace_back(std::stoull(id.substr(id.rfind('-') + 1)), view);
+  std::vector<std::string> forgotten;
+  {
+    std::lock_guard lock(mutex_);
+    forgotten = forget_old_locked();
+    for (const auto& [id, view] : operations_) numbered.emplace_back(order_.at(id), view);
+  }
+  remove_records(forgotten);
   std::sort(numbered.begin(), numbered.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
   std::vector<OperationView> views;
   views.reserve(numbered.size());
@@ -136,14 +259,18 @@ std::optional<OperationView> OperationTracker::update(const std::string& id,
   return it->second;
 }
 
-void OperationTracker::forget_old_locked() {
+std::vector<std::string> OperationTracker::forget_old_locked() {
+  std::vector<std::string> forgotten;
   const auto now = clock_.steady_now();
   while (!ended_.empty() && (ended_.size() > kKeptEnded || now - ended_.front().second > kKeptFor)) {
-    const auto it = operations_.find(ended_.front().first);
-    if (it != operations_.end()) operations_.erase(it);
-    announced_.erase(ended_.front().first);
+    const auto& id = ended_.front().first;
+    operations_.erase(id);
+    order_.erase(id);
+    announced_.erase(id);
+    forgotten.push_back(id);
     ended_.pop_front();
   }
+  return forgotten;
 }
 
 void OperationTracker::publish(const std::optional<OperationView>& view) {

@@ -2,9 +2,9 @@
 // now: the one in-memory record of progress (the journal keeps the durable one, for recovery).
 // Each submitted command gets an id and is followed from queued through its steps to its end;
 // ended ones are kept for an hour (at most kKeptEnded of them) so a control plane that polls late
-// still learns the outcome. In memory only: after a restart, the journal and libvirt say what
-// happened, and a create that carried a request id is answered from its durable record
-// (request_ids.hpp).
+// still learns the outcome. Each is written to disk when queued and when it ends
+// (state/operation_records), so that history survives a restart: one that never ended was cut
+// short by the stop, and ends at the next start with what recovery made of it.
 #pragma once
 
 #include <condition_variable>
@@ -15,10 +15,12 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "event_hub.hpp"
 #include "hostagent/daemon/clock.hpp"
 #include "hostagent/service/vm_service.hpp"
+#include "hostagent/state/operation_records.hpp"
 
 namespace hostagent::daemon {
 
@@ -27,7 +29,14 @@ class OperationTracker {
   static constexpr std::size_t kKeptEnded = 1000;
   static constexpr std::chrono::hours kKeptFor{1};
 
-  OperationTracker(Clock& clock, EventHub& events) : clock_(clock), events_(events), run_(run_tag(clock.now())) {}
+  // store: where operations are kept across restarts; null keeps them in memory only.
+  OperationTracker(Clock& clock, EventHub& events, state::OperationRecords* store = nullptr)
+      : clock_(clock), events_(events), store_(store), run_(run_tag(clock.now())) {}
+
+  // At start, after reconcile and before any enqueue: the operations an earlier run left, those
+  // ended within the hour kept; one that never ended ends now with what `interrupted` says it came
+  // to. Fails when a record cannot be read.
+  Status load(const std::function<Status(const OperationView&)>& interrupted);
 
   OperationView enqueue(const std::string& kind, const std::string& vm, const std::string& request_id,
                         const std::string& template_name);
@@ -56,7 +65,12 @@ class OperationTracker {
  private:
   // Each returns the view to publish, taken under the lock; publishing happens after it is released.
   std::optional<OperationView> update(const std::string& id, const std::function<void(OperationView&)>& change);
-  void forget_old_locked();
+  // Forgets ended operations past the hour or beyond kKeptEnded; returns their ids, whose records
+  // the caller removes once the lock is released.
+  std::vector<std::string> forget_old_locked();
+  void remove_records(const std::vector<std::string>& ids);
+  void persist(const OperationView& view);
+  void insert_locked(const OperationView& view);
   // Ids are "op-RUN-N": N counts this run's operations, RUN is the microsecond this run began in
   // base 36, so an id never names two operations across restarts (the audit log, a control plane's
   // records and the journal's files keep them).
@@ -65,11 +79,14 @@ class OperationTracker {
 
   Clock& clock_;
   EventHub& events_;
+  state::OperationRecords* const store_;
   std::mutex mutex_;
   std::condition_variable ended_cv_;  // notified by finish() once the end is published
   std::set<std::string> announced_;   // ended operations whose end has been published
   const std::string run_;
   uint64_t next_ = 1;
+  uint64_t next_order_ = 1;                // list()'s order: loaded ones first, as they were submitted
+  std::map<std::string, uint64_t> order_;  // by id
   std::map<std::string, OperationView> operations_;
   std::map<std::string, std::chrono::steady_clock::time_point> started_;  // running ones
   std::map<std::string, std::string> running_by_vm_;                      // one at a time per VM (its queue is a FIFO)

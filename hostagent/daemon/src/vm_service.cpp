@@ -27,9 +27,10 @@ const std::string kHostQueue;
 
 class VmServiceImpl final : public VmService {
  public:
-  VmServiceImpl(ServiceParts parts, state::Journal journal, state::CreateRequests requests, numa::HostPolicy policy)
+  VmServiceImpl(ServiceParts parts, state::Journal journal, state::CreateRequests requests,
+                state::OperationRecords operations, numa::HostPolicy policy)
       : power_(parts.config.state_directory / "power.json", parts.boot_id),
-        context_(std::move(parts), std::move(journal), std::move(requests), std::move(policy)),
+        context_(std::move(parts), std::move(journal), std::move(requests), std::move(operations), std::move(policy)),
         queues_(context_.config.operation_workers) {}
 
   ~VmServiceImpl() override {
@@ -49,6 +50,7 @@ class VmServiceImpl final : public VmService {
     context_.hypervisor->subscribe([this](const virt::DomainEvent& event) { on_domain_event(event); },
                                    [this](virt::ConnectionEvent event) { on_connection_event(event); });
     HA_TRY(auto report, reconcile(context_));
+    HA_TRY_STATUS(context_.operations.load([this](const OperationView& cut) { return interrupted_outcome(cut); }));
     repair_running(report);
     const auto starts = after_reboot(report);
     for (const auto& problem : report.problems) log(LogLevel::warning, "reconcile: " + problem);
@@ -288,13 +290,13 @@ class VmServiceImpl final : public VmService {
     return entry && entry->defined && entry->record && entry->record->request_id == request_id;
   }
 
-  // An operation the tracker forgot (after an hour, or a restart): creates with a request id are
+  // An operation the tracker forgot (an hour after it ended, or 1000 newer): creates with a request id are
   // recorded until their id's window closes.
   Result<OperationView> recorded_operation(const std::string& id) {
     if (auto record = context_.requests.find_operation(id)) return operation_of(*record);
     return Error{ErrorCode::not_found,
                  "no operation " + id +
-                     " (operations are kept for an hour after they end; a create with a request id " +
+                     " (operations are kept for an hour after they end, across restarts; a create with a request id " +
                      std::to_string(RequestIds::kWindow.count() / 24) + " days after it failed or its VM went)"};
   }
 
@@ -356,6 +358,20 @@ class VmServiceImpl final : public VmService {
       recover_journal();
       ready_ = context_.hypervisor->connected();
     });
+  }
+
+  // What an operation the daemon's stop cut short came to, once reconcile has run. A create or a
+  // delete is what recovery made of it (a create is kept only whole, a delete always finished), so
+  // whether the VM exists says; a start, stop or reboot is not journaled, and the VM's state now
+  // says what it did.
+  Status interrupted_outcome(const OperationView& cut) const {
+    const auto entry = context_.ledger.find(cut.vm);
+    const bool exists = entry && entry->defined && entry->managed;
+    if ((cut.kind == "create" && exists) || (cut.kind == "delete" && !exists)) return ok_status();
+    const std::string why = cut.kind == "create"   ? "its recovery rolled it back"
+                            : cut.kind == "delete" ? "it had not begun, and the VM is still there"
+                                                   : "the VM's state (GET /v1/vms/" + cut.vm + ") says what it did";
+    return Error{ErrorCode::unavailable, "hostagentd stopped before this operation ended: " + why};
   }
 
   // A running VM's devices, as its record says they were prepared: a PF driver reloaded while the
@@ -499,12 +515,13 @@ Result<std::unique_ptr<VmService>> start_service(ServiceParts parts) {
   HA_ASSERT(parts.hypervisor && parts.devices && parts.clock);
   HA_TRY(auto journal, state::Journal::open(parts.config.state_directory / "journal"));
   HA_TRY(auto requests, state::CreateRequests::open(parts.config.state_directory / "requests"));
+  HA_TRY(auto operations, state::OperationRecords::open(parts.config.state_directory / "operations"));
   HA_TRY_STATUS(create_console_log_directory(parts.config.console_log_directory));
   numa::HostPolicy policy;
   policy.housekeeping_cpus = parts.config.housekeeping_cpus;
   policy.releasable_drivers = parts.config.devices.releasable_drivers;
-  auto service =
-      std::make_unique<VmServiceImpl>(std::move(parts), std::move(journal), std::move(requests), std::move(policy));
+  auto service = std::make_unique<VmServiceImpl>(std::move(parts), std::move(journal), std::move(requests),
+                                                 std::move(operations), std::move(policy));
   HA_TRY_STATUS(service->begin());
   return std::unique_ptr<VmService>(std::move(service));
 }

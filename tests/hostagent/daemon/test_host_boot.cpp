@@ -58,7 +58,11 @@ TEST_CASE("after a host reboot, restore starts the VMs that were running, device
   CHECK(report.boot_starts == std::vector<std::string>{"kept"});
   CHECK(settled(*service) == std::map<std::string, std::string>{{"kept", "running"}, {"parked", "shut_off"}});
   CHECK(reapplied(fixture) == std::vector<std::string>{"kept"});
-  const auto starts = service->operations();
+  // This run's: the creates and the stop from before the reboot are listed too.
+  std::vector<daemon::OperationView> starts;
+  for (const auto& operation : service->operations()) {
+    if (operation.kind == "start") starts.push_back(operation);
+  }
   REQUIRE(starts.size() == 1);
   CHECK(starts.front().kind == "start");
   CHECK(starts.front().state == "succeeded");

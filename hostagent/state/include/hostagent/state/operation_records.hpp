@@ -1,0 +1,49 @@
+// hostagent/state/operation_records: the operations a control plane polls, on disk, so that the
+// recent history survives a restart of the daemon: one JSON file per operation, named by its id
+// (unique across restarts), written when it is queued and again when it ends. After a restart, an
+// operation whose file says it never ended was cut short by the stop.
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "hostagent/common/result.hpp"
+
+namespace hostagent::state {
+
+struct OperationRecord {
+  std::string id;    // "op-RUN-N"; the file's name
+  std::string kind;  // create | delete | start | stop | reboot
+  std::string vm;
+  std::string request_id;     // the create's; "" otherwise
+  std::string template_name;  // the create's; "" otherwise
+  std::string state;          // queued | running | succeeded | failed
+  std::string step;           // the last step run; "" before the first
+  int step_number = 0;
+  int step_count = 0;
+  std::string error_code;    // failed: to_string(ErrorCode); "" otherwise
+  std::string error;         // failed: why; "" otherwise
+  std::string submitted_at;  // RFC 3339, UTC
+  std::string started_at;    // "" while queued
+  std::string finished_at;   // "" until it ends
+  double duration_seconds = 0;
+  bool operator==(const OperationRecord&) const = default;
+};
+
+class OperationRecords {
+ public:
+  // Creates the directory (mode 0700) when missing.
+  static Result<OperationRecords> open(const std::filesystem::path& directory);
+
+  Status write(const OperationRecord& record);
+  Status remove(const std::string& id);  // absent: ok
+  // Every record on disk. A file that cannot be parsed is an error naming it and the field.
+  Result<std::vector<OperationRecord>> records() const;
+
+ private:
+  explicit OperationRecords(std::filesystem::path directory) : directory_(std::move(directory)) {}
+  std::filesystem::path directory_;
+};
+
+}  // namespace hostagent::state

@@ -1,0 +1,161 @@
+// state/operation_records: one JSON file per operation, <id>.json, every field always written and
+// required on reading:
+//
+//   {"id": "op-mf4a1x2c9k-12", "kind": "start", "vm": "train-0", "request_id": "", "template": "",
+//    "state": "succeeded", "step": "start", "step_number": 2, "step_count": 2, "error_code": "",
+//    "error": "", "submitted_at": "...", "started_at": "...", "finished_at": "...",
+//    "duration_seconds": 1.25}
+#include "hostagent/state/operation_records.hpp"
+
+#include <array>
+#include <boost/json.hpp>
+
+#include "hostagent/common/durable_file.hpp"
+#include "hostagent/common/json_fields.hpp"
+#include "hostagent/common/names.hpp"
+#include "hostagent/common/text.hpp"
+#include "hostagent/common/time_text.hpp"
+#include "record_checks.hpp"
+#include "state_directory.hpp"
+
+namespace hostagent::state {
+namespace json = boost::json;
+namespace {
+
+constexpr std::size_t kMaxOperationRecordBytes = 64U << 10U;
+constexpr std::array<std::string_view, 5> kOperationKinds = {"create", "delete", "start", "stop", "reboot"};
+constexpr std::array<std::string_view, 4> kOperationStates = {"queued", "running", "succeeded", "failed"};
+
+bool operation_one_of(const auto& choices, const std::string& value) {
+  return std::find(choices.begin(), choices.end(), value) != choices.end();
+}
+
+std::string operation_time_problem(std::string_view field, const std::string& value, bool required) {
+  if (value.empty() && !required) return {};
+  if (is_utc_timestamp(value)) return {};
+  return std::string(field) + " " + text::quoted(value) + " is not an RFC 3339 UTC time such as 2026-11-29T23:00:00Z";
+}
+
+// What write refuses and records() reports: the same rules, so what is written can be read.
+std::string operation_problem(const OperationRecord& r) {
+  if (!detail::is_file_id(r.id)) return "id " + text::quoted(r.id) + " is not an id";
+  if (!operation_one_of(kOperationKinds, r.kind))
+    return "kind " + text::quoted(r.kind) + " is not create, delete, start, stop or reboot";
+  if (!operation_one_of(kOperationStates, r.state))
+    return "state " + text::quoted(r.state) + " is not queued, running, succeeded or failed";
+  if (!is_name(r.vm)) return "vm " + text::quoted(r.vm) + ": " + std::string(kNameRule);
+  for (const auto& [field, value] : {std::pair{"request_id", &r.request_id}, std::pair{"template", &r.template_name},
+                                     std::pair{"step", &r.step}, std::pair{"error", &r.error}}) {
+    if (auto problem = detail::text_problem(field, *value); !problem.empty()) return problem;
+  }
+  const bool ended = r.state == "succeeded" || r.state == "failed";
+  for (const auto& problem : {operation_time_problem("submitted_at", r.submitted_at, true),
+                              operation_time_problem("started_at", r.started_at, false),
+                              operation_time_problem("finished_at", r.finished_at, ended)}) {
+    if (!problem.empty()) return problem;
+  }
+  if (!ended && !r.finished_at.empty()) return "an operation that has not ended has no finished_at";
+  if ((r.state == "failed") != error_code_from(r.error_code).has_value()) {
+    return "error_code " + text::quoted(r.error_code) +
+           (r.state == "failed" ? " is not an error code (invalid_argument, conflict, ...)"
+                                : " is set, but the operation did not fail");
+  }
+  if (r.step_number < 0 || r.step_count < 0 || r.step_number > r.step_count || r.duration_seconds < 0) {
+    return "step_number, step_count and duration_seconds must be whole and in order";
+  }
+  return {};
+}
+
+std::string operation_json(const OperationRecord& r) {
+  const json::object object{{"id", r.id},
+                            {"kind", r.kind},
+                            {"vm", r.vm},
+                            {"request_id", r.request_id},
+                            {"template", r.template_name},
+                            {"state", r.state},
+                            {"step", r.step},
+                            {"step_number", r.step_number},
+                            {"step_count", r.step_count},
+                            {"error_code", r.error_code},
+                            {"error", r.error},
+                            {"submitted_at", r.submitted_at},
+                            {"started_at", r.started_at},
+                            {"finished_at", r.finished_at},
+                            {"duration_seconds", r.duration_seconds}};
+  return json::serialize(object) + "\n";
+}
+
+Result<OperationRecord> operation_from(const json::value& document) {
+  HA_TRY(const auto fields, json_fields::JsonFields::of(document, ""));
+  OperationRecord out;
+  for (const auto& [key, into] :
+       {std::pair{"id", &out.id}, std::pair{"kind", &out.kind}, std::pair{"vm", &out.vm},
+        std::pair{"request_id", &out.request_id}, std::pair{"template", &out.template_name},
+        std::pair{"state", &out.state}, std::pair{"step", &out.step}, std::pair{"error_code", &out.error_code},
+        std::pair{"error", &out.error}, std::pair{"submitted_at", &out.submitted_at},
+        std::pair{"started_at", &out.started_at}, std::pair{"finished_at", &out.finished_at}}) {
+    HA_TRY(*into, fields.string(key));
+  }
+  HA_TRY(const auto number, fields.unsigned_integer("step_number"));
+  HA_TRY(const auto count, fields.unsigned_integer("step_count"));
+  if (number > 1000 || count > 1000)
+    return json_fields::parse_failure("field 'step_count': more steps than any operation has");
+  out.step_number = static_cast<int>(number);
+  out.step_count = static_cast<int>(count);
+  const auto* duration = document.as_object().if_contains("duration_seconds");
+  if (duration == nullptr || !duration->is_number()) {
+    return json_fields::parse_failure("field 'duration_seconds' is missing or not a number");
+  }
+  out.duration_seconds = duration->to_number<double>();
+  return out;
+}
+
+Result<OperationRecord> read_operation(const std::filesystem::path& path, const std::string& id) {
+  const auto in_file = [&](const std::string& why) {
+    return Error{ErrorCode::parse_error,
+                 "operation record " + path.string() + ": " + why + " (repair or remove the file)"};
+  };
+  HA_TRY(const auto text, durable::read_file(path, kMaxOperationRecordBytes));
+  boost::system::error_code ec;
+  const json::value document = json::parse(text, ec);
+  if (ec) return in_file("not JSON: " + ec.message());
+  auto record = operation_from(document);
+  if (!record.ok()) return in_file(record.error().message);
+  if (record->id != id) return in_file("field 'id' differs from the file name");
+  if (auto problem = operation_problem(*record); !problem.empty()) return in_file(problem);
+  return record;
+}
+
+}  // namespace
+
+Result<OperationRecords> OperationRecords::open(const std::filesystem::path& directory) {
+  HA_TRY_STATUS(detail::open_private_directory(directory, "operations"));
+  return OperationRecords(directory);
+}
+
+Status OperationRecords::write(const OperationRecord& record) {
+  if (auto problem = operation_problem(record); !problem.empty()) {
+    return Error{ErrorCode::invalid_argument, "operation record: " + problem};
+  }
+  return durable::replace_file(directory_ / (record.id + std::string(detail::kJsonSuffix)), operation_json(record));
+}
+
+Status OperationRecords::remove(const std::string& id) {
+  if (!detail::is_file_id(id)) {
+    return Error{ErrorCode::invalid_argument, "operation record " + text::quoted(id) + " is not an id"};
+  }
+  return durable::remove_file(directory_ / (id + std::string(detail::kJsonSuffix)));
+}
+
+Result<std::vector<OperationRecord>> OperationRecords::records() const {
+  std::vector<OperationRecord> out;
+  HA_TRY_STATUS(
+      detail::for_each_json_file(directory_, "operations", [&](const auto& path, const std::string& id) -> Status {
+        HA_TRY(auto record, read_operation(path, id));
+        out.push_back(std::move(record));
+        return ok_status();
+      }));
+  return out;
+}
+
+}  // namespace hostagent::state

@@ -1,0 +1,112 @@
+// The operations a control plane polls survive a restart of the daemon: those ended within the hour
+// are found by id and listed, one the stop cut short is failed saying so, and one past the hour is
+// forgotten with its file.
+#include <doctest/doctest.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+#include "daemon_fixture.hpp"
+#include "hostagent/common/time_text.hpp"
+#include "hostagent/state/operation_records.hpp"
+
+namespace hostagent::testing {
+namespace {
+
+state::OperationRecords records_of(const DaemonFixture& fixture) {
+  auto records = state::OperationRecords::open(fixture.config().state_directory / "operations");
+  REQUIRE_MESSAGE(records.ok(), records.error().message);
+  return std::move(records).value();
+}
+
+state::OperationRecord left_behind(const std::string& id, const std::string& state, const std::string& finished_at) {
+  state::OperationRecord record;
+  record.id = id;
+  record.kind = "stop";
+  record.vm = "elsewhere";
+  record.state = state;
+  record.submitted_at = "2026-12-01T10:00:00Z";
+  record.finished_at = finished_at;
+  if (state == "failed") {
+    record.error_code = "conflict";
+    record.error = "it was not running";
+  }
+  return record;
+}
+
+TEST_CASE("operations survive a restart: ended ones are found and listed, one cut short is failed saying so") {
+  DaemonFixture fixture;
+  std::string create_id;
+  std::string stop_id;
+  {
+    auto service = started(fixture);
+    auto created = service->begin_create(fixture.request("kept", kOneGpu));
+    REQUIRE_MESSAGE(created.ok(), created.error().message);
+    create_id = created->id;
+    wait_for(*service, create_id);
+    auto stopped = service->begin_stop(vm_name("kept"), true);
+    REQUIRE(stopped.ok());
+    stop_id = stopped->id;
+    wait_for(*service, stop_id);
+  }
+  // A start the stop cut short (its file says queued), and a stop that ended two hours ago.
+  auto records = records_of(fixture);
+  REQUIRE(records.write(left_behind("op-earlier-7", "queued", "")).ok());
+  REQUIRE(records
+              .write(left_behind("op-earlier-3", "failed",
+                                 rfc3339(std::chrono::system_clock::now() - std::chrono::hours(2))))
+              .ok());
+
+  auto service = started(fixture);
+  const auto create = service->operation(create_id);
+  REQUIRE_MESSAGE(create.ok(), create.error().message);
+  CHECK(create->state == "succeeded");
+  CHECK(create->vm == "kept");
+  CHECK(create->template_name == kOneGpu);
+  CHECK(create->step_count > 0);
+  const auto stop = service->operation(stop_id);
+  REQUIRE(stop.ok());
+  CHECK(stop->state == "succeeded");
+  CHECK(stop->kind == "stop");
+  CHECK(service->wait(stop_id).ok());  // ended: a waiter returns at once
+
+  const auto cut = service->operation("op-earlier-7");
+  REQUIRE(cut.ok());
+  CHECK(cut->state == "failed");
+  REQUIRE(cut->error.has_value());
+  CHECK(cut->error->code == ErrorCode::unavailable);
+  CHECK(contains(cut->error->message, "hostagentd stopped before this operation ended"));
+  CHECK_FALSE(cut->finished_at.empty());
+
+  const auto old = service->operation("op-earlier-3");
+  REQUIRE_FALSE(old.ok());
+  CHECK(old.error().code == ErrorCode::not_found);
+  CHECK_FALSE(std::filesystem::exists(fixture.config().state_directory / "operations" / "op-earlier-3.json"));
+
+  // Newest first: this run's, then the earlier run's in the order they were submitted.
+  auto started_now = service->begin_start(vm_name("kept"));
+  REQUIRE(started_now.ok());
+  wait_for(*service, started_now->id);
+  const auto listed = service->operations();
+  REQUIRE(listed.size() == 4);
+  CHECK(listed[0].id == started_now->id);
+  std::set<std::string> earlier;
+  for (std::size_t i = 1; i < listed.size(); ++i) earlier.insert(listed[i].id);
+  CHECK(earlier == std::set<std::string>{create_id, stop_id, "op-earlier-7"});
+}
+
+TEST_CASE("an operation record that cannot be read stops the start, naming the file") {
+  DaemonFixture fixture;
+  const auto directory = fixture.config().state_directory / "operations";
+  std::filesystem::create_directories(directory);
+  std::ofstream(directory / "op-x-1.json") << R"({"id": "op-x-1", "kind": "explode"})";
+  const auto refused = fixture.start();
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.error().code == ErrorCode::parse_error);
+  CHECK(contains(refused.error().message, (directory / "op-x-1.json").string()));
+}
+
+}  // namespace
+}  // namespace hostagent::testing
