@@ -2,6 +2,7 @@
 #include "operation_tracker.hpp"
 
 #include <algorithm>
+#include <charconv>
 
 #include "daemon_log.hpp"
 #include "hostagent/common/time_text.hpp"
@@ -46,6 +47,15 @@ OperationView view_of(const state::OperationRecord& record) {
   return view;
 }
 
+// N of "op-RUN-N"; 0 for an id of another form (a record on disk is not trusted to have this one).
+uint64_t sequence_of(const std::string& id) {
+  const auto dash = id.rfind('-');
+  uint64_t n = 0;
+  if (dash == std::string::npos) return n;
+  std::from_chars(id.data() + dash + 1, id.data() + id.size(), n);
+  return n;
+}
+
 bool ended(const OperationView& view) {
   return view.state == "succeeded" || view.state == "failed";
 }
@@ -74,18 +84,26 @@ Status OperationTracker::load(const std::function<Status(const OperationView&)>&
       kept.push_back(std::move(view));
     }
   }
+  // list() orders them as they were submitted; the forgetting goes by when each ended.
   std::sort(kept.begin(), kept.end(), [](const OperationView& a, const OperationView& b) {
-    return timestamp_before(a.finished_at, b.finished_at);
+    if (timestamp_before(a.submitted_at, b.submitted_at)) return true;
+    if (timestamp_before(b.submitted_at, a.submitted_at)) return false;
+    return sequence_of(a.id) < sequence_of(b.id);  // the same second: one run's, in its order
   });
+  std::vector<std::pair<std::string, std::chrono::steady_clock::time_point>> ends;
+  for (const auto& view : kept) {
+    const auto age = now - time_of(view.finished_at).value_or(now);
+    ends.emplace_back(view.id, clock_.steady_now() - std::chrono::duration_cast<std::chrono::nanoseconds>(age));
+  }
+  std::sort(ends.begin(), ends.end(), [](const auto& a, const auto& b) { return a.second < b.second; });
   std::vector<std::string> forgotten;
   {
     std::lock_guard lock(mutex_);
     for (const auto& view : kept) {
       insert_locked(view);
       announced_.insert(view.id);
-      const auto age = now - time_of(view.finished_at).value_or(now);
-      ended_.emplace_back(view.id, clock_.steady_now() - std::chrono::duration_cast<std::chrono::nanoseconds>(age));
     }
+    ended_.insert(ended_.begin(), ends.begin(), ends.end());
     forgotten = forget_old_locked();
   }
   expired.insert(expired.end(), forgotten.begin(), forgotten.end());
