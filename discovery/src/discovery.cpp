@@ -10,6 +10,7 @@
 #include "hostagent/common/sysfs_root.hpp"
 #include "hostagent/common/text.hpp"
 #include "hostagent/discovery/host_use_reader.hpp"
+#include "hostagent/discovery/hugepage_reader.hpp"
 #include "hwloc_reader.hpp"
 #include "model_builder.hpp"
 
@@ -177,7 +178,7 @@ Status read_node_memory(const SysfsRoot& sysfs, NumaNode& node) {
     }
   }
   for (auto& pool : node.hugepages) {
-    const auto path = dir + "/hugepages/hugepages-" + std::to_string(pool.page_size_bytes / 1024) + "kB";
+    const auto path = hugepage_pool_dir(node.id, pool.page_size_bytes);
     HA_TRY(const auto total, sysfs.read_optional_int(path + "/nr_hugepages"));
     HA_TRY(const auto free, sysfs.read_optional_int(path + "/free_hugepages"));
     if (total) pool.total = static_cast<uint64_t>(*total);

@@ -2,6 +2,7 @@
 #include "assembly.hpp"
 
 #include <fstream>
+#include <string_view>
 #include <system_error>
 
 #include "hostagent/common/sysfs_writer.hpp"
@@ -34,36 +35,34 @@ std::vector<std::pair<uint16_t, uint16_t>> gpu_ids(const config::DaemonConfig& c
   return ids;
 }
 
-// The host's identity, for VF MACs unique across a fabric: systemd's machine ID (machine-id(5)),
-// 32 lower-case hex digits, made at first boot and kept across reboots. Without one (a container
-// image), the MACs come from each VM's UUID alone, which is said in the log.
-std::string machine_id() {
-  const fs::path path = "/etc/machine-id";
+// The id on the first line of `path` when it has `length` characters of `alphabet`; else "", and
+// `without` is logged (what the daemon does without it).
+std::string id_in_file(const fs::path& path, std::size_t length, std::string_view alphabet,
+                       const std::string& without) {
   std::ifstream in(path);
   std::string id;
-  if (in && std::getline(in, id) && id.size() == 32 && id.find_first_not_of("0123456789abcdef") == std::string::npos) {
+  if (in && std::getline(in, id) && id.size() == length && id.find_first_not_of(alphabet) == std::string::npos) {
     return id;
   }
-  log(LogLevel::warning, path.string() +
-                             " holds no machine ID (machine-id(5)): VF MACs come from each VM's UUID "
-                             "alone, not from this host's identity; run systemd-machine-id-setup");
+  log(LogLevel::warning, path.string() + " holds no " + without);
   return "";
 }
 
+// The host's identity, for VF MACs unique across a fabric: systemd's machine ID (machine-id(5)),
+// 32 lower-case hex digits, made at first boot and kept across reboots. Without one (a container
+// image), the MACs come from each VM's UUID alone.
+std::string machine_id() {
+  return id_in_file("/etc/machine-id", 32, "0123456789abcdef",
+                    "machine ID (machine-id(5)): VF MACs come from each VM's UUID alone, not from this host's "
+                    "identity; run systemd-machine-id-setup");
+}
+
 // Which boot of the host this is (random(4): a UUID the kernel makes at each boot). The daemon
-// compares it with the one it recorded to tell a host reboot from a restart of its own. Without one
-// nothing is started after a reboot, which is said in the log.
+// compares it with the one it recorded to tell a host reboot from a restart of its own.
 std::string boot_id() {
-  const fs::path path = "/proc/sys/kernel/random/boot_id";
-  std::ifstream in(path);
-  std::string id;
-  if (in && std::getline(in, id) && id.size() == 36 && id.find_first_not_of("0123456789abcdef-") == std::string::npos) {
-    return id;
-  }
-  log(LogLevel::warning, path.string() +
-                             " holds no boot id: a host reboot cannot be told from a restart of "
-                             "hostagentd, and operations.on_host_boot is not applied");
-  return "";
+  return id_in_file("/proc/sys/kernel/random/boot_id", 36, "0123456789abcdef-",
+                    "boot id: a host reboot cannot be told from a restart of hostagentd, and "
+                    "operations.on_host_boot is not applied");
 }
 
 // The operator's reservations, worded as the model shows them.

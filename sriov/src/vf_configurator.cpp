@@ -129,29 +129,38 @@ Error roll_back(VfNetlink& netlink, const std::string& pf_netdev, int vf, const 
   return failure;
 }
 
-}  // namespace
-
-Result<VfConfigRecord> configure(VfNetlink& netlink, const std::string& pf_netdev, int vf, const VfSettings& wanted) {
-  HA_TRY(const VfSettings settings, validate(wanted));
+// configure's work once the VF's state before it is known: apply the validated settings, read back,
+// compare, and put back on a refusal or a mismatch.
+Result<VfConfigRecord> apply_over(VfNetlink& netlink, const std::string& pf_netdev, int vf, const VfSettings& settings,
+                                  const VfState& previous) {
   const std::string what = "configure " + vf_name(pf_netdev, vf);
-  auto previous = netlink.read(pf_netdev, vf);
-  if (!previous.ok()) return Error{previous.error().code, what + ": " + previous.error().message};
-  VfConfigRecord record{pf_netdev, vf, settings, *previous};
-  if (mismatches(settings, *previous).empty()) return record;
+  VfConfigRecord record{pf_netdev, vf, settings, previous};
+  if (mismatches(settings, previous).empty()) return record;
   if (auto applied = netlink.apply(pf_netdev, vf, settings); !applied.ok()) {
-    return roll_back(netlink, pf_netdev, vf, settings, *previous,
+    return roll_back(netlink, pf_netdev, vf, settings, previous,
                      Error{applied.error().code, what + ": " + applied.error().message});
   }
   auto now = netlink.read(pf_netdev, vf);
   if (!now.ok()) {
-    return roll_back(netlink, pf_netdev, vf, settings, *previous,
+    return roll_back(netlink, pf_netdev, vf, settings, previous,
                      Error{now.error().code, what + ": reading back: " + now.error().message});
   }
   if (const auto left = mismatches(settings, *now); !left.empty()) {
-    return roll_back(netlink, pf_netdev, vf, settings, *previous,
+    return roll_back(netlink, pf_netdev, vf, settings, previous,
                      Error{ErrorCode::io_error, what + ": the driver accepted the request but " + join(left)});
   }
   return record;
+}
+
+}  // namespace
+
+Result<VfConfigRecord> configure(VfNetlink& netlink, const std::string& pf_netdev, int vf, const VfSettings& wanted) {
+  HA_TRY(const VfSettings settings, validate(wanted));
+  auto previous = netlink.read(pf_netdev, vf);
+  if (!previous.ok()) {
+    return Error{previous.error().code, "configure " + vf_name(pf_netdev, vf) + ": " + previous.error().message};
+  }
+  return apply_over(netlink, pf_netdev, vf, settings, *previous);
 }
 
 Result<std::vector<std::string>> reapply(VfNetlink& netlink, const VfConfigRecord& record) {
@@ -162,7 +171,7 @@ Result<std::vector<std::string>> reapply(VfNetlink& netlink, const VfConfigRecor
   HA_TRY(const VfSettings settings, validate(record.applied));
   auto differed = mismatches(settings, *state);
   if (differed.empty()) return differed;
-  HA_TRY_STATUS(configure(netlink, record.pf_netdev, record.vf, settings));
+  HA_TRY_STATUS(apply_over(netlink, record.pf_netdev, record.vf, settings, *state));
   return differed;
 }
 

@@ -13,7 +13,6 @@
 #include "hostagent/common/durable_file.hpp"
 #include "hostagent/common/names.hpp"
 #include "hostagent/common/text.hpp"
-#include "hostagent/common/time_text.hpp"
 #include "record_checks.hpp"
 #include "state_directory.hpp"
 
@@ -24,12 +23,6 @@ namespace {
 constexpr std::size_t kMaxRecordBytes = 64U << 10U;
 constexpr std::array kOutcomes = {CreateOutcome::pending, CreateOutcome::created, CreateOutcome::failed,
                                   CreateOutcome::gone};
-
-std::string time_problem(std::string_view field, const std::string& value, bool required) {
-  if (value.empty() && !required) return {};
-  if (is_utc_timestamp(value)) return {};
-  return std::string(field) + " " + text::quoted(value) + " is not an RFC 3339 UTC time such as 2026-11-29T23:00:00Z";
-}
 
 // What write() refuses and records() reports: the same rules, so what is written can be read.
 std::string record_problem(const CreateRequestRecord& record) {
@@ -44,8 +37,9 @@ std::string record_problem(const CreateRequestRecord& record) {
   if (record.vm.empty() || record.template_name.empty()) return "vm and template must be set";
   const bool ended = record.outcome != CreateOutcome::pending;
   for (const auto& problem :
-       {time_problem("submitted_at", record.submitted_at, true), time_problem("ended_at", record.ended_at, ended),
-        time_problem("gone_at", record.gone_at, record.outcome == CreateOutcome::gone)}) {
+       {detail::timestamp_problem("submitted_at", record.submitted_at, true),
+        detail::timestamp_problem("ended_at", record.ended_at, ended),
+        detail::timestamp_problem("gone_at", record.gone_at, record.outcome == CreateOutcome::gone)}) {
     if (!problem.empty()) return problem;
   }
   if (!ended && !record.ended_at.empty()) return "a pending create has no ended_at";

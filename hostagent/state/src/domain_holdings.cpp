@@ -13,19 +13,18 @@
 
 #include "hostagent/common/sysfs_root.hpp"
 #include "hostagent/common/text.hpp"
+#include "record_checks.hpp"
 
 namespace hostagent::state {
 namespace {
 
 constexpr uint64_t kKiB = 1024;
 
-// A whole number in `base`, the whole text ("0x" allowed in base 16, as libvirt writes addresses).
-std::optional<uint64_t> whole(std::string_view text, int base = 10) {
-  while (!text.empty() && (text.front() == ' ' || text.front() == '\n' || text.front() == '\t')) text.remove_prefix(1);
-  while (!text.empty() && (text.back() == ' ' || text.back() == '\n' || text.back() == '\t')) text.remove_suffix(1);
-  if (base == 16 && (text.rfind("0x", 0) == 0 || text.rfind("0X", 0) == 0)) text.remove_prefix(2);
+// A hex number as libvirt writes a PCI address's parts ("0x3f"), the whole text.
+std::optional<uint64_t> hex_number(std::string_view text) {
+  if (text.rfind("0x", 0) == 0 || text.rfind("0X", 0) == 0) text.remove_prefix(2);
   uint64_t value = 0;
-  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value, base);
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value, 16);
   if (text.empty() || ec != std::errc() || end != text.data() + text.size()) return std::nullopt;
   return value;
 }
@@ -67,7 +66,7 @@ Result<uint64_t> read_bytes(const std::string& name, const std::string& where, c
                                                          {"TiB", kKiB * kKiB * kKiB * kKiB}};
   const std::string unit_text = unit ? unit.as_string() : "KiB";
   const auto factor = kUnits.find(unit_text);
-  const auto number = whole(value);
+  const auto number = detail::parse_unsigned(value);
   if (factor == kUnits.end() || !number) {
     return unreadable(
         name, where + ": " + text::quoted(value) + " " + text::quoted(unit_text) + " is not a size libvirt writes");
@@ -87,7 +86,7 @@ Status read_cpus(const std::string& name, pugi::xml_node domain, DomainHoldings&
     }
   }
   const auto vcpu = domain.child("vcpu");
-  const auto vcpus = whole(vcpu.text().as_string());
+  const auto vcpus = detail::parse_unsigned(vcpu.text().as_string());
   if (pinned_vcpus < vcpus.value_or(1)) {
     if (const auto set = vcpu.attribute("cpuset")) {
       HA_TRY(const auto floating, read_cpuset(name, "vcpu", set.as_string()));
@@ -107,10 +106,10 @@ Status read_devices(const std::string& name, pugi::xml_node domain, DomainHoldin
       continue;
     }
     const auto at = hostdev.child("source").child("address");
-    const auto domain_part = whole(at.attribute("domain").as_string(), 16);
-    const auto bus = whole(at.attribute("bus").as_string(), 16);
-    const auto slot = whole(at.attribute("slot").as_string(), 16);
-    const auto function = whole(at.attribute("function").as_string(), 16);
+    const auto domain_part = hex_number(at.attribute("domain").as_string());
+    const auto bus = hex_number(at.attribute("bus").as_string());
+    const auto slot = hex_number(at.attribute("slot").as_string());
+    const auto function = hex_number(at.attribute("function").as_string());
     if (!domain_part || !bus || !slot || !function || *domain_part > UINT32_MAX || *bus > 0xff || *slot > 0x1f ||
         *function > 7) {
       return unreadable(name, "a hostdev's source address (domain " + text::quoted(at.attribute("domain").as_string()) +

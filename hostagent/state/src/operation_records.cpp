@@ -14,7 +14,6 @@
 #include "hostagent/common/json_fields.hpp"
 #include "hostagent/common/names.hpp"
 #include "hostagent/common/text.hpp"
-#include "hostagent/common/time_text.hpp"
 #include "record_checks.hpp"
 #include "state_directory.hpp"
 
@@ -30,12 +29,6 @@ bool operation_one_of(const auto& choices, const std::string& value) {
   return std::find(choices.begin(), choices.end(), value) != choices.end();
 }
 
-std::string operation_time_problem(std::string_view field, const std::string& value, bool required) {
-  if (value.empty() && !required) return {};
-  if (is_utc_timestamp(value)) return {};
-  return std::string(field) + " " + text::quoted(value) + " is not an RFC 3339 UTC time such as 2026-11-29T23:00:00Z";
-}
-
 // What write refuses and records() reports: the same rules, so what is written can be read.
 std::string operation_problem(const OperationRecord& r) {
   if (!detail::is_file_id(r.id)) return "id " + text::quoted(r.id) + " is not an id";
@@ -49,9 +42,9 @@ std::string operation_problem(const OperationRecord& r) {
     if (auto problem = detail::text_problem(field, *value); !problem.empty()) return problem;
   }
   const bool ended = r.state == "succeeded" || r.state == "failed";
-  for (const auto& problem : {operation_time_problem("submitted_at", r.submitted_at, true),
-                              operation_time_problem("started_at", r.started_at, false),
-                              operation_time_problem("finished_at", r.finished_at, ended)}) {
+  for (const auto& problem : {detail::timestamp_problem("submitted_at", r.submitted_at, true),
+                              detail::timestamp_problem("started_at", r.started_at, false),
+                              detail::timestamp_problem("finished_at", r.finished_at, ended)}) {
     if (!problem.empty()) return problem;
   }
   if (!ended && !r.finished_at.empty()) return "an operation that has not ended has no finished_at";

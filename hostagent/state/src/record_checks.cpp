@@ -110,6 +110,12 @@ std::string record_problem(const VmRecord& record) {
   return inputs_problem(record.inputs);
 }
 
+std::string timestamp_problem(std::string_view field, const std::string& value, bool required) {
+  if (value.empty() && !required) return {};
+  if (is_utc_timestamp(value)) return {};
+  return std::string(field) + " " + text::quoted(value) + " is not an RFC 3339 UTC time such as 2026-11-29T23:00:00Z";
+}
+
 std::optional<uint64_t> parse_unsigned(std::string_view text) {
   uint64_t value = 0;
   const auto* end = text.data() + text.size();

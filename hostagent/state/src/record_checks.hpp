@@ -27,6 +27,10 @@ std::string text_problem(std::string_view field, std::string_view value);
 // MACs, text fields free of control characters.
 std::string record_problem(const VmRecord& record);
 
+// "" when value is a timestamp as hostagent writes them (common/time_text), or empty and not
+// required; else why, naming field.
+std::string timestamp_problem(std::string_view field, const std::string& value, bool required);
+
 // Decimal, digits only: no sign, no spaces ("-1" and "+1" are refused, not wrapped).
 std::optional<uint64_t> parse_unsigned(std::string_view text);
 // A NUMA node id: decimal, 0..kMaxNode (Linux caps MAX_NUMNODES at 1 << 10).

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <map>
+#include <string>
 #include <utility>
 
 #include "hostagent/common/result.hpp"
@@ -11,6 +12,10 @@
 #include "hostagent/numa/host_model.hpp"
 
 namespace hostagent::numa {
+
+// A node's pool of one page size: /sys/devices/system/node/nodeN/hugepages/hugepages-SIZEkB
+// (Documentation/admin-guide/mm/hugetlbpage.rst), where nr_hugepages and free_hugepages are.
+std::string hugepage_pool_dir(int node, uint64_t page_size_bytes);
 
 // free_hugepages of every pool the model knows, by {node, page size in bytes}
 // (/sys/devices/system/node/nodeN/hugepages/hugepages-SIZEkB/, Documentation/admin-guide/mm/
