@@ -104,6 +104,25 @@ boost::json::value to_json(const daemon::OperationView& operation) {
                              {"duration_seconds", operation.duration_seconds}};
 }
 
+namespace {
+
+// {"device", "quarantined", "step", "reason", "vm"}: a device taken out of placement, or put back
+// (quarantined false, the rest null).
+boost::json::value quarantine_event_json(const daemon::ServiceEvent& event) {
+  const auto text = [&](const std::string daemon::QuarantineView::*field) {
+    if (!event.quarantine || ((*event.quarantine).*field).empty()) return boost::json::value(nullptr);
+    return boost::json::value((*event.quarantine).*field);
+  };
+  return boost::json::object{{"device", event.devices.empty() ? boost::json::value(nullptr)
+                                                              : boost::json::value(event.devices[0].to_string())},
+                             {"quarantined", event.quarantine.has_value()},
+                             {"step", text(&daemon::QuarantineView::step)},
+                             {"reason", text(&daemon::QuarantineView::reason)},
+                             {"vm", text(&daemon::QuarantineView::vm)}};
+}
+
+}  // namespace
+
 boost::json::value to_json(const daemon::ServiceEvent& event) {
   switch (event.kind) {
     case daemon::ServiceEvent::Kind::operation:
@@ -114,6 +133,8 @@ boost::json::value to_json(const daemon::ServiceEvent& event) {
       for (const auto& device : event.devices) devices.emplace_back(device.to_string());
       return boost::json::object{{"vm", event.vm}, {"held", event.held}, {"devices", std::move(devices)}};
     }
+    case daemon::ServiceEvent::Kind::quarantine:
+      return quarantine_event_json(event);
     case daemon::ServiceEvent::Kind::vm:
       break;
   }
@@ -126,6 +147,8 @@ const char* event_name(daemon::ServiceEvent::Kind kind) {
       return "operation";
     case daemon::ServiceEvent::Kind::device:
       return "device";
+    case daemon::ServiceEvent::Kind::quarantine:
+      return "quarantine";
     case daemon::ServiceEvent::Kind::vm:
       break;
   }

@@ -10,6 +10,9 @@ namespace {
 class LibvirtManagedPreparer final : public DevicePreparer {
  public:
   bool libvirt_manages_hostdevs() const override { return true; }
+  // libvirt binds at the domain's start, and a failure there is virDomainCreate's error, naming no
+  // device this side can tell apart: nothing to report.
+  void report_faults_to(DeviceFaultSink /*sink*/) override {}
   Status prepare(const std::string& /*vm*/, const numa::Placement& /*placement*/,
                  const DeviceRequest& /*request*/) override {
     return ok_status();

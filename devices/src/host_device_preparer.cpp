@@ -7,6 +7,7 @@
 #include <memory>
 #include <mutex>
 #include <set>
+#include <utility>
 
 #include "binder_options.hpp"
 #include "hostagent/devices/device_preparer.hpp"
@@ -76,7 +77,7 @@ class HostDevicePreparer final : public DevicePreparer {
         parts_(std::move(parts)),
         records_(std::move(records)),
         host_use_(std::make_shared<detail::HostUseReading>(parts_.sysfs_root, parts_.options.reserved)),
-        binder_(std::move(sysfs), *parts_.writer, detail::binder_options(parts_.options, host_use_)) {}
+        binder_(std::move(sysfs), *parts_.writer, binder_options()) {}
 
   // Reads back the records of an earlier run: the host's groups, and each VM's register needs.
   Status load() {
@@ -93,43 +94,22 @@ class HostDevicePreparer final : public DevicePreparer {
 
   bool libvirt_manages_hostdevs() const override { return false; }
 
-  Status prepare(const std::string& vm, const numa::Placement& placement, const DeviceRequest& request) override {
+  void report_faults_to(DeviceFaultSink sink) override {
     std::lock_guard lock(mutex_);
-    // A VM prepared before (a retried step) goes on from its record: what it names was found
-    // before this VM changed anything, and is what a release must give back.
-    HA_TRY(auto existing, records_.read(vm));
-    DeviceRecord record = existing.value_or(DeviceRecord{vm, {}, {}, {}});
-    auto prepared = prepare_locked(record, placement, request);
-    if (prepared.ok()) {
-      systemd::log(systemd::LogLevel::info,
-                   "devices: " + vm + ": " + std::to_string(record.groups.size()) + " IOMMU groups on vfio-pci, " +
-                       std::to_string(record.vfs.size()) + " VFs configured, " + std::to_string(record.p2p.size()) +
-                       " ACS/ATS registers held",
-                   {.vm = vm});
-      return prepared;
-    }
-    return with_rollback(std::move(prepared).error(), undo(record));
+    sink_ = std::move(sink);
+  }
+
+  Status prepare(const std::string& vm, const numa::Placement& placement, const DeviceRequest& request) override {
+    std::unique_lock lock(mutex_);
+    auto prepared = prepare_vm(vm, placement, request);
+    report_faults(vm, lock);
+    return prepared;
   }
 
   Result<std::vector<std::string>> reapply(const std::string& vm, const numa::Allocation& held) override {
-    std::lock_guard lock(mutex_);
-    HA_TRY(auto existing, records_.read(vm));
-    DeviceRecord record = existing.value_or(DeviceRecord{vm, {}, {}, {}});
-    std::vector<std::string> repaired;
-    host_use_->forget();  // read again, once, at the first group bound again
-    HA_TRY_STATUS(reapply_groups(record, held.devices, repaired));
-    for (const auto& vf : record.vfs) {
-      HA_TRY(const auto differed, sriov::reapply(*parts_.netlink, vf));
-      if (differed.empty()) continue;
-      std::string fields;
-      for (const auto& field : differed) fields += (fields.empty() ? "" : "; ") + field;
-      repaired.push_back("VF " + std::to_string(vf.vf) + " of " + vf.pf_netdev + " configured again (" + fields + ")");
-    }
-    ledger_.acquire(vm, record.p2p);  // idempotent: already counted when the records were loaded
-    HA_TRY(const auto written, vfio::apply_p2p(*parts_.config_space, record.p2p));
-    for (const auto& change : written) {
-      repaired.push_back(std::string(vfio::to_string(change.reg)) + " of " + change.device.to_string() + " set again");
-    }
+    std::unique_lock lock(mutex_);
+    auto repaired = reapply_locked(vm, held);
+    report_faults(vm, lock);
     return repaired;
   }
 
@@ -155,6 +135,67 @@ class HostDevicePreparer final : public DevicePreparer {
   }
 
  private:
+  // The binder's options, with each function it could not bind kept as a fault of the preparation
+  // under way (the binder runs under mutex_, so faults_ needs no lock of its own).
+  vfio::BinderOptions binder_options() {
+    auto options = detail::binder_options(parts_.options, host_use_);
+    options.on_bind_failure = [this](const PciAddress& function, const std::string& why) {
+      faults_.push_back(DeviceFault{function, "", "bind to vfio-pci", why});
+    };
+    return options;
+  }
+
+  // Hands the faults of the preparation just ended to the sink, as vm's, after releasing `lock`
+  // (mutex_'s): the sink publishes events, which the daemon never does under a lock of its own.
+  void report_faults(const std::string& vm, std::unique_lock<std::mutex>& lock) {
+    auto faults = std::exchange(faults_, {});
+    const auto sink = sink_;
+    lock.unlock();
+    if (!sink) return;
+    for (auto& fault : faults) {
+      fault.vm = vm;
+      sink(fault);
+    }
+  }
+
+  // A VM prepared before (a retried step) goes on from its record: what it names was found
+  // before this VM changed anything, and is what a release must give back.
+  Status prepare_vm(const std::string& vm, const numa::Placement& placement, const DeviceRequest& request) {
+    HA_TRY(auto existing, records_.read(vm));
+    DeviceRecord record = existing.value_or(DeviceRecord{vm, {}, {}, {}});
+    auto prepared = prepare_locked(record, placement, request);
+    if (prepared.ok()) {
+      systemd::log(systemd::LogLevel::info,
+                   "devices: " + vm + ": " + std::to_string(record.groups.size()) + " IOMMU groups on vfio-pci, " +
+                       std::to_string(record.vfs.size()) + " VFs configured, " + std::to_string(record.p2p.size()) +
+                       " ACS/ATS registers held",
+                   {.vm = vm});
+      return prepared;
+    }
+    return with_rollback(std::move(prepared).error(), undo(record));
+  }
+
+  Result<std::vector<std::string>> reapply_locked(const std::string& vm, const numa::Allocation& held) {
+    HA_TRY(auto existing, records_.read(vm));
+    DeviceRecord record = existing.value_or(DeviceRecord{vm, {}, {}, {}});
+    std::vector<std::string> repaired;
+    host_use_->forget();  // read again, once, at the first group bound again
+    HA_TRY_STATUS(reapply_groups(record, held.devices, repaired));
+    for (const auto& vf : record.vfs) {
+      HA_TRY(const auto differed, sriov::reapply(*parts_.netlink, vf));
+      if (differed.empty()) continue;
+      std::string fields;
+      for (const auto& field : differed) fields += (fields.empty() ? "" : "; ") + field;
+      repaired.push_back("VF " + std::to_string(vf.vf) + " of " + vf.pf_netdev + " configured again (" + fields + ")");
+    }
+    ledger_.acquire(vm, record.p2p);  // idempotent: already counted when the records were loaded
+    HA_TRY(const auto written, vfio::apply_p2p(*parts_.config_space, record.p2p));
+    for (const auto& change : written) {
+      repaired.push_back(std::string(vfio::to_string(change.reg)) + " of " + change.device.to_string() + " set again");
+    }
+    return repaired;
+  }
+
   // A VF to configure: where its record is, how to reach it, what it gets.
   struct VfPlan {
     std::size_t record_index = 0;
@@ -375,7 +416,9 @@ class HostDevicePreparer final : public DevicePreparer {
   DeviceRecords records_;
   std::shared_ptr<detail::HostUseReading> host_use_;  // before binder_, which holds it
   vfio::VfioBinder binder_;
-  std::mutex mutex_;  // one preparation at a time: the ledger, and two VMs' groups never interleave
+  DeviceFaultSink sink_;
+  std::vector<DeviceFault> faults_;  // found by the preparation under way
+  std::mutex mutex_;                 // one preparation at a time: the ledger, and two VMs' groups never interleave
   std::set<int> host_groups_;
   vfio::P2pLedger ledger_;
 };

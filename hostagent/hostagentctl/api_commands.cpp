@@ -179,6 +179,22 @@ int vm_change(Context& context, const std::string& verb, const std::string& name
   });
 }
 
+int quarantine_clear(Context& context, const std::string& address) {
+  const std::string target = "/v1/quarantine/" + encode(address);
+  auto response = context.client.call("DELETE", target);
+  if (!response.ok()) return fail(context, response.error());
+  boost::system::error_code ec;
+  const auto cleared = json::parse(response->body, ec);
+  if (ec) return fail(context, {ErrorCode::parse_error, "DELETE " + target + ": the answer is not JSON"});
+  if (context.globals.json) {
+    print_json(context, cleared);
+  } else {
+    context.out << "cleared " << display(cleared, "address") << " (quarantined since " << display(cleared, "since")
+                << ": " << display(cleared, "step") << " failed: " << display(cleared, "reason") << ")\n";
+  }
+  return 0;
+}
+
 int operation_wait(Context& context, const std::string& id) {
   auto operation = context.client.get_json("/v1/operations/" + encode(id));
   if (!operation.ok()) return fail(context, operation.error());
@@ -332,6 +348,15 @@ void ApiCommands::add_host_commands() {
   });
   devices->add_option("--role", args_.role, "Only this role: gpu, nic, nvme, nvswitch, other");
   devices->add_flag("--free", args_.free_only, "Only devices no VM holds");
+  auto* quarantine =
+      app_.add_subcommand("quarantine", "Devices kept out of placement after a failure, until an operator clears them");
+  quarantine->require_subcommand(1);
+  add(*quarantine, "list", "Quarantined devices: when, what failed, for which VM, and why",
+      [](Context& c) { return show(c, "/v1/quarantine", render_quarantine); });
+  add(*quarantine, "clear", "Put a repaired device back into placement (audited)",
+      [this](Context& c) { return quarantine_clear(c, args_.address); })
+      ->add_option("address", args_.address, "PCI address, as the kernel writes it (0000:18:00.0)")
+      ->required();
 }
 
 void ApiCommands::add_template_commands(CLI::App& templates) {

@@ -57,6 +57,7 @@ class ApiCommands {
     std::string id;
     std::vector<std::string> files;
     std::string role;
+    std::string address;  // a PCI address: the device a command is about
     bool free_only = false;
     std::string template_name;
     std::string request_id;

@@ -176,11 +176,16 @@ std::string render_capacity(const json::value& capacity) {
   return table.render();
 }
 
-// The VM holding a device, or the host with its reason: both mean no create gets it.
+// The VM holding a device, the host with its reason, or its quarantine: each means no create gets it.
 std::string holder(const json::value& device) {
   const auto& host_use = member(device, "host_use");
   if (host_use.is_string()) return "host: " + std::string(host_use.as_string());
-  return display(device, "held_by");
+  const auto& quarantine = member(device, "quarantine");
+  std::string held = display(device, "held_by");
+  if (quarantine.is_object()) {
+    return (held == "-" ? "" : held + ", ") + "QUARANTINED: " + display(quarantine, "step") + " failed";
+  }
+  return held;
 }
 
 std::string render_devices(const json::value& devices) {
@@ -190,6 +195,15 @@ std::string render_devices(const json::value& devices) {
                    display(device, "vendor_id") + ":" + display(device, "device_id"), display(device, "numa_node"),
                    display(device, "iommu_group"), display(device, "driver"), display(device, "switch"),
                    holder(device)});
+  }
+  return table.render();
+}
+
+std::string render_quarantine(const json::value& quarantine) {
+  Table table({"ADDRESS", "SINCE", "STEP", "VM", "REASON"});
+  for (const auto& entry : items(member(quarantine, "devices"))) {
+    table.add_row({display(entry, "address"), display(entry, "since"), display(entry, "step"), display(entry, "vm"),
+                   display(entry, "reason")});
   }
   return table.render();
 }
@@ -253,6 +267,12 @@ std::string render_event(const api::ServerEvent& event) {
     const auto& held = member(data, "held");
     const bool taken = held.is_bool() && held.get_bool();
     return line + display(data, "vm") + (taken ? " holds " : " released ") + display(data, "devices");
+  }
+  if (event.event == "quarantine") {
+    const auto& quarantined = member(data, "quarantined");
+    if (!quarantined.is_bool() || !quarantined.get_bool()) return line + display(data, "device") + " cleared";
+    return line + display(data, "device") + " quarantined: " + display(data, "step") +
+           " failed: " + display(data, "reason");
   }
   return line + event.data;
 }

@@ -16,6 +16,7 @@ std::string render_operation(const boost::json::value& operation);
 std::string render_host(const boost::json::value& host);  // the topology document, summarized
 std::string render_capacity(const boost::json::value& capacity);
 std::string render_devices(const boost::json::value& devices);
+std::string render_quarantine(const boost::json::value& quarantine);  // GET /v1/quarantine
 std::string render_templates(const boost::json::value& templates);
 std::string render_template(const boost::json::value& shape);
 std::string render_status(const boost::json::value& status);

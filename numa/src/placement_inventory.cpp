@@ -99,15 +99,22 @@ std::map<int, int> map_cell_nodes(const HostModel& host, const std::map<int, Cpu
   return out;
 }
 
+// Why f can go to no VM: quarantined, or kept by the host (host_use.hpp); nullopt when it can.
+std::optional<std::string> kept(const PciFunction& f, const HostPolicy& policy) {
+  const auto it = policy.quarantined.find(f.address);
+  if (it != policy.quarantined.end()) return "quarantined (" + it->second + ")";
+  return kept_by_host(f, policy.releasable_drivers);
+}
+
 // Why a group cannot go to a VM because the host keeps one of its members, or nullopt. f is the
 // device asked for; its companions are named, since the operator has to find them.
 std::optional<std::string> kept_member(const HostModel& host, const PciFunction& f,
                                        const std::vector<PciAddress>& members, const HostPolicy& policy) {
-  if (auto why = kept_by_host(f, policy.releasable_drivers)) return why;
+  if (auto why = kept(f, policy)) return why;
   for (const auto& address : members) {
     const auto* member = host.find(address);
     if (member == nullptr || member == &f) continue;
-    if (auto why = kept_by_host(*member, policy.releasable_drivers)) {
+    if (auto why = kept(*member, policy)) {
       return "sharing its IOMMU group with " + address.to_string() + ", " + *why;
     }
   }
@@ -169,7 +176,7 @@ void take_singles(const Holders& holders, const GroupIndex& groups, const HostPo
       unusable.push_back({f.address, "held by vm " + *vm});
     } else if (auto fenced = first_fenced(holders, *members)) {
       unusable.push_back({f.address, std::move(*fenced)});
-    } else if (auto why = kept_by_host(f, policy.releasable_drivers)) {
+    } else if (auto why = kept(f, policy)) {
       unusable.push_back({f.address, std::move(*why)});
     } else if (members->size() > 1) {
       unusable.push_back({f.address, "sharing its IOMMU group"});

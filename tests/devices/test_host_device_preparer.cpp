@@ -942,6 +942,45 @@ TEST_CASE("after a host reboot, reapply binds the VM's groups, configures its VF
   f.check_netlink_neutral();
 }
 
+// drivers_probe that binds nothing: a failing vfio-pci probe as userspace sees it.
+void probe_binds_nothing(FakeKernel& kernel) {
+  kernel.model("/sys/bus/pci/drivers_probe",
+               [](FakeKernel&, const std::string&, std::string_view) { return ok_status(); });
+}
+
+TEST_CASE("a device the kernel would not bind is reported as a fault of the VM's preparation, and all is undone") {
+  Fixture f(probe_binds_nothing);
+  const auto placement = place(f.model, gpu_request(1, 1, 0));
+  const auto before = f.host.snapshot();
+  auto preparer = f.preparer();
+  std::vector<DeviceFault> faults;
+  preparer->report_faults_to([&](const DeviceFault& fault) { faults.push_back(fault); });
+
+  const auto failed = preparer->prepare("train-0", placement, request_for(placement));
+  REQUIRE_FALSE(failed.ok());
+  REQUIRE(faults.size() == 1);
+  CHECK(faults[0].address == placement.gpus.at(0).gpu.address);  // the first group's first member
+  CHECK(faults[0].vm == "train-0");
+  CHECK(faults[0].step == "bind to vfio-pci");
+  CHECK_MESSAGE(contains(faults[0].reason, "did not bind to vfio-pci"), faults[0].reason);
+  CHECK(describe_difference(before, f.host.snapshot()) == "");
+}
+
+TEST_CASE("a device that no longer binds after a host reboot is reported as a fault of the VM's reapply") {
+  Fixture before_reboot;
+  const auto placement = place(before_reboot.model, gpu_request(1, 1, 0));
+  REQUIRE(before_reboot.preparer()->prepare("vm-a", placement, request_for(placement)).ok());
+  Fixture f(probe_binds_nothing);
+  fs::copy(before_reboot.records_dir.path() / "devices", f.records_dir.path() / "devices", fs::copy_options::recursive);
+  auto preparer = f.preparer();
+  std::vector<DeviceFault> faults;
+  preparer->report_faults_to([&](const DeviceFault& fault) { faults.push_back(fault); });
+  REQUIRE_FALSE(preparer->reapply("vm-a", numa::allocation_of("vm-a", placement, kGiB)).ok());
+  REQUIRE(faults.size() == 1);
+  CHECK(faults[0].address == placement.gpus.at(0).gpu.address);
+  CHECK(faults[0].vm == "vm-a");
+}
+
 TEST_CASE("a running VM's blanked VF is configured again, and nothing else is written") {
   Fixture f;
   const auto placement = place(f.model, gpu_request(1, 1, 0));

@@ -106,6 +106,17 @@ numa::HostModel edge_host() {
 
 }  // namespace
 
+TEST_CASE("capacity counts a quarantined device as not free") {
+  const auto host = edge_host();
+  HostPolicy policy;
+  policy.housekeeping_cpus = {0};
+  const auto before = numa::capacity(host, {}, policy);
+  policy.quarantined = {{PciAddress::parse("0000:11:00.0").value(), "bind to vfio-pci failed"}};
+  const auto after = numa::capacity(host, {}, policy);
+  CHECK(after.nodes[0].gpus.total == before.nodes[0].gpus.total);
+  CHECK(after.nodes[0].gpus.free == before.nodes[0].gpus.free - 1);
+}
+
 TEST_CASE("capacity counts CPUs, devices and hugepages free as placement would") {
   const auto host = edge_host();
   numa::Allocation held;

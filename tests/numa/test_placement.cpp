@@ -129,7 +129,7 @@ void check_common(const HostModel& m, const HostPolicy& policy, const PlacementR
 }
 
 HostPolicy vela2_policy() {
-  return HostPolicy{{0, 96, 48, 144}, true, {}, {}};
+  return HostPolicy{{0, 96, 48, 144}, true, {}, {}, {}};
 }  // one core per socket
 
 PlacementRequest vela2_full() {
@@ -220,7 +220,7 @@ TEST_CASE("placement: vela2 8 GPUs with a VF under each GPU's switch and 160 vCP
 TEST_CASE("placement: vela1 with SR-IOV on gives 8 A100 two VFs each from the dual-port NIC under their switch") {
   const auto host = discover_spec(vela1_with_vfs(2));
   const auto& m = host->model;
-  const HostPolicy policy{{0, 48, 24, 72}, true, {}, {}};
+  const HostPolicy policy{{0, 48, 24, 72}, true, {}, {}, {}};
   PlacementRequest r;
   r.vcpus = 88;
   r.memory_bytes = 1200 * kGiB;
@@ -246,7 +246,7 @@ TEST_CASE("placement: vela1 with SR-IOV on gives 8 A100 two VFs each from the du
 
 TEST_CASE("placement: vela1 with SR-IOV off (no VFs created) refuses VFs and places GPUs without them") {
   const auto host = discover_spec(vela1_with_vfs(0));
-  const HostPolicy policy{{0, 48}, true, {}, {}};
+  const HostPolicy policy{{0, 48}, true, {}, {}, {}};
   auto r = one_gpu();
   const auto refused = place(host->model, {}, policy, r);
   REQUIRE_FALSE(refused.ok());
@@ -322,7 +322,7 @@ TEST_CASE("placement: vela2 takes one 1-GPU VM per switch until none is left and
 TEST_CASE("placement: a GPU with an audio function takes it as a companion (quirks host)") {
   const auto host = shared_builtin("quirks");
   const auto& m = host->model;
-  const HostPolicy policy{{}, false, {}, {}};  // the quirks host has no hugepage pools
+  const HostPolicy policy{{}, false, {}, {}, {}};  // the quirks host has no hugepage pools
   auto r = cpus_only(4, 8 * kGiB);
   r.gpus = 1;
   r.gpu_ids = {{0x10de, 0x2230}};  // the RTX A6000
@@ -350,7 +350,7 @@ TEST_CASE("placement: a CPU-less node is never used for vCPUs and its GPU's cell
   }
   const auto host = discover_spec(spec);
   const auto& m = host->model;
-  const HostPolicy policy{{0}, false, {}, {}};
+  const HostPolicy policy{{0}, false, {}, {}, {}};
   auto r = cpus_only(14, 14 * kGiB);
   const auto wide = place(m, {}, policy, r);
   REQUIRE_MESSAGE(wide.ok(), wide.error().message);
@@ -446,7 +446,7 @@ TEST_CASE("placement: exhausted hugepages are refused with the pool and the shor
   REQUIRE_FALSE(no_pool.ok());
   CHECK(no_pool.error().message == "needs 1024 hugepages of 2 MiB on node 0; free: 0");
   // Unless the host cannot tell its pools: then memory is placed by node without the check.
-  const auto unchecked = place(host->model, {}, HostPolicy{{0, 96, 48, 144}, false, {}, {}}, small);
+  const auto unchecked = place(host->model, {}, HostPolicy{{0, 96, 48, 144}, false, {}, {}, {}}, small);
   REQUIRE_MESSAGE(unchecked.ok(), unchecked.error().message);
   CHECK(unchecked->cells[0].hugepages == 1024);
 }
@@ -474,7 +474,7 @@ TEST_CASE("placement: hugepages the kernel does not have free are not placed, wh
 
 TEST_CASE("placement: a GPU without a ConnectX under it (workstation) fails strict and non-strict VF requests") {
   const auto host = shared_builtin("workstation");
-  const HostPolicy policy{{0, 8}, true, {}, {}};
+  const HostPolicy policy{{0, 8}, true, {}, {}, {}};
   auto r = one_gpu(4, 1 * kGiB);
   r.hugepage_size_bytes = 2 * kMiB;
   const auto strict = place(host->model, {}, policy, r);
@@ -531,7 +531,7 @@ TEST_CASE("placement: the whole fabric is refused while another VM holds an NVSw
 
 TEST_CASE("placement: the host's boot disk is never given, and the refusal says what the host uses it for") {
   const auto host = shared_builtin("workstation");
-  const HostPolicy policy{{0, 8}, true, {}, {}};
+  const HostPolicy policy{{0, 8}, true, {}, {}, {}};
   auto r = cpus_only(2, 1 * kGiB);
   r.hugepage_size_bytes = 2 * kMiB;
   r.nvme = 1;
@@ -563,9 +563,53 @@ TEST_CASE("placement: vela2 gives all 8 data NVMe and never its boot disk") {
         std::string::npos);
 }
 
+TEST_CASE("placement: a quarantined device is never given, alone or as a group companion, and says why") {
+  const auto host = shared_builtin("vela2");
+  auto policy = vela2_policy();
+  const auto gpu = *PciAddress::parse("0000:18:00.0");
+  policy.quarantined = {{gpu, "bind to vfio-pci failed"}};
+  const auto one = place(host->model, {}, policy, one_gpu());
+  REQUIRE_MESSAGE(one.ok(), one.error().message);
+  CHECK(one->gpus.at(0).gpu.address != gpu);
+  auto all = one_gpu();
+  all.gpus = 8;
+  all.vcpus = 32;
+  const auto refused = place(host->model, {}, policy, all);
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.error().code == ErrorCode::does_not_fit);
+  CHECK_MESSAGE(refused.error().message.find("0000:18:00.0 quarantined (bind to vfio-pci failed)") != std::string::npos,
+                refused.error().message);
+  // Without the quarantine the same request fits: the refusal was the quarantine, nothing else.
+  CHECK(place(host->model, {}, vela2_policy(), all).ok());
+
+  SUBCASE("a VF and an NVMe") {
+    auto r = cpus_only(8, 8 * kGiB);
+    r.nvme = 8;  // vela2 has eight data NVMe
+    auto nvme = vela2_policy();
+    nvme.quarantined = {{*PciAddress::parse("0000:ad:00.0"), "gone from the bus"}};
+    const auto no_nvme = place(host->model, {}, nvme, r);
+    REQUIRE_FALSE(no_nvme.ok());
+    CHECK_MESSAGE(no_nvme.error().message.find("0000:ad:00.0 quarantined (gone from the bus)") != std::string::npos,
+                  no_nvme.error().message);
+  }
+  SUBCASE("a companion in the GPU's IOMMU group") {
+    const auto quirks = shared_builtin("quirks");  // 01:00.0 RTX A6000 shares its group with 01:00.1 audio
+    HostPolicy companion{{}, false, {}, {}, {}};
+    companion.quarantined = {{*PciAddress::parse("0000:01:00.1"), "gone from the bus"}};
+    auto r = one_gpu();
+    r.vfs_per_gpu = 0;
+    r.gpu_ids = {{0x10de, 0x2230}};
+    const auto kept = place(quirks->model, {}, companion, r);
+    REQUIRE_FALSE(kept.ok());
+    CHECK(kept.error().message ==
+          "needs 1 GPU of 10de:2230; free: 0 (0000:01:00.0 sharing its IOMMU group with 0000:01:00.1, quarantined "
+          "(gone from the bus))");
+  }
+}
+
 TEST_CASE("placement: a GPU whose IOMMU group holds a host-used or non-releasable member is never chosen") {
   const auto host = shared_builtin("quirks");  // 01:00.0 RTX A6000 shares its group with 01:00.1 audio
-  const HostPolicy policy{{}, false, {}, {}};
+  const HostPolicy policy{{}, false, {}, {}, {}};
   auto r = one_gpu(2, 1 * kGiB);
   r.vfs_per_gpu = 0;
   r.gpu_ids = {{0x10de, 0x2230}};
@@ -593,7 +637,7 @@ TEST_CASE("placement: a GPU whose IOMMU group holds a host-used or non-releasabl
     CHECK(refused.error().message.find("sharing its IOMMU group with 0000:01:00.1, bound to snd_sof") !=
           std::string::npos);
     // The operator lists the driver as releasable: the group may go.
-    const HostPolicy releasing{{}, false, {"snd_sof", "nvidia"}, {}};
+    const HostPolicy releasing{{}, false, {"snd_sof", "nvidia"}, {}, {}};
     const auto placed = place(model, {}, releasing, r);
     CHECK_MESSAGE(placed.ok(), placed.error().message);
   }

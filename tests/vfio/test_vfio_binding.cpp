@@ -299,6 +299,41 @@ TEST_CASE("a vfio-pci probe that binds nothing is reported with the driver link 
   CHECK(describe_difference(before, host.snapshot()).empty());
 }
 
+TEST_CASE("the function the kernel would not bind is reported as a failure, and a refusal reports nothing") {
+  std::vector<std::pair<std::string, std::string>> failures;
+  BinderOptions options;
+  options.on_bind_failure = [&](const numa::PciAddress& function, const std::string& why) {
+    failures.emplace_back(function.to_string(), why);
+  };
+  SUBCASE("a probe that binds nothing: the device's own failure") {
+    FakeHost host(builtin_spec("quirks"), [](testing::FakeKernel& kernel) {
+      kernel.model("/sys/bus/pci/drivers_probe",
+                   [](testing::FakeKernel&, const std::string&, std::string_view) { return ok_status(); });
+    });
+    VfioBinder binder(host.sysfs(), host.kernel(), options);
+    REQUIRE_FALSE(binder.bind_group(address(kGpu)).ok());
+    REQUIRE(failures.size() == 1);
+    CHECK(failures[0].first == kGpu);  // the first member moved; the audio function was never tried
+    CHECK_MESSAGE(contains(failures[0].second, "did not bind to vfio-pci"), failures[0].second);
+  }
+  SUBCASE("vfio-pci not loaded: the host's, not the device's") {
+    FakeHost host(builtin_spec("quirks"));
+    std::filesystem::remove_all(host.host("/sys/bus/pci/drivers/vfio-pci"));
+    VfioBinder binder(host.sysfs(), host.kernel(), options);
+    REQUIRE_FALSE(binder.bind_group(address(kGpu)).ok());
+    CHECK(failures.empty());
+  }
+  SUBCASE("a member the host uses: a refusal") {
+    FakeHost host(builtin_spec("quirks"));
+    options.host_use = [] {
+      return Result<std::vector<numa::HostUse>>(std::vector<numa::HostUse>{{address(kAudio), "reserved: audio"}});
+    };
+    VfioBinder binder(host.sysfs(), host.kernel(), options);
+    REQUIRE_FALSE(binder.bind_group(address(kGpu)).ok());
+    CHECK(failures.empty());
+  }
+}
+
 TEST_CASE("release binds the original driver by name when drivers_probe picks another") {
   FakeHost host(builtin_spec("quirks"));
   REQUIRE(host.kernel().write("/sys/bus/pci/drivers/vfio-pci/new_id", "10de 2230").ok());

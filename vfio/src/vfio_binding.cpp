@@ -197,6 +197,10 @@ Status VfioBinder::rollback(const std::vector<BoundFunction>& moved) {
   return Error{ErrorCode::io_error, failed};
 }
 
+void VfioBinder::report_failure(const BoundFunction& function, const Error& error) const {
+  if (options_.on_bind_failure) options_.on_bind_failure(function.address, error.message);
+}
+
 Result<GroupBinding> VfioBinder::bind_group(const numa::PciAddress& device) {
   HA_TRY(auto binding, inspect_group(device));
   const bool endpoint = std::any_of(binding.functions.begin(), binding.functions.end(),
@@ -212,6 +216,7 @@ Result<GroupBinding> VfioBinder::bind_group(const numa::PciAddress& device) {
     if (function.was_vfio) {
       const auto on_vfio = verify_on_vfio(function, binding.group);
       if (on_vfio.ok()) continue;
+      report_failure(function, on_vfio.error());
       const auto undone = rollback(moved);
       return Error{
           on_vfio.error().code,
@@ -220,6 +225,7 @@ Result<GroupBinding> VfioBinder::bind_group(const numa::PciAddress& device) {
     moved.push_back(function);
     const auto result = move_to_vfio(function, binding.group);
     if (result.ok()) continue;
+    report_failure(function, result.error());
     const auto undone = rollback(moved);
     return Error{result.error().code, "binding IOMMU group " + std::to_string(binding.group) +
                                           " to vfio-pci: " + result.error().message +

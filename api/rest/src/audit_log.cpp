@@ -29,10 +29,12 @@ AuditSubject audit_subject(const Command& command) {
       [](const auto& c) -> AuditSubject {
         using T = std::decay_t<decltype(c)>;
         if constexpr (std::is_same_v<T, command::CreateVm>) {
-          return {c.request.name, c.request.template_name, c.request.request_id};
+          return {c.request.name, c.request.template_name, c.request.request_id, ""};
         } else if constexpr (std::is_same_v<T, command::StartVm> || std::is_same_v<T, command::StopVm> ||
                              std::is_same_v<T, command::RebootVm> || std::is_same_v<T, command::DeleteVm>) {
-          return {c.name, "", ""};
+          return {c.name, "", "", ""};
+        } else if constexpr (std::is_same_v<T, command::ClearQuarantine>) {
+          return {"", "", "", c.address.to_string()};
         } else {
           return {};
         }
@@ -52,6 +54,7 @@ std::string audit_line(const AuditEntry& entry) {
                                  {"vm", text_or_null(entry.subject.vm)},
                                  {"template", text_or_null(entry.subject.template_name)},
                                  {"request_id", text_or_null(entry.subject.request_id)},
+                                 {"device", text_or_null(entry.subject.device)},
                                  {"operation", text_or_null(entry.operation)}};
   return boost::json::serialize(line) + "\n";
 }

@@ -23,6 +23,7 @@ struct AuditSubject {
   std::string vm;
   std::string template_name;
   std::string request_id;
+  std::string device;  // a PCI address: the quarantine cleared
 };
 AuditSubject audit_subject(const Command& command);
 
@@ -35,7 +36,7 @@ struct AuditEntry {
 };
 
 // {"time","principal","role","remote","method","target","status","vm","template","request_id",
-// "operation"} on one line, newline-terminated; what a change did not name is null. Always valid
+// "device","operation"} on one line, newline-terminated; what a change did not name is null. Always valid
 // JSON of valid UTF-8, whatever bytes the request held (text::valid_utf8).
 std::string audit_line(const AuditEntry& entry);
 

@@ -35,7 +35,16 @@ boost::json::value operation_json(const daemon::OperationView& operation) {
   return json;
 }
 
-boost::json::value device_json(const numa::PciFunction& device, const std::optional<std::string>& held_by) {
+boost::json::value quarantine_json(const daemon::QuarantineView& entry) {
+  return boost::json::object{{"address", entry.address.to_string()},
+                             {"step", entry.step},
+                             {"reason", entry.reason},
+                             {"vm", entry.vm.empty() ? boost::json::value(nullptr) : boost::json::value(entry.vm)},
+                             {"since", entry.since}};
+}
+
+boost::json::value device_json(const numa::PciFunction& device, const std::optional<std::string>& held_by,
+                               const daemon::QuarantineView* quarantine) {
   boost::json::object json{
       {"address", device.address.to_string()},
       {"role", numa::to_string(device.role)},
@@ -49,7 +58,8 @@ boost::json::value device_json(const numa::PciFunction& device, const std::optio
        device.pcie_switch ? boost::json::value(device.pcie_switch->to_string()) : boost::json::value(nullptr)},
       {"physfn", device.physfn ? boost::json::value(device.physfn->to_string()) : boost::json::value(nullptr)},
       {"held_by", optional_value(held_by)},
-      {"host_use", optional_value(device.host_use)}};
+      {"host_use", optional_value(device.host_use)},
+      {"quarantine", quarantine == nullptr ? boost::json::value(nullptr) : quarantine_json(*quarantine)}};
   return json;
 }
 

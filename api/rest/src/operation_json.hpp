@@ -14,7 +14,12 @@ namespace hostagent::api::detail {
 // instance is the operation's URL.
 boost::json::value operation_json(const daemon::OperationView& operation);
 
-// A PCI endpoint: ids, class, NUMA node, IOMMU group, driver, switch, and the VM holding it (null when none).
-boost::json::value device_json(const numa::PciFunction& device, const std::optional<std::string>& held_by);
+// A quarantined device: address, step, reason, vm (null when none), since.
+boost::json::value quarantine_json(const daemon::QuarantineView& entry);
+
+// A PCI endpoint: ids, class, NUMA node, IOMMU group, driver, switch, the VM holding it (null when
+// none), why the host keeps it (null) and its quarantine (null when none).
+boost::json::value device_json(const numa::PciFunction& device, const std::optional<std::string>& held_by,
+                               const daemon::QuarantineView* quarantine);
 
 }  // namespace hostagent::api::detail

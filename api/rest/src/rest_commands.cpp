@@ -218,7 +218,9 @@ ParsedRequest list_devices(const HttpRequest& request, const Params& /*params*/)
   return Command{std::move(list)};
 }
 
-ParsedRequest get_device(const HttpRequest& request, const Params& params) {
+// A command on the device the path names: its address in the kernel's form.
+template <typename C>
+ParsedRequest on_device(const HttpRequest& request, const Params& params) {
   if (auto error = no_query(request)) return std::move(*error);
   auto address = PciAddress::parse(params.at(0));
   if (!address.ok()) {
@@ -226,7 +228,7 @@ ParsedRequest get_device(const HttpRequest& request, const Params& params) {
                               " is not a PCI address: use the kernel's form, domain:bus:device.function "
                               "(0000:17:00.0)");
   }
-  return Command{command::GetDevice{*address}};
+  return Command{C{*address}};
 }
 
 ParsedRequest get_template(const HttpRequest& request, const Params& params) {
@@ -284,7 +286,9 @@ constexpr auto kRoutes = std::to_array<Route>({
     {"/v1/host", "GET", plain<command::GetHost>},
     {"/v1/host/capacity", "GET", plain<command::GetCapacity>},
     {"/v1/devices", "GET", list_devices},
-    {"/v1/devices/{}", "GET", get_device},
+    {"/v1/devices/{}", "GET", on_device<command::GetDevice>},
+    {"/v1/quarantine", "GET", plain<command::ListQuarantine>},
+    {"/v1/quarantine/{}", "DELETE", on_device<command::ClearQuarantine>},
     {"/v1/templates", "GET", plain<command::ListTemplates>},
     {"/v1/templates/validate", "POST", validate_template},
     {"/v1/templates/{}", "GET", get_template},

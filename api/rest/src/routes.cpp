@@ -54,6 +54,18 @@ std::map<PciAddress, std::string> holders(const daemon::HostUsage& usage) {
   return held_by;
 }
 
+std::map<PciAddress, daemon::QuarantineView> by_address(std::vector<daemon::QuarantineView> entries) {
+  std::map<PciAddress, daemon::QuarantineView> out;
+  for (auto& entry : entries) out.emplace(entry.address, std::move(entry));
+  return out;
+}
+
+const daemon::QuarantineView* find_entry(const std::map<PciAddress, daemon::QuarantineView>& entries,
+                                         const PciAddress& address) {
+  const auto it = entries.find(address);
+  return it == entries.end() ? nullptr : &it->second;
+}
+
 std::optional<std::string> holder(const std::map<PciAddress, std::string>& held_by, const PciAddress& address) {
   const auto it = held_by.find(address);
   if (it == held_by.end()) return std::nullopt;
@@ -75,6 +87,9 @@ struct Runner {
   const HttpRequest& request;
 
   daemon::VmService& service() const { return context.service; }
+  std::map<PciAddress, daemon::QuarantineView> quarantined_by_address() const {
+    return by_address(service().quarantined());
+  }
 
   HttpResponse operator()(const command::Live& /*unused*/) const {
     return json_response(200, boost::json::object{{"status", "ok"}});
@@ -107,13 +122,15 @@ struct Runner {
     const auto usage = service().usage();
     if (usage.host == nullptr) return service_problem(Error{ErrorCode::internal, "the host model is missing"}, request);
     const auto held_by = holders(usage);
+    const auto quarantine = quarantined_by_address();
     boost::json::array devices;
     for (const auto& f : usage.host->pci_devices) {
       if (!is_endpoint(f)) continue;
       if (!list.role.empty() && list.role != numa::to_string(f.role)) continue;
       const auto vm = holder(held_by, f.address);
-      if (list.free_only && (vm || f.host_use)) continue;  // the host holds what it uses
-      devices.push_back(device_json(f, vm));
+      const auto* entry = find_entry(quarantine, f.address);
+      if (list.free_only && (vm || f.host_use || entry != nullptr)) continue;  // the host holds what it uses
+      devices.push_back(device_json(f, vm, entry));
     }
     return json_response(200, boost::json::object{{"devices", std::move(devices)}});
   }
@@ -124,7 +141,21 @@ struct Runner {
     if (f == nullptr || !is_endpoint(*f)) {
       return not_found("device: no PCI endpoint at " + get.address.to_string() + " on this host", request);
     }
-    return json_response(200, device_json(*f, holder(holders(usage), get.address)));
+    const auto quarantine = quarantined_by_address();
+    return json_response(200,
+                         device_json(*f, holder(holders(usage), get.address), find_entry(quarantine, get.address)));
+  }
+
+  HttpResponse operator()(const command::ListQuarantine& /*unused*/) const {
+    boost::json::array devices;
+    for (const auto& entry : service().quarantined()) devices.push_back(quarantine_json(entry));
+    return json_response(200, boost::json::object{{"devices", std::move(devices)}});
+  }
+
+  HttpResponse operator()(const command::ClearQuarantine& clear) const {
+    auto cleared = service().clear_quarantine(clear.address, request.identity.principal);
+    if (!cleared.ok()) return service_problem(cleared.error(), request);
+    return json_response(200, quarantine_json(*cleared));
   }
 
   HttpResponse operator()(const command::ListTemplates& /*unused*/) const {

@@ -59,6 +59,11 @@ void render_capacity(MetricsText& out, const numa::Capacity& capacity) {
   }
 }
 
+void render_quarantine(MetricsText& out, const std::vector<daemon::QuarantineView>& quarantined) {
+  out.family("hostagent_devices_quarantined", "Devices kept out of placement until an operator clears them.", "gauge");
+  out.sample("hostagent_devices_quarantined", {}, static_cast<double>(quarantined.size()));
+}
+
 // TOTAL_ERR_* is the kernel's own sum; older kernels without it get the sum of the lines.
 double aer_total(const std::map<std::string, uint64_t>& counters, const std::string& total_key) {
   const auto it = counters.find(total_key);
@@ -179,6 +184,7 @@ std::string ServiceMetrics::compute(daemon::VmService& service) {
   render_vms(out, status.vms_by_state);
   render_status(out, status);
   out.append(capacity_text(service.usage()));
+  render_quarantine(out, service.quarantined());
   out.append(health_text(service.device_health()));
   render_counted(out);
   return out.text();

@@ -153,7 +153,9 @@ std::vector<numa::Allocation> Ledger::held() const {
 
 Holdings Ledger::holdings() const {
   std::lock_guard lock(mutex_);
-  return Holdings{held_locked(), holdings_version_};
+  numa::HostPolicy policy = policy_;
+  policy.quarantined = quarantined_;
+  return Holdings{held_locked(), holdings_version_, std::move(policy)};
 }
 
 DomainCounts Ledger::counts() const {
@@ -169,8 +171,16 @@ DomainCounts Ledger::counts() const {
 // Read under the ledger's lock, so no VM starts (and takes its pages) between the reading and the
 // placement that goes by it. Pages the kernel counts free but a held VM that is not running will
 // take at its start are not free to a new one.
+void Ledger::set_quarantined(std::map<PciAddress, std::string> quarantined) {
+  std::lock_guard lock(mutex_);
+  quarantined_ = std::move(quarantined);
+  ++holdings_version_;  // capacity and the metrics read free devices by it
+}
+
 Result<numa::HostPolicy> Ledger::policy_now_locked() const {
-  if (!free_hugepages_) return policy_;
+  numa::HostPolicy policy = policy_;
+  policy.quarantined = quarantined_;
+  if (!free_hugepages_) return policy;
   HA_TRY(auto free, free_hugepages_());
   for (const auto& [name, entry] : entries_) {
     if (has_its_memory(entry)) continue;
@@ -182,7 +192,6 @@ Result<numa::HostPolicy> Ledger::policy_now_locked() const {
       if (pool != free.end()) pool->second -= std::min(pool->second, pages);
     }
   }
-  numa::HostPolicy policy = policy_;
   policy.unclaimed_hugepages = std::move(free);
   return policy;
 }

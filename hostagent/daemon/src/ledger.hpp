@@ -36,10 +36,12 @@ struct LedgerEntry {
 // The state list_vms() reports for an entry: libvirt's, worded, or "absent" before the define.
 std::string worded_state(const LedgerEntry& entry);
 
-// What is held, and the version it is: taken under one lock, so the two always agree.
+// What is held, what placement is told, and the version they are: taken under one lock, so the
+// three always agree.
 struct Holdings {
   std::vector<numa::Allocation> held;  // one per VM holding anything
-  uint64_t version = 0;                // changes with every change that may change `held`
+  uint64_t version = 0;                // changes with every change that may change `held` or the quarantine
+  numa::HostPolicy policy;             // housekeeping CPUs, hugepage checks, quarantined devices
 };
 
 // The domains the ledger knows, counted: what a status or a scrape needs, without copying entries.
@@ -78,8 +80,8 @@ class Ledger {
   std::vector<numa::Allocation> held() const;
   Holdings holdings() const;
   DomainCounts counts() const;
-  // What placement is told besides the host: housekeeping CPUs, hugepage checks.
-  const numa::HostPolicy& policy() const { return policy_; }
+  // The devices placement must never give (daemon/quarantine's), each with why: replaces the last.
+  void set_quarantined(std::map<PciAddress, std::string> quarantined);
 
  private:
   Result<numa::Placement> place_and_record(state::VmRecord& record, const numa::PlacementRequest& request);
@@ -93,7 +95,9 @@ class Ledger {
   const HugepageReader free_hugepages_;
   mutable std::mutex mutex_;
   std::map<std::string, LedgerEntry> entries_;
-  uint64_t holdings_version_ = 0;  // bumped by every change to an entry's record or to the set of entries
+  std::map<PciAddress, std::string> quarantined_;
+  // bumped by every change to an entry's record, to the set of entries, or to what is quarantined
+  uint64_t holdings_version_ = 0;
 };
 
 }  // namespace hostagent::daemon

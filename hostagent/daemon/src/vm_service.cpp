@@ -46,6 +46,11 @@ class VmServiceImpl final : public VmService {
     // Before anything changes: an unreadable record stops the start with nothing touched.
     HA_TRY_STATUS(context_.requests.load());
     HA_TRY_STATUS(power_.load());
+    HA_TRY_STATUS(context_.quarantine.load());
+    // Before reconcile, whose repair of running VMs binds groups too.
+    context_.devices->report_faults_to([this](const devices::DeviceFault& fault) {
+      context_.quarantine.add(fault.address, fault.step, fault.reason, fault.vm);
+    });
     // Subscribed before reconcile lists the domains, so no change between the two goes unseen.
     context_.hypervisor->subscribe([this](const virt::DomainEvent& event) { on_domain_event(event); },
                                    [this](virt::ConnectionEvent event) { on_connection_event(event); });
@@ -61,8 +66,13 @@ class VmServiceImpl final : public VmService {
     set_report(std::move(report));
     context_.requests.settle([this](const std::string& vm, const std::string& id) { return made_by(vm, id); });
     if (!context_.host_sysfs_root.empty()) {
-      health_ =
-          std::make_unique<HealthPoller>([this] { return read_device_health(); }, context_.device_health_interval);
+      health_ = std::make_unique<HealthPoller>(
+          [this] {
+            auto reading = read_device_health();
+            if (reading.ok()) context_.quarantine.note_health(*reading);
+            return reading;
+          },
+          context_.device_health_interval);
     }
     ready_ = true;
     start_after_reboot(starts);
@@ -164,7 +174,11 @@ class VmServiceImpl final : public VmService {
 
   HostUsage usage() override {
     auto holdings = context_.ledger.holdings();
-    return HostUsage{&context_.host, std::move(holdings.held), holdings.version, context_.ledger.policy()};
+    return HostUsage{&context_.host, std::move(holdings.held), holdings.version, std::move(holdings.policy)};
+  }
+  std::vector<QuarantineView> quarantined() override { return context_.quarantine.list(); }
+  Result<QuarantineView> clear_quarantine(const PciAddress& address, const std::string& principal) override {
+    return context_.quarantine.clear(address, principal);
   }
   const std::map<std::string, vmtemplates::VmTemplate>& templates() const override { return context_.templates; }
 

@@ -14,6 +14,7 @@
 #include "hostagent/common/names.hpp"
 #include "hostagent/common/text.hpp"
 #include "record_checks.hpp"
+#include "record_file.hpp"
 #include "state_directory.hpp"
 
 namespace hostagent::state {
@@ -91,10 +92,7 @@ Result<CreateRequestRecord> read_record(const std::filesystem::path& path, const
     return Error{ErrorCode::parse_error, "create request record " + path.string() + ": " + why +
                                              " (its request id would lose its meaning: repair or remove the file)"};
   };
-  HA_TRY(const auto text, durable::read_file(path, kMaxRecordBytes));
-  boost::system::error_code ec;
-  const json::value document = json::parse(text, ec);
-  if (ec) return in_file("not JSON: " + ec.message());
+  HA_TRY(const auto document, detail::read_json_document(path, kMaxRecordBytes, in_file));
   auto record = record_from(document);
   if (!record.ok()) return in_file(record.error().message);
   if (record->operation != operation) return in_file("field 'operation' differs from the file name");

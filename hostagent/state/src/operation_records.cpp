@@ -15,6 +15,7 @@
 #include "hostagent/common/names.hpp"
 #include "hostagent/common/text.hpp"
 #include "record_checks.hpp"
+#include "record_file.hpp"
 #include "state_directory.hpp"
 
 namespace hostagent::state {
@@ -108,10 +109,7 @@ Result<OperationRecord> read_operation(const std::filesystem::path& path, const 
     return Error{ErrorCode::parse_error,
                  "operation record " + path.string() + ": " + why + " (repair or remove the file)"};
   };
-  HA_TRY(const auto text, durable::read_file(path, kMaxOperationRecordBytes));
-  boost::system::error_code ec;
-  const json::value document = json::parse(text, ec);
-  if (ec) return in_file("not JSON: " + ec.message());
+  HA_TRY(const auto document, detail::read_json_document(path, kMaxOperationRecordBytes, in_file));
   auto record = operation_from(document);
   if (!record.ok()) return in_file(record.error().message);
   if (record->id != id) return in_file("field 'id' differs from the file name");

@@ -9,6 +9,7 @@
 #include "hostagent/common/names.hpp"
 #include "hostagent/common/text.hpp"
 #include "record_checks.hpp"
+#include "record_file.hpp"
 
 namespace hostagent::state {
 namespace json = boost::json;
@@ -61,10 +62,7 @@ Result<std::optional<PowerRecord>> read_power_record(const std::filesystem::path
   };
   std::error_code ec;
   if (!std::filesystem::exists(std::filesystem::symlink_status(file, ec))) return std::optional<PowerRecord>();
-  HA_TRY(const auto text, durable::read_file(file, kMaxPowerRecordBytes));
-  boost::system::error_code parsed;
-  const json::value document = json::parse(text, parsed);
-  if (parsed) return in_file("not JSON: " + parsed.message());
+  HA_TRY(const auto document, detail::read_json_document(file, kMaxPowerRecordBytes, in_file));
   auto record = power_record_from(document);
   if (!record.ok()) return in_file(record.error().message);
   if (auto problem = power_record_problem(*record); !problem.empty()) return in_file(problem);

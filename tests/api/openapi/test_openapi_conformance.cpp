@@ -124,6 +124,21 @@ json::value create_vm(Client& client, const std::string& name) {
   return ended;
 }
 
+// A create whose GPU the kernel would not bind (the fixture's preparer told so): the GPU is
+// quarantined. Returns its address, from GET /v1/quarantine.
+std::string quarantine_a_gpu(Client& client, const std::string& name) {
+  {
+    std::lock_guard lock(client.fixture().daemon().devices()->mutex);
+    client.fixture().daemon().devices()->fault_first_device = true;
+  }
+  const auto accepted = client.expect(202, "POST", "/v1/vms", create_body(name, "req-" + name, client.boot_image()));
+  CHECK(field(client.wait_for(field(accepted, "id")), "state") == "failed");
+  const auto listed = client.expect(200, "GET", "/v1/quarantine");
+  const auto& devices = listed.as_object().at("devices").as_array();
+  REQUIRE(devices.size() == 1);
+  return field(devices.front(), "address");
+}
+
 TEST_CASE("the read-only routes answer as the document says") {
   Client client;
   client.expect(200, "GET", "/v1/health/live");
@@ -447,13 +462,15 @@ TEST_CASE("the event stream is text/event-stream and every event's data matches 
 
   create_vm(client, "oas-events");
   client.wait_for(field(client.expect(202, "DELETE", "/v1/vms/oas-events"), "id"));
+  client.expect(200, "DELETE", "/v1/quarantine/" + quarantine_a_gpu(client, "oas-faulted"));
 
   // Until a whole frame of each kind has come: a frame's event line can arrive before its data.
   const auto text = (*reader)->read_until(
       [](const std::string& so_far) {
-        std::set<std::string> events;
+        std::multiset<std::string> events;
         for (const auto& frame : complete_frames(so_far)) events.insert(parse_frame(frame).event);
-        return events.count("vm") != 0 && events.count("operation") != 0 && events.count("device") != 0;
+        return events.count("vm") != 0 && events.count("operation") != 0 && events.count("device") != 0 &&
+               events.count("quarantine") == 2;  // quarantined, then cleared
       },
       std::chrono::seconds(30));
   const auto& schemas =
@@ -468,7 +485,7 @@ TEST_CASE("the event stream is text/event-stream and every event's data matches 
     CHECK_MESSAGE(errors.empty(), joined(errors));
     seen.insert(frame.event);
   }
-  CHECK(seen == std::set<std::string>{"vm", "operation", "device"});
+  CHECK(seen == std::set<std::string>{"vm", "operation", "device", "quarantine"});
 }
 
 TEST_CASE("every documented operation was answered with success somewhere in this suite") {
@@ -497,6 +514,10 @@ TEST_CASE("every documented operation was answered with success somewhere in thi
   client.wait_for(field(deleting, "id"));
   client.expect(200, "GET", "/v1/operations");
   client.expect(200, "GET", "/v1/metrics");
+  const auto gpu = quarantine_a_gpu(client, "oas-faulted");
+  client.expect(200, "GET", "/v1/devices/" + gpu);
+  client.expect(200, "DELETE", "/v1/quarantine/" + gpu);
+  client.expect(404, "DELETE", "/v1/quarantine/" + gpu);
   // The event stream's head, read from the socket (it never ends on its own).
   auto reader = EventStreamReader::open(client.fixture().socket_path());
   REQUIRE_MESSAGE(reader.ok(), reader.error().message);

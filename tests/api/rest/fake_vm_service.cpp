@@ -212,6 +212,29 @@ void FakeVmService::unsubscribe(uint64_t id) {
   sinks_.erase(id);
 }
 
+void FakeVmService::quarantine(daemon::QuarantineView entry) {
+  const std::lock_guard lock(mutex_);
+  quarantined_.push_back(std::move(entry));
+}
+
+std::vector<daemon::QuarantineView> FakeVmService::quarantined() {
+  const std::lock_guard lock(mutex_);
+  return quarantined_;
+}
+
+Result<daemon::QuarantineView> FakeVmService::clear_quarantine(const PciAddress& address,
+                                                               const std::string& principal) {
+  const std::lock_guard lock(mutex_);
+  commands_.push_back("clear-quarantine " + address.to_string() + " by " + principal);
+  const auto it = std::find_if(quarantined_.begin(), quarantined_.end(),
+                               [&](const daemon::QuarantineView& q) { return q.address == address; });
+  if (it == quarantined_.end())
+    return Error{ErrorCode::not_found, "device " + address.to_string() + " is not quarantined"};
+  auto cleared = *it;
+  quarantined_.erase(it);
+  return cleared;
+}
+
 daemon::HostUsage FakeVmService::usage() {
   const std::lock_guard lock(mutex_);
   return daemon::HostUsage{&host_, held_, usage_version_, policy_};

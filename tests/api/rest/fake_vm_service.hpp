@@ -34,6 +34,7 @@ class FakeVmService final : public daemon::VmService {
   void set_held(std::vector<numa::Allocation> held);
   void set_policy(numa::HostPolicy policy);  // what usage() says placement is told
   void set_device_health(std::vector<numa::DeviceHealth> health);
+  void quarantine(daemon::QuarantineView entry);  // what quarantined() lists, and clear_quarantine clears
   // Called at the start of every status(), outside the fake's lock (a test's probe into a read).
   void on_status(std::function<void()> hook);
   // To every subscriber, on the calling thread, as the service's threads do.
@@ -59,6 +60,9 @@ class FakeVmService final : public daemon::VmService {
   uint64_t subscribe(daemon::ServiceEventSink sink) override;
   void unsubscribe(uint64_t id) override;
   daemon::HostUsage usage() override;  // held_ and policy_, at usage_version_
+  std::vector<daemon::QuarantineView> quarantined() override;
+  // Clears an entry quarantine() made; "clear-quarantine ADDRESS by PRINCIPAL" is in commands().
+  Result<daemon::QuarantineView> clear_quarantine(const PciAddress& address, const std::string& principal) override;
   const std::map<std::string, vmtemplates::VmTemplate>& templates() const override;
   Result<std::string> domain_xml(const VmName& name) override;
   Result<std::string> nccl_topology(const VmName& name) override;
@@ -92,6 +96,7 @@ class FakeVmService final : public daemon::VmService {
   daemon::DeviceHealthReading health_ = std::make_shared<const std::vector<numa::DeviceHealth>>();
   std::vector<daemon::CreateVmRequest> creates_;
   std::vector<std::string> commands_;
+  std::vector<daemon::QuarantineView> quarantined_;
 
   std::mutex sinks_mutex_;  // apart from mutex_: a sink runs under it
   std::map<uint64_t, daemon::ServiceEventSink> sinks_;

@@ -27,7 +27,7 @@ HttpRequest change(const std::string& principal, const std::string& target) {
 TEST_CASE("audit_line: valid JSON and UTF-8 even when the principal and target hold other bytes") {
   // A client certificate's CN is the CA's to choose: any bytes.
   const HttpRequest request = change("cert:CN=ctl\xff\xfe\"x\"", "/v1/vms/a\xc3");
-  const std::string line = audit_line({"2026-12-02T00:00:00Z", &request, 404, {"a", "", ""}, ""});
+  const std::string line = audit_line({"2026-12-02T00:00:00Z", &request, 404, {"a", "", "", ""}, ""});
   REQUIRE(line.back() == '\n');
   CHECK(line.find('\n') == line.size() - 1);
   boost::system::error_code error;
@@ -39,6 +39,7 @@ TEST_CASE("audit_line: valid JSON and UTF-8 even when the principal and target h
   CHECK(entry.at("vm").as_string() == "a");
   CHECK(entry.at("template").is_null());
   CHECK(entry.at("request_id").is_null());
+  CHECK(entry.at("device").is_null());
   CHECK(entry.at("operation").is_null());
   CHECK(entry.at("status").as_int64() == 404);
 }

@@ -4,7 +4,9 @@
 // links no libvirt and starts no daemon.
 #include <doctest/doctest.h>
 
+#include <boost/json.hpp>
 #include <chrono>
+#include <sstream>
 
 #include "api_server.hpp"
 #include "fake_vm_service.hpp"
@@ -296,6 +298,73 @@ TEST_CASE("TCP needs a bearer token, a reader may only read, and a refused chang
   // An operator's change passes authentication and reaches the service.
   CHECK(api.request("POST", "/v1/vms", body, ApiServer::kOperatorToken).status == 202);
   CHECK(api.service.creates().size() == 1);
+}
+
+TEST_CASE(
+    "a quarantined device is listed, shown on the device, kept out of free, and cleared by an operator, audited") {
+  FakeApi api;
+  const auto gpu = *PciAddress::parse("0000:18:00.0");
+  api.service.quarantine({gpu, "bind to vfio-pci", "did not bind", "train-0", "2026-12-04T17:20:00Z"});
+  api.service.quarantine(
+      {*PciAddress::parse("0000:ee:00.0"), "health", "gone from the bus", "", "2026-12-04T17:21:00Z"});
+
+  const auto listed = api.request("GET", "/v1/quarantine").json().at("devices").as_array();
+  REQUIRE(listed.size() == 2);
+  CHECK(text(listed[0].at("address")) == "0000:18:00.0");
+  CHECK(text(listed[0].at("step")) == "bind to vfio-pci");
+  CHECK(text(listed[0].at("vm")) == "train-0");
+  CHECK(listed[1].at("vm").is_null());  // one the host no longer shows is listed all the same
+  const auto device = api.request("GET", "/v1/devices/0000:18:00.0").json();
+  CHECK(text(device.at("quarantine").at("reason")) == "did not bind");
+  CHECK(api.request("GET", "/v1/devices/0000:29:00.0").json().at("quarantine").is_null());
+  bool listed_free = false;
+  const auto free_gpus = api.request("GET", "/v1/devices?role=gpu&free=true").json();
+  for (const auto& free : free_gpus.at("devices").as_array()) {
+    listed_free = listed_free || text(free.at("address")) == "0000:18:00.0";
+  }
+  CHECK_FALSE(listed_free);
+  CHECK(api.request("GET", "/v1/metrics").body.find("hostagent_devices_quarantined 2\n") != std::string::npos);
+
+  check_problem(api.request("DELETE", "/v1/quarantine/0000:18:00.0", "", ApiServer::kReaderToken), 403, "forbidden");
+  CHECK(field_of(check_problem(api.request("DELETE", "/v1/quarantine/18:00.0"), 400, "invalid_argument")) == "address");
+  CHECK(api.service.commands().empty());
+  const auto cleared = api.request("DELETE", "/v1/quarantine/0000:18:00.0");
+  REQUIRE_MESSAGE(cleared.status == 200, cleared.body);
+  CHECK(text(cleared.json().at("reason")) == "did not bind");
+  REQUIRE(api.service.commands().size() == 1);
+  CHECK(api.service.commands()[0].rfind("clear-quarantine 0000:18:00.0 by uid:", 0) == 0);
+  check_problem(api.request("DELETE", "/v1/quarantine/0000:18:00.0"), 404, "not_found");
+  CHECK(api.request("GET", "/v1/quarantine").json().at("devices").as_array().size() == 1);
+
+  std::istringstream lines(read_text_file(api.server.audit_log()));
+  std::vector<boost::json::object> audited;
+  for (std::string line; std::getline(lines, line);) audited.push_back(boost::json::parse(line).as_object());
+  REQUIRE(audited.size() == 4);  // the reader's 403, the 400, the clear, the 404
+  CHECK(text(audited[2].at("device")) == "0000:18:00.0");
+  CHECK(audited[2].at("status").as_int64() == 200);
+  CHECK(text(audited[2].at("principal")).rfind("uid:", 0) == 0);
+}
+
+TEST_CASE("a quarantine event reaches a stream client with the device and why") {
+  FakeApi api;
+  auto stream = EventStreamReader::open(api.server.socket_path());
+  REQUIRE_MESSAGE(stream.ok(), stream.error().message);
+  daemon::ServiceEvent event;
+  event.kind = daemon::ServiceEvent::Kind::quarantine;
+  event.vm = "train-0";
+  event.devices = {*PciAddress::parse("0000:18:00.0")};
+  event.quarantine = daemon::QuarantineView{event.devices[0], "bind to vfio-pci", "did not bind", "train-0", "t"};
+  std::string seen;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (seen.find("event: quarantine\n") == std::string::npos && std::chrono::steady_clock::now() < deadline) {
+    api.service.publish(event);
+    seen = (*stream)->read_until(
+        [](const std::string& got) { return got.find("event: quarantine\n") != std::string::npos; },
+        std::chrono::milliseconds(200));
+  }
+  CHECK_MESSAGE(seen.find(R"(data: {"device":"0000:18:00.0","quarantined":true,"step":"bind to vfio-pci",)"
+                          R"("reason":"did not bind","vm":"train-0"})") != std::string::npos,
+                seen);
 }
 
 TEST_CASE("capacity and the free_cpus metric count what the service's policy keeps for the host") {

@@ -64,9 +64,23 @@ Status FaultyHypervisor::delete_volume(const std::string& pool, const std::strin
 }
 #undef HA_FORWARD
 
-Status RecordingPreparer::prepare(const std::string& vm, const numa::Placement& /*placement*/,
-                                  const devices::DeviceRequest& /*request*/) {
+void RecordingPreparer::report_faults_to(devices::DeviceFaultSink sink) {
   std::lock_guard lock(shared_->mutex);
+  shared_->sink = std::move(sink);
+}
+
+Status RecordingPreparer::prepare(const std::string& vm, const numa::Placement& placement,
+                                  const devices::DeviceRequest& /*request*/) {
+  std::unique_lock lock(shared_->mutex);
+  if (shared_->fault_first_device) {
+    shared_->fault_first_device = false;
+    const auto devices = numa::allocation_of(vm, placement, 1ULL << 30U).devices;
+    const PciAddress device = placement.gpus.empty() ? devices.at(0) : placement.gpus.front().gpu.address;
+    const auto sink = shared_->sink;
+    lock.unlock();  // as the real preparer: the sink runs with no lock of the preparer's held
+    if (sink) sink(devices::DeviceFault{device, vm, "bind to vfio-pci", "injected: the device did not bind"});
+    return Error{ErrorCode::io_error, "injected failure to bind " + device.to_string()};
+  }
   if (shared_->fail_prepare) return Error{ErrorCode::io_error, "injected failure of prepare"};
   shared_->prepared.insert(vm);
   return ok_status();

@@ -80,9 +80,14 @@ class RecordingPreparer final : public devices::DevicePreparer {
     std::set<std::string> undone;
     std::vector<std::string> reapplied;  // every reapply, in order, by VM
     bool fail_reapply = false;
+    // The next prepare fails as a bind the kernel refused would: the placement's first GPU (else its
+    // first device) is reported to the fault sink, then the prepare fails.
+    bool fault_first_device = false;
+    devices::DeviceFaultSink sink;
   };
   explicit RecordingPreparer(std::shared_ptr<Shared> shared) : shared_(std::move(shared)) {}
   bool libvirt_manages_hostdevs() const override { return true; }
+  void report_faults_to(devices::DeviceFaultSink sink) override;
   Status prepare(const std::string& vm, const numa::Placement& placement,
                  const devices::DeviceRequest& request) override;
   Result<std::vector<std::string>> reapply(const std::string& vm, const numa::Allocation& held) override;

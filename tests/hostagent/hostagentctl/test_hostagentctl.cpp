@@ -254,6 +254,39 @@ TEST_CASE("hostagentctl vm create, list, show and delete against hostagentd's AP
   }
 }
 
+TEST_CASE("hostagentctl quarantine lists what an earlier run quarantined, devices shows it, clear puts it back") {
+  testing::TempDir dir;
+  // What the daemon wrote before it stopped: a GPU whose bind failed (the simulated host's daemon
+  // keeps its state in state/ under --state-dir).
+  fs::create_directories(dir.path() / "state" / "state");
+  std::ofstream(dir.path() / "state" / "state" / "quarantine.json")
+      << R"({"devices":[{"address":"0000:18:00.0","step":"bind to vfio-pci","reason":"did not bind: see dmesg",)"
+      << R"("vm":"train-0","since":"2026-12-04T17:20:00Z"}]})";
+  Daemon daemon(dir.path());
+  REQUIRE_MESSAGE(daemon.ready(), daemon.log());
+
+  const auto listed = daemon.run({"quarantine", "list"});
+  REQUIRE_MESSAGE(listed.exit_code == 0, listed.output);
+  CHECK(listed.output.rfind("ADDRESS", 0) == 0);
+  CHECK_MESSAGE(listed.output.find("0000:18:00.0  2026-12-04T17:20:00Z  bind to vfio-pci  train-0  did not bind") !=
+                    std::string::npos,
+                listed.output);
+  const auto devices = daemon.run({"devices", "--role", "gpu"});
+  REQUIRE_MESSAGE(devices.exit_code == 0, devices.output);
+  const auto row = devices.output.substr(devices.output.find("0000:18:00.0"));
+  CHECK_MESSAGE(row.substr(0, row.find('\n')).find("QUARANTINED: bind to vfio-pci failed") != std::string::npos,
+                devices.output);
+
+  const auto cleared = daemon.run({"quarantine", "clear", "0000:18:00.0"});
+  REQUIRE_MESSAGE(cleared.exit_code == 0, cleared.output);
+  CHECK(cleared.output.find("cleared 0000:18:00.0") != std::string::npos);
+  CHECK(daemon.run({"quarantine", "list", "--json"}).output.find("0000:18:00.0") == std::string::npos);
+  const auto again = daemon.run({"quarantine", "clear", "0000:18:00.0"});
+  CHECK(again.exit_code == 1);
+  CHECK_MESSAGE(again.output.find("0000:18:00.0 is not quarantined") != std::string::npos, again.output);
+  CHECK(daemon.log().find("quarantine: 0000:18:00.0 cleared by uid:") != std::string::npos);
+}
+
 TEST_CASE("hostagentctl exits 1 with the server's problem detail for a VM that does not exist") {
   testing::TempDir dir;
   Daemon daemon(dir.path());

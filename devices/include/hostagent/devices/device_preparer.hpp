@@ -6,6 +6,7 @@
 #pragma once
 
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -33,9 +34,24 @@ struct DeviceRequest {
   std::optional<int> mtu;
 };
 
+// A device that failed on its own while it was prepared: the kernel would not put it on vfio-pci.
+// A refusal (the host uses a member, vfio-pci is not loaded) is not one: nothing is wrong with the
+// device. The daemon keeps a faulted device out of placement until an operator clears it, so a
+// broken GPU is not handed to every create after it.
+struct DeviceFault {
+  PciAddress address;
+  std::string vm;      // whose preparation found it
+  std::string step;    // what failed: "bind to vfio-pci"
+  std::string reason;  // the kernel's answer, as the binder worded it
+};
+using DeviceFaultSink = std::function<void(const DeviceFault&)>;
+
 class DevicePreparer {
  public:
   virtual ~DevicePreparer() = default;
+  // Where faults found by prepare and reapply go; set once, before the first preparation. A
+  // preparation that faults a device still fails and rolls back as any other.
+  virtual void report_faults_to(DeviceFaultSink sink) = 0;
   // True when libvirt binds and unbinds the devices itself (<hostdev managed='yes'>).
   virtual bool libvirt_manages_hostdevs() const = 0;
   // Readies what the placement assigns to vm. On failure, leaves nothing half-prepared.

@@ -40,6 +40,9 @@ struct HostPolicy {
   // pages taken outside hostagent (a process on hugetlbfs, a domain bound to no node) are not
   // free. Empty: not read (an hwloc XML, a test), the accounting alone.
   std::map<std::pair<int, uint64_t>, uint64_t> unclaimed_hugepages;
+  // Devices out of placement until an operator clears them (a bind the kernel refused, a device that
+  // fell off the bus), each with why: never given, alone or as a group companion.
+  std::map<PciAddress, std::string> quarantined;
 };
 
 struct DeviceId {

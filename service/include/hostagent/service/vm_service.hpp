@@ -101,11 +101,21 @@ struct OperationView {
   double duration_seconds = 0;  // from start to end; 0 until it ends
 };
 
+// A device kept out of placement until an operator clears it: the kernel would not bind it to
+// vfio-pci, or it fell off the bus. It stays out across restarts and host reboots.
+struct QuarantineView {
+  PciAddress address;
+  std::string step;    // what failed: "bind to vfio-pci", "health"
+  std::string reason;  // what the kernel said, or what was seen
+  std::string vm;      // whose preparation found it; "" none
+  std::string since;   // when (UTC)
+};
+
 // What changed, for the API's event stream. Sinks run on the thread that made the change (an
 // operation thread, libvirt's event thread): they must return quickly and never call back into
 // the service.
 struct ServiceEvent {
-  enum class Kind { vm, operation, device };
+  enum class Kind { vm, operation, device, quarantine };
   Kind kind = Kind::vm;
   std::string vm;                          // the VM concerned
   std::string vm_state;                    // vm: its state after the change ("absent" once gone)
@@ -113,6 +123,8 @@ struct ServiceEvent {
   std::optional<OperationView> operation;  // operation: the operation as it now is
   std::vector<PciAddress> devices;         // device: the devices that changed hands
   bool held = false;                       // device: true when now held by `vm`, false when released
+  // quarantine: the device (in `devices`) quarantined, as recorded; nullopt when a quarantine was cleared
+  std::optional<QuarantineView> quarantine;
 };
 
 using ServiceEventSink = std::function<void(const ServiceEvent&)>;
@@ -185,6 +197,11 @@ class VmService {
   virtual void unsubscribe(uint64_t id) = 0;
 
   virtual HostUsage usage() = 0;
+  // The quarantined devices, oldest first; a device the host no longer shows stays listed.
+  virtual std::vector<QuarantineView> quarantined() = 0;
+  // Puts a quarantined device back into placement, logged with who asked (the API's principal) and
+  // what the quarantine was. not_found when the device is not quarantined.
+  virtual Result<QuarantineView> clear_quarantine(const PciAddress& address, const std::string& principal) = 0;
   // The templates the service creates from, by name.
   virtual const std::map<std::string, vmtemplates::VmTemplate>& templates() const = 0;
   // The domain XML as libvirt has it now (live when running); the NCCL topology file rendered for

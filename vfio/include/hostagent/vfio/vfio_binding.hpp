@@ -51,6 +51,11 @@ struct BinderOptions {
   // group bound: a group with such a member is refused whatever its drivers, since a disk the
   // host mounted since the model was read is the host's all the same. Empty: not asked.
   std::function<Result<std::vector<numa::HostUse>>()> host_use;
+  // Told of each function the kernel would not put on vfio-pci (a write to its driver files failed,
+  // or after them it is not on vfio-pci with its group's node present): the device's own failure,
+  // where a refusal (a member the host uses, vfio-pci not loaded) is not one. Called before the
+  // rollback; the caller decides what a failed device is (the daemon quarantines it). Empty: not told.
+  std::function<void(const numa::PciAddress& function, const std::string& why)> on_bind_failure;
 
   // nvidia, nvidia-nvswitch, nouveau (GPUs and NVSwitches), snd_hda_intel (a GPU's HDMI audio
   // function, which shares the GPU's group), mlx5_core (ConnectX functions), nvme, vfio-pci,
@@ -86,6 +91,7 @@ class VfioBinder {
   Status check_vfio_pci_loaded(const GroupBinding& binding) const;
   Status move_to_vfio(const BoundFunction& function, int group);
   Status verify_on_vfio(const BoundFunction& function, int group) const;
+  void report_failure(const BoundFunction& function, const Error& error) const;
   Status restore(const BoundFunction& function, bool reset);
   Status unbind_current(const BoundFunction& function, const std::string& driver, bool reset);
   Status bind_original(const BoundFunction& function);

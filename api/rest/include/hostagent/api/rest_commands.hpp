@@ -37,6 +37,10 @@ struct ListDevices {
 struct GetDevice {
   PciAddress address;
 };
+struct ListQuarantine {};
+struct ClearQuarantine {
+  PciAddress address;
+};
 struct ListTemplates {};
 struct GetTemplate {
   TemplateName name;
@@ -83,10 +87,11 @@ struct GetMetrics {};
 
 using Command =
     std::variant<command::Live, command::Ready, command::GetStatus, command::GetHost, command::GetCapacity,
-                 command::ListDevices, command::GetDevice, command::ListTemplates, command::GetTemplate,
-                 command::ValidateTemplate, command::ListVms, command::GetVm, command::CreateVm, command::StartVm,
-                 command::StopVm, command::RebootVm, command::DeleteVm, command::GetDomainXml, command::GetNcclTopology,
-                 command::ListOperations, command::GetOperation, command::StreamEvents, command::GetMetrics>;
+                 command::ListDevices, command::GetDevice, command::ListQuarantine, command::ClearQuarantine,
+                 command::ListTemplates, command::GetTemplate, command::ValidateTemplate, command::ListVms,
+                 command::GetVm, command::CreateVm, command::StartVm, command::StopVm, command::RebootVm,
+                 command::DeleteVm, command::GetDomainXml, command::GetNcclTopology, command::ListOperations,
+                 command::GetOperation, command::StreamEvents, command::GetMetrics>;
 
 // Why a request names no command. `code` is a problem code (api/problem.hpp): invalid_argument
 // (400), not_found (404), method_not_allowed (405, with `allow`), unsupported_media_type (415).
