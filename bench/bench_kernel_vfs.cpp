@@ -72,7 +72,7 @@ Result<std::string> build_initramfs(const kernel::HostPrerequisites& host, const
   HA_TRY_STATUS(kernel::add_kernel_modules(
       tree, kernel::ModuleSet{host.modules_dir, host.kernel_version, kGuestModules, {netdevsim}, run_dir / "modules"}));
   // One limit per benchmark case; the whole boot has its own (below).
-  tree.add_file("init", kernel::init_script(kernel::InitOptions{kGuestModules, kGuestProgram, 1500, "", ""}), 0755);
+  tree.add_file("init", kernel::init_script(kernel::InitOptions{kGuestModules, kGuestProgram, 1500, "", "", ""}), 0755);
   return tree.archive();
 }
 

@@ -9,6 +9,7 @@
 #include <signal.h>
 #include <sys/wait.h>
 
+#include <array>
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
@@ -135,6 +136,9 @@ struct BootPlan {
   // false: the program and its libraries are copied into the initramfs. true: the guest mounts this
   // machine's root (host_root.hpp) and runs the program there, chrooted, at the same path.
   bool end_to_end = false;
+  // The host-life boots: the test cases this pattern matches, and a disk that outlives the boot.
+  std::string test_filter = {};
+  fs::path persistent_disk = {};
 };
 
 Result<std::string> build_initramfs(const HostPrerequisites& host, const fs::path& netdevsim, const BootPlan& plan) {
@@ -148,10 +152,12 @@ Result<std::string> build_initramfs(const HostPrerequisites& host, const fs::pat
   InitOptions init;
   init.modules = kGuestModules;
   init.guest_program = plan.guest.string();
+  init.test_filter = plan.test_filter;
   if (plan.end_to_end) {
-    const auto more = host_root_modules();
+    const bool persistent = !plan.persistent_disk.empty();
+    const auto more = host_root_modules(persistent);
     init.modules.insert(init.modules.end(), more.begin(), more.end());
-    init.setup = host_root_setup();
+    init.setup = host_root_setup(persistent);
     init.chroot = kNewRoot;
   } else {
     // The guest program at a path of its own, with the libraries it needs at theirs.
@@ -198,59 +204,127 @@ std::optional<HostPrerequisites> prerequisites_or_skip(const BootPlan& plan) {
   return std::nullopt;
 }
 
-void boot(const BootPlan& plan) {
+// One QEMU run of a plan, built and booted; its console and results left in the run directory.
+struct BootRun {
+  QemuRun qemu;
+  std::size_t initramfs_bytes = 0;
+  double netdevsim_s = 0;
+  double initramfs_s = 0;
+  double boot_s = 0;
+  int limit_s = 0;
+};
+
+BootRun run_boot(const BootPlan& plan, const HostPrerequisites& host) {
   const fs::path& run_dir = plan.run_dir;
-  std::error_code ec;
-  fs::create_directories(run_dir, ec);
-  for (const char* file : {kStatusFile, kConsoleLog, kResultsLog}) fs::remove(run_dir / file, ec);
-  const auto host = prerequisites_or_skip(plan);
-  if (!host) return;
-
+  BootRun out;
   const auto start = Clock::now();
-  const auto netdevsim = netdevsim_module(*host, netdevsim_cache_dir(*host, run_dir.parent_path()));
+  const auto netdevsim = netdevsim_module(host, netdevsim_cache_dir(host, run_dir.parent_path()));
   REQUIRE_MESSAGE(netdevsim.ok(), "netdevsim.ko: " << netdevsim.error().message);
-  const double netdevsim_s = seconds_since(start);
+  out.netdevsim_s = seconds_since(start);
 
-  const auto initramfs = build_initramfs(*host, *netdevsim, plan);
+  const auto initramfs = build_initramfs(host, *netdevsim, plan);
   REQUIRE_MESSAGE(initramfs.ok(), "initramfs: " << initramfs.error().message);
   const fs::path initrd = run_dir / "initramfs.cpio";
   write_text(initrd, *initramfs);
-  const double initramfs_s = seconds_since(start) - netdevsim_s;
+  out.initramfs_bytes = initramfs->size();
+  out.initramfs_s = seconds_since(start) - out.netdevsim_s;
 
   // TCG on two CI cores: QEMU's whole run, boot and guest tests, takes 30 to 60 s; the limit is for
   // a guest that hangs, below CTest's own timeout so that this message is what reports it.
-  const int limit_s = env_int("HOSTAGENT_KERNEL_BOOT_TIMEOUT", 480);
-  std::vector<std::string> argv = {"timeout", "--kill-after=10", std::to_string(limit_s)};
-  QemuInputs inputs{host->qemu, host->kernel, initrd, run_dir / kConsoleLog, run_dir / kResultsLog};
+  out.limit_s = env_int("HOSTAGENT_KERNEL_BOOT_TIMEOUT", 480);
+  std::vector<std::string> argv = {"timeout", "--kill-after=10", std::to_string(out.limit_s)};
+  QemuInputs inputs{host.qemu, host.kernel, initrd, run_dir / kConsoleLog, run_dir / kResultsLog};
   inputs.share_host_root = plan.end_to_end;
+  inputs.persistent_disk = plan.persistent_disk;
   const auto qemu = qemu_argv(inputs);
   argv.insert(argv.end(), qemu.begin(), qemu.end());
   write_text(run_dir / "qemu-command", shell_command(qemu));  // to boot it again by hand
   const auto boot_start = Clock::now();
-  const auto result = run_qemu(argv, run_dir);
-  const double boot_s = seconds_since(boot_start);
-  write_text(run_dir / kStatusFile, "ran\n");
+  out.qemu = run_qemu(argv, run_dir);
+  out.boot_s = seconds_since(boot_start);
+  return out;
+}
 
+// What every boot must show: the guest ran each test case it listed and powered off, unpanicked.
+void check_boot(const BootPlan& plan, const HostPrerequisites& host, const BootRun& boot) {
+  const fs::path& run_dir = plan.run_dir;
   const std::string console = read_or_empty(run_dir / kConsoleLog);
   const GuestRun run = parse_guest_run(read_or_empty(run_dir / kResultsLog));
-  MESSAGE("kernel " << host->kernel_version << ": netdevsim.ko " << netdevsim_s << " s, initramfs "
-                    << initramfs->size() / (std::size_t{1} << 20) << " MiB in " << initramfs_s << " s, QEMU " << boot_s
-                    << " s, " << run.tests.size() << " guest test cases; run directory " << run_dir.string());
-  if (result.attempts > 1)
+  MESSAGE("kernel " << host.kernel_version << ": netdevsim.ko " << boot.netdevsim_s << " s, initramfs "
+                    << boot.initramfs_bytes / (std::size_t{1} << 20) << " MiB in " << boot.initramfs_s << " s, QEMU "
+                    << boot.boot_s << " s, " << run.tests.size() << " guest test cases; run directory "
+                    << run_dir.string());
+  if (boot.qemu.attempts > 1)
     MESSAGE("the first boot hung before its first line for " << silent_limit().count() << " s; booted again");
   INFO("QEMU: " << read_or_empty(run_dir / kQemuLog) << "\nthe guest's console (" << (run_dir / kConsoleLog).string()
                 << "), last lines:\n"
                 << tail_lines(console, 40));
   const auto panic = verify::kernel_panic(console);
   CHECK_MESSAGE(!panic.has_value(), "the guest's kernel panicked: " << panic.value_or(""));
-  CHECK_MESSAGE(result.exit_code != 124, "the guest did not power off within "
-                                             << limit_s << " s, or twice printed nothing for " << silent_limit().count()
-                                             << " s");
-  CHECK(result.exit_code == 0);
+  CHECK_MESSAGE(boot.qemu.exit_code != 124, "the guest did not power off within "
+                                                << boot.limit_s << " s, or twice printed nothing for "
+                                                << silent_limit().count() << " s");
+  CHECK(boot.qemu.exit_code == 0);
   CHECK_MESSAGE(run.done, "the guest did not finish its test cases");
   REQUIRE(run.listed.has_value());
   CHECK(*run.listed > 0);
   CHECK(static_cast<int>(run.tests.size()) == *run.listed);
+}
+
+// The run directory made ready: created, the last run's files gone.
+void clear_run_dir(const fs::path& run_dir) {
+  std::error_code ec;
+  fs::create_directories(run_dir, ec);
+  for (const char* file : {kStatusFile, kConsoleLog, kResultsLog}) fs::remove(run_dir / file, ec);
+}
+
+void boot(const BootPlan& plan) {
+  clear_run_dir(plan.run_dir);
+  const auto host = prerequisites_or_skip(plan);
+  if (!host) return;
+  const auto run = run_boot(plan, *host);
+  write_text(plan.run_dir / kStatusFile, "ran\n");
+  check_boot(plan, *host, run);
+}
+
+// The host-life disk: a fresh ext4 file system with the label the guest mounts it by, made here
+// (mke2fs writes an image file without privileges), so each run begins with a host that never ran.
+void make_persistent_disk(const fs::path& image) {
+  std::error_code ec;
+  fs::remove(image, ec);
+  { std::ofstream(image, std::ios::binary).close(); }
+  fs::resize_file(image, std::uintmax_t{128} << 20U, ec);
+  REQUIRE_MESSAGE(!ec, "cannot size " << image.string() << ": " << ec.message());
+  const auto made = run_command({"/usr/sbin/mkfs.ext4", "-q", "-F", "-L", kPersistentLabel, image.string()});
+  REQUIRE_MESSAGE(made.exit_code == 0, "mkfs.ext4 " << image.string() << ": " << made.output);
+}
+
+// The emulated host's life across a reboot: the cases before it in one boot, those after it in a
+// second boot of the same host (the same disk), each boot checked as any other. Each boot's console
+// and results are kept (console-N.log, results-N.log), and results.log holds both, so each case is
+// a CTest result of its own.
+void boot_twice(BootPlan plan, const std::array<std::string, 2>& filters) {
+  clear_run_dir(plan.run_dir);
+  const auto host = prerequisites_or_skip(plan);
+  if (!host) return;
+  plan.persistent_disk = plan.run_dir / "persistent.img";
+  make_persistent_disk(plan.persistent_disk);
+  std::string results;
+  for (std::size_t i = 0; i < filters.size(); ++i) {
+    CAPTURE(filters[i]);
+    plan.test_filter = filters[i];
+    const auto run = run_boot(plan, *host);
+    check_boot(plan, *host, run);
+    const std::string n = std::to_string(i + 1);
+    results += read_or_empty(plan.run_dir / kResultsLog);
+    std::error_code ec;
+    fs::copy_file(plan.run_dir / kConsoleLog, plan.run_dir / ("console-" + n + ".log"),
+                  fs::copy_options::overwrite_existing, ec);
+    fs::copy_file(plan.run_dir / kResultsLog, plan.run_dir / ("results-" + n + ".log"),
+                  fs::copy_options::overwrite_existing, ec);
+  }
+  write_text(plan.run_dir / kResultsLog, results);
+  write_text(plan.run_dir / kStatusFile, "ran\n");
 }
 
 TEST_CASE("boot: the emulated GPU host runs the device test cases on Debian's kernel") {
@@ -261,6 +335,13 @@ TEST_CASE("boot: the emulated GPU host runs the device test cases on Debian's ke
 // drives them (tests/kernel/e2e/).
 TEST_CASE("boot end to end: hostagentd runs VMs with libvirtd in the emulated GPU host") {
   boot(BootPlan{HOSTAGENT_KERNEL_E2E_RUN_DIR, HOSTAGENT_KERNEL_E2E_GUEST, true});
+}
+
+// The same, booted twice on a disk that survives: hostagentd's state and libvirt's configuration
+// outlive the reboot between the two (tests/kernel/e2e/test_host_life.cpp).
+TEST_CASE("boot host life: the emulated GPU host reboots under hostagentd and its VMs come back") {
+  boot_twice(BootPlan{HOSTAGENT_KERNEL_HOST_LIFE_RUN_DIR, HOSTAGENT_KERNEL_HOST_LIFE_GUEST, true},
+             {"*before the reboot*", "*after the reboot*"});
 }
 
 }  // namespace

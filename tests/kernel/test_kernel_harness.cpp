@@ -194,7 +194,7 @@ TEST_CASE("the QEMU command line: Q35 with a split irqchip, two NUMA nodes, the 
 }
 
 TEST_CASE("the guest's /init loads the modules, then runs the guest program's test cases between markers") {
-  const std::string script = init_script(InitOptions{{"vfio-pci", "nvme"}, "/hostagent/guest", 77, "", ""});
+  const std::string script = init_script(InitOptions{{"vfio-pci", "nvme"}, "/hostagent/guest", 77, "", "", ""});
   CHECK(script.starts_with("#!/bin/busybox sh\n"));
   CHECK(script.find("for module in vfio-pci nvme; do") != std::string::npos);
   CHECK(script.find("guest=/hostagent/guest\nrun=\n") != std::string::npos);
@@ -205,7 +205,7 @@ TEST_CASE("the guest's /init loads the modules, then runs the guest program's te
 
 TEST_CASE("the end-to-end /init mounts this machine's root, starts libvirtd there, and runs the program chrooted") {
   const std::string setup = host_root_setup();
-  const std::string script = init_script(InitOptions{{"nvme"}, "/build/kernel_e2e_tests", 77, setup, kNewRoot});
+  const std::string script = init_script(InitOptions{{"nvme"}, "/build/kernel_e2e_tests", 77, setup, kNewRoot, ""});
   CHECK(script.find(setup) != std::string::npos);
   CHECK(script.find(setup) < script.find("report \"tests"));
   CHECK(script.find("run=\"chroot /newroot\"\n") != std::string::npos);
@@ -217,6 +217,32 @@ TEST_CASE("the end-to-end /init mounts this machine's root, starts libvirtd ther
   // The mounts' modules come after virtio_pci, which binds the 9p transport's PCI function.
   const auto modules = host_root_modules();
   CHECK(modules.front() == "virtio_pci");
+  // Every test case is listed unless a filter says otherwise.
+  CHECK(script.find("listed='*'\n") != std::string::npos);
+  CHECK(setup.find("findfs") == std::string::npos);
+}
+
+TEST_CASE("a host-life boot mounts its persistent disk and takes libvirt's state from it, before libvirtd starts") {
+  const std::string setup = host_root_setup(true);
+  const auto mount = setup.find(std::string("disk=$(findfs LABEL=") + kPersistentLabel + ")");
+  REQUIRE(mount != std::string::npos);
+  // After libvirt's state is reset, before libvirtd reads it.
+  CHECK(setup.find("rm -rf \"$R/etc/libvirt/qemu\"") < mount);
+  CHECK(mount < setup.find("/usr/sbin/libvirtd -d"));
+  CHECK(setup.find("mount --bind \"$P/libvirt-qemu\" \"$R/etc/libvirt/qemu\"") != std::string::npos);
+  const auto modules = host_root_modules(true);
+  CHECK(std::find(modules.begin(), modules.end(), "ext4") != modules.end());
+  const std::string script =
+      init_script(InitOptions{{"nvme"}, "/build/guest", 77, setup, kNewRoot, "*before the reboot*"});
+  CHECK(script.find("listed='*before the reboot*'\n") != std::string::npos);
+  CHECK(script.find("--list-test-cases --test-case=\"$listed\"") != std::string::npos);
+  // The disk: an NVMe of its own, serial and drive named, only when asked for.
+  QemuInputs inputs{"qemu-system-x86_64", "/boot/vmlinuz", "/tmp/initrd", "/tmp/c", "/tmp/r"};
+  inputs.persistent_disk = "/tmp/life.img";
+  const auto argv = qemu_argv(inputs);
+  CHECK(std::find(argv.begin(), argv.end(), "file=/tmp/life.img,if=none,id=persist,format=raw") != argv.end());
+  CHECK(std::find(argv.begin(), argv.end(), "nvme,id=nvmepersist,serial=hostagent-persist,drive=persist,bus=pcie.0") !=
+        argv.end());
 }
 
 TEST_CASE("the end-to-end boot shares this machine's root read-only over virtio-9p, and the device boot does not") {

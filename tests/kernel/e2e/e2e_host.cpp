@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -127,6 +128,33 @@ std::vector<PciAddress> virtfns(const PciAddress& pf) {
   return vfs;
 }
 
+std::vector<PciAddress> all_vfs() {
+  std::vector<PciAddress> vfs;
+  for (const auto& pf : emulated_devices().nvme_pfs) {
+    const auto more = virtfns(pf);
+    vfs.insert(vfs.end(), more.begin(), more.end());
+  }
+  return vfs;
+}
+
+void check_vf_idle(const PciAddress& vf) {
+  INFO("VF " << vf.to_string());
+  CHECK_FALSE(guest::driver_of(vf).has_value());
+  CHECK(guest::sysfs().read(guest::pci_path(vf, "driver_override")).value() == "(null)");
+}
+
+PciAddress check_vm_holds_a_vf(const DomainView& domain) {
+  REQUIRE(domain.hostdevs.size() == 1);
+  const PciAddress vf = domain.hostdevs.front();
+  INFO("the VM's hostdev " << vf.to_string());
+  CHECK(domain.all_unmanaged);
+  const auto vfs = all_vfs();
+  CHECK(std::find(vfs.begin(), vfs.end(), vf) != vfs.end());
+  CHECK(guest::driver_of(vf) == std::optional<std::string>("vfio-pci"));
+  CHECK(guest::sysfs().exists("/dev/vfio/" + std::to_string(guest::iommu_group_of(vf))));
+  return vf;
+}
+
 Daemon::Daemon(const fs::path& dir) : dir_(dir), config_(dir / "hostagent.yaml") {
   write_file(config_, configuration(dir_, emulated_devices()));
   write_file(dir_ / "templates" / (std::string(kVfTemplate) + ".yaml"), kVfTemplateYaml);
@@ -175,6 +203,14 @@ void Daemon::kill_hard() {
   pid_ = -1;
 }
 
+void Daemon::add_template(const std::string& name, const std::string& yaml) const {
+  write_file(dir_ / "templates" / (name + ".yaml"), yaml);
+}
+
+bool Daemon::has_record(const std::string& owner) const {
+  return fs::exists(records_directory() / (owner + ".devices.json"));
+}
+
 CommandResult Daemon::ctl(const std::vector<std::string>& args) const {
   std::vector<std::string> argv = {HOSTAGENT_E2E_HOSTAGENTCTL, "--socket", (dir_ / "api.sock").string()};
   argv.insert(argv.end(), args.begin(), args.end());
@@ -212,6 +248,17 @@ DomainView libvirt_domain(const std::string& name) {
   std::free(xml);  // NOLINT(cppcoreguidelines-no-malloc): libvirt's allocation
   view.hostdevs = hostdev_addresses(text, view.all_unmanaged);
   return view;
+}
+
+void destroy_and_undefine(const std::string& name) {
+  virSetErrorFunc(nullptr, [](void*, virErrorPtr) {});
+  const std::unique_ptr<virConnect, ConnectionCloser> connection(virConnectOpen("qemu:///system"));
+  REQUIRE_MESSAGE(connection != nullptr, "cannot connect to qemu:///system: " << virGetLastErrorMessage());
+  const std::unique_ptr<virDomain, DomainFreer> domain(virDomainLookupByName(connection.get(), name.c_str()));
+  REQUIRE_MESSAGE(domain != nullptr, "no domain " << name << ": " << virGetLastErrorMessage());
+  REQUIRE_MESSAGE(virDomainDestroy(domain.get()) == 0, "virDomainDestroy " << name << ": " << virGetLastErrorMessage());
+  REQUIRE_MESSAGE(virDomainUndefine(domain.get()) == 0,
+                  "virDomainUndefine " << name << ": " << virGetLastErrorMessage());
 }
 
 std::string libvirt_logs(const std::string& domain) {

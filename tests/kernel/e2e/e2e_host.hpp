@@ -29,6 +29,11 @@ EmulatedDevices emulated_devices();
 
 // The VFs of a PF now, from its virtfnN links.
 std::vector<PciAddress> virtfns(const PciAddress& pf);
+// The VFs of every NVMe PF now.
+std::vector<PciAddress> all_vfs();
+
+// A VF as the host keeps it for VMs: created with autoprobe off, on no driver, no override.
+void check_vf_idle(const PciAddress& vf);
 
 // hostagentd with preparation "hostagent", devices.sriov creating kVfsPerPf VFs on each NVMe PF, the
 // edu devices as GPUs, and the two templates; its state under `dir`, which outlives a restart.
@@ -44,6 +49,10 @@ class Daemon {
   int stop();        // SIGTERM; the exit status, or -1 when it had to be killed after 60 s
   void kill_hard();  // SIGKILL: a crash
   CommandResult ctl(const std::vector<std::string>& args) const;
+  // One more template in its template directory (before start: templates are read then).
+  void add_template(const std::string& name, const std::string& yaml) const;
+  // Whether `owner` has a device record ("@host": the host's own).
+  bool has_record(const std::string& owner) const;
   std::string log() const;       // hostagentd's own output, every start's
   std::string log_tail() const;  // its last lines, for failure messages
   std::filesystem::path records_directory() const { return dir_ / "state" / "devices"; }
@@ -62,6 +71,12 @@ struct DomainView {
   bool all_unmanaged = true;         // every PCI hostdev has managed='no'
 };
 DomainView libvirt_domain(const std::string& name);
+
+// The VM's one hostdev: an NVMe VF of one of the PFs, on vfio-pci with its group's device node.
+PciAddress check_vm_holds_a_vf(const DomainView& domain);
+
+// What an operator's `virsh destroy; virsh undefine` does, through the C API: hostagent not asked.
+void destroy_and_undefine(const std::string& name);
 
 // The tail of libvirt's own logs (libvirtd's and the domain's), for failure messages.
 std::string libvirt_logs(const std::string& domain);

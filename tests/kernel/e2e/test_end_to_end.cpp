@@ -6,7 +6,6 @@
 #include <doctest/doctest.h>
 
 #include <chrono>
-#include <set>
 
 #include "../guest/guest_host.hpp"
 #include "e2e_host.hpp"
@@ -14,45 +13,11 @@
 namespace hostagent::testing::e2e {
 namespace {
 
-namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 constexpr auto kStartTimeout = std::chrono::seconds(120);
 
 double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
-}
-
-std::vector<PciAddress> all_vfs() {
-  std::vector<PciAddress> vfs;
-  for (const auto& pf : emulated_devices().nvme_pfs) {
-    const auto more = virtfns(pf);
-    vfs.insert(vfs.end(), more.begin(), more.end());
-  }
-  return vfs;
-}
-
-// A VF as the host keeps it for VMs: created with autoprobe off, on no driver, no override.
-void check_vf_idle(const PciAddress& vf) {
-  INFO("VF " << vf.to_string());
-  CHECK_FALSE(guest::driver_of(vf).has_value());
-  CHECK(guest::sysfs().read(guest::pci_path(vf, "driver_override")).value() == "(null)");
-}
-
-// The VM's one hostdev: an NVMe VF of one of the PFs, on vfio-pci with its group's device node.
-PciAddress check_vm_holds_a_vf(const DomainView& domain) {
-  REQUIRE(domain.hostdevs.size() == 1);
-  const PciAddress vf = domain.hostdevs.front();
-  INFO("the VM's hostdev " << vf.to_string());
-  CHECK(domain.all_unmanaged);
-  const auto vfs = all_vfs();
-  CHECK(std::find(vfs.begin(), vfs.end(), vf) != vfs.end());
-  CHECK(guest::driver_of(vf) == std::optional<std::string>("vfio-pci"));
-  CHECK(guest::sysfs().exists("/dev/vfio/" + std::to_string(guest::iommu_group_of(vf))));
-  return vf;
-}
-
-bool has_record(const Daemon& daemon, const std::string& owner) {
-  return fs::exists(daemon.records_directory() / (owner + ".devices.json"));
 }
 
 }  // namespace
@@ -79,7 +44,7 @@ TEST_CASE("1 hostagentd prepares the host at start: VFs created unprobed, the GP
     CHECK(guest::driver_of(gpu) == std::optional<std::string>("vfio-pci"));
     CHECK(guest::sysfs().exists("/dev/vfio/" + std::to_string(guest::iommu_group_of(gpu))));
   }
-  CHECK(has_record(daemon, "@host"));
+  CHECK(daemon.has_record("@host"));
   // The API lists the VFs as NVMe devices a VM can take.
   const auto listed = daemon.ctl({"devices", "--role", "nvme", "--free"});
   CHECK(listed.exit_code == 0);
@@ -102,7 +67,7 @@ TEST_CASE("2 a VM whose passthrough device is an NVMe VF runs, and deleting it g
   REQUIRE(domain.exists);
   CHECK_MESSAGE(domain.running, libvirt_logs(name));
   const PciAddress vf = check_vm_holds_a_vf(domain);
-  CHECK(has_record(daemon, name));
+  CHECK(daemon.has_record(name));
 
   start = Clock::now();
   const auto deleted = daemon.ctl({"vm", "delete", name});
@@ -112,7 +77,7 @@ TEST_CASE("2 a VM whose passthrough device is an NVMe VF runs, and deleting it g
   const auto vfs = all_vfs();
   CHECK(std::find(vfs.begin(), vfs.end(), vf) != vfs.end());
   check_vf_idle(vf);
-  CHECK_FALSE(has_record(daemon, name));
+  CHECK_FALSE(daemon.has_record(name));
   MESSAGE("create " << create_s << " s (placement, VF to vfio-pci, define, QEMU start), delete " << delete_s << " s");
   CHECK_MESSAGE(daemon.stop() == 0, daemon.log_tail());
 }
@@ -131,7 +96,7 @@ TEST_CASE("3 a VM whose QEMU cannot start leaves no VF on vfio-pci and no device
   CHECK(daemon.log().find("create " + name + " failed at step start and was rolled back") != std::string::npos);
   CHECK_FALSE(libvirt_domain(name).exists);
   for (const auto& vf : all_vfs()) check_vf_idle(vf);
-  CHECK_FALSE(has_record(daemon, name));
+  CHECK_FALSE(daemon.has_record(name));
   CHECK_MESSAGE(daemon.stop() == 0, daemon.log_tail());
 }
 
@@ -149,13 +114,13 @@ TEST_CASE("4 a VM outlives a crash of hostagentd, and the restarted daemon gives
   // Reconciliation kept the running VM and its VF.
   CHECK(libvirt_domain(name).running);
   CHECK(guest::driver_of(vf) == std::optional<std::string>("vfio-pci"));
-  CHECK(has_record(daemon, name));
+  CHECK(daemon.has_record(name));
 
   const auto deleted = daemon.ctl({"vm", "delete", name});
   REQUIRE_MESSAGE(deleted.exit_code == 0, deleted.output << daemon.log_tail());
   CHECK_FALSE(libvirt_domain(name).exists);
   check_vf_idle(vf);
-  CHECK_FALSE(has_record(daemon, name));
+  CHECK_FALSE(daemon.has_record(name));
   CHECK_MESSAGE(daemon.stop() == 0, daemon.log_tail());
 }
 
@@ -189,7 +154,7 @@ TEST_CASE("5 a stopped VM whose VF the host took back is prepared again at its s
   const auto deleted = daemon.ctl({"vm", "delete", name});
   REQUIRE_MESSAGE(deleted.exit_code == 0, deleted.output << daemon.log_tail());
   check_vf_idle(vf);
-  CHECK_FALSE(has_record(daemon, name));
+  CHECK_FALSE(daemon.has_record(name));
   MESSAGE("start with the VF bound again " << start_s << " s");
   CHECK_MESSAGE(daemon.stop() == 0, daemon.log_tail());
 }

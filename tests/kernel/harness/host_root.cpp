@@ -3,12 +3,40 @@
 
 namespace hostagent::testing::kernel {
 
-std::vector<std::string> host_root_modules() {
+std::vector<std::string> host_root_modules(bool persistent_disk) {
   // virtio_pci binds the 9p transport's PCI function; 9p itself after it.
-  return {"virtio_pci", "9pnet_virtio", "9p", "overlay"};
+  std::vector<std::string> modules = {"virtio_pci", "9pnet_virtio", "9p", "overlay"};
+  // Debian builds ext4 as a module, and the CRC32C its metadata checksums need too: ext4 asks the
+  // crypto API for "crc32c" at mount (fs/ext4/super.c), which no module dependency names, so
+  // without it loaded first the mount fails ("Cannot load crc32c driver").
+  if (persistent_disk) modules.insert(modules.end(), {"crc32c_generic", "ext4"});
+  return modules;
 }
 
-std::string host_root_setup() {
+namespace {
+
+// After libvirt's state was reset: the persistent disk (found by its label: the NVMe's block
+// device name depends on probe order) mounted in the new root, and libvirt's domain
+// configuration and /var/lib/libvirt bound from it, as a host whose /etc and /var are on a disk.
+std::string persistent_disk_lines() {
+  return std::string(R"sh(
+P="$R)sh") + kPersistentMount +
+         R"sh("
+disk=$(findfs LABEL=)sh" +
+         kPersistentLabel + R"sh()
+mkdir -p "$P"
+mount -t ext4 "$disk" "$P" || say "cannot mount the persistent disk ($disk) on $P"
+mkdir -p "$P/libvirt-qemu" "$P/libvirt-lib"
+mount --bind "$P/libvirt-qemu" "$R/etc/libvirt/qemu"
+mount --bind "$P/libvirt-lib" "$R/var/lib/libvirt"
+say "persistent disk $disk on $P: $(ls "$P" | tr '
+' ' ')"
+)sh";
+}
+
+}  // namespace
+
+std::string host_root_setup(bool persistent_disk) {
   return std::string(R"sh(
 # The end-to-end boot (tests/kernel/harness/host_root.cpp): this machine's root, read-only over 9p,
 # under a tmpfs overlay. cache=loose: the lower layer never changes while the guest runs.
@@ -39,6 +67,8 @@ done
 rm -rf "$R/etc/libvirt/qemu" "$R/etc/libvirt/storage" "$R/etc/libvirt/secrets" "$R/etc/libvirt/nwfilter" \
   "$R/var/lib/libvirt" "$R/var/cache/libvirt" "$R/var/log/libvirt"
 mkdir -p "$R/etc/libvirt/qemu" "$R/var/lib/libvirt" "$R/var/cache/libvirt" "$R/var/log/libvirt/qemu"
+)sh" + (persistent_disk ? persistent_disk_lines() : std::string()) +
+         R"sh(
 # The guest has no systemd, cgroup mount, virtlogd, AppArmor or polkit, and its root is a chroot
 # (not a pivot_root), whose /dev libvirt's per-domain mount namespace cannot rebuild.
 cat > "$R/etc/libvirt/qemu.conf" <<'CONF'

@@ -14,12 +14,22 @@ inline constexpr const char* kNewRoot = "/newroot";      // where the overlay is
 // 2 MiB hugepages reserved on each guest NUMA node: the VMs' memory (hugepage_size 2M).
 inline constexpr int kHugepages2mPerNode = 64;
 
-// The modules the mounts need (virtio-9p and overlayfs), beyond the device tests' ones.
-std::vector<std::string> host_root_modules();
+// The host-life boots' disk that outlives a reboot (qemu_command.hpp, QemuInputs::persistent_disk):
+// an ext4 file system with this label, mounted at kPersistentMount in the new root, where
+// hostagentd keeps its state and libvirt its domains' configuration (/etc/libvirt/qemu) and
+// /var/lib/libvirt, bound there from it. The disk is an NVMe the host mounts: hostagentd must see it
+// as the host's.
+inline constexpr const char* kPersistentLabel = "hostagent-life";
+inline constexpr const char* kPersistentMount = "/var/lib/hostagent-life";
+
+// The modules the mounts need (virtio-9p and overlayfs; ext4 with a persistent disk), beyond the
+// device tests' ones.
+std::vector<std::string> host_root_modules(bool persistent_disk = false);
 
 // /init's lines (InitOptions::setup) that mount the overlay at kNewRoot with its own /proc, /sys,
-// /dev, /run and hugetlbfs, reserve the hugepages, hide this machine's libvirt state, write the
-// guest's libvirt configuration and start libvirtd there, waiting for its socket.
-std::string host_root_setup();
+// /dev, /run and hugetlbfs, reserve the hugepages, hide this machine's libvirt state (or, with a
+// persistent disk, mount it and take libvirt's state from it), write the guest's libvirt
+// configuration and start libvirtd there, waiting for its socket.
+std::string host_root_setup(bool persistent_disk = false);
 
 }  // namespace hostagent::testing::kernel

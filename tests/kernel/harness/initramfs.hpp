@@ -70,6 +70,9 @@ struct InitOptions {
   std::string setup;
   // When set, the guest program runs chrooted into this directory, at its path there.
   std::string chroot;
+  // When set, only the test cases this doctest pattern matches run (the host-life boots split the
+  // guest program's cases between the boot before a reboot and the boot after it).
+  std::string test_filter = {};
 };
 
 // The guest's /init: mounts, loads the modules, sets up the emulated NIC (netdevsim device, its

@@ -111,6 +111,12 @@ std::vector<std::string> qemu_argv(const QemuInputs& inputs) {
                 {"-fsdev", std::string("local,id=hostroot,path=/,security_model=none,readonly=on,multidevs=remap"),
                  "-device", std::string("virtio-9p-pci,fsdev=hostroot,mount_tag=") + kHostRootTag + ",bus=pcie.0"});
   }
+  if (!inputs.persistent_disk.empty()) {
+    // QEMU's NVMe flushes its drive on the guest's Flush command: what the guest synced is on the
+    // image when QEMU exits.
+    argv.insert(argv.end(), {"-drive", "file=" + inputs.persistent_disk.string() + ",if=none,id=persist,format=raw",
+                             "-device", "nvme,id=nvmepersist,serial=hostagent-persist,drive=persist,bus=pcie.0"});
+  }
   argv.insert(argv.end(),
               {"-serial", "file:" + inputs.console_log.string(), "-serial", "file:" + inputs.results_log.string(),
                "-kernel", inputs.kernel.string(), "-initrd", inputs.initrd.string(), "-append", kernel_cmdline()});

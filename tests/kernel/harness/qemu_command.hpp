@@ -25,6 +25,9 @@ struct QemuInputs {
   // This machine's root, read-only over virtio-9p with the mount tag kHostRootTag (host_root.hpp):
   // the end-to-end boot runs libvirtd, QEMU and hostagentd from it.
   bool share_host_root = false;
+  // A raw image that outlives the boot (the host-life boots: host_root.hpp, kPersistentLabel),
+  // attached as an NVMe controller of its own (no SR-IOV) on the root complex; empty: none.
+  std::filesystem::path persistent_disk = {};
 };
 
 // The kernel command line: the console on ttyS0, the IOMMU on (Debian's default leaves it off),

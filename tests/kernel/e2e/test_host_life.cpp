@@ -1,0 +1,189 @@
+// A host's life across a reboot, on the real-kernel harness: the emulated GPU host boots twice on
+// one disk (kernel_boot.cpp, "boot host life"), an NVMe it mounts at kPersistentMount that holds
+// hostagentd's state and libvirt's domain configuration. The cases named "before the reboot" run in
+// the first boot, those "after the reboot" in the second; each is a CTest result (host_life:...),
+// and each starts its own hostagentd on the same state directory, as a host's systemd would.
+#include <doctest/doctest.h>
+#include <unistd.h>
+
+#include <boost/json.hpp>
+#include <chrono>
+#include <fstream>
+#include <sstream>
+
+#include "../emulated_host.hpp"
+#include "../guest/guest_host.hpp"
+#include "e2e_host.hpp"
+#include "harness/host_root.hpp"
+
+namespace hostagent::testing::e2e {
+namespace {
+
+namespace fs = std::filesystem;
+constexpr auto kStartTimeout = std::chrono::seconds(120);
+constexpr const char* kVm = "life-vf";                // running when the host goes down
+constexpr const char* kUndefined = "life-undefined";  // its domain undefined outside hostagent
+constexpr const char* kAllNvme = "life-all-nvme";     // asks for every NVMe the host has
+
+// hostagentd's directory on the disk that outlives the reboot.
+fs::path daemon_dir() {
+  return fs::path(kernel::kPersistentMount) / "hostagent";
+}
+// What the first boot saw of the VM, for the second to compare: its VF's address.
+fs::path recorded_vf() {
+  return fs::path(kernel::kPersistentMount) / "life-vf.address";
+}
+
+std::string read_text(const fs::path& file) {
+  std::ifstream in(file);
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// Whether a file system is mounted at `path` (the mount point field of /proc/self/mountinfo).
+bool mounted_at(const std::string& path) {
+  std::istringstream lines(read_text("/proc/self/mountinfo"));
+  for (std::string line; std::getline(lines, line);) {
+    std::istringstream fields(line);
+    std::string id, parent, device, root, point;
+    fields >> id >> parent >> device >> root >> point;
+    if (point == path) return true;
+  }
+  return false;
+}
+
+// The NVMe controller whose namespace is the persistent disk (QEMU's serial, qemu_command.cpp).
+std::optional<PciAddress> persistent_nvme() {
+  for (const auto& f : guest::pci_functions(emulated_host::kNvmeVendor, emulated_host::kNvmeDevice)) {
+    std::error_code ec;
+    for (const auto& controller : fs::directory_iterator(guest::pci_path(f, "nvme"), ec)) {
+      if (read_text(controller.path() / "serial").find("hostagent-persist") == 0) return f;
+    }
+  }
+  return std::nullopt;
+}
+
+boost::json::value json_of(const CommandResult& result) {
+  REQUIRE_MESSAGE(result.exit_code == 0, result.output);
+  return boost::json::parse(result.output);
+}
+
+// Until libvirt says the VM runs, or timeout.
+bool runs_within(const std::string& name, std::chrono::seconds timeout) {
+  return guest::wait_until([&] { return libvirt_domain(name).running; }, timeout);
+}
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+}  // namespace
+
+TEST_CASE("1 before the reboot: the NVMe the host mounted is the host's, and a create for every NVMe never gets it") {
+  const auto mounted = persistent_nvme();
+  REQUIRE_MESSAGE(mounted.has_value(), "no NVMe with serial hostagent-persist");
+  REQUIRE_MESSAGE(mounted_at(kernel::kPersistentMount), "the persistent disk is not mounted: see the console");
+  Daemon daemon(daemon_dir());
+  // Every NVMe this host has: the VFs hostagentd makes at start, and the mounted one.
+  const auto vfs = static_cast<int>(emulated_devices().nvme_pfs.size()) * kVfsPerPf;
+  // Two vCPUs: the NVMe lie on both nodes, and each guest cell takes one.
+  daemon.add_template(kAllNvme, std::string("name: ") + kAllNvme + "\nextends: " + kVfTemplate +
+                                    "\nvcpus: 2\nnvme: " + std::to_string(vfs + 1) + "\n");
+  REQUIRE_MESSAGE(daemon.start(kStartTimeout), daemon.log_tail());
+
+  const auto devices = json_of(daemon.ctl({"devices", "--role", "nvme", "--json"}));
+  std::string host_use;
+  for (const auto& device : devices.at("devices").as_array()) {
+    if (device.at("address").as_string() == mounted->to_string() && device.at("host_use").is_string()) {
+      host_use = device.at("host_use").as_string().c_str();
+    }
+  }
+  CHECK_MESSAGE(host_use.find(std::string("mounted at ") + kernel::kPersistentMount) != std::string::npos,
+                "host_use of " << mounted->to_string() << ": " << host_use);
+
+  const auto refused = daemon.ctl({"vm", "create", "--template", kAllNvme, "--name", "life-all"});
+  CHECK(refused.exit_code != 0);
+  CHECK_MESSAGE(refused.output.find(mounted->to_string() + " used by the host") != std::string::npos, refused.output);
+  CHECK_FALSE(libvirt_domain("life-all").exists);
+  // Still the host's: on its driver, its file system in use.
+  CHECK(guest::driver_of(*mounted) == std::optional<std::string>("nvme"));
+  CHECK(fs::exists(daemon_dir() / "state"));
+  CHECK_MESSAGE(daemon.stop() == 0, daemon.log_tail());
+}
+
+TEST_CASE("2 before the reboot: a VM with an NVMe VF is running when the host goes down") {
+  Daemon daemon(daemon_dir());
+  REQUIRE_MESSAGE(daemon.start(kStartTimeout), daemon.log_tail());
+  const auto created = daemon.ctl({"vm", "create", "--template", kVfTemplate, "--name", kVm});
+  REQUIRE_MESSAGE(created.exit_code == 0, created.output << daemon.log_tail() << libvirt_logs(kVm));
+  const PciAddress vf = check_vm_holds_a_vf(libvirt_domain(kVm));
+  CHECK(daemon.has_record(kVm));
+  std::ofstream(recorded_vf()) << vf.to_string();
+  // hostagentd stops as systemd stops it at shutdown; the VM runs until the power goes.
+  CHECK_MESSAGE(daemon.stop() == 0, daemon.log_tail());
+  CHECK(libvirt_domain(kVm).running);
+  ::sync();
+}
+
+TEST_CASE("3 after the reboot: hostagentd starts the VM that was running, its VF on vfio-pci again") {
+  REQUIRE_MESSAGE(mounted_at(kernel::kPersistentMount), "the persistent disk is not mounted: see the console");
+  REQUIRE_MESSAGE(fs::exists(recorded_vf()), "the first boot recorded no VM");
+  const auto vf = PciAddress::parse(read_text(recorded_vf()));
+  REQUIRE(vf.ok());
+  // A new boot: no VFs until hostagentd makes them, and libvirt's domain kept, shut off.
+  CHECK(all_vfs().empty());
+  const auto kept = libvirt_domain(kVm);
+  CHECK(kept.exists);
+  CHECK_FALSE(kept.running);
+
+  Daemon daemon(daemon_dir());
+  const auto start = std::chrono::steady_clock::now();
+  REQUIRE_MESSAGE(daemon.start(kStartTimeout), daemon.log_tail());
+  REQUIRE_MESSAGE(runs_within(kVm, std::chrono::seconds(180)), daemon.log_tail() << libvirt_logs(kVm));
+  MESSAGE("the VM ran again " << seconds_since(start) << " s after hostagentd started (TCG)");
+  CHECK(check_vm_holds_a_vf(libvirt_domain(kVm)) == *vf);
+  const auto status = json_of(daemon.ctl({"status", "--json"}));
+  const auto& report = status.at("last_reconcile");
+  CHECK(report.at("host_rebooted").as_bool());
+  CHECK(boost::json::serialize(report.at("boot_starts")) == std::string("[\"") + kVm + "\"]");
+  CHECK_MESSAGE(daemon.log().find(std::string("devices of ") + kVm + " were not as prepared: IOMMU group") !=
+                    std::string::npos,
+                daemon.log_tail());
+  CHECK_MESSAGE(daemon.stop() == 0, daemon.log_tail());
+}
+
+TEST_CASE("4 after the reboot: the VM is deleted and its VF given back") {
+  Daemon daemon(daemon_dir());
+  REQUIRE_MESSAGE(daemon.start(kStartTimeout), daemon.log_tail());
+  const auto vf = PciAddress::parse(read_text(recorded_vf()));
+  REQUIRE(vf.ok());
+  const auto deleted = daemon.ctl({"vm", "delete", kVm});
+  REQUIRE_MESSAGE(deleted.exit_code == 0, deleted.output << daemon.log_tail());
+  CHECK_FALSE(libvirt_domain(kVm).exists);
+  check_vf_idle(*vf);
+  CHECK_FALSE(daemon.has_record(kVm));
+  CHECK_MESSAGE(daemon.stop() == 0, daemon.log_tail());
+}
+
+TEST_CASE("5 after the reboot: a VM whose domain is undefined with libvirt directly has its devices released at once") {
+  Daemon daemon(daemon_dir());
+  REQUIRE_MESSAGE(daemon.start(kStartTimeout), daemon.log_tail());
+  const auto created = daemon.ctl({"vm", "create", "--template", kVfTemplate, "--name", kUndefined});
+  REQUIRE_MESSAGE(created.exit_code == 0, created.output << daemon.log_tail() << libvirt_logs(kUndefined));
+  const PciAddress vf = check_vm_holds_a_vf(libvirt_domain(kUndefined));
+
+  destroy_and_undefine(kUndefined);
+  const auto undefined = std::chrono::steady_clock::now();
+  // The same hostagentd, told by libvirt's events: no restart, no command.
+  const bool released = guest::wait_until(
+      [&] { return !daemon.has_record(kUndefined) && !guest::driver_of(vf).has_value(); }, std::chrono::seconds(60));
+  CHECK_MESSAGE(released, daemon.log_tail());
+  MESSAGE("its VF was given back " << seconds_since(undefined) << " s after the undefine");
+  check_vf_idle(vf);
+  const auto listed = json_of(daemon.ctl({"vm", "list", "--json"}));
+  for (const auto& vm : listed.at("vms").as_array()) CHECK(vm.at("name").as_string() != kUndefined);
+  CHECK_MESSAGE(daemon.stop() == 0, daemon.log_tail());
+}
+
+}  // namespace hostagent::testing::e2e
