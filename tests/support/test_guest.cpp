@@ -31,11 +31,18 @@ using guest_detail::CpioEntry;
 // through verify::tcg_kernel_cmdline (no_timer_check), so load on the machine cannot panic it.
 constexpr std::string_view kCmdline = "console=ttyS0 panic=-1 quiet";
 
-// What the guest needs from the kernel's modules when they are not built in (Debian builds both as
-// modules, CONFIG_ACPI_BUTTON=m and CONFIG_INPUT_EVDEV=m): button.ko turns the ACPI power button
-// (what virDomainShutdown presses) into a key press on an input device, evdev.ko makes that device
-// readable as /dev/input/eventN. Neither depends on another module (modinfo -F depends).
-constexpr std::array<const char*, 2> kModules = {"kernel/drivers/acpi/button.ko", "kernel/drivers/input/evdev.ko"};
+// What the guest needs from the kernel's modules when they are not built in, in the order they load
+// (busybox insmod resolves no dependency: each comes after those modules.dep says it needs).
+// button.ko turns the ACPI power button (what virDomainShutdown presses) into a key press on an input
+// device, evdev.ko makes that device readable as /dev/input/eventN (Debian: CONFIG_ACPI_BUTTON=m,
+// CONFIG_INPUT_EVDEV=m). The rest read the NoCloud seed hostagent attaches as a SATA CD-ROM on q35's
+// AHCI controller (render/domain_devices.cpp): the SCSI core, libata and AHCI, the CD-ROM driver and
+// ISO 9660 (all =m on Debian).
+constexpr std::array<const char*, 10> kModules = {
+    "kernel/drivers/acpi/button.ko", "kernel/drivers/input/evdev.ko", "kernel/drivers/scsi/scsi_common.ko",
+    "kernel/drivers/scsi/scsi_mod.ko", "kernel/drivers/ata/libata.ko", "kernel/drivers/ata/libahci.ko",
+    "kernel/drivers/ata/ahci.ko",      "kernel/drivers/cdrom/cdrom.ko", "kernel/drivers/scsi/sr_mod.ko",
+    "kernel/fs/isofs/isofs.ko"};
 
 std::nullopt_t missing(const std::string& why, const std::string& package) {
   const std::string message = why + " (install the Debian package " + package + ")";
@@ -87,9 +94,11 @@ bool built_in(const fs::path& modules_dir, const std::string& module) {
   return builtin && (builtin->starts_with(module + "\n") || builtin->find("\n" + module + "\n") != std::string::npos);
 }
 
-// MODULE (kernel/...) from a modules directory, decompressed; nullopt after missing() when it is
-// not there or cannot be read.
-std::optional<CpioEntry> module_entry(const fs::path& dir, const std::string& module, const std::string& package) {
+// MODULE (kernel/...) from a modules directory, decompressed, as lib/modules/NN-NAME.ko: NN its place in
+// kModules, so the guest's glob loads them in that order; nullopt after missing() when it is not
+// there or cannot be read.
+std::optional<CpioEntry> module_entry(const fs::path& dir, const std::string& module, std::size_t place,
+                                      const std::string& package) {
   std::error_code ec;
   for (const char* suffix : {"", ".xz", ".zst", ".gz"}) {
     const fs::path file = dir / (module + suffix);
@@ -97,8 +106,9 @@ std::optional<CpioEntry> module_entry(const fs::path& dir, const std::string& mo
     std::string why;
     auto image = guest_detail::read_module(file, why);
     if (!image) return missing(why, package);
-    return CpioEntry{"lib/modules/" + fs::path(module).filename().string(), CpioEntry::Kind::file, 0644,
-                     std::move(*image)};
+    const std::string order = (place < 10 ? "0" : "") + std::to_string(place);
+    return CpioEntry{"lib/modules/" + order + "-" + fs::path(module).filename().string(), CpioEntry::Kind::file,
+                     0644, std::move(*image)};
   }
   return missing(module + " is in neither " + dir.string() + " nor its modules.builtin", package);
 }
@@ -117,9 +127,10 @@ std::optional<std::vector<CpioEntry>> kernel_modules(const fs::path& kernel, boo
     return missing(dir.string() + " does not exist: the modules of " + kernel.string() + " are missing", package);
   }
   std::vector<CpioEntry> modules;
-  for (const std::string module : kModules) {
+  for (std::size_t place = 0; place < kModules.size(); ++place) {
+    const std::string module = kModules[place];
     if (built_in(dir, module)) continue;
-    auto entry = module_entry(dir, module, package);
+    auto entry = module_entry(dir, module, place, package);
     if (!entry) return std::nullopt;
     modules.push_back(std::move(*entry));
   }
@@ -191,10 +202,39 @@ $bb mount -t sysfs sysfs /sys
 # devtmpfs: the kernel makes the device nodes itself (/dev/input/eventN among them); no mdev needed.
 $bb mount -t devtmpfs devtmpfs /dev
 
-# button.ko and evdev.ko when the kernel has them as modules (see kModules in test_guest.cpp).
+# The modules the kernel does not have built in, in kModules' order (test_guest.cpp). insmod returns
+# once the module's init and the asynchronous probes it started are done (do_init_module waits for
+# them), so after ahci.ko the SATA ports are scanned, and after sr_mod.ko a CD-ROM has its sr0.
 for module in /lib/modules/*.ko; do
   [ -e "$module" ] && $bb insmod "$module"
 done
+
+# The NoCloud seed, when the domain has one: an ISO 9660 CD-ROM whose volume id (32 bytes at
+# 0x8028, ECMA-119 8.4.6) is "cidata". Each of its files is shown line by line, so a test can see
+# what cloud-init in a real guest would read. Its device node may follow the probe by a moment.
+for attempt in 1 2 3 4 5 6 7 8 9 10; do
+  [ -b /dev/sr0 ] && break
+  $bb sleep 0.2
+done
+if [ -b /dev/sr0 ]; then
+  label=$($bb dd if=/dev/sr0 bs=1 skip=32808 count=32 2>/dev/null | $bb tr -d ' ')
+  $bb mkdir -p /seed
+  if [ "$label" = cidata ] && $bb mount -t iso9660 -o ro /dev/sr0 /seed; then
+    files=
+    for file in /seed/*; do
+      name=${file##*/}
+      files="${files:+$files,}$name"
+      while IFS= read -r line || [ -n "$line" ]; do
+        echo "hostagent-test-guest: seed $name: $line" >/dev/console
+      done <"$file"
+    done
+    echo "hostagent-test-guest: seed label=$label files=$files" >/dev/console
+  else
+    echo "hostagent-test-guest: seed unreadable: sr0 label=$label" >/dev/console
+  fi
+else
+  echo "hostagent-test-guest: seed none" >/dev/console
+fi
 
 # A graceful shutdown (virDomainShutdown) is an ACPI power button press: the button driver reports
 # it as KEY_POWER on the "Power Button" input device. Reading one struct input_event (24 bytes on
@@ -342,6 +382,27 @@ std::optional<TestGuestReport> find_test_guest_report(const std::string& console
   std::istringstream lists(fields["node_cpus"]);
   for (std::string list; std::getline(lists, list, '/');) report.node_cpus.push_back(list);
   return report;
+}
+
+std::optional<TestGuestSeed> find_test_guest_seed(const std::string& console) {
+  const std::string prefix = kTestGuestSeed;
+  TestGuestSeed seed;
+  std::istringstream lines(console);
+  for (std::string line; std::getline(lines, line);) {
+    const auto at = line.find(prefix);
+    if (at == std::string::npos) continue;
+    const std::string rest = line.substr(at + prefix.size());
+    if (rest.starts_with("none") || rest.starts_with("unreadable")) return std::nullopt;
+    if (rest.starts_with("label=")) {
+      seed.label = rest.substr(6, rest.find(' ') - 6);
+      return seed;
+    }
+    const auto colon = rest.find(": ");
+    if (colon == std::string::npos) return std::nullopt;
+    auto& text = seed.files[rest.substr(0, colon)];
+    text += (text.empty() ? "" : "\n") + rest.substr(colon + 2);
+  }
+  return std::nullopt;
 }
 
 }  // namespace hostagent::testing

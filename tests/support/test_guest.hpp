@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -35,6 +36,9 @@ std::filesystem::path write_test_guest_template(const std::filesystem::path& dir
 
 // The guest's console lines, for tests to wait for.
 inline constexpr const char* kTestGuestUp = "hostagent-test-guest: up ";
+// Before "up": each line of each file of the NoCloud seed it mounted ("...: seed meta-data:
+// instance-id: ..."), then "...: seed label=cidata files=meta-data,user-data"; or "...: seed none".
+inline constexpr const char* kTestGuestSeed = "hostagent-test-guest: seed ";
 inline constexpr const char* kTestGuestPowerButton = "hostagent-test-guest: power button pressed, powering off";
 
 // What the guest reports once booted, in its line
@@ -49,6 +53,16 @@ struct TestGuestReport {
 
 // The report in a console log, or nullopt when the "up" line is not (yet) there or is incomplete.
 std::optional<TestGuestReport> find_test_guest_report(const std::string& console);
+
+// The NoCloud seed as the guest read it from its CD-ROM: the volume label and each file's text (its
+// lines joined with '\n'), by name.
+struct TestGuestSeed {
+  std::string label;
+  std::map<std::string, std::string> files;
+};
+// The seed of the first boot in a console log; nullopt when that boot showed none (no CD-ROM, not
+// readable) or has not shown it yet.
+std::optional<TestGuestSeed> find_test_guest_seed(const std::string& console);
 
 // For a boot's failure message: " (the guest's kernel panicked: MESSAGE)" when the console shows a
 // panic (verify::kernel_panic), else "".

@@ -46,6 +46,18 @@ TEST_CASE("a guest boots under QEMU and goes through stop, start and delete with
   CHECK(report->nodes == 1);
   CHECK(report->power_button);
   CHECK(LibvirtdFixture::free_hugepages_2m() == free_before - kGuestHugepages2m);
+  // The guest mounted its seed CD-ROM and read what cloud-init there would: this VM's instance id
+  // and the key the create asked for.
+  const auto console = read_text_file(fixture->console_log(name));
+  const auto seed = find_test_guest_seed(console);
+  REQUIRE_MESSAGE(seed.has_value(), "the guest showed no seed; console: " << fixture->console_log(name).string());
+  CHECK(seed->label == "cidata");
+  REQUIRE(seed->files.count("meta-data") == 1);
+  CHECK_MESSAGE(seed->files.at("meta-data").find("instance-id: \"" + vm->uuid + "\"") != std::string::npos,
+                seed->files.at("meta-data"));
+  REQUIRE(seed->files.count("user-data") == 1);
+  CHECK_MESSAGE(seed->files.at("user-data").find(request.ssh_authorized_keys.front()) != std::string::npos,
+                seed->files.at("user-data"));
 
   // What QEMU runs with, from libvirt's live XML rather than from hostagent.
   const auto xml = fixture->live_xml(name);

@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <fstream>
 
 #include "hostagent/vmtemplates/vm_template.hpp"
@@ -37,7 +38,7 @@ TEST_CASE("the guest's /init is shell that busybox parses") {
   CHECK(guest_detail::init_script().starts_with("#!/bin/busybox sh\n"));
 }
 
-TEST_CASE("the initramfs built on this host holds a static busybox, /init, a console and the power button modules") {
+TEST_CASE("the initramfs built on this host holds a static busybox, /init, a console and the modules, in load order") {
   TempDir dir;
   const auto guest = build_test_guest(dir.path());
   if (!guest) return;
@@ -56,12 +57,41 @@ TEST_CASE("the initramfs built on this host holds a static busybox, /init, a con
     CAPTURE(dir_name);
     CHECK(records.at(dir_name).mode == (S_IFDIR | 0755));
   }
-  // Debian 12 builds the ACPI button and evdev as modules; they go in uncompressed, as ELF objects.
-  for (const char* module : {"lib/modules/button.ko", "lib/modules/evdev.ko"}) {
-    CAPTURE(module);
-    REQUIRE(records.count(module) == 1);
-    CHECK(records.at(module).data.starts_with("\177ELF"));
+  // Debian 12 builds the ACPI button, evdev and the seed CD-ROM's stack as modules; they go in
+  // uncompressed, as ELF objects, named so that the guest's glob loads each after what it needs.
+  const std::vector<std::string> in_order = {"00-button",  "01-evdev",   "02-scsi_common", "03-scsi_mod",
+                                             "04-libata",  "05-libahci", "06-ahci",        "07-cdrom",
+                                             "08-sr_mod",  "09-isofs"};
+  for (const auto& module : in_order) {
+    const std::string path = "lib/modules/" + module + ".ko";
+    CAPTURE(path);
+    REQUIRE(records.count(path) == 1);
+    CHECK(records.at(path).data.starts_with("\177ELF"));
   }
+  CHECK(std::is_sorted(in_order.begin(), in_order.end()));
+}
+
+TEST_CASE("the seed the guest shows is read back from its console, file by file; none is none") {
+  const std::string console =
+      "[    1.0] boot\n"
+      "hostagent-test-guest: seed meta-data: instance-id: \"7c1e\"\n"
+      "hostagent-test-guest: seed meta-data: local-hostname: \"vm1\"\n"
+      "hostagent-test-guest: seed user-data: #cloud-config\n"
+      "hostagent-test-guest: seed user-data: \n"
+      "hostagent-test-guest: seed user-data: ssh_authorized_keys: [\"ssh-ed25519 AAAA k\"]\n"
+      "hostagent-test-guest: seed label=cidata files=meta-data,user-data\n"
+      "hostagent-test-guest: up cpus=2\n"
+      "hostagent-test-guest: seed none\n";  // a second boot's lines do not mix in
+  const auto seed = find_test_guest_seed(console);
+  REQUIRE(seed.has_value());
+  CHECK(seed->label == "cidata");
+  REQUIRE(seed->files.size() == 2);
+  CHECK(seed->files.at("meta-data") == "instance-id: \"7c1e\"\nlocal-hostname: \"vm1\"");
+  CHECK(seed->files.at("user-data") == "#cloud-config\n\nssh_authorized_keys: [\"ssh-ed25519 AAAA k\"]");
+  CHECK_FALSE(find_test_guest_seed("hostagent-test-guest: seed none\nhostagent-test-guest: up cpus=2\n"));
+  CHECK_FALSE(find_test_guest_seed("hostagent-test-guest: seed unreadable: sr0 label=other\n"));
+  // Lines without the end of the seed: not shown yet.
+  CHECK_FALSE(find_test_guest_seed("hostagent-test-guest: seed meta-data: instance-id: x\n"));
 }
 
 TEST_CASE("the test guest's template loads with the documented shape") {
