@@ -197,10 +197,11 @@ const std::string& ServiceMetrics::capacity_text(const daemon::HostUsage& usage)
     capacity_.reset();
     return empty_;
   }
-  if (!capacity_ || capacity_->host != usage.host || capacity_->version != usage.version) {
+  if (!capacity_ || capacity_->host != usage.host || capacity_->version != usage.version ||
+      capacity_->unclaimed != usage.policy.unclaimed_hugepages) {
     MetricsText out;
     render_capacity(out, numa::capacity(*usage.host, usage.held, usage.policy));
-    capacity_ = CapacitySection{usage.host, usage.version, out.text()};
+    capacity_ = CapacitySection{usage.host, usage.version, usage.policy.unclaimed_hugepages, out.text()};
   }
   return capacity_->text;
 }

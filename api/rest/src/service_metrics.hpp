@@ -43,6 +43,8 @@ class ServiceMetrics {
   struct CapacitySection {
     const numa::HostModel* host = nullptr;
     uint64_t version = 0;  // HostUsage::version
+    // What the kernel's pools had free: it changes with no change of version (a process on hugetlbfs).
+    std::map<std::pair<int, uint64_t>, uint64_t> unclaimed;
     std::string text;
   };
   std::optional<CapacitySection> capacity_;

@@ -152,10 +152,12 @@ std::vector<numa::Allocation> Ledger::held() const {
 }
 
 Holdings Ledger::holdings() const {
+  return holdings_with(std::nullopt);
+}
+
+Holdings Ledger::holdings_with(std::optional<FreePages> free) const {
   std::lock_guard lock(mutex_);
-  numa::HostPolicy policy = policy_;
-  policy.quarantined = quarantined_;
-  return Holdings{held_locked(), holdings_version_, std::move(policy)};
+  return Holdings{held_locked(), holdings_version_, policy_with_locked(std::move(free))};
 }
 
 DomainCounts Ledger::counts() const {
@@ -168,31 +170,37 @@ DomainCounts Ledger::counts() const {
   return counts;
 }
 
-// Read under the ledger's lock, so no VM starts (and takes its pages) between the reading and the
-// placement that goes by it. Pages the kernel counts free but a held VM that is not running will
-// take at its start are not free to a new one.
 void Ledger::set_quarantined(std::map<PciAddress, std::string> quarantined) {
   std::lock_guard lock(mutex_);
   quarantined_ = std::move(quarantined);
   ++holdings_version_;  // capacity and the metrics read free devices by it
 }
 
+// Read under the ledger's lock, so no VM starts (and takes its pages) between the reading and the
+// placement that goes by it.
 Result<numa::HostPolicy> Ledger::policy_now_locked() const {
+  if (!free_hugepages_) return policy_with_locked(std::nullopt);
+  HA_TRY(auto free, free_hugepages_());
+  return policy_with_locked(std::move(free));
+}
+
+// Pages the kernel counts free but a held VM that is not running will take at its start are not
+// free to a new one.
+numa::HostPolicy Ledger::policy_with_locked(std::optional<FreePages> free) const {
   numa::HostPolicy policy = policy_;
   policy.quarantined = quarantined_;
-  if (!free_hugepages_) return policy;
-  HA_TRY(auto free, free_hugepages_());
+  if (!free) return policy;
   for (const auto& [name, entry] : entries_) {
     if (has_its_memory(entry)) continue;
     const numa::Allocation* held =
         entry.record ? &entry.record->allocation : (entry.foreign_holdings ? &*entry.foreign_holdings : nullptr);
     if (held == nullptr) continue;
     for (const auto& [node, pages] : held->hugepages) {
-      const auto pool = free.find({node, held->hugepage_size_bytes});
-      if (pool != free.end()) pool->second -= std::min(pool->second, pages);
+      const auto pool = free->find({node, held->hugepage_size_bytes});
+      if (pool != free->end()) pool->second -= std::min(pool->second, pages);
     }
   }
-  policy.unclaimed_hugepages = std::move(free);
+  policy.unclaimed_hugepages = std::move(*free);
   return policy;
 }
 

@@ -56,7 +56,9 @@ class Ledger {
   // Devices changing hands are published to `events` (after the ledger's lock is released).
   // free_hugepages, when given, reads what the kernel's pools have free now, at each placement
   // (numa::HostPolicy::unclaimed_hugepages).
-  using HugepageReader = std::function<Result<std::map<std::pair<int, uint64_t>, uint64_t>>()>;
+  // Free hugepages by {host node, page size in bytes}.
+  using FreePages = std::map<std::pair<int, uint64_t>, uint64_t>;
+  using HugepageReader = std::function<Result<FreePages>()>;
   Ledger(const numa::HostModel& host, numa::HostPolicy policy, EventHub& events, HugepageReader free_hugepages = {})
       : host_(host), policy_(std::move(policy)), events_(events), free_hugepages_(std::move(free_hugepages)) {}
 
@@ -79,6 +81,9 @@ class Ledger {
   std::vector<LedgerEntry> entries() const;
   std::vector<numa::Allocation> held() const;
   Holdings holdings() const;
+  // holdings(), with `free` (what the kernel's pools had free when last read) in the policy as the
+  // next placement would count it: what capacity reports. nullopt: the accounting alone.
+  Holdings holdings_with(std::optional<FreePages> free) const;
   DomainCounts counts() const;
   // The devices placement must never give (daemon/quarantine's), each with why: replaces the last.
   void set_quarantined(std::map<PciAddress, std::string> quarantined);
@@ -87,6 +92,7 @@ class Ledger {
   Result<numa::Placement> place_and_record(state::VmRecord& record, const numa::PlacementRequest& request);
   std::vector<numa::Allocation> held_locked() const;
   Result<numa::HostPolicy> policy_now_locked() const;
+  numa::HostPolicy policy_with_locked(std::optional<FreePages> free) const;
   void publish_devices(const std::string& vm, const std::vector<PciAddress>& devices, bool held);
 
   const numa::HostModel& host_;

@@ -66,10 +66,13 @@ class VmServiceImpl final : public VmService {
     set_report(std::move(report));
     context_.requests.settle([this](const std::string& vm, const std::string& id) { return made_by(vm, id); });
     if (!context_.host_sysfs_root.empty()) {
+      // The kernel's free hugepages are read with the devices' health, so that capacity (and a
+      // scrape) reads memory; a placement reads them again itself.
       health_ = std::make_unique<HealthPoller>(
-          [this] {
+          [this, free_pages = hugepage_reader(context_.host_sysfs_root, context_.host)] {
             auto reading = read_device_health();
             if (reading.ok()) context_.quarantine.note_health(*reading);
+            keep_free_pages(free_pages());
             return reading;
           },
           context_.device_health_interval);
@@ -173,7 +176,7 @@ class VmServiceImpl final : public VmService {
   void unsubscribe(uint64_t id) override { context_.events.unsubscribe(id); }
 
   HostUsage usage() override {
-    auto holdings = context_.ledger.holdings();
+    auto holdings = context_.ledger.holdings_with(free_pages());
     return HostUsage{&context_.host, std::move(holdings.held), holdings.version, std::move(holdings.policy)};
   }
   std::vector<QuarantineView> quarantined() override { return context_.quarantine.list(); }
@@ -232,6 +235,17 @@ class VmServiceImpl final : public VmService {
   Result<DeviceHealthReading> device_health() override {
     if (!health_) return Error{ErrorCode::unsupported, "device health: this host model was not read from sysfs"};
     return health_->latest();
+  }
+
+  // The last reading of the kernel's free hugepages; nullopt before one, or after one failed.
+  void keep_free_pages(Result<Ledger::FreePages> read) {
+    if (!read.ok()) log(LogLevel::warning, "capacity: free hugepages unreadable: " + read.error().message);
+    const std::lock_guard lock(free_pages_mutex_);
+    free_pages_ = read.ok() ? std::optional(std::move(read).value()) : std::nullopt;
+  }
+  std::optional<Ledger::FreePages> free_pages() const {
+    const std::lock_guard lock(free_pages_mutex_);
+    return free_pages_;
   }
 
   Result<std::vector<numa::DeviceHealth>> read_device_health() const {
@@ -464,7 +478,9 @@ class VmServiceImpl final : public VmService {
   std::mutex host_now_mutex_;
   std::optional<numa::HostModel> host_now_;
   std::chrono::steady_clock::time_point host_now_at_;
-  std::unique_ptr<HealthPoller> health_;  // null without a sysfs to read
+  mutable std::mutex free_pages_mutex_;
+  std::optional<Ledger::FreePages> free_pages_;  // the health poller's last reading of the kernel's pools
+  std::unique_ptr<HealthPoller> health_;         // null without a sysfs to read
   VmQueues queues_;                       // after context_: destroyed (joined) before it
 };
 

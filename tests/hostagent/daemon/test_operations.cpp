@@ -15,6 +15,7 @@
 
 #include "daemon_fixture.hpp"
 #include "exec_commands.hpp"
+#include "hostagent/numa/capacity.hpp"
 
 namespace hostagent::testing {
 namespace {
@@ -361,6 +362,34 @@ TEST_CASE("device health is kept and read again in the background: a link that d
     }
   }
   CHECK(degraded);
+}
+
+TEST_CASE("capacity counts the kernel's free hugepages as last read, lower than the accounting when pages went elsewhere") {
+  DaemonFixture fixture;
+  fixture.device_health_interval = std::chrono::milliseconds(20);
+  auto service = started(fixture);
+  const auto node0_free = [&] {
+    const auto usage = service->usage();
+    const auto capacity = numa::capacity(*usage.host, usage.held, usage.policy);
+    for (const auto& pool : capacity.nodes.at(0).hugepages) {
+      if (pool.page_size_bytes == 1ULL << 30) return pool.free;
+    }
+    FAIL("node 0 has no 1 GiB pool");
+    return uint64_t{0};
+  };
+  const uint64_t before = node0_free();
+  REQUIRE(before > 3);
+  // Something outside hostagent (a process on hugetlbfs) took all but 3 of node 0's 1 GiB pages.
+  const auto file = fixture.scratch() / "state" / "simulated-host" / "sys" / "devices" / "system" / "node" / "node0" /
+                    "hugepages" / "hugepages-1048576kB" / "free_hugepages";
+  REQUIRE(std::filesystem::exists(file));
+  write_text_file(file, "3\n");
+  uint64_t after = before;
+  for (int i = 0; i < 500 && after != 3; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    after = node0_free();
+  }
+  CHECK(after == 3);
 }
 
 }  // namespace hostagent::testing
