@@ -71,7 +71,7 @@ TEST_CASE("the initramfs built on this host holds a static busybox, /init, a con
   CHECK(std::is_sorted(in_order.begin(), in_order.end()));
 }
 
-TEST_CASE("the seed the guest shows is read back from its console, file by file; none is none") {
+TEST_CASE("the seed the guest shows is read back from its console, file by file, and none is none") {
   const std::string console =
       "[    1.0] boot\n"
       "hostagent-test-guest: seed meta-data: instance-id: \"7c1e\"\n"
