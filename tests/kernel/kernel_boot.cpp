@@ -261,9 +261,9 @@ void check_boot(const BootPlan& plan, const HostPrerequisites& host, const BootR
                 << tail_lines(console, 40));
   const auto panic = verify::kernel_panic(console);
   CHECK_MESSAGE(!panic.has_value(), "the guest's kernel panicked: " << panic.value_or(""));
-  CHECK_MESSAGE(boot.qemu.exit_code != 124, "the guest did not power off within "
-                                                << boot.limit_s << " s, or twice printed nothing for "
-                                                << silent_limit().count() << " s");
+  CHECK_MESSAGE(boot.qemu.exit_code != 124, "the guest did not power off within " << boot.limit_s
+                                                                                  << " s, or twice printed nothing for "
+                                                                                  << silent_limit().count() << " s");
   CHECK(boot.qemu.exit_code == 0);
   CHECK_MESSAGE(run.done, "the guest did not finish its test cases");
   REQUIRE(run.listed.has_value());

@@ -39,8 +39,8 @@ constexpr std::string_view kCmdline = "console=ttyS0 panic=-1 quiet";
 // AHCI controller (render/domain_devices.cpp): the SCSI core, libata and AHCI, the CD-ROM driver and
 // ISO 9660 (all =m on Debian).
 constexpr std::array<const char*, 10> kModules = {
-    "kernel/drivers/acpi/button.ko", "kernel/drivers/input/evdev.ko", "kernel/drivers/scsi/scsi_common.ko",
-    "kernel/drivers/scsi/scsi_mod.ko", "kernel/drivers/ata/libata.ko", "kernel/drivers/ata/libahci.ko",
+    "kernel/drivers/acpi/button.ko",   "kernel/drivers/input/evdev.ko", "kernel/drivers/scsi/scsi_common.ko",
+    "kernel/drivers/scsi/scsi_mod.ko", "kernel/drivers/ata/libata.ko",  "kernel/drivers/ata/libahci.ko",
     "kernel/drivers/ata/ahci.ko",      "kernel/drivers/cdrom/cdrom.ko", "kernel/drivers/scsi/sr_mod.ko",
     "kernel/fs/isofs/isofs.ko"};
 
@@ -107,8 +107,8 @@ std::optional<CpioEntry> module_entry(const fs::path& dir, const std::string& mo
     auto image = guest_detail::read_module(file, why);
     if (!image) return missing(why, package);
     const std::string order = (place < 10 ? "0" : "") + std::to_string(place);
-    return CpioEntry{"lib/modules/" + order + "-" + fs::path(module).filename().string(), CpioEntry::Kind::file,
-                     0644, std::move(*image)};
+    return CpioEntry{"lib/modules/" + order + "-" + fs::path(module).filename().string(), CpioEntry::Kind::file, 0644,
+                     std::move(*image)};
   }
   return missing(module + " is in neither " + dir.string() + " nor its modules.builtin", package);
 }

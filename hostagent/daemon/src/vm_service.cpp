@@ -481,7 +481,7 @@ class VmServiceImpl final : public VmService {
   mutable std::mutex free_pages_mutex_;
   std::optional<Ledger::FreePages> free_pages_;  // the health poller's last reading of the kernel's pools
   std::unique_ptr<HealthPoller> health_;         // null without a sysfs to read
-  VmQueues queues_;                       // after context_: destroyed (joined) before it
+  VmQueues queues_;                              // after context_: destroyed (joined) before it
 };
 
 // libvirt opens each VM's serial log in it and fails the start when it is missing

@@ -364,7 +364,8 @@ TEST_CASE("device health is kept and read again in the background: a link that d
   CHECK(degraded);
 }
 
-TEST_CASE("capacity counts the kernel's free hugepages as last read, lower than the accounting when pages went elsewhere") {
+TEST_CASE(
+    "capacity counts the kernel's free hugepages as last read, lower than the accounting when pages went elsewhere") {
   DaemonFixture fixture;
   fixture.device_health_interval = std::chrono::milliseconds(20);
   auto service = started(fixture);

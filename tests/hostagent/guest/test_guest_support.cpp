@@ -59,9 +59,8 @@ TEST_CASE("the initramfs built on this host holds a static busybox, /init, a con
   }
   // Debian 12 builds the ACPI button, evdev and the seed CD-ROM's stack as modules; they go in
   // uncompressed, as ELF objects, named so that the guest's glob loads each after what it needs.
-  const std::vector<std::string> in_order = {"00-button",  "01-evdev",   "02-scsi_common", "03-scsi_mod",
-                                             "04-libata",  "05-libahci", "06-ahci",        "07-cdrom",
-                                             "08-sr_mod",  "09-isofs"};
+  const std::vector<std::string> in_order = {"00-button",  "01-evdev", "02-scsi_common", "03-scsi_mod", "04-libata",
+                                             "05-libahci", "06-ahci",  "07-cdrom",       "08-sr_mod",   "09-isofs"};
   for (const auto& module : in_order) {
     const std::string path = "lib/modules/" + module + ".ko";
     CAPTURE(path);

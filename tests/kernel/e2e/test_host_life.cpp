@@ -147,9 +147,9 @@ TEST_CASE("3 after the reboot: hostagentd starts the VM that was running, its VF
   const auto& report = status.at("last_reconcile");
   CHECK(report.at("host_rebooted").as_bool());
   CHECK(boost::json::serialize(report.at("boot_starts")) == std::string("[\"") + kVm + "\"]");
-  CHECK_MESSAGE(daemon.log().find(std::string("devices of ") + kVm + " were not as prepared: IOMMU group") !=
-                    std::string::npos,
-                daemon.log_tail());
+  CHECK_MESSAGE(
+      daemon.log().find(std::string("devices of ") + kVm + " were not as prepared: IOMMU group") != std::string::npos,
+      daemon.log_tail());
   CHECK_MESSAGE(daemon.stop() == 0, daemon.log_tail());
 }
 

@@ -20,7 +20,8 @@ namespace {
 // configuration and /var/lib/libvirt bound from it, as a host whose /etc and /var are on a disk.
 std::string persistent_disk_lines() {
   return std::string(R"sh(
-P="$R)sh") + kPersistentMount +
+P="$R)sh") +
+         kPersistentMount +
          R"sh("
 disk=$(findfs LABEL=)sh" +
          kPersistentLabel + R"sh()

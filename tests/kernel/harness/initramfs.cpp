@@ -295,8 +295,8 @@ exec 3>/dev/ttyS1
 report() { printf 'hostagent-kernel-guest: %s\n' "$*" >&3; }
 guest=)sh" +
          options.guest_program +
-         "\nrun=" + (options.chroot.empty() ? std::string() : "\"chroot " + options.chroot + "\"") +
-         "\nlisted='" + (options.test_filter.empty() ? std::string("*") : options.test_filter) + "'" +
+         "\nrun=" + (options.chroot.empty() ? std::string() : "\"chroot " + options.chroot + "\"") + "\nlisted='" +
+         (options.test_filter.empty() ? std::string("*") : options.test_filter) + "'" +
          R"sh(
 $run $guest --list-test-cases --test-case="$listed" >/tmp/list 2>&1 || say "$guest --list-test-cases failed: $(cat /tmp/list)"
 grep -v -e '^\[doctest\]' -e '^=====' /tmp/list >/tmp/names
