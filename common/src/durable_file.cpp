@@ -75,6 +75,32 @@ Status discard_file(const std::filesystem::path& path) {
   return ok_status();
 }
 
+Status append_file(const std::filesystem::path& path, std::string_view contents) {
+  std::error_code ec;
+  const bool created = !std::filesystem::exists(std::filesystem::symlink_status(path, ec));
+  FileDescriptor fd(::open(path.c_str(), O_CREAT | O_APPEND | O_WRONLY | O_CLOEXEC | O_NOFOLLOW, 0600));
+  if (fd.get() < 0) return io_failure(errno, "open for appending", path);
+  if (const int err = posix::write_all(fd.get(), contents); err != 0) return io_failure(err, "append to", path);
+  if (::fsync(fd.get()) != 0) return io_failure(errno, "fsync", path);
+  if (const int err = fd.close(); err != 0) return io_failure(err, "close", path);
+  return created ? fsync_directory(path.parent_path()) : ok_status();
+}
+
+Result<std::size_t> truncate_torn_tail(const std::filesystem::path& path, std::size_t max_bytes) {
+  std::error_code ec;
+  if (!std::filesystem::exists(std::filesystem::symlink_status(path, ec))) return std::size_t{0};
+  HA_TRY(const auto text, read_file(path, max_bytes));
+  if (text.empty() || text.back() == '\n') return std::size_t{0};
+  const auto last_newline = text.rfind('\n');
+  const std::size_t keep = last_newline == std::string::npos ? 0 : last_newline + 1;
+  FileDescriptor fd(::open(path.c_str(), O_WRONLY | O_CLOEXEC | O_NOFOLLOW));
+  if (fd.get() < 0) return io_failure(errno, "open", path);
+  if (::ftruncate(fd.get(), static_cast<off_t>(keep)) != 0) return io_failure(errno, "truncate", path);
+  if (::fsync(fd.get()) != 0) return io_failure(errno, "fsync", path);
+  if (const int err = fd.close(); err != 0) return io_failure(err, "close", path);
+  return text.size() - keep;
+}
+
 Result<std::string> read_file(const std::filesystem::path& path, std::size_t max_bytes) {
   FileDescriptor fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
   if (fd.get() < 0) return io_failure(errno, "open", path);

@@ -1,5 +1,5 @@
-// common/durable_file: whole replacement or none, never through a link, every failure an io_error
-// naming the path.
+// common/durable_file: whole replacement or none, appends that survive a crash, never through a
+// link, every failure an io_error naming the path; and common/sha256, which the appended logs chain by.
 #include <doctest/doctest.h>
 #include <sys/stat.h>
 
@@ -7,6 +7,7 @@
 #include <string>
 
 #include "hostagent/common/durable_file.hpp"
+#include "hostagent/common/sha256.hpp"
 #include "test_support.hpp"
 
 namespace hostagent::testing {
@@ -78,6 +79,48 @@ TEST_CASE("remove_file removes, and a missing file is fine, and read_file refuse
   const auto missing = durable::read_file(path, 10);
   REQUIRE_FALSE(missing.ok());
   CHECK(missing.error().code == ErrorCode::io_error);
+}
+
+TEST_CASE("append_file adds to the end, creates the file 0600, and never writes through a link") {
+  TempDir dir;
+  const auto path = dir.path() / "evidence.log";
+  REQUIRE(durable::append_file(path, "one\n").ok());
+  REQUIRE(durable::append_file(path, "two\n").ok());
+  CHECK(read_text_file(path) == "one\ntwo\n");
+  struct stat st {};
+  REQUIRE(::stat(path.c_str(), &st) == 0);
+  CHECK((st.st_mode & 0777) == 0600);
+  const auto target = dir.path() / "target";
+  write_text_file(target, "kept");
+  fs::create_symlink(target, dir.path() / "planted.log");
+  const auto refused = durable::append_file(dir.path() / "planted.log", "x\n");
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.error().code == ErrorCode::io_error);
+  CHECK(read_text_file(target) == "kept");
+}
+
+TEST_CASE("truncate_torn_tail cuts what follows the last newline, and nothing from a whole file") {
+  TempDir dir;
+  const auto path = dir.path() / "evidence.log";
+  CHECK(durable::truncate_torn_tail(path, 1024).value() == 0);  // none yet
+  write_text_file(path, "one\ntwo\n");
+  CHECK(durable::truncate_torn_tail(path, 1024).value() == 0);
+  CHECK(read_text_file(path) == "one\ntwo\n");
+  write_text_file(path, "one\ntwo\n{\"torn");
+  CHECK(durable::truncate_torn_tail(path, 1024).value() == 6);
+  CHECK(read_text_file(path) == "one\ntwo\n");
+  write_text_file(path, "no newline at all");
+  CHECK(durable::truncate_torn_tail(path, 1024).value() == 17);
+  CHECK(read_text_file(path).empty());
+}
+
+TEST_CASE("sha256_hex gives FIPS 180-4's digests, and is_sha256_hex accepts only that form") {
+  // FIPS 180-4 (NIST CSRC examples): "" and "abc".
+  CHECK(sha256_hex("") == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+  CHECK(sha256_hex("abc") == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  CHECK(is_sha256_hex(sha256_hex("x")));
+  CHECK_FALSE(is_sha256_hex("BA7816BF8F01CFEA414140DE5DAE2223B00361A396177A9CB410FF61F20015AD"));
+  CHECK_FALSE(is_sha256_hex("ba7816bf"));
 }
 
 }  // namespace

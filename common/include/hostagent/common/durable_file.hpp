@@ -25,6 +25,14 @@ std::filesystem::path temporary_of(const std::filesystem::path& path);
 Status remove_file(const std::filesystem::path& path);
 // Removes a file, durability aside (for leftovers that mean nothing whether or not they come back).
 Status discard_file(const std::filesystem::path& path);
+// Appends contents to path (created 0600 when missing, never through a link) and fsyncs it, and
+// the directory when the file is new: once this returns, the appended bytes survive a crash. A crash
+// during the call can leave a part of them at the end: readers of an append-only file treat a last
+// line without its newline as never written (truncate_torn_tail). One writer per path at a time.
+Status append_file(const std::filesystem::path& path, std::string_view contents);
+// Cuts what follows the file's last newline (an append a crash interrupted), durably. Returns the
+// bytes it cut; 0 when the file ends in a newline, is empty or does not exist.
+Result<std::size_t> truncate_torn_tail(const std::filesystem::path& path, std::size_t max_bytes);
 // The whole file, never through a link; a file above max_bytes is a parse_error (not one we wrote).
 Result<std::string> read_file(const std::filesystem::path& path, std::size_t max_bytes);
 

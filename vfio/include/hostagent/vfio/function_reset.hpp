@@ -1,0 +1,42 @@
+// vfio/function_reset: a function's reset between tenants, and the check that it came back as the
+// device it was: issue 19's first cleaning step. The reset itself is the kernel's (the `reset`
+// attribute, pci-sysfs.c reset_store -> pci_reset_function: the methods `reset_method` lists, in
+// order, FLR first where the function has it); the write returns once the kernel's own wait for
+// the device is over (pci_dev_wait). What this adds is the proof: config space read until it
+// answers with the vendor and device ID it had, within a bounded number of polls. A device still
+// answering 0xffff (nothing on the link) or another ID did not come back, and must not be given.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "hostagent/common/pci_address.hpp"
+#include "hostagent/common/result.hpp"
+#include "hostagent/common/sysfs_root.hpp"
+#include "hostagent/common/sysfs_writer.hpp"
+#include "hostagent/vfio/config_space_access.hpp"
+
+namespace hostagent::vfio {
+
+struct ResetPolling {
+  std::chrono::milliseconds interval{100};
+  int polls = 50;  // 5 s at the default interval, after the kernel's own wait
+  // How to wait between polls: time injected (tests pass one that does not sleep).
+  std::function<void(std::chrono::milliseconds)> sleep;
+};
+
+struct ResetReport {
+  std::string methods;  // reset_method as the kernel listed it ("flr bus"); "" when it has no such attribute
+  int polls = 0;        // config space reads until the IDs answered (1: at once)
+};
+
+// Resets `function` and waits for it to answer as vendor:device. unsupported when the kernel lists
+// no reset method for it (it cannot be reset, so it cannot be proved clean); io_error when the
+// write is refused or the function does not come back, naming what config space answered.
+Result<ResetReport> reset_and_verify(const SysfsRoot& sysfs, SysfsWriter& writer, ConfigSpace& config,
+                                     const PciAddress& function, uint16_t vendor, uint16_t device,
+                                     const ResetPolling& polling);
+
+}  // namespace hostagent::vfio
