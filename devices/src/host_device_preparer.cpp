@@ -94,9 +94,12 @@ class HostDevicePreparer final : public DevicePreparer {
 
   bool libvirt_manages_hostdevs() const override { return false; }
 
+  // The faults host preparation found at start go to the sink now, as no VM's.
   void report_faults_to(DeviceFaultSink sink) override {
-    std::lock_guard lock(mutex_);
+    std::unique_lock lock(mutex_);
     sink_ = std::move(sink);
+    faults_ = std::exchange(parts_.start_faults, {});
+    report_faults("", lock);
   }
 
   Status prepare(const std::string& vm, const numa::Placement& placement, const DeviceRequest& request) override {

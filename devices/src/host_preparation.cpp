@@ -60,7 +60,11 @@ Result<bool> bind_host_groups(const numa::HostModel& host, const SysfsRoot& sysf
   DeviceRecord host_record = record.value_or(DeviceRecord{kHostDeviceOwner, {}, {}, {}});
   // One reading of what the host uses for this whole start.
   const auto host_use = std::make_shared<detail::HostUseReading>(parts.sysfs_root, parts.options.reserved);
-  vfio::VfioBinder binder(sysfs, *parts.writer, detail::binder_options(parts.options, host_use));
+  auto options = detail::binder_options(parts.options, host_use);
+  options.on_bind_failure = [&parts](const numa::PciAddress& function, const std::string& why) {
+    parts.start_faults.push_back(DeviceFault{function, "", "bind to vfio-pci at start", why});
+  };
+  vfio::VfioBinder binder(sysfs, *parts.writer, std::move(options));
   std::set<int> recorded;
   for (const auto& group : host_record.groups) recorded.insert(group.group);
   bool changed = false;
@@ -77,8 +81,9 @@ Result<bool> bind_host_groups(const numa::HostModel& host, const SysfsRoot& sysf
     HA_TRY_STATUS(records.write(host_record));
     auto bound = binder.bind_group(f.address);
     if (!bound.ok()) {
-      // bind_group put the group back as it was. The daemon still starts: a VM placed on this
-      // device binds it at its own start, or fails there naming the reason.
+      // bind_group put the group back as it was. The daemon still starts: a function the kernel
+      // refused is in start_faults, which the daemon quarantines; a group refused for a member the
+      // host uses is one placement refuses too.
       systemd::log(systemd::LogLevel::warning,
                    "devices: IOMMU group " + std::to_string(now.group) + " of " + f.address.to_string() +
                        " left as it is: " + bound.error().message,

@@ -769,9 +769,43 @@ TEST_CASE("release_unheld gives back the devices of a VM nobody holds, and only 
   CHECK(describe_difference(before, f.host.snapshot()) == "");
 }
 
+// drivers_probe that binds nothing: a failing vfio-pci probe as userspace sees it.
+void probe_binds_nothing(FakeKernel& kernel) {
+  kernel.model("/sys/bus/pci/drivers_probe",
+               [](FakeKernel&, const std::string&, std::string_view) { return ok_status(); });
+}
+
 // An attribute's value without the newline (sysfs adds one on read; the fake stores what was written).
 bool is_passthrough(const numa::PciFunction& f) {
   return f.role == numa::PciRole::gpu || f.role == numa::PciRole::nvswitch;
+}
+
+TEST_CASE("a GPU the kernel would not bind at start is a fault the preparer hands its sink, as no VM's") {
+  Fixture f(probe_binds_nothing);
+  auto parts = f.parts();
+  const auto changed = prepare_host_devices(f.model, parts);
+  REQUIRE_MESSAGE(changed.ok(), changed.error().message);  // the daemon still starts
+  std::set<numa::PciAddress> passthrough;
+  for (const auto& d : f.model.pci_devices) {
+    if (is_passthrough(d)) passthrough.insert(d.address);
+  }
+  REQUIRE_FALSE(parts.start_faults.empty());
+  auto preparer = make_host_device_preparer(f.model, std::move(parts));
+  REQUIRE_MESSAGE(preparer.ok(), preparer.error().message);
+  std::vector<DeviceFault> faults;
+  (*preparer)->report_faults_to([&](const DeviceFault& fault) { faults.push_back(fault); });
+  REQUIRE_FALSE(faults.empty());
+  for (const auto& fault : faults) {
+    CAPTURE(fault.address.to_string());
+    CHECK(passthrough.count(fault.address) == 1);  // a GPU or NVSwitch group's member, nothing else
+    CHECK(fault.vm.empty());
+    CHECK(fault.step == "bind to vfio-pci at start");
+    CHECK(contains(fault.reason, "did not bind to vfio-pci"));
+  }
+  // Handed once: a second sink gets none of them again.
+  std::vector<DeviceFault> again;
+  (*preparer)->report_faults_to([&](const DeviceFault& fault) { again.push_back(fault); });
+  CHECK(again.empty());
 }
 
 TEST_CASE("host preparation binds every GPU and NVSwitch group at start, and a VM then uses them as bound") {
@@ -940,12 +974,6 @@ TEST_CASE("after a host reboot, reapply binds the VM's groups, configures its VF
   REQUIRE(preparer->release("vm-a", allocation).ok());
   CHECK(describe_difference(booted, f.host.snapshot()) == "");
   f.check_netlink_neutral();
-}
-
-// drivers_probe that binds nothing: a failing vfio-pci probe as userspace sees it.
-void probe_binds_nothing(FakeKernel& kernel) {
-  kernel.model("/sys/bus/pci/drivers_probe",
-               [](FakeKernel&, const std::string&, std::string_view) { return ok_status(); });
 }
 
 TEST_CASE("a device the kernel would not bind is reported as a fault of the VM's preparation, and all is undone") {

@@ -115,6 +115,9 @@ struct HostDeviceParts {
   std::unique_ptr<sriov::VfNetlink> netlink;
   PreparationOptions options;
   std::filesystem::path records_directory;  // one record per VM, written ahead of each change
+  // What prepare_host_devices could not bind (the kernel refused, not a refusal of hostagent's):
+  // handed by the preparer made from these parts to its fault sink once one is set.
+  std::vector<DeviceFault> start_faults;
 };
 
 // hostagent's preparation. The host's groups already bound at start (host preparation) are
@@ -126,9 +129,9 @@ Result<std::unique_ptr<DevicePreparer>> make_host_device_preparer(const numa::Ho
 // sriov_drivers_autoprobe off so they wait, unbound, for vfio-pci) and, with bind_at_start, binds
 // every GPU and NVSwitch group to vfio-pci, recording the original drivers ahead as the host's
 // device record. A VF count that cannot be set is an error (the configuration names a PF that is
-// not there, or not SR-IOV); a group that cannot be bound is logged and left as it was (a VM given
-// it binds it then, or fails naming why). Returns whether anything changed: the model must then be
-// discovered again.
+// not there, or not SR-IOV); a group that cannot be bound is logged and left as it was, and a
+// function the kernel would not bind is kept in parts.start_faults (the daemon quarantines it, so no
+// VM is placed on it). Returns whether anything changed: the model must then be discovered again.
 Result<bool> prepare_host_devices(const numa::HostModel& host, HostDeviceParts& parts);
 
 }  // namespace hostagent::devices
