@@ -168,7 +168,8 @@ int main(int argc, char** argv) {
   HostPolicy quarantining = large_policy;
   int gpus = 0;
   for (const auto& f : large.pci_devices) {
-    if (f.role == hostagent::numa::PciRole::gpu && gpus++ % 8 == 0) quarantining.quarantined[f.address] = "bench";
+    if (f.role == hostagent::numa::PciRole::gpu && gpus++ % 8 == 0)
+      quarantining.withheld[f.address] = {hostagent::numa::Withheld::Why::quarantined, "bench"};
   }
   const double plain = time_placement(runs, kRepeats, large, existing, large_policy, request(32, 128, 4, 1, 0));
   const double quarantined = time_placement(runs, kRepeats, large, existing, quarantining, request(32, 128, 4, 1, 0));

@@ -121,6 +121,52 @@ boost::json::value quarantine_event_json(const daemon::ServiceEvent& event) {
                              {"vm", text(&daemon::QuarantineView::vm)}};
 }
 
+boost::json::value event_text(const std::string& text) {
+  if (text.empty()) return nullptr;
+  return boost::json::value(text);
+}
+
+// The step a cleaning failed at, "" when none did.
+std::string failed_step(const daemon::CleaningRecordView& record) {
+  for (const auto& step : record.steps) {
+    if (step.result == "failed") return step.name;
+  }
+  return "";
+}
+
+// {"device", "vm", "state", "step", "outcome", "sequence"}: a device marked for cleaning or its
+// cleaning under way (state cleaning, step the one running), or its cleaning ended (state free
+// when it came out clean, else quarantined; step the one that failed; the record's outcome and
+// its line in the evidence log).
+boost::json::value cleaning_event_json(const daemon::ServiceEvent& event) {
+  std::optional<PciAddress> device;
+  if (!event.devices.empty()) device = event.devices[0];
+  std::string vm = event.vm;
+  std::string state = "cleaning";
+  std::string step;
+  boost::json::value outcome = nullptr;
+  boost::json::value sequence = nullptr;
+  if (event.cleaned) {
+    const auto& record = *event.cleaned;
+    device = device.value_or(record.address);
+    vm = vm.empty() ? record.vm : vm;
+    state = record.outcome == "clean" ? "free" : "quarantined";
+    step = failed_step(record);
+    outcome = boost::json::value(record.outcome);
+    sequence = record.sequence;
+  } else if (event.cleaning) {
+    device = device.value_or(event.cleaning->address);
+    vm = vm.empty() ? event.cleaning->vm : vm;
+    step = event.cleaning->step;
+  }
+  return boost::json::object{{"device", device ? boost::json::value(device->to_string()) : boost::json::value(nullptr)},
+                             {"vm", event_text(vm)},
+                             {"state", state},
+                             {"step", event_text(step)},
+                             {"outcome", std::move(outcome)},
+                             {"sequence", std::move(sequence)}};
+}
+
 }  // namespace
 
 boost::json::value to_json(const daemon::ServiceEvent& event) {
@@ -135,6 +181,8 @@ boost::json::value to_json(const daemon::ServiceEvent& event) {
     }
     case daemon::ServiceEvent::Kind::quarantine:
       return quarantine_event_json(event);
+    case daemon::ServiceEvent::Kind::cleaning:
+      return cleaning_event_json(event);
     case daemon::ServiceEvent::Kind::vm:
       break;
   }
@@ -149,6 +197,8 @@ const char* event_name(daemon::ServiceEvent::Kind kind) {
       return "device";
     case daemon::ServiceEvent::Kind::quarantine:
       return "quarantine";
+    case daemon::ServiceEvent::Kind::cleaning:
+      return "cleaning";
     case daemon::ServiceEvent::Kind::vm:
       break;
   }

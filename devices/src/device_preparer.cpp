@@ -25,6 +25,9 @@ class LibvirtManagedPreparer final : public DevicePreparer {
   Result<std::vector<std::string>> release_unheld(const std::vector<numa::Allocation>& /*held*/) override {
     return std::vector<std::string>{};
   }
+  std::vector<CleaningStep> cleaning_steps(const numa::PciFunction& function) override {
+    return libvirt_managed_cleaning_steps(function);
+  }
 };
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <memory>
 #include <mutex>
 #include <set>
+#include <thread>
 #include <utility>
 
 #include "binder_options.hpp"
@@ -76,8 +77,13 @@ class HostDevicePreparer final : public DevicePreparer {
       : host_(std::move(host)),
         parts_(std::move(parts)),
         records_(std::move(records)),
+        sysfs_(sysfs),
         host_use_(std::make_shared<detail::HostUseReading>(parts_.sysfs_root, parts_.options.reserved)),
-        binder_(std::move(sysfs), *parts_.writer, binder_options()) {}
+        binder_(std::move(sysfs), *parts_.writer, binder_options()) {
+    // Time is the caller's to inject; a real host waits between the polls of a reset.
+    auto& polling = parts_.options.hygiene.reset_polling;
+    if (!polling.sleep) polling.sleep = [](std::chrono::milliseconds wait) { std::this_thread::sleep_for(wait); };
+  }
 
   // Reads back the records of an earlier run: the host's groups, and each VM's register needs.
   Status load() {
@@ -121,6 +127,21 @@ class HostDevicePreparer final : public DevicePreparer {
     HA_TRY(const auto record, records_.read(vm));
     if (!record) return ok_status();
     return undo(*record);
+  }
+
+  // Each step under the preparer's lock: it shares the writer, config space and netlink with
+  // preparations (a reset waits at most the polling's bound).
+  std::vector<CleaningStep> cleaning_steps(const numa::PciFunction& function) override {
+    const CleaningParts cleaning{
+        &host_, &sysfs_, parts_.writer.get(), parts_.config_space.get(), parts_.netlink.get(), &parts_.options.hygiene};
+    auto steps = host_cleaning_steps(cleaning, function);
+    for (auto& step : steps) {
+      step.run = [this, run = std::move(step.run)] {
+        std::lock_guard lock(mutex_);
+        return run();
+      };
+    }
+    return steps;
   }
 
   Result<std::vector<std::string>> release_unheld(const std::vector<numa::Allocation>& held) override {
@@ -417,6 +438,7 @@ class HostDevicePreparer final : public DevicePreparer {
   const numa::HostModel host_;
   HostDeviceParts parts_;
   DeviceRecords records_;
+  const SysfsRoot sysfs_;                             // what cleaning reads (the binder has its own)
   std::shared_ptr<detail::HostUseReading> host_use_;  // before binder_, which holds it
   vfio::VfioBinder binder_;
   DeviceFaultSink sink_;

@@ -195,6 +195,19 @@ int quarantine_clear(Context& context, const std::string& address) {
   return 0;
 }
 
+// Answered at once: the cleaning runs in the daemon, its steps come as events.
+int device_clean(Context& context, const std::string& address) {
+  auto begun = context.client.send_json("POST", "/v1/devices/" + encode(address) + "/clean", json::object{});
+  if (!begun.ok()) return fail(context, begun.error());
+  if (context.globals.json) {
+    print_json(context, *begun);
+  } else {
+    context.out << "cleaning " << display(*begun, "address")
+                << " (follow it: hostagentctl events; its outcome: hostagentctl devices history " << address << ")\n";
+  }
+  return 0;
+}
+
 int operation_wait(Context& context, const std::string& id) {
   auto operation = context.client.get_json("/v1/operations/" + encode(id));
   if (!operation.ok()) return fail(context, operation.error());
@@ -347,7 +360,19 @@ void ApiCommands::add_host_commands() {
     return show(c, "/v1/devices" + (query.empty() ? "" : "?" + query), render_devices);
   });
   devices->add_option("--role", args_.role, "Only this role: gpu, nic, nvme, nvswitch, other");
-  devices->add_flag("--free", args_.free_only, "Only devices no VM holds");
+  devices->add_flag("--free", args_.free_only, "Only devices placement may give: no VM holds them, not cleaning");
+  add(*devices, "clean", "Clean a device again: reset, firmware, erase, scrub; free only if it passes (audited)",
+      [this](Context& c) { return device_clean(c, args_.address); })
+      ->add_option("address", args_.address, "PCI address, as the kernel writes it (0000:18:00.0)")
+      ->required();
+  add(*devices, "history", "Every cleaning of a device, step by step, from the evidence log",
+      [this](Context& c) { return show(c, "/v1/devices/" + encode(args_.address) + "/history", render_history); })
+      ->add_option("address", args_.address, "PCI address, as the kernel writes it (0000:18:00.0)")
+      ->required();
+  auto* cleaning = app_.add_subcommand("cleaning", "Tenants' devices out of placement until their cleaning passes");
+  cleaning->require_subcommand(1);
+  add(*cleaning, "list", "Devices marked for cleaning: since when, whose, the VM still holding it, the step running",
+      [](Context& c) { return show(c, "/v1/cleaning", render_cleaning); });
   auto* quarantine =
       app_.add_subcommand("quarantine", "Devices kept out of placement after a failure, until an operator clears them");
   quarantine->require_subcommand(1);
@@ -438,7 +463,8 @@ void ApiCommands::add_operation_commands() {
 }
 
 void ApiCommands::add_service_commands() {
-  add(app_, "events", "Follow hostagentd's events (vm, operation, device) until interrupted", events);
+  add(app_, "events", "Follow hostagentd's events (vm, operation, device, quarantine, cleaning) until interrupted",
+      events);
   add(app_, "status", "hostagentd's status: libvirt, VM counts, the last reconcile",
       [](Context& c) { return show(c, "/v1/status", render_status); });
   add(app_, "health", "Liveness and readiness; exit 1 when not ready", health);

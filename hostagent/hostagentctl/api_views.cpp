@@ -1,6 +1,7 @@
 // hostagentctl: the API's documents as tables and field blocks.
 #include "api_views.hpp"
 
+#include <algorithm>
 #include <boost/json/parse.hpp>
 #include <map>
 
@@ -32,6 +33,20 @@ std::uint64_t unsigned_of(const json::value& value) {
 
 std::string free_of_total(const json::value& count) {
   return display(count, "free") + "/" + display(count, "total");
+}
+
+std::int64_t count_of(const json::value& count, const char* key) {
+  const auto& value = member(count, key);
+  return value.is_int64() ? value.get_int64() : static_cast<std::int64_t>(unsigned_of(value));
+}
+
+// "6/8", or "6/8 (1 cleaning, 1 quarantined)": what is out of placement for now, not gone.
+std::string device_count(const json::value& count) {
+  std::string out;
+  for (const char* key : {"cleaning", "quarantined"}) {
+    if (count_of(count, key) > 0) out += (out.empty() ? "" : ", ") + std::to_string(count_of(count, key)) + " " + key;
+  }
+  return free_of_total(count) + (out.empty() ? "" : " (" + out + ")");
 }
 
 std::string operation_cell(const json::value& vm) {
@@ -168,35 +183,110 @@ std::string render_capacity(const json::value& capacity) {
   const auto row = [&table](const std::string& name, const json::value& node) {
     const auto& cpus = member(node, "cpus");
     table.add_row({name, free_of_total(cpus), display(cpus, "held"), display(cpus, "housekeeping"),
-                   free_of_total(member(node, "gpus")), free_of_total(member(node, "vfs")),
-                   free_of_total(member(node, "nvme")), hugepage_pools(member(node, "hugepages"))});
+                   device_count(member(node, "gpus")), device_count(member(node, "vfs")),
+                   device_count(member(node, "nvme")), hugepage_pools(member(node, "hugepages"))});
   };
   for (const auto& node : items(member(capacity, "nodes"))) row(display(node, "node"), node);
   row("total", member(capacity, "totals"));
   return table.render();
 }
 
-// The VM holding a device, the host with its reason, or its quarantine: each means no create gets it.
-std::string holder(const json::value& device) {
+namespace {
+
+// The VM holding a device, the host with its reason, its quarantine or its cleaning: each means no
+// create gets it. A daemon from before cleaning sends no state: free is then what holds nothing.
+std::string state_cell(const json::value& device) {
   const auto& host_use = member(device, "host_use");
   if (host_use.is_string()) return "host: " + std::string(host_use.as_string());
   const auto& quarantine = member(device, "quarantine");
-  std::string held = display(device, "held_by");
+  const auto& cleaning = member(device, "cleaning");
+  const std::string held = display(device, "held_by");
+  std::string cell = held == "-" ? "" : "held: " + held;
   if (quarantine.is_object()) {
-    return (held == "-" ? "" : held + ", ") + "QUARANTINED: " + display(quarantine, "step") + " failed";
+    cell += std::string(cell.empty() ? "" : ", ") + "QUARANTINED: " + display(quarantine, "step") + " failed";
+  } else if (cleaning.is_object() && cell.empty()) {
+    const auto step = display(cleaning, "step");
+    cell = "CLEANING" + (step == "-" ? "" : ": " + step);
   }
-  return held;
+  return cell.empty() ? "free" : cell;
 }
 
+// "scrub skipped" for each step the device's last cleaning did not pass: what its next tenant
+// inherits ("devices history" has the detail).
+std::string cleaning_marks(const json::value& device) {
+  std::string out;
+  for (const auto& mark : items(member(member(device, "last_cleaning"), "marks"))) {
+    const std::string text = display(mark);
+    out += (out.empty() ? "" : ", ") + text.substr(0, text.find(": "));
+  }
+  return out;
+}
+
+}  // namespace
+
 std::string render_devices(const json::value& devices) {
-  Table table({"ADDRESS", "ROLE", "ID", "NODE", "IOMMU", "DRIVER", "SWITCH", "HELD BY"});
+  Table table({"ADDRESS", "ROLE", "ID", "NODE", "IOMMU", "DRIVER", "SWITCH", "STATE", "LAST CLEANING"});
   for (const auto& device : items(member(devices, "devices"))) {
+    const auto& last = member(device, "last_cleaning");
+    std::string cleaned = last.is_object() ? "#" + display(last, "sequence") + " " + display(last, "outcome") : "-";
+    if (const auto marks = cleaning_marks(device); !marks.empty()) cleaned += ": " + marks;
     table.add_row({display(device, "address"), display(device, "role"),
                    display(device, "vendor_id") + ":" + display(device, "device_id"), display(device, "numa_node"),
                    display(device, "iommu_group"), display(device, "driver"), display(device, "switch"),
-                   holder(device)});
+                   state_cell(device), cleaned});
   }
   return table.render();
+}
+
+std::string render_cleaning(const json::value& cleaning) {
+  Table table({"ADDRESS", "SINCE", "VM", "HELD BY", "STEP"});
+  for (const auto& entry : items(member(cleaning, "devices"))) {
+    table.add_row({display(entry, "address"), display(entry, "since"), display(entry, "vm"), display(entry, "held_by"),
+                   display(entry, "step")});
+  }
+  return table.render();
+}
+
+namespace {
+
+// Each line of text indented by two spaces.
+std::string indented(const std::string& text) {
+  std::string out;
+  std::size_t start = 0;
+  while (start < text.size()) {
+    const std::size_t end = std::min(text.find('\n', start), text.size());
+    out += "  " + text.substr(start, end - start) + "\n";
+    start = end + 1;
+  }
+  return out;
+}
+
+std::string render_cleaning_record(const json::value& record) {
+  Table steps({"STEP", "RESULT", "SECONDS", "DETAIL"});
+  for (const auto& step : items(member(record, "steps"))) {
+    steps.add_row({display(step, "name"), display(step, "result"), display(step, "seconds"), display(step, "detail")});
+  }
+  return "#" + display(record, "sequence") + " " + display(record, "outcome") + "  vm " + display(record, "vm") + "  " +
+         display(record, "role") + "  " + display(record, "started_at") + " .. " + display(record, "finished_at") +
+         "\n" + indented(steps.render()) + "  sha256 " + display(record, "sha256") + "\n";
+}
+
+}  // namespace
+
+// A broken chain first and last, loud: what follows the break is not vouched for, and the operator
+// must not read a short history as a clean one.
+std::string render_history(const json::value& history) {
+  const auto& chain = member(history, "chain");
+  const auto& whole = member(chain, "whole");
+  const std::string broken = whole.is_bool() && whole.get_bool()
+                                 ? ""
+                                 : "EVIDENCE CHAIN BROKEN: " + display(chain, "broken") +
+                                       "; cleanings after the break are not vouched for and not shown\n";
+  const auto& cleanings = items(member(history, "cleanings"));
+  std::string out = broken + display(history, "address") + ": " + std::to_string(cleanings.size()) +
+                    (cleanings.size() == 1 ? " cleaning" : " cleanings") + " on record\n";
+  for (const auto& record : cleanings) out += "\n" + render_cleaning_record(record);
+  return out + (broken.empty() || cleanings.empty() ? "" : "\n" + broken);
 }
 
 std::string render_quarantine(const json::value& quarantine) {
@@ -255,6 +345,22 @@ std::string render_status(const json::value& status) {
   return render_fields(fields);
 }
 
+namespace {
+
+// "0000:18:00.0 (train-0): cleaning: reset", "... clean: free (#12)", "... quarantined: erase failed (#13)".
+std::string cleaning_event_line(const json::value& data) {
+  const auto vm = display(data, "vm");
+  const std::string device = display(data, "device") + (vm == "-" ? "" : " (" + vm + ")");
+  const auto state = display(data, "state");
+  const auto step = display(data, "step");
+  if (state == "cleaning") return device + ": cleaning" + (step == "-" ? "" : ": " + step);
+  const std::string sequence = " (#" + display(data, "sequence") + ")";
+  if (state == "free") return device + " clean: free" + sequence;
+  return device + " quarantined: " + (step == "-" ? "cleaning" : step) + " failed" + sequence;
+}
+
+}  // namespace
+
 std::string render_event(const api::ServerEvent& event) {
   boost::system::error_code ec;
   const auto data = json::parse(event.data, ec);
@@ -268,6 +374,7 @@ std::string render_event(const api::ServerEvent& event) {
     const bool taken = held.is_bool() && held.get_bool();
     return line + display(data, "vm") + (taken ? " holds " : " released ") + display(data, "devices");
   }
+  if (event.event == "cleaning") return line + cleaning_event_line(data);
   if (event.event == "quarantine") {
     const auto& quarantined = member(data, "quarantined");
     if (!quarantined.is_bool() || !quarantined.get_bool()) return line + display(data, "device") + " cleared";

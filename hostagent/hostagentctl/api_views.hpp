@@ -17,6 +17,9 @@ std::string render_host(const boost::json::value& host);  // the topology docume
 std::string render_capacity(const boost::json::value& capacity);
 std::string render_devices(const boost::json::value& devices);
 std::string render_quarantine(const boost::json::value& quarantine);  // GET /v1/quarantine
+std::string render_cleaning(const boost::json::value& cleaning);      // GET /v1/cleaning
+// GET /v1/devices/{address}/history: each cleaning with its steps; a broken evidence chain loudly.
+std::string render_history(const boost::json::value& history);
 std::string render_templates(const boost::json::value& templates);
 std::string render_template(const boost::json::value& shape);
 std::string render_status(const boost::json::value& status);

@@ -156,6 +156,9 @@ Result<devices::PreparationOptions> preparation_options(const config::DaemonConf
                                           .max_tx_rate_mbps = vf.max_tx_rate_mbps};
   options.releasable_drivers = configured.releasable_drivers;
   options.reserved = reservations(config);
+  for (const auto& firmware : config.hygiene.firmware) {
+    options.hygiene.firmware[{firmware.vendor, firmware.device}] = firmware.sha256;
+  }
   return options;
 }
 

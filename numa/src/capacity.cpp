@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 
 #include "placement_inventory.hpp"
 
@@ -12,12 +13,32 @@ namespace {
 using placement_detail::Inventory;
 using placement_detail::kUnknownNode;
 
-void count(NodeCapacity* node, Count NodeCapacity::*kind, NodeCapacity& totals, bool free) {
+// What a device not free is, for the counts beside `free`: withheld (cleaning, quarantined) and
+// held by no VM, or neither (held, kept by the host).
+enum class NotFree { other, cleaning, quarantined };
+
+void count(NodeCapacity* node, Count NodeCapacity::*kind, NodeCapacity& totals, bool free,
+           NotFree why = NotFree::other) {
   for (NodeCapacity* into : {node, &totals}) {
     if (into == nullptr) continue;  // a device on no node with CPUs: in the totals only
-    ++(into->*kind).total;
-    if (free) ++(into->*kind).free;
+    Count& counted = into->*kind;
+    ++counted.total;
+    if (free) ++counted.free;
+    if (why == NotFree::cleaning) ++counted.cleaning;
+    if (why == NotFree::quarantined) ++counted.quarantined;
   }
+}
+
+// The devices withheld from placement that no VM holds, by why (HostPolicy::withheld).
+struct Withholding {
+  const HostPolicy& policy;
+  std::set<PciAddress> held;  // every device a VM holds
+};
+
+NotFree not_free(const Withholding& withholding, const PciAddress& address) {
+  const auto it = withholding.policy.withheld.find(address);
+  if (it == withholding.policy.withheld.end() || withholding.held.count(address) != 0) return NotFree::other;
+  return it->second.why == Withheld::Why::cleaning ? NotFree::cleaning : NotFree::quarantined;
 }
 
 // The node placement files a device under: its own, or the nearest with CPUs for a CPU-less one.
@@ -35,7 +56,7 @@ int cell_of(const Inventory& inventory, const placement_detail::Unusable& device
 
 // Free: what placement may take; the rest of the kind: what it refuses, with the reason it gives.
 template <typename Free>
-void count_devices(const Inventory& inventory, const std::vector<Free>& free,
+void count_devices(const Inventory& inventory, const Withholding& withholding, const std::vector<Free>& free,
                    const std::vector<placement_detail::Unusable>& unusable, Count NodeCapacity::*kind,
                    std::map<int, NodeCapacity>& nodes, NodeCapacity& totals) {
   const auto node_at = [&](int cell) {
@@ -43,7 +64,9 @@ void count_devices(const Inventory& inventory, const std::vector<Free>& free,
     return it == nodes.end() ? nullptr : &it->second;
   };
   for (const auto& device : free) count(node_at(cell_of(inventory, device)), kind, totals, true);
-  for (const auto& device : unusable) count(node_at(cell_of(inventory, device)), kind, totals, false);
+  for (const auto& device : unusable) {
+    count(node_at(cell_of(inventory, device)), kind, totals, false, not_free(withholding, device.address));
+  }
 }
 
 CpuCapacity cpu_capacity(const placement_detail::CpuNode& node) {
@@ -106,9 +129,13 @@ Capacity capacity(const HostModel& host, const std::vector<Allocation>& held, co
     add(out.totals.cpus, node.cpus);
   }
   count_pools(host, held, policy, nodes, out.totals);
-  count_devices(inventory, inventory.gpus, inventory.unusable_gpus, &NodeCapacity::gpus, nodes, out.totals);
-  count_devices(inventory, inventory.vfs, inventory.unusable_vfs, &NodeCapacity::vfs, nodes, out.totals);
-  count_devices(inventory, inventory.nvme, inventory.unusable_nvme, &NodeCapacity::nvme, nodes, out.totals);
+  Withholding withholding{policy, {}};
+  for (const auto& allocation : held) withholding.held.insert(allocation.devices.begin(), allocation.devices.end());
+  count_devices(inventory, withholding, inventory.gpus, inventory.unusable_gpus, &NodeCapacity::gpus, nodes,
+                out.totals);
+  count_devices(inventory, withholding, inventory.vfs, inventory.unusable_vfs, &NodeCapacity::vfs, nodes, out.totals);
+  count_devices(inventory, withholding, inventory.nvme, inventory.unusable_nvme, &NodeCapacity::nvme, nodes,
+                out.totals);
   for (auto& [id, node] : nodes) out.nodes.push_back(std::move(node));
   return out;
 }

@@ -99,10 +99,14 @@ std::map<int, int> map_cell_nodes(const HostModel& host, const std::map<int, Cpu
   return out;
 }
 
-// Why f can go to no VM: quarantined, or kept by the host (host_use.hpp); nullopt when it can.
+// Why f can go to no VM: withheld (being cleaned, quarantined), or kept by the host (host_use.hpp);
+// nullopt when it can.
 std::optional<std::string> kept(const PciFunction& f, const HostPolicy& policy) {
-  const auto it = policy.quarantined.find(f.address);
-  if (it != policy.quarantined.end()) return "quarantined (" + it->second + ")";
+  const auto it = policy.withheld.find(f.address);
+  if (it != policy.withheld.end()) {
+    const bool cleaning = it->second.why == Withheld::Why::cleaning;
+    return std::string(cleaning ? "being cleaned" : "quarantined") + " (" + it->second.reason + ")";
+  }
   return kept_by_host(f, policy.releasable_drivers);
 }
 

@@ -106,15 +106,34 @@ numa::HostModel edge_host() {
 
 }  // namespace
 
-TEST_CASE("capacity counts a quarantined device as not free") {
+TEST_CASE("capacity counts a withheld device as not free, and as cleaning or quarantined while no VM holds it") {
   const auto host = edge_host();
   HostPolicy policy;
   policy.housekeeping_cpus = {0};
   const auto before = numa::capacity(host, {}, policy);
-  policy.quarantined = {{PciAddress::parse("0000:11:00.0").value(), "bind to vfio-pci failed"}};
+  CHECK(before.nodes[0].gpus.quarantined == 0);
+  CHECK(before.nodes[0].gpus.cleaning == 0);
+  const auto gpu = PciAddress::parse("0000:11:00.0").value();
+  policy.withheld = {{gpu, {Withheld::Why::quarantined, "bind to vfio-pci failed"}}};
   const auto after = numa::capacity(host, {}, policy);
   CHECK(after.nodes[0].gpus.total == before.nodes[0].gpus.total);
   CHECK(after.nodes[0].gpus.free == before.nodes[0].gpus.free - 1);
+  CHECK(after.nodes[0].gpus.quarantined == 1);
+  CHECK(after.totals.gpus.quarantined == 1);
+  CHECK(after.nodes[0].gpus.cleaning == 0);
+
+  policy.withheld = {{gpu, {Withheld::Why::cleaning, "after vm a"}}};
+  const auto cleaning = numa::capacity(host, {}, policy);
+  CHECK(cleaning.nodes[0].gpus.free == before.nodes[0].gpus.free - 1);
+  CHECK(cleaning.nodes[0].gpus.cleaning == 1);
+  CHECK(cleaning.nodes[0].gpus.quarantined == 0);
+  // Held by a VM (marked to be cleaned once it lets go): held, not cleaning.
+  numa::Allocation held;
+  held.vm = "a";
+  held.devices = {gpu};
+  const auto while_held = numa::capacity(host, {held}, policy);
+  CHECK(while_held.nodes[0].gpus.free == before.nodes[0].gpus.free - 1);
+  CHECK(while_held.nodes[0].gpus.cleaning == 0);
 }
 
 TEST_CASE("capacity counts CPUs, devices and hugepages free as placement would") {

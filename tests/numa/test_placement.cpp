@@ -563,11 +563,11 @@ TEST_CASE("placement: vela2 gives all 8 data NVMe and never its boot disk") {
         std::string::npos);
 }
 
-TEST_CASE("placement: a quarantined device is never given, alone or as a group companion, and says why") {
+TEST_CASE("placement: a withheld device is never given, alone or as a group companion, and says why") {
   const auto host = shared_builtin("vela2");
   auto policy = vela2_policy();
   const auto gpu = *PciAddress::parse("0000:18:00.0");
-  policy.quarantined = {{gpu, "bind to vfio-pci failed"}};
+  policy.withheld = {{gpu, {Withheld::Why::quarantined, "bind to vfio-pci failed"}}};
   const auto one = place(host->model, {}, policy, one_gpu());
   REQUIRE_MESSAGE(one.ok(), one.error().message);
   CHECK(one->gpus.at(0).gpu.address != gpu);
@@ -586,7 +586,7 @@ TEST_CASE("placement: a quarantined device is never given, alone or as a group c
     auto r = cpus_only(8, 8 * kGiB);
     r.nvme = 8;  // vela2 has eight data NVMe
     auto nvme = vela2_policy();
-    nvme.quarantined = {{*PciAddress::parse("0000:ad:00.0"), "gone from the bus"}};
+    nvme.withheld = {{*PciAddress::parse("0000:ad:00.0"), {Withheld::Why::quarantined, "gone from the bus"}}};
     const auto no_nvme = place(host->model, {}, nvme, r);
     REQUIRE_FALSE(no_nvme.ok());
     CHECK_MESSAGE(no_nvme.error().message.find("0000:ad:00.0 quarantined (gone from the bus)") != std::string::npos,
@@ -595,7 +595,7 @@ TEST_CASE("placement: a quarantined device is never given, alone or as a group c
   SUBCASE("a companion in the GPU's IOMMU group") {
     const auto quirks = shared_builtin("quirks");  // 01:00.0 RTX A6000 shares its group with 01:00.1 audio
     HostPolicy companion{{}, false, {}, {}, {}};
-    companion.quarantined = {{*PciAddress::parse("0000:01:00.1"), "gone from the bus"}};
+    companion.withheld = {{*PciAddress::parse("0000:01:00.1"), {Withheld::Why::quarantined, "gone from the bus"}}};
     auto r = one_gpu();
     r.vfs_per_gpu = 0;
     r.gpu_ids = {{0x10de, 0x2230}};
@@ -604,6 +604,15 @@ TEST_CASE("placement: a quarantined device is never given, alone or as a group c
     CHECK(kept.error().message ==
           "needs 1 GPU of 10de:2230; free: 0 (0000:01:00.0 sharing its IOMMU group with 0000:01:00.1, quarantined "
           "(gone from the bus))");
+  }
+  SUBCASE("a device being cleaned after its tenant") {
+    auto cleaning = vela2_policy();
+    cleaning.withheld = {{gpu, {Withheld::Why::cleaning, "after vm a, since 2026-12-04T17:20:00Z"}}};
+    const auto refused_all = place(host->model, {}, cleaning, all);
+    REQUIRE_FALSE(refused_all.ok());
+    CHECK_MESSAGE(refused_all.error().message.find("0000:18:00.0 being cleaned (after vm a, since "
+                                                   "2026-12-04T17:20:00Z)") != std::string::npos,
+                  refused_all.error().message);
   }
 }
 

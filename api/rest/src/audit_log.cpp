@@ -33,7 +33,7 @@ AuditSubject audit_subject(const Command& command) {
         } else if constexpr (std::is_same_v<T, command::StartVm> || std::is_same_v<T, command::StopVm> ||
                              std::is_same_v<T, command::RebootVm> || std::is_same_v<T, command::DeleteVm>) {
           return {c.name, "", "", ""};
-        } else if constexpr (std::is_same_v<T, command::ClearQuarantine>) {
+        } else if constexpr (std::is_same_v<T, command::ClearQuarantine> || std::is_same_v<T, command::CleanDevice>) {
           return {"", "", "", c.address.to_string()};
         } else {
           return {};

@@ -23,7 +23,7 @@ struct AuditSubject {
   std::string vm;
   std::string template_name;
   std::string request_id;
-  std::string device;  // a PCI address: the quarantine cleared
+  std::string device;  // a PCI address: the quarantine cleared, the device to clean
 };
 AuditSubject audit_subject(const Command& command);
 

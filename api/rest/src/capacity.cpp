@@ -5,7 +5,7 @@ namespace hostagent::api::detail {
 namespace {
 
 boost::json::object to_json(const numa::Count& c) {
-  return {{"total", c.total}, {"free", c.free}};
+  return {{"total", c.total}, {"free", c.free}, {"cleaning", c.cleaning}, {"quarantined", c.quarantined}};
 }
 
 boost::json::object to_json(const numa::NodeCapacity& node) {

@@ -23,6 +23,39 @@ boost::json::value optional_value(const std::optional<T>& value) {
   return boost::json::value_from(*value);
 }
 
+boost::json::value null_if_empty(const std::string& text) {
+  if (text.empty()) return nullptr;
+  return boost::json::value(text);
+}
+
+boost::json::value step_json(const daemon::CleaningStepView& step) {
+  return boost::json::object{{"name", step.name},
+                             {"result", step.result},
+                             {"detail", step.detail},
+                             {"started_at", step.started_at},
+                             {"finished_at", step.finished_at},
+                             {"seconds", step.seconds}};
+}
+
+// "scrub skipped: not scrubbed: no scrubber configured": each step that did not pass, worded for
+// the operator who gives the device to the next tenant.
+boost::json::array cleaning_marks(const daemon::CleaningRecordView& record) {
+  boost::json::array marks;
+  for (const auto& step : record.steps) {
+    if (step.result == "passed") continue;
+    marks.emplace_back(step.name + " " + step.result + (step.detail.empty() ? "" : ": " + step.detail));
+  }
+  return marks;
+}
+
+boost::json::value last_cleaning_json(const daemon::CleaningRecordView& record) {
+  return boost::json::object{{"sequence", record.sequence},
+                             {"outcome", record.outcome},
+                             {"vm", null_if_empty(record.vm)},
+                             {"finished_at", record.finished_at},
+                             {"marks", cleaning_marks(record)}};
+}
+
 }  // namespace
 
 boost::json::value operation_json(const daemon::OperationView& operation) {
@@ -43,8 +76,49 @@ boost::json::value quarantine_json(const daemon::QuarantineView& entry) {
                              {"since", entry.since}};
 }
 
-boost::json::value device_json(const numa::PciFunction& device, const std::optional<std::string>& held_by,
-                               const daemon::QuarantineView* quarantine) {
+boost::json::value cleaning_json(const daemon::CleaningView& entry) {
+  return boost::json::object{{"address", entry.address.to_string()},
+                             {"vm", null_if_empty(entry.vm)},
+                             {"since", entry.since},
+                             {"held_by", null_if_empty(entry.held_by)},
+                             {"step", null_if_empty(entry.step)}};
+}
+
+boost::json::value cleaning_record_json(const daemon::CleaningRecordView& record) {
+  boost::json::array steps;
+  for (const auto& step : record.steps) steps.push_back(step_json(step));
+  return boost::json::object{{"sequence", record.sequence},
+                             {"address", record.address.to_string()},
+                             {"role", record.role},
+                             {"vm", null_if_empty(record.vm)},
+                             {"outcome", record.outcome},
+                             {"started_at", record.started_at},
+                             {"finished_at", record.finished_at},
+                             {"steps", std::move(steps)},
+                             {"previous_sha256", record.previous_sha256},
+                             {"sha256", record.sha256}};
+}
+
+boost::json::value history_json(const daemon::DeviceHistoryView& history) {
+  boost::json::array cleanings;
+  for (const auto& record : history.cleanings) cleanings.push_back(cleaning_record_json(record));
+  return boost::json::object{
+      {"address", history.address.to_string()},
+      {"cleanings", std::move(cleanings)},
+      {"chain", {{"whole", history.chain_broken.empty()}, {"broken", null_if_empty(history.chain_broken)}}}};
+}
+
+std::string device_state(const numa::PciFunction& device, const DeviceStatus& status) {
+  if (status.held_by) return "held";
+  if (status.quarantine != nullptr) return "quarantined";
+  if (status.cleaning != nullptr) return "cleaning";
+  if (device.host_use) return "host";
+  return "free";
+}
+
+boost::json::value device_json(const numa::PciFunction& device, const DeviceStatus& status) {
+  const auto& held_by = status.held_by;
+  const auto* quarantine = status.quarantine;
   boost::json::object json{
       {"address", device.address.to_string()},
       {"role", numa::to_string(device.role)},
@@ -59,7 +133,11 @@ boost::json::value device_json(const numa::PciFunction& device, const std::optio
       {"physfn", device.physfn ? boost::json::value(device.physfn->to_string()) : boost::json::value(nullptr)},
       {"held_by", optional_value(held_by)},
       {"host_use", optional_value(device.host_use)},
-      {"quarantine", quarantine == nullptr ? boost::json::value(nullptr) : quarantine_json(*quarantine)}};
+      {"quarantine", quarantine == nullptr ? boost::json::value(nullptr) : quarantine_json(*quarantine)},
+      {"state", device_state(device, status)},
+      {"cleaning", status.cleaning == nullptr ? boost::json::value(nullptr) : cleaning_json(*status.cleaning)},
+      {"last_cleaning",
+       status.last_cleaning == nullptr ? boost::json::value(nullptr) : last_cleaning_json(*status.last_cleaning)}};
   return json;
 }
 

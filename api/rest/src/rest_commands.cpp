@@ -218,17 +218,37 @@ ParsedRequest list_devices(const HttpRequest& request, const Params& /*params*/)
   return Command{std::move(list)};
 }
 
+std::variant<PciAddress, RouteError> device_address(const std::string& text) {
+  auto address = PciAddress::parse(text);
+  if (!address.ok()) {
+    return bad("address", "address: " + text::quoted(text) +
+                              " is not a PCI address: use the kernel's form, domain:bus:device.function "
+                              "(0000:17:00.0)");
+  }
+  return *address;
+}
+
 // A command on the device the path names: its address in the kernel's form.
 template <typename C>
 ParsedRequest on_device(const HttpRequest& request, const Params& params) {
   if (auto error = no_query(request)) return std::move(*error);
-  auto address = PciAddress::parse(params.at(0));
-  if (!address.ok()) {
-    return bad("address", "address: " + text::quoted(params.at(0)) +
-                              " is not a PCI address: use the kernel's form, domain:bus:device.function "
-                              "(0000:17:00.0)");
-  }
-  return Command{C{*address}};
+  auto address = device_address(params.at(0));
+  if (auto* error = std::get_if<RouteError>(&address)) return std::move(*error);
+  return Command{C{std::get<PciAddress>(address)}};
+}
+
+// A POST on the device the path names whose body, when there is one, is an empty object: as a
+// VM's start, so that a field the route does not take is refused rather than ignored.
+template <typename C>
+ParsedRequest device_change(const HttpRequest& request, const Params& params) {
+  if (auto error = no_query(request)) return std::move(*error);
+  auto address = device_address(params.at(0));
+  if (auto* error = std::get_if<RouteError>(&address)) return std::move(*error);
+  auto body = json_body(request, true);
+  if (auto* error = std::get_if<RouteError>(&body)) return std::move(*error);
+  detail::BodyFields fields(std::get<boost::json::object>(body), {});
+  if (auto error = fields.check_unknown()) return std::move(*error);
+  return Command{C{std::get<PciAddress>(address)}};
 }
 
 ParsedRequest get_template(const HttpRequest& request, const Params& params) {
@@ -287,6 +307,9 @@ constexpr auto kRoutes = std::to_array<Route>({
     {"/v1/host/capacity", "GET", plain<command::GetCapacity>},
     {"/v1/devices", "GET", list_devices},
     {"/v1/devices/{}", "GET", on_device<command::GetDevice>},
+    {"/v1/devices/{}/clean", "POST", device_change<command::CleanDevice>},
+    {"/v1/devices/{}/history", "GET", on_device<command::GetDeviceHistory>},
+    {"/v1/cleaning", "GET", plain<command::ListCleaning>},
     {"/v1/quarantine", "GET", plain<command::ListQuarantine>},
     {"/v1/quarantine/{}", "DELETE", on_device<command::ClearQuarantine>},
     {"/v1/templates", "GET", plain<command::ListTemplates>},

@@ -54,23 +54,40 @@ std::map<PciAddress, std::string> holders(const daemon::HostUsage& usage) {
   return held_by;
 }
 
-std::map<PciAddress, daemon::QuarantineView> by_address(std::vector<daemon::QuarantineView> entries) {
-  std::map<PciAddress, daemon::QuarantineView> out;
+template <typename View>
+std::map<PciAddress, View> by_address(std::vector<View> entries) {
+  std::map<PciAddress, View> out;
   for (auto& entry : entries) out.emplace(entry.address, std::move(entry));
   return out;
 }
 
-const daemon::QuarantineView* find_entry(const std::map<PciAddress, daemon::QuarantineView>& entries,
-                                         const PciAddress& address) {
+template <typename View>
+const View* find_entry(const std::map<PciAddress, View>& entries, const PciAddress& address) {
   const auto it = entries.find(address);
   return it == entries.end() ? nullptr : &it->second;
 }
 
-std::optional<std::string> holder(const std::map<PciAddress, std::string>& held_by, const PciAddress& address) {
-  const auto it = held_by.find(address);
-  if (it == held_by.end()) return std::nullopt;
-  return it->second;
-}
+// What the service says of devices beyond the host model, read once per request: who holds each,
+// its quarantine, its cleaning and its last cleaning.
+struct DeviceFacts {
+  std::map<PciAddress, std::string> held_by;
+  std::map<PciAddress, daemon::QuarantineView> quarantine;
+  std::map<PciAddress, daemon::CleaningView> cleaning;
+  std::map<PciAddress, daemon::CleaningRecordView> last_cleaning;
+
+  DeviceFacts(daemon::VmService& service, const daemon::HostUsage& usage)
+      : held_by(holders(usage)),
+        quarantine(by_address(service.quarantined())),
+        cleaning(by_address(service.cleaning())),
+        last_cleaning(service.last_cleanings()) {}
+
+  DeviceStatus of(const PciAddress& address) const {
+    const auto held = held_by.find(address);
+    return DeviceStatus{held == held_by.end() ? std::nullopt : std::optional<std::string>(held->second),
+                        find_entry(quarantine, address), find_entry(cleaning, address),
+                        find_entry(last_cleaning, address)};
+  }
+};
 
 // PCI endpoints: bridges and switch ports are the tree, not devices anyone is given.
 bool is_endpoint(const numa::PciFunction& f) {
@@ -87,9 +104,6 @@ struct Runner {
   const HttpRequest& request;
 
   daemon::VmService& service() const { return context.service; }
-  std::map<PciAddress, daemon::QuarantineView> quarantined_by_address() const {
-    return by_address(service().quarantined());
-  }
 
   HttpResponse operator()(const command::Live& /*unused*/) const {
     return json_response(200, boost::json::object{{"status", "ok"}});
@@ -121,16 +135,14 @@ struct Runner {
   HttpResponse operator()(const command::ListDevices& list) const {
     const auto usage = service().usage();
     if (usage.host == nullptr) return service_problem(Error{ErrorCode::internal, "the host model is missing"}, request);
-    const auto held_by = holders(usage);
-    const auto quarantine = quarantined_by_address();
+    const DeviceFacts facts(service(), usage);
     boost::json::array devices;
     for (const auto& f : usage.host->pci_devices) {
       if (!is_endpoint(f)) continue;
       if (!list.role.empty() && list.role != numa::to_string(f.role)) continue;
-      const auto vm = holder(held_by, f.address);
-      const auto* entry = find_entry(quarantine, f.address);
-      if (list.free_only && (vm || f.host_use || entry != nullptr)) continue;  // the host holds what it uses
-      devices.push_back(device_json(f, vm, entry));
+      const auto status = facts.of(f.address);
+      if (list.free_only && device_state(f, status) != "free") continue;  // held, the host's, withheld
+      devices.push_back(device_json(f, status));
     }
     return json_response(200, boost::json::object{{"devices", std::move(devices)}});
   }
@@ -141,9 +153,7 @@ struct Runner {
     if (f == nullptr || !is_endpoint(*f)) {
       return not_found("device: no PCI endpoint at " + get.address.to_string() + " on this host", request);
     }
-    const auto quarantine = quarantined_by_address();
-    return json_response(200,
-                         device_json(*f, holder(holders(usage), get.address), find_entry(quarantine, get.address)));
+    return json_response(200, device_json(*f, DeviceFacts(service(), usage).of(get.address)));
   }
 
   HttpResponse operator()(const command::ListQuarantine& /*unused*/) const {
@@ -156,6 +166,26 @@ struct Runner {
     auto cleared = service().clear_quarantine(clear.address, request.identity.principal);
     if (!cleared.ok()) return service_problem(cleared.error(), request);
     return json_response(200, quarantine_json(*cleared));
+  }
+
+  HttpResponse operator()(const command::ListCleaning& /*unused*/) const {
+    boost::json::array devices;
+    for (const auto& entry : service().cleaning()) devices.push_back(cleaning_json(entry));
+    return json_response(200, boost::json::object{{"devices", std::move(devices)}});
+  }
+
+  // 202: the cleaning is under way; its steps and outcome come as cleaning events, then in the
+  // device's history.
+  HttpResponse operator()(const command::CleanDevice& clean) const {
+    auto begun = service().clean_device(clean.address, request.identity.principal);
+    if (!begun.ok()) return service_problem(begun.error(), request);
+    return json_response(202, cleaning_json(*begun));
+  }
+
+  HttpResponse operator()(const command::GetDeviceHistory& get) const {
+    auto history = service().device_history(get.address);
+    if (!history.ok()) return service_problem(history.error(), request);
+    return json_response(200, history_json(*history));
   }
 
   HttpResponse operator()(const command::ListTemplates& /*unused*/) const {

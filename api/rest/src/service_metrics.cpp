@@ -11,6 +11,11 @@ constexpr std::size_t kRememberedOperations = 4096;
 std::vector<double> operation_bounds() {
   return {0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600};
 }
+// A cleaning step: a function-level reset takes ~0.1-1 s, a firmware check or a VF reset less, an
+// NVMe sanitize or a GPU memory scrub minutes, up to an hour.
+std::vector<double> cleaning_step_bounds() {
+  return {0.001, 0.01, 0.1, 0.5, 1, 5, 10, 30, 60, 300, 900, 1800, 3600};
+}
 std::vector<double> request_bounds() {
   return {0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10};
 }
@@ -59,9 +64,26 @@ void render_capacity(MetricsText& out, const numa::Capacity& capacity) {
   }
 }
 
+// By the step that failed: a run of failed resets says something a single failed bind does not.
 void render_quarantine(MetricsText& out, const std::vector<daemon::QuarantineView>& quarantined) {
-  out.family("hostagent_devices_quarantined", "Devices kept out of placement until an operator clears them.", "gauge");
-  out.sample("hostagent_devices_quarantined", {}, static_cast<double>(quarantined.size()));
+  std::map<std::string, int> by_step;
+  for (const auto& entry : quarantined) ++by_step[entry.step];
+  out.family("hostagent_devices_quarantined",
+             "Devices kept out of placement until an operator clears them, by the step that failed.", "gauge");
+  for (const auto& [step, count] : by_step) out.sample("hostagent_devices_quarantined", {{"step", step}}, count);
+}
+
+void render_cleaning(MetricsText& out, const std::vector<daemon::CleaningView>& cleaning) {
+  out.family("hostagent_devices_cleaning",
+             "Tenants' devices out of placement until their cleaning passes, held by a VM or not.", "gauge");
+  out.sample("hostagent_devices_cleaning", {}, static_cast<double>(cleaning.size()));
+}
+
+// What placement withholds and why: capacity's counts change with it, whatever the ledger's version.
+std::map<PciAddress, numa::Withheld::Why> withheld_reasons(const numa::HostPolicy& policy) {
+  std::map<PciAddress, numa::Withheld::Why> out;
+  for (const auto& [address, withheld] : policy.withheld) out.emplace(address, withheld.why);
+  return out;
 }
 
 // TOTAL_ERR_* is the kernel's own sum; older kernels without it get the sum of the lines.
@@ -122,6 +144,10 @@ void render_connections(MetricsText& out, const ConnectionStats& stats) {
 ServiceMetrics::ServiceMetrics() : request_durations_(request_bounds()) {}
 
 void ServiceMetrics::on_event(const daemon::ServiceEvent& event) {
+  if (event.kind == daemon::ServiceEvent::Kind::cleaning && event.cleaned) {
+    on_cleaned(*event.cleaned);
+    return;
+  }
   if (event.kind != daemon::ServiceEvent::Kind::operation || !event.operation) return;
   const auto& operation = *event.operation;
   if (operation.state != "succeeded" && operation.state != "failed") return;
@@ -137,6 +163,27 @@ void ServiceMetrics::on_event(const daemon::ServiceEvent& event) {
     it = operation_durations_.emplace(std::pair(operation.kind, operation.state), Histogram(operation_bounds())).first;
   }
   it->second.observe(operation.duration_seconds);
+}
+
+// Once per record: the evidence log's sequence names a cleaning, as an id names an operation. A
+// skipped step did not run: its zero would only drag the step's distribution down.
+void ServiceMetrics::on_cleaned(const daemon::CleaningRecordView& record) {
+  std::lock_guard lock(mutex_);
+  if (!cleaned_.insert(record.sequence).second) return;
+  cleaned_order_.push_back(record.sequence);
+  if (cleaned_order_.size() > kRememberedOperations) {
+    cleaned_.erase(cleaned_order_.front());
+    cleaned_order_.pop_front();
+  }
+  ++cleanings_[record.outcome];
+  for (const auto& step : record.steps) {
+    if (step.result == "skipped") continue;
+    auto it = cleaning_steps_.find({step.name, record.role});
+    if (it == cleaning_steps_.end()) {
+      it = cleaning_steps_.emplace(std::pair(step.name, record.role), Histogram(cleaning_step_bounds())).first;
+    }
+    it->second.observe(step.seconds);
+  }
 }
 
 void ServiceMetrics::watch_connections(std::function<ConnectionStats()> read) {
@@ -185,6 +232,7 @@ std::string ServiceMetrics::compute(daemon::VmService& service) {
   render_status(out, status);
   out.append(capacity_text(service.usage()));
   render_quarantine(out, service.quarantined());
+  render_cleaning(out, service.cleaning());
   out.append(health_text(service.device_health()));
   render_counted(out);
   return out.text();
@@ -197,11 +245,13 @@ const std::string& ServiceMetrics::capacity_text(const daemon::HostUsage& usage)
     capacity_.reset();
     return empty_;
   }
+  auto withheld = withheld_reasons(usage.policy);
   if (!capacity_ || capacity_->host != usage.host || capacity_->version != usage.version ||
-      capacity_->unclaimed != usage.policy.unclaimed_hugepages) {
+      capacity_->unclaimed != usage.policy.unclaimed_hugepages || capacity_->withheld != withheld) {
     MetricsText out;
     render_capacity(out, numa::capacity(*usage.host, usage.held, usage.policy));
-    capacity_ = CapacitySection{usage.host, usage.version, usage.policy.unclaimed_hugepages, out.text()};
+    capacity_ =
+        CapacitySection{usage.host, usage.version, usage.policy.unclaimed_hugepages, std::move(withheld), out.text()};
   }
   return capacity_->text;
 }
@@ -224,6 +274,16 @@ void ServiceMetrics::render_counted(MetricsText& out) {
   out.family("hostagent_operation_duration_seconds", "Ended operations by kind and result, start to end.", "histogram");
   for (const auto& [key, histogram] : operation_durations_) {
     out.histogram("hostagent_operation_duration_seconds", {{"kind", key.first}, {"result", key.second}}, histogram);
+  }
+  out.family("hostagent_device_cleaning_step_seconds", "Steps of ended device cleanings that ran, by step and role.",
+             "histogram");
+  for (const auto& [key, histogram] : cleaning_steps_) {
+    out.histogram("hostagent_device_cleaning_step_seconds", {{"step", key.first}, {"role", key.second}}, histogram);
+  }
+  out.family("hostagent_device_cleanings_total", "Device cleanings ended, by outcome (clean or quarantined).",
+             "counter");
+  for (const auto& [outcome, count] : cleanings_) {
+    out.sample("hostagent_device_cleanings_total", {{"outcome", outcome}}, static_cast<double>(count));
   }
   out.family("hostagent_http_requests_total", "HTTP requests answered, by method and status code.", "counter");
   for (const auto& [key, count] : requests_) {

@@ -25,6 +25,8 @@ class ServiceMetrics {
  public:
   ServiceMetrics();
   // An operation event: an operation that ended (once per id) is observed in the duration histogram.
+  // A cleaning event that ended (once per record sequence): its outcome counted, each step that ran
+  // observed in the step histogram.
   void on_event(const daemon::ServiceEvent& event);
   void on_request(const std::string& method, unsigned status, std::chrono::nanoseconds latency);
   // The HTTP server's connection budget, read at each scrape from now on.
@@ -34,6 +36,7 @@ class ServiceMetrics {
 
  private:
   std::string compute(daemon::VmService& service);
+  void on_cleaned(const daemon::CleaningRecordView& record);
   const std::string& capacity_text(const daemon::HostUsage& usage);
   const std::string& health_text(const Result<daemon::DeviceHealthReading>& health);
   void render_counted(MetricsText& out);
@@ -45,6 +48,8 @@ class ServiceMetrics {
     uint64_t version = 0;  // HostUsage::version
     // What the kernel's pools had free: it changes with no change of version (a process on hugetlbfs).
     std::map<std::pair<int, uint64_t>, uint64_t> unclaimed;
+    // What placement withholds (cleaning, quarantined): it changes with no change of version.
+    std::map<PciAddress, numa::Withheld::Why> withheld;
     std::string text;
   };
   std::optional<CapacitySection> capacity_;
@@ -64,6 +69,10 @@ class ServiceMetrics {
   std::set<std::string> ended_;                                                   // operation ids already observed
   std::deque<std::string> ended_order_;                                           // oldest first, to forget them
   std::map<std::pair<std::string, unsigned>, uint64_t> requests_;                 // (method, status)
+  std::map<std::pair<std::string, std::string>, Histogram> cleaning_steps_;       // (step, role)
+  std::map<std::string, uint64_t> cleanings_;                                     // by outcome
+  std::set<uint64_t> cleaned_;                                                    // record sequences observed
+  std::deque<uint64_t> cleaned_order_;                                            // oldest first, to forget them
   Histogram request_durations_;
   std::function<ConnectionStats()> connections_;  // unset until the server runs
 };

@@ -4,6 +4,7 @@
 #include "config_reader.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <optional>
 #include <string_view>
 
@@ -28,7 +29,7 @@ constexpr int kMaxRateMbps = 400000;  // above any NIC's line rate today
 
 const std::vector<std::string_view> kTopKeys = {
     "libvirt",    "host",    "templates", "images", "storage", "state_directory", "console_log_directory",
-    "operations", "devices", "api"};
+    "operations", "devices", "hygiene",   "api"};
 const std::vector<std::string_view> kLibvirtKeys = {"uri", "domain_type", "emulator", "connect_timeout",
                                                     "reconnect_interval"};
 const std::vector<std::string_view> kHostKeys = {"sysfs_root", "simulated", "housekeeping_cpus",
@@ -43,6 +44,7 @@ const std::vector<std::string_view> kTlsKeys = {"certificate", "key", "client_ca
 const std::vector<std::string_view> kTlsSectionKeys = {"certificate", "key", "client_ca", "operator_common_names"};
 const std::vector<std::string_view> kDevicesKeys = {"preparation", "bind_at_start",      "gpu_ids", "sriov",
                                                     "vf",          "releasable_drivers", "reserved"};
+const std::vector<std::string_view> kHygieneKeys = {"firmware"};
 const std::vector<std::string_view> kVfKeys = {
     "vlan", "qos", "trust", "spoofchk", "link_state", "min_tx_rate_mbps", "max_tx_rate_mbps"};
 const std::vector<std::string_view> kPreparations = {"hostagent", "libvirt"};
@@ -106,9 +108,11 @@ class ConfigReader {
     read_directories(root, config);
     read_operations(field(root, "operations"), config);
     read_devices(field(root, "devices"), config.devices);
+    read_hygiene(field(root, "hygiene"), config.hygiene);
     read_api(field(root, "api"), config.api);
     check_libvirt_pair(config);
     settle_preparation(config);
+    check_hygiene_applied(config);
     check_host_pair(config);
     check_confinement(config);
     check_api_auth(config.api);
@@ -365,6 +369,60 @@ class ConfigReader {
     if (read) config.reserved = std::move(*read);
   }
 
+  void read_hygiene(const Value& hygiene, HygieneConfig& config) {
+    if (!section(hygiene, "hygiene", kHygieneKeys)) return;
+    firmware_ = &field(hygiene, "firmware");
+    auto read = read_list<FirmwareConfig>(
+        *firmware_, "hygiene.firmware", "a list of {vendor: 0x10de, device: 0x2330, sha256: [\"<64 hex digits>\"]}",
+        [this](const Value& item, const std::string& path) { return read_firmware(item, path); });
+    if (!read) return;
+    for (std::size_t i = 0; i < read->size(); ++i) {
+      for (std::size_t j = 0; j < i; ++j) {
+        if ((*read)[i].vendor != (*read)[j].vendor || (*read)[i].device != (*read)[j].device) continue;
+        const std::string path = "hygiene.firmware[" + std::to_string(i) + "]";
+        check_.report(firmware_->items[i].at, path, "the device of hygiene.firmware[" + std::to_string(j) + "] again",
+                      "one entry per vendor and device, listing every good image in its sha256");
+        return;
+      }
+    }
+    config.firmware = std::move(*read);
+  }
+
+  std::optional<FirmwareConfig> read_firmware(const Value& item, const std::string& path) {
+    if (!check_.mapping(item, path, {"vendor", "device", "sha256"})) return std::nullopt;
+    const auto vendor = check_.pci_id(field(item, "vendor"), path + ".vendor");
+    const auto device = check_.pci_id(field(item, "device"), path + ".device");
+    auto digests = read_list<std::string>(
+        field(item, "sha256"), path + ".sha256", "a list of SHA-256 digests, 64 hex digits each",
+        [this](const Value& digest, const std::string& at) -> std::optional<std::string> {
+          auto text = check_.text(digest, at);
+          if (!text) return std::nullopt;
+          std::transform(text->begin(), text->end(), text->begin(), [](unsigned char c) { return std::tolower(c); });
+          if (text->size() != 64 || text->find_first_not_of("0123456789abcdef") != std::string::npos) {
+            check_.report(digest.at, at, describe(digest), "64 hex digits, as sha256sum prints a ROM's digest");
+            return std::nullopt;
+          }
+          return text;
+        });
+    if (!vendor || !device || !digests || digests->empty()) {
+      if (field(item, "vendor").is_null() || field(item, "device").is_null() || field(item, "sha256").is_null() ||
+          (digests && digests->empty())) {
+        check_.report(item.at, path, describe(item),
+                      "vendor, device and at least one sha256, like {vendor: 0x10de, device: 0x2330, sha256: [...]}");
+      }
+      return std::nullopt;
+    }
+    return FirmwareConfig{*vendor, *device, std::move(*digests)};
+  }
+
+  // A setting accepted is a setting applied: libvirt's managed hostdevs leave hostagent no ROM to read.
+  void check_hygiene_applied(const DaemonConfig& config) {
+    if (firmware_ == nullptr || config.hygiene.firmware.empty() || config.devices.preparation == "hostagent") return;
+    check_.report(firmware_->at, "hygiene.firmware", "a known-good list with devices.preparation \"libvirt\"",
+                  "devices.preparation: hostagent (with libvirt's managed hostdevs hostagent reads no device's ROM), "
+                  "or no hygiene.firmware");
+  }
+
   void read_api(const Value& api, ApiConfig& config) {
     if (!section(api, "api", kApiKeys)) return;
     read_listen(field(api, "listen"), config);
@@ -545,6 +603,7 @@ class ConfigReader {
   Written uri_, domain_type_, sysfs_root_, simulated_, preparation_, tls_, token_file_, reader_token_file_,
       housekeeping_cpus_, confine_host_processes_;
   std::vector<std::pair<std::size_t, const Value*>> tcp_listeners_;  // index in api.listen
+  const Value* firmware_ = nullptr;                                  // hygiene.firmware as written
 };
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <memory>
 #include <string>
 
+#include "device_lifecycle.hpp"
 #include "event_hub.hpp"
 #include "hostagent/config/daemon_config.hpp"
 #include "hostagent/daemon/clock.hpp"
@@ -21,7 +22,6 @@
 #include "hostagent/vmtemplates/vm_template.hpp"
 #include "ledger.hpp"
 #include "operation_tracker.hpp"
-#include "quarantine.hpp"
 #include "request_ids.hpp"
 
 namespace hostagent::daemon {
@@ -46,7 +46,8 @@ struct Context {
         journal(std::move(journal_in)),
         operation_records(std::move(operation_records_in)),
         ledger(host, std::move(policy), events, hugepage_reader(host_sysfs_root, host)),
-        quarantine(config.state_directory / "quarantine.json", ledger, events, *clock),
+        lifecycle({config.state_directory / "device_states.json", config.state_directory / "cleaning_evidence.jsonl",
+                   host, *devices, ledger, events, *clock}),
         operations(*clock, events, &operation_records),
         requests(std::move(requests_in), *clock) {}
 
@@ -64,7 +65,7 @@ struct Context {
   state::OperationRecords operation_records;  // before operations, which writes to it
   EventHub events;
   Ledger ledger;                // refers to host and events: declared after them
-  Quarantine quarantine;        // refers to ledger, events and clock
+  DeviceLifecycle lifecycle;    // refers to host, devices, ledger, events and clock
   OperationTracker operations;  // refers to clock, events and operation_records
   RequestIds requests;          // refers to clock
   std::atomic<uint64_t> operations_started{0};

@@ -176,6 +176,8 @@ class CreateRun {
   }
 
   Status prepare_devices() {
+    // Marked before any device is touched: however the VM lets them go, they are cleaned first.
+    HA_TRY_STATUS(context_.lifecycle.mark_used(record_.name, record_.allocation.devices));
     devices::DeviceRequest request;
     HA_TRY(request.vf_macs, render::vf_mac_addresses(shape_, placement_, guest_options()));
     request.vlan = shape_.nics.vf.vlan;
@@ -290,7 +292,7 @@ Result<VmView> create_vm(Context& context, const CreateVmRequest& request) {
   if (auto created = run.run(unfinished); !created.ok()) {
     // Rolled back: what was reserved goes back. Rollback incomplete: it stays held until reconcile
     // has undone the rest, so nothing half-released is ever given to another VM.
-    if (!unfinished) context.ledger.release(request.name);
+    if (!unfinished) release_vm(context, request.name);
     return std::move(created).error();
   }
   context.ledger.set_record(record);

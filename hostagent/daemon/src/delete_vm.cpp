@@ -23,7 +23,7 @@ Status delete_vm(Context& context, const std::string& name) {
   }
   Operation operation(context, state::OperationKind::remove, record);
   HA_TRY_STATUS(operation.run(steps, nullptr));
-  context.ledger.release(name);
+  release_vm(context, name);
   log(LogLevel::info, "deleted " + name, {.vm = name, .operation = "delete"});
   return ok_status();
 }

@@ -170,9 +170,9 @@ DomainCounts Ledger::counts() const {
   return counts;
 }
 
-void Ledger::set_quarantined(std::map<PciAddress, std::string> quarantined) {
+void Ledger::set_withheld(std::map<PciAddress, numa::Withheld> withheld) {
   std::lock_guard lock(mutex_);
-  quarantined_ = std::move(quarantined);
+  withheld_ = std::move(withheld);
   ++holdings_version_;  // capacity and the metrics read free devices by it
 }
 
@@ -188,7 +188,7 @@ Result<numa::HostPolicy> Ledger::policy_now_locked() const {
 // free to a new one.
 numa::HostPolicy Ledger::policy_with_locked(std::optional<FreePages> free) const {
   numa::HostPolicy policy = policy_;
-  policy.quarantined = quarantined_;
+  policy.withheld = withheld_;
   if (!free) return policy;
   for (const auto& [name, entry] : entries_) {
     if (has_its_memory(entry)) continue;

@@ -85,8 +85,9 @@ class Ledger {
   // next placement would count it: what capacity reports. nullopt: the accounting alone.
   Holdings holdings_with(std::optional<FreePages> free) const;
   DomainCounts counts() const;
-  // The devices placement must never give (daemon/quarantine's), each with why: replaces the last.
-  void set_quarantined(std::map<PciAddress, std::string> quarantined);
+  // The devices placement must never give (daemon/device_lifecycle's: being cleaned, quarantined),
+  // each with why: replaces the last.
+  void set_withheld(std::map<PciAddress, numa::Withheld> withheld);
 
  private:
   Result<numa::Placement> place_and_record(state::VmRecord& record, const numa::PlacementRequest& request);
@@ -101,8 +102,8 @@ class Ledger {
   const HugepageReader free_hugepages_;
   mutable std::mutex mutex_;
   std::map<std::string, LedgerEntry> entries_;
-  std::map<PciAddress, std::string> quarantined_;
-  // bumped by every change to an entry's record, to the set of entries, or to what is quarantined
+  std::map<PciAddress, numa::Withheld> withheld_;
+  // bumped by every change to an entry's record, to the set of entries, or to what is withheld
   uint64_t holdings_version_ = 0;
 };
 

@@ -24,7 +24,7 @@ std::string describe(const state::JournalEntry& entry) {
 // Drops the ledger's entry for the record's VM, but only if it is that record's (same UUID).
 void release_if_same(Context& context, const state::VmRecord& record) {
   const auto entry = context.ledger.find(record.name);
-  if (entry && entry->record && entry->record->uuid == record.uuid) context.ledger.release(record.name);
+  if (entry && entry->record && entry->record->uuid == record.uuid) release_vm(context, record.name);
 }
 
 // libvirt's <hugepages/> without a page size means the kernel's default, which is 2 MiB on x86-64
@@ -88,8 +88,9 @@ void drop_vanished(Context& context, const std::set<std::string>& listed) {
         continue;
       }
     }
-    context.ledger.release(entry.name);
-    log(LogLevel::warning, "domain " + entry.name + " was removed outside hostagent; what it held is free again",
+    release_vm(context, entry.name);
+    log(LogLevel::warning,
+        "domain " + entry.name + " was removed outside hostagent; what it held is free again, its devices once cleaned",
         {.vm = entry.name});
   }
 }
@@ -144,6 +145,9 @@ Status sync_domains(Context& context, ReconcileReport& report, bool initial) {
     }
   }
   if (!initial) drop_vanished(context, listed);
+  // What the ledger now holds is cleaned once let go: VMs from before the device lifecycle, and
+  // domains hostagent did not make, whose devices no prepare of ours marked.
+  context.lifecycle.mark_held(context.ledger.held());
   return ok_status();
 }
 

@@ -46,15 +46,17 @@ class VmServiceImpl final : public VmService {
     // Before anything changes: an unreadable record stops the start with nothing touched.
     HA_TRY_STATUS(context_.requests.load());
     HA_TRY_STATUS(power_.load());
-    HA_TRY_STATUS(context_.quarantine.load());
+    HA_TRY_STATUS(context_.lifecycle.load());
     // Before reconcile, whose repair of running VMs binds groups too.
     context_.devices->report_faults_to([this](const devices::DeviceFault& fault) {
-      context_.quarantine.add(fault.address, fault.step, fault.reason, fault.vm);
+      context_.lifecycle.quarantine(fault.address, fault.step, fault.reason, fault.vm);
     });
     // Subscribed before reconcile lists the domains, so no change between the two goes unseen.
     context_.hypervisor->subscribe([this](const virt::DomainEvent& event) { on_domain_event(event); },
                                    [this](virt::ConnectionEvent event) { on_connection_event(event); });
     HA_TRY(auto report, reconcile(context_));
+    // What waits is cleaned now, a cleaning a restart cut short again, then what VMs let go.
+    context_.lifecycle.start();
     HA_TRY_STATUS(context_.operations.load([this](const OperationView& cut) { return interrupted_outcome(cut); }));
     repair_running(report);
     const auto starts = after_reboot(report);
@@ -71,7 +73,7 @@ class VmServiceImpl final : public VmService {
       health_ = std::make_unique<HealthPoller>(
           [this, free_pages = hugepage_reader(context_.host_sysfs_root, context_.host)] {
             auto reading = read_device_health();
-            if (reading.ok()) context_.quarantine.note_health(*reading);
+            if (reading.ok()) context_.lifecycle.note_health(*reading);
             keep_free_pages(free_pages());
             return reading;
           },
@@ -179,10 +181,18 @@ class VmServiceImpl final : public VmService {
     auto holdings = context_.ledger.holdings_with(free_pages());
     return HostUsage{&context_.host, std::move(holdings.held), holdings.version, std::move(holdings.policy)};
   }
-  std::vector<QuarantineView> quarantined() override { return context_.quarantine.list(); }
+  std::vector<QuarantineView> quarantined() override { return context_.lifecycle.quarantined(); }
   Result<QuarantineView> clear_quarantine(const PciAddress& address, const std::string& principal) override {
-    return context_.quarantine.clear(address, principal);
+    return context_.lifecycle.clear(address, principal);
   }
+  std::vector<CleaningView> cleaning() override { return context_.lifecycle.cleaning(); }
+  Result<CleaningView> clean_device(const PciAddress& address, const std::string& principal) override {
+    return context_.lifecycle.request_cleaning(address, principal);
+  }
+  Result<DeviceHistoryView> device_history(const PciAddress& address) override {
+    return context_.lifecycle.history(address);
+  }
+  std::map<PciAddress, CleaningRecordView> last_cleanings() override { return context_.lifecycle.last_cleanings(); }
   const std::map<std::string, vmtemplates::VmTemplate>& templates() const override { return context_.templates; }
 
   Result<std::string> domain_xml(const VmName& name) override {

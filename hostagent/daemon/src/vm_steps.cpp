@@ -67,6 +67,11 @@ Status no_effect(Context& /*context*/, const state::VmRecord& /*record*/) {
   return ok_status();
 }
 
+void release_vm(Context& context, const std::string& name) {
+  context.ledger.release(name);
+  context.lifecycle.released();
+}
+
 const std::vector<DeleteStep>& delete_steps() {
   namespace s = state::step;
   // One row per step, aligned.

@@ -40,4 +40,8 @@ Status release_devices(Context& context, const state::VmRecord& record);
 Result<std::vector<std::string>> reapply_devices(Context& context, const state::VmRecord& record);
 Status no_effect(Context& context, const state::VmRecord& record);
 
+// Not a step: the VM's reservation let go in the ledger, after its steps are done or undone. Its
+// devices, marked when they were prepared, go to cleaning (daemon/device_lifecycle), not to free.
+void release_vm(Context& context, const std::string& name);
+
 }  // namespace hostagent::daemon

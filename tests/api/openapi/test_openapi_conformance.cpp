@@ -152,6 +152,8 @@ TEST_CASE("the read-only routes answer as the document says") {
   client.expect(200, "GET", "/v1/devices?role=gpu&free=true");
   const auto first = field(devices.as_object().at("devices").as_array().front(), "address");
   client.expect(200, "GET", "/v1/devices/" + first);
+  client.expect(200, "GET", "/v1/devices/" + first + "/history");
+  client.expect(200, "GET", "/v1/cleaning");
   const auto templates = client.expect(200, "GET", "/v1/templates");
   REQUIRE(!templates.as_object().at("templates").as_array().empty());
   client.expect(200, "GET", "/v1/templates/" + std::string(kTemplate));
@@ -225,6 +227,8 @@ TEST_CASE("documented errors: 404 for unknown things, with problem bodies") {
   client.expect(404, "GET", "/v1/operations/op-999999");
   client.expect(404, "GET", "/v1/templates/no-such-template");
   client.expect(404, "GET", "/v1/devices/0000:ff:1f.7");
+  client.expect(404, "GET", "/v1/devices/0000:ff:1f.7/history");
+  client.expect(404, "POST", "/v1/devices/0000:ff:1f.7/clean");
   const auto unknown_template = client.expect(
       404, "POST", "/v1/vms", R"({"name": "oas-x", "template": "no-such-template", "request_id": "req-no-template"})");
   CHECK(field(unknown_template, "code") == "not_found");
@@ -255,6 +259,9 @@ TEST_CASE("documented errors: 400 names the field") {
       {"GET", "/v1/devices?role=toaster", "", "role"},
       {"GET", "/v1/devices?free=maybe", "", "free"},
       {"GET", "/v1/devices/not-an-address", "", "address"},
+      {"GET", "/v1/devices/not-an-address/history", "", "address"},
+      {"POST", "/v1/devices/not-an-address/clean", "", "address"},
+      {"POST", "/v1/devices/0000:00:00.0/clean", R"({"now": true})", "now"},
       {"GET", "/v1/vms/.hidden", "", "name"},
   };
   for (const auto& c : cases) {
@@ -462,7 +469,9 @@ TEST_CASE("the event stream is text/event-stream and every event's data matches 
 
   create_vm(client, "oas-events");
   client.wait_for(field(client.expect(202, "DELETE", "/v1/vms/oas-events"), "id"));
-  client.expect(200, "DELETE", "/v1/quarantine/" + quarantine_a_gpu(client, "oas-faulted"));
+  const auto gpu = quarantine_a_gpu(client, "oas-faulted");
+  client.expect(200, "DELETE", "/v1/quarantine/" + gpu);
+  client.expect(202, "POST", "/v1/devices/" + gpu + "/clean");
 
   // Until a whole frame of each kind has come: a frame's event line can arrive before its data.
   const auto text = (*reader)->read_until(
@@ -470,7 +479,8 @@ TEST_CASE("the event stream is text/event-stream and every event's data matches 
         std::multiset<std::string> events;
         for (const auto& frame : complete_frames(so_far)) events.insert(parse_frame(frame).event);
         return events.count("vm") != 0 && events.count("operation") != 0 && events.count("device") != 0 &&
-               events.count("quarantine") == 2;  // quarantined, then cleared
+               events.count("quarantine") == 2 &&  // quarantined, then cleared
+               events.count("cleaning") != 0;
       },
       std::chrono::seconds(30));
   const auto& schemas =
@@ -485,7 +495,7 @@ TEST_CASE("the event stream is text/event-stream and every event's data matches 
     CHECK_MESSAGE(errors.empty(), joined(errors));
     seen.insert(frame.event);
   }
-  CHECK(seen == std::set<std::string>{"vm", "operation", "device", "quarantine"});
+  CHECK(seen == std::set<std::string>{"vm", "operation", "device", "quarantine", "cleaning"});
 }
 
 TEST_CASE("every documented operation was answered with success somewhere in this suite") {
@@ -503,7 +513,12 @@ TEST_CASE("every documented operation was answered with success somewhere in thi
   client.expect(200, "POST", "/v1/templates/validate", shipped_template(kTemplate), "application/yaml");
   create_vm(client, "oas-cover");
   client.expect(200, "GET", "/v1/vms");
-  client.expect(200, "GET", "/v1/vms/oas-cover");
+  const auto vm = client.expect(200, "GET", "/v1/vms/oas-cover");
+  // A device a VM holds is cleaned when the VM lets it go, not before.
+  const auto& held = vm.as_object().at("record").at("holds").at("devices").as_array();
+  REQUIRE_FALSE(held.empty());
+  const auto conflict = client.expect(409, "POST", "/v1/devices/" + std::string(held.front().as_string()) + "/clean");
+  CHECK(field(conflict, "code") == "conflict");
   client.expect(200, "GET", "/v1/vms/oas-cover/domain-xml");
   client.expect(200, "GET", "/v1/vms/oas-cover/nccl-topology");
   for (const char* action : {"stop", "start", "reboot"}) {
@@ -518,6 +533,10 @@ TEST_CASE("every documented operation was answered with success somewhere in thi
   client.expect(200, "GET", "/v1/devices/" + gpu);
   client.expect(200, "DELETE", "/v1/quarantine/" + gpu);
   client.expect(404, "DELETE", "/v1/quarantine/" + gpu);
+  client.expect(202, "POST", "/v1/devices/" + gpu + "/clean");
+  client.expect(200, "GET", "/v1/cleaning");
+  client.expect(200, "GET", "/v1/devices/" + gpu + "/history");
+  client.expect(200, "GET", "/v1/devices/" + gpu);
   // The event stream's head, read from the socket (it never ends on its own).
   auto reader = EventStreamReader::open(client.fixture().socket_path());
   REQUIRE_MESSAGE(reader.ok(), reader.error().message);

@@ -185,7 +185,7 @@ TEST_CASE("docs/api.md's examples conform: the create request, its operation and
 TEST_CASE("docs/api.md's vm, device and quarantine events conform to their schemas") {
   const auto& schemas =
       shipped_document().root().at("paths").at("/v1/events").at("get").at("x-hostagent-event-schemas").as_object();
-  CHECK(schemas.size() == 7);  // vm, operation, device, quarantine, overflow, reset, end
+  CHECK(schemas.size() == 8);  // vm, operation, device, quarantine, cleaning, overflow, reset, end
   const std::string text = api_md();
   const std::regex event(R"(event: (vm|device|quarantine)\ndata: (\{[^\n]*\}))");
   int checked = 0;

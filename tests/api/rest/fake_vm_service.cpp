@@ -3,6 +3,8 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
+
 namespace hostagent::testing {
 namespace {
 
@@ -233,6 +235,60 @@ Result<daemon::QuarantineView> FakeVmService::clear_quarantine(const PciAddress&
   auto cleared = *it;
   quarantined_.erase(it);
   return cleared;
+}
+
+void FakeVmService::mark_cleaning(daemon::CleaningView entry) {
+  const std::lock_guard lock(mutex_);
+  cleaning_.push_back(std::move(entry));
+}
+
+void FakeVmService::set_history(daemon::DeviceHistoryView history) {
+  const std::lock_guard lock(mutex_);
+  const PciAddress address = history.address;
+  histories_.insert_or_assign(address, std::move(history));
+}
+
+std::vector<daemon::CleaningView> FakeVmService::cleaning() {
+  const std::lock_guard lock(mutex_);
+  return cleaning_;
+}
+
+Result<daemon::CleaningView> FakeVmService::clean_device(const PciAddress& address, const std::string& principal) {
+  const std::lock_guard lock(mutex_);
+  commands_.push_back("clean-device " + address.to_string() + " by " + principal);
+  if (auto refusal = take_refusal()) return *refusal;
+  if (host_.find(address) == nullptr) {
+    return Error{ErrorCode::not_found, "device: no device at " + address.to_string() + " to clean"};
+  }
+  for (const auto& allocation : held_) {
+    if (std::find(allocation.devices.begin(), allocation.devices.end(), address) != allocation.devices.end()) {
+      return Error{ErrorCode::conflict, "device " + address.to_string() + " is held by " + allocation.vm +
+                                            "; it is cleaned when the VM lets it go"};
+    }
+  }
+  if (std::any_of(cleaning_.begin(), cleaning_.end(), [&](const auto& c) { return c.address == address; })) {
+    return Error{ErrorCode::conflict, "device " + address.to_string() + " is already being cleaned"};
+  }
+  cleaning_.push_back(daemon::CleaningView{address, "", kSubmittedAt, "", ""});
+  return cleaning_.back();
+}
+
+Result<daemon::DeviceHistoryView> FakeVmService::device_history(const PciAddress& address) {
+  const std::lock_guard lock(mutex_);
+  if (const auto it = histories_.find(address); it != histories_.end()) return it->second;
+  if (host_.find(address) == nullptr) {
+    return Error{ErrorCode::not_found, "device: no device at " + address.to_string() + " and no cleaning of one"};
+  }
+  return daemon::DeviceHistoryView{address, {}, ""};
+}
+
+std::map<PciAddress, daemon::CleaningRecordView> FakeVmService::last_cleanings() {
+  const std::lock_guard lock(mutex_);
+  std::map<PciAddress, daemon::CleaningRecordView> last;
+  for (const auto& [address, history] : histories_) {
+    if (!history.cleanings.empty()) last.emplace(address, history.cleanings.back());
+  }
+  return last;
 }
 
 daemon::HostUsage FakeVmService::usage() {

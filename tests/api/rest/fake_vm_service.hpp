@@ -34,7 +34,11 @@ class FakeVmService final : public daemon::VmService {
   void set_held(std::vector<numa::Allocation> held);
   void set_policy(numa::HostPolicy policy);  // what usage() says placement is told
   void set_device_health(std::vector<numa::DeviceHealth> health);
-  void quarantine(daemon::QuarantineView entry);  // what quarantined() lists, and clear_quarantine clears
+  void quarantine(daemon::QuarantineView entry);   // what quarantined() lists, and clear_quarantine clears
+  void mark_cleaning(daemon::CleaningView entry);  // what cleaning() lists; clean_device refuses it (conflict)
+  // What device_history answers for history.address, and what last_cleanings() holds for it: the
+  // last of its cleanings, when it has any.
+  void set_history(daemon::DeviceHistoryView history);
   // Called at the start of every status(), outside the fake's lock (a test's probe into a read).
   void on_status(std::function<void()> hook);
   // To every subscriber, on the calling thread, as the service's threads do.
@@ -63,6 +67,14 @@ class FakeVmService final : public daemon::VmService {
   std::vector<daemon::QuarantineView> quarantined() override;
   // Clears an entry quarantine() made; "clear-quarantine ADDRESS by PRINCIPAL" is in commands().
   Result<daemon::QuarantineView> clear_quarantine(const PciAddress& address, const std::string& principal) override;
+  std::vector<daemon::CleaningView> cleaning() override;
+  // As the service's contract says: not_found for a device the host does not have, conflict for
+  // one a VM holds (set_held) or one already cleaning; else marked (a quarantined one stays
+  // quarantined). "clean-device ADDRESS by PRINCIPAL" is in commands().
+  Result<daemon::CleaningView> clean_device(const PciAddress& address, const std::string& principal) override;
+  // set_history's; an empty history for a device of the host that has none; else not_found.
+  Result<daemon::DeviceHistoryView> device_history(const PciAddress& address) override;
+  std::map<PciAddress, daemon::CleaningRecordView> last_cleanings() override;
   const std::map<std::string, vmtemplates::VmTemplate>& templates() const override;
   Result<std::string> domain_xml(const VmName& name) override;
   Result<std::string> nccl_topology(const VmName& name) override;
@@ -97,6 +109,8 @@ class FakeVmService final : public daemon::VmService {
   std::vector<daemon::CreateVmRequest> creates_;
   std::vector<std::string> commands_;
   std::vector<daemon::QuarantineView> quarantined_;
+  std::vector<daemon::CleaningView> cleaning_;
+  std::map<PciAddress, daemon::DeviceHistoryView> histories_;
 
   std::mutex sinks_mutex_;  // apart from mutex_: a sink runs under it
   std::map<uint64_t, daemon::ServiceEventSink> sinks_;

@@ -6,6 +6,7 @@
 
 #include <boost/json.hpp>
 #include <chrono>
+#include <set>
 #include <sstream>
 
 #include "api_server.hpp"
@@ -46,6 +47,53 @@ struct FakeApi {
     service.put_vm(vm, "<domain type='kvm'><name>" + name + "</name></domain>");
   }
 };
+
+// The first `count` GPUs of the simulated host, in address order.
+std::vector<PciAddress> some_gpus(FakeApi& api, std::size_t count) {
+  const auto listed = api.request("GET", "/v1/devices?role=gpu").json();
+  std::vector<PciAddress> gpus;
+  for (const auto& device : listed.at("devices").as_array()) {
+    if (gpus.size() < count) gpus.push_back(*PciAddress::parse(text(device.at("address"))));
+  }
+  REQUIRE(gpus.size() == count);
+  return gpus;
+}
+
+daemon::CleaningStepView cleaning_step(const std::string& name, const std::string& result, const std::string& detail,
+                                       double seconds) {
+  return daemon::CleaningStepView{name, result, detail, "2026-12-05T09:00:00Z", "2026-12-05T09:00:01Z", seconds};
+}
+
+// One cleaning as the evidence log would hold it.
+daemon::CleaningRecordView cleaning_record(uint64_t sequence, const PciAddress& address, const std::string& outcome,
+                                           std::vector<daemon::CleaningStepView> steps) {
+  daemon::CleaningRecordView record;
+  record.sequence = sequence;
+  record.address = address;
+  record.role = "gpu";
+  record.vm = "train-0";
+  record.outcome = outcome;
+  record.started_at = "2026-12-05T09:00:00Z";
+  record.finished_at = "2026-12-05T09:00:02Z";
+  record.steps = std::move(steps);
+  record.previous_sha256 = std::string(64, '0');
+  record.sha256 = std::string(64, 'a');
+  return record;
+}
+
+// Publishes until `wanted` has come (the stream subscribes when its request is handled); returns
+// all the stream sent so far.
+std::string publish_until_seen(FakeApi& api, EventStreamReader& stream, const daemon::ServiceEvent& event,
+                               const std::string& wanted) {
+  std::string seen;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (seen.find(wanted) == std::string::npos && std::chrono::steady_clock::now() < deadline) {
+    api.service.publish(event);
+    seen = stream.read_until([&](const std::string& got) { return got.find(wanted) != std::string::npos; },
+                             std::chrono::milliseconds(200));
+  }
+  return seen;
+}
 
 }  // namespace
 
@@ -248,8 +296,9 @@ TEST_CASE("routes refuse before the service: 404, 405 with Allow, 415 and 413, a
 TEST_CASE("HEAD is served on every resource GET reads, with the GET's headers and no body") {
   FakeApi api;
   api.put_vm("vm1");
-  for (const char* path : {"/v1/health/live", "/v1/health/ready", "/v1/status", "/v1/host", "/v1/host/capacity",
-                           "/v1/devices", "/v1/templates", "/v1/vms", "/v1/vms/vm1", "/v1/operations", "/v1/metrics"}) {
+  for (const char* path :
+       {"/v1/health/live", "/v1/health/ready", "/v1/status", "/v1/host", "/v1/host/capacity", "/v1/devices",
+        "/v1/cleaning", "/v1/templates", "/v1/vms", "/v1/vms/vm1", "/v1/operations", "/v1/metrics"}) {
     CAPTURE(path);
     const auto get = api.request("GET", path);
     const auto head = api.request("HEAD", path);
@@ -323,7 +372,9 @@ TEST_CASE(
     listed_free = listed_free || text(free.at("address")) == "0000:18:00.0";
   }
   CHECK_FALSE(listed_free);
-  CHECK(api.request("GET", "/v1/metrics").body.find("hostagent_devices_quarantined 2\n") != std::string::npos);
+  const auto quarantine_metrics = api.request("GET", "/v1/metrics").body;
+  CHECK(quarantine_metrics.find("hostagent_devices_quarantined{step=\"bind to vfio-pci\"} 1\n") != std::string::npos);
+  CHECK(quarantine_metrics.find("hostagent_devices_quarantined{step=\"health\"} 1\n") != std::string::npos);
 
   check_problem(api.request("DELETE", "/v1/quarantine/0000:18:00.0", "", ApiServer::kReaderToken), 403, "forbidden");
   CHECK(field_of(check_problem(api.request("DELETE", "/v1/quarantine/18:00.0"), 400, "invalid_argument")) == "address");
@@ -387,6 +438,260 @@ TEST_CASE("capacity and the free_cpus metric count what the service's policy kee
                                std::to_string(node.at("cpus").at("free").as_int64()) + "\n";
     CHECK_MESSAGE(metrics.find(sample) != std::string::npos, sample);
   }
+}
+
+TEST_CASE("a device's state: held wins, then quarantined, then cleaning, then the host's, else free") {
+  FakeApi api;
+  const auto gpus = some_gpus(api, 4);
+  numa::Allocation allocation;
+  allocation.vm = "train-0";
+  allocation.devices = {gpus[0]};
+  api.service.set_held({allocation});
+  // A held device is marked from the start: cleaned when its VM lets it go.
+  api.service.mark_cleaning({gpus[0], "train-0", "2026-12-05T08:00:00Z", "train-0", ""});
+  api.service.mark_cleaning({gpus[1], "train-1", "2026-12-05T08:10:00Z", "", "reset"});
+  api.service.quarantine({gpus[2], "reset", "the device did not come back", "train-2", "2026-12-05T08:20:00Z"});
+  api.service.set_history(
+      {gpus[3],
+       {cleaning_record(4, gpus[3], "clean",
+                        {cleaning_step("reset", "passed", "flr", 0.4),
+                         cleaning_step("scrub", "skipped", "not scrubbed: no scrubber configured", 0)})},
+       ""});
+
+  const auto device = [&](const PciAddress& address) {
+    return api.request("GET", "/v1/devices/" + address.to_string()).json();
+  };
+  const auto held = device(gpus[0]);
+  CHECK(text(held.at("state")) == "held");
+  CHECK(text(held.at("held_by")) == "train-0");
+  CHECK(text(held.at("cleaning").at("held_by")) == "train-0");
+  CHECK(held.at("cleaning").at("step").is_null());
+  CHECK(held.at("last_cleaning").is_null());
+  const auto cleaning = device(gpus[1]);
+  CHECK(text(cleaning.at("state")) == "cleaning");
+  CHECK(text(cleaning.at("cleaning").at("vm")) == "train-1");
+  CHECK(text(cleaning.at("cleaning").at("since")) == "2026-12-05T08:10:00Z");
+  CHECK(text(cleaning.at("cleaning").at("step")) == "reset");
+  CHECK(cleaning.at("cleaning").at("held_by").is_null());
+  CHECK(text(device(gpus[2]).at("state")) == "quarantined");
+  const auto cleaned = device(gpus[3]);
+  CHECK(text(cleaned.at("state")) == "free");
+  CHECK(cleaned.at("cleaning").is_null());
+  const auto& last = cleaned.at("last_cleaning");
+  CHECK(last.at("sequence").as_int64() == 4);
+  CHECK(text(last.at("outcome")) == "clean");
+  CHECK(text(last.at("vm")) == "train-0");
+  CHECK(text(last.at("finished_at")) == "2026-12-05T09:00:02Z");
+  REQUIRE(last.at("marks").as_array().size() == 1);  // the reset passed: no mark
+  CHECK(text(last.at("marks").at(0)) == "scrub skipped: not scrubbed: no scrubber configured");
+
+  // The host's own devices are "host"; what ?free=true lists is exactly what is "free".
+  const auto all = api.request("GET", "/v1/devices").json();
+  std::size_t host_kept = 0;
+  for (const auto& d : all.at("devices").as_array()) {
+    if (!d.at("host_use").is_null()) {
+      ++host_kept;
+      CHECK(text(d.at("state")) == "host");
+    }
+  }
+  CHECK(host_kept > 0);
+  const auto free_gpus = api.request("GET", "/v1/devices?role=gpu&free=true").json();
+  std::set<std::string> listed_free;
+  for (const auto& d : free_gpus.at("devices").as_array()) {
+    CHECK(text(d.at("state")) == "free");
+    listed_free.insert(text(d.at("address")));
+  }
+  for (std::size_t i = 0; i < 3; ++i) CHECK_FALSE(listed_free.contains(gpus[i].to_string()));
+  CHECK(listed_free.contains(gpus[3].to_string()));
+}
+
+TEST_CASE("an operator cleans a device: 202 with its cleaning, listed, audited, and refused when it cannot be") {
+  FakeApi api;
+  const auto gpus = some_gpus(api, 2);
+  const std::string target = "/v1/devices/" + gpus[0].to_string() + "/clean";
+  check_problem(api.request("POST", target, "", ApiServer::kReaderToken), 403, "forbidden");
+  CHECK(field_of(check_problem(api.request("POST", "/v1/devices/18:00.0/clean"), 400, "invalid_argument")) ==
+        "address");
+  CHECK(field_of(check_problem(api.request("POST", target, R"({"now":true})"), 400, "invalid_argument")) == "now");
+  CHECK(api.service.commands().empty());
+
+  const auto begun = api.request("POST", target);
+  REQUIRE_MESSAGE(begun.status == 202, begun.body);
+  CHECK(text(begun.json().at("address")) == gpus[0].to_string());
+  CHECK(begun.json().at("vm").is_null());
+  CHECK(begun.json().at("held_by").is_null());
+  REQUIRE(api.service.commands().size() == 1);
+  CHECK(api.service.commands()[0].rfind("clean-device " + gpus[0].to_string() + " by uid:", 0) == 0);
+  const auto listed = api.request("GET", "/v1/cleaning").json().at("devices").as_array();
+  REQUIRE(listed.size() == 1);
+  CHECK(text(listed[0].at("address")) == gpus[0].to_string());
+  CHECK(text(api.request("GET", "/v1/devices/" + gpus[0].to_string()).json().at("state")) == "cleaning");
+
+  // Already cleaning, held by a VM, no such device: the service's errors, mapped as every other.
+  check_problem(api.request("POST", target, "{}"), 409, "conflict");
+  numa::Allocation allocation;
+  allocation.vm = "train-0";
+  allocation.devices = {gpus[1]};
+  api.service.set_held({allocation});
+  const auto held =
+      check_problem(api.request("POST", "/v1/devices/" + gpus[1].to_string() + "/clean"), 409, "conflict");
+  CHECK(text(held.at("detail")).find("train-0") != std::string::npos);
+  check_problem(api.request("POST", "/v1/devices/0000:ff:1f.7/clean"), 404, "not_found");
+
+  std::istringstream lines(read_text_file(api.server.audit_log()));
+  std::vector<boost::json::object> audited;
+  for (std::string line; std::getline(lines, line);) audited.push_back(boost::json::parse(line).as_object());
+  REQUIRE(audited.size() == 7);              // 403, 400, 400, the clean, 409, 409, 404
+  CHECK(audited[1].at("device").is_null());  // the address did not parse: nothing named
+  CHECK(text(audited[3].at("device")) == gpus[0].to_string());
+  CHECK(text(audited[3].at("method")) == "POST");
+  CHECK(audited[3].at("status").as_int64() == 202);
+  CHECK(text(audited[3].at("principal")).rfind("uid:", 0) == 0);
+  CHECK(audited[3].at("operation").is_null());
+  CHECK(text(audited[5].at("device")) == gpus[1].to_string());
+  CHECK(audited[5].at("status").as_int64() == 409);
+}
+
+TEST_CASE("a device's history lists each cleaning with its steps, and says when the chain is broken") {
+  FakeApi api;
+  const auto gpus = some_gpus(api, 2);
+  api.service.set_history(
+      {gpus[0],
+       {cleaning_record(3, gpus[0], "clean", {cleaning_step("reset", "passed", "flr", 0.25)}),
+        cleaning_record(9, gpus[0], "quarantined", {cleaning_step("reset", "failed", "no FLR: link down", 1.5)})},
+       "line 12: sha256 does not match its text"});
+  const auto history = api.request("GET", "/v1/devices/" + gpus[0].to_string() + "/history").json();
+  CHECK(text(history.at("address")) == gpus[0].to_string());
+  const auto& cleanings = history.at("cleanings").as_array();
+  REQUIRE(cleanings.size() == 2);
+  CHECK(cleanings[0].at("sequence").as_int64() == 3);
+  CHECK(text(cleanings[1].at("outcome")) == "quarantined");
+  CHECK(text(cleanings[1].at("role")) == "gpu");
+  CHECK(text(cleanings[1].at("vm")) == "train-0");
+  CHECK(text(cleanings[1].at("sha256")) == std::string(64, 'a'));
+  CHECK(text(cleanings[1].at("previous_sha256")) == std::string(64, '0'));
+  const auto& step = cleanings[1].at("steps").at(0);
+  CHECK(text(step.at("name")) == "reset");
+  CHECK(text(step.at("result")) == "failed");
+  CHECK(text(step.at("detail")) == "no FLR: link down");
+  CHECK(text(step.at("started_at")) == "2026-12-05T09:00:00Z");
+  CHECK(text(step.at("finished_at")) == "2026-12-05T09:00:01Z");
+  CHECK(step.at("seconds").as_double() == 1.5);
+  CHECK_FALSE(history.at("chain").at("whole").as_bool());
+  CHECK(text(history.at("chain").at("broken")) == "line 12: sha256 does not match its text");
+
+  const auto never = api.request("GET", "/v1/devices/" + gpus[1].to_string() + "/history").json();
+  CHECK(never.at("cleanings").as_array().empty());
+  CHECK(never.at("chain").at("whole").as_bool());
+  CHECK(never.at("chain").at("broken").is_null());
+  check_problem(api.request("GET", "/v1/devices/0000:ff:1f.7/history"), 404, "not_found");
+  CHECK(field_of(check_problem(api.request("GET", "/v1/devices/nope/history"), 400, "invalid_argument")) == "address");
+  check_problem(api.request("GET", "/v1/devices/" + gpus[1].to_string() + "/history?all=1"), 400, "invalid_argument");
+}
+
+TEST_CASE("cleaning events reach a stream client: cleaning while it runs, then free or quarantined") {
+  FakeApi api;
+  auto stream = EventStreamReader::open(api.server.socket_path());
+  REQUIRE_MESSAGE(stream.ok(), stream.error().message);
+  const auto gpu = *PciAddress::parse("0000:18:00.0");
+  daemon::ServiceEvent running;
+  running.kind = daemon::ServiceEvent::Kind::cleaning;
+  running.vm = "train-0";
+  running.devices = {gpu};
+  running.cleaning = daemon::CleaningView{gpu, "train-0", "2026-12-05T09:00:00Z", "", "reset"};
+  const std::string running_data =
+      R"(data: {"device":"0000:18:00.0","vm":"train-0","state":"cleaning","step":"reset","outcome":null,"sequence":null})";
+  auto seen = publish_until_seen(api, **stream, running, running_data);
+  CHECK_MESSAGE(seen.find("event: cleaning\n" + running_data) != std::string::npos, seen);
+
+  daemon::ServiceEvent clean;
+  clean.kind = daemon::ServiceEvent::Kind::cleaning;
+  clean.devices = {gpu};
+  clean.cleaned = cleaning_record(5, gpu, "clean", {cleaning_step("reset", "passed", "flr", 0.5)});
+  const std::string clean_data =
+      R"(data: {"device":"0000:18:00.0","vm":"train-0","state":"free","step":null,"outcome":"clean","sequence":5})";
+  seen = publish_until_seen(api, **stream, clean, clean_data);
+  CHECK_MESSAGE(seen.find(clean_data) != std::string::npos, seen);
+
+  daemon::ServiceEvent failed = clean;
+  failed.cleaned = cleaning_record(
+      6, gpu, "quarantined",
+      {cleaning_step("reset", "passed", "flr", 0.5), cleaning_step("erase", "failed", "pattern mismatch", 3)});
+  failed.cleaned->vm = "";
+  const std::string failed_data =
+      R"(data: {"device":"0000:18:00.0","vm":null,"state":"quarantined","step":"erase","outcome":"quarantined",)"
+      R"("sequence":6})";
+  seen = publish_until_seen(api, **stream, failed, failed_data);
+  CHECK_MESSAGE(seen.find(failed_data) != std::string::npos, seen);
+}
+
+TEST_CASE("metrics: devices cleaning, quarantined by step, each ended cleaning's steps and outcome counted once") {
+  FakeApi api;
+  const auto gpus = some_gpus(api, 3);
+  api.service.mark_cleaning({gpus[0], "train-0", "2026-12-05T08:00:00Z", "", ""});
+  api.service.mark_cleaning({gpus[1], "train-0", "2026-12-05T08:00:00Z", "train-0", ""});
+  api.service.quarantine({gpus[2], "reset", "did not come back", "", "2026-12-05T08:20:00Z"});
+  daemon::ServiceEvent ended;
+  ended.kind = daemon::ServiceEvent::Kind::cleaning;
+  ended.devices = {gpus[0]};
+  ended.cleaned = cleaning_record(
+      7, gpus[0], "clean",
+      {cleaning_step("reset", "passed", "flr", 0.5), cleaning_step("scrub", "skipped", "no scrubber configured", 0)});
+  api.service.publish(ended);
+  api.service.publish(ended);  // the same record again (a resumed stream, a retry): observed once
+  ended.cleaned = cleaning_record(8, gpus[2], "quarantined", {cleaning_step("reset", "failed", "link down", 2)});
+  api.service.publish(ended);
+
+  const auto metrics = api.request("GET", "/v1/metrics").body;
+  for (const std::string sample :
+       {"# TYPE hostagent_devices_cleaning gauge\nhostagent_devices_cleaning 2\n",
+        "hostagent_devices_quarantined{step=\"reset\"} 1\n",
+        "# TYPE hostagent_device_cleaning_step_seconds histogram\n",
+        "hostagent_device_cleaning_step_seconds_bucket{step=\"reset\",role=\"gpu\",le=\"0.1\"} 0\n",
+        "hostagent_device_cleaning_step_seconds_bucket{step=\"reset\",role=\"gpu\",le=\"0.5\"} 1\n",
+        "hostagent_device_cleaning_step_seconds_bucket{step=\"reset\",role=\"gpu\",le=\"5\"} 2\n",
+        "hostagent_device_cleaning_step_seconds_bucket{step=\"reset\",role=\"gpu\",le=\"3600\"} 2\n",
+        "hostagent_device_cleaning_step_seconds_sum{step=\"reset\",role=\"gpu\"} 2.5\n",
+        "hostagent_device_cleaning_step_seconds_count{step=\"reset\",role=\"gpu\"} 2\n",
+        "# TYPE hostagent_device_cleanings_total counter\n", "hostagent_device_cleanings_total{outcome=\"clean\"} 1\n",
+        "hostagent_device_cleanings_total{outcome=\"quarantined\"} 1\n"}) {
+    CHECK_MESSAGE(metrics.find(sample) != std::string::npos, sample << " not in\n" << metrics);
+  }
+  CHECK(metrics.find("step=\"scrub\"") == std::string::npos);                    // skipped: it did not run
+  CHECK(metrics.find("\nhostagent_devices_quarantined ") == std::string::npos);  // no unlabelled total
+}
+
+TEST_CASE("capacity counts the devices out of placement for cleaning or quarantine, per node and in total") {
+  FakeApi api;
+  const auto gpus = some_gpus(api, 3);
+  const auto capacity = [&] { return api.request("GET", "/v1/host/capacity").json(); };
+  const auto before = capacity();
+  const auto& counts = before.at("totals").at("gpus");
+  CHECK(counts.at("cleaning").as_int64() == 0);
+  CHECK(counts.at("quarantined").as_int64() == 0);
+  const auto free_before = counts.at("free").as_int64();
+  numa::HostPolicy policy;
+  policy.withheld[gpus[0]] = numa::Withheld{numa::Withheld::Why::cleaning, "being cleaned"};
+  policy.withheld[gpus[1]] = numa::Withheld{numa::Withheld::Why::cleaning, "being cleaned"};
+  policy.withheld[gpus[2]] = numa::Withheld{numa::Withheld::Why::quarantined, "reset failed"};
+  api.service.set_policy(policy);
+  const auto after = capacity();
+  const auto& totals = after.at("totals").at("gpus");
+  CHECK(totals.at("cleaning").as_int64() == 2);
+  CHECK(totals.at("quarantined").as_int64() == 1);
+  CHECK(totals.at("free").as_int64() == free_before - 3);
+  int64_t cleaning = 0;
+  int64_t quarantined = 0;
+  for (const auto& node : after.at("nodes").as_array()) {
+    for (const char* kind : {"gpus", "vfs", "nvme"}) {
+      CHECK(node.at(kind).at("cleaning").as_int64() >= 0);
+      CHECK(node.at(kind).at("quarantined").as_int64() >= 0);
+    }
+    cleaning += node.at("gpus").at("cleaning").as_int64();
+    quarantined += node.at("gpus").at("quarantined").as_int64();
+  }
+  CHECK(cleaning == 2);
+  CHECK(quarantined == 1);
 }
 
 }  // namespace hostagent::testing

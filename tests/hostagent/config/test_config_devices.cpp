@@ -1,5 +1,6 @@
 // config devices: the device-preparation section's defaults, every key read, each class of error
-// with its position, and the rule that a simulated host gets libvirt's preparation.
+// with its position, and the rule that a simulated host gets libvirt's preparation; and the
+// hygiene section, which only hostagent's preparation applies.
 #include <doctest/doctest.h>
 
 #include "config_checks.hpp"
@@ -89,6 +90,39 @@ TEST_CASE("devices: a simulated host gets libvirt's preparation unless hostagent
         "c.yaml:2:24: devices.preparation: found \"hostagent\" with host.simulated \"vela2\", expected libvirt on a "
         "simulated host (its sysfs tree does not act on writes)");
   CHECK(embedded_default_config("vela2", "/tmp/x").devices.preparation == "libvirt");
+}
+
+const std::string kRomA(64, 'a');
+const std::string kRomB(64, 'b');
+
+TEST_CASE("hygiene: known-good ROMs are read per device, digests in lower case") {
+  CHECK(valid("").hygiene.firmware.empty());
+  const auto hygiene = valid("hygiene:\n  firmware:\n    - {vendor: 0x10de, device: 0x2330, sha256: [\"" +
+                             std::string(64, 'A') + "\", \"" + kRomB + "\"]}\n")
+                           .hygiene;
+  REQUIRE(hygiene.firmware.size() == 1);
+  CHECK(hygiene.firmware[0].vendor == 0x10de);
+  CHECK(hygiene.firmware[0].device == 0x2330);
+  CHECK(hygiene.firmware[0].sha256 == std::vector<std::string>{kRomA, kRomB});
+}
+
+TEST_CASE("hygiene: errors name the key, and a list libvirt's preparation would not apply is refused") {
+  CHECK(problems("hygiene:\n  firmware:\n    - {vendor: 0x10de, device: 0x2330, sha256: [abc]}\n") ==
+        "c.yaml:3:49: hygiene.firmware[0].sha256[0]: found \"abc\", expected 64 hex digits, as sha256sum prints a "
+        "ROM's digest");
+  CHECK(problems("hygiene:\n  firmware:\n    - {vendor: 0x10de, device: 0x2330, sha256: []}\n") ==
+        "c.yaml:3:7: hygiene.firmware[0]: found a mapping, expected vendor, device and at least one sha256, like "
+        "{vendor: 0x10de, device: 0x2330, sha256: [...]}");
+  CHECK(problems("hygiene:\n  firmware:\n    - {vendor: 0x10de, device: 0x2330, sha256: [\"" + kRomA +
+                 "\"]}\n    - {vendor: 0x10de, device: 0x2330, sha256: [\"" + kRomB + "\"]}\n") ==
+        "c.yaml:4:7: hygiene.firmware[1]: found the device of hygiene.firmware[0] again, expected one entry per "
+        "vendor and device, listing every good image in its sha256");
+  CHECK(problems("devices: {preparation: libvirt}\nhygiene:\n  firmware:\n    - {vendor: 0x10de, device: 0x2330, "
+                 "sha256: [\"" +
+                 kRomA + "\"]}\n") ==
+        "c.yaml:4:5: hygiene.firmware: found a known-good list with devices.preparation \"libvirt\", expected "
+        "devices.preparation: hostagent (with libvirt's managed hostdevs hostagent reads no device's ROM), or no "
+        "hygiene.firmware");
 }
 
 }  // namespace

@@ -82,13 +82,13 @@ TEST_CASE("errors: a misspelt key suggests the known one") {
         "connect_timeout or reconnect_interval (did you mean \"connect_timeout\"?)");
   CHECK(problems("libvrit: {}\n") ==
         "c.yaml:1:1: libvrit: found an unknown key, expected one of libvirt, host, templates, images, storage, "
-        "state_directory, console_log_directory, operations, devices or api (did you mean \"libvirt\"?)");
+        "state_directory, console_log_directory, operations, devices, hygiene or api (did you mean \"libvirt\"?)");
 }
 
 TEST_CASE("errors: an unknown top-level key lists the known ones") {
   CHECK(problems("state_directory: /srv/ha\nlog_level: debug\n") ==
         "c.yaml:2:1: log_level: found an unknown key, expected one of libvirt, host, templates, images, storage, "
-        "state_directory, console_log_directory, operations, devices or api");
+        "state_directory, console_log_directory, operations, devices, hygiene or api");
 }
 
 TEST_CASE("errors: a section or document that is not a mapping") {
@@ -98,7 +98,7 @@ TEST_CASE("errors: a section or document that is not a mapping") {
   CHECK(problems("- libvirt\n") ==
         "c.yaml:1:1: found a list, expected a mapping with keys libvirt, host, templates, images, storage, "
         "state_directory, "
-        "console_log_directory, operations, devices or api");
+        "console_log_directory, operations, devices, hygiene or api");
 }
 
 TEST_CASE("errors: every problem of a file is reported at once, in file order") {

@@ -45,6 +45,7 @@ void check_same_settings(const DaemonConfig& a, const DaemonConfig& b) {
   CHECK(a.api.limits.max_event_streams == b.api.limits.max_event_streams);
   CHECK(a.devices.preparation == b.devices.preparation);
   CHECK(a.devices.bind_at_start == b.devices.bind_at_start);
+  CHECK(a.hygiene.firmware.size() == b.hygiene.firmware.size());
   CHECK(a.devices.gpu_ids.size() == b.devices.gpu_ids.size());
   CHECK(a.devices.sriov.size() == b.devices.sriov.size());
   CHECK(a.devices.releasable_drivers == b.devices.releasable_drivers);
@@ -119,7 +120,8 @@ TEST_CASE("files: the shipped hostagent.yaml writes out every key") {
                            "devices.vf.min_tx_rate_mbps",
                            "devices.vf.max_tx_rate_mbps",
                            "devices.releasable_drivers",
-                           "devices.reserved"}) {
+                           "devices.reserved",
+                           "hygiene.firmware"}) {
     CAPTURE(path);
     const vmtemplates::yaml::Value* value = &*tree;
     std::stringstream parts(path);

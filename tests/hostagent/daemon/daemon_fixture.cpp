@@ -104,6 +104,56 @@ Status RecordingPreparer::release(const std::string& vm, const numa::Allocation&
   return ok_status();
 }
 
+EventsOfKind::EventsOfKind(daemon::VmService& service, daemon::ServiceEvent::Kind kind) : service_(service) {
+  id_ = service_.subscribe([this, kind](const daemon::ServiceEvent& event) {
+    if (event.kind != kind) return;
+    std::lock_guard lock(mutex_);
+    events_.push_back(event);
+  });
+}
+
+EventsOfKind::~EventsOfKind() {
+  service_.unsubscribe(id_);
+}
+
+std::vector<daemon::ServiceEvent> EventsOfKind::events() const {
+  std::lock_guard lock(mutex_);
+  return events_;
+}
+
+bool RecordingPreparer::libvirt_manages_hostdevs() const {
+  std::lock_guard lock(shared_->mutex);
+  return shared_->libvirt_manages;
+}
+
+std::vector<devices::CleaningStep> RecordingPreparer::cleaning_steps(const numa::PciFunction& function) {
+  const auto address = function.address;
+  const auto step = [shared = shared_, address](const std::string& name) {
+    return devices::CleaningStep{name, [shared, address, name] {
+                                   std::lock_guard lock(shared->mutex);
+                                   if (name == "reset") shared->cleaned.push_back(address);
+                                   const auto fails = shared->failing_step.find(address);
+                                   if (fails != shared->failing_step.end() && fails->second == name) {
+                                     return devices::StepOutcome{devices::StepResult::failed, "injected: " + name};
+                                   }
+                                   const auto skips = shared->skipped_step.find(address);
+                                   if (skips != shared->skipped_step.end() && skips->second == name) {
+                                     return devices::StepOutcome{devices::StepResult::skipped, "not " + name + "ed"};
+                                   }
+                                   return devices::StepOutcome{devices::StepResult::passed, name + " recorded"};
+                                 }};
+  };
+  auto reset = step("reset");
+  reset.run = [shared = shared_, run = std::move(reset.run)] {
+    {
+      std::unique_lock lock(shared->mutex);
+      shared->released.wait(lock, [&] { return !shared->hold_cleaning; });
+    }
+    return run();
+  };
+  return {std::move(reset), step("firmware")};
+}
+
 Result<std::vector<std::string>> RecordingPreparer::release_unheld(const std::vector<numa::Allocation>& held) {
   std::lock_guard lock(shared_->mutex);
   std::set<std::string> holders;

@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -84,15 +85,25 @@ class RecordingPreparer final : public devices::DevicePreparer {
     // first device) is reported to the fault sink, then the prepare fails.
     bool fault_first_device = false;
     devices::DeviceFaultSink sink;
+    // false: the daemon cleans on its cleaning thread, as on a host whose devices it prepares itself
+    bool libvirt_manages = true;
+    std::vector<PciAddress> cleaned;                 // every cleaning's device, in order
+    std::map<PciAddress, std::string> failing_step;  // a device's cleaning fails at this step
+    std::map<PciAddress, std::string> skipped_step;  // ... or skips it, saying so
+    // While true, a cleaning's first step waits (on `released`) before it runs: a cleaning under way.
+    bool hold_cleaning = false;
+    std::condition_variable released;
   };
   explicit RecordingPreparer(std::shared_ptr<Shared> shared) : shared_(std::move(shared)) {}
-  bool libvirt_manages_hostdevs() const override { return true; }
+  bool libvirt_manages_hostdevs() const override;
   void report_faults_to(devices::DeviceFaultSink sink) override;
   Status prepare(const std::string& vm, const numa::Placement& placement,
                  const devices::DeviceRequest& request) override;
   Result<std::vector<std::string>> reapply(const std::string& vm, const numa::Allocation& held) override;
   Status release(const std::string& vm, const numa::Allocation& held) override;
   Result<std::vector<std::string>> release_unheld(const std::vector<numa::Allocation>& held) override;
+  // reset, then firmware: each passes unless Shared says otherwise.
+  std::vector<devices::CleaningStep> cleaning_steps(const numa::PciFunction& function) override;
 
  private:
   std::shared_ptr<Shared> shared_;
@@ -154,6 +165,22 @@ class DaemonFixture {
   TempDir scratch_;
   std::vector<std::filesystem::path> template_dirs_;
   std::shared_ptr<RecordingPreparer::Shared> devices_ = std::make_shared<RecordingPreparer::Shared>();
+};
+
+// The service's events of one kind, published while it lives, in order.
+class EventsOfKind {
+ public:
+  EventsOfKind(daemon::VmService& service, daemon::ServiceEvent::Kind kind);
+  ~EventsOfKind();
+  EventsOfKind(const EventsOfKind&) = delete;
+  EventsOfKind& operator=(const EventsOfKind&) = delete;
+  std::vector<daemon::ServiceEvent> events() const;
+
+ private:
+  daemon::VmService& service_;
+  uint64_t id_ = 0;
+  mutable std::mutex mutex_;
+  std::vector<daemon::ServiceEvent> events_;
 };
 
 // fixture.start(...) that fails the test case, with the service's message, when the service does not start.

@@ -9,7 +9,7 @@
 #include <thread>
 
 #include "daemon_fixture.hpp"
-#include "hostagent/state/quarantine_record.hpp"
+#include "hostagent/state/device_states.hpp"
 
 namespace hostagent::testing {
 namespace {
@@ -17,31 +17,6 @@ namespace {
 bool holds(const numa::Allocation& allocation, const PciAddress& device) {
   return std::find(allocation.devices.begin(), allocation.devices.end(), device) != allocation.devices.end();
 }
-
-// Quarantine events published while it lives, in order.
-class QuarantineEvents {
- public:
-  explicit QuarantineEvents(daemon::VmService& service) : service_(service) {
-    id_ = service_.subscribe([this](const daemon::ServiceEvent& event) {
-      if (event.kind != daemon::ServiceEvent::Kind::quarantine) return;
-      std::lock_guard lock(mutex_);
-      events_.push_back(event);
-    });
-  }
-  ~QuarantineEvents() { service_.unsubscribe(id_); }
-  QuarantineEvents(const QuarantineEvents&) = delete;
-  QuarantineEvents& operator=(const QuarantineEvents&) = delete;
-  std::vector<daemon::ServiceEvent> events() const {
-    std::lock_guard lock(mutex_);
-    return events_;
-  }
-
- private:
-  daemon::VmService& service_;
-  uint64_t id_ = 0;
-  mutable std::mutex mutex_;
-  std::vector<daemon::ServiceEvent> events_;
-};
 
 // A one-GPU create whose GPU does not bind: returns that GPU, quarantined.
 PciAddress fail_a_bind(DaemonFixture& fixture, daemon::VmService& service, const std::string& name) {
@@ -62,7 +37,7 @@ TEST_CASE("a GPU the kernel would not bind is quarantined: never placed again, a
   PciAddress gpu;
   {
     auto service = started(fixture);
-    const QuarantineEvents events(*service);
+    const EventsOfKind events(*service, daemon::ServiceEvent::Kind::quarantine);
     gpu = fail_a_bind(fixture, *service, "first");
     const auto entry = service->quarantined().front();
     CHECK(entry.step == "bind to vfio-pci");
@@ -76,16 +51,21 @@ TEST_CASE("a GPU the kernel would not bind is quarantined: never placed again, a
     CHECK(published.front().quarantine->vm == "first");
     // What placement and capacity read says so.
     const auto usage = service->usage();
-    REQUIRE(usage.policy.quarantined.count(gpu) == 1);
-    CHECK_MESSAGE(contains(usage.policy.quarantined.at(gpu), "hostagentctl quarantine clear"),
-                  usage.policy.quarantined.at(gpu));
+    REQUIRE(usage.policy.withheld.count(gpu) == 1);
+    CHECK(usage.policy.withheld.at(gpu).why == numa::Withheld::Why::quarantined);
+    CHECK_MESSAGE(contains(usage.policy.withheld.at(gpu).reason, "hostagentctl quarantine clear"),
+                  usage.policy.withheld.at(gpu).reason);
 
     auto second = create_vm(*service, fixture.request("second", kOneGpu));
     REQUIRE_MESSAGE(second.ok(), second.error().message);
     CHECK_FALSE(holds(second->record->allocation, gpu));
   }
   // Written down: a restart hands it out no more than this run did.
-  REQUIRE(state::read_quarantine(fixture.scratch() / "state" / "quarantine.json")->size() == 1);
+  const auto states = state::read_device_states(fixture.scratch() / "state" / "device_states.json");
+  REQUIRE(states.ok());
+  CHECK(std::count_if(states->begin(), states->end(), [](const state::DeviceStateEntry& entry) {
+          return entry.state == state::DeviceState::quarantined;
+        }) == 1);
   auto service = started(fixture);
   REQUIRE(service->quarantined().size() == 1);
   CHECK(service->quarantined().front().address == gpu);
@@ -98,7 +78,7 @@ TEST_CASE("a GPU the kernel would not bind is quarantined: never placed again, a
 
   // The operator clears it: placed again, and the next start agrees.
   {
-    const QuarantineEvents events(*service);
+    const EventsOfKind events(*service, daemon::ServiceEvent::Kind::quarantine);
     const auto cleared = service->clear_quarantine(gpu, "uid:0");
     REQUIRE_MESSAGE(cleared.ok(), cleared.error().message);
     CHECK(cleared->vm == "first");
@@ -156,7 +136,7 @@ TEST_CASE("a GPU gone from the bus is quarantined by the health poller, naming t
 TEST_CASE("an unreadable quarantine record stops the start: a device must not be handed out because of it") {
   DaemonFixture fixture;
   { started(fixture); }
-  write_text_file(fixture.scratch() / "state" / "quarantine.json", R"({"devices": [{"address": "nope"}]})");
+  write_text_file(fixture.scratch() / "state" / "device_states.json", R"({"devices": [{"address": "nope"}]})");
   const auto service = fixture.start();
   REQUIRE_FALSE(service.ok());
   CHECK(service.error().code == ErrorCode::parse_error);

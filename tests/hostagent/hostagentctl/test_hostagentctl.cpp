@@ -259,9 +259,9 @@ TEST_CASE("hostagentctl quarantine lists what an earlier run quarantined, device
   // What the daemon wrote before it stopped: a GPU whose bind failed (the simulated host's daemon
   // keeps its state in state/ under --state-dir).
   fs::create_directories(dir.path() / "state" / "state");
-  std::ofstream(dir.path() / "state" / "state" / "quarantine.json")
-      << R"({"devices":[{"address":"0000:18:00.0","step":"bind to vfio-pci","reason":"did not bind: see dmesg",)"
-      << R"("vm":"train-0","since":"2026-12-04T17:20:00Z"}]})";
+  std::ofstream(dir.path() / "state" / "state" / "device_states.json")
+      << R"({"devices":[{"address":"0000:18:00.0","state":"quarantined","step":"bind to vfio-pci",)"
+      << R"("reason":"did not bind: see dmesg","vm":"train-0","since":"2026-12-04T17:20:00Z"}]})";
   Daemon daemon(dir.path());
   REQUIRE_MESSAGE(daemon.ready(), daemon.log());
 
@@ -285,6 +285,58 @@ TEST_CASE("hostagentctl quarantine lists what an earlier run quarantined, device
   CHECK(again.exit_code == 1);
   CHECK_MESSAGE(again.output.find("0000:18:00.0 is not quarantined") != std::string::npos, again.output);
   CHECK(daemon.log().find("quarantine: 0000:18:00.0 cleared by uid:") != std::string::npos);
+}
+
+// `devices history ADDRESS --json` until it holds a cleaning, or 30 s pass.
+boost::json::value history_with_a_cleaning(const Daemon& daemon, const std::string& address) {
+  boost::json::value history;
+  for (int i = 0; i < 300; ++i) {
+    const auto run = daemon.run({"devices", "history", address, "--json"});
+    REQUIRE_MESSAGE(run.exit_code == 0, run.output);
+    history = boost::json::parse(run.output);
+    if (!history.at("cleanings").as_array().empty()) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return history;
+}
+
+TEST_CASE("hostagentctl devices clean cleans a device again, cleaning list and devices history show it") {
+  testing::TempDir dir;
+  Daemon daemon(dir.path());
+  REQUIRE_MESSAGE(daemon.ready(), daemon.log());
+  const auto waiting = daemon.run({"cleaning", "list"});
+  REQUIRE_MESSAGE(waiting.exit_code == 0, waiting.output);
+  CHECK(waiting.output.rfind("ADDRESS  SINCE  VM  HELD BY  STEP", 0) == 0);
+
+  const auto cleaned = daemon.run({"devices", "clean", "0000:18:00.0"});
+  REQUIRE_MESSAGE(cleaned.exit_code == 0, (cleaned.output + daemon.log()));
+  CHECK(cleaned.output.rfind("cleaning 0000:18:00.0 (follow it: hostagentctl events", 0) == 0);
+  const auto history = history_with_a_cleaning(daemon, "0000:18:00.0");
+  const auto& cleanings = history.at("cleanings").as_array();
+  REQUIRE_MESSAGE(cleanings.size() == 1, boost::json::serialize(history));
+  CHECK(history.at("chain").at("whole").as_bool());
+  const auto sequence = std::to_string(cleanings[0].at("sequence").as_int64());
+  const std::string outcome(cleanings[0].at("outcome").as_string());
+
+  const auto shown = daemon.run({"devices", "history", "0000:18:00.0"});
+  REQUIRE_MESSAGE(shown.exit_code == 0, shown.output);
+  CHECK_MESSAGE(shown.output.rfind("0000:18:00.0: 1 cleaning on record\n", 0) == 0, shown.output);
+  CHECK(shown.output.find("#" + sequence + " " + outcome) != std::string::npos);
+  CHECK(shown.output.find("STEP") != std::string::npos);
+  CHECK(shown.output.find("BROKEN") == std::string::npos);
+  // The device's row says how its last cleaning ended.
+  const auto devices = daemon.run({"devices", "--role", "gpu"});
+  REQUIRE_MESSAGE(devices.exit_code == 0, devices.output);
+  const auto row = devices.output.substr(devices.output.find("0000:18:00.0"));
+  CHECK_MESSAGE(row.substr(0, row.find('\n')).find("#" + sequence + " " + outcome) != std::string::npos,
+                devices.output);
+
+  const auto unknown = daemon.run({"devices", "clean", "0000:ff:1f.7"});
+  CHECK(unknown.exit_code == 1);
+  CHECK_MESSAGE(unknown.output.find("hostagentctl: not_found: ") != std::string::npos, unknown.output);
+  const auto malformed = daemon.run({"devices", "history", "18:00.0"});
+  CHECK(malformed.exit_code == 1);
+  CHECK_MESSAGE(malformed.output.find("invalid_argument") != std::string::npos, malformed.output);
 }
 
 TEST_CASE("hostagentctl exits 1 with the server's problem detail for a VM that does not exist") {
@@ -323,6 +375,9 @@ TEST_CASE("hostagentctl completion scripts come from the command tree") {
   CHECK(bash.output.find("\"vm:create\") cmdpath=\"vm create\"") != std::string::npos);
   CHECK(bash.output.find("--ssh-key-file") != std::string::npos);
   CHECK(bash.output.find("\"template:validate\")") != std::string::npos);
+  CHECK(bash.output.find("\"devices:clean\") cmdpath=\"devices clean\"") != std::string::npos);
+  CHECK(bash.output.find("\"devices:history\") cmdpath=\"devices history\"") != std::string::npos);
+  CHECK(bash.output.find("\"cleaning:list\") cmdpath=\"cleaning list\"") != std::string::npos);
   if (const auto shell = testing::find_program("bash")) {
     testing::TempDir dir;
     const auto script = dir.path() / "completion.bash";

@@ -14,9 +14,10 @@ boost::json::value to_json(const daemon::ServiceStatus& status);
 // An operation; a failed one's error is {"code", "message"} here (the REST API makes it a problem).
 boost::json::value to_json(const daemon::OperationView& operation);
 // The `data` of an event: vm {"vm", "state", "detail"}, operation (the operation), device {"vm",
-// "held", "devices"}.
+// "held", "devices"}, quarantine {"device", "quarantined", "step", "reason", "vm"}, cleaning
+// {"device", "vm", "state", "step", "outcome", "sequence"}.
 boost::json::value to_json(const daemon::ServiceEvent& event);
-// "vm", "operation", "device": the event's name in an event stream.
+// "vm", "operation", "device", "quarantine", "cleaning": the event's name in an event stream.
 const char* event_name(daemon::ServiceEvent::Kind kind);
 
 }  // namespace hostagent::api

@@ -15,6 +15,7 @@
 
 #include "hostagent/common/result.hpp"
 #include "hostagent/common/sysfs_writer.hpp"
+#include "hostagent/devices/device_cleaning.hpp"
 #include "hostagent/numa/host_model.hpp"
 #include "hostagent/numa/host_use.hpp"
 #include "hostagent/numa/placement.hpp"
@@ -69,6 +70,9 @@ class DevicePreparer {
   // At reconcile: gives back anything prepared that no VM in `held` holds (a crash between prepare
   // and the record that would have named it). Returns what it released, for the report.
   virtual Result<std::vector<std::string>> release_unheld(const std::vector<numa::Allocation>& held) = 0;
+  // The steps that clean `function` between tenants (device_cleaning.hpp), for the daemon to run
+  // once no VM holds it. Each step takes what it needs of the preparer while it runs.
+  virtual std::vector<CleaningStep> cleaning_steps(const numa::PciFunction& function) = 0;
 };
 
 // Leaves binding to libvirt (managed hostdevs): prepare and release have nothing to do.
@@ -101,6 +105,7 @@ struct PreparationOptions {
   // The operator's reservations (devices.reserved). With what the host is seen using when a group
   // is bound (discovery's detect_host_use, read again then), a group holding one is refused.
   std::vector<numa::HostUse> reserved;
+  HygieneOptions hygiene;  // what cleaning checks a device against (hygiene.firmware)
 };
 
 // What a VF is set to for a VM: the options' defaults with the VM's MAC, and the VLAN, trust and

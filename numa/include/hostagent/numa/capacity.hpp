@@ -14,6 +14,8 @@ namespace hostagent::numa {
 struct Count {
   int total = 0;
   int free = 0;
+  int cleaning = 0;     // held by no VM, out of placement until its cleaning passes
+  int quarantined = 0;  // held by no VM, out of placement until an operator clears it
 };
 
 struct PoolCapacity {

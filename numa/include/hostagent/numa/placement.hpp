@@ -26,6 +26,15 @@ struct Allocation {
   std::vector<PciAddress> p2p_ports;
 };
 
+// Why a device is out of placement: a tenant's device not yet cleaned (or being cleaned), or one
+// quarantined until an operator clears it (a cleaning failed, a bind the kernel refused, a device
+// that fell off the bus).
+struct Withheld {
+  enum class Why { cleaning, quarantined };
+  Why why = Why::quarantined;
+  std::string reason;  // worded for the one whose create it refuses
+};
+
 struct HostPolicy {
   std::vector<int> housekeeping_cpus;  // never pinned to vCPUs; emulator threads run here
   // false when the host model cannot tell free hugepages (an hwloc XML): memory is then placed by
@@ -40,9 +49,9 @@ struct HostPolicy {
   // pages taken outside hostagent (a process on hugetlbfs, a domain bound to no node) are not
   // free. Empty: not read (an hwloc XML, a test), the accounting alone.
   std::map<std::pair<int, uint64_t>, uint64_t> unclaimed_hugepages;
-  // Devices out of placement until an operator clears them (a bind the kernel refused, a device that
-  // fell off the bus), each with why: never given, alone or as a group companion.
-  std::map<PciAddress, std::string> quarantined;
+  // Devices out of placement (issue 19's lifecycle), each with why: never given, alone or as a
+  // group companion.
+  std::map<PciAddress, Withheld> withheld;
 };
 
 struct DeviceId {

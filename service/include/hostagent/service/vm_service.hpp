@@ -111,11 +111,55 @@ struct QuarantineView {
   std::string since;   // when (UTC)
 };
 
+// A tenant's device out of placement until its cleaning passes (issue 19's lifecycle). Marked
+// before the VM is given it, cleaned once no VM holds it: reset, firmware, erase, scrub, each
+// step checked; then free, or quarantined with the step that failed.
+struct CleaningView {
+  PciAddress address;
+  std::string vm;       // the VM that held it; "" for a cleaning an operator asked for
+  std::string since;    // when it was marked (UTC)
+  std::string held_by;  // the VM still holding it (cleaned once it lets go); "" when none
+  std::string step;     // the step running now; "" while waiting
+};
+
+// One step of a cleaning, as its evidence holds it.
+struct CleaningStepView {
+  std::string name;    // reset | firmware | erase | scrub | vf-neutral
+  std::string result;  // passed | failed | skipped
+  std::string detail;  // what was seen: the reset method, the ROM's hash, why it was skipped
+  std::string started_at;
+  std::string finished_at;
+  double seconds = 0;  // how long the step took
+};
+
+// One cleaning of one device, as the hash-chained evidence log holds it.
+struct CleaningRecordView {
+  uint64_t sequence = 0;  // its line in the log, from 1
+  PciAddress address;
+  std::string role;     // gpu | nic | nvme | nvswitch | other
+  std::string vm;       // the VM that held it; "" none
+  std::string outcome;  // clean | quarantined
+  std::string started_at;
+  std::string finished_at;
+  std::vector<CleaningStepView> steps;
+  std::string previous_sha256;  // the line before's digest
+  std::string sha256;           // this line's digest
+};
+
+// Every cleaning of one device, oldest first, from the evidence log.
+struct DeviceHistoryView {
+  PciAddress address;
+  std::vector<CleaningRecordView> cleanings;
+  // "" when the log's chain is whole; else where it breaks and why: what follows the break is not
+  // vouched for and not shown.
+  std::string chain_broken;
+};
+
 // What changed, for the API's event stream. Sinks run on the thread that made the change (an
 // operation thread, libvirt's event thread): they must return quickly and never call back into
 // the service.
 struct ServiceEvent {
-  enum class Kind { vm, operation, device, quarantine };
+  enum class Kind { vm, operation, device, quarantine, cleaning };
   Kind kind = Kind::vm;
   std::string vm;                          // the VM concerned
   std::string vm_state;                    // vm: its state after the change ("absent" once gone)
@@ -125,6 +169,10 @@ struct ServiceEvent {
   bool held = false;                       // device: true when now held by `vm`, false when released
   // quarantine: the device (in `devices`) quarantined, as recorded; nullopt when a quarantine was cleared
   std::optional<QuarantineView> quarantine;
+  // cleaning: the device (in `devices`) marked for cleaning, or its cleaning begun (`step` set);
+  // nullopt when it ended, then `cleaned` says how
+  std::optional<CleaningView> cleaning;
+  std::optional<CleaningRecordView> cleaned;
 };
 
 using ServiceEventSink = std::function<void(const ServiceEvent&)>;
@@ -202,6 +250,18 @@ class VmService {
   // Puts a quarantined device back into placement, logged with who asked (the API's principal) and
   // what the quarantine was. not_found when the device is not quarantined.
   virtual Result<QuarantineView> clear_quarantine(const PciAddress& address, const std::string& principal) = 0;
+  // The devices marked for cleaning, held or not, oldest first.
+  virtual std::vector<CleaningView> cleaning() = 0;
+  // Cleans a device again (a quarantined one too: it is freed only if the cleaning passes), logged
+  // with who asked. not_found when the host has no such device to give to a VM; conflict when a VM
+  // holds it (it is cleaned when the VM lets it go) or its cleaning is already under way.
+  virtual Result<CleaningView> clean_device(const PciAddress& address, const std::string& principal) = 0;
+  // Every cleaning of the device on record, from the evidence log. not_found when the host has no
+  // such device and the log names none.
+  virtual Result<DeviceHistoryView> device_history(const PciAddress& address) = 0;
+  // The latest cleaning of each device that was ever cleaned, by address: what a device view shows
+  // of its last tenant's hygiene (a step skipped, such as "not scrubbed: no scrubber configured").
+  virtual std::map<PciAddress, CleaningRecordView> last_cleanings() = 0;
   // The templates the service creates from, by name.
   virtual const std::map<std::string, vmtemplates::VmTemplate>& templates() const = 0;
   // The domain XML as libvirt has it now (live when running); the NCCL topology file rendered for

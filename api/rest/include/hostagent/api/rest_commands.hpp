@@ -41,6 +41,13 @@ struct ListQuarantine {};
 struct ClearQuarantine {
   PciAddress address;
 };
+struct ListCleaning {};
+struct CleanDevice {
+  PciAddress address;
+};
+struct GetDeviceHistory {
+  PciAddress address;
+};
 struct ListTemplates {};
 struct GetTemplate {
   TemplateName name;
@@ -88,10 +95,11 @@ struct GetMetrics {};
 using Command =
     std::variant<command::Live, command::Ready, command::GetStatus, command::GetHost, command::GetCapacity,
                  command::ListDevices, command::GetDevice, command::ListQuarantine, command::ClearQuarantine,
-                 command::ListTemplates, command::GetTemplate, command::ValidateTemplate, command::ListVms,
-                 command::GetVm, command::CreateVm, command::StartVm, command::StopVm, command::RebootVm,
-                 command::DeleteVm, command::GetDomainXml, command::GetNcclTopology, command::ListOperations,
-                 command::GetOperation, command::StreamEvents, command::GetMetrics>;
+                 command::ListCleaning, command::CleanDevice, command::GetDeviceHistory, command::ListTemplates,
+                 command::GetTemplate, command::ValidateTemplate, command::ListVms, command::GetVm, command::CreateVm,
+                 command::StartVm, command::StopVm, command::RebootVm, command::DeleteVm, command::GetDomainXml,
+                 command::GetNcclTopology, command::ListOperations, command::GetOperation, command::StreamEvents,
+                 command::GetMetrics>;
 
 // Why a request names no command. `code` is a problem code (api/problem.hpp): invalid_argument
 // (400), not_found (404), method_not_allowed (405, with `allow`), unsupported_media_type (415).

@@ -87,6 +87,20 @@ struct DevicesConfig {
   std::vector<ReservedDeviceConfig> reserved;
 };
 
+// A device's known-good expansion ROM images (a GPU's VBIOS, a NIC's boot ROM), by SHA-256: what the
+// cleaning between tenants compares the ROM it reads with (issue 19).
+struct FirmwareConfig {
+  uint16_t vendor = 0;
+  uint16_t device = 0;
+  std::vector<std::string> sha256;  // lower-case hex, 64 digits each
+};
+
+// What cleaning a device between tenants checks it against. Applied only where hostagent prepares
+// the devices itself (devices.preparation: hostagent).
+struct HygieneConfig {
+  std::vector<FirmwareConfig> firmware;
+};
+
 struct DaemonConfig {
   std::string source;  // the file it came from, for messages; "<embedded>" for the built-in default
 
@@ -129,6 +143,7 @@ struct DaemonConfig {
   std::string on_host_boot = "restore";
 
   DevicesConfig devices;
+  HygieneConfig hygiene;
 
   ApiConfig api;
 };

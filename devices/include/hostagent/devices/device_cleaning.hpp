@@ -1,0 +1,62 @@
+// hostagent/devices/device_cleaning: what cleaning a device between tenants does, step by step, for
+// its role (issue 19): the steps a preparer hands the daemon, which runs them in order, times them,
+// keeps their evidence and stops at the first that fails. Each step checks its own work: a reset is
+// proved by config space answering as the device again, a ROM by its hash against the operator's
+// known-good list, a VF by reading its settings back. A step that cannot run here says why
+// (skipped), so the evidence never claims what was not done.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "hostagent/numa/host_model.hpp"
+#include "hostagent/sriov/vf_netlink.hpp"
+#include "hostagent/vfio/function_reset.hpp"
+
+namespace hostagent::devices {
+
+enum class StepResult { passed, failed, skipped };
+const char* to_string(StepResult result) noexcept;
+
+struct StepOutcome {
+  StepResult result = StepResult::failed;
+  std::string detail;  // what was seen: a method, a hash, why it was skipped or failed
+};
+
+struct CleaningStep {
+  std::string name;  // reset | firmware | erase | scrub | vf-neutral
+  std::function<StepOutcome()> run;
+};
+
+// What the operator asked of cleaning (the daemon's `hygiene:` configuration, translated where the
+// daemon is assembled).
+struct HygieneOptions {
+  // Known-good expansion ROM images by {vendor, device}: SHA-256 in lower-case hex. A device with a
+  // list whose ROM hashes to none of it is quarantined; one without a list has its hash recorded.
+  std::map<std::pair<uint16_t, uint16_t>, std::vector<std::string>> firmware;
+  vfio::ResetPolling reset_polling;
+};
+
+// The steps for `function` on a host whose devices hostagent prepares itself. Reset for every role
+// (a function the kernel cannot reset is not shown clean: the step fails); the ROM checked where the
+// function has one; a VF's settings read back as neutral; NVMe erase and GPU memory scrub are
+// skipped with the reason, until they are built (issue 19).
+struct CleaningParts {
+  const numa::HostModel* host = nullptr;
+  const SysfsRoot* sysfs = nullptr;
+  SysfsWriter* writer = nullptr;
+  vfio::ConfigSpace* config_space = nullptr;
+  sriov::VfNetlink* netlink = nullptr;
+  const HygieneOptions* hygiene = nullptr;
+};
+std::vector<CleaningStep> host_cleaning_steps(const CleaningParts& parts, const numa::PciFunction& function);
+
+// The steps on a host whose devices libvirt binds (managed hostdevs, a simulated host): each one
+// skipped, saying who does it or that nothing does, so a create after a delete is not kept waiting.
+std::vector<CleaningStep> libvirt_managed_cleaning_steps(const numa::PciFunction& function);
+
+}  // namespace hostagent::devices

@@ -1,0 +1,135 @@
+// devices/device_cleaning: each cleaning step, and which a device's role gets.
+#include "hostagent/devices/device_cleaning.hpp"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "hostagent/vfio/expansion_rom.hpp"
+
+namespace hostagent::devices {
+namespace {
+
+StepOutcome passed(std::string detail) {
+  return {StepResult::passed, std::move(detail)};
+}
+StepOutcome failed(std::string detail) {
+  return {StepResult::failed, std::move(detail)};
+}
+StepOutcome skipped(std::string detail) {
+  return {StepResult::skipped, std::move(detail)};
+}
+
+std::string device_id(uint16_t vendor, uint16_t device) {
+  char text[16];
+  std::snprintf(text, sizeof text, "%04x:%04x", vendor, device);
+  return text;
+}
+
+StepOutcome reset_step(const CleaningParts& parts, const numa::PciFunction& function) {
+  auto report = vfio::reset_and_verify(*parts.sysfs, *parts.writer, *parts.config_space, function.address,
+                                       function.vendor_id, function.device_id, parts.hygiene->reset_polling);
+  if (!report.ok()) return failed(report.error().message);
+  const std::string methods = report->methods.empty() ? "the kernel's" : "\"" + report->methods + "\"";
+  return passed("reset by " + methods + " methods; answered as " + device_id(function.vendor_id, function.device_id) +
+                " after " + std::to_string(report->polls) + (report->polls == 1 ? " read" : " reads"));
+}
+
+// A ROM a tenant could have rewritten is compared with what the operator knows to be good: its
+// hash is in the evidence either way.
+StepOutcome firmware_step(const CleaningParts& parts, const numa::PciFunction& function) {
+  auto rom = vfio::read_expansion_rom(*parts.sysfs, *parts.writer, function.address);
+  if (!rom.ok()) return failed(rom.error().message);
+  if (!*rom) return skipped("no expansion ROM");
+  const std::string id = device_id(function.vendor_id, function.device_id);
+  const std::string seen = "ROM of " + std::to_string((*rom)->size) + " bytes, sha256 " + (*rom)->sha256;
+  const auto known = parts.hygiene->firmware.find({function.vendor_id, function.device_id});
+  if (known == parts.hygiene->firmware.end()) {
+    return skipped(seen + ": not checked, hygiene.firmware has no known-good list for " + id);
+  }
+  if (std::find(known->second.begin(), known->second.end(), (*rom)->sha256) == known->second.end()) {
+    return failed(seen + " is not on the known-good list for " + id +
+                  " (hygiene.firmware): the firmware may have been rewritten");
+  }
+  return passed(seen + ", on the known-good list for " + id);
+}
+
+// Read back, not trusted: release reset the VF (sriov::reset), and this shows the driver holds it.
+StepOutcome vf_neutral_step(const CleaningParts& parts, const numa::PciFunction& function) {
+  const auto* pf = function.physfn ? parts.host->find(*function.physfn) : nullptr;
+  if (pf == nullptr || !pf->sriov || pf->net_interfaces.empty()) {
+    return skipped("no PF network interface to read its settings through");
+  }
+  const auto& vfs = pf->sriov->vfs;
+  const auto at = std::find(vfs.begin(), vfs.end(), function.address);
+  if (at == vfs.end()) return failed("not among the virtfn links of its PF " + pf->address.to_string());
+  const auto& netdev = pf->net_interfaces.front();
+  const int index = static_cast<int>(at - vfs.begin());
+  auto state = parts.netlink->read(netdev, index);
+  if (!state.ok()) return failed(state.error().message);
+  std::string off;
+  const auto differs = [&](bool away, const std::string& what) {
+    if (away) off += (off.empty() ? "" : ", ") + what;
+  };
+  differs(state->mac != "00:00:00:00:00:00", "mac " + state->mac);
+  differs(state->vlan != 0, "vlan " + std::to_string(state->vlan));
+  differs(state->qos != 0, "qos " + std::to_string(state->qos));
+  differs(state->trust.value_or(false), "trust on");
+  differs(!state->spoofchk.value_or(true), "spoofchk off");
+  differs(state->min_tx_rate_mbps != 0 || state->max_tx_rate_mbps != 0, "a rate limit");
+  const std::string vf = sriov::vf_name(netdev, index);
+  if (!off.empty()) return failed(vf + " is not neutral: " + off);
+  return passed(vf + " neutral: mac 00:00:00:00:00:00, vlan 0, trust off, spoofchk on, no rate limit");
+}
+
+bool is_vf(const numa::PciFunction& function) {
+  return function.physfn.has_value();
+}
+
+}  // namespace
+
+const char* to_string(StepResult result) noexcept {
+  switch (result) {
+    case StepResult::passed:
+      return "passed";
+    case StepResult::failed:
+      return "failed";
+    case StepResult::skipped:
+      return "skipped";
+  }
+  return "failed";
+}
+
+std::vector<CleaningStep> host_cleaning_steps(const CleaningParts& parts, const numa::PciFunction& function) {
+  std::vector<CleaningStep> steps;
+  steps.push_back({"reset", [parts, function] { return reset_step(parts, function); }});
+  steps.push_back({"firmware", [parts, function] { return firmware_step(parts, function); }});
+  if (function.role == numa::PciRole::nvme) {
+    steps.push_back({"erase", [] { return skipped("not erased: hostagent does not erase NVMe yet"); }});
+  }
+  if (function.role == numa::PciRole::gpu) {
+    steps.push_back({"scrub", [] { return skipped("not scrubbed: no scrubber configured"); }});
+  }
+  if (function.role == numa::PciRole::nic && is_vf(function)) {
+    steps.push_back({"vf-neutral", [parts, function] { return vf_neutral_step(parts, function); }});
+  }
+  return steps;
+}
+
+std::vector<CleaningStep> libvirt_managed_cleaning_steps(const numa::PciFunction& function) {
+  const auto managed = [](std::string what) { return [what = std::move(what)] { return skipped(what); }; };
+  std::vector<CleaningStep> steps;
+  steps.push_back({"reset", managed("libvirt resets a managed hostdev as it gives it back to the host")});
+  steps.push_back({"firmware", managed("not read: libvirt manages this host's devices")});
+  if (function.role == numa::PciRole::nvme) {
+    steps.push_back({"erase", managed("not erased: libvirt manages this host's devices")});
+  }
+  if (function.role == numa::PciRole::gpu) {
+    steps.push_back({"scrub", managed("not scrubbed: no scrubber configured")});
+  }
+  if (function.role == numa::PciRole::nic && is_vf(function)) {
+    steps.push_back({"vf-neutral", managed("libvirt restores a managed VF's settings as it gives it back")});
+  }
+  return steps;
+}
+
+}  // namespace hostagent::devices

@@ -1,0 +1,49 @@
+// hostagent/state/device_states: the passthrough devices placement must not give, and why, kept on
+// disk so that a restart of the daemon or a reboot of the host gives none of them out (issue 19's
+// device lifecycle). A device is written here as `cleaning` before a VM is given it: it was a
+// tenant's, and stays out of placement once released until its cleaning has passed (then it leaves
+// this file, free). A device whose cleaning failed, that the kernel would not bind, or that fell off
+// the bus is `quarantined` until an operator clears it (a GPU that would not bind is not fixed by a
+// reboot, and a device that fell off the bus may come back broken). One JSON file:
+//
+//   {"devices": [{"address": "0000:4e:00.0", "state": "quarantined", "step": "bind to vfio-pci",
+//                 "reason": "...", "vm": "train-0", "since": "2026-12-04T17:20:00.000Z"}]}
+#pragma once
+
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "hostagent/common/result.hpp"
+#include "hostagent/numa/pci_address.hpp"
+
+namespace hostagent::state {
+
+enum class DeviceState {
+  cleaning,     // a tenant's since its last cleaning: cleaned once no VM holds it
+  quarantined,  // out until an operator clears it
+};
+std::string_view to_string(DeviceState state);
+std::optional<DeviceState> device_state_from(std::string_view text);
+
+struct DeviceStateEntry {
+  numa::PciAddress address;
+  DeviceState state = DeviceState::cleaning;
+  std::string step;    // quarantined: what failed ("bind to vfio-pci", "health", "reset"); cleaning: ""
+  std::string reason;  // quarantined: what the kernel said, or what was seen; cleaning: ""
+  std::string vm;      // the VM that held it, or whose preparation found it; "" none
+  std::string since;   // when it entered this state, as common/time_text writes it
+  bool operator==(const DeviceStateEntry&) const = default;
+};
+
+// Empty when the file does not exist (every device free). A file that cannot be read or parsed is
+// an error naming it and the field: a device must not be handed out because its state could not be
+// read.
+Result<std::vector<DeviceStateEntry>> read_device_states(const std::filesystem::path& file);
+// Durably (common/durable_file). Refuses a list that read_device_states would not read back, or
+// that names one device twice.
+Status write_device_states(const std::filesystem::path& file, const std::vector<DeviceStateEntry>& devices);
+
+}  // namespace hostagent::state

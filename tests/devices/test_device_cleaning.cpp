@@ -1,0 +1,182 @@
+// devices/device_cleaning against the fake kernel on vela2: each role gets its steps; a reset is
+// written and proved by config space (libpci over the tree); a ROM is hashed and judged by the
+// operator's list (on it: passed; off it: failed; no list: skipped with the hash); a VF's settings
+// are read back; what is not built yet, and everything on a libvirt-managed host, is skipped with
+// why.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cerrno>
+
+#include "fake_host.hpp"
+#include "fake_rom.hpp"
+#include "fake_vf_netlink.hpp"
+#include "hostagent/common/sha256.hpp"
+#include "hostagent/devices/device_cleaning.hpp"
+#include "hostagent/discovery/discovery.hpp"
+#include "hostagent/vfio/config_space_access.hpp"
+#include "test_support.hpp"
+
+namespace hostagent::devices {
+namespace {
+
+using sriov::fake::FakeVfNetlink;
+using testing::builtin_spec;
+using testing::contains;
+using testing::FakeHost;
+
+const std::string kGpu = "0000:18:00.0";   // vela2's first H100, 10de:2330
+const std::string kNvme = "0000:ad:00.0";  // one of vela2's data NVMe
+
+std::string gpu_vbios(char fill) {
+  return "\x55\xAA" + std::string(4096, fill);
+}
+
+struct CleaningFixture {
+  CleaningFixture() : host(builtin_spec("vela2")), sysfs(*SysfsRoot::open(host.root())) {
+    auto discovered = numa::discover_from_sysfs(host.root());
+    REQUIRE_MESSAGE(discovered.ok(), discovered.error().message);
+    model = std::move(discovered).value();
+    auto made = vfio::make_libpci_config_space(host.root());
+    REQUIRE_MESSAGE(made.ok(), made.error().message);
+    config = std::move(made).value();
+    for (const auto& f : model.pci_devices) {
+      if (f.sriov && !f.net_interfaces.empty()) {
+        netlink.add_pf(f.net_interfaces.front(), static_cast<int>(f.sriov->vfs.size()));
+      }
+    }
+    hygiene.reset_polling.polls = 3;
+    hygiene.reset_polling.sleep = [](std::chrono::milliseconds) {};
+  }
+
+  const numa::PciFunction& function(const std::string& address) const {
+    const auto* found = model.find(*PciAddress::parse(address));
+    REQUIRE(found != nullptr);
+    return *found;
+  }
+  const numa::PciFunction& first_vf() const {
+    const auto it = std::find_if(model.pci_devices.begin(), model.pci_devices.end(), [](const numa::PciFunction& f) {
+      return f.physfn.has_value() && f.role == numa::PciRole::nic;
+    });
+    REQUIRE(it != model.pci_devices.end());
+    return *it;
+  }
+
+  // Each step run in order, as the daemon does: name -> outcome, stopping at the first failure.
+  std::vector<std::pair<std::string, StepOutcome>> clean(const numa::PciFunction& f) {
+    const CleaningParts parts{&model, &sysfs, &host.kernel(), config.get(), &netlink, &hygiene};
+    std::vector<std::pair<std::string, StepOutcome>> out;
+    for (const auto& step : host_cleaning_steps(parts, f)) {
+      out.emplace_back(step.name, step.run());
+      if (out.back().second.result == StepResult::failed) break;
+    }
+    return out;
+  }
+
+  FakeHost host;
+  SysfsRoot sysfs;
+  numa::HostModel model;
+  std::unique_ptr<vfio::ConfigSpace> config;
+  FakeVfNetlink netlink;
+  HygieneOptions hygiene;
+};
+
+std::vector<std::string> step_names(const std::vector<std::pair<std::string, StepOutcome>>& steps) {
+  std::vector<std::string> out;
+  out.reserve(steps.size());
+  for (const auto& step : steps) out.push_back(step.first);
+  return out;
+}
+
+TEST_CASE("a GPU is reset and proved back, its ROM judged by the known-good list, its memory scrub marked undone") {
+  CleaningFixture f;
+  auto roms = testing::install_rom_model(f.host.kernel());
+  roms->set(kGpu, gpu_vbios('a'));
+  f.hygiene.firmware[{0x10de, 0x2330}] = {sha256_hex(gpu_vbios('a'))};
+  const auto steps = f.clean(f.function(kGpu));
+  CHECK(step_names(steps) == std::vector<std::string>{"reset", "firmware", "scrub"});
+  CHECK(steps[0].second.result == StepResult::passed);
+  CHECK_MESSAGE(contains(steps[0].second.detail, "answered as 10de:2330 after 1 read"), steps[0].second.detail);
+  CHECK(f.host.drivers().resets(kGpu) == 1);
+  CHECK(steps[1].second.result == StepResult::passed);
+  CHECK(contains(steps[1].second.detail, sha256_hex(gpu_vbios('a'))));
+  CHECK_FALSE(roms->enabled(kGpu));
+  CHECK(steps[2].second.result == StepResult::skipped);
+  CHECK(steps[2].second.detail == "not scrubbed: no scrubber configured");
+
+  SUBCASE("a ROM off the list fails the cleaning, with its hash") {
+    roms->set(kGpu, gpu_vbios('b'));
+    const auto rewritten = f.clean(f.function(kGpu));
+    REQUIRE(rewritten.size() == 2);
+    CHECK(rewritten[1].second.result == StepResult::failed);
+    CHECK(contains(rewritten[1].second.detail, sha256_hex(gpu_vbios('b'))));
+    CHECK(contains(rewritten[1].second.detail, "not on the known-good list for 10de:2330"));
+  }
+  SUBCASE("no list for the device: its hash is kept, unjudged") {
+    f.hygiene.firmware.clear();
+    const auto unjudged = f.clean(f.function(kGpu));
+    CHECK(unjudged[1].second.result == StepResult::skipped);
+    CHECK(contains(unjudged[1].second.detail, sha256_hex(gpu_vbios('a'))));
+    CHECK(contains(unjudged[1].second.detail, "no known-good list for 10de:2330"));
+  }
+}
+
+TEST_CASE("a device that cannot be reset, or does not come back, fails its cleaning at the reset") {
+  CleaningFixture f;
+  testing::write_text_file(f.host.host("/sys/bus/pci/devices/" + kGpu + "/reset_method"), "\n");
+  const auto none = f.clean(f.function(kGpu));
+  REQUIRE(none.size() == 1);
+  CHECK(none[0].second.result == StepResult::failed);
+  CHECK(contains(none[0].second.detail, "no reset method"));
+
+  testing::write_text_file(f.host.host("/sys/bus/pci/devices/" + kGpu + "/reset_method"), "flr\n");
+  f.host.kernel().fail_write(".*/reset", EIO);
+  const auto refused = f.clean(f.function(kGpu));
+  REQUIRE(refused.size() == 1);
+  CHECK(refused[0].second.result == StepResult::failed);
+}
+
+TEST_CASE("a VF is read back neutral, and one left configured fails naming what is off") {
+  CleaningFixture f;
+  const auto& vf = f.first_vf();
+  const auto steps = f.clean(vf);
+  CHECK(step_names(steps) == std::vector<std::string>{"reset", "firmware", "vf-neutral"});
+  CHECK(steps[1].second.result == StepResult::skipped);  // a VF has no ROM
+  CHECK(steps[1].second.detail == "no expansion ROM");
+  CHECK(steps[2].second.result == StepResult::passed);
+
+  const auto* pf = f.model.find(*vf.physfn);
+  auto& state = f.netlink.state(pf->net_interfaces.front(), 0);
+  state.vlan = 100;
+  state.trust = true;
+  const auto configured = f.clean(vf);
+  REQUIRE(configured.size() == 3);
+  CHECK(configured[2].second.result == StepResult::failed);
+  CHECK_MESSAGE(contains(configured[2].second.detail, "is not neutral: vlan 100, trust on"),
+                configured[2].second.detail);
+}
+
+TEST_CASE("an NVMe's erase is marked undone, never claimed") {
+  CleaningFixture f;
+  const auto steps = f.clean(f.function(kNvme));
+  CHECK(step_names(steps) == std::vector<std::string>{"reset", "firmware", "erase"});
+  CHECK(steps[2].second.result == StepResult::skipped);
+  CHECK(steps[2].second.detail == "not erased: hostagent does not erase NVMe yet");
+}
+
+TEST_CASE("on a libvirt-managed host every step is skipped with who does it, or that nothing does") {
+  CleaningFixture f;
+  const auto writes = f.host.kernel().writes().size();
+  for (const auto* address : {&kGpu, &kNvme}) {
+    for (const auto& step : libvirt_managed_cleaning_steps(f.function(*address))) {
+      const auto outcome = step.run();
+      CAPTURE(step.name);
+      CHECK(outcome.result == StepResult::skipped);
+      CHECK_FALSE(outcome.detail.empty());
+    }
+  }
+  CHECK(f.host.kernel().writes().size() == writes);
+}
+
+}  // namespace
+}  // namespace hostagent::devices

@@ -1,0 +1,261 @@
+// The device lifecycle (issue 19): a device a VM held is marked before the VM gets it, cleaned once
+// it is let go, and placed again only when its cleaning passed; a cleaning that fails quarantines
+// it with the step; every cleaning is a record in the hash-chained evidence, which the history
+// reads and whose break it reports; a cleaning a restart cut short runs again.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <thread>
+
+#include "daemon_fixture.hpp"
+#include "hostagent/state/device_states.hpp"
+
+namespace hostagent::testing {
+namespace {
+
+std::vector<PciAddress> cleaned(DaemonFixture& fixture) {
+  std::lock_guard lock(fixture.devices()->mutex);
+  return fixture.devices()->cleaned;
+}
+
+void hold_cleaning(DaemonFixture& fixture, bool hold) {
+  {
+    std::lock_guard lock(fixture.devices()->mutex);
+    fixture.devices()->hold_cleaning = hold;
+  }
+  fixture.devices()->released.notify_all();
+}
+
+// Until the cleaning thread has nothing left (bounded: a failure here names what still waits).
+void wait_until_cleaned(daemon::VmService& service) {
+  for (int i = 0; i < 1000 && !service.cleaning().empty(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  REQUIRE(service.cleaning().empty());
+}
+
+// A one-GPU VM made: its GPU.
+PciAddress one_gpu_vm(DaemonFixture& fixture, daemon::VmService& service, const std::string& name) {
+  auto vm = create_vm(service, fixture.request(name, kOneGpu));
+  REQUIRE_MESSAGE(vm.ok(), vm.error().message);
+  return vm->record->allocation.devices.front();
+}
+
+bool allocation_holds(const numa::Allocation& allocation, const PciAddress& device) {
+  return std::find(allocation.devices.begin(), allocation.devices.end(), device) != allocation.devices.end();
+}
+
+TEST_CASE("a deleted VM's devices are cleaned before they are placed again, each cleaning on the evidence chain") {
+  DaemonFixture fixture;
+  auto service = started(fixture);
+  auto vm = create_vm(*service, fixture.request("tenant-a", kOneGpu));
+  REQUIRE_MESSAGE(vm.ok(), vm.error().message);
+  const auto devices = vm->record->allocation.devices;
+  REQUIRE_FALSE(devices.empty());
+  // Marked while held: shown as held by the VM, out of nobody's reach yet.
+  const auto marked = service->cleaning();
+  REQUIRE(marked.size() == devices.size());
+  for (const auto& entry : marked) {
+    CHECK(entry.vm == "tenant-a");
+    CHECK(entry.held_by == "tenant-a");
+    CHECK(entry.step.empty());
+  }
+  CHECK(cleaned(fixture).empty());
+
+  const EventsOfKind events(*service, daemon::ServiceEvent::Kind::cleaning);
+  REQUIRE(delete_vm(*service, vm_name("tenant-a")).ok());
+  // The libvirt-managed host skips nothing it could do, so the cleaning ends with the delete.
+  CHECK(service->cleaning().empty());
+  auto done = cleaned(fixture);
+  std::sort(done.begin(), done.end());
+  auto expected = devices;
+  std::sort(expected.begin(), expected.end());
+  CHECK(done == expected);
+
+  const auto gpu = devices.front();
+  const auto history = service->device_history(gpu);
+  REQUIRE_MESSAGE(history.ok(), history.error().message);
+  CHECK(history->chain_broken.empty());
+  REQUIRE(history->cleanings.size() == 1);
+  const auto& record = history->cleanings.front();
+  CHECK(record.vm == "tenant-a");
+  CHECK(record.outcome == "clean");
+  CHECK(record.role == "gpu");
+  REQUIRE(record.steps.size() == 2);
+  CHECK(record.steps[0].name == "reset");
+  CHECK(record.steps[0].result == "passed");
+  CHECK(record.steps[1].name == "firmware");
+  CHECK(record.sha256.size() == 64);
+  CHECK(service->last_cleanings().at(gpu).sequence == record.sequence);
+  // Each device: its cleaning begun (a step named), then ended with its record.
+  const auto published = events.events();
+  const auto ended = std::count_if(published.begin(), published.end(),
+                                   [](const daemon::ServiceEvent& event) { return event.cleaned.has_value(); });
+  CHECK(ended == static_cast<long>(devices.size()));
+  CHECK(std::any_of(published.begin(), published.end(), [](const daemon::ServiceEvent& event) {
+    return event.cleaning && event.cleaning->step == "reset";
+  }));
+  // Free again: eight GPUs fit, the cleaned one among them.
+  auto all = create_vm(*service, fixture.request("tenant-b", kEightGpus));
+  REQUIRE_MESSAGE(all.ok(), all.error().message);
+  CHECK(allocation_holds(all->record->allocation, gpu));
+}
+
+TEST_CASE("a device whose cleaning fails is quarantined with the step, and placed no more") {
+  DaemonFixture fixture;
+  auto service = started(fixture);
+  const auto gpu = one_gpu_vm(fixture, *service, "tenant-a");
+  {
+    std::lock_guard lock(fixture.devices()->mutex);
+    fixture.devices()->failing_step[gpu] = "firmware";
+  }
+  REQUIRE(delete_vm(*service, vm_name("tenant-a")).ok());
+  const auto quarantined = service->quarantined();
+  REQUIRE(quarantined.size() == 1);
+  CHECK(quarantined.front().address == gpu);
+  CHECK(quarantined.front().step == "firmware");
+  CHECK(quarantined.front().reason == "injected: firmware");
+  CHECK(quarantined.front().vm == "tenant-a");
+  const auto history = service->device_history(gpu);
+  REQUIRE(history.ok());
+  REQUIRE(history->cleanings.size() == 1);
+  CHECK(history->cleanings.front().outcome == "quarantined");
+  CHECK(history->cleanings.front().steps.back().result == "failed");
+
+  const auto eight = create_vm(*service, fixture.request("tenant-b", kEightGpus));
+  REQUIRE_FALSE(eight.ok());
+  CHECK(eight.error().code == ErrorCode::does_not_fit);
+  CHECK_MESSAGE(eight.error().message.find(gpu.to_string() + " quarantined (firmware failed for vm tenant-a") !=
+                    std::string::npos,
+                eight.error().message);
+}
+
+TEST_CASE("on a host that cleans on its own thread, a released device stays out of placement until it is clean") {
+  DaemonFixture fixture;
+  fixture.devices()->libvirt_manages = false;
+  auto service = started(fixture);
+  auto vm = create_vm(*service, fixture.request("tenant-a", kEightGpus));
+  REQUIRE_MESSAGE(vm.ok(), vm.error().message);
+  hold_cleaning(fixture, true);
+  REQUIRE(delete_vm(*service, vm_name("tenant-a")).ok());
+  // Every GPU is the last tenant's until cleaned: a create finds none, and says why.
+  const auto refused = create_vm(*service, fixture.request("tenant-b", kOneGpu));
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.error().code == ErrorCode::does_not_fit);
+  CHECK_MESSAGE(refused.error().message.find("being cleaned (after vm tenant-a") != std::string::npos,
+                refused.error().message);
+  for (int i = 0; i < 1000; ++i) {
+    const auto now = service->cleaning();
+    if (std::any_of(now.begin(), now.end(), [](const daemon::CleaningView& v) { return v.step == "reset"; })) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  const auto under_way = service->cleaning();
+  CHECK(std::count_if(under_way.begin(), under_way.end(),
+                      [](const daemon::CleaningView& view) { return view.step == "reset"; }) == 1);
+  CHECK(std::all_of(under_way.begin(), under_way.end(),
+                    [](const daemon::CleaningView& view) { return view.held_by.empty(); }));
+  const auto usage = service->usage();
+  CHECK(usage.policy.withheld.size() == under_way.size());
+
+  hold_cleaning(fixture, false);
+  wait_until_cleaned(*service);
+  auto next = create_vm(*service, fixture.request("tenant-b", kOneGpu));
+  REQUIRE_MESSAGE(next.ok(), next.error().message);
+}
+
+TEST_CASE("a cleaning a killed daemon left unfinished runs again at the next start") {
+  DaemonFixture fixture;
+  PciAddress gpu;
+  {
+    auto service = started(fixture);
+    gpu = one_gpu_vm(fixture, *service, "tenant-a");
+    REQUIRE(delete_vm(*service, vm_name("tenant-a")).ok());
+  }
+  // What a daemon killed between marking and its cleaning's end leaves on disk: the mark.
+  const auto states_file = fixture.scratch() / "state" / "device_states.json";
+  REQUIRE(state::write_device_states(
+              states_file, {{gpu, state::DeviceState::cleaning, "", "", "tenant-killed", "2026-12-04T17:20:00Z"}})
+              .ok());
+  const auto before = cleaned(fixture).size();
+  auto service = started(fixture);
+  wait_until_cleaned(*service);
+  CHECK(cleaned(fixture).size() == before + 1);
+  CHECK(cleaned(fixture).back() == gpu);
+  const auto history = service->device_history(gpu);
+  REQUIRE(history.ok());
+  REQUIRE(history->cleanings.size() == 2);
+  CHECK(history->cleanings.back().vm == "tenant-killed");
+  CHECK(history->cleanings.back().sequence > history->cleanings.front().sequence);
+  CHECK(state::read_device_states(states_file)->empty());
+}
+
+TEST_CASE("an operator cleans a quarantined device again: it is free only once a cleaning passes") {
+  DaemonFixture fixture;
+  auto service = started(fixture);
+  const auto gpu = one_gpu_vm(fixture, *service, "tenant-a");
+
+  const auto held = service->clean_device(gpu, "uid:0");
+  REQUIRE_FALSE(held.ok());
+  CHECK(held.error().code == ErrorCode::conflict);
+  CHECK(held.error().message.find("held by vm tenant-a") != std::string::npos);
+  const auto unknown = service->clean_device(*PciAddress::parse("0000:ee:00.0"), "uid:0");
+  REQUIRE_FALSE(unknown.ok());
+  CHECK(unknown.error().code == ErrorCode::not_found);
+
+  {
+    std::lock_guard lock(fixture.devices()->mutex);
+    fixture.devices()->failing_step[gpu] = "reset";
+  }
+  REQUIRE(delete_vm(*service, vm_name("tenant-a")).ok());
+  REQUIRE(service->quarantined().size() == 1);
+  CHECK(service->quarantined().front().step == "reset");
+  // Still broken: cleaned again, quarantined again.
+  REQUIRE(service->clean_device(gpu, "uid:0").ok());
+  REQUIRE(service->quarantined().size() == 1);
+  {
+    std::lock_guard lock(fixture.devices()->mutex);
+    fixture.devices()->failing_step.clear();
+    fixture.devices()->skipped_step[gpu] = "firmware";
+  }
+  const auto again = service->clean_device(gpu, "uid:0");
+  REQUIRE_MESSAGE(again.ok(), again.error().message);
+  CHECK(again->vm.empty());
+  CHECK(service->quarantined().empty());
+  CHECK(service->cleaning().empty());
+  const auto history = service->device_history(gpu);
+  REQUIRE(history.ok());
+  REQUIRE(history->cleanings.size() == 3);
+  CHECK(history->cleanings[1].outcome == "quarantined");
+  CHECK(history->cleanings[2].outcome == "clean");
+  // A step skipped is kept, with why: the device view shows it as its last cleaning's mark.
+  CHECK(history->cleanings[2].steps[1].result == "skipped");
+  CHECK(service->last_cleanings().at(gpu).steps[1].detail == "not firmwareed");
+}
+
+TEST_CASE("a history whose evidence chain was changed says where it breaks") {
+  DaemonFixture fixture;
+  auto service = started(fixture);
+  const auto gpu = one_gpu_vm(fixture, *service, "tenant-a");
+  REQUIRE(delete_vm(*service, vm_name("tenant-a")).ok());
+  const auto log = fixture.scratch() / "state" / "cleaning_evidence.jsonl";
+  std::string text;
+  {
+    std::ifstream in(log);
+    text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  // Someone rewrites the first cleaning's VM: its digest no longer matches what the next line carries.
+  const auto at = text.find("tenant-a");
+  REQUIRE(at != std::string::npos);
+  text.replace(at, 8, "tenant-z");
+  std::ofstream(log, std::ios::trunc) << text;
+  const auto history = service->device_history(gpu);
+  REQUIRE(history.ok());
+  CHECK_MESSAGE(history->chain_broken.find("line 2") != std::string::npos, history->chain_broken);
+}
+
+}  // namespace
+}  // namespace hostagent::testing

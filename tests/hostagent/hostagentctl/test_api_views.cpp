@@ -1,0 +1,139 @@
+// hostagentctl's views of the API's documents, from the JSON the server answers: what an operator
+// reads of a device's state, its cleanings and capacity. The daemon's own answers are followed end
+// to end in test_hostagentctl.cpp; here the documents are the ones a lifecycle leaves (a device
+// cleaning, a step skipped, a broken evidence chain), which the simulated daemon does not make
+// on demand.
+#include <doctest/doctest.h>
+
+#include <boost/json.hpp>
+
+#include "api_views.hpp"
+
+namespace hostagent::ctl {
+namespace {
+
+namespace json = boost::json;
+
+// The row of `address` in a rendered table.
+std::string view_row(const std::string& table, const std::string& address) {
+  const auto at = table.find(address);
+  REQUIRE_MESSAGE(at != std::string::npos, address << " not in\n" << table);
+  return table.substr(at, table.find('\n', at) - at);
+}
+
+json::value view_device(const std::string& address, const std::string& state) {
+  return json::parse(R"({"address":")" + address + R"(","role":"gpu","vendor_id":"0x10de","device_id":"0x2330",)" +
+                     R"("class":"0x030200","numa_node":0,"iommu_group":12,"driver":"vfio-pci","switch":null,)" +
+                     R"("physfn":null,"held_by":null,"host_use":null,"quarantine":null,"state":")" + state +
+                     R"(","cleaning":null,"last_cleaning":null})");
+}
+
+json::value view_history(const std::string& broken) {
+  auto value = json::parse(
+      R"({"address":"0000:18:00.0","cleanings":[{"sequence":3,"address":"0000:18:00.0","role":"gpu","vm":"train-0",)"
+      R"("outcome":"clean","started_at":"2026-12-05T09:00:00Z","finished_at":"2026-12-05T09:00:02Z",)"
+      R"("steps":[{"name":"reset","result":"passed","detail":"flr","started_at":"a","finished_at":"b","seconds":0.25},)"
+      R"({"name":"scrub","result":"skipped","detail":"not scrubbed: no scrubber configured","started_at":"b",)"
+      R"("finished_at":"b","seconds":0}],"previous_sha256":"00","sha256":"ab12"}],"chain":{"whole":true,"broken":null}})");
+  if (!broken.empty()) value.at("chain") = json::object{{"whole", false}, {"broken", broken}};
+  return value;
+}
+
+}  // namespace
+
+TEST_CASE("hostagentctl devices shows each device's state and what its last cleaning left undone") {
+  auto held = view_device("0000:18:00.0", "held");
+  held.as_object()["held_by"] = "train-0";
+  held.as_object()["cleaning"] = json::parse(
+      R"({"address":"0000:18:00.0","vm":"train-0","since":"2026-12-05T08:00:00Z","held_by":"train-0","step":null})");
+  auto cleaning = view_device("0000:29:00.0", "cleaning");
+  cleaning.as_object()["cleaning"] = json::parse(
+      R"({"address":"0000:29:00.0","vm":"train-1","since":"2026-12-05T08:10:00Z","held_by":null,"step":"reset"})");
+  auto quarantined = view_device("0000:3a:00.0", "quarantined");
+  quarantined.as_object()["quarantine"] = json::parse(
+      R"({"address":"0000:3a:00.0","step":"erase","reason":"pattern mismatch","vm":null,"since":"2026-12-05T08:20:00Z"})");
+  auto unscrubbed = view_device("0000:4b:00.0", "free");
+  unscrubbed.as_object()["last_cleaning"] =
+      json::parse(R"({"sequence":4,"outcome":"clean","vm":"train-0","finished_at":"2026-12-05T09:00:02Z",)"
+                  R"("marks":["scrub skipped: not scrubbed: no scrubber configured"]})");
+  auto host = view_device("0000:07:00.0", "host");
+  host.as_object()["host_use"] = "nvme0n1p1 mounted at /boot/efi";
+  const auto table =
+      render_devices(json::object{{"devices", json::array{held, cleaning, quarantined, unscrubbed, host}}});
+
+  CHECK(table.rfind("ADDRESS", 0) == 0);
+  CHECK(table.find("STATE") != std::string::npos);
+  // Held wins: every held device is marked for cleaning, which says nothing until it is let go.
+  CHECK(view_row(table, "0000:18:00.0").find("held: train-0") != std::string::npos);
+  CHECK(view_row(table, "0000:18:00.0").find("CLEANING") == std::string::npos);
+  CHECK(view_row(table, "0000:29:00.0").find("CLEANING: reset") != std::string::npos);
+  CHECK(view_row(table, "0000:3a:00.0").find("QUARANTINED: erase failed") != std::string::npos);
+  const auto unscrubbed_row = view_row(table, "0000:4b:00.0");
+  CHECK(unscrubbed_row.find(" free ") != std::string::npos);
+  CHECK(unscrubbed_row.ends_with("#4 clean: scrub skipped"));
+  CHECK(view_row(table, "0000:07:00.0").find("host: nvme0n1p1 mounted at /boot/efi") != std::string::npos);
+}
+
+TEST_CASE("hostagentctl cleaning list shows whose device, since when, who still holds it and the step") {
+  const auto table = render_cleaning(json::parse(
+      R"({"devices":[{"address":"0000:18:00.0","vm":"train-0","since":"2026-12-05T08:00:00Z","held_by":"train-0",)"
+      R"("step":null},{"address":"0000:29:00.0","vm":null,"since":"2026-12-05T08:10:00Z","held_by":null,)"
+      R"("step":"scrub"}]})"));
+  CHECK(table.rfind("ADDRESS", 0) == 0);
+  CHECK(view_row(table, "0000:18:00.0") == "0000:18:00.0  2026-12-05T08:00:00Z  train-0  train-0  -");
+  CHECK(view_row(table, "0000:29:00.0") == "0000:29:00.0  2026-12-05T08:10:00Z  -        -        scrub");
+}
+
+TEST_CASE("hostagentctl devices history renders each cleaning step by step") {
+  const auto text = render_history(view_history(""));
+  CHECK(text.rfind("0000:18:00.0: 1 cleaning on record\n", 0) == 0);
+  CHECK(text.find("#3 clean  vm train-0  gpu  2026-12-05T09:00:00Z .. 2026-12-05T09:00:02Z\n") != std::string::npos);
+  CHECK(text.find("  STEP   RESULT   SECONDS  DETAIL\n") != std::string::npos);
+  CHECK(text.find("  reset  passed   0.25     flr\n") != std::string::npos);
+  CHECK(text.find("  scrub  skipped  0        not scrubbed: no scrubber configured\n") != std::string::npos);
+  CHECK(text.find("sha256 ab12") != std::string::npos);
+  CHECK(text.find("BROKEN") == std::string::npos);
+}
+
+TEST_CASE("hostagentctl devices history says a broken evidence chain first and last") {
+  const auto text = render_history(view_history("line 7: sha256 does not match its text"));
+  const std::string loud =
+      "EVIDENCE CHAIN BROKEN: line 7: sha256 does not match its text; cleanings after the break are not vouched "
+      "for and not shown\n";
+  CHECK_MESSAGE(text.rfind(loud, 0) == 0, text);
+  CHECK(text.size() > loud.size());
+  CHECK(text.substr(text.size() - loud.size()) == loud);
+}
+
+TEST_CASE("hostagentctl host capacity shows devices out of placement beside free of total") {
+  const auto count = [](int total, int free, int cleaning, int quarantined) {
+    return json::object{{"total", total}, {"free", free}, {"cleaning", cleaning}, {"quarantined", quarantined}};
+  };
+  const json::object cpus{{"total", 8}, {"free", 8}, {"housekeeping", 0}, {"held", 0}, {"offline", 0}};
+  const json::object node{{"node", 0},
+                          {"cpus", cpus},
+                          {"gpus", count(8, 5, 2, 1)},
+                          {"vfs", count(8, 8, 0, 0)},
+                          {"nvme", count(2, 1, 0, 1)},
+                          {"hugepages", json::array{}}};
+  auto totals = node;
+  totals.erase("node");
+  const auto table = render_capacity(json::object{{"nodes", json::array{node}}, {"totals", totals}});
+  CHECK_MESSAGE(table.find("5/8 (2 cleaning, 1 quarantined)") != std::string::npos, table);
+  CHECK(table.find("1/2 (1 quarantined)") != std::string::npos);
+  CHECK(table.find("8/8 ") != std::string::npos);  // nothing out: no parentheses
+  CHECK(table.find("8/8 (") == std::string::npos);
+}
+
+TEST_CASE("hostagentctl events renders cleaning events: running, clean, quarantined") {
+  const auto line = [](const std::string& data) { return render_event(api::ServerEvent{"41", "cleaning", data}); };
+  CHECK(line(R"({"device":"0000:18:00.0","vm":"train-0","state":"cleaning","step":"reset","outcome":null,)"
+             R"("sequence":null})") == "41 cleaning 0000:18:00.0 (train-0): cleaning: reset");
+  CHECK(line(R"({"device":"0000:18:00.0","vm":null,"state":"free","step":null,"outcome":"clean","sequence":12})") ==
+        "41 cleaning 0000:18:00.0 clean: free (#12)");
+  CHECK(line(R"({"device":"0000:18:00.0","vm":"train-0","state":"quarantined","step":"erase",)"
+             R"("outcome":"quarantined","sequence":13})") ==
+        "41 cleaning 0000:18:00.0 (train-0) quarantined: erase failed (#13)");
+}
+
+}  // namespace hostagent::ctl
