@@ -2,6 +2,7 @@
 #include "hostagent/common/time_text.hpp"
 
 #include <algorithm>
+#include <cstdio>
 #include <ctime>
 
 namespace hostagent {
@@ -41,6 +42,18 @@ std::string rfc3339(std::chrono::system_clock::time_point time) {
   return std::string(text, length);
 }
 
+std::string rfc3339_ms(std::chrono::system_clock::time_point time) {
+  const auto since_epoch = time.time_since_epoch();
+  const auto millis = std::chrono::duration_cast<std::chrono::milliseconds>(
+                          since_epoch - std::chrono::duration_cast<std::chrono::seconds>(since_epoch))
+                          .count();
+  std::string text = rfc3339(time);
+  char fraction[8];
+  std::snprintf(fraction, sizeof fraction, ".%03d", static_cast<int>(millis < 0 ? millis + 1000 : millis));
+  text.insert(text.size() - 1, fraction);
+  return text;
+}
+
 bool is_utc_timestamp(std::string_view text) {
   // YYYY-MM-DDTHH:MM:SS, then .F... (1 to 9 digits) optionally, then Z.
   if (text.size() < 20 || !digits(text, 0, 4) || text[4] != '-' || !digits(text, 5, 2) || text[7] != '-' ||
@@ -66,7 +79,11 @@ std::optional<std::chrono::system_clock::time_point> time_of(std::string_view ti
   utc.tm_hour = number_at(timestamp, 11, 2);
   utc.tm_min = number_at(timestamp, 14, 2);
   utc.tm_sec = number_at(timestamp, 17, 2);
-  return std::chrono::system_clock::from_time_t(timegm(&utc));
+  auto time = std::chrono::system_clock::from_time_t(timegm(&utc));
+  const auto fraction = fraction_of(timestamp);
+  long long nanoseconds = 0;
+  for (std::size_t i = 0; i < 9; ++i) nanoseconds = nanoseconds * 10 + (i < fraction.size() ? fraction[i] - '0' : 0);
+  return time + std::chrono::duration_cast<std::chrono::system_clock::duration>(std::chrono::nanoseconds(nanoseconds));
 }
 
 bool timestamp_before(std::string_view a, std::string_view b) {

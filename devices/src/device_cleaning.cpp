@@ -25,13 +25,19 @@ std::string device_id(uint16_t vendor, uint16_t device) {
   return text;
 }
 
+bool is_vf(const numa::PciFunction& function) {
+  return function.physfn.has_value();
+}
+
 StepOutcome reset_step(const CleaningParts& parts, const numa::PciFunction& function) {
-  auto report = vfio::reset_and_verify(*parts.sysfs, *parts.writer, *parts.config_space, function.address,
-                                       function.vendor_id, function.device_id, parts.hygiene->reset_polling);
+  const auto identity = is_vf(function) ? vfio::vf_identity(function.class_code)
+                                        : vfio::function_identity(function.vendor_id, function.device_id);
+  auto report = vfio::reset_and_verify(*parts.sysfs, *parts.writer, *parts.config_space, function.address, identity,
+                                       parts.hygiene->reset_polling);
   if (!report.ok()) return failed(report.error().message);
   const std::string methods = report->methods.empty() ? "the kernel's" : "\"" + report->methods + "\"";
-  return passed("reset by " + methods + " methods; answered as " + device_id(function.vendor_id, function.device_id) +
-                " after " + std::to_string(report->polls) + (report->polls == 1 ? " read" : " reads"));
+  return passed("reset by " + methods + " methods; answered as " + identity.name + " after " +
+                std::to_string(report->polls) + (report->polls == 1 ? " read" : " reads"));
 }
 
 // A ROM a tenant could have rewritten is compared with what the operator knows to be good: its
@@ -79,10 +85,6 @@ StepOutcome vf_neutral_step(const CleaningParts& parts, const numa::PciFunction&
   const std::string vf = sriov::vf_name(netdev, index);
   if (!off.empty()) return failed(vf + " is not neutral: " + off);
   return passed(vf + " neutral: mac 00:00:00:00:00:00, vlan 0, trust off, spoofchk on, no rate limit");
-}
-
-bool is_vf(const numa::PciFunction& function) {
-  return function.physfn.has_value();
 }
 
 }  // namespace

@@ -49,10 +49,16 @@ TEST_CASE("timestamps order by time: a fraction after its whole second, fraction
 namespace hostagent {
 namespace {
 
-TEST_CASE("time_of reads back what rfc3339 writes, to the second, and refuses what is not a timestamp") {
+TEST_CASE("time_of reads back what rfc3339 and rfc3339_ms write, fractions too, and refuses what is not one") {
   const auto now = std::chrono::time_point_cast<std::chrono::seconds>(std::chrono::system_clock::now());
   CHECK(time_of(rfc3339(now)) == std::optional<std::chrono::system_clock::time_point>(now));
-  CHECK(time_of("1970-01-01T00:01:40.75Z") == std::optional(std::chrono::system_clock::from_time_t(100)));
+  const auto later = now + std::chrono::milliseconds(250);
+  CHECK(rfc3339_ms(later).ends_with(".250Z"));
+  CHECK(is_utc_timestamp(rfc3339_ms(later)));
+  CHECK(rfc3339_ms(now).ends_with(".000Z"));
+  CHECK(time_of(rfc3339_ms(later)) == std::optional<std::chrono::system_clock::time_point>(later));
+  CHECK(time_of("1970-01-01T00:01:40.75Z") ==
+        std::optional(std::chrono::system_clock::from_time_t(100) + std::chrono::milliseconds(750)));
   CHECK_FALSE(time_of("2026-12-04T10:00:00+01:00").has_value());
   CHECK_FALSE(time_of("yesterday").has_value());
 }

@@ -11,7 +11,9 @@
 #pragma once
 
 #include <array>
+#include <cstddef>
 #include <cstdint>
+#include <string>
 
 namespace hostagent::testing::emulated_host {
 
@@ -26,6 +28,31 @@ inline constexpr std::array<int, kNodes> kBusBase = {0x20, 0x40};
 inline constexpr uint16_t kEduVendor = 0x1234;
 inline constexpr uint16_t kEduDevice = 0x11e8;
 inline constexpr int kEduPerNode = 2;
+
+// The expansion ROM the hygiene boot gives every edu (QEMU's romfile=): one image the kernel's
+// pci_map_rom accepts (drivers/pci/rom.c pci_get_rom_size: the 0x55AA signature, at 0x18 the
+// offset of the "PCIR" data structure, whose image length, in 512-byte units, is at +16 and whose
+// last-image flag is bit 7 of +21), sized exactly by that length, so that the ROM the kernel reads
+// through sysfs is these bytes and its SHA-256 is theirs. `fill` makes another image.
+inline std::string edu_option_rom(char fill = 'h') {
+  constexpr std::size_t kBlocks = 2;
+  std::string rom(kBlocks * 512, fill);
+  const auto put16 = [&rom](std::size_t at, uint16_t value) {
+    rom[at] = static_cast<char>(value & 0xffU);
+    rom[at + 1] = static_cast<char>(value >> 8U);
+  };
+  put16(0x00, 0xAA55);
+  rom[0x02] = static_cast<char>(kBlocks);
+  put16(0x18, 0x20);
+  rom.replace(0x20, 4, "PCIR");
+  put16(0x20 + 4, kEduVendor);
+  put16(0x20 + 6, kEduDevice);
+  put16(0x20 + 10, 0x18);  // the structure's length
+  put16(0x20 + 16, kBlocks);
+  rom[0x20 + 20] = 0;                        // code type: x86
+  rom[0x20 + 21] = static_cast<char>(0x80);  // the last image
+  return rom;
+}
 
 // virtio-rng-pci with disable-legacy=on,ats=on: a PCIe endpoint with an ATS capability. Debian builds
 // virtio_pci as a module that the guest never loads, so it stays unbound.

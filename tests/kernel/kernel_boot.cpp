@@ -139,6 +139,7 @@ struct BootPlan {
   // The host-life boots: the test cases this pattern matches, and a disk that outlives the boot.
   std::string test_filter = {};
   fs::path persistent_disk = {};
+  fs::path edu_romfile = {};  // the hygiene boot's: an expansion ROM on every edu
 };
 
 Result<std::string> build_initramfs(const HostPrerequisites& host, const fs::path& netdevsim, const BootPlan& plan) {
@@ -236,6 +237,7 @@ BootRun run_boot(const BootPlan& plan, const HostPrerequisites& host) {
   QemuInputs inputs{host.qemu, host.kernel, initrd, run_dir / kConsoleLog, run_dir / kResultsLog};
   inputs.share_host_root = plan.end_to_end;
   inputs.persistent_disk = plan.persistent_disk;
+  inputs.edu_romfile = plan.edu_romfile;
   const auto qemu = qemu_argv(inputs);
   argv.insert(argv.end(), qemu.begin(), qemu.end());
   write_text(run_dir / "qemu-command", shell_command(qemu));  // to boot it again by hand
@@ -335,6 +337,17 @@ TEST_CASE("boot: the emulated GPU host runs the device test cases on Debian's ke
 // drives them (tests/kernel/e2e/).
 TEST_CASE("boot end to end: hostagentd runs VMs with libvirtd in the emulated GPU host") {
   boot(BootPlan{HOSTAGENT_KERNEL_E2E_RUN_DIR, HOSTAGENT_KERNEL_E2E_GUEST, true});
+}
+
+// The end-to-end host whose GPU stand-ins carry an expansion ROM (emulated_host::edu_option_rom):
+// devices cleaned between tenants (tests/kernel/e2e/test_hygiene.cpp).
+TEST_CASE("boot hygiene: hostagentd cleans the emulated GPU host's devices between tenants") {
+  BootPlan plan{HOSTAGENT_KERNEL_HYGIENE_RUN_DIR, HOSTAGENT_KERNEL_HYGIENE_GUEST, true};
+  plan.edu_romfile = plan.run_dir / "edu-rom.bin";
+  std::error_code ec;
+  fs::create_directories(plan.run_dir, ec);
+  write_text(plan.edu_romfile, emulated_host::edu_option_rom());
+  boot(plan);
 }
 
 // The same, booted twice on a disk that survives: hostagentd's state and libvirt's configuration

@@ -259,6 +259,28 @@ TEST_CASE("the end-to-end boot shares this machine's root read-only over virtio-
   CHECK(fsdev[3].find(std::string("mount_tag=") + kHostRootTag) != std::string::npos);
 }
 
+TEST_CASE("the hygiene boot gives every edu the ROM image, one the kernel's ROM parser sizes exactly") {
+  const auto plain = device_arguments();
+  CHECK(std::none_of(plain.begin(), plain.end(),
+                     [](const std::string& d) { return d.find("romfile=") != std::string::npos; }));
+  const auto with_rom = device_arguments(emulated_host::kNvmeMaxVfs, "/run/edu-rom.bin");
+  CHECK(std::count_if(with_rom.begin(), with_rom.end(), [](const std::string& d) {
+          return d.starts_with("edu,romfile=/run/edu-rom.bin,bus=");
+        }) == emulated_host::kNodes * emulated_host::kEduPerNode);
+  // What drivers/pci/rom.c pci_get_rom_size reads: 55 AA, the PCIR offset at 0x18, the length at
+  // PCIR+16 in 512-byte blocks, the last-image bit at PCIR+21.
+  const std::string rom = emulated_host::edu_option_rom();
+  const auto byte = [&](std::size_t at) { return static_cast<unsigned>(static_cast<unsigned char>(rom[at])); };
+  CHECK(byte(0) == 0x55);
+  CHECK(byte(1) == 0xAA);
+  const std::size_t pcir = byte(0x18) | (byte(0x19) << 8U);
+  CHECK(rom.substr(pcir, 4) == "PCIR");
+  CHECK((byte(pcir + 16) | (byte(pcir + 17) << 8U)) * 512 == rom.size());
+  CHECK((byte(pcir + 21) & 0x80U) != 0);
+  CHECK(emulated_host::edu_option_rom('x') != rom);
+  CHECK(emulated_host::edu_option_rom('x').size() == rom.size());
+}
+
 TEST_CASE("the linux-source package of a Debian kernel version") {
   CHECK(kernel_series("6.1.0-57-amd64") == "6.1");
   CHECK(kernel_series("6.12.9-amd64") == "6.12");

@@ -27,33 +27,49 @@ Result<std::string> reset_methods(const SysfsRoot& sysfs, const PciAddress& func
                                            "reset between tenants, so it cannot be shown clean"};
 }
 
+// "" when every register of `identity` reads its value; else what they read ("ffff:ffff"). A
+// function that does not answer reads as all ones.
+Result<std::string> answers(ConfigSpace& config, const PciAddress& function, const FunctionIdentity& identity) {
+  std::string read;
+  bool all = true;
+  for (const auto& [offset, value] : identity.registers) {
+    HA_TRY(const uint16_t got, config.read16(function, offset));
+    read += (read.empty() ? "" : ":") + hex4(got);
+    all = all && got == value;
+  }
+  return all ? std::string() : read;
+}
+
 }  // namespace
 
+FunctionIdentity function_identity(uint16_t vendor, uint16_t device) {
+  // PCI Local Bus 6.1: vendor ID at 0x00, device ID at 0x02.
+  return {{{0x00, vendor}, {0x02, device}}, hex4(vendor) + ":" + hex4(device)};
+}
+
+FunctionIdentity vf_identity(uint32_t class_code) {
+  const auto upper = static_cast<uint16_t>(class_code >> 8U);
+  return {{{0x0a, upper}}, "a VF of class " + hex4(upper)};
+}
+
 Result<ResetReport> reset_and_verify(const SysfsRoot& sysfs, SysfsWriter& writer, ConfigSpace& config,
-                                     const PciAddress& function, uint16_t vendor, uint16_t device,
+                                     const PciAddress& function, const FunctionIdentity& identity,
                                      const ResetPolling& polling) {
   ResetReport report;
   HA_TRY(report.methods, reset_methods(sysfs, function));
   HA_TRY_STATUS(writer.write("/sys/bus/pci/devices/" + function.to_string() + "/reset", "1"));
   std::string answered = "nothing";
   for (int poll = 1; poll <= polling.polls; ++poll) {
-    // PCI Local Bus 6.1: vendor ID at 0x00, device ID at 0x02; a function that does not answer
-    // reads as all ones.
-    const auto read_vendor = config.read16(function, 0x00);
-    const auto read_device = config.read16(function, 0x02);
-    if (read_vendor.ok() && read_device.ok()) {
-      if (*read_vendor == vendor && *read_device == device) {
-        report.polls = poll;
-        return report;
-      }
-      answered = hex4(*read_vendor) + ":" + hex4(*read_device);
-    } else {
-      answered = (read_vendor.ok() ? read_device : read_vendor).error().message;
+    auto read = answers(config, function, identity);
+    if (read.ok() && read->empty()) {
+      report.polls = poll;
+      return report;
     }
+    answered = read.ok() ? *read : read.error().message;
     if (poll < polling.polls && polling.sleep) polling.sleep(polling.interval);
   }
-  return Error{ErrorCode::io_error, function.to_string() + " did not come back from its reset as " + hex4(vendor) +
-                                        ":" + hex4(device) + ": config space answered " + answered + " after " +
+  return Error{ErrorCode::io_error, function.to_string() + " did not come back from its reset as " + identity.name +
+                                        ": config space answered " + answered + " after " +
                                         std::to_string(polling.polls) + " reads"};
 }
 

@@ -47,7 +47,7 @@ struct Context {
         operation_records(std::move(operation_records_in)),
         ledger(host, std::move(policy), events, hugepage_reader(host_sysfs_root, host)),
         lifecycle({config.state_directory / "device_states.json", config.state_directory / "cleaning_evidence.jsonl",
-                   host, *devices, ledger, events, *clock}),
+                   host, *devices, ledger, events, *clock, hook.get()}),
         operations(*clock, events, &operation_records),
         requests(std::move(requests_in), *clock) {}
 

@@ -324,26 +324,28 @@ void DeviceLifecycle::clean_one(const DeviceStateEntry& entry) {
 }
 
 state::CleaningEvidence DeviceLifecycle::run_steps(const DeviceStateEntry& entry, const numa::PciFunction& function) {
+  // Milliseconds: a step's duration is read back from its times, and most take less than a second.
   state::CleaningEvidence evidence{entry.address,
                                    std::string(numa::to_string(function.role)),
                                    entry.vm,
                                    "clean",
-                                   rfc3339(parts_.clock.now()),
+                                   rfc3339_ms(parts_.clock.now()),
                                    "",
                                    {}};
   for (const auto& step : parts_.devices.cleaning_steps(function)) {
+    if (parts_.hook) parts_.hook->before_step("clean", entry.address.to_string(), step.name);
     set_running(Running{entry.address, step.name});
-    const auto started = rfc3339(parts_.clock.now());
+    const auto started = rfc3339_ms(parts_.clock.now());
     const auto outcome = step.run();
     evidence.steps.push_back(
-        {step.name, devices::to_string(outcome.result), outcome.detail, started, rfc3339(parts_.clock.now())});
+        {step.name, devices::to_string(outcome.result), outcome.detail, started, rfc3339_ms(parts_.clock.now())});
     if (outcome.result == devices::StepResult::failed) {
       evidence.outcome = "quarantined";
       break;
     }
   }
   set_running(std::nullopt);
-  evidence.finished_at = rfc3339(parts_.clock.now());
+  evidence.finished_at = rfc3339_ms(parts_.clock.now());
   return evidence;
 }
 

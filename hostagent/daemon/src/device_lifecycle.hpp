@@ -24,6 +24,7 @@
 #include "event_hub.hpp"
 #include "hostagent/common/result.hpp"
 #include "hostagent/daemon/clock.hpp"
+#include "hostagent/daemon/step_hook.hpp"
 #include "hostagent/devices/device_preparer.hpp"
 #include "hostagent/numa/device_health.hpp"
 #include "hostagent/service/vm_service.hpp"
@@ -43,6 +44,9 @@ class DeviceLifecycle {
     Ledger& ledger;
     EventHub& events;
     Clock& clock;
+    // Called before each cleaning step as operation "clean" of the device's address: the crash
+    // tests' seam (daemon/step_hook); null in production.
+    StepHook* hook = nullptr;
   };
   explicit DeviceLifecycle(Parts parts);
   ~DeviceLifecycle();  // stops the cleaning thread, if started, and joins it

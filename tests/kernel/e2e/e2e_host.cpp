@@ -155,8 +155,8 @@ PciAddress check_vm_holds_a_vf(const DomainView& domain) {
   return vf;
 }
 
-Daemon::Daemon(const fs::path& dir) : dir_(dir), config_(dir / "hostagent.yaml") {
-  write_file(config_, configuration(dir_, emulated_devices()));
+Daemon::Daemon(const fs::path& dir, const std::string& more_config) : dir_(dir), config_(dir / "hostagent.yaml") {
+  write_file(config_, configuration(dir_, emulated_devices()) + more_config);
   write_file(dir_ / "templates" / (std::string(kVfTemplate) + ".yaml"), kVfTemplateYaml);
   write_file(dir_ / "templates" / (std::string(kBrokenTemplate) + ".yaml"), kBrokenTemplateYaml);
 }
@@ -165,9 +165,11 @@ Daemon::~Daemon() {
   if (pid_ > 0) kill_hard();
 }
 
-bool Daemon::start(std::chrono::seconds timeout) {
+bool Daemon::start(std::chrono::seconds timeout, const std::vector<std::string>& arguments) {
   REQUIRE(pid_ < 0);
-  pid_ = spawn_logged({HOSTAGENT_E2E_HOSTAGENTD, "--config", config_.string()}, dir_ / "hostagentd.log");
+  std::vector<std::string> argv = {HOSTAGENT_E2E_HOSTAGENTD, "--config", config_.string()};
+  argv.insert(argv.end(), arguments.begin(), arguments.end());
+  pid_ = spawn_logged(argv, dir_ / "hostagentd.log");
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   while (std::chrono::steady_clock::now() < deadline) {
     int status = 0;

@@ -39,13 +39,16 @@ void check_vf_idle(const PciAddress& vf);
 // edu devices as GPUs, and the two templates; its state under `dir`, which outlives a restart.
 class Daemon {
  public:
-  explicit Daemon(const std::filesystem::path& dir);
+  // `more_config`: top-level YAML sections appended to the configuration (the hygiene boot's
+  // known-good ROMs).
+  explicit Daemon(const std::filesystem::path& dir, const std::string& more_config = "");
   ~Daemon();  // SIGKILL if still running
   Daemon(const Daemon&) = delete;
   Daemon& operator=(const Daemon&) = delete;
 
-  // Starts hostagentd; true once `hostagentctl host show` answers (it retries until timeout).
-  bool start(std::chrono::seconds timeout);
+  // Starts hostagentd (with `arguments` after its --config); true once `hostagentctl host show`
+  // answers (it retries until timeout).
+  bool start(std::chrono::seconds timeout, const std::vector<std::string>& arguments = {});
   int stop();        // SIGTERM; the exit status, or -1 when it had to be killed after 60 s
   void kill_hard();  // SIGKILL: a crash
   CommandResult ctl(const std::vector<std::string>& args) const;

@@ -41,7 +41,8 @@ std::string nvme_pf(int node, int max_vfs) {
          ",msix_qsize=" + std::to_string(vi_flexible + 2);
 }
 
-void add_node(std::vector<std::string>& devices, int node, Chassis& chassis, int nvme_max_vfs) {
+void add_node(std::vector<std::string>& devices, int node, Chassis& chassis, int nvme_max_vfs,
+              const std::filesystem::path& edu_romfile) {
   const std::string n = std::to_string(node);
   const std::string pxb = "pxb" + n;
   devices.push_back("pxb-pcie,id=" + pxb + ",bus_nr=" + hex(host::kBusBase.at(node)) + ",numa_node=" + n +
@@ -57,7 +58,8 @@ void add_node(std::vector<std::string>& devices, int node, Chassis& chassis, int
     devices.push_back(endpoint + ",bus=" + id);
     ++port;
   };
-  for (int i = 0; i < host::kEduPerNode; ++i) downstream("edu");
+  const std::string edu = edu_romfile.empty() ? "edu" : "edu,romfile=" + edu_romfile.string();
+  for (int i = 0; i < host::kEduPerNode; ++i) downstream(edu);
   if (node == 0) downstream("virtio-rng-pci,disable-legacy=on,ats=on");
   // The NVMe PF on a root port of its own.
   devices.push_back("pcie-root-port,id=rp" + n + "n,bus=" + pxb + ",chassis=" + chassis.next() + ",slot=0,addr=0x1");
@@ -72,11 +74,11 @@ std::string kernel_cmdline() {
   return verify::tcg_kernel_cmdline("console=ttyS0 intel_iommu=on iommu=pt panic=-1 quiet");
 }
 
-std::vector<std::string> device_arguments(int nvme_max_vfs) {
+std::vector<std::string> device_arguments(int nvme_max_vfs, const std::filesystem::path& edu_romfile) {
   // The IOMMU first: QEMU attaches each PCI device to the IOMMU that exists when it is created.
   std::vector<std::string> devices = {"intel-iommu,intremap=on,caching-mode=on"};
   Chassis chassis;
-  for (int node = 0; node < host::kNodes; ++node) add_node(devices, node, chassis, nvme_max_vfs);
+  for (int node = 0; node < host::kNodes; ++node) add_node(devices, node, chassis, nvme_max_vfs, edu_romfile);
   return devices;
 }
 
@@ -102,7 +104,8 @@ std::vector<std::string> qemu_argv(const QemuInputs& inputs) {
                 {"-object", "memory-backend-ram,id=mem" + n + ",size=" + std::to_string(host::kMemoryMibPerNode) + "M",
                  "-numa", "node,nodeid=" + n + ",cpus=" + cpu_range + ",memdev=mem" + n});
   }
-  for (const auto& device : device_arguments(inputs.nvme_max_vfs)) argv.insert(argv.end(), {"-device", device});
+  for (const auto& device : device_arguments(inputs.nvme_max_vfs, inputs.edu_romfile))
+    argv.insert(argv.end(), {"-device", device});
   if (inputs.share_host_root) {
     // security_model=none: files keep this machine's owners and modes, and nothing is remapped;
     // multidevs=remap: / spans several file systems, whose inode numbers would otherwise collide

@@ -28,6 +28,8 @@ struct QemuInputs {
   // A raw image that outlives the boot (the host-life boots: host_root.hpp, kPersistentLabel),
   // attached as an NVMe controller of its own (no SR-IOV) on the root complex; empty: none.
   std::filesystem::path persistent_disk = {};
+  // An expansion ROM image every edu carries (romfile=; the hygiene boot's); empty: none.
+  std::filesystem::path edu_romfile = {};
 };
 
 // The kernel command line: the console on ttyS0, the IOMMU on (Debian's default leaves it off),
@@ -36,7 +38,8 @@ struct QemuInputs {
 std::string kernel_cmdline();
 
 // The device arguments of the emulated host, in creation order (a bus before what plugs into it).
-std::vector<std::string> device_arguments(int nvme_max_vfs = emulated_host::kNvmeMaxVfs);
+std::vector<std::string> device_arguments(int nvme_max_vfs = emulated_host::kNvmeMaxVfs,
+                                          const std::filesystem::path& edu_romfile = {});
 
 // The whole argv, QEMU first.
 std::vector<std::string> qemu_argv(const QemuInputs& inputs);

@@ -1,16 +1,18 @@
 // vfio/function_reset: a function's reset between tenants, and the check that it came back as the
-// device it was: issue 19's first cleaning step. The reset itself is the kernel's (the `reset`
+// device it was: the first step of cleaning a device between tenants. The reset itself is the kernel's (the `reset`
 // attribute, pci-sysfs.c reset_store -> pci_reset_function: the methods `reset_method` lists, in
 // order, FLR first where the function has it); the write returns once the kernel's own wait for
 // the device is over (pci_dev_wait). What this adds is the proof: config space read until it
-// answers with the vendor and device ID it had, within a bounded number of polls. A device still
-// answering 0xffff (nothing on the link) or another ID did not come back, and must not be given.
+// answers as the function it was (FunctionIdentity), within a bounded number of polls. A device
+// still answering 0xffff (nothing on the link) or another ID did not come back, and must not be given.
 #pragma once
 
 #include <chrono>
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "hostagent/common/pci_address.hpp"
 #include "hostagent/common/result.hpp"
@@ -27,16 +29,28 @@ struct ResetPolling {
   std::function<void(std::chrono::milliseconds)> sleep;
 };
 
+// The registers that say the function answers as itself, and their values. Any function but a VF:
+// its vendor and device ID (0x00, 0x02). A VF's ID registers read 0xFFFF by definition (PCIe Base
+// 6.0, 9.3.4.1.1 and 9.3.4.1.2: its IDs are in the PF's SR-IOV capability; the kernel takes them
+// from there, pci_iov_add_virtfn), so its class code's upper word (0x0a: base class and subclass)
+// stands in: it reads all ones only when nothing answers.
+struct FunctionIdentity {
+  std::vector<std::pair<int, uint16_t>> registers;
+  std::string name;  // how a message names it: "10de:2330", "a VF of class 0108"
+};
+FunctionIdentity function_identity(uint16_t vendor, uint16_t device);
+FunctionIdentity vf_identity(uint32_t class_code);
+
 struct ResetReport {
   std::string methods;  // reset_method as the kernel listed it ("flr bus"); "" when it has no such attribute
   int polls = 0;        // config space reads until the IDs answered (1: at once)
 };
 
-// Resets `function` and waits for it to answer as vendor:device. unsupported when the kernel lists
+// Resets `function` and waits for it to answer as `identity`. unsupported when the kernel lists
 // no reset method for it (it cannot be reset, so it cannot be proved clean); io_error when the
 // write is refused or the function does not come back, naming what config space answered.
 Result<ResetReport> reset_and_verify(const SysfsRoot& sysfs, SysfsWriter& writer, ConfigSpace& config,
-                                     const PciAddress& function, uint16_t vendor, uint16_t device,
+                                     const PciAddress& function, const FunctionIdentity& identity,
                                      const ResetPolling& polling);
 
 }  // namespace hostagent::vfio

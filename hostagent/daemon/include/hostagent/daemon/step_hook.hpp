@@ -1,6 +1,7 @@
-// hostagent/daemon/step_hook: a seam at every step boundary of every operation. Production runs
-// without one; the crash tests install pause_at_step, which stops the daemon right before a named
-// step so the test can SIGKILL it there and check what a restart makes of the half-done operation.
+// hostagent/daemon/step_hook: a seam at every step boundary of every operation, and of every
+// device's cleaning (operation "clean", the device's address for the VM). Production runs without one; the crash tests
+// install pause_at_step, which stops the daemon right before a named step so the test can SIGKILL it there and check
+// what a restart makes of the half-done operation.
 #pragma once
 
 #include <filesystem>

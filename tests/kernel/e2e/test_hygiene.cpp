@@ -1,0 +1,230 @@
+// Cleaning between tenants on the real-kernel harness (issue 19): the emulated GPU host booted with
+// an expansion ROM on every edu (kernel_boot.cpp, "boot hygiene"; emulated_host::edu_option_rom),
+// hostagentd preparing its devices itself. A VM's NVMe VF is reset by the kernel and read back after
+// the VM goes; a GPU stand-in's ROM is read through sysfs and judged by hygiene.firmware; a reset
+// the kernel is told it may not do quarantines the device until an operator clears it; a daemon
+// killed mid-cleaning cleans the device again at its next start. Each case is a CTest result
+// (hygiene:...), starts its own hostagentd on a state directory of its own, and prints how long
+// each step took on this kernel.
+#include <doctest/doctest.h>
+
+#include <boost/json.hpp>
+#include <chrono>
+#include <fstream>
+#include <sstream>
+
+#include "../emulated_host.hpp"
+#include "../guest/guest_host.hpp"
+#include "e2e_host.hpp"
+#include "hostagent/common/sha256.hpp"
+
+namespace hostagent::testing::e2e {
+namespace {
+
+namespace fs = std::filesystem;
+namespace json = boost::json;
+constexpr auto kStartTimeout = std::chrono::seconds(120);
+constexpr auto kCleaningTimeout = std::chrono::seconds(60);
+
+json::value json_of(const CommandResult& result) {
+  REQUIRE_MESSAGE(result.exit_code == 0, result.output);
+  return json::parse(result.output);
+}
+
+// hygiene.firmware naming `rom` as the edu's one known-good image.
+std::string known_good(const std::string& rom) {
+  char id[64];
+  std::snprintf(id, sizeof id, "{vendor: 0x%04x, device: 0x%04x, ", emulated_host::kEduVendor,
+                emulated_host::kEduDevice);
+  return std::string("hygiene:\n  firmware:\n    - ") + id + "sha256: [\"" + sha256_hex(rom) + "\"]}\n";
+}
+
+// Until nothing waits for its cleaning, or the timeout.
+bool cleaned_within(const Daemon& daemon) {
+  return guest::wait_until(
+      [&] {
+        const auto listed = daemon.ctl({"cleaning", "list", "--json"});
+        return listed.exit_code == 0 && json::parse(listed.output).at("devices").as_array().empty();
+      },
+      kCleaningTimeout);
+}
+
+// The device's last cleaning from its history, each step's time printed for the closing note.
+json::object last_cleaning(const Daemon& daemon, const PciAddress& device) {
+  const auto history = json_of(daemon.ctl({"devices", "history", device.to_string(), "--json"}));
+  CHECK(history.at("chain").at("whole").as_bool());
+  const auto& cleanings = history.at("cleanings").as_array();
+  REQUIRE_FALSE(cleanings.empty());
+  auto last = cleanings.back().as_object();
+  for (const auto& step : last.at("steps").as_array()) {
+    MESSAGE(device.to_string() << " " << json::value_to<std::string>(last.at("role")) << " "
+                               << json::value_to<std::string>(step.at("name")) << ": "
+                               << json::value_to<std::string>(step.at("result")) << " in "
+                               << step.at("seconds").to_number<double>() << " s ("
+                               << json::value_to<std::string>(step.at("detail")) << ")");
+  }
+  return last;
+}
+
+json::object step_named(const json::object& cleaning, const std::string& name) {
+  for (const auto& step : cleaning.at("steps").as_array()) {
+    if (step.at("name").as_string() == name) return step.as_object();
+  }
+  FAIL("no step " << name << " in " << json::serialize(cleaning));
+  return {};
+}
+
+std::string text(const json::object& object, const char* key) {
+  return json::value_to<std::string>(object.at(key));
+}
+
+bool listed_free(const Daemon& daemon, const PciAddress& device) {
+  const auto free = daemon.ctl({"devices", "--free", "--json"});
+  return free.exit_code == 0 && free.output.find("\"" + device.to_string() + "\"") != std::string::npos;
+}
+
+PciAddress first_gpu() {
+  const auto gpus = emulated_devices().gpus;
+  REQUIRE_FALSE(gpus.empty());
+  return gpus.front();
+}
+
+// The kernel's own switch for a function's resets (pci-sysfs.c reset_method_store): "" disables
+// every method, "default" brings back those the kernel found.
+void set_reset_methods(const PciAddress& device, const std::string& methods) {
+  std::ofstream out(guest::pci_path(device, "reset_method"));
+  out << methods << "\n";
+  out.flush();
+  REQUIRE_MESSAGE(out.good(), "cannot write reset_method of " << device.to_string());
+}
+
+}  // namespace
+
+TEST_CASE("1 a VM's NVMe VF is reset by the kernel and read back once the VM is deleted, then free again") {
+  TempDir dir;
+  Daemon daemon(dir.path());
+  REQUIRE_MESSAGE(daemon.start(kStartTimeout), daemon.log_tail());
+  const std::string name = "hygiene-vf";
+  const auto created = daemon.ctl({"vm", "create", "--template", kVfTemplate, "--name", name});
+  REQUIRE_MESSAGE(created.exit_code == 0, created.output << daemon.log_tail() << libvirt_logs(name));
+  const PciAddress vf = check_vm_holds_a_vf(libvirt_domain(name));
+  CHECK_FALSE(listed_free(daemon, vf));
+  const auto deleted = daemon.ctl({"vm", "delete", name});
+  REQUIRE_MESSAGE(deleted.exit_code == 0, deleted.output << daemon.log_tail());
+  REQUIRE_MESSAGE(cleaned_within(daemon), daemon.log_tail());
+
+  const auto cleaning = last_cleaning(daemon, vf);
+  CHECK(text(cleaning, "outcome") == "clean");
+  CHECK(text(cleaning, "vm") == name);
+  CHECK(text(cleaning, "role") == "nvme");
+  const auto reset = step_named(cleaning, "reset");
+  CHECK(text(reset, "result") == "passed");
+  CHECK_MESSAGE(text(reset, "detail").find("answered as a VF of class 0108") != std::string::npos,
+                text(reset, "detail"));
+  CHECK(text(step_named(cleaning, "firmware"), "detail") == "no expansion ROM");  // a VF has no ROM BAR
+  CHECK(text(step_named(cleaning, "erase"), "result") == "skipped");
+  CHECK(listed_free(daemon, vf));
+  check_vf_idle(vf);
+  CHECK_MESSAGE(daemon.stop() == 0, daemon.log_tail());
+}
+
+TEST_CASE("2 a GPU stand-in whose ROM is on the known-good list passes its cleaning, its ROM's digest kept") {
+  TempDir dir;
+  Daemon daemon(dir.path(), known_good(emulated_host::edu_option_rom()));
+  REQUIRE_MESSAGE(daemon.start(kStartTimeout), daemon.log_tail());
+  const auto gpu = first_gpu();
+  const auto asked = daemon.ctl({"devices", "clean", gpu.to_string()});
+  REQUIRE_MESSAGE(asked.exit_code == 0, asked.output << daemon.log_tail());
+  REQUIRE_MESSAGE(cleaned_within(daemon), daemon.log_tail());
+  const auto cleaning = last_cleaning(daemon, gpu);
+  CHECK(text(cleaning, "outcome") == "clean");
+  CHECK(text(step_named(cleaning, "reset"), "result") == "passed");
+  const auto firmware = step_named(cleaning, "firmware");
+  CHECK(text(firmware, "result") == "passed");
+  CHECK_MESSAGE(text(firmware, "detail").find(sha256_hex(emulated_host::edu_option_rom())) != std::string::npos,
+                text(firmware, "detail"));
+  // Still on vfio-pci, where the host keeps its GPUs, and free.
+  CHECK(guest::driver_of(gpu) == std::optional<std::string>("vfio-pci"));
+  CHECK(listed_free(daemon, gpu));
+  CHECK_MESSAGE(daemon.stop() == 0, daemon.log_tail());
+}
+
+TEST_CASE("3 a GPU stand-in whose ROM is off the known-good list is quarantined, its ROM's digest named") {
+  TempDir dir;
+  Daemon daemon(dir.path(), known_good(emulated_host::edu_option_rom('x')));
+  REQUIRE_MESSAGE(daemon.start(kStartTimeout), daemon.log_tail());
+  const auto gpu = first_gpu();
+  REQUIRE(daemon.ctl({"devices", "clean", gpu.to_string()}).exit_code == 0);
+  REQUIRE_MESSAGE(cleaned_within(daemon), daemon.log_tail());
+  const auto cleaning = last_cleaning(daemon, gpu);
+  CHECK(text(cleaning, "outcome") == "quarantined");
+  const auto firmware = step_named(cleaning, "firmware");
+  CHECK(text(firmware, "result") == "failed");
+  CHECK(text(firmware, "detail").find(sha256_hex(emulated_host::edu_option_rom())) != std::string::npos);
+  const auto quarantine = json_of(daemon.ctl({"quarantine", "list", "--json"}));
+  const auto& listed = quarantine.at("devices").as_array();
+  REQUIRE(listed.size() == 1);
+  CHECK(text(listed.front().as_object(), "address") == gpu.to_string());
+  CHECK(text(listed.front().as_object(), "step") == "firmware");
+  CHECK_FALSE(listed_free(daemon, gpu));
+  CHECK_MESSAGE(daemon.stop() == 0, daemon.log_tail());
+}
+
+TEST_CASE("4 a reset the kernel may not do quarantines the device, and clearing it makes it placeable again") {
+  TempDir dir;
+  Daemon daemon(dir.path());
+  REQUIRE_MESSAGE(daemon.start(kStartTimeout), daemon.log_tail());
+  const auto gpu = first_gpu();
+  const std::string methods = guest::sysfs().read(guest::pci_path(gpu, "reset_method")).value();
+  MESSAGE(gpu.to_string() << " resets by: " << methods);
+  set_reset_methods(gpu, "");
+  REQUIRE(daemon.ctl({"devices", "clean", gpu.to_string()}).exit_code == 0);
+  REQUIRE_MESSAGE(cleaned_within(daemon), daemon.log_tail());
+  const auto cleaning = last_cleaning(daemon, gpu);
+  CHECK(text(cleaning, "outcome") == "quarantined");
+  const auto reset = step_named(cleaning, "reset");
+  CHECK(text(reset, "result") == "failed");
+  CHECK_MESSAGE(text(reset, "detail").find("no reset method") != std::string::npos, text(reset, "detail"));
+  CHECK_FALSE(listed_free(daemon, gpu));
+
+  // Repaired, then cleared: placeable, and a cleaning passes again.
+  set_reset_methods(gpu, "default");
+  const auto cleared = daemon.ctl({"quarantine", "clear", gpu.to_string()});
+  REQUIRE_MESSAGE(cleared.exit_code == 0, cleared.output);
+  CHECK(listed_free(daemon, gpu));
+  REQUIRE(daemon.ctl({"devices", "clean", gpu.to_string()}).exit_code == 0);
+  REQUIRE_MESSAGE(cleaned_within(daemon), daemon.log_tail());
+  CHECK(text(last_cleaning(daemon, gpu), "outcome") == "clean");
+  CHECK_MESSAGE(daemon.stop() == 0, daemon.log_tail());
+}
+
+TEST_CASE("5 a daemon killed during a cleaning cleans the device again at its next start") {
+  TempDir dir;
+  Daemon daemon(dir.path());
+  // The cleaning stops before its firmware step, its reset done: SIGKILL there.
+  const fs::path paused = dir.path() / "paused";
+  REQUIRE_MESSAGE(daemon.start(kStartTimeout, {"--pause-at", "clean:firmware", "--pause-marker", paused.string()}),
+                  daemon.log_tail());
+  const auto gpu = first_gpu();
+  REQUIRE(daemon.ctl({"devices", "clean", gpu.to_string()}).exit_code == 0);
+  REQUIRE_MESSAGE(guest::wait_until([&] { return fs::exists(paused); }, kCleaningTimeout), daemon.log_tail());
+  daemon.kill_hard();
+  const fs::path states = dir.path() / "state" / "device_states.json";
+  std::ifstream in(states);
+  std::ostringstream written;
+  written << in.rdbuf();
+  REQUIRE_MESSAGE(written.str().find("\"" + gpu.to_string() + "\"") != std::string::npos, written.str());
+  CHECK(written.str().find("\"cleaning\"") != std::string::npos);
+
+  REQUIRE_MESSAGE(daemon.start(kStartTimeout), daemon.log_tail());
+  REQUIRE_MESSAGE(cleaned_within(daemon), daemon.log_tail());
+  const auto history = json_of(daemon.ctl({"devices", "history", gpu.to_string(), "--json"}));
+  // One cleaning on record: the one the restart ran; the killed one never reached the evidence.
+  CHECK(history.at("cleanings").as_array().size() == 1);
+  CHECK(text(last_cleaning(daemon, gpu), "outcome") == "clean");
+  CHECK(listed_free(daemon, gpu));
+  CHECK_MESSAGE(daemon.log().find("cleaning: " + gpu.to_string()) != std::string::npos, daemon.log_tail());
+  CHECK_MESSAGE(daemon.stop() == 0, daemon.log_tail());
+}
+
+}  // namespace hostagent::testing::e2e
