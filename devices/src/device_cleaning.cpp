@@ -4,7 +4,9 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "hostagent/common/text.hpp"
 #include "hostagent/vfio/expansion_rom.hpp"
+#include "program_run.hpp"
 
 namespace hostagent::devices {
 namespace {
@@ -23,6 +25,59 @@ std::string device_id(uint16_t vendor, uint16_t device) {
   char text[16];
   std::snprintf(text, sizeof text, "%04x:%04x", vendor, device);
   return text;
+}
+
+// "{address}" in each argument replaced by the device's address.
+std::vector<std::string> scrub_argv(const std::vector<std::string>& configured, const PciAddress& address) {
+  std::vector<std::string> argv = configured;
+  for (auto& arg : argv) {
+    for (auto at = arg.find("{address}"); at != std::string::npos; at = arg.find("{address}", at)) {
+      arg.replace(at, 9, address.to_string());
+      at += address.to_string().size();
+    }
+  }
+  return argv;
+}
+
+// A program's output as one line of text the evidence holds (which is one-line XML-safe UTF-8):
+// controls made spaces, bytes that are not UTF-8 shown as \xNN, and what still is not (U+FFFE) not
+// shown at all.
+std::string one_line(const std::string& output) {
+  std::string line;
+  for (const char c : output) {
+    const auto byte = static_cast<unsigned char>(c);
+    line += byte < 0x20 || byte == 0x7f ? ' ' : c;
+  }
+  while (!line.empty() && line.back() == ' ') line.pop_back();
+  line = text::valid_utf8(line);
+  if (!text::xml_text_problem(line, text::XmlText::one_line).empty()) return "(its output is not text)";
+  return line;
+}
+
+// The operator's scrubber, while the GPU is on vfio-pci (where the host keeps its GPUs between
+// VMs, and where no host driver can touch the memory being cleared).
+StepOutcome scrub_step(const CleaningParts& parts, const numa::PciFunction& function) {
+  const auto& configured = parts.hygiene->gpu_scrub;
+  if (configured.empty()) return skipped("not scrubbed: no scrubber configured");
+  auto driver = parts.sysfs->read_link_name("/sys/bus/pci/devices/" + function.address.to_string() + "/driver");
+  if (!driver.ok()) return failed(driver.error().message);
+  if (*driver != std::optional<std::string>("vfio-pci")) {
+    return failed("not scrubbed: the GPU is on " + driver->value_or("no driver") + ", not vfio-pci");
+  }
+  const auto argv = scrub_argv(configured, function.address);
+  auto run = detail::run_program(argv, parts.hygiene->gpu_scrub_timeout);
+  if (!run.ok()) return failed("the scrubber could not be started: " + run.error().message);
+  const auto said = one_line(run->output);
+  const std::string output = said.empty() ? "" : "; it said: " + said;
+  if (run->timed_out) {
+    return failed(argv.front() + " did not finish within " +
+                  std::to_string(parts.hygiene->gpu_scrub_timeout.count() / 1000) + " s, and was killed" + output);
+  }
+  if (run->exit_code != 0) {
+    return failed(argv.front() + " exited with " +
+                  (run->exit_code < 0 ? std::string("a signal") : "status " + std::to_string(run->exit_code)) + output);
+  }
+  return passed("scrubbed by " + argv.front() + " (exit status 0)" + output);
 }
 
 bool is_vf(const numa::PciFunction& function) {
@@ -109,7 +164,7 @@ std::vector<CleaningStep> host_cleaning_steps(const CleaningParts& parts, const 
     steps.push_back({"erase", [] { return skipped("not erased: hostagent does not erase NVMe yet"); }});
   }
   if (function.role == numa::PciRole::gpu) {
-    steps.push_back({"scrub", [] { return skipped("not scrubbed: no scrubber configured"); }});
+    steps.push_back({"scrub", [parts, function] { return scrub_step(parts, function); }, false});
   }
   if (function.role == numa::PciRole::nic && is_vf(function)) {
     steps.push_back({"vf-neutral", [parts, function] { return vf_neutral_step(parts, function); }});

@@ -136,6 +136,7 @@ class HostDevicePreparer final : public DevicePreparer {
         &host_, &sysfs_, parts_.writer.get(), parts_.config_space.get(), parts_.netlink.get(), &parts_.options.hygiene};
     auto steps = host_cleaning_steps(cleaning, function);
     for (auto& step : steps) {
+      if (!step.exclusive) continue;
       step.run = [this, run = std::move(step.run)] {
         std::lock_guard lock(mutex_);
         return run();

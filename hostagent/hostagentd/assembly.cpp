@@ -159,6 +159,8 @@ Result<devices::PreparationOptions> preparation_options(const config::DaemonConf
   for (const auto& firmware : config.hygiene.firmware) {
     options.hygiene.firmware[{firmware.vendor, firmware.device}] = firmware.sha256;
   }
+  options.hygiene.gpu_scrub = config.hygiene.gpu_scrub_argv;
+  options.hygiene.gpu_scrub_timeout = config.hygiene.gpu_scrub_timeout;
   return options;
 }
 

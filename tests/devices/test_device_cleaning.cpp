@@ -24,6 +24,7 @@ using sriov::fake::FakeVfNetlink;
 using testing::builtin_spec;
 using testing::contains;
 using testing::FakeHost;
+using testing::TempDir;
 
 const std::string kGpu = "0000:18:00.0";   // vela2's first H100, 10de:2330
 const std::string kNvme = "0000:ad:00.0";  // one of vela2's data NVMe
@@ -176,6 +177,69 @@ TEST_CASE("on a libvirt-managed host every step is skipped with who does it, or 
     }
   }
   CHECK(f.host.kernel().writes().size() == writes);
+}
+
+// A script the test writes: the scrubber as an operator would install it.
+std::string scrubber(const TempDir& dir, const std::string& name, const std::string& body) {
+  const auto file = dir.path() / name;
+  testing::write_text_file(file, "#!/bin/sh\n" + body + "\n");
+  std::filesystem::permissions(file, std::filesystem::perms::owner_all);
+  return file.string();
+}
+
+// Through the driver core's files, as vfio/ binds: unbind, driver_override, drivers_probe.
+void rebind(FakeHost& host, const std::string& bdf, const std::string& driver) {
+  auto& kernel = host.kernel();
+  if (!host.driver_of(bdf).empty()) REQUIRE(kernel.write("/sys/bus/pci/devices/" + bdf + "/driver/unbind", bdf).ok());
+  REQUIRE(kernel.write("/sys/bus/pci/devices/" + bdf + "/driver_override", driver).ok());
+  REQUIRE(kernel.write("/sys/bus/pci/drivers_probe", bdf).ok());
+  REQUIRE(host.driver_of(bdf) == driver);
+}
+
+StepOutcome scrub_of(CleaningFixture& f) {
+  const auto steps = f.clean(f.function(kGpu));
+  REQUIRE(steps.size() == 3);
+  REQUIRE(steps[2].first == "scrub");
+  return steps[2].second;
+}
+
+TEST_CASE("a GPU's scrubber runs with its address, while the GPU is on vfio-pci, and its exit status decides") {
+  CleaningFixture f;
+  TempDir dir;
+  const auto seen = dir.path() / "seen";
+  f.hygiene.gpu_scrub = {scrubber(dir, "scrub-ok", "echo \"$1\" > " + seen.string() + "; echo wiped"), "{address}"};
+  rebind(f.host, kGpu, "vfio-pci");
+  const auto ok = scrub_of(f);
+  CHECK(ok.result == StepResult::passed);
+  CHECK_MESSAGE(contains(ok.detail, "(exit status 0); it said: wiped"), ok.detail);
+  CHECK(testing::read_text_file(seen) == kGpu + "\n");
+
+  SUBCASE("a status other than 0 fails, with what it said") {
+    // Two lines and a byte that is not UTF-8: the evidence holds one line of text.
+    f.hygiene.gpu_scrub = {scrubber(dir, "scrub-bad", "printf 'ECC error\\nbank 3 \\377' >&2; exit 3")};
+    const auto bad = scrub_of(f);
+    CHECK(bad.result == StepResult::failed);
+    CHECK_MESSAGE(contains(bad.detail, "exited with status 3; it said: ECC error bank 3 \\xff"), bad.detail);
+  }
+  SUBCASE("past its time limit it is killed, and fails") {
+    f.hygiene.gpu_scrub = {scrubber(dir, "scrub-slow", "sleep 30")};
+    f.hygiene.gpu_scrub_timeout = std::chrono::milliseconds(200);
+    const auto slow = scrub_of(f);
+    CHECK(slow.result == StepResult::failed);
+    CHECK_MESSAGE(contains(slow.detail, "did not finish within"), slow.detail);
+  }
+  SUBCASE("a scrubber that is not there fails, naming it") {
+    f.hygiene.gpu_scrub = {(dir.path() / "missing").string()};
+    const auto missing = scrub_of(f);
+    CHECK(missing.result == StepResult::failed);
+    CHECK_MESSAGE(contains(missing.detail, "could not be started"), missing.detail);
+  }
+  SUBCASE("a GPU on a host driver is not scrubbed, and fails") {
+    rebind(f.host, kGpu, "nvidia");
+    const auto elsewhere = scrub_of(f);
+    CHECK(elsewhere.result == StepResult::failed);
+    CHECK_MESSAGE(contains(elsewhere.detail, "the GPU is on nvidia, not vfio-pci"), elsewhere.detail);
+  }
 }
 
 }  // namespace

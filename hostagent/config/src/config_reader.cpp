@@ -44,7 +44,8 @@ const std::vector<std::string_view> kTlsKeys = {"certificate", "key", "client_ca
 const std::vector<std::string_view> kTlsSectionKeys = {"certificate", "key", "client_ca", "operator_common_names"};
 const std::vector<std::string_view> kDevicesKeys = {"preparation", "bind_at_start",      "gpu_ids", "sriov",
                                                     "vf",          "releasable_drivers", "reserved"};
-const std::vector<std::string_view> kHygieneKeys = {"firmware"};
+const std::vector<std::string_view> kHygieneKeys = {"firmware", "gpu_scrub"};
+const std::vector<std::string_view> kGpuScrubKeys = {"argv", "timeout"};
 const std::vector<std::string_view> kVfKeys = {
     "vlan", "qos", "trust", "spoofchk", "link_state", "min_tx_rate_mbps", "max_tx_rate_mbps"};
 const std::vector<std::string_view> kPreparations = {"hostagent", "libvirt"};
@@ -375,6 +376,7 @@ class ConfigReader {
     auto read = read_list<FirmwareConfig>(
         *firmware_, "hygiene.firmware", "a list of {vendor: 0x10de, device: 0x2330, sha256: [\"<64 hex digits>\"]}",
         [this](const Value& item, const std::string& path) { return read_firmware(item, path); });
+    read_gpu_scrub(field(hygiene, "gpu_scrub"), config);
     if (!read) return;
     for (std::size_t i = 0; i < read->size(); ++i) {
       for (std::size_t j = 0; j < i; ++j) {
@@ -386,6 +388,23 @@ class ConfigReader {
       }
     }
     config.firmware = std::move(*read);
+  }
+
+  void read_gpu_scrub(const Value& scrub, HygieneConfig& config) {
+    gpu_scrub_ = &scrub;
+    if (!section(scrub, "hygiene.gpu_scrub", kGpuScrubKeys)) return;
+    const Value& argv = field(scrub, "argv");
+    auto read = read_list<std::string>(
+        argv, "hygiene.gpu_scrub.argv", "a list: the program's absolute path, then its arguments",
+        [this](const Value& item, const std::string& at) { return check_.text(item, at); });
+    if (read && !read->empty() && !read->front().starts_with("/")) {
+      check_.report(argv.items.front().at, "hygiene.gpu_scrub.argv[0]", describe(argv.items.front()),
+                    "the scrubber's absolute path: it is run as it is, with no shell and no PATH search");
+      read.reset();
+    }
+    if (read) config.gpu_scrub_argv = std::move(*read);
+    config.gpu_scrub_timeout =
+        read_duration(check_, field(scrub, "timeout"), "hygiene.gpu_scrub.timeout").value_or(config.gpu_scrub_timeout);
   }
 
   std::optional<FirmwareConfig> read_firmware(const Value& item, const std::string& path) {
@@ -415,12 +434,20 @@ class ConfigReader {
     return FirmwareConfig{*vendor, *device, std::move(*digests)};
   }
 
-  // A setting accepted is a setting applied: libvirt's managed hostdevs leave hostagent no ROM to read.
+  // A setting accepted is a setting applied: libvirt's managed hostdevs leave hostagent no ROM to
+  // read, and give a GPU back to its host driver, not to vfio-pci where the scrubber runs.
   void check_hygiene_applied(const DaemonConfig& config) {
-    if (firmware_ == nullptr || config.hygiene.firmware.empty() || config.devices.preparation == "hostagent") return;
-    check_.report(firmware_->at, "hygiene.firmware", "a known-good list with devices.preparation \"libvirt\"",
-                  "devices.preparation: hostagent (with libvirt's managed hostdevs hostagent reads no device's ROM), "
-                  "or no hygiene.firmware");
+    if (config.devices.preparation == "hostagent") return;
+    if (firmware_ != nullptr && !config.hygiene.firmware.empty()) {
+      check_.report(firmware_->at, "hygiene.firmware", "a known-good list with devices.preparation \"libvirt\"",
+                    "devices.preparation: hostagent (with libvirt's managed hostdevs hostagent reads no device's ROM), "
+                    "or no hygiene.firmware");
+    }
+    if (gpu_scrub_ != nullptr && !config.hygiene.gpu_scrub_argv.empty()) {
+      check_.report(gpu_scrub_->at, "hygiene.gpu_scrub", "a scrubber with devices.preparation \"libvirt\"",
+                    "devices.preparation: hostagent (libvirt's managed hostdevs give a GPU back to its host driver, "
+                    "where the scrubber does not run), or no hygiene.gpu_scrub");
+    }
   }
 
   void read_api(const Value& api, ApiConfig& config) {
@@ -604,6 +631,7 @@ class ConfigReader {
       housekeeping_cpus_, confine_host_processes_;
   std::vector<std::pair<std::size_t, const Value*>> tcp_listeners_;  // index in api.listen
   const Value* firmware_ = nullptr;                                  // hygiene.firmware as written
+  const Value* gpu_scrub_ = nullptr;                                 // hygiene.gpu_scrub as written
 };
 
 }  // namespace

@@ -106,6 +106,22 @@ TEST_CASE("hygiene: known-good ROMs are read per device, digests in lower case")
   CHECK(hygiene.firmware[0].sha256 == std::vector<std::string>{kRomA, kRomB});
 }
 
+TEST_CASE("hygiene: a GPU scrubber is an argv with an absolute program, and a timeout") {
+  CHECK(valid("").hygiene.gpu_scrub_argv.empty());
+  CHECK(valid("").hygiene.gpu_scrub_timeout == std::chrono::minutes(10));
+  const auto hygiene =
+      valid("hygiene:\n  gpu_scrub: {argv: [/usr/libexec/gpu-scrub, --device, \"{address}\"], timeout: 90s}\n").hygiene;
+  CHECK(hygiene.gpu_scrub_argv == std::vector<std::string>{"/usr/libexec/gpu-scrub", "--device", "{address}"});
+  CHECK(hygiene.gpu_scrub_timeout == std::chrono::seconds(90));
+  CHECK(problems("hygiene:\n  gpu_scrub: {argv: [gpu-scrub]}\n") ==
+        "c.yaml:2:22: hygiene.gpu_scrub.argv[0]: found \"gpu-scrub\", expected the scrubber's absolute path: it is "
+        "run as it is, with no shell and no PATH search");
+  CHECK(problems("devices: {preparation: libvirt}\nhygiene:\n  gpu_scrub: {argv: [/bin/true]}\n") ==
+        "c.yaml:3:14: hygiene.gpu_scrub: found a scrubber with devices.preparation \"libvirt\", expected "
+        "devices.preparation: hostagent (libvirt's managed hostdevs give a GPU back to its host driver, where the "
+        "scrubber does not run), or no hygiene.gpu_scrub");
+}
+
 TEST_CASE("hygiene: errors name the key, and a list libvirt's preparation would not apply is refused") {
   CHECK(problems("hygiene:\n  firmware:\n    - {vendor: 0x10de, device: 0x2330, sha256: [abc]}\n") ==
         "c.yaml:3:49: hygiene.firmware[0].sha256[0]: found \"abc\", expected 64 hex digits, as sha256sum prints a "

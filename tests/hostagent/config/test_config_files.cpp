@@ -46,6 +46,8 @@ void check_same_settings(const DaemonConfig& a, const DaemonConfig& b) {
   CHECK(a.devices.preparation == b.devices.preparation);
   CHECK(a.devices.bind_at_start == b.devices.bind_at_start);
   CHECK(a.hygiene.firmware.size() == b.hygiene.firmware.size());
+  CHECK(a.hygiene.gpu_scrub_argv == b.hygiene.gpu_scrub_argv);
+  CHECK(a.hygiene.gpu_scrub_timeout == b.hygiene.gpu_scrub_timeout);
   CHECK(a.devices.gpu_ids.size() == b.devices.gpu_ids.size());
   CHECK(a.devices.sriov.size() == b.devices.sriov.size());
   CHECK(a.devices.releasable_drivers == b.devices.releasable_drivers);
@@ -121,7 +123,8 @@ TEST_CASE("files: the shipped hostagent.yaml writes out every key") {
                            "devices.vf.max_tx_rate_mbps",
                            "devices.releasable_drivers",
                            "devices.reserved",
-                           "hygiene.firmware"}) {
+                           "hygiene.firmware",
+                           "hygiene.gpu_scrub.timeout"}) {
     CAPTURE(path);
     const vmtemplates::yaml::Value* value = &*tree;
     std::stringstream parts(path);

@@ -3,7 +3,8 @@
 // hostagentd preparing its devices itself. A VM's NVMe VF is reset by the kernel and read back after
 // the VM goes; a GPU stand-in's ROM is read through sysfs and judged by hygiene.firmware; a reset
 // the kernel is told it may not do quarantines the device until an operator clears it; a daemon
-// killed mid-cleaning cleans the device again at its next start. Each case is a CTest result
+// killed mid-cleaning cleans the device again at its next start; the operator's GPU scrubber runs
+// while the GPU is on vfio-pci. Each case is a CTest result
 // (hygiene:...), starts its own hostagentd on a state directory of its own, and prints how long
 // each step took on this kernel.
 #include <doctest/doctest.h>
@@ -224,6 +225,40 @@ TEST_CASE("5 a daemon killed during a cleaning cleans the device again at its ne
   CHECK(text(last_cleaning(daemon, gpu), "outcome") == "clean");
   CHECK(listed_free(daemon, gpu));
   CHECK_MESSAGE(daemon.log().find("cleaning: " + gpu.to_string()) != std::string::npos, daemon.log_tail());
+  CHECK_MESSAGE(daemon.stop() == 0, daemon.log_tail());
+}
+
+TEST_CASE(
+    "6 the operator's GPU scrubber runs with the GPU's address while it is on vfio-pci, and its failure quarantines") {
+  // `test -L` as the scrubber: it passes only when run with this GPU's address, bound to that driver.
+  const auto scrubbing = [](const std::string& driver) {
+    return "hygiene:\n  gpu_scrub:\n    argv: [/usr/bin/test, -L, \"/sys/bus/pci/drivers/" + driver +
+           "/{address}\"]\n    timeout: 30s\n";
+  };
+  const auto gpu = first_gpu();
+  {
+    TempDir dir;
+    Daemon daemon(dir.path(), scrubbing("vfio-pci"));
+    REQUIRE_MESSAGE(daemon.start(kStartTimeout), daemon.log_tail());
+    REQUIRE(daemon.ctl({"devices", "clean", gpu.to_string()}).exit_code == 0);
+    REQUIRE_MESSAGE(cleaned_within(daemon), daemon.log_tail());
+    const auto cleaning = last_cleaning(daemon, gpu);
+    CHECK(text(cleaning, "outcome") == "clean");
+    CHECK_MESSAGE(text(step_named(cleaning, "scrub"), "detail") == "scrubbed by /usr/bin/test (exit status 0)",
+                  text(step_named(cleaning, "scrub"), "detail"));
+    CHECK_MESSAGE(daemon.stop() == 0, daemon.log_tail());
+  }
+  TempDir dir;
+  Daemon daemon(dir.path(), scrubbing("nvme"));
+  REQUIRE_MESSAGE(daemon.start(kStartTimeout), daemon.log_tail());
+  REQUIRE(daemon.ctl({"devices", "clean", gpu.to_string()}).exit_code == 0);
+  REQUIRE_MESSAGE(cleaned_within(daemon), daemon.log_tail());
+  const auto cleaning = last_cleaning(daemon, gpu);
+  CHECK(text(cleaning, "outcome") == "quarantined");
+  CHECK(text(step_named(cleaning, "scrub"), "detail") == "/usr/bin/test exited with status 1");
+  const auto quarantine = json_of(daemon.ctl({"quarantine", "list", "--json"}));
+  REQUIRE(quarantine.at("devices").as_array().size() == 1);
+  CHECK(text(quarantine.at("devices").as_array().front().as_object(), "step") == "scrub");
   CHECK_MESSAGE(daemon.stop() == 0, daemon.log_tail());
 }
 

@@ -6,6 +6,7 @@
 // (skipped), so the evidence never claims what was not done.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -30,6 +31,9 @@ struct StepOutcome {
 struct CleaningStep {
   std::string name;  // reset | firmware | erase | scrub | vf-neutral
   std::function<StepOutcome()> run;
+  // Whether it runs under the preparer's lock (it shares the sysfs writer, config space or
+  // netlink with preparations). The scrubber does not: it may run for minutes.
+  bool exclusive = true;
 };
 
 // What the operator asked of cleaning (the daemon's `hygiene:` configuration, translated where the
@@ -39,12 +43,16 @@ struct HygieneOptions {
   // list whose ROM hashes to none of it is quarantined; one without a list has its hash recorded.
   std::map<std::pair<uint16_t, uint16_t>, std::vector<std::string>> firmware;
   vfio::ResetPolling reset_polling;
+  // The GPU memory scrubber: argv, each "{address}" in it replaced by the GPU's PCI address; run
+  // while the GPU is on vfio-pci, its exit status deciding. Empty: none (the evidence says so).
+  std::vector<std::string> gpu_scrub;
+  std::chrono::milliseconds gpu_scrub_timeout{std::chrono::minutes(10)};
 };
 
 // The steps for `function` on a host whose devices hostagent prepares itself. Reset for every role
 // (a function the kernel cannot reset is not shown clean: the step fails); the ROM checked where the
-// function has one; a VF's settings read back as neutral; NVMe erase and GPU memory scrub are
-// skipped with the reason, until they are built (issue 19).
+// function has one; a VF's settings read back as neutral; a GPU's memory scrubbed by the operator's
+// scrubber, or marked not scrubbed; NVMe erase skipped with the reason, until it is built.
 struct CleaningParts {
   const numa::HostModel* host = nullptr;
   const SysfsRoot* sysfs = nullptr;

@@ -99,6 +99,11 @@ struct FirmwareConfig {
 // the devices itself (devices.preparation: hostagent).
 struct HygieneConfig {
   std::vector<FirmwareConfig> firmware;
+  // The GPU memory scrubber: its argv ("{address}" in any argument is the GPU's PCI address), run
+  // while the GPU is on vfio-pci; exit status 0 passes. Empty: none, and each GPU's cleaning says
+  // "not scrubbed: no scrubber configured".
+  std::vector<std::string> gpu_scrub_argv;
+  std::chrono::milliseconds gpu_scrub_timeout{std::chrono::minutes(10)};
 };
 
 struct DaemonConfig {
