@@ -91,10 +91,17 @@ class DeviceLifecycle {
     PciAddress address;
     std::string step;
   };
+  // One device's cleaning run, its evidence not yet written.
+  struct Cleaned {
+    state::DeviceStateEntry entry;
+    state::CleaningEvidence evidence;
+  };
   void clean_waiting();
-  void clean_one(const state::DeviceStateEntry& entry);
+  std::optional<state::DeviceStateEntry> next_waiting(const std::set<PciAddress>& tried);
+  std::optional<Cleaned> clean_one(const state::DeviceStateEntry& entry);
   state::CleaningEvidence run_steps(const state::DeviceStateEntry& entry, const numa::PciFunction& function);
-  void conclude(const state::DeviceStateEntry& entry, const state::CleaningEvidence& evidence);
+  void conclude(const std::vector<Cleaned>& cleaned);
+  void log_clean(const Cleaned& cleaned, const CleaningRecordView& view);
   void set_running(const std::optional<Running>& running);
   Status write_locked(std::vector<state::DeviceStateEntry> next);
   void tell_ledger_locked();

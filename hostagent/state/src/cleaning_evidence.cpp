@@ -169,15 +169,31 @@ Result<std::unique_ptr<EvidenceLog>> EvidenceLog::open(const std::filesystem::pa
 }
 
 Result<EvidenceRecord> EvidenceLog::append(const CleaningEvidence& evidence) {
-  if (auto problem = evidence_problem(evidence); !problem.empty()) {
-    return Error{ErrorCode::invalid_argument, "cleaning evidence for " + evidence.device.to_string() + ": " + problem};
+  HA_TRY(auto records, append_all({evidence}));
+  return std::move(records.front());
+}
+
+Result<std::vector<EvidenceRecord>> EvidenceLog::append_all(const std::vector<CleaningEvidence>& evidence) {
+  for (const auto& one : evidence) {
+    if (auto problem = evidence_problem(one); !problem.empty()) {
+      return Error{ErrorCode::invalid_argument, "cleaning evidence for " + one.device.to_string() + ": " + problem};
+    }
   }
   std::lock_guard lock(mutex_);
-  const std::string line = line_of(last_sequence_ + 1, evidence, last_sha256_);
-  HA_TRY_STATUS(durable::append_file(file_, line + "\n"));
-  EvidenceRecord record{++last_sequence_, evidence, last_sha256_, sha256_hex(line)};
-  last_sha256_ = record.sha256;
-  return record;
+  std::vector<EvidenceRecord> records;
+  std::string text;
+  std::string previous = last_sha256_;
+  for (const auto& one : evidence) {
+    const std::string line = line_of(last_sequence_ + records.size() + 1, one, previous);
+    records.push_back({last_sequence_ + records.size() + 1, one, previous, sha256_hex(line)});
+    previous = records.back().sha256;
+    text += line + "\n";
+  }
+  if (records.empty()) return records;
+  HA_TRY_STATUS(durable::append_file(file_, text));
+  last_sequence_ = records.back().sequence;
+  last_sha256_ = previous;
+  return records;
 }
 
 Result<EvidenceChain> EvidenceLog::read() const {

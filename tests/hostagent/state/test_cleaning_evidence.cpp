@@ -76,6 +76,31 @@ TEST_CASE("evidence is read back as appended, each record chained on the one bef
   CHECK(chain->records[1].sha256 == second->sha256);
 }
 
+TEST_CASE("records appended together are chained in order, as if appended one by one, and one bad one refuses all") {
+  TempDir dir;
+  const auto file = dir.path() / "evidence.log";
+  auto log = evidence_log_at(file);
+  REQUIRE(log->append(cleaning_of("0000:26:00.1", "vm-a")).ok());
+  const auto together = log->append_all({cleaning_of("0000:26:00.2", "vm-b"), cleaning_of("0000:46:00.1", "vm-b")});
+  REQUIRE_MESSAGE(together.ok(), together.error().message);
+  REQUIRE(together->size() == 2);
+  CHECK((*together)[0].sequence == 2);
+  CHECK((*together)[1].sequence == 3);
+  CHECK((*together)[1].previous_sha256 == (*together)[0].sha256);
+  CHECK((*together)[1].sha256 == sha256_hex(evidence_lines(file).at(2)));
+  const auto chain = evidence_log_at(file)->read();
+  REQUIRE(chain.ok());
+  CHECK(chain->broken.empty());
+  CHECK(chain->records.size() == 3);
+
+  auto bad = cleaning_of("0000:46:00.2", "vm-c");
+  bad.outcome = "dusted";
+  const auto refused = log->append_all({cleaning_of("0000:46:00.3", "vm-c"), bad});
+  REQUIRE_FALSE(refused.ok());
+  CHECK(evidence_lines(file).size() == 3);
+  CHECK(log->append(cleaning_of("0000:46:00.3", "vm-c"))->sequence == 4);
+}
+
 TEST_CASE("a line changed, removed or inserted after it was written breaks the chain, and the reader says where") {
   TempDir dir;
   const auto file = dir.path() / "evidence.log";

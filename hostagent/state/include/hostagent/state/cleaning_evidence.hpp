@@ -60,6 +60,9 @@ class EvidenceLog {
 
   // Appends one record chained on the last line, durably; refuses evidence that read would refuse.
   Result<EvidenceRecord> append(const CleaningEvidence& evidence);
+  // Appends each, chained in order, in one durable write (one fsync for the lot); refuses them all
+  // when one would be refused. A crash during the write keeps the lines before a torn one.
+  Result<std::vector<EvidenceRecord>> append_all(const std::vector<CleaningEvidence>& evidence);
   // Every record, with the chain checked from the first line.
   Result<EvidenceChain> read() const;
 
