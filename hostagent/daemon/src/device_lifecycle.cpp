@@ -208,11 +208,18 @@ Result<QuarantineView> DeviceLifecycle::clear(const PciAddress& address, const s
     cleared = *found;
     auto next = devices_;
     next.erase(std::remove(next.begin(), next.end(), cleared), next.end());
+    // A VM's device (quarantined while a tenant held it, or as one was given it) still holds what
+    // that tenant left: it goes back through cleaning, not straight to the next VM.
+    if (!cleared.vm.empty())
+      next.push_back({address, DeviceState::cleaning, "", "", cleared.vm, rfc3339(parts_.clock.now())});
     HA_TRY_STATUS(write_locked(std::move(next)));
   }
+  const bool tenants = !cleared.vm.empty();
   log(LogLevel::warning, "quarantine: " + address.to_string() + " cleared by " + principal_text(principal) +
-                             ", back in placement (quarantined after " + account(cleared) + ")");
+                             (tenants ? ", to be cleaned, then back in placement" : ", back in placement") +
+                             " (quarantined after " + account(cleared) + ")");
   publish_quarantine(address, std::nullopt);
+  if (tenants) released();
   return quarantine_view(cleared);
 }
 

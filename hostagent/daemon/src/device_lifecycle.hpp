@@ -76,7 +76,8 @@ class DeviceLifecycle {
   // Each device of `health` that is gone from the bus, of a role a VM takes (GPU, NVSwitch, NIC,
   // NVMe), with the VM holding it named where one does.
   void note_health(const std::vector<numa::DeviceHealth>& health);
-  // not_found when the device is not quarantined; a file that cannot be written changes nothing.
+  // not_found when the device is not quarantined; a file that cannot be written changes nothing. A
+  // device a VM held, or was being given, goes back through cleaning; any other is free at once.
   Result<QuarantineView> clear(const PciAddress& address, const std::string& principal);
   std::vector<QuarantineView> quarantined() const;
 

@@ -30,6 +30,20 @@ void hold_cleaning(DaemonFixture& fixture, bool hold) {
   fixture.devices()->released.notify_all();
 }
 
+// Cleanings wait before their first step while it lives, or until release(): a failed check in
+// between never leaves the cleaning thread blocked (the service's end would wait for it).
+class HeldCleaning {
+ public:
+  explicit HeldCleaning(DaemonFixture& fixture) : fixture_(fixture) { hold_cleaning(fixture_, true); }
+  ~HeldCleaning() { release(); }
+  HeldCleaning(const HeldCleaning&) = delete;
+  HeldCleaning& operator=(const HeldCleaning&) = delete;
+  void release() const { hold_cleaning(fixture_, false); }
+
+ private:
+  DaemonFixture& fixture_;
+};
+
 // Until the cleaning thread has nothing left (bounded: a failure here names what still waits).
 void wait_until_cleaned(daemon::VmService& service) {
   for (int i = 0; i < 1000 && !service.cleaning().empty(); ++i) {
@@ -140,7 +154,7 @@ TEST_CASE("on a host that cleans on its own thread, a released device stays out 
   auto service = started(fixture);
   auto vm = create_vm(*service, fixture.request("tenant-a", kEightGpus));
   REQUIRE_MESSAGE(vm.ok(), vm.error().message);
-  hold_cleaning(fixture, true);
+  const HeldCleaning held(fixture);
   REQUIRE(delete_vm(*service, vm_name("tenant-a")).ok());
   // Every GPU is the last tenant's until cleaned: a create finds none, and says why.
   const auto refused = create_vm(*service, fixture.request("tenant-b", kOneGpu));
@@ -161,7 +175,7 @@ TEST_CASE("on a host that cleans on its own thread, a released device stays out 
   const auto usage = service->usage();
   CHECK(usage.policy.withheld.size() == under_way.size());
 
-  hold_cleaning(fixture, false);
+  held.release();
   wait_until_cleaned(*service);
   auto next = create_vm(*service, fixture.request("tenant-b", kOneGpu));
   REQUIRE_MESSAGE(next.ok(), next.error().message);
@@ -255,6 +269,34 @@ TEST_CASE("a history whose evidence chain was changed says where it breaks") {
   const auto history = service->device_history(gpu);
   REQUIRE(history.ok());
   CHECK_MESSAGE(history->chain_broken.find("line 2") != std::string::npos, history->chain_broken);
+}
+
+TEST_CASE("a quarantine cleared on a device a tenant held sends it through cleaning, not straight to the next VM") {
+  DaemonFixture fixture;
+  fixture.devices()->libvirt_manages = false;
+  auto service = started(fixture);
+  const auto gpu = one_gpu_vm(fixture, *service, "tenant-a");
+  // Found broken while the tenant held it (the health poller's account, as its sink reports it).
+  {
+    std::lock_guard lock(fixture.devices()->mutex);
+    REQUIRE(fixture.devices()->sink);
+    fixture.devices()->sink(devices::DeviceFault{gpu, "tenant-a", "health", "gone from the bus"});
+  }
+  REQUIRE(delete_vm(*service, vm_name("tenant-a")).ok());
+  wait_until_cleaned(*service);  // its VF; the GPU, quarantined, is not cleaned
+  REQUIRE(service->quarantined().size() == 1);
+  const HeldCleaning held(fixture);
+  REQUIRE(service->clear_quarantine(gpu, "uid:0").ok());
+  CHECK(service->quarantined().empty());
+  const auto waiting = service->cleaning();
+  REQUIRE(waiting.size() == 1);
+  CHECK(waiting.front().address == gpu);
+  CHECK(waiting.front().vm == "tenant-a");
+  CHECK(service->usage().policy.withheld.count(gpu) == 1);
+  held.release();
+  wait_until_cleaned(*service);
+  CHECK(service->usage().policy.withheld.count(gpu) == 0);
+  CHECK(service->device_history(gpu)->cleanings.back().vm == "tenant-a");
 }
 
 }  // namespace
