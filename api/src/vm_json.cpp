@@ -121,11 +121,6 @@ boost::json::value quarantine_event_json(const daemon::ServiceEvent& event) {
                              {"vm", text(&daemon::QuarantineView::vm)}};
 }
 
-boost::json::value event_text(const std::string& text) {
-  if (text.empty()) return nullptr;
-  return boost::json::value(text);
-}
-
 // The step a cleaning failed at, "" when none did.
 std::string failed_step(const daemon::CleaningRecordView& record) {
   for (const auto& step : record.steps) {
@@ -160,9 +155,9 @@ boost::json::value cleaning_event_json(const daemon::ServiceEvent& event) {
     step = event.cleaning->step;
   }
   return boost::json::object{{"device", device ? boost::json::value(device->to_string()) : boost::json::value(nullptr)},
-                             {"vm", event_text(vm)},
+                             {"vm", text_or_null(vm)},
                              {"state", state},
-                             {"step", event_text(step)},
+                             {"step", text_or_null(step)},
                              {"outcome", std::move(outcome)},
                              {"sequence", std::move(sequence)}};
 }
@@ -203,6 +198,11 @@ const char* event_name(daemon::ServiceEvent::Kind kind) {
       break;
   }
   return "vm";
+}
+
+boost::json::value text_or_null(const std::string& text) {
+  if (text.empty()) return nullptr;
+  return boost::json::value(text);
 }
 
 }  // namespace hostagent::api

@@ -2,7 +2,6 @@
 #include "hostagent/devices/device_cleaning.hpp"
 
 #include <algorithm>
-#include <cstdio>
 
 #include "hostagent/common/text.hpp"
 #include "hostagent/vfio/expansion_rom.hpp"
@@ -19,12 +18,6 @@ StepOutcome failed(std::string detail) {
 }
 StepOutcome skipped(std::string detail) {
   return {StepResult::skipped, std::move(detail)};
-}
-
-std::string device_id(uint16_t vendor, uint16_t device) {
-  char text[16];
-  std::snprintf(text, sizeof text, "%04x:%04x", vendor, device);
-  return text;
 }
 
 // "{address}" in each argument replaced by the device's address.
@@ -101,7 +94,7 @@ StepOutcome firmware_step(const CleaningParts& parts, const numa::PciFunction& f
   auto rom = vfio::read_expansion_rom(*parts.sysfs, *parts.writer, function.address);
   if (!rom.ok()) return failed(rom.error().message);
   if (!*rom) return skipped("no expansion ROM");
-  const std::string id = device_id(function.vendor_id, function.device_id);
+  const std::string id = vfio::function_identity(function.vendor_id, function.device_id).name;
   const std::string seen = "ROM of " + std::to_string((*rom)->size) + " bytes, sha256 " + (*rom)->sha256;
   const auto known = parts.hygiene->firmware.find({function.vendor_id, function.device_id});
   if (known == parts.hygiene->firmware.end()) {

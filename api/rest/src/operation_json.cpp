@@ -23,11 +23,6 @@ boost::json::value optional_value(const std::optional<T>& value) {
   return boost::json::value_from(*value);
 }
 
-boost::json::value null_if_empty(const std::string& text) {
-  if (text.empty()) return nullptr;
-  return boost::json::value(text);
-}
-
 boost::json::value step_json(const daemon::CleaningStepView& step) {
   return boost::json::object{{"name", step.name},
                              {"result", step.result},
@@ -51,7 +46,7 @@ boost::json::array cleaning_marks(const daemon::CleaningRecordView& record) {
 boost::json::value last_cleaning_json(const daemon::CleaningRecordView& record) {
   return boost::json::object{{"sequence", record.sequence},
                              {"outcome", record.outcome},
-                             {"vm", null_if_empty(record.vm)},
+                             {"vm", text_or_null(record.vm)},
                              {"finished_at", record.finished_at},
                              {"marks", cleaning_marks(record)}};
 }
@@ -78,10 +73,10 @@ boost::json::value quarantine_json(const daemon::QuarantineView& entry) {
 
 boost::json::value cleaning_json(const daemon::CleaningView& entry) {
   return boost::json::object{{"address", entry.address.to_string()},
-                             {"vm", null_if_empty(entry.vm)},
+                             {"vm", text_or_null(entry.vm)},
                              {"since", entry.since},
-                             {"held_by", null_if_empty(entry.held_by)},
-                             {"step", null_if_empty(entry.step)}};
+                             {"held_by", text_or_null(entry.held_by)},
+                             {"step", text_or_null(entry.step)}};
 }
 
 boost::json::value cleaning_record_json(const daemon::CleaningRecordView& record) {
@@ -90,7 +85,7 @@ boost::json::value cleaning_record_json(const daemon::CleaningRecordView& record
   return boost::json::object{{"sequence", record.sequence},
                              {"address", record.address.to_string()},
                              {"role", record.role},
-                             {"vm", null_if_empty(record.vm)},
+                             {"vm", text_or_null(record.vm)},
                              {"outcome", record.outcome},
                              {"started_at", record.started_at},
                              {"finished_at", record.finished_at},
@@ -105,7 +100,7 @@ boost::json::value history_json(const daemon::DeviceHistoryView& history) {
   return boost::json::object{
       {"address", history.address.to_string()},
       {"cleanings", std::move(cleanings)},
-      {"chain", {{"whole", history.chain_broken.empty()}, {"broken", null_if_empty(history.chain_broken)}}}};
+      {"chain", {{"whole", history.chain_broken.empty()}, {"broken", text_or_null(history.chain_broken)}}}};
 }
 
 std::string device_state(const numa::PciFunction& device, const DeviceStatus& status) {

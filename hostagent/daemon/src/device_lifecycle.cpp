@@ -76,6 +76,14 @@ CleaningRecordView record_view(const state::EvidenceRecord& record) {
   return view;
 }
 
+// The entries but the device's.
+std::vector<DeviceStateEntry> without(std::vector<DeviceStateEntry> devices, const PciAddress& address) {
+  devices.erase(
+      std::remove_if(devices.begin(), devices.end(), [&](const DeviceStateEntry& d) { return d.address == address; }),
+      devices.end());
+  return devices;
+}
+
 const DeviceStateEntry* find_entry(const std::vector<DeviceStateEntry>& devices, const PciAddress& address) {
   const auto it = std::find_if(devices.begin(), devices.end(),
                                [&](const DeviceStateEntry& device) { return device.address == address; });
@@ -169,10 +177,7 @@ void DeviceLifecycle::quarantine(const PciAddress& address, const std::string& s
     const std::lock_guard lock(mutex_);
     const auto* known = find_entry(devices_, address);
     if (known != nullptr && known->state == DeviceState::quarantined) return;
-    auto next = devices_;
-    next.erase(
-        std::remove_if(next.begin(), next.end(), [&](const DeviceStateEntry& d) { return d.address == address; }),
-        next.end());
+    auto next = without(devices_, address);
     next.push_back(device);
     if (auto written = write_locked(next); !written.ok()) {
       log(LogLevel::error,
@@ -206,8 +211,7 @@ Result<QuarantineView> DeviceLifecycle::clear(const PciAddress& address, const s
       return Error{ErrorCode::not_found, "device " + address.to_string() + " is not quarantined"};
     }
     cleared = *found;
-    auto next = devices_;
-    next.erase(std::remove(next.begin(), next.end(), cleared), next.end());
+    auto next = without(devices_, address);
     // A VM's device (quarantined while a tenant held it, or as one was given it) still holds what
     // that tenant left: it goes back through cleaning, not straight to the next VM.
     if (!cleared.vm.empty())
@@ -260,10 +264,7 @@ Result<CleaningView> DeviceLifecycle::request_cleaning(const PciAddress& address
       return Error{ErrorCode::conflict,
                    "device " + address.to_string() + " is being cleaned already (since " + found->since + ")"};
     }
-    auto next = devices_;
-    next.erase(
-        std::remove_if(next.begin(), next.end(), [&](const DeviceStateEntry& d) { return d.address == address; }),
-        next.end());
+    auto next = without(devices_, address);
     next.push_back({address, DeviceState::cleaning, "", "", "", rfc3339(parts_.clock.now())});
     HA_TRY_STATUS(write_locked(next));
     view = cleaning_view_locked(next.back(), {});

@@ -20,4 +20,7 @@ boost::json::value to_json(const daemon::ServiceEvent& event);
 // "vm", "operation", "device", "quarantine", "cleaning": the event's name in an event stream.
 const char* event_name(daemon::ServiceEvent::Kind kind);
 
+// A text field as the views write it: "" (none) as JSON null.
+boost::json::value text_or_null(const std::string& text);
+
 }  // namespace hostagent::api
