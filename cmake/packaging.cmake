@@ -143,7 +143,7 @@ set(CPACK_RPM_PACKAGE_RELOCATABLE OFF)
 # (see docs/packaging.md). Built on an RPM distribution, rpmbuild computes the libraries itself.
 if(EXISTS /etc/debian_version)
   set(CPACK_RPM_PACKAGE_AUTOREQ OFF)
-  set(_pkg_rpm_libs ", boost-json, boost-url, hwloc-libs, libisofs, libnl3, libvirt-libs, libxml2, openssl-libs,
+  set(_pkg_rpm_libs ", boost-json, boost-url, hwloc-libs, libisofs, libnl3, libnvme, libvirt-libs, libxml2, openssl-libs,
 pciutils-libs, pugixml, systemd-libs, yaml-cpp")
   string(REPLACE "\n" " " _pkg_rpm_libs "${_pkg_rpm_libs}")
 endif()

@@ -18,6 +18,8 @@ packages=(
   libsystemd-dev
   libibverbs-dev
   libnl-3-dev libnl-route-3-dev libnl-genl-3-dev
+  # NVMe admin commands (the erase between tenants); json-c is what libnvme.pc requires
+  libnvme-dev libjson-c-dev
   # tools the tests and benchmarks run
   bzip2 xz-utils python3 openssl
   # the real libvirtd and QEMU of the lifecycle tests (TCG: CI machines have no KVM), and the guest

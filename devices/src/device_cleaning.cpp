@@ -135,6 +135,97 @@ StepOutcome vf_neutral_step(const CleaningParts& parts, const numa::PciFunction&
   return passed(vf + " neutral: mac 00:00:00:00:00:00, vlan 0, trust off, spoofchk on, no rate limit");
 }
 
+std::string pci_dir(const PciAddress& address) {
+  return "/sys/bus/pci/devices/" + address.to_string();
+}
+
+// The controller the kernel's nvme driver made of `function` ("nvme3"), once it is live. The
+// driver names it under the PCI device (drivers/nvme/host/core.c nvme_init_ctrl) and brings it up
+// in the background after a bind (nvme_reset_work): a controller released to the driver a moment
+// ago is waited for, 30 s at most.
+Result<std::string> live_controller(const CleaningParts& parts, const PciAddress& function) {
+  HA_TRY(const auto driver, parts.sysfs->read_link_name(pci_dir(function) + "/driver"));
+  if (driver != std::optional<std::string>("nvme")) {
+    return Error{ErrorCode::io_error, function.to_string() + " is on " + driver.value_or("no driver") +
+                                          ", not the kernel's nvme driver, which hostagent erases and reads through"};
+  }
+  const auto& polling = parts.hygiene->reset_polling;
+  constexpr int kPolls = 300;
+  std::string state = "not there";
+  for (int poll = 1;; ++poll) {
+    HA_TRY(const auto names, parts.sysfs->list(pci_dir(function) + "/nvme", true));
+    if (names.size() == 1) {
+      auto read = parts.sysfs->read(pci_dir(function) + "/nvme/" + names.front() + "/state");
+      state = read.ok() ? *read : read.error().message;
+      if (state == "live") return names.front();
+    }
+    if (poll == kPolls) {
+      return Error{ErrorCode::io_error, "the nvme driver did not bring " + function.to_string() +
+                                            "'s controller up (its state: " + state + ")"};
+    }
+    polling.sleep(polling.interval);
+  }
+}
+
+// The generic devices of the controller's namespaces (ngNnM, which the driver puts under the
+// controller: nvme_add_ns_cdev), read when asked: the namespace scan follows a bind or a format.
+nvme::NamespaceDevices generic_devices(SysfsRoot sysfs, std::string controller_dir) {
+  return [sysfs = std::move(sysfs), dir = std::move(controller_dir)] {
+    std::vector<std::string> devices;
+    const auto names = sysfs.list(dir, true);
+    if (!names.ok()) return devices;
+    for (const auto& name : *names) {
+      if (name.rfind("ng", 0) == 0) devices.push_back("/dev/" + name);
+    }
+    return devices;
+  };
+}
+
+Result<std::unique_ptr<nvme::Controller>> open_controller(const CleaningParts& parts, const PciAddress& function) {
+  HA_TRY(const auto name, live_controller(parts, function));
+  return parts.nvme->open("/dev/" + name, generic_devices(*parts.sysfs, pci_dir(function) + "/nvme/" + name));
+}
+
+// A VF's controller holds data only through namespaces attached to it, which its PF manages: the
+// PF's secondary controller list names the VF's controller, and each namespace its controllers.
+// None attached: there is nothing of the tenant's to erase. One attached is refused: hostagent
+// does not erase a VF's namespace yet, and a device not shown clean is not given again. The PF is
+// asked even where its OACS does not claim virtualization management (QEMU 7.2 answers the list
+// and leaves the bit clear): a PF that cannot answer fails the step with its own words.
+StepOutcome vf_namespaces_step(const CleaningParts& parts, const numa::PciFunction& function) {
+  const auto* pf = parts.host->find(*function.physfn);
+  if (pf == nullptr || !pf->sriov) return failed("its PF is not an SR-IOV function of this host");
+  const auto& vfs = pf->sriov->vfs;
+  const auto at = std::find(vfs.begin(), vfs.end(), function.address);
+  if (at == vfs.end()) return failed("not among the virtfn links of its PF " + pf->address.to_string());
+  const auto vf_number = static_cast<uint16_t>(at - vfs.begin() + 1);
+  auto controller = open_controller(parts, pf->address);
+  if (!controller.ok()) return failed(controller.error().message);
+  auto scid = (*controller)->secondary_controller(vf_number);
+  if (!scid.ok()) return failed(scid.error().message);
+  if (!*scid)
+    return failed("its PF " + pf->address.to_string() + " lists no controller for VF " + std::to_string(vf_number));
+  const std::string which = "controller " + std::to_string(**scid) + " of PF " + pf->address.to_string();
+  auto attached = (*controller)->namespaces_attached_to(**scid);
+  if (!attached.ok()) return failed(attached.error().message);
+  if (attached->empty()) return passed("nothing to erase: no namespace is attached to the VF's " + which);
+  std::string nsids;
+  for (const auto nsid : *attached) nsids += (nsids.empty() ? "" : ", ") + std::to_string(nsid);
+  return failed("namespace " + nsids + " is attached to the VF's " + which +
+                ", and hostagent does not erase a VF's namespaces yet");
+}
+
+// A whole controller the tenant held: erased with the strongest method it offers, then read back.
+StepOutcome erase_step(const CleaningParts& parts, const numa::PciFunction& function) {
+  HA_ASSERT(parts.nvme != nullptr);
+  if (is_vf(function)) return vf_namespaces_step(parts, function);
+  auto controller = open_controller(parts, function.address);
+  if (!controller.ok()) return failed(controller.error().message);
+  auto report = nvme::erase_controller(**controller, parts.hygiene->nvme_erase);
+  if (!report.ok()) return failed(report.error().message);
+  return passed(nvme::describe(*report));
+}
+
 }  // namespace
 
 const char* to_string(StepResult result) noexcept {
@@ -154,7 +245,8 @@ std::vector<CleaningStep> host_cleaning_steps(const CleaningParts& parts, const 
   steps.push_back({"reset", [parts, function] { return reset_step(parts, function); }});
   steps.push_back({"firmware", [parts, function] { return firmware_step(parts, function); }});
   if (function.role == numa::PciRole::nvme) {
-    steps.push_back({"erase", [] { return skipped("not erased: hostagent does not erase NVMe yet"); }});
+    // Outside the preparer's lock: it writes no sysfs file, and a sanitize may run for minutes.
+    steps.push_back({"erase", [parts, function] { return erase_step(parts, function); }, false});
   }
   if (function.role == numa::PciRole::gpu) {
     steps.push_back({"scrub", [parts, function] { return scrub_step(parts, function); }, false});

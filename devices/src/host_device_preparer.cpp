@@ -132,8 +132,13 @@ class HostDevicePreparer final : public DevicePreparer {
   // Each step under the preparer's lock: it shares the writer, config space and netlink with
   // preparations (a reset waits at most the polling's bound).
   std::vector<CleaningStep> cleaning_steps(const numa::PciFunction& function) override {
-    const CleaningParts cleaning{
-        &host_, &sysfs_, parts_.writer.get(), parts_.config_space.get(), parts_.netlink.get(), &parts_.options.hygiene};
+    const CleaningParts cleaning{&host_,
+                                 &sysfs_,
+                                 parts_.writer.get(),
+                                 parts_.config_space.get(),
+                                 parts_.netlink.get(),
+                                 &parts_.options.hygiene,
+                                 parts_.nvme.get()};
     auto steps = host_cleaning_steps(cleaning, function);
     for (auto& step : steps) {
       if (!step.exclusive) continue;

@@ -9,6 +9,7 @@
 #include "hostagent/devices/device_preparer.hpp"
 #include "hostagent/discovery/discovery.hpp"
 #include "hostagent/numa/host_use.hpp"
+#include "hostagent/nvme/nvme_controller.hpp"
 #include "hostagent/simhost/sim_host.hpp"
 #include "hostagent/sriov/vf_netlink.hpp"
 #include "hostagent/state/vm_record.hpp"
@@ -161,6 +162,7 @@ Result<devices::PreparationOptions> preparation_options(const config::DaemonConf
   }
   options.hygiene.gpu_scrub = config.hygiene.gpu_scrub_argv;
   options.hygiene.gpu_scrub_timeout = config.hygiene.gpu_scrub_timeout;
+  options.hygiene.nvme_erase.timeout = config.hygiene.nvme_erase_timeout;
   return options;
 }
 
@@ -170,6 +172,7 @@ Result<devices::HostDeviceParts> host_device_parts(const config::DaemonConfig& c
   parts.writer = make_sysfs_writer(config.sysfs_root);
   HA_TRY(parts.config_space, vfio::make_libpci_config_space(config.sysfs_root));
   parts.netlink = sriov::make_libnl_vf_netlink();
+  parts.nvme = nvme::libnvme_opener();
   HA_TRY(parts.options, preparation_options(config));
   parts.records_directory = config.state_directory / "devices";
   return parts;

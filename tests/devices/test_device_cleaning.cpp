@@ -1,14 +1,15 @@
 // devices/device_cleaning against the fake kernel on vela2: each role gets its steps; a reset is
 // written and proved by config space (libpci over the tree); a ROM is hashed and judged by the
 // operator's list (on it: passed; off it: failed; no list: skipped with the hash); a VF's settings
-// are read back; what is not built yet, and everything on a libvirt-managed host, is skipped with
-// why.
+// are read back; an NVMe is erased and read back through a fake controller (fake_nvme.hpp); a
+// GPU's scrubber runs; everything on a libvirt-managed host is skipped with why.
 #include <doctest/doctest.h>
 
 #include <algorithm>
 #include <cerrno>
 
 #include "fake_host.hpp"
+#include "fake_nvme.hpp"
 #include "fake_rom.hpp"
 #include "fake_vf_netlink.hpp"
 #include "hostagent/common/sha256.hpp"
@@ -65,7 +66,7 @@ struct CleaningFixture {
 
   // Each step run in order, as the daemon does: name -> outcome, stopping at the first failure.
   std::vector<std::pair<std::string, StepOutcome>> clean(const numa::PciFunction& f) {
-    const CleaningParts parts{&model, &sysfs, &host.kernel(), config.get(), &netlink, &hygiene};
+    const CleaningParts parts{&model, &sysfs, &host.kernel(), config.get(), &netlink, &hygiene, &nvme};
     std::vector<std::pair<std::string, StepOutcome>> out;
     for (const auto& step : host_cleaning_steps(parts, f)) {
       out.emplace_back(step.name, step.run());
@@ -80,7 +81,22 @@ struct CleaningFixture {
   std::unique_ptr<vfio::ConfigSpace> config;
   FakeVfNetlink netlink;
   HygieneOptions hygiene;
+  testing::FakeNvmeState nvme_state;
+  testing::FakeNvmeOpener nvme{nvme_state};
 };
+
+// The nvme driver's view of a controller it drives: nvme/NAME/state, and a generic device per
+// namespace beside it (drivers/nvme/host/core.c). The controller simhost named, where it named one.
+std::string drive_nvme(const FakeHost& host, const std::string& address, const std::string& state,
+                       const std::vector<std::string>& generic) {
+  const auto named = host.sysfs().list("/sys/bus/pci/devices/" + address + "/nvme", true).value();
+  std::string name = named.empty() ? "nvme5" : named.front();
+  const std::string dir = "/sys/bus/pci/devices/" + address + "/nvme/" + name;
+  host.make_file(dir + "/state");
+  std::ofstream(host.host(dir + "/state")) << state << "\n";
+  for (const auto& device : generic) host.make_file(dir + "/" + device + "/dev");
+  return name;
+}
 
 std::vector<std::string> step_names(const std::vector<std::pair<std::string, StepOutcome>>& steps) {
   std::vector<std::string> out;
@@ -157,12 +173,54 @@ TEST_CASE("a VF is read back neutral, and one left configured fails naming what 
                 configured[2].second.detail);
 }
 
-TEST_CASE("an NVMe's erase is marked undone, never claimed") {
+TEST_CASE("a tenant's NVMe is erased through the nvme driver and read back, outside the preparer's lock") {
   CleaningFixture f;
+  REQUIRE(f.host.driver_of(kNvme) == "nvme");
+  const std::string name = drive_nvme(f.host, kNvme, "live", {"ng9n1"});
+  f.nvme_state.namespaces = {testing::fake_namespace(1)};
+  f.nvme_state.write(1, 0, 0xa5);
+  f.nvme_state.write(1, 1023, 0xa5);
   const auto steps = f.clean(f.function(kNvme));
-  CHECK(step_names(steps) == std::vector<std::string>{"reset", "firmware", "erase"});
-  CHECK(steps[2].second.result == StepResult::skipped);
-  CHECK(steps[2].second.detail == "not erased: hostagent does not erase NVMe yet");
+  REQUIRE(step_names(steps) == std::vector<std::string>{"reset", "firmware", "erase"});
+  CHECK(steps[2].second.result == StepResult::passed);
+  CHECK(steps[2].second.detail == "format (user data erase) of Fake NVMe; namespace 1: 16 blocks read back, all 0x00");
+  CHECK(f.nvme_state.opened == std::vector<std::string>{"/dev/" + name});
+  CHECK(f.nvme_state.namespace_devices == std::vector<std::string>{"/dev/ng9n1"});
+  const CleaningParts parts{&f.model, &f.sysfs, &f.host.kernel(), f.config.get(), &f.netlink, &f.hygiene, &f.nvme};
+  const auto listed = host_cleaning_steps(parts, f.function(kNvme));
+  CHECK_FALSE(listed.back().exclusive);
+
+  SUBCASE("a block the erase did not reach fails it, naming the block") {
+    f.nvme_state.write(1, 1023, 0xa5);
+    f.nvme_state.forgotten = {1023};
+    const auto kept = f.clean(f.function(kNvme));
+    CHECK(kept[2].second.result == StepResult::failed);
+    CHECK_MESSAGE(contains(kept[2].second.detail, "block 1023 of namespace 1 still holds data after the erase"),
+                  kept[2].second.detail);
+  }
+  SUBCASE("a controller the driver does not bring up fails it, with the state it stayed in") {
+    drive_nvme(f.host, kNvme, "resetting", {});
+    const auto down = f.clean(f.function(kNvme));
+    CHECK(down[2].second.result == StepResult::failed);
+    CHECK(down[2].second.detail == "the nvme driver did not bring 0000:ad:00.0's controller up (its state: resetting)");
+  }
+  SUBCASE("a controller that offers no erase fails it: not erased is not clean") {
+    f.nvme_state.info.oacs = 0;
+    const auto none = f.clean(f.function(kNvme));
+    CHECK(none[2].second.result == StepResult::failed);
+    CHECK(contains(none[2].second.detail, "offers neither Sanitize"));
+  }
+}
+
+TEST_CASE("an NVMe on another driver than nvme is not erased, and its cleaning fails saying why") {
+  CleaningFixture f;
+  REQUIRE(f.host.kernel().write("/sys/bus/pci/drivers/nvme/unbind", kNvme).ok());
+  const auto steps = f.clean(f.function(kNvme));
+  REQUIRE(steps.size() == 3);
+  CHECK(steps[2].second.result == StepResult::failed);
+  CHECK(steps[2].second.detail ==
+        "0000:ad:00.0 is on no driver, not the kernel's nvme driver, which hostagent erases and reads through");
+  CHECK(f.nvme_state.opened.empty());
 }
 
 TEST_CASE("on a libvirt-managed host every step is skipped with who does it, or that nothing does") {

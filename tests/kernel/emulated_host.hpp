@@ -29,6 +29,11 @@ inline constexpr uint16_t kEduVendor = 0x1234;
 inline constexpr uint16_t kEduDevice = 0x11e8;
 inline constexpr int kEduPerNode = 2;
 
+// The hygiene boot's whole NVMe controller for a tenant (QemuInputs::tenant_disk): its serial, by
+// which the guest finds its block device, and its one namespace's size.
+inline constexpr const char* kTenantNvmeSerial = "hostagent-tenant";
+inline constexpr std::uintmax_t kTenantNvmeBytes = std::uintmax_t{16} << 20U;
+
 // The expansion ROM the hygiene boot gives every edu (QEMU's romfile=): one image the kernel's
 // pci_map_rom accepts (drivers/pci/rom.c pci_get_rom_size: the 0x55AA signature, at 0x18 the
 // offset of the "PCIR" data structure, whose image length, in 512-byte units, is at +16 and whose

@@ -140,6 +140,7 @@ struct BootPlan {
   std::string test_filter = {};
   fs::path persistent_disk = {};
   fs::path edu_romfile = {};  // the hygiene boot's: an expansion ROM on every edu
+  fs::path tenant_disk = {};  // the hygiene boot's: a tenant's whole NVMe controller's namespace
 };
 
 Result<std::string> build_initramfs(const HostPrerequisites& host, const fs::path& netdevsim, const BootPlan& plan) {
@@ -238,6 +239,7 @@ BootRun run_boot(const BootPlan& plan, const HostPrerequisites& host) {
   inputs.share_host_root = plan.end_to_end;
   inputs.persistent_disk = plan.persistent_disk;
   inputs.edu_romfile = plan.edu_romfile;
+  inputs.tenant_disk = plan.tenant_disk;
   const auto qemu = qemu_argv(inputs);
   argv.insert(argv.end(), qemu.begin(), qemu.end());
   write_text(run_dir / "qemu-command", shell_command(qemu));  // to boot it again by hand
@@ -347,6 +349,12 @@ TEST_CASE("boot hygiene: hostagentd cleans the emulated GPU host's devices betwe
   std::error_code ec;
   fs::create_directories(plan.run_dir, ec);
   write_text(plan.edu_romfile, emulated_host::edu_option_rom());
+  // A fresh namespace each run: zeros, until the guest writes a tenant's pattern on it.
+  plan.tenant_disk = plan.run_dir / "tenant-nvme.img";
+  fs::remove(plan.tenant_disk, ec);
+  { std::ofstream(plan.tenant_disk, std::ios::binary).close(); }
+  fs::resize_file(plan.tenant_disk, emulated_host::kTenantNvmeBytes, ec);
+  REQUIRE_MESSAGE(!ec, "cannot size " << plan.tenant_disk.string() << ": " << ec.message());
   boot(plan);
 }
 

@@ -281,6 +281,26 @@ TEST_CASE("the hygiene boot gives every edu the ROM image, one the kernel's ROM 
   CHECK(emulated_host::edu_option_rom('x').size() == rom.size());
 }
 
+TEST_CASE("the hygiene boot's tenant NVMe is a whole controller on node 1, after its PF, on the tenant drive") {
+  const auto plain = device_arguments();
+  CHECK(std::none_of(plain.begin(), plain.end(),
+                     [](const std::string& d) { return d.find("tenant") != std::string::npos; }));
+  const auto with_tenant = device_arguments(emulated_host::kNvmeMaxVfs, {}, true);
+  const auto controller = std::find_if(with_tenant.begin(), with_tenant.end(),
+                                       [](const std::string& d) { return d.starts_with("nvme,id=nvmetenant,"); });
+  REQUIRE(controller != with_tenant.end());
+  CHECK(controller->find(",drive=tenant,") != std::string::npos);
+  CHECK(controller->find("sriov") == std::string::npos);
+  CHECK(controller[-1].find("bus=pxb1,") != std::string::npos);
+  const auto pf = std::find_if(with_tenant.begin(), with_tenant.end(),
+                               [](const std::string& d) { return d.starts_with("nvme,id=nvme1,"); });
+  CHECK(pf < controller);
+  QemuInputs inputs{"qemu", "vmlinuz", "initrd", "console", "results"};
+  inputs.tenant_disk = "/run/tenant.img";
+  const auto argv = qemu_argv(inputs);
+  CHECK(std::find(argv.begin(), argv.end(), "file=/run/tenant.img,if=none,id=tenant,format=raw") != argv.end());
+}
+
 TEST_CASE("the linux-source package of a Debian kernel version") {
   CHECK(kernel_series("6.1.0-57-amd64") == "6.1");
   CHECK(kernel_series("6.12.9-amd64") == "6.12");

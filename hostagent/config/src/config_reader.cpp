@@ -44,7 +44,7 @@ const std::vector<std::string_view> kTlsKeys = {"certificate", "key", "client_ca
 const std::vector<std::string_view> kTlsSectionKeys = {"certificate", "key", "client_ca", "operator_common_names"};
 const std::vector<std::string_view> kDevicesKeys = {"preparation", "bind_at_start",      "gpu_ids", "sriov",
                                                     "vf",          "releasable_drivers", "reserved"};
-const std::vector<std::string_view> kHygieneKeys = {"firmware", "gpu_scrub"};
+const std::vector<std::string_view> kHygieneKeys = {"firmware", "gpu_scrub", "nvme_erase_timeout"};
 const std::vector<std::string_view> kGpuScrubKeys = {"argv", "timeout"};
 const std::vector<std::string_view> kVfKeys = {
     "vlan", "qos", "trust", "spoofchk", "link_state", "min_tx_rate_mbps", "max_tx_rate_mbps"};
@@ -377,6 +377,10 @@ class ConfigReader {
         *firmware_, "hygiene.firmware", "a list of {vendor: 0x10de, device: 0x2330, sha256: [\"<64 hex digits>\"]}",
         [this](const Value& item, const std::string& path) { return read_firmware(item, path); });
     read_gpu_scrub(field(hygiene, "gpu_scrub"), config);
+    const Value& erase_timeout = field(hygiene, "nvme_erase_timeout");
+    const auto erase_read = read_duration(check_, erase_timeout, "hygiene.nvme_erase_timeout");
+    config.nvme_erase_timeout = erase_read.value_or(config.nvme_erase_timeout);
+    nvme_erase_timeout_ = Written::of(erase_timeout, erase_read.has_value());
     if (!read) return;
     for (std::size_t i = 0; i < read->size(); ++i) {
       for (std::size_t j = 0; j < i; ++j) {
@@ -447,6 +451,12 @@ class ConfigReader {
       check_.report(gpu_scrub_->at, "hygiene.gpu_scrub", "a scrubber with devices.preparation \"libvirt\"",
                     "devices.preparation: hostagent (libvirt's managed hostdevs give a GPU back to its host driver, "
                     "where the scrubber does not run), or no hygiene.gpu_scrub");
+    }
+    if (nvme_erase_timeout_.value != nullptr) {
+      check_.report(nvme_erase_timeout_.value->at, "hygiene.nvme_erase_timeout",
+                    "an erase bound with devices.preparation \"libvirt\"",
+                    "devices.preparation: hostagent (with libvirt's managed hostdevs hostagent erases no NVMe), or "
+                    "no hygiene.nvme_erase_timeout");
     }
   }
 
@@ -632,6 +642,7 @@ class ConfigReader {
   std::vector<std::pair<std::size_t, const Value*>> tcp_listeners_;  // index in api.listen
   const Value* firmware_ = nullptr;                                  // hygiene.firmware as written
   const Value* gpu_scrub_ = nullptr;                                 // hygiene.gpu_scrub as written
+  Written nvme_erase_timeout_;
 };
 
 }  // namespace

@@ -122,6 +122,15 @@ TEST_CASE("hygiene: a GPU scrubber is an argv with an absolute program, and a ti
         "scrubber does not run), or no hygiene.gpu_scrub");
 }
 
+TEST_CASE("hygiene: an NVMe erase is bounded, 30 minutes unless written, and refused where libvirt prepares") {
+  CHECK(valid("").hygiene.nvme_erase_timeout == std::chrono::minutes(30));
+  CHECK(valid("hygiene: {nvme_erase_timeout: 2h}\n").hygiene.nvme_erase_timeout == std::chrono::hours(2));
+  CHECK(problems("devices: {preparation: libvirt}\nhygiene: {nvme_erase_timeout: 1h}\n") ==
+        "c.yaml:2:31: hygiene.nvme_erase_timeout: found an erase bound with devices.preparation \"libvirt\", "
+        "expected devices.preparation: hostagent (with libvirt's managed hostdevs hostagent erases no NVMe), or no "
+        "hygiene.nvme_erase_timeout");
+}
+
 TEST_CASE("hygiene: errors name the key, and a list libvirt's preparation would not apply is refused") {
   CHECK(problems("hygiene:\n  firmware:\n    - {vendor: 0x10de, device: 0x2330, sha256: [abc]}\n") ==
         "c.yaml:3:49: hygiene.firmware[0].sha256[0]: found \"abc\", expected 64 hex digits, as sha256sum prints a "

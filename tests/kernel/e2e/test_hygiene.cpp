@@ -6,12 +6,21 @@
 // killed mid-cleaning cleans the device again at its next start; the operator's GPU scrubber runs
 // while the GPU is on vfio-pci. Each case is a CTest result
 // (hygiene:...), starts its own hostagentd on a state directory of its own, and prints how long
-// each step took on this kernel.
+// each step took on this kernel. A tenant's whole NVMe controller (the boot's tenant disk) is
+// erased through the host's nvme driver once its VM is deleted, and reads zeros after.
 #include <doctest/doctest.h>
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <boost/json.hpp>
+#include <cerrno>
 #include <chrono>
+#include <cstdlib>
+#include <cstring>
 #include <fstream>
+#include <regex>
 #include <sstream>
 
 #include "../emulated_host.hpp"
@@ -99,6 +108,69 @@ void set_reset_methods(const PciAddress& device, const std::string& methods) {
   REQUIRE_MESSAGE(out.good(), "cannot write reset_method of " << device.to_string());
 }
 
+// The hygiene boot's whole NVMe controller for tenants (QemuInputs::tenant_disk), by its serial.
+PciAddress tenant_controller() {
+  for (const auto& function : guest::pci_functions(emulated_host::kNvmeVendor, emulated_host::kNvmeDevice)) {
+    const auto controllers = guest::sysfs().list(guest::pci_path(function, "nvme"), true).value();
+    if (controllers.size() != 1) continue;
+    const auto serial = guest::sysfs().read(guest::pci_path(function, "nvme/" + controllers.front() + "/serial"));
+    if (serial.ok() && *serial == emulated_host::kTenantNvmeSerial) return function;
+  }
+  FAIL("no NVMe controller with serial " << emulated_host::kTenantNvmeSerial << " on the nvme driver");
+  return {};
+}
+
+// Its namespace's block device now (the name may change as it moves between drivers): the disk
+// whose controller, or multipath subsystem, has the tenant's serial.
+fs::path tenant_block_device() {
+  static const std::regex disk("nvme[0-9]+n[0-9]+");
+  for (const auto& entry : fs::directory_iterator("/sys/block")) {
+    const std::string name = entry.path().filename().string();
+    if (!std::regex_match(name, disk)) continue;
+    const auto serial = guest::sysfs().read("/sys/block/" + name + "/device/serial");
+    if (serial.ok() && *serial == emulated_host::kTenantNvmeSerial) return fs::path("/dev") / name;
+  }
+  FAIL("no block device of the NVMe with serial " << emulated_host::kTenantNvmeSerial);
+  return {};
+}
+
+constexpr std::size_t kBlock = 4096;
+
+std::vector<off_t> pattern_offsets() {
+  return {0, static_cast<off_t>(emulated_host::kTenantNvmeBytes / 2),
+          static_cast<off_t>(emulated_host::kTenantNvmeBytes - kBlock)};
+}
+
+std::string tenant_pattern() {
+  std::string block(kBlock, '\xa5');
+  block.replace(0, 20, "a tenant's own data.");
+  return block;
+}
+
+// One block, around the page cache (O_DIRECT), from a page-aligned buffer.
+std::string read_block(const fs::path& device, off_t offset) {
+  const int fd = ::open(device.c_str(), O_RDONLY | O_DIRECT | O_CLOEXEC);
+  REQUIRE_MESSAGE(fd >= 0, "open " << device.string() << ": " << std::strerror(errno));
+  void* buffer = std::aligned_alloc(kBlock, kBlock);
+  const auto got = ::pread(fd, buffer, kBlock, offset);
+  std::string block(static_cast<const char*>(buffer), got > 0 ? static_cast<std::size_t>(got) : 0);
+  std::free(buffer);
+  ::close(fd);
+  REQUIRE_MESSAGE(got == static_cast<ssize_t>(kBlock), "read " << device.string() << " at " << offset);
+  return block;
+}
+
+void write_pattern(const fs::path& device, off_t offset) {
+  const int fd = ::open(device.c_str(), O_WRONLY | O_DIRECT | O_SYNC | O_CLOEXEC);
+  REQUIRE_MESSAGE(fd >= 0, "open " << device.string() << ": " << std::strerror(errno));
+  void* buffer = std::aligned_alloc(kBlock, kBlock);
+  const auto pattern = tenant_pattern();
+  std::memcpy(buffer, pattern.data(), kBlock);
+  const auto put = ::pwrite(fd, buffer, kBlock, offset);
+  std::free(buffer);
+  ::close(fd);
+  REQUIRE_MESSAGE(put == static_cast<ssize_t>(kBlock), "write " << device.string() << " at " << offset);
+}
 }  // namespace
 
 TEST_CASE("1 a VM's NVMe VF is reset by the kernel and read back once the VM is deleted, then free again") {
@@ -123,7 +195,11 @@ TEST_CASE("1 a VM's NVMe VF is reset by the kernel and read back once the VM is 
   CHECK_MESSAGE(text(reset, "detail").find("answered as a VF of class 0108") != std::string::npos,
                 text(reset, "detail"));
   CHECK(text(step_named(cleaning, "firmware"), "detail") == "no expansion ROM");  // a VF has no ROM BAR
-  CHECK(text(step_named(cleaning, "erase"), "result") == "skipped");
+  // The VF's controller had no namespace attached: nothing of the tenant's to erase, and said so.
+  const auto erase = step_named(cleaning, "erase");
+  CHECK(text(erase, "result") == "passed");
+  CHECK_MESSAGE(text(erase, "detail").find("nothing to erase: no namespace is attached to the VF's controller") == 0,
+                text(erase, "detail"));
   CHECK(listed_free(daemon, vf));
   check_vf_idle(vf);
   CHECK_MESSAGE(daemon.stop() == 0, daemon.log_tail());
@@ -259,6 +335,60 @@ TEST_CASE(
   const auto quarantine = json_of(daemon.ctl({"quarantine", "list", "--json"}));
   REQUIRE(quarantine.at("devices").as_array().size() == 1);
   CHECK(text(quarantine.at("devices").as_array().front().as_object(), "step") == "scrub");
+  CHECK_MESSAGE(daemon.stop() == 0, daemon.log_tail());
+}
+
+TEST_CASE("7 a tenant's data on a whole NVMe controller is erased once its VM is deleted, and zeros read back") {
+  const auto tenant = tenant_controller();
+  const auto before = tenant_block_device();
+  MESSAGE("the tenant's controller " << tenant.to_string() << ", namespace " << before.string());
+  // What a tenant leaves: a pattern at the first, a middle and the last block of its namespace.
+  for (const auto offset : pattern_offsets()) write_pattern(before, offset);
+  for (const auto offset : pattern_offsets()) CHECK(read_block(before, offset) == tenant_pattern());
+
+  TempDir dir;
+  Daemon daemon(dir.path());
+  // Every NVMe the host offers: the VFs of both PFs and the tenant's controller.
+  const auto nvme = static_cast<int>(all_vfs().size()) + 1;
+  // Two vCPUs: the VFs are on both nodes, and the guest gets a cell per node.
+  daemon.add_template("e2e-all-nvme",
+                      "name: e2e-all-nvme\nextends: e2e-nvme-vf\nvcpus: 2\nnvme: " + std::to_string(nvme) + "\n");
+  REQUIRE_MESSAGE(daemon.start(kStartTimeout), daemon.log_tail());
+  const std::string name = "hygiene-nvme";
+  const auto created = daemon.ctl({"vm", "create", "--template", "e2e-all-nvme", "--name", name});
+  REQUIRE_MESSAGE(created.exit_code == 0, created.output << daemon.log_tail() << libvirt_logs(name));
+  const auto held = libvirt_domain(name).hostdevs;
+  REQUIRE_MESSAGE(std::find(held.begin(), held.end(), tenant) != held.end(),
+                  "the VM does not hold " << tenant.to_string());
+  CHECK(guest::driver_of(tenant) == std::optional<std::string>("vfio-pci"));
+  const auto deleted = daemon.ctl({"vm", "delete", name});
+  REQUIRE_MESSAGE(deleted.exit_code == 0, deleted.output << daemon.log_tail());
+  REQUIRE_MESSAGE(cleaned_within(daemon), daemon.log_tail());
+
+  const auto cleaning = last_cleaning(daemon, tenant);
+  CHECK(text(cleaning, "outcome") == "clean");
+  CHECK(text(cleaning, "vm") == name);
+  const auto erase = step_named(cleaning, "erase");
+  CHECK(text(erase, "result") == "passed");
+  CHECK_MESSAGE(text(erase, "detail").find("format (user data erase) of ") == 0, text(erase, "detail"));
+  CHECK_MESSAGE(text(erase, "detail").find("namespace 1: 16 blocks read back, all 0x00") != std::string::npos,
+                text(erase, "detail"));
+  // Back on the host's nvme driver, where the controller was before the VM: zeros where the pattern was.
+  CHECK(guest::driver_of(tenant) == std::optional<std::string>("nvme"));
+  const auto after = tenant_block_device();
+  for (const auto offset : pattern_offsets()) {
+    CHECK_MESSAGE(read_block(after, offset) == std::string(kBlock, '\0'),
+                  "offset " << offset << " of " << after.string());
+  }
+  // Each VF the VM held had nothing to erase: no namespace is attached to its controller.
+  for (const auto& vf : all_vfs()) {
+    const auto vf_erase = step_named(last_cleaning(daemon, vf), "erase");
+    CHECK(text(vf_erase, "result") == "passed");
+    CHECK_MESSAGE(
+        text(vf_erase, "detail").find("nothing to erase: no namespace is attached to the VF's controller") == 0,
+        text(vf_erase, "detail"));
+  }
+  CHECK(listed_free(daemon, tenant));
   CHECK_MESSAGE(daemon.stop() == 0, daemon.log_tail());
 }
 

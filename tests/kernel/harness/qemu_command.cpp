@@ -74,11 +74,19 @@ std::string kernel_cmdline() {
   return verify::tcg_kernel_cmdline("console=ttyS0 intel_iommu=on iommu=pt panic=-1 quiet");
 }
 
-std::vector<std::string> device_arguments(int nvme_max_vfs, const std::filesystem::path& edu_romfile) {
+std::vector<std::string> device_arguments(int nvme_max_vfs, const std::filesystem::path& edu_romfile,
+                                          bool tenant_nvme) {
   // The IOMMU first: QEMU attaches each PCI device to the IOMMU that exists when it is created.
   std::vector<std::string> devices = {"intel-iommu,intremap=on,caching-mode=on"};
   Chassis chassis;
   for (int node = 0; node < host::kNodes; ++node) add_node(devices, node, chassis, nvme_max_vfs, edu_romfile);
+  if (tenant_nvme) {
+    // On node 1's expander, after its PF (a higher bus: placement ranks the PF's VFs first on the
+    // node). The legacy drive= property: one namespace, NSID 1, attached at realize (hw/nvme/ctrl.c
+    // nvme_realize), which Format NVM zeroes (nvme_format_ns_cb: write-zeroes over the drive).
+    devices.push_back("pcie-root-port,id=rp1t,bus=pxb1,chassis=" + chassis.next() + ",slot=0,addr=0x2");
+    devices.push_back(std::string("nvme,id=nvmetenant,serial=") + host::kTenantNvmeSerial + ",drive=tenant,bus=rp1t");
+  }
   return devices;
 }
 
@@ -104,7 +112,7 @@ std::vector<std::string> qemu_argv(const QemuInputs& inputs) {
                 {"-object", "memory-backend-ram,id=mem" + n + ",size=" + std::to_string(host::kMemoryMibPerNode) + "M",
                  "-numa", "node,nodeid=" + n + ",cpus=" + cpu_range + ",memdev=mem" + n});
   }
-  for (const auto& device : device_arguments(inputs.nvme_max_vfs, inputs.edu_romfile))
+  for (const auto& device : device_arguments(inputs.nvme_max_vfs, inputs.edu_romfile, !inputs.tenant_disk.empty()))
     argv.insert(argv.end(), {"-device", device});
   if (inputs.share_host_root) {
     // security_model=none: files keep this machine's owners and modes, and nothing is remapped;
@@ -119,6 +127,10 @@ std::vector<std::string> qemu_argv(const QemuInputs& inputs) {
     // image when QEMU exits.
     argv.insert(argv.end(), {"-drive", "file=" + inputs.persistent_disk.string() + ",if=none,id=persist,format=raw",
                              "-device", "nvme,id=nvmepersist,serial=hostagent-persist,drive=persist,bus=pcie.0"});
+  }
+  if (!inputs.tenant_disk.empty()) {
+    // Before the devices: the tenant's controller (device_arguments) names this drive.
+    argv.insert(argv.end(), {"-drive", "file=" + inputs.tenant_disk.string() + ",if=none,id=tenant,format=raw"});
   }
   argv.insert(argv.end(),
               {"-serial", "file:" + inputs.console_log.string(), "-serial", "file:" + inputs.results_log.string(),

@@ -30,6 +30,9 @@ struct QemuInputs {
   std::filesystem::path persistent_disk = {};
   // An expansion ROM image every edu carries (romfile=; the hygiene boot's); empty: none.
   std::filesystem::path edu_romfile = {};
+  // A raw image a tenant's whole NVMe controller keeps its namespace on (the hygiene boot's,
+  // serial emulated_host::kTenantNvmeSerial, no SR-IOV), on the root complex; empty: none.
+  std::filesystem::path tenant_disk = {};
 };
 
 // The kernel command line: the console on ttyS0, the IOMMU on (Debian's default leaves it off),
@@ -38,8 +41,10 @@ struct QemuInputs {
 std::string kernel_cmdline();
 
 // The device arguments of the emulated host, in creation order (a bus before what plugs into it).
+// `tenant_nvme`: the tenant's whole NVMe controller on node 1, on the drive QemuInputs::tenant_disk
+// names (id "tenant").
 std::vector<std::string> device_arguments(int nvme_max_vfs = emulated_host::kNvmeMaxVfs,
-                                          const std::filesystem::path& edu_romfile = {});
+                                          const std::filesystem::path& edu_romfile = {}, bool tenant_nvme = false);
 
 // The whole argv, QEMU first.
 std::vector<std::string> qemu_argv(const QemuInputs& inputs);

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "hostagent/numa/host_model.hpp"
+#include "hostagent/nvme/nvme_erase.hpp"
 #include "hostagent/sriov/vf_netlink.hpp"
 #include "hostagent/vfio/function_reset.hpp"
 
@@ -47,12 +48,15 @@ struct HygieneOptions {
   // while the GPU is on vfio-pci, its exit status deciding. Empty: none (the evidence says so).
   std::vector<std::string> gpu_scrub;
   std::chrono::milliseconds gpu_scrub_timeout{std::chrono::minutes(10)};
+  // How an NVMe controller is erased: the bound on a sanitize or format, the blocks read back.
+  nvme::EraseOptions nvme_erase;
 };
 
 // The steps for `function` on a host whose devices hostagent prepares itself. Reset for every role
 // (a function the kernel cannot reset is not shown clean: the step fails); the ROM checked where the
 // function has one; a VF's settings read back as neutral; a GPU's memory scrubbed by the operator's
-// scrubber, or marked not scrubbed; NVMe erase skipped with the reason, until it is built.
+// scrubber, or marked not scrubbed; an NVMe controller erased and read back (nvme/nvme_erase), and
+// a VF shown to hold no namespace.
 struct CleaningParts {
   const numa::HostModel* host = nullptr;
   const SysfsRoot* sysfs = nullptr;
@@ -60,6 +64,7 @@ struct CleaningParts {
   vfio::ConfigSpace* config_space = nullptr;
   sriov::VfNetlink* netlink = nullptr;
   const HygieneOptions* hygiene = nullptr;
+  nvme::ControllerOpener* nvme = nullptr;
 };
 std::vector<CleaningStep> host_cleaning_steps(const CleaningParts& parts, const numa::PciFunction& function);
 

@@ -118,6 +118,7 @@ struct HostDeviceParts {
   std::unique_ptr<SysfsWriter> writer;
   std::unique_ptr<vfio::ConfigSpace> config_space;
   std::unique_ptr<sriov::VfNetlink> netlink;
+  std::unique_ptr<nvme::ControllerOpener> nvme;  // the erase of a tenant's NVMe
   PreparationOptions options;
   std::filesystem::path records_directory;  // one record per VM, written ahead of each change
   // What prepare_host_devices could not bind (the kernel refused, not a refusal of hostagent's):

@@ -104,6 +104,9 @@ struct HygieneConfig {
   // "not scrubbed: no scrubber configured".
   std::vector<std::string> gpu_scrub_argv;
   std::chrono::milliseconds gpu_scrub_timeout{std::chrono::minutes(10)};
+  // How long an NVMe controller's sanitize or format may take before its erase fails (and the
+  // controller is quarantined).
+  std::chrono::milliseconds nvme_erase_timeout{std::chrono::minutes(30)};
 };
 
 struct DaemonConfig {
