@@ -242,7 +242,11 @@ const char* to_string(StepResult result) noexcept {
 
 std::vector<CleaningStep> host_cleaning_steps(const CleaningParts& parts, const numa::PciFunction& function) {
   std::vector<CleaningStep> steps;
-  steps.push_back({"reset", [parts, function] { return reset_step(parts, function); }});
+  // Outside the preparer's lock: for a function on a host driver the kernel's reset waits for that
+  // driver's own (pci_reset_function: reset_prepare, reset_done), which a wedged device never
+  // finishes, and creates must not wait behind it. The writer (one write(2) per call) and libpci's
+  // config space (its own lock) are safe from two threads; the function is out of placement.
+  steps.push_back({"reset", [parts, function] { return reset_step(parts, function); }, false});
   steps.push_back({"firmware", [parts, function] { return firmware_step(parts, function); }});
   if (function.role == numa::PciRole::nvme) {
     // Outside the preparer's lock: it writes no sysfs file, and a sanitize may run for minutes.

@@ -129,8 +129,8 @@ class HostDevicePreparer final : public DevicePreparer {
     return undo(*record);
   }
 
-  // Each step under the preparer's lock: it shares the writer, config space and netlink with
-  // preparations (a reset waits at most the polling's bound).
+  // Each exclusive step under the preparer's lock: it shares the writer, config space and netlink
+  // with preparations. The others (reset, erase, scrub) run outside it (device_cleaning.hpp says why).
   std::vector<CleaningStep> cleaning_steps(const numa::PciFunction& function) override {
     const CleaningParts cleaning{&host_,
                                  &sysfs_,

@@ -33,7 +33,8 @@ struct CleaningStep {
   std::string name;  // reset | firmware | erase | scrub | vf-neutral
   std::function<StepOutcome()> run;
   // Whether it runs under the preparer's lock (it shares the sysfs writer, config space or
-  // netlink with preparations). The scrubber does not: it may run for minutes.
+  // netlink with preparations). The scrubber and the erase do not: they may run for minutes; nor
+  // does the reset, which the kernel may hold as long as a wedged host driver does.
   bool exclusive = true;
 };
 
