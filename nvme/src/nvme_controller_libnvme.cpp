@@ -51,7 +51,7 @@ class LibnvmeController final : public Controller {
   Result<ControllerInfo> identify() override {
     nvme_id_ctrl id{};
     HA_TRY_STATUS(checked(nvme_identify_ctrl(fd_.get(), &id), "identify controller", device_));
-    return ControllerInfo{trimmed(id.mn, sizeof id.mn), le16toh(id.oacs), id.fna, le32toh(id.sanicap)};
+    return ControllerInfo{trimmed(id.mn, sizeof id.mn), le16toh(id.oacs), id.fna, le32toh(id.sanicap), id.cmic};
   }
 
   Result<std::vector<NamespaceInfo>> namespaces() override {
@@ -135,6 +135,13 @@ class LibnvmeController final : public Controller {
       if (le16toh(list.sc_entry[i].vfn) == vf_number) return std::optional<uint16_t>(le16toh(list.sc_entry[i].scid));
     }
     return std::optional<uint16_t>();
+  }
+
+  Result<int> subsystem_controllers() override {
+    nvme_ctrl_list controllers{};
+    HA_TRY_STATUS(checked(nvme_identify_ctrl_list(fd_.get(), 0, &controllers),
+                          "list the controllers of the subsystem of", device_));
+    return static_cast<int>(le16toh(controllers.num));
   }
 
   Result<std::vector<uint32_t>> allocated_namespaces() override {

@@ -111,6 +111,17 @@ Result<NamespaceReadBack> read_back(Controller& controller, const NamespaceInfo&
   return seen;
 }
 
+// A sanitize reaches the whole NVM subsystem, and so may a format (FNA bits 0 and 1): where the
+// subsystem holds another controller (a second port, another function), its namespaces, which may
+// be another tenant's or the host's, would be erased with this one's. Refused, not risked.
+Status check_alone_in_subsystem(Controller& controller, const ControllerInfo& info) {
+  if ((info.cmic & kCmicMultipleControllers) == 0) return ok_status();
+  HA_TRY(const int controllers, controller.subsystem_controllers());
+  if (controllers <= 1) return ok_status();
+  return Error{ErrorCode::conflict, info.model + " shares its NVM subsystem with " + std::to_string(controllers - 1) +
+                                        " other controller(s), whose namespaces an erase through it could reach"};
+}
+
 }  // namespace
 
 const char* to_string(EraseMethod method) noexcept {
@@ -140,6 +151,7 @@ Result<EraseMethod> choose_method(const ControllerInfo& controller) {
 
 Result<EraseReport> erase_controller(Controller& controller, const EraseOptions& options) {
   HA_TRY(const auto info, controller.identify());
+  HA_TRY_STATUS(check_alone_in_subsystem(controller, info));
   HA_TRY(const auto method, choose_method(info));
   HA_TRY(const auto active, controller.namespaces());
   EraseReport report{method, info.model, {}, 0};

@@ -167,6 +167,27 @@ TEST_CASE("a namespace the tenant detached refuses a format, which would not rea
   CHECK(eraser.erase().ok());
 }
 
+TEST_CASE("a controller sharing its NVM subsystem with another is not erased: a sanitize would reach the other's") {
+  Eraser eraser;
+  eraser.state.info.sanicap = kSanicapCryptoErase;
+  eraser.state.info.cmic = kCmicMultipleControllers;
+  eraser.state.subsystem_controllers = 2;
+  eraser.tenant_writes();
+  const auto refused = eraser.erase();
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.error().code == ErrorCode::conflict);
+  CHECK(refused.error().message ==
+        "Fake NVMe shares its NVM subsystem with 1 other controller(s), whose namespaces an erase through it could "
+        "reach");
+  CHECK(eraser.state.sanitizes.empty());
+  CHECK(eraser.state.formats.empty());
+
+  // A subsystem that may hold several controllers but holds this one alone is erased.
+  eraser.state.subsystem_controllers = 1;
+  CHECK(eraser.erase().ok());
+  CHECK(eraser.state.sanitizes.size() == 1);
+}
+
 TEST_CASE("a command the controller refuses fails the erase with the controller's answer") {
   Eraser eraser;
   eraser.state.refuse = "format";

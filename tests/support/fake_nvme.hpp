@@ -27,6 +27,7 @@ struct FakeNvmeState {
   std::vector<uint32_t> detached;                         // allocated, not attached here
   std::map<uint16_t, uint16_t> secondary_by_vf;           // VFN -> SCID
   std::map<uint16_t, std::vector<uint32_t>> attached_to;  // SCID -> NSIDs
+  int subsystem_controllers = 1;                          // this one, and any other port or function of its subsystem
   int sanitize_polls = 2;                                 // status reads while in progress
   bool sanitize_fails = false;
   bool sanitize_keeps_allocated = false;  // No-Deallocate: blocks erased, not deallocated
@@ -111,6 +112,7 @@ class FakeNvmeController final : public nvme::Controller {
     if (found == state_.secondary_by_vf.end()) return std::optional<uint16_t>();
     return std::optional<uint16_t>(found->second);
   }
+  Result<int> subsystem_controllers() override { return state_.subsystem_controllers; }
   Result<std::vector<uint32_t>> allocated_namespaces() override {
     std::vector<uint32_t> out = state_.detached;
     for (const auto& ns : state_.namespaces) out.push_back(ns.info.nsid);

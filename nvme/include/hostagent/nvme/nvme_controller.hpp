@@ -27,6 +27,7 @@ struct ControllerInfo {
   uint16_t oacs = 0;     // bit 1 Format NVM, bit 3 Namespace Management, bit 7 Virtualization Management
   uint8_t fna = 0;       // bit 0 a format applies to all namespaces, bit 2 cryptographic erase by format
   uint32_t sanicap = 0;  // bit 0 crypto erase, bit 1 block erase, bit 2 overwrite
+  uint8_t cmic = 0;      // bit 1: the NVM subsystem may hold two or more controllers
 };
 
 inline constexpr uint16_t kOacsFormat = 1U << 1;
@@ -36,6 +37,7 @@ inline constexpr uint8_t kFnaFormatAll = 1U << 0;
 inline constexpr uint8_t kFnaCryptoErase = 1U << 2;
 inline constexpr uint32_t kSanicapCryptoErase = 1U << 0;
 inline constexpr uint32_t kSanicapBlockErase = 1U << 1;
+inline constexpr uint8_t kCmicMultipleControllers = 1U << 1;
 
 struct NamespaceInfo {
   uint32_t nsid = 0;
@@ -74,6 +76,9 @@ class Controller {
   // On a PF with virtualization management: the controller ID of VF `vf_number` (1-based, as
   // VFN counts), nullopt when the PF lists none for it.
   virtual Result<std::optional<uint16_t>> secondary_controller(uint16_t vf_number) = 0;
+  // How many controllers the NVM subsystem holds (Identify, controller list from ID 0): this one
+  // and any other port or function a sanitize or an all-namespace format would reach through it.
+  virtual Result<int> subsystem_controllers() = 0;
   // With Namespace Management: every namespace of the subsystem, attached here or not (Identify,
   // allocated namespace list), so a namespace a tenant detached is not missed.
   virtual Result<std::vector<uint32_t>> allocated_namespaces() = 0;
