@@ -20,6 +20,10 @@ StepOutcome skipped(std::string detail) {
   return {StepResult::skipped, std::move(detail)};
 }
 
+std::string pci_dir(const PciAddress& address) {
+  return kPciDevicesDir + address.to_string();
+}
+
 // "{address}" in each argument replaced by the device's address.
 std::vector<std::string> scrub_argv(const std::vector<std::string>& configured, const PciAddress& address) {
   std::vector<std::string> argv = configured;
@@ -52,7 +56,7 @@ std::string one_line(const std::string& output) {
 StepOutcome scrub_step(const CleaningParts& parts, const numa::PciFunction& function) {
   const auto& configured = parts.hygiene->gpu_scrub;
   if (configured.empty()) return skipped("not scrubbed: no scrubber configured");
-  auto driver = parts.sysfs->read_link_name("/sys/bus/pci/devices/" + function.address.to_string() + "/driver");
+  auto driver = parts.sysfs->read_link_name(pci_dir(function.address) + "/driver");
   if (!driver.ok()) return failed(driver.error().message);
   if (*driver != std::optional<std::string>("vfio-pci")) {
     return failed("not scrubbed: the GPU is on " + driver->value_or("no driver") + ", not vfio-pci");
@@ -133,10 +137,6 @@ StepOutcome vf_neutral_step(const CleaningParts& parts, const numa::PciFunction&
   const std::string vf = sriov::vf_name(netdev, index);
   if (!off.empty()) return failed(vf + " is not neutral: " + off);
   return passed(vf + " neutral: mac 00:00:00:00:00:00, vlan 0, trust off, spoofchk on, no rate limit");
-}
-
-std::string pci_dir(const PciAddress& address) {
-  return "/sys/bus/pci/devices/" + address.to_string();
 }
 
 // The controller the kernel's nvme driver made of `function` ("nvme3"), once it is live. The

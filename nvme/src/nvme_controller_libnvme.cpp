@@ -33,6 +33,14 @@ std::string trimmed(const char* text, size_t size) {
   return out;
 }
 
+// The LBA format a namespace is formatted with (FLBAS bits 3:0), and its block size.
+uint8_t current_format(const nvme_id_ns& ns) {
+  return ns.flbas & 0xf;
+}
+uint32_t block_size(const nvme_id_ns& ns) {
+  return 1U << ns.lbaf[current_format(ns)].ds;
+}
+
 // Identify and I/O buffers: page aligned, as passthrough maps them for DMA.
 struct AlignedBuffer {
   explicit AlignedBuffer(size_t size) : data(std::aligned_alloc(4096, (size + 4095) / 4096 * 4096)), bytes(size) {}
@@ -64,8 +72,8 @@ class LibnvmeController final : public Controller {
       nvme_id_ns ns{};
       HA_TRY_STATUS(checked(nvme_identify_ns(fd_.get(), nsid, &ns),
                             "identify namespace " + std::to_string(nsid) + " of", device_));
-      const auto& format = ns.lbaf[ns.flbas & 0xf];
-      out.push_back({nsid, le64toh(ns.nsze), 1U << format.ds, ns.dlfeat});
+      block_sizes_[nsid] = block_size(ns);
+      out.push_back({nsid, le64toh(ns.nsze), block_sizes_[nsid], ns.dlfeat});
     }
     return out;
   }
@@ -77,7 +85,7 @@ class LibnvmeController final : public Controller {
       nvme_id_ns ns{};
       HA_TRY_STATUS(checked(nvme_identify_ns(fd_.get(), nsid, &ns),
                             "identify namespace " + std::to_string(nsid) + " of", device_));
-      lbaf = ns.flbas & 0xf;
+      lbaf = current_format(ns);
     }
     nvme_format_nvm_args args{};
     args.args_size = sizeof args;
@@ -110,8 +118,8 @@ class LibnvmeController final : public Controller {
 
   Result<std::vector<uint8_t>> read_block(uint32_t nsid, uint64_t lba) override {
     HA_TRY(const int fd, namespace_fd(nsid));
-    HA_TRY(const uint32_t block_size, block_size_of(nsid));
-    AlignedBuffer buffer(block_size);
+    HA_TRY(const uint32_t size, block_size_of(nsid));
+    AlignedBuffer buffer(size);
     nvme_io_args args{};
     args.args_size = sizeof args;
     args.fd = fd;
@@ -119,12 +127,12 @@ class LibnvmeController final : public Controller {
     args.slba = lba;
     args.nlb = 0;  // 0's based: one block
     args.data = buffer.data;
-    args.data_len = block_size;
+    args.data_len = size;
     HA_TRY_STATUS(checked(nvme_read(&args),
                           "read block " + std::to_string(lba) + " of namespace " + std::to_string(nsid) + " of",
                           device_));
     const auto* bytes = static_cast<const uint8_t*>(buffer.data);
-    return std::vector<uint8_t>(bytes, bytes + block_size);
+    return std::vector<uint8_t>(bytes, bytes + size);
   }
 
   Result<std::optional<uint16_t>> secondary_controller(uint16_t vf_number) override {
@@ -202,11 +210,14 @@ class LibnvmeController final : public Controller {
     return ok_status();
   }
 
+  // The block size namespaces() read, or Identify's now for a namespace it did not list.
   Result<uint32_t> block_size_of(uint32_t nsid) {
+    const auto known = block_sizes_.find(nsid);
+    if (known != block_sizes_.end()) return known->second;
     nvme_id_ns ns{};
     HA_TRY_STATUS(
         checked(nvme_identify_ns(fd_.get(), nsid, &ns), "identify namespace " + std::to_string(nsid) + " of", device_));
-    return 1U << ns.lbaf[ns.flbas & 0xf].ds;
+    return block_sizes_[nsid] = block_size(ns);
   }
 
   std::string device_;
@@ -214,6 +225,7 @@ class LibnvmeController final : public Controller {
   NamespaceDevices namespace_devices_;
   std::set<std::string> seen_;
   std::map<uint32_t, std::unique_ptr<posix::FileDescriptor>> opened_;
+  std::map<uint32_t, uint32_t> block_sizes_;  // by NSID; a format here keeps each namespace's LBA format
 };
 
 class LibnvmeOpener final : public ControllerOpener {

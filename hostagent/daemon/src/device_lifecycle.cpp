@@ -378,12 +378,15 @@ void DeviceLifecycle::conclude(const std::vector<Cleaned>& cleaned) {
     }
     return;
   }
+  std::vector<CleaningRecordView> views;
+  views.reserve(appended->size());
+  for (const auto& record : *appended) views.push_back(record_view(record));
   bool freed = true;
   {
     const std::lock_guard lock(mutex_);
     auto next = devices_;
     for (std::size_t i = 0; i < cleaned.size(); ++i) {
-      last_[cleaned[i].entry.address] = record_view((*appended)[i]);
+      last_[cleaned[i].entry.address] = views[i];
       if (cleaned[i].evidence.outcome == "clean")
         next.erase(std::remove(next.begin(), next.end(), cleaned[i].entry), next.end());
     }
@@ -396,7 +399,7 @@ void DeviceLifecycle::conclude(const std::vector<Cleaned>& cleaned) {
   }
   for (std::size_t i = 0; i < cleaned.size(); ++i) {
     const auto& one = cleaned[i];
-    const auto view = record_view((*appended)[i]);
+    const auto& view = views[i];
     if (one.evidence.outcome != "clean") {
       const auto& failed = one.evidence.steps.back();
       quarantine(one.entry.address, failed.name, failed.detail, one.entry.vm);

@@ -76,6 +76,14 @@ json::object last_cleaning(const Daemon& daemon, const PciAddress& device) {
   return last;
 }
 
+// An operator's `devices clean` of `device`, waited for: its cleaning as the history has it.
+json::object clean_now(const Daemon& daemon, const PciAddress& device) {
+  const auto asked = daemon.ctl({"devices", "clean", device.to_string()});
+  REQUIRE_MESSAGE(asked.exit_code == 0, asked.output << daemon.log_tail());
+  REQUIRE_MESSAGE(cleaned_within(daemon), daemon.log_tail());
+  return last_cleaning(daemon, device);
+}
+
 json::object step_named(const json::object& cleaning, const std::string& name) {
   for (const auto& step : cleaning.at("steps").as_array()) {
     if (step.at("name").as_string() == name) return step.as_object();
@@ -210,10 +218,7 @@ TEST_CASE("2 a GPU stand-in whose ROM is on the known-good list passes its clean
   Daemon daemon(dir.path(), known_good(emulated_host::edu_option_rom()));
   REQUIRE_MESSAGE(daemon.start(kStartTimeout), daemon.log_tail());
   const auto gpu = first_gpu();
-  const auto asked = daemon.ctl({"devices", "clean", gpu.to_string()});
-  REQUIRE_MESSAGE(asked.exit_code == 0, asked.output << daemon.log_tail());
-  REQUIRE_MESSAGE(cleaned_within(daemon), daemon.log_tail());
-  const auto cleaning = last_cleaning(daemon, gpu);
+  const auto cleaning = clean_now(daemon, gpu);
   CHECK(text(cleaning, "outcome") == "clean");
   CHECK(text(step_named(cleaning, "reset"), "result") == "passed");
   const auto firmware = step_named(cleaning, "firmware");
@@ -231,9 +236,7 @@ TEST_CASE("3 a GPU stand-in whose ROM is off the known-good list is quarantined,
   Daemon daemon(dir.path(), known_good(emulated_host::edu_option_rom('x')));
   REQUIRE_MESSAGE(daemon.start(kStartTimeout), daemon.log_tail());
   const auto gpu = first_gpu();
-  REQUIRE(daemon.ctl({"devices", "clean", gpu.to_string()}).exit_code == 0);
-  REQUIRE_MESSAGE(cleaned_within(daemon), daemon.log_tail());
-  const auto cleaning = last_cleaning(daemon, gpu);
+  const auto cleaning = clean_now(daemon, gpu);
   CHECK(text(cleaning, "outcome") == "quarantined");
   const auto firmware = step_named(cleaning, "firmware");
   CHECK(text(firmware, "result") == "failed");
@@ -255,9 +258,7 @@ TEST_CASE("4 a reset the kernel may not do quarantines the device, and clearing 
   const std::string methods = guest::sysfs().read(guest::pci_path(gpu, "reset_method")).value();
   MESSAGE(gpu.to_string() << " resets by: " << methods);
   set_reset_methods(gpu, "");
-  REQUIRE(daemon.ctl({"devices", "clean", gpu.to_string()}).exit_code == 0);
-  REQUIRE_MESSAGE(cleaned_within(daemon), daemon.log_tail());
-  const auto cleaning = last_cleaning(daemon, gpu);
+  const auto cleaning = clean_now(daemon, gpu);
   CHECK(text(cleaning, "outcome") == "quarantined");
   const auto reset = step_named(cleaning, "reset");
   CHECK(text(reset, "result") == "failed");
@@ -269,9 +270,7 @@ TEST_CASE("4 a reset the kernel may not do quarantines the device, and clearing 
   const auto cleared = daemon.ctl({"quarantine", "clear", gpu.to_string()});
   REQUIRE_MESSAGE(cleared.exit_code == 0, cleared.output);
   CHECK(listed_free(daemon, gpu));
-  REQUIRE(daemon.ctl({"devices", "clean", gpu.to_string()}).exit_code == 0);
-  REQUIRE_MESSAGE(cleaned_within(daemon), daemon.log_tail());
-  CHECK(text(last_cleaning(daemon, gpu), "outcome") == "clean");
+  CHECK(text(clean_now(daemon, gpu), "outcome") == "clean");
   CHECK_MESSAGE(daemon.stop() == 0, daemon.log_tail());
 }
 
@@ -316,9 +315,7 @@ TEST_CASE(
     TempDir dir;
     Daemon daemon(dir.path(), scrubbing("vfio-pci"));
     REQUIRE_MESSAGE(daemon.start(kStartTimeout), daemon.log_tail());
-    REQUIRE(daemon.ctl({"devices", "clean", gpu.to_string()}).exit_code == 0);
-    REQUIRE_MESSAGE(cleaned_within(daemon), daemon.log_tail());
-    const auto cleaning = last_cleaning(daemon, gpu);
+    const auto cleaning = clean_now(daemon, gpu);
     CHECK(text(cleaning, "outcome") == "clean");
     CHECK_MESSAGE(text(step_named(cleaning, "scrub"), "detail") == "scrubbed by /usr/bin/test (exit status 0)",
                   text(step_named(cleaning, "scrub"), "detail"));
@@ -327,9 +324,7 @@ TEST_CASE(
   TempDir dir;
   Daemon daemon(dir.path(), scrubbing("nvme"));
   REQUIRE_MESSAGE(daemon.start(kStartTimeout), daemon.log_tail());
-  REQUIRE(daemon.ctl({"devices", "clean", gpu.to_string()}).exit_code == 0);
-  REQUIRE_MESSAGE(cleaned_within(daemon), daemon.log_tail());
-  const auto cleaning = last_cleaning(daemon, gpu);
+  const auto cleaning = clean_now(daemon, gpu);
   CHECK(text(cleaning, "outcome") == "quarantined");
   CHECK(text(step_named(cleaning, "scrub"), "detail") == "/usr/bin/test exited with status 1");
   const auto quarantine = json_of(daemon.ctl({"quarantine", "list", "--json"}));
