@@ -103,6 +103,12 @@ void append_hostdev(pugi::xml_node devices, const DomainInputs& in, const Device
   set(hostdev, "managed", in.options.managed_hostdevs ? "yes" : "no");
   set(add(hostdev, "driver"), "name", "vfio");
   append_host_address(add(hostdev, "source"), d.host->address, false);
+  // boot.from_nvme: after the image (order 1), in placement order. SeaBIOS sets up an NVMe only
+  // when it may boot from it (src/hw/nvme.c nvme_scan skips a controller without a boot order
+  // under a strict one), and maps it to a BIOS drive (0x81 behind the image's 0x80).
+  if (d.role == DeviceRole::nvme && in.shape.boot.from_nvme) {
+    set(add(hostdev, "boot"), "order", (in.shape.boot.image.empty() ? 1 : 2) + d.ordinal);
+  }
   set(add(hostdev, "alias"), "name", d.alias);
   append_guest_address(hostdev, d.plug, d.multifunction);
 }

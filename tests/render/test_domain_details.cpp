@@ -3,6 +3,7 @@
 // seed CD-ROM, direct kernel boot, the console log, metadata, and the guest CPU topology limits.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <set>
 
 #include "render_fixture.hpp"
@@ -151,6 +152,25 @@ TEST_CASE("the boot disk is the template's image and cloud-init user data never 
   CHECK(disk.previous_sibling().type() == pugi::node_comment);
   c.shape.boot.image.clear();
   CHECK_FALSE(domain_of(c)->child("domain").child("devices").child("disk"));
+}
+
+TEST_CASE("boot.from_nvme gives each NVMe hostdev a boot order after the image's, and nothing else one") {
+  auto c = make_case("vela2-2gpu");  // one NVMe
+  const auto orders = [](const pugi::xml_document& doc) {
+    std::vector<std::pair<std::string, int>> out;  // alias, boot order
+    for (const auto& n : doc.child("domain").child("devices").children()) {
+      if (!n.child("boot")) continue;
+      out.emplace_back(n.child("alias").attribute("name").value(), n.child("boot").attribute("order").as_int());
+    }
+    return out;
+  };
+  const auto without = orders(*domain_of(c));
+  CHECK(std::none_of(without.begin(), without.end(), [](const auto& o) { return o.first.starts_with("ua-nvme"); }));
+  c.shape.boot.from_nvme = true;
+  c.shape.boot.image = "/var/lib/hostagent/images/boot.qcow2";
+  CHECK(orders(*domain_of(c)) == std::vector<std::pair<std::string, int>>{{"ua-boot", 1}, {"ua-nvme0", 2}});
+  c.shape.boot.image.clear();
+  CHECK(orders(*domain_of(c)) == std::vector<std::pair<std::string, int>>{{"ua-nvme0", 1}});
 }
 
 TEST_CASE("direct kernel boot puts kernel, initrd and command line in <os>, and the image stays a disk") {

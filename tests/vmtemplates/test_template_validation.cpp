@@ -132,11 +132,22 @@ TEST_CASE("validation: unknown keys list the allowed ones and suggest the closes
         "t.yaml:4:13: guest_numa.cells: found nothing (the key is missing), expected a whole number 1..14\n"
         "t.yaml:4:14: guest_numa.cell: found an unknown key, expected one of cells (did you mean \"cells\"?)");
   CHECK(problems(kMinimalTemplate + "boot: {imgae: /a}\n") ==
-        "t.yaml:4:8: boot.imgae: found an unknown key, expected one of image, cloud_init, kernel, initrd or cmdline "
-        "(did you mean \"image\"?)");
+        "t.yaml:4:8: boot.imgae: found an unknown key, expected one of image, cloud_init, kernel, initrd, cmdline or "
+        "from_nvme (did you mean \"image\"?)");
   CHECK(problems(kMinimalTemplate + "boot: {kernel: /k, command_line: quiet}\n") ==
-        "t.yaml:4:20: boot.command_line: found an unknown key, expected one of image, cloud_init, kernel, initrd or "
-        "cmdline");
+        "t.yaml:4:20: boot.command_line: found an unknown key, expected one of image, cloud_init, kernel, initrd, "
+        "cmdline or from_nvme");
+}
+
+TEST_CASE("validation: boot.from_nvme needs NVMe to boot from") {
+  CHECK(
+      problems(kMinimalTemplate + "boot: {from_nvme: true}\n") ==
+      "t.yaml:4:19: boot.from_nvme: found \"true\" with nvme 0, expected nvme of 1 or more (the VM's NVMe are what it "
+      "would boot from), or no boot.from_nvme");
+  CHECK(valid(kMinimalTemplate + "nvme: 2\nboot: {from_nvme: true}\n").boot.from_nvme);
+  CHECK_FALSE(valid(kMinimalTemplate + "nvme: 2\n").boot.from_nvme);
+  CHECK(problems(kMinimalTemplate + "boot: {from_nvme: yes please}\n") ==
+        "t.yaml:4:19: boot.from_nvme: found \"yes please\", expected true or false");
 }
 
 TEST_CASE("validation: wrong types say what was found") {

@@ -309,16 +309,22 @@ class ShapeReader {
       shape.firmware = Firmware::bios;
     }
     read_boot(field(root, "boot"), shape.boot);
+    if (shape.boot.from_nvme && shape.nvme == 0) {
+      const Value& from_nvme = field(field(root, "boot"), "from_nvme");
+      check_.report(from_nvme.at, "boot.from_nvme", describe(from_nvme) + " with nvme 0",
+                    "nvme of 1 or more (the VM's NVMe are what it would boot from), or no boot.from_nvme");
+    }
   }
 
   void read_boot(const Value& boot, BootSpec& spec) {
     if (boot.is_null()) return;
-    if (!check_.mapping(boot, "boot", {"image", "cloud_init", "kernel", "initrd", "cmdline"})) return;
+    if (!check_.mapping(boot, "boot", {"image", "cloud_init", "kernel", "initrd", "cmdline", "from_nvme"})) return;
     spec.image = host_path(field(boot, "image"), "boot.image");
     spec.cloud_init = check_.text(field(boot, "cloud_init"), "boot.cloud_init").value_or("");
     spec.kernel = host_path(field(boot, "kernel"), "boot.kernel");
     spec.initrd = host_path(field(boot, "initrd"), "boot.initrd");
     spec.cmdline = read_cmdline(field(boot, "cmdline"));
+    spec.from_nvme = check_.boolean(field(boot, "from_nvme"), "boot.from_nvme").value_or(false);
     // An inherited kernel removed with `kernel: ~` must not leave its initrd and command line behind.
     const bool kernel_given = !field(boot, "kernel").is_null();
     for (const char* key : {"initrd", "cmdline"}) {

@@ -37,11 +37,8 @@ boost::json::object nics_json(const vmtemplates::NicSpec& nics) {
 }
 
 boost::json::object boot_json(const vmtemplates::BootSpec& boot) {
-  return {{"image", boot.image},
-          {"cloud_init", boot.cloud_init},
-          {"kernel", boot.kernel},
-          {"initrd", boot.initrd},
-          {"cmdline", boot.cmdline}};
+  return {{"image", boot.image},   {"cloud_init", boot.cloud_init}, {"kernel", boot.kernel},
+          {"initrd", boot.initrd}, {"cmdline", boot.cmdline},       {"from_nvme", boot.from_nvme}};
 }
 
 }  // namespace

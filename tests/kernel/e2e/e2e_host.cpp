@@ -41,10 +41,14 @@ std::string hex4(uint16_t value) {
   return text;
 }
 
-std::string configuration(const fs::path& dir, const EmulatedDevices& devices) {
+std::string configuration(const fs::path& dir, const EmulatedDevices& devices,
+                          const std::vector<PciAddress>& reserved) {
   std::ostringstream sriov;
   for (const auto& pf : devices.nvme_pfs)
     sriov << "\n    - {pf: \"" << pf.to_string() << "\", vfs: " << kVfsPerPf << "}";
+  if (!reserved.empty()) sriov << "\n  reserved:";
+  for (const auto& device : reserved)
+    sriov << "\n    - {address: \"" << device.to_string() << "\", reason: \"kept out by the test\"}";
   return "libvirt: {uri: \"qemu:///system\", domain_type: qemu, connect_timeout: 120s}\n"
          "host: {sysfs_root: /}\n"
          "templates: {directories: [\"" +
@@ -155,8 +159,9 @@ PciAddress check_vm_holds_a_vf(const DomainView& domain) {
   return vf;
 }
 
-Daemon::Daemon(const fs::path& dir, const std::string& more_config) : dir_(dir), config_(dir / "hostagent.yaml") {
-  write_file(config_, configuration(dir_, emulated_devices()) + more_config);
+Daemon::Daemon(const fs::path& dir, const std::string& more_config, const std::vector<PciAddress>& reserved)
+    : dir_(dir), config_(dir / "hostagent.yaml") {
+  write_file(config_, configuration(dir_, emulated_devices(), reserved) + more_config);
   write_file(dir_ / "templates" / (std::string(kVfTemplate) + ".yaml"), kVfTemplateYaml);
   write_file(dir_ / "templates" / (std::string(kBrokenTemplate) + ".yaml"), kBrokenTemplateYaml);
 }
@@ -229,6 +234,18 @@ std::string Daemon::log() const {
 std::string Daemon::log_tail() const {
   return "hostagentd's output (" + (dir_ / "hostagentd.log").string() + "), last lines:\n" +
          tail_of(dir_ / "hostagentd.log", 30);
+}
+
+void start_dir_pool(const std::string& name, const fs::path& directory) {
+  fs::create_directories(directory);
+  const std::unique_ptr<virConnect, ConnectionCloser> connection(virConnectOpen("qemu:///system"));
+  REQUIRE_MESSAGE(connection != nullptr, "cannot connect to qemu:///system: " << virGetLastErrorMessage());
+  // The test's own names and paths: no markup in them to escape.
+  const std::string xml =
+      "<pool type='dir'><name>" + name + "</name><target><path>" + directory.string() + "</path></target></pool>";
+  virStoragePoolPtr pool = virStoragePoolCreateXML(connection.get(), xml.c_str(), 0);
+  REQUIRE_MESSAGE(pool != nullptr, "cannot start pool " << name << ": " << virGetLastErrorMessage());
+  virStoragePoolFree(pool);
 }
 
 DomainView libvirt_domain(const std::string& name) {

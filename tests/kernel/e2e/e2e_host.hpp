@@ -40,8 +40,10 @@ void check_vf_idle(const PciAddress& vf);
 class Daemon {
  public:
   // `more_config`: top-level YAML sections appended to the configuration (the hygiene boot's
-  // known-good ROMs).
-  explicit Daemon(const std::filesystem::path& dir, const std::string& more_config = "");
+  // known-good ROMs); `reserved`: devices.reserved, kept out of placement (the hygiene boot's VFs,
+  // when a VM is to get the tenant's controller).
+  explicit Daemon(const std::filesystem::path& dir, const std::string& more_config = "",
+                  const std::vector<PciAddress>& reserved = {});
   ~Daemon();  // SIGKILL if still running
   Daemon(const Daemon&) = delete;
   Daemon& operator=(const Daemon&) = delete;
@@ -80,6 +82,10 @@ PciAddress check_vm_holds_a_vf(const DomainView& domain);
 
 // What an operator's `virsh destroy; virsh undefine` does, through the C API: hostagent not asked.
 void destroy_and_undefine(const std::string& name);
+
+// A transient libvirt storage pool of type dir at `directory`, started (a VM with a boot image gets
+// its disk in one: storage.pool); it goes when libvirtd does.
+void start_dir_pool(const std::string& name, const std::filesystem::path& directory);
 
 // The tail of libvirt's own logs (libvirtd's and the domain's), for failure messages.
 std::string libvirt_logs(const std::string& domain);

@@ -69,9 +69,10 @@ void add_node(std::vector<std::string>& devices, int node, Chassis& chassis, int
 
 }  // namespace
 
-std::string kernel_cmdline() {
+std::string kernel_cmdline(bool host_dma_translated) {
   // tcg_kernel_cmdline appends no_timer_check: under TCG on a loaded machine the boot's timer check panics.
-  return verify::tcg_kernel_cmdline("console=ttyS0 intel_iommu=on iommu=pt panic=-1 quiet");
+  const std::string iommu = host_dma_translated ? "intel_iommu=on" : "intel_iommu=on iommu=pt";
+  return verify::tcg_kernel_cmdline("console=ttyS0 " + iommu + " panic=-1 quiet");
 }
 
 std::vector<std::string> device_arguments(int nvme_max_vfs, const std::filesystem::path& edu_romfile,
@@ -132,9 +133,9 @@ std::vector<std::string> qemu_argv(const QemuInputs& inputs) {
     // Before the devices: the tenant's controller (device_arguments) names this drive.
     argv.insert(argv.end(), {"-drive", "file=" + inputs.tenant_disk.string() + ",if=none,id=tenant,format=raw"});
   }
-  argv.insert(argv.end(),
-              {"-serial", "file:" + inputs.console_log.string(), "-serial", "file:" + inputs.results_log.string(),
-               "-kernel", inputs.kernel.string(), "-initrd", inputs.initrd.string(), "-append", kernel_cmdline()});
+  argv.insert(argv.end(), {"-serial", "file:" + inputs.console_log.string(), "-serial",
+                           "file:" + inputs.results_log.string(), "-kernel", inputs.kernel.string(), "-initrd",
+                           inputs.initrd.string(), "-append", kernel_cmdline(!inputs.tenant_disk.empty())});
   return argv;
 }
 

@@ -38,7 +38,10 @@ struct QemuInputs {
 // The kernel command line: the console on ttyS0, the IOMMU on (Debian's default leaves it off),
 // a panic that ends the run at once (panic=-1 reboots, -no-reboot turns that into QEMU's exit), and
 // what every TCG boot takes so that load cannot fail it (verify::tcg_kernel_cmdline).
-std::string kernel_cmdline();
+// `host_dma_translated`: without iommu=pt, the host's own drivers get a translated DMA domain. The
+// hygiene boot's, where a nested VM uses the tenant's NVMe and the host's nvme driver then takes it
+// back: its passing runs were made so (docs/devices.md, the hygiene tier's case 7).
+std::string kernel_cmdline(bool host_dma_translated = false);
 
 // The device arguments of the emulated host, in creation order (a bus before what plugs into it).
 // `tenant_nvme`: the tenant's whole NVMe controller on node 1, on the drive QemuInputs::tenant_disk

@@ -60,6 +60,9 @@ struct BootSpec {
   std::string kernel;      // direct kernel boot: the kernel's absolute path on the host; "" for none
   std::string initrd;      // the initramfs loaded with the kernel; "" for none (needs a kernel)
   std::string cmdline;     // the kernel command line, one line; "" for none (needs a kernel)
+  // The VM's NVMe are boot devices too, after the image: SeaBIOS sets up only the disks it may boot
+  // from, so without this a BIOS guest's boot loader cannot read its NVMe (needs nvme > 0).
+  bool from_nvme = false;
 };
 
 struct VmTemplate {
