@@ -85,6 +85,11 @@ boost::json::value to_json(const daemon::ServiceStatus& status) {
 }
 
 boost::json::value to_json(const daemon::OperationView& operation) {
+  boost::json::array timeline;
+  for (const auto& phase : operation.timeline) {
+    timeline.push_back(boost::json::object{
+        {"phase", phase.name}, {"ended_at", phase.ended_at}, {"seconds", phase.seconds}, {"detail", phase.detail}});
+  }
   boost::json::value error = nullptr;
   if (operation.error) {
     error = boost::json::object{{"code", to_string(operation.error->code)}, {"message", operation.error->message}};
@@ -101,7 +106,8 @@ boost::json::value to_json(const daemon::OperationView& operation) {
                              {"submitted_at", operation.submitted_at},
                              {"started_at", operation.started_at},
                              {"finished_at", operation.finished_at},
-                             {"duration_seconds", operation.duration_seconds}};
+                             {"duration_seconds", operation.duration_seconds},
+                             {"timeline", std::move(timeline)}};
 }
 
 namespace {

@@ -143,6 +143,19 @@ std::string render_operations(const json::value& operations) {
   return table.render();
 }
 
+// Where a create's or start's time went: one row per phase, in order.
+std::string timeline_table(const json::value& operation) {
+  const auto& phases = items(member(operation, "timeline"));
+  if (phases.empty()) return "";
+  Table table({"PHASE", "SECONDS", "ENDED AT", "DETAIL"});
+  for (const auto& phase : phases) {
+    const auto& detail = member(phase, "detail");
+    table.add_row({display(phase, "phase"), display(phase, "seconds"), display(phase, "ended_at"),
+                   detail.is_string() && !detail.as_string().empty() ? display(detail) : "-"});
+  }
+  return "\ntimeline:\n" + table.render();
+}
+
 std::string render_operation(const json::value& operation) {
   const auto& error = member(operation, "error");
   return render_fields({{"id", display(operation, "id")},
@@ -155,7 +168,8 @@ std::string render_operation(const json::value& operation) {
                         {"started at", display(operation, "started_at")},
                         {"finished at", display(operation, "finished_at")},
                         {"duration", display(operation, "duration_seconds") + " s"},
-                        {"error", error.is_object() ? display(error, "detail") : "-"}});
+                        {"error", error.is_object() ? display(error, "detail") : "-"}}) +
+         timeline_table(operation);
 }
 
 std::string render_host(const json::value& host) {

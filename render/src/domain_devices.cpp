@@ -1,6 +1,6 @@
 // render/domain_devices: the <devices> of the domain (boot disk, cloud-init seed CD-ROM, the PCI
-// controllers of the layout, assigned GPUs/NVMe and VFs at their guest addresses, console) and the
-// QEMU per-device overrides.
+// controllers of the layout, assigned GPUs/NVMe and VFs at their guest addresses, console, the guest
+// agent's channel) and the QEMU per-device overrides.
 #include <string>
 
 #include "domain_xml.hpp"
@@ -138,6 +138,16 @@ void append_console(pugi::xml_node devices, const DomainInputs& in) {
   set(set(add(console, "target"), "type", "serial"), "port", 0);
 }
 
+// The QEMU guest agent's channel: how "up" is seen (libvirt's agent lifecycle event) and how a VM
+// is stopped without ACPI. A unix socket libvirt names itself. The controller is declared with an
+// address, else libvirt would add one on a root port of its own (qemuDomainAssignDevicePCISlots).
+void append_agent_channel(pugi::xml_node devices) {
+  auto controller = set(set(add(devices, "controller"), "type", "virtio-serial"), "index", 0);
+  append_guest_address(controller, Plug{0, kAgentSerialSlot, 0}, false);
+  auto channel = set(add(devices, "channel"), "type", "unix");
+  set(set(add(channel, "target"), "type", "virtio"), "name", "org.qemu.guest_agent.0");
+}
+
 }  // namespace
 
 void append_devices(pugi::xml_node domain, const DomainInputs& in) {
@@ -159,6 +169,7 @@ void append_devices(pugi::xml_node domain, const DomainInputs& in) {
     }
   }
   append_console(devices, in);
+  append_agent_channel(devices);
   set(add(devices, "memballoon"), "model", "none");  // assigned devices pin all guest memory anyway
 }
 

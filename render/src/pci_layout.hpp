@@ -2,7 +2,8 @@
 // the NCCL topology file and RenderedGuest::addresses all read this layout, so they cannot disagree.
 //
 // Guest PCI address scheme (stable: a pure function of the placement and the host model):
-//  - pcie-root, bus 0 (controller index 0): 00:02.0 boot disk (virtio); 00:(0x10+c).0 the
+//  - pcie-root, bus 0 (controller index 0): 00:02.0 boot disk (virtio), 00:03.0 the guest agent's
+//    virtio-serial controller; 00:(0x10+c).0 the
 //    pcie-expander-bus (pxb-pcie, controller index 1+c) of guest cell c, its <node> = c.
 //  - Expander bus c numbers its buses from busNr B(c) = S x (c + 1), S = min(0x40, (0x100 / (cells+1))
 //    rounded down to a multiple of 8): 0x40 and 0x80 for two cells. Buses B(c)..B(c+1)-1 are cell c's
@@ -54,6 +55,9 @@
 namespace hostagent::render::detail {
 
 inline constexpr int kBootDiskSlot = 0x02;
+// The virtio-serial controller that carries the guest agent's channel, an integrated endpoint on
+// bus 0 beside the boot disk: given an address here, libvirt adds no root port for it.
+inline constexpr int kAgentSerialSlot = 0x03;
 inline constexpr int kFirstExpanderSlot = 0x10;
 
 enum class ControllerModel { pcie_root, expander_bus, root_port, switch_upstream, switch_downstream };

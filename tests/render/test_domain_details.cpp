@@ -1,6 +1,7 @@
 // Details of the domain XML: VF MACs and VLANs, a GPU's companion functions, firmware, the CPU model
 // per domain type, managed hostdevs, the boot disk (and no cloud-init data in the XML), the cloud-init
-// seed CD-ROM, direct kernel boot, the console log, metadata, and the guest CPU topology limits.
+// seed CD-ROM, direct kernel boot, the console log, the allocation threads, the guest agent's channel,
+// metadata, and the guest CPU topology limits.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -217,6 +218,41 @@ TEST_CASE("the serial console is logged to console_log, appending, and not logge
   doc = domain_of(c);
   CHECK_FALSE(doc->child("domain").child("devices").child("serial").child("log"));
   CHECK(doc->child("domain").child("devices").child("serial").child("target"));
+}
+
+TEST_CASE("memory is allocated up front by as many threads as the VM has pinned CPUs in its smallest cell") {
+  const auto threads = [](const Case& c) {
+    const auto doc = domain_of(c);
+    const auto allocation = doc->child("domain").child("memoryBacking").child("allocation");
+    CHECK(std::string(allocation.attribute("mode").value()) == "immediate");
+    return allocation.attribute("threads").as_int(-1);
+  };
+  const auto quirks = make_case("quirks-3gpu");  // 12 vCPUs, 6 on each of two cells
+  REQUIRE(quirks.placement.cells.size() == 2);
+  CHECK(threads(quirks) == 6);
+  CHECK(threads(make_case("vela2-2gpu")) == 12);  // one cell of 12
+  CHECK(threads(make_case("vela1-8gpu")) == 16);  // 32 vCPUs, 16 per cell
+  auto vela2 = make_case("vela2-8gpu");           // 64 vCPUs, 32 per cell: QEMU 7.2 runs 16 per backend at most
+  CHECK(threads(vela2) == 16);
+  vela2.shape.allocation_threads = 2;  // the template's count wins
+  CHECK(threads(vela2) == 2);
+}
+
+TEST_CASE("the guest agent's channel is a virtio port on a virtio-serial controller at 00:03.0") {
+  const auto doc = domain_of(make_case("vela1-kernel-boot"));
+  const auto devices = doc->child("domain").child("devices");
+  const auto controller = devices.find_child_by_attribute("controller", "type", "virtio-serial");
+  REQUIRE(controller);
+  CHECK(controller.attribute("index").as_int(-1) == 0);
+  const auto address = controller.child("address");
+  CHECK(std::string(address.attribute("bus").value()) == "0x00");
+  CHECK(std::string(address.attribute("slot").value()) == "0x03");
+  CHECK(std::string(address.attribute("function").value()) == "0x0");
+  const auto channel = devices.child("channel");
+  CHECK(std::string(channel.attribute("type").value()) == "unix");
+  CHECK(std::string(channel.child("target").attribute("type").value()) == "virtio");
+  CHECK(std::string(channel.child("target").attribute("name").value()) == "org.qemu.guest_agent.0");
+  CHECK_FALSE(channel.child("source"));  // libvirt names the socket under its own run directory
 }
 
 TEST_CASE("the cloud-init seed is a read-only raw SATA CD-ROM beside the boot disk, and absent without seed_iso") {

@@ -11,8 +11,8 @@ namespace {
 
 // A valid template on lines 1-3; cases append their keys from line 4.
 const std::string kTopKeys =
-    "name, description, abstract, extends, vcpus, memory, hugepage_size, guest_numa, gpus, nics, nvme, "
-    "peer_to_peer, machine, firmware, boot or metadata";
+    "name, description, abstract, extends, vcpus, memory, hugepage_size, allocation_threads, guest_numa, gpus, nics, "
+    "nvme, peer_to_peer, machine, firmware, boot or metadata";
 
 TEST_CASE("validation: a minimal template takes the documented defaults") {
   const VmTemplate shape = valid(kMinimalTemplate);
@@ -23,6 +23,7 @@ TEST_CASE("validation: a minimal template takes the documented defaults") {
   CHECK(shape.vcpus == 4);
   CHECK(shape.memory_bytes == 8ULL << 30);
   CHECK(shape.hugepage_size_bytes == 1ULL << 30);
+  CHECK(shape.allocation_threads == 0);  // auto: render counts the VM's CPUs
   CHECK(shape.guest_numa.mirror);
   CHECK(shape.gpus.count == 0);
   CHECK(shape.gpus.model.empty());
@@ -210,6 +211,15 @@ TEST_CASE("validation: values out of range name the range") {
         "t.yaml:4:18: nics.vf.mtu: found 9217, expected a whole number 68..9216");
   CHECK(problems(kMinimalTemplate + "guest_numa: {cells: 0}\n") ==
         "t.yaml:4:21: guest_numa.cells: found 0, expected a whole number 1..14");
+  const std::string threads = "expected auto, or a whole number 1..16 (QEMU 7.2 runs at most 16 per guest cell)";
+  CHECK(problems(kMinimalTemplate + "allocation_threads: 0\n") ==
+        "t.yaml:4:21: allocation_threads: found 0, " + threads);
+  CHECK(problems(kMinimalTemplate + "allocation_threads: 17\n") ==
+        "t.yaml:4:21: allocation_threads: found 17, " + threads);
+  CHECK(problems(kMinimalTemplate + "allocation_threads: many\n") ==
+        "t.yaml:4:21: allocation_threads: found \"many\", " + threads);
+  CHECK(valid(kMinimalTemplate + "allocation_threads: auto\n").allocation_threads == 0);
+  CHECK(valid(kMinimalTemplate + "allocation_threads: 16\n").allocation_threads == 16);
 }
 
 TEST_CASE("validation: enumerations list their values and suggest the closest") {

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <charconv>
 #include <regex>
 
 #include "hostagent/vmtemplates/quantity.hpp"
@@ -33,10 +34,15 @@ constexpr int kMaxCells = 14;  // one pxb-pcie per cell, on pcie-root slots 0x10
 constexpr uint16_t kNvidia = 0x10de;
 constexpr uint64_t kHuge2M = 2ULL << 20;
 constexpr uint64_t kHuge1G = 1ULL << 30;
+// QEMU 7.2 runs at most 16 preallocation threads per memory backend (MAX_MEM_PREALLOC_THREAD_COUNT,
+// util/oslib-posix.c) and silently uses 16 for more: more is refused, not accepted and ignored.
+constexpr int kMaxAllocationThreads = 16;
 
-const std::vector<std::string_view> kTopKeys = {
-    "name", "description", "abstract", "extends",      "vcpus",   "memory",   "hugepage_size", "guest_numa",
-    "gpus", "nics",        "nvme",     "peer_to_peer", "machine", "firmware", "boot",          "metadata"};
+const std::vector<std::string_view> kTopKeys = {"name",         "description", "abstract",      "extends",
+                                                "vcpus",        "memory",      "hugepage_size", "allocation_threads",
+                                                "guest_numa",   "gpus",        "nics",          "nvme",
+                                                "peer_to_peer", "machine",     "firmware",      "boot",
+                                                "metadata"};
 
 struct GpuModel {
   std::string_view name;
@@ -118,6 +124,24 @@ class ShapeReader {
       pages_known = pages.is_null();
     }
     read_memory(root, shape, pages_known);
+    read_allocation_threads(root, shape);
+  }
+
+  void read_allocation_threads(const Value& root, VmTemplate& shape) {
+    const Value& threads = field(root, "allocation_threads");
+    if (threads.is_null() || (threads.kind == Value::Kind::scalar && threads.scalar == "auto")) return;
+    const std::string& text = threads.scalar;
+    // Read as whole numbers are elsewhere: no sign, no leading zero (0100 is octal in YAML 1.1).
+    int count = 0;
+    const bool decimal =
+        threads.kind == Value::Kind::scalar && !text.empty() && text.size() <= 2 && (text == "0" || text[0] != '0') &&
+        std::from_chars(text.data(), text.data() + text.size(), count).ptr == text.data() + text.size();
+    if (decimal && count >= 1 && count <= kMaxAllocationThreads) {
+      shape.allocation_threads = count;
+      return;
+    }
+    check_.report(threads.at, "allocation_threads", decimal ? text : describe(threads),
+                  "auto, or a whole number 1..16 (QEMU 7.2 runs at most 16 per guest cell)");
   }
 
   void read_memory(const Value& root, VmTemplate& shape, bool pages_known) {

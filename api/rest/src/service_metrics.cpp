@@ -11,6 +11,11 @@ constexpr std::size_t kRememberedOperations = 4096;
 std::vector<double> operation_bounds() {
   return {0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600};
 }
+// A phase of a create or start: placement takes milliseconds, a launch that zeroes a TiB of
+// guest memory minutes (docs/operations.md, Timeline).
+std::vector<double> phase_bounds() {
+  return {0.001, 0.01, 0.1, 0.5, 1, 5, 10, 30, 60, 300, 600, 1800};
+}
 // A cleaning step: a function-level reset takes ~0.1-1 s, a firmware check or a VF reset less, an
 // NVMe sanitize or a GPU memory scrub minutes, up to an hour.
 std::vector<double> cleaning_step_bounds() {
@@ -163,6 +168,13 @@ void ServiceMetrics::on_event(const daemon::ServiceEvent& event) {
     it = operation_durations_.emplace(std::pair(operation.kind, operation.state), Histogram(operation_bounds())).first;
   }
   it->second.observe(operation.duration_seconds);
+  if (operation.state != "succeeded") return;  // a failed one's phases end early: they would only skew
+  for (const auto& phase : operation.timeline) {
+    const std::array<std::string, 3> key{operation.kind, phase.name, operation.template_name};
+    auto observed = start_phases_.find(key);
+    if (observed == start_phases_.end()) observed = start_phases_.emplace(key, Histogram(phase_bounds())).first;
+    observed->second.observe(phase.seconds);
+  }
 }
 
 // Once per record: the evidence log's sequence names a cleaning, as an id names an operation. A
@@ -274,6 +286,13 @@ void ServiceMetrics::render_counted(MetricsText& out) {
   out.family("hostagent_operation_duration_seconds", "Ended operations by kind and result, start to end.", "histogram");
   for (const auto& [key, histogram] : operation_durations_) {
     out.histogram("hostagent_operation_duration_seconds", {{"kind", key.first}, {"result", key.second}}, histogram);
+  }
+  out.family("hostagent_vm_start_phase_seconds",
+             "Phases of creates and starts that succeeded, by kind, phase and template (docs/operations.md).",
+             "histogram");
+  for (const auto& [key, histogram] : start_phases_) {
+    out.histogram("hostagent_vm_start_phase_seconds", {{"kind", key[0]}, {"phase", key[1]}, {"template", key[2]}},
+                  histogram);
   }
   out.family("hostagent_device_cleaning_step_seconds", "Steps of ended device cleanings that ran, by step and role.",
              "histogram");

@@ -3,6 +3,7 @@
 // here as it happens.
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -24,7 +25,8 @@ namespace hostagent::api::detail {
 class ServiceMetrics {
  public:
   ServiceMetrics();
-  // An operation event: an operation that ended (once per id) is observed in the duration histogram.
+  // An operation event: an operation that ended (once per id) is observed in the duration histogram,
+  // and a create's or start's phases, when it succeeded, in the phase histogram.
   // A cleaning event that ended (once per record sequence): its outcome counted, each step that ran
   // observed in the step histogram.
   void on_event(const daemon::ServiceEvent& event);
@@ -70,6 +72,7 @@ class ServiceMetrics {
   std::deque<std::string> ended_order_;                                           // oldest first, to forget them
   std::map<std::pair<std::string, unsigned>, uint64_t> requests_;                 // (method, status)
   std::map<std::pair<std::string, std::string>, Histogram> cleaning_steps_;       // (step, role)
+  std::map<std::array<std::string, 3>, Histogram> start_phases_;                  // (kind, phase, template)
   std::map<std::string, uint64_t> cleanings_;                                     // by outcome
   std::set<uint64_t> cleaned_;                                                    // record sequences observed
   std::deque<uint64_t> cleaned_order_;                                            // oldest first, to forget them

@@ -52,6 +52,7 @@ boost::json::value to_json(const vmtemplates::VmTemplate& shape) {
                              {"vcpus", shape.vcpus},
                              {"memory_bytes", shape.memory_bytes},
                              {"hugepage_size_bytes", shape.hugepage_size_bytes},
+                             {"allocation_threads", shape.allocation_threads},
                              {"guest_numa", {{"mirror", shape.guest_numa.mirror}, {"cells", shape.guest_numa.cells}}},
                              {"gpus", gpus_json(shape.gpus)},
                              {"nics", nics_json(shape.nics)},

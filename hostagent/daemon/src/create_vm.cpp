@@ -80,12 +80,13 @@ state::VmRecord new_record(Context& context, const CreateVmRequest& request, con
 class CreateRun {
  public:
   CreateRun(Context& context, vmtemplates::VmTemplate shape, numa::Placement placement, state::VmRecord& record,
-            const CreateVmRequest& request)
+            const CreateVmRequest& request, Timeline& timeline)
       : context_(context),
         shape_(std::move(shape)),
         placement_(std::move(placement)),
         record_(record),
-        request_(request) {}
+        request_(request),
+        timeline_(timeline) {}
 
   // A create step: its journal name, whether this VM has it (nullptr: every VM), what runs it, what
   // undoes it. One table for the run, the rollback and reconcile (through create_undo).
@@ -114,13 +115,14 @@ class CreateRun {
   Status run(bool& unfinished) {
     unfinished = false;
     HA_TRY_STATUS(render_guest());
+    timeline_.mark("render");
     std::vector<Step> steps;
     for (const auto& row : CreateRun::steps()) {
       if (row.needed == nullptr || row.needed(record_)) {
         steps.push_back({std::string(row.name), [this, &row] { return (this->*row.run)(); }});
       }
     }
-    Operation operation(context_, state::OperationKind::create, record_);
+    Operation operation(context_, state::OperationKind::create, record_, &timeline_);
     auto status =
         operation.run(steps, [this](const std::string& step) { return create_undo(step)(context_, record_); });
     unfinished = operation.left_for_reconcile();
@@ -212,6 +214,7 @@ class CreateRun {
 
   Status start() {
     HA_TRY_STATUS(context_.hypervisor->start(record_.name));
+    timeline_.mark(kLaunchPhase, launch_detail(shape_, placement_));
     context_.ledger.set_domain(record_.name, "", virt::DomainState::running);
     return ok_status();
   }
@@ -223,6 +226,7 @@ class CreateRun {
   const CreateVmRequest& request_;
   std::string disk_path_;   // where the disk step makes the overlay; "" without one
   std::string domain_xml_;  // rendered before the first step, with the record in its metadata
+  Timeline& timeline_;
 };
 
 // A retried create (same request id) of a VM that exists: the VM, not a conflict.
@@ -284,10 +288,12 @@ Result<VmView> create_vm(Context& context, const CreateVmRequest& request) {
   if (!request.boot_image.empty()) {
     HA_TRY(shape.boot.image, requested_image(context, request));
   }
+  Timeline timeline(context, request.name);
   auto record = new_record(context, request, shape);
   context.operations.progress(request.name, "create", "reserve");
   HA_TRY(auto placement, context.ledger.reserve(record, placement_request(shape)));
-  CreateRun run(context, std::move(shape), std::move(placement), record, request);
+  timeline.mark("placement");
+  CreateRun run(context, std::move(shape), std::move(placement), record, request, timeline);
   bool unfinished = false;
   if (auto created = run.run(unfinished); !created.ok()) {
     // Rolled back: what was reserved goes back. Rollback incomplete: it stays held until reconcile

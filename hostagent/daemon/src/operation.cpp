@@ -5,8 +5,8 @@
 
 namespace hostagent::daemon {
 
-Operation::Operation(Context& context, state::OperationKind kind, state::VmRecord& record)
-    : context_(context), record_(record) {
+Operation::Operation(Context& context, state::OperationKind kind, state::VmRecord& record, Timeline* timeline)
+    : context_(context), record_(record), timeline_(timeline) {
   const auto now = context.clock->now();
   const auto serial = context.operations_started.fetch_add(1);
   entry_.id = std::string(state::to_string(kind)) + "." + record.name + "." +
@@ -35,7 +35,9 @@ Status Operation::run(const std::vector<Step>& steps, const UndoStep& undo) {
   int number = 0;
   for (const auto& step : steps) {
     if (auto begun = begin_step(step.name, ++number, count); !begun.ok()) return roll_back(begun.error(), false, undo);
+    const int marks = timeline_ != nullptr ? timeline_->marks() : 0;
     if (auto done = step.run(); !done.ok()) return roll_back(done.error(), true, undo);
+    if (timeline_ != nullptr && timeline_->marks() == marks) timeline_->mark(step.name);
     entry_.steps_done.push_back(step.name);
   }
   // Recorded like a step, so a crash from here on finds every step done and only finishes.

@@ -11,6 +11,7 @@
 #include "context.hpp"
 #include "daemon_log.hpp"
 #include "hostagent/state/journal.hpp"
+#include "timeline.hpp"
 
 namespace hostagent::daemon {
 
@@ -24,7 +25,9 @@ using UndoStep = std::function<Status(const std::string& step)>;
 
 class Operation {
  public:
-  Operation(Context& context, state::OperationKind kind, state::VmRecord& record);
+  // `timeline`, when given, gets each step's end as a phase of its name (unless the step marked
+  // its own phases).
+  Operation(Context& context, state::OperationKind kind, state::VmRecord& record, Timeline* timeline = nullptr);
 
   // Runs the steps in order. On failure with an undo, rolls back and removes the journal entry when
   // the rollback completed (else keeps it, for reconcile to finish). Without an undo (operations
@@ -41,6 +44,7 @@ class Operation {
 
   Context& context_;
   state::VmRecord& record_;
+  Timeline* const timeline_;
   state::JournalEntry entry_;
   bool left_for_reconcile_ = false;
 };

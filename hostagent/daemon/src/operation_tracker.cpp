@@ -11,6 +11,8 @@ namespace hostagent::daemon {
 namespace {
 
 state::OperationRecord record_of(const OperationView& view) {
+  std::vector<state::PhaseRecord> timeline;
+  for (const auto& phase : view.timeline) timeline.push_back({phase.name, phase.ended_at, phase.seconds, phase.detail});
   return state::OperationRecord{view.id,
                                 view.kind,
                                 view.vm,
@@ -25,7 +27,8 @@ state::OperationRecord record_of(const OperationView& view) {
                                 view.submitted_at,
                                 view.started_at,
                                 view.finished_at,
-                                view.duration_seconds};
+                                view.duration_seconds,
+                                std::move(timeline)};
 }
 
 OperationView view_of(const state::OperationRecord& record) {
@@ -44,6 +47,8 @@ OperationView view_of(const state::OperationRecord& record) {
   view.started_at = record.started_at;
   view.finished_at = record.finished_at;
   view.duration_seconds = record.duration_seconds;
+  for (const auto& phase : record.timeline)
+    view.timeline.push_back({phase.name, phase.ended_at, phase.seconds, phase.detail});
   return view;
 }
 
@@ -190,6 +195,17 @@ void OperationTracker::progress(const std::string& vm, const std::string& operat
     view.step_number = number;
     view.step_count = count;
   }));
+}
+
+void OperationTracker::phase(const std::string& vm, TimelinePhase phase) {
+  std::string id;
+  {
+    std::lock_guard lock(mutex_);
+    const auto it = running_by_vm_.find(vm);
+    if (it == running_by_vm_.end()) return;  // reconcile's recoveries run outside any operation
+    id = it->second;
+  }
+  publish(update(id, [&](OperationView& view) { view.timeline.push_back(std::move(phase)); }));
 }
 
 void OperationTracker::idle(const std::string& vm) {

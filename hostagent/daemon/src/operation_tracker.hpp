@@ -45,6 +45,8 @@ class OperationTracker {
   // running operation and number > 0, that operation's view is at step `number` of `count`.
   void progress(const std::string& vm, const std::string& operation, const std::string& step, int number = 0,
                 int count = 0);
+  // The running operation of `vm` ended a phase of its timeline; published like a step.
+  void phase(const std::string& vm, TimelinePhase phase);
   // `vm` is doing nothing now. finish() says so too, for an operation that ended without saying it.
   void idle(const std::string& vm);
   struct VmProgress {

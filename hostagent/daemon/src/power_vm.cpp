@@ -3,6 +3,7 @@
 // start puts the VM's devices back as prepared first, which is idempotent.
 #include "daemon_log.hpp"
 #include "operations.hpp"
+#include "timeline.hpp"
 #include "vm_steps.hpp"
 
 namespace hostagent::daemon {
@@ -53,6 +54,7 @@ Result<VmView> finish(Context& context, const std::string& name) {
 
 Result<VmView> start_vm(Context& context, const std::string& name) {
   HA_TRY(const auto record, managed_record(context, name));
+  Timeline timeline(context, name);
   step(context, name, "start", "prepare_devices", 1, 2);
   auto outcome = [&]() -> Status {
     HA_TRY(const auto state, refresh(context, name));
@@ -61,8 +63,11 @@ Result<VmView> start_vm(Context& context, const std::string& name) {
     // Its devices may not be as prepared (a host reboot undoes all of it; the domain's hostdevs are
     // managed='no', so libvirt would start QEMU on devices still with their host drivers).
     HA_TRY_STATUS(reapply_devices(context, record));
+    timeline.mark("prepare_devices");
     step(context, name, "start", "start", 2, 2);
-    return context.hypervisor->start(name);
+    HA_TRY_STATUS(context.hypervisor->start(name));
+    timeline.mark(kLaunchPhase);
+    return ok_status();
   }();
   if (!outcome.ok()) {
     context.operations.idle(name);

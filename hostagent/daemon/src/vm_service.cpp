@@ -265,7 +265,13 @@ class VmServiceImpl final : public VmService {
 
  private:
   OperationView enqueue(const std::string& kind, const std::string& name) {
-    return context_.operations.enqueue(kind, name, "", "");
+    // A start's phases are observed per template (the metrics), as a create's are.
+    std::string template_name;
+    if (kind == "start") {
+      const auto entry = context_.ledger.find(name);
+      if (entry && entry->record) template_name = entry->record->template_name;
+    }
+    return context_.operations.enqueue(kind, name, "", template_name);
   }
 
   // Runs `run` on the VM's queue as the operation `id`; the tracker keeps its outcome.

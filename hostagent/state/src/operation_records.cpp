@@ -4,7 +4,9 @@
 //   {"id": "op-mf4a1x2c9k-12", "kind": "start", "vm": "train-0", "request_id": "", "template": "",
 //    "state": "succeeded", "step": "start", "step_number": 2, "step_count": 2, "error_code": "",
 //    "error": "", "submitted_at": "...", "started_at": "...", "finished_at": "...",
-//    "duration_seconds": 1.25}
+//    "duration_seconds": 1.25, "timeline": [{"phase": "launch", "ended_at": "...", "seconds": 0.8,
+//    "detail": ""}, ...]}
+// "timeline" may be absent: records written before it was kept have none.
 #include "hostagent/state/operation_records.hpp"
 
 #include <array>
@@ -23,11 +25,25 @@ namespace json = boost::json;
 namespace {
 
 constexpr std::size_t kMaxOperationRecordBytes = 64U << 10U;
+constexpr std::size_t kMaxPhases = 64;  // a create has about ten
 constexpr std::array<std::string_view, 5> kOperationKinds = {"create", "delete", "start", "stop", "reboot"};
 constexpr std::array<std::string_view, 4> kOperationStates = {"queued", "running", "succeeded", "failed"};
 
 bool operation_one_of(const auto& choices, const std::string& value) {
   return std::find(choices.begin(), choices.end(), value) != choices.end();
+}
+
+std::string timeline_problem(const std::vector<PhaseRecord>& timeline) {
+  if (timeline.size() > kMaxPhases) return "timeline: more than " + std::to_string(kMaxPhases) + " phases";
+  for (const auto& phase : timeline) {
+    if (!is_name(phase.name)) return "timeline: phase " + text::quoted(phase.name) + ": " + std::string(kNameRule);
+    if (auto problem = detail::text_problem("timeline detail", phase.detail); !problem.empty()) return problem;
+    if (auto problem = detail::timestamp_problem("timeline ended_at", phase.ended_at, true); !problem.empty()) {
+      return problem;
+    }
+    if (!(phase.seconds >= 0)) return "timeline: phase " + phase.name + " took a negative time";
+  }
+  return {};
 }
 
 // What write refuses and records() reports: the same rules, so what is written can be read.
@@ -57,7 +73,41 @@ std::string operation_problem(const OperationRecord& r) {
   if (r.step_number < 0 || r.step_count < 0 || r.step_number > r.step_count || r.duration_seconds < 0) {
     return "step_number, step_count and duration_seconds must be whole and in order";
   }
-  return {};
+  return timeline_problem(r.timeline);
+}
+
+json::array timeline_json(const std::vector<PhaseRecord>& timeline) {
+  json::array phases;
+  for (const auto& phase : timeline) {
+    phases.push_back(json::object{
+        {"phase", phase.name}, {"ended_at", phase.ended_at}, {"seconds", phase.seconds}, {"detail", phase.detail}});
+  }
+  return phases;
+}
+
+Result<double> number_field(const json::value& object, std::string_view key) {
+  const auto* value = object.as_object().if_contains(key);
+  if (value == nullptr || !value->is_number()) {
+    return json_fields::parse_failure("field '" + std::string(key) + "' is missing or not a number");
+  }
+  return value->to_number<double>();
+}
+
+Result<std::vector<PhaseRecord>> timeline_from(const json::value& document) {
+  std::vector<PhaseRecord> timeline;
+  const auto* phases = document.as_object().if_contains("timeline");
+  if (phases == nullptr) return timeline;
+  if (!phases->is_array()) return json_fields::parse_failure("field 'timeline' is not a list");
+  for (const auto& item : phases->as_array()) {
+    HA_TRY(const auto fields, json_fields::JsonFields::of(item, "timeline"));
+    PhaseRecord phase;
+    HA_TRY(phase.name, fields.string("phase"));
+    HA_TRY(phase.ended_at, fields.string("ended_at"));
+    HA_TRY(phase.detail, fields.string("detail"));
+    HA_TRY(phase.seconds, number_field(item, "seconds"));
+    timeline.push_back(std::move(phase));
+  }
+  return timeline;
 }
 
 std::string operation_json(const OperationRecord& r) {
@@ -75,7 +125,8 @@ std::string operation_json(const OperationRecord& r) {
                             {"submitted_at", r.submitted_at},
                             {"started_at", r.started_at},
                             {"finished_at", r.finished_at},
-                            {"duration_seconds", r.duration_seconds}};
+                            {"duration_seconds", r.duration_seconds},
+                            {"timeline", timeline_json(r.timeline)}};
   return json::serialize(object) + "\n";
 }
 
@@ -96,11 +147,8 @@ Result<OperationRecord> operation_from(const json::value& document) {
     return json_fields::parse_failure("field 'step_count': more steps than any operation has");
   out.step_number = static_cast<int>(number);
   out.step_count = static_cast<int>(count);
-  const auto* duration = document.as_object().if_contains("duration_seconds");
-  if (duration == nullptr || !duration->is_number()) {
-    return json_fields::parse_failure("field 'duration_seconds' is missing or not a number");
-  }
-  out.duration_seconds = duration->to_number<double>();
+  HA_TRY(out.duration_seconds, number_field(document, "duration_seconds"));
+  HA_TRY(out.timeline, timeline_from(document));
   return out;
 }
 

@@ -169,14 +169,15 @@ TEST_CASE("metrics expose every family of docs/api.md") {
   REQUIRE(metrics.status == 200);
   CHECK(metrics.content_type.find("text/plain; version=0.0.4") == 0);
   const auto& body = metrics.body;
-  for (const char* family : {"hostagent_vms gauge", "hostagent_operation_duration_seconds histogram",
-                             "hostagent_operations_in_flight gauge", "hostagent_free_cpus gauge",
-                             "hostagent_free_gpus gauge", "hostagent_free_vfs gauge", "hostagent_free_hugepages gauge",
-                             "hostagent_libvirt_connected gauge", "hostagent_libvirt_connection_losses_total counter",
-                             "hostagent_device_present gauge", "hostagent_device_link_degraded gauge",
-                             "hostagent_device_aer_errors_total counter", "hostagent_http_requests_total counter",
-                             "hostagent_http_request_duration_seconds histogram", "hostagent_http_connections gauge",
-                             "hostagent_http_event_streams gauge", "hostagent_http_connections_shed_total counter"}) {
+  for (const char* family :
+       {"hostagent_vms gauge", "hostagent_operation_duration_seconds histogram", "hostagent_operations_in_flight gauge",
+        "hostagent_free_cpus gauge", "hostagent_free_gpus gauge", "hostagent_free_vfs gauge",
+        "hostagent_free_hugepages gauge", "hostagent_libvirt_connected gauge",
+        "hostagent_libvirt_connection_losses_total counter", "hostagent_device_present gauge",
+        "hostagent_device_link_degraded gauge", "hostagent_device_aer_errors_total counter",
+        "hostagent_http_requests_total counter", "hostagent_http_request_duration_seconds histogram",
+        "hostagent_http_connections gauge", "hostagent_http_event_streams gauge",
+        "hostagent_http_connections_shed_total counter", "hostagent_vm_start_phase_seconds histogram"}) {
     CAPTURE(family);
     CHECK(body.find(std::string("# TYPE ") + family + "\n") != std::string::npos);
   }
@@ -190,6 +191,12 @@ TEST_CASE("metrics expose every family of docs/api.md") {
                 body);
   CHECK(body.find("hostagent_operation_duration_seconds_count{kind=\"create\",result=\"succeeded\"} 1\n") !=
         std::string::npos);
+  // The create's phases, each once, under its template.
+  for (const char* phase : {"placement", "render", "prepare_devices", "define", "launch"}) {
+    CAPTURE(phase);
+    CHECK(body.find(std::string("hostagent_vm_start_phase_seconds_count{kind=\"create\",phase=\"") + phase +
+                    "\",template=\"") != std::string::npos);
+  }
   CHECK(body.find("hostagent_libvirt_connected 1\n") != std::string::npos);
   CHECK(body.find("hostagent_http_requests_total{method=\"POST\",code=\"202\"} 1\n") != std::string::npos);
   CHECK(body.find("hostagent_http_requests_total{method=\"GET\",code=\"404\"} 1\n") != std::string::npos);

@@ -21,6 +21,38 @@ daemon::CreateVmRequest guest(const VmName& name) {
   return daemon::CreateVmRequest{.name = name, .template_name = LibvirtdFixture::kTemplate};
 }
 
+// The newest operation of that kind on the VM.
+daemon::OperationView newest(daemon::VmService& service, const std::string& kind, const std::string& vm) {
+  for (const auto& operation : service.operations()) {
+    if (operation.kind == kind && operation.vm == vm) return operation;
+  }
+  FAIL("no " << kind << " of " << vm);
+  return {};
+}
+
+// A real boot's phases: all there, in order, each within the operation's time. QEMU's start
+// (launch: its memory zeroed, the vCPUs running) takes measurable time; placement does not wait.
+void check_timeline(const daemon::OperationView& operation, const std::vector<std::string>& phases) {
+  std::vector<std::string> names;
+  double total = 0;
+  for (const auto& phase : operation.timeline) {
+    names.push_back(phase.name);
+    CHECK(phase.seconds >= 0);
+    total += phase.seconds;
+  }
+  CHECK(names == phases);
+  CHECK(total <= operation.duration_seconds);
+  REQUIRE_FALSE(operation.timeline.empty());
+  const auto& launch = operation.timeline.back();
+  CHECK(launch.name == "launch");
+  CHECK(launch.seconds > 0.01);
+  MESSAGE(operation.kind << " timeline: " << [&] {
+    std::string text;
+    for (const auto& phase : operation.timeline) text += " " + phase.name + " " + std::to_string(phase.seconds) + " s;";
+    return text;
+  }());
+}
+
 }  // namespace
 
 TEST_CASE("a guest boots under QEMU and goes through stop, start and delete with its pins and pages") {
@@ -37,6 +69,10 @@ TEST_CASE("a guest boots under QEMU and goes through stop, start and delete with
   auto vm = create_vm(*service, request);          // with a cloud-init seed: QEMU must take the CD-ROM too
   REQUIRE_MESSAGE(vm.ok(), vm.error().message);
   CHECK(vm->state == "running");
+  const auto create = newest(*service, "create", name);
+  check_timeline(create, {"placement", "render", "disk", "seed", "prepare_devices", "define", "launch"});
+  // The template's 2 MiB pages in one cell, zeroed by the VM's two pinned CPUs' worth of threads.
+  CHECK(create.timeline.back().detail == "1 GiB in 2 MiB pages, 1 cell, 2 allocation threads per cell");
   CHECK(fixture->seed_files().size() == 1);
   const auto up = fixture->wait_for_boot(name, 1, 180);
   REQUIRE_MESSAGE(!up.empty(), ("the guest did not report up; console: " + fixture->console_log(name).string()));
@@ -67,6 +103,8 @@ TEST_CASE("a guest boots under QEMU and goes through stop, start and delete with
   CHECK(xml.find("<memnode cellid='0' mode='strict'") != std::string::npos);
   CHECK(xml.find("<page size='2048' unit='KiB'") != std::string::npos);
   CHECK(xml.find("<cell id='0' cpus='0-1'") != std::string::npos);
+  CHECK(xml.find("<allocation mode='immediate' threads='2'/>") != std::string::npos);
+  CHECK(xml.find("<channel type='unix'>") != std::string::npos);  // libvirt named the agent's socket itself
   CHECK(fixture->pool_volumes() == std::vector<std::string>{"hostagent-" + name + ".qcow2"});
 
   auto stopped = stop_vm(*service, name, false);  // ACPI: the guest powers itself off
@@ -77,6 +115,7 @@ TEST_CASE("a guest boots under QEMU and goes through stop, start and delete with
   auto started = start_vm(*service, name);
   REQUIRE_MESSAGE(started.ok(), started.error().message);
   CHECK(started->state == "running");
+  check_timeline(newest(*service, "start", name), {"prepare_devices", "launch"});
   CHECK_FALSE(fixture->wait_for_boot(name, 2, 180).empty());
 
   REQUIRE(delete_vm(*service, name).ok());

@@ -97,6 +97,70 @@ TEST_CASE("operations survive a restart: ended ones are found and listed, one cu
   CHECK(ids == std::vector<std::string>{started_now->id, stop_id, create_id, "op-earlier-7"});
 }
 
+std::vector<std::string> phase_names(const daemon::OperationView& operation) {
+  std::vector<std::string> names;
+  for (const auto& phase : operation.timeline) names.push_back(phase.name);
+  return names;
+}
+
+// Each phase ends no earlier than the one before, and lasts no longer than the operation.
+void check_phases_in_order(const daemon::OperationView& operation) {
+  REQUIRE_FALSE(operation.timeline.empty());
+  double total = 0;
+  for (std::size_t i = 0; i < operation.timeline.size(); ++i) {
+    const auto& phase = operation.timeline[i];
+    CAPTURE(phase.name);
+    CHECK(phase.seconds >= 0);
+    CHECK(phase.seconds <= operation.duration_seconds);
+    REQUIRE(time_of(phase.ended_at).has_value());
+    if (i > 0) CHECK_FALSE(timestamp_before(phase.ended_at, operation.timeline[i - 1].ended_at));
+    total += phase.seconds;
+  }
+  CHECK(total <= operation.duration_seconds);
+}
+
+TEST_CASE("a create's and a start's timelines name every phase in order, and survive a restart") {
+  DaemonFixture fixture;
+  std::string create_id;
+  std::string start_id;
+  {
+    auto service = started(fixture);
+    auto created = service->begin_create(fixture.request("timed", kOneGpu));
+    REQUIRE_MESSAGE(created.ok(), created.error().message);
+    create_id = created->id;
+    const auto create = wait_for(*service, create_id);
+    REQUIRE(create.state == "succeeded");
+    // The fixture's request has a boot image (disk) and its template cloud-init data (seed).
+    CHECK(phase_names(create) ==
+          std::vector<std::string>{"placement", "render", "disk", "seed", "prepare_devices", "define", "launch"});
+    check_phases_in_order(create);
+    // The template's 1 GiB pages on one cell, as many allocation threads as the VM's CPUs there.
+    const auto& launch = create.timeline.back();
+    CHECK_MESSAGE(contains(launch.detail, "in 1 GiB pages, 1 cell, "), launch.detail);
+    CHECK_MESSAGE(contains(launch.detail, " allocation threads per cell"), launch.detail);
+
+    REQUIRE(wait_for(*service, service->begin_stop(vm_name("timed"), true)->id).state == "succeeded");
+    auto restarted = service->begin_start(vm_name("timed"));
+    REQUIRE(restarted.ok());
+    start_id = restarted->id;
+    const auto start = wait_for(*service, start_id);
+    REQUIRE(start.state == "succeeded");
+    CHECK(phase_names(start) == std::vector<std::string>{"prepare_devices", "launch"});
+    CHECK(start.template_name == kOneGpu);  // the VM's: its phases are observed per template
+    check_phases_in_order(start);
+    // Only creates and starts have one.
+    CHECK(wait_for(*service, service->begin_stop(vm_name("timed"), true)->id).timeline.empty());
+  }
+  auto service = started(fixture);
+  const auto create = service->operation(create_id);
+  REQUIRE(create.ok());
+  CHECK(phase_names(*create).size() == 7);
+  check_phases_in_order(*create);
+  const auto start = service->operation(start_id);
+  REQUIRE(start.ok());
+  CHECK(phase_names(*start) == std::vector<std::string>{"prepare_devices", "launch"});
+}
+
 TEST_CASE("an operation record that cannot be read stops the start, naming the file") {
   DaemonFixture fixture;
   const auto directory = fixture.config().state_directory / "operations";

@@ -41,6 +41,26 @@ json::value view_history(const std::string& broken) {
 
 }  // namespace
 
+TEST_CASE("hostagentctl operation show lists a create's timeline phase by phase, and none without one") {
+  auto operation = json::parse(
+      R"({"id":"op-x-3","kind":"create","vm":"train-0","request_id":"","state":"succeeded","step":"commit",)"
+      R"("step_number":6,"step_count":6,"error":null,"submitted_at":"2026-12-05T09:00:00Z",)"
+      R"("started_at":"2026-12-05T09:00:00Z","finished_at":"2026-12-05T09:00:02Z","duration_seconds":1.5,)"
+      R"("timeline":[{"phase":"placement","ended_at":"2026-12-05T09:00:00.001Z","seconds":0.001,"detail":""},)"
+      R"({"phase":"launch","ended_at":"2026-12-05T09:00:01.5Z","seconds":1.25,)"
+      R"("detail":"1 GiB in 2 MiB pages, 1 cell, 2 allocation threads per cell"}]})");
+  const auto shown = render_operation(operation);
+  CHECK_MESSAGE(shown.find("\ntimeline:\n") != std::string::npos, shown);
+  const auto placement = view_row(shown, "placement");
+  CHECK(placement.substr(placement.find_last_not_of(' ')) == "-");  // no detail
+  const auto launch = view_row(shown, "launch");
+  CHECK(launch.find("1.25") != std::string::npos);
+  CHECK(launch.find("2026-12-05T09:00:01.5Z") != std::string::npos);
+  CHECK(launch.find("2 allocation threads per cell") != std::string::npos);
+  operation.at("timeline") = json::array{};
+  CHECK(render_operation(operation).find("timeline") == std::string::npos);
+}
+
 TEST_CASE("hostagentctl devices shows each device's state and what its last cleaning left undone") {
   auto held = view_device("0000:18:00.0", "held");
   held.as_object()["held_by"] = "train-0";

@@ -66,6 +66,10 @@ Result<std::vector<std::pair<numa::PciAddress, std::string>>> vf_mac_addresses(c
                                                                                const numa::Placement& placement,
                                                                                const GuestOptions& options);
 
+// QEMU's threads that zero each guest cell's memory before the guest runs (<allocation threads>):
+// the template's count, or the VM's pinned CPUs in its smallest cell, at least 1 and at most 16.
+int allocation_threads(const vmtemplates::VmTemplate& shape, const numa::Placement& placement);
+
 Result<RenderedGuest> render_guest(const numa::HostModel& host, const vmtemplates::VmTemplate& shape,
                                    const numa::Placement& placement, const GuestOptions& options);
 

@@ -82,23 +82,34 @@ struct VmView {
   std::optional<ManagedVmView> record;  // what a managed VM holds
 };
 
+// One phase of a VM's way to a running guest, measured by the create or start that took it there
+// (docs/operations.md, "Timeline"). Phases end one after another: each took `seconds` from the end
+// of the one before, the first from the operation's start.
+struct TimelinePhase {
+  std::string name;      // placement | render | disk | seed | prepare_devices | define | launch | resume
+  std::string ended_at;  // RFC 3339, UTC, to the millisecond
+  double seconds = 0;
+  std::string detail;  // what was measured with it ("2 allocation threads per cell"); "" none
+};
+
 // An operation as the API reports it: queued behind the VM's earlier operations, then running step
 // by step, then finished. Kept for a while after it ends (see VmService::operation).
 struct OperationView {
   std::string id;    // "op-<run>-<n>": never names two operations, across restarts too
   std::string kind;  // create | delete | start | stop | reboot
   std::string vm;
-  std::string request_id;       // the create's, "" otherwise
-  std::string template_name;    // the create's, "" otherwise
-  std::string state;            // queued | running | succeeded | failed
-  std::string step;             // the step running, or the last one run; "" while queued
-  int step_number = 0;          // 1-based position of `step` among the operation's steps; 0 while queued
-  int step_count = 0;           // known once it runs (create's depend on disk and seed); 0 while queued
-  std::optional<Error> error;   // when failed
-  std::string submitted_at;     // RFC 3339, UTC
-  std::string started_at;       // "" while queued
-  std::string finished_at;      // "" until it ends
-  double duration_seconds = 0;  // from start to end; 0 until it ends
+  std::string request_id;               // the create's, "" otherwise
+  std::string template_name;            // the create's, or the started VM's; "" otherwise
+  std::string state;                    // queued | running | succeeded | failed
+  std::string step;                     // the step running, or the last one run; "" while queued
+  int step_number = 0;                  // 1-based position of `step` among the operation's steps; 0 while queued
+  int step_count = 0;                   // known once it runs (create's depend on disk and seed); 0 while queued
+  std::optional<Error> error;           // when failed
+  std::string submitted_at;             // RFC 3339, UTC
+  std::string started_at;               // "" while queued
+  std::string finished_at;              // "" until it ends
+  double duration_seconds = 0;          // from start to end; 0 until it ends
+  std::vector<TimelinePhase> timeline;  // create and start: the phases so far, in order; empty for others
 };
 
 // A device kept out of placement until an operator clears it: the kernel would not bind it to

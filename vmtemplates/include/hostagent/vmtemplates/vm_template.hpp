@@ -73,6 +73,9 @@ struct VmTemplate {
   int vcpus = 0;
   uint64_t memory_bytes = 0;
   uint64_t hugepage_size_bytes = 1ULL << 30;
+  // QEMU's threads that zero each guest cell's memory up front, on the cell's host node; 0: auto
+  // (render: the VM's pinned CPUs in its smallest cell, at most 16).
+  int allocation_threads = 0;
   GuestNuma guest_numa;
   GpuSpec gpus;
   NicSpec nics;

@@ -12,12 +12,21 @@
 
 namespace hostagent::state {
 
+// One phase of a create's or start's way to a running guest (daemon/timeline).
+struct PhaseRecord {
+  std::string name;      // placement | render | disk | seed | prepare_devices | define | launch | resume
+  std::string ended_at;  // RFC 3339, UTC
+  double seconds = 0;    // from the end of the phase before (the operation's start for the first)
+  std::string detail;    // what was measured with it; "" none
+  bool operator==(const PhaseRecord&) const = default;
+};
+
 struct OperationRecord {
   std::string id;    // "op-RUN-N"; the file's name
   std::string kind;  // create | delete | start | stop | reboot
   std::string vm;
   std::string request_id;     // the create's; "" otherwise
-  std::string template_name;  // the create's; "" otherwise
+  std::string template_name;  // the create's, or the started VM's; "" otherwise
   std::string state;          // queued | running | succeeded | failed
   std::string step;           // the last step run; "" before the first
   int step_number = 0;
@@ -28,6 +37,7 @@ struct OperationRecord {
   std::string started_at;    // "" while queued
   std::string finished_at;   // "" until it ends
   double duration_seconds = 0;
+  std::vector<PhaseRecord> timeline;  // create and start; in order; absent from records before it was kept
   bool operator==(const OperationRecord&) const = default;
 };
 

@@ -1,0 +1,34 @@
+// daemon/timeline: phases measured as they end.
+#include "timeline.hpp"
+
+#include <utility>
+
+#include "hostagent/render/guest_renderer.hpp"
+
+namespace hostagent::daemon {
+
+Timeline::Timeline(Context& context, std::string vm)
+    : context_(context), vm_(std::move(vm)), last_(context.clock->steady_now()) {}
+
+void Timeline::mark(std::string_view phase, std::string detail) {
+  const auto now = context_.clock->steady_now();
+  const double seconds = std::chrono::duration<double>(now - last_).count();
+  last_ = now;
+  ++marks_;
+  context_.operations.phase(
+      vm_, TimelinePhase{std::string(phase), rfc3339_ms(context_.clock->now()), seconds, std::move(detail)});
+}
+
+std::string launch_detail(const vmtemplates::VmTemplate& shape, const numa::Placement& placement) {
+  constexpr uint64_t kMiB = 1ULL << 20;
+  constexpr uint64_t kGiB = 1ULL << 30;
+  const auto size = [](uint64_t bytes) {
+    return bytes % kGiB == 0 ? std::to_string(bytes / kGiB) + " GiB" : std::to_string(bytes / kMiB) + " MiB";
+  };
+  const auto cells = placement.cells.size();
+  return size(shape.memory_bytes) + " in " + size(shape.hugepage_size_bytes) + " pages, " + std::to_string(cells) +
+         (cells == 1 ? " cell, " : " cells, ") + std::to_string(render::allocation_threads(shape, placement)) +
+         " allocation threads per cell";
+}
+
+}  // namespace hostagent::daemon

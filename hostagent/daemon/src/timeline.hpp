@@ -1,0 +1,40 @@
+// daemon/timeline (private): where a create's or start's time goes. Each phase is marked as it
+// ends, measured on the steady clock from the end of the one before, and added to the running
+// operation's view (OperationTracker::phase), which keeps it with the operation's record.
+#pragma once
+
+#include <chrono>
+#include <string>
+#include <string_view>
+
+#include "context.hpp"
+#include "hostagent/numa/placement.hpp"
+#include "hostagent/vmtemplates/vm_template.hpp"
+
+namespace hostagent::daemon {
+
+// The phase of virDomainCreate: libvirt's preparation, QEMU started with the guest's memory
+// allocated (zeroed) and pinned for its devices, the vCPUs running.
+inline constexpr std::string_view kLaunchPhase = "launch";
+
+// What the launch phase's time depends on: "64 GiB in 2 MiB pages on 2 host nodes, 2 allocation
+// threads per cell".
+std::string launch_detail(const vmtemplates::VmTemplate& shape, const numa::Placement& placement);
+
+class Timeline {
+ public:
+  // Begins now: the first phase is measured from here.
+  Timeline(Context& context, std::string vm);
+
+  void mark(std::string_view phase, std::string detail = "");
+  // How many phases have been marked: a step that marks its own phases is not marked again.
+  int marks() const { return marks_; }
+
+ private:
+  Context& context_;
+  std::string vm_;
+  std::chrono::steady_clock::time_point last_;
+  int marks_ = 0;
+};
+
+}  // namespace hostagent::daemon
