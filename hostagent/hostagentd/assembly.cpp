@@ -8,6 +8,7 @@
 #include "hostagent/common/sysfs_writer.hpp"
 #include "hostagent/devices/device_preparer.hpp"
 #include "hostagent/discovery/discovery.hpp"
+#include "hostagent/hugepages/hugepage_pools.hpp"
 #include "hostagent/numa/host_use.hpp"
 #include "hostagent/nvme/nvme_controller.hpp"
 #include "hostagent/simhost/sim_host.hpp"
@@ -108,6 +109,27 @@ Result<numa::HostModel> discover_host(const config::DaemonConfig& config) {
   return finish_discovery(std::move(model), config);
 }
 
+// host.hugepages: each pool raised before anything is placed (never lowered), what the kernel gave
+// logged, and the model read again when a pool changed. At every start: the pools are the kernel's
+// and outlive the daemon, so a restart finds them held and writes nothing.
+Status reserve_hugepages(const config::DaemonConfig& config, ServiceParts& parts) {
+  if (config.host_hugepages.empty()) return ok_status();
+  std::vector<hugepages::PoolRequest> requests;
+  for (const auto& pool : config.host_hugepages) requests.push_back({pool.node, pool.page_size_bytes, pool.pages});
+  HA_TRY(const auto sysfs, SysfsRoot::open(parts.host_sysfs_root));
+  const auto writer = make_sysfs_writer(parts.host_sysfs_root);
+  HA_TRY(const auto reserved, hugepages::reserve_pools(sysfs, *writer, requests));
+  bool changed = false;
+  for (const auto& pool : reserved) {
+    log(pool.short_of_request() ? LogLevel::warning : LogLevel::info, "hugepages: " + hugepages::describe(pool));
+    changed = changed || pool.written;
+  }
+  if (!changed) return ok_status();
+  HA_TRY(auto model, numa::discover_from_sysfs(parts.host_sysfs_root));
+  parts.host = finish_discovery(std::move(model), config);
+  return ok_status();
+}
+
 Result<std::map<std::string, vmtemplates::VmTemplate>> load_templates(const config::DaemonConfig& config) {
   // The operator's directory is optional (nothing to override yet); at least one must exist.
   std::vector<fs::path> existing;
@@ -206,6 +228,7 @@ Result<daemon::ServiceParts> assemble_parts(const config::DaemonConfig& config, 
   report("host discovered: " + std::to_string(parts.host.numa_nodes.size()) + " NUMA nodes, " +
          std::to_string(parts.host.pci_devices.size()) + " PCI functions");
   parts.host_sysfs_root = config.simulated_host.empty() ? config.sysfs_root : simulated_root(config);
+  HA_TRY_STATUS(reserve_hugepages(config, parts));
   HA_TRY(parts.templates, load_templates(config));
   parts.host_id = machine_id();
   parts.boot_id = boot_id();

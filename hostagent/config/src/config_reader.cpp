@@ -33,7 +33,9 @@ const std::vector<std::string_view> kTopKeys = {
 const std::vector<std::string_view> kLibvirtKeys = {"uri", "domain_type", "emulator", "connect_timeout",
                                                     "reconnect_interval"};
 const std::vector<std::string_view> kHostKeys = {"sysfs_root", "simulated", "housekeeping_cpus",
-                                                 "confine_host_processes"};
+                                                 "confine_host_processes", "hugepages"};
+constexpr int kMaxNode = 1023;              // the kernel's largest MAX_NUMNODES is 1024
+constexpr int kMaxPoolPages = 999'999'999;  // the most whole() reads; 2 PB of 2 MiB pages
 const std::vector<std::string_view> kApiKeys = {"listen",    "tls",   "token_file", "reader_token_file",
                                                 "audit_log", "limits"};
 const std::vector<std::string_view> kApiLimitsKeys = {"header_timeout",   "request_timeout", "idle_timeout",
@@ -175,6 +177,43 @@ class ConfigReader {
     const auto confined = check_.boolean(confine, "host.confine_host_processes");
     config.confine_host_processes = confined.value_or(config.confine_host_processes);
     confine_host_processes_ = Written::of(confine, confined.has_value());
+    read_hugepages(field(host, "hugepages"), config);
+  }
+
+  void read_hugepages(const Value& pools, DaemonConfig& config) {
+    auto read = read_list<HugepagePoolConfig>(
+        pools, "host.hugepages", "a list of {node: 0, size: 1G, pages: 800}",
+        [this](const Value& item, const std::string& path) { return read_hugepage_pool(item, path); });
+    if (!read) return;
+    for (std::size_t i = 0; i < read->size(); ++i) {
+      for (std::size_t j = 0; j < i; ++j) {
+        if ((*read)[i].node != (*read)[j].node || (*read)[i].page_size_bytes != (*read)[j].page_size_bytes) continue;
+        check_.report(pools.items[i].at, "host.hugepages[" + std::to_string(i) + "]",
+                      "a second pool of node " + std::to_string((*read)[i].node) + " in that page size",
+                      "one entry per node and page size (the first is host.hugepages[" + std::to_string(j) + "])");
+        return;
+      }
+    }
+    config.host_hugepages = std::move(*read);
+  }
+
+  std::optional<HugepagePoolConfig> read_hugepage_pool(const Value& item, const std::string& path) {
+    if (!check_.mapping(item, path, {"node", "size", "pages"})) return std::nullopt;
+    const auto node = check_.whole(field(item, "node"), path + ".node", 0, kMaxNode);
+    const auto pages = check_.whole(field(item, "pages"), path + ".pages", 0, kMaxPoolPages);
+    const Value& size = field(item, "size");
+    auto bytes = check_.byte_size(size, path + ".size");
+    if (bytes && *bytes != (2ULL << 20) && *bytes != (1ULL << 30)) {
+      check_.report(size.at, path + ".size", describe(size), "2M or 1G, the x86 hugepage sizes");
+      bytes.reset();
+    }
+    if (!node || !pages || !bytes) {
+      if (field(item, "node").is_null() || size.is_null() || field(item, "pages").is_null()) {
+        check_.report(item.at, path, describe(item), "node, size and pages, like {node: 0, size: 1G, pages: 800}");
+      }
+      return std::nullopt;
+    }
+    return HugepagePoolConfig{*node, *bytes, static_cast<uint64_t>(*pages)};
   }
 
   std::optional<std::string> read_simulated(const Value& simulated) {

@@ -50,6 +50,24 @@ TEST_CASE("errors: a CPU list that is not one") {
         "or \"\" for none");
 }
 
+TEST_CASE("errors: hugepage pools name the entry, the field and the fix") {
+  CHECK(problems("host:\n  hugepages: {node: 0}\n") ==
+        "c.yaml:2:14: host.hugepages: found a mapping, expected a list of {node: 0, size: 1G, pages: 800}");
+  CHECK(problems("host:\n  hugepages: [{node: 0, size: 4M, pages: 8}]\n") ==
+        "c.yaml:2:31: host.hugepages[0].size: found \"4M\", expected 2M or 1G, the x86 hugepage sizes");
+  CHECK(problems("host:\n  hugepages: [{node: -1, size: 1G, pages: 8}]\n") ==
+        "c.yaml:2:22: host.hugepages[0].node: found \"-1\", expected a whole number 0..1023");
+  CHECK(problems("host:\n  hugepages: [{node: 0, size: 1G}]\n") ==
+        "c.yaml:2:15: host.hugepages[0]: found a mapping, expected node, size and pages, like {node: 0, size: 1G, "
+        "pages: 800}");
+  CHECK(problems("host:\n  hugepages: [{node: 0, size: 1G, pages: 8, numa: 1}]\n")
+            .find("host.hugepages[0].numa: found an unknown key") != std::string::npos);
+  CHECK(
+      problems("host:\n  hugepages:\n    - {node: 1, size: 1G, pages: 8}\n    - {node: 1, size: 1024M, pages: 9}\n") ==
+      "c.yaml:4:7: host.hugepages[1]: found a second pool of node 1 in that page size, expected one entry per node "
+      "and page size (the first is host.hugepages[0])");
+}
+
 TEST_CASE("errors: listen addresses") {
   CHECK(problems("api:\n  listen: [\"tcp://0.0.0.0:0\"]\n") ==
         "c.yaml:2:12: api.listen[0]: found \"tcp://0.0.0.0:0\" (port \"0\" is not a number 1..65535), " + kListen);

@@ -23,6 +23,7 @@ void check_same_settings(const DaemonConfig& a, const DaemonConfig& b) {
   CHECK(a.sysfs_root == b.sysfs_root);
   CHECK(a.simulated_host == b.simulated_host);
   CHECK(a.housekeeping_cpus == b.housekeeping_cpus);
+  CHECK(a.host_hugepages == b.host_hugepages);
   CHECK(a.confine_host_processes == b.confine_host_processes);
   CHECK(a.template_directories == b.template_directories);
   CHECK(a.image_directories == b.image_directories);
@@ -91,6 +92,7 @@ TEST_CASE("files: the shipped hostagent.yaml writes out every key") {
                            "host.simulated",
                            "host.housekeeping_cpus",
                            "host.confine_host_processes",
+                           "host.hugepages",
                            "templates.directories",
                            "images.directories",
                            "storage.pool",

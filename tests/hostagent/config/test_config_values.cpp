@@ -60,6 +60,9 @@ TEST_CASE("values: every key of a full file is read") {
       "  simulated: \"\"\n"
       "  housekeeping_cpus: 0-3,96-99\n"
       "  confine_host_processes: true\n"
+      "  hugepages:\n"
+      "    - {node: 0, size: 1G, pages: 800}\n"
+      "    - {node: 1, size: 2MiB, pages: 0}\n"
       "templates:\n"
       "  directories: [/opt/templates, /etc/hostagent/templates.d]\n"
       "images:\n"
@@ -95,6 +98,7 @@ TEST_CASE("values: every key of a full file is read") {
   CHECK(config.simulated_host.empty());
   CHECK(config.housekeeping_cpus == std::vector<int>{0, 1, 2, 3, 96, 97, 98, 99});
   CHECK(config.confine_host_processes);
+  CHECK(config.host_hugepages == std::vector<config::HugepagePoolConfig>{{0, 1ULL << 30, 800}, {1, 2ULL << 20, 0}});
   CHECK(config.template_directories ==
         std::vector<std::filesystem::path>{"/opt/templates", "/etc/hostagent/templates.d"});
   CHECK(config.image_directories == std::vector<std::filesystem::path>{"/srv/images", "/var/lib/libvirt/images"});

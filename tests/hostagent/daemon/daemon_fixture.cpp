@@ -258,6 +258,7 @@ config::DaemonConfig DaemonFixture::config() const {
   config.template_directories.insert(config.template_directories.end(), template_dirs_.begin(), template_dirs_.end());
   config.operation_workers = 8;
   config.on_host_boot = on_host_boot;
+  config.host_hugepages = hugepages;
   return config;
 }
 

@@ -487,4 +487,39 @@ TEST_CASE("host_now reads ACS and ATS from config space as they are now, at most
   CHECK(service->usage().host->find(port->address)->acs->control == port->acs->control);  // the model as discovered
 }
 
+namespace {
+
+uint64_t pool_total(const numa::HostModel& host, int node, uint64_t page_size) {
+  for (const auto& numa_node : host.numa_nodes) {
+    if (numa_node.id != node) continue;
+    for (const auto& pool : numa_node.hugepages) {
+      if (pool.page_size_bytes == page_size) return pool.total;
+    }
+  }
+  FAIL("node " << node << " has no pool of " << page_size << " bytes");
+  return 0;
+}
+
+}  // namespace
+
+TEST_CASE("host.hugepages raises a node's pool at start, and what placement sees is the raised pool") {
+  constexpr uint64_t k1G = 1ULL << 30;
+  DaemonFixture fixture;
+  const auto before = pool_total(started(fixture)->host_now(), 1, k1G);
+  fixture.hugepages = {{1, k1G, before + 4}};
+  auto service = started(fixture);
+  CHECK(pool_total(service->host_now(), 1, k1G) == before + 4);
+  CHECK(pool_total(*service->usage().host, 1, k1G) == before + 4);  // the model placement reads
+}
+
+TEST_CASE("host.hugepages naming a node the host lacks stops the start, naming the key") {
+  DaemonFixture fixture;
+  fixture.hugepages = {{7, 1ULL << 30, 8}};
+  const auto refused = fixture.start();
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.error().code == ErrorCode::not_found);
+  CHECK_MESSAGE(refused.error().message.find("host.hugepages: node 7 has no pool of 1 GiB pages") == 0,
+                refused.error().message);
+}
+
 }  // namespace hostagent::testing

@@ -109,6 +109,14 @@ struct HygieneConfig {
   std::chrono::milliseconds nvme_erase_timeout{std::chrono::minutes(30)};
 };
 
+// host.hugepages: one per-node pool hostagentd raises at start (hugepages/hugepage_pools).
+struct HugepagePoolConfig {
+  int node = 0;
+  uint64_t page_size_bytes = 0;  // 2 MiB or 1 GiB
+  uint64_t pages = 0;
+  bool operator==(const HugepagePoolConfig&) const = default;
+};
+
 struct DaemonConfig {
   std::string source;  // the file it came from, for messages; "<embedded>" for the built-in default
 
@@ -126,6 +134,8 @@ struct DaemonConfig {
   // At start, AllowedCPUs=housekeeping_cpus on system.slice, user.slice and init.scope (through
   // systemd's D-Bus API), so the host's own processes stay off the VMs' CPUs. Needs housekeeping_cpus.
   bool confine_host_processes = false;
+  // Pools raised at each start (never lowered), so a create finds its pages reserved.
+  std::vector<HugepagePoolConfig> host_hugepages;
 
   // templates: shipped first, the operator's after (a later directory overrides an earlier one)
   std::vector<std::filesystem::path> template_directories = {"/usr/share/hostagent/templates",
