@@ -26,9 +26,10 @@ std::string launch_detail(const vmtemplates::VmTemplate& shape, const numa::Plac
     return bytes % kGiB == 0 ? std::to_string(bytes / kGiB) + " GiB" : std::to_string(bytes / kMiB) + " MiB";
   };
   const auto cells = placement.cells.size();
+  const int threads = render::allocation_threads(shape, placement);
   return size(shape.memory_bytes) + " in " + size(shape.hugepage_size_bytes) + " pages, " + std::to_string(cells) +
-         (cells == 1 ? " cell, " : " cells, ") + std::to_string(render::allocation_threads(shape, placement)) +
-         " allocation threads per cell";
+         (cells == 1 ? " cell, " : " cells, ") + std::to_string(threads) +
+         (threads == 1 ? " allocation thread per cell" : " allocation threads per cell");
 }
 
 }  // namespace hostagent::daemon
