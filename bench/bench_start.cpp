@@ -4,8 +4,9 @@
 // round with the first arm rotating, so a shared machine's drift hits them alike:
 //   1 thread   the template's allocation_threads: 1 (QEMU zeroes the memory on one thread)
 //   2 threads  allocation_threads: 2
-//   libvirt    the 2-thread arm's own domain XML, renamed, defined and started with libvirt's C API
-//              directly: what the daemon adds to libvirt, phase by phase
+//   libvirt    the 2-thread arm's own domain XML, renamed, defined (validated, as the daemon does)
+//              and started with libvirt's C API directly: what the daemon adds to libvirt, phase
+//              by phase
 // Each arm's phases come from the operation's timeline (placement .. launch); "boot" is from the
 // launch's end to the guest's "up" line on its serial console; "create->up" is the whole. Medians,
 // and the ratios 2 threads / 1 thread and daemon / libvirt.
@@ -206,7 +207,8 @@ class StartBench {
     replace_all(xml, "@NAME@", name);
     replace_all(xml, "@CONSOLE@", console.string());
     const auto start = Clock::now();
-    virDomainPtr domain = virDomainDefineXML(conn_, xml.c_str());
+    // Validated against libvirt's schema, as the daemon's define is (virt/domain_calls).
+    virDomainPtr domain = virDomainDefineXMLFlags(conn_, xml.c_str(), VIR_DOMAIN_DEFINE_VALIDATE);
     if (domain == nullptr) fail(std::string("virDomainDefineXML: ") + virGetLastErrorMessage());
     arm.add("define", ms_since(start));
     const auto launched = Clock::now();

@@ -181,7 +181,7 @@ fs::path tenant_boot_image(const fs::path& dir) {
     out << sector.str();
   }
   fs::resize_file(raw, std::uintmax_t{1} << 20U);
-  const fs::path image = dir / "tenant-boot.qcow2";
+  fs::path image = dir / "tenant-boot.qcow2";
   const auto converted =
       run_command({"/usr/bin/qemu-img", "convert", "-f", "raw", "-O", "qcow2", raw.string(), image.string()});
   REQUIRE_MESSAGE(converted.exit_code == 0, converted.output);
