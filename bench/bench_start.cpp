@@ -32,6 +32,7 @@
 #include <fstream>
 #include <map>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -58,9 +59,9 @@ constexpr const char* kFreeFile = "/sys/kernel/mm/hugepages/hugepages-2048kB/fre
 constexpr uint64_t kPageMiB = 2;
 constexpr auto kUpTimeout = std::chrono::seconds(300);
 
+// Thrown, not exit(): main catches it after the destructors have run, so the 2 MiB pool is put back.
 [[noreturn]] void fail(const std::string& why) {
-  std::fprintf(stderr, "bench_start: %s\n", why.c_str());
-  std::exit(1);
+  throw std::runtime_error(why);
 }
 
 double ms_since(Clock::time_point start) {
@@ -142,6 +143,22 @@ struct Arm {
   }
 };
 
+// Domains an earlier run left (one that failed part way): destroyed and undefined by their prefix.
+void sweep(virConnectPtr conn) {
+  virDomainPtr* domains = nullptr;
+  const int count = virConnectListAllDomains(conn, &domains, 0);
+  for (int i = 0; i < count; ++i) {
+    const std::string name = virDomainGetName(domains[i]);
+    if (name.rfind(kPrefix, 0) == 0) {
+      virDomainDestroy(domains[i]);
+      virDomainUndefineFlags(domains[i], VIR_DOMAIN_UNDEFINE_NVRAM);
+      std::printf("bench_start: removed %s, left by an earlier run\n", name.c_str());
+    }
+    virDomainFree(domains[i]);
+  }
+  std::free(domains);
+}
+
 class StartBench {
  public:
   StartBench(fs::path scratch, const hostagent::testing::TestGuest& guest, uint64_t memory_mib)
@@ -221,6 +238,13 @@ class StartBench {
     virDomainDestroy(domain);
     virDomainUndefineFlags(domain, VIR_DOMAIN_UNDEFINE_NVRAM);
     virDomainFree(domain);
+    // The daemon counts a foreign domain's pinned CPUs as held until libvirt's events of its end
+    // reach it: the next arm must not find them taken.
+    const auto deadline = Clock::now() + std::chrono::seconds(30);
+    while (!service_->usage().held.empty()) {
+      if (Clock::now() > deadline) fail("the daemon still counts " + name + " 30 s after it was undefined");
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
   }
 
   const std::map<int, std::string>& launch_details() const { return launch_detail_; }
@@ -294,13 +318,7 @@ void print_table(const Arm& one, const Arm& two, const Arm& libvirt) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  doctest::Context context;
-  context.setAsDefaultForAssertsOutOfTestCases();
-  context.setAssertHandler([](const doctest::AssertData& data) {
-    fail(std::string("assertion failed at ") + data.m_file + ":" + std::to_string(data.m_line) + ": " +
-         data.m_decomp.c_str());
-  });
+int run(int argc, char** argv) {
   const int rounds = argc > 1 ? std::atoi(argv[1]) : 3;
   if (rounds < 1) fail("ROUNDS must be a positive number");
   virConnectPtr probe = virConnectOpen("qemu:///system");
@@ -308,6 +326,7 @@ int main(int argc, char** argv) {
     std::printf("bench_start: SKIPPED: no libvirtd answers on qemu:///system (scripts/libvirtd.sh start)\n");
     return 0;
   }
+  sweep(probe);
   virConnectClose(probe);
   bench::ScratchDir scratch("bench-start");
   fs::permissions(scratch.path(), fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
@@ -355,4 +374,19 @@ int main(int argc, char** argv) {
   std::printf("libvirt arm: %zu runs (the 2-thread arm's XML; its first round runs only once that arm has run)\n",
               libvirt.phases.count("create->up") != 0 ? libvirt.phases.at("create->up").ms.size() : 0);
   return 0;
+}
+
+int main(int argc, char** argv) {
+  doctest::Context context;
+  context.setAsDefaultForAssertsOutOfTestCases();
+  context.setAssertHandler([](const doctest::AssertData& data) {
+    fail(std::string("assertion failed at ") + data.m_file + ":" + std::to_string(data.m_line) + ": " +
+         data.m_decomp.c_str());
+  });
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& error) {
+    std::fprintf(stderr, "bench_start: %s\n", error.what());
+    return 1;
+  }
 }
