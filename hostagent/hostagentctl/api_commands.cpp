@@ -66,6 +66,19 @@ std::string vm_target(const std::string& name) {
   return "/v1/vms/" + encode(name);
 }
 
+// The VM, and its last start's timeline from the operations the daemon still keeps (an hour).
+int vm_show(Context& context, const std::string& name) {
+  auto vm = context.client.get_json(vm_target(name));
+  if (!vm.ok()) return fail(context, vm.error());
+  if (context.globals.json) {
+    print_json(context, *vm);
+    return 0;
+  }
+  auto operations = context.client.get_json("/v1/operations");
+  context.out << (operations.ok() ? render_vm_with_start(*vm, *operations) : render_vm(*vm));
+  return 0;
+}
+
 int print_vm_row(Context& context, const std::string& name) {
   auto vm = context.client.get_json(vm_target(name));
   if (!vm.ok()) return fail(context, vm.error());
@@ -402,8 +415,8 @@ void ApiCommands::add_vm_commands() {
   vm->require_subcommand(1);
   add(*vm, "list", "Every VM, managed and foreign",
       [](Context& c) { return show(c, "/v1/vms", [](const json::value& v) { return render_vms(v.at("vms")); }); });
-  add(*vm, "show", "One VM: state, operation, what it holds",
-      [this](Context& c) { return show(c, vm_target(args_.name), render_vm); })
+  add(*vm, "show", "One VM: state, operation, what it holds, where its last start's time went",
+      [this](Context& c) { return vm_show(c, args_.name); })
       ->add_option("name", args_.name, "VM name")
       ->required();
   auto* create = add(*vm, "create", "Create a VM from a template; waits until it runs", [this](Context& c) {

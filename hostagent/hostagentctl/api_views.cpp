@@ -106,6 +106,19 @@ std::string render_vms(const json::value& vms) {
   return table.render();
 }
 
+// Where a create's or start's time went: one row per phase, in order.
+std::string timeline_table(const json::value& operation) {
+  const auto& phases = items(member(operation, "timeline"));
+  if (phases.empty()) return "";
+  Table table({"PHASE", "SECONDS", "ENDED AT", "DETAIL"});
+  for (const auto& phase : phases) {
+    const auto& detail = member(phase, "detail");
+    table.add_row({display(phase, "phase"), display(phase, "seconds"), display(phase, "ended_at"),
+                   detail.is_string() && !detail.as_string().empty() ? display(detail) : "-"});
+  }
+  return "\ntimeline:\n" + table.render();
+}
+
 std::string render_vm(const json::value& vm) {
   const auto& record = member(vm, "record");
   const auto& holds = member(record, "holds");
@@ -130,6 +143,20 @@ std::string render_vm(const json::value& vm) {
   return render_fields(fields);
 }
 
+std::string render_vm_with_start(const json::value& vm, const json::value& operations) {
+  std::string out = render_vm(vm);
+  const auto& name = member(vm, "name");
+  // Newest first: the first create or start of this VM with phases is its last start.
+  for (const auto& operation : items(member(operations, "operations"))) {
+    const std::string kind = display(operation, "kind");
+    if (member(operation, "vm") != name || (kind != "create" && kind != "start")) continue;
+    if (items(member(operation, "timeline")).empty()) continue;
+    return out + "\nlast start: " + display(operation, "id") + " (" + kind + ", " + display(operation, "state") + ")" +
+           timeline_table(operation);
+  }
+  return out;
+}
+
 std::string render_operations(const json::value& operations) {
   Table table({"ID", "KIND", "VM", "STATE", "STEP", "SUBMITTED", "SECONDS", "ERROR"});
   for (const auto& operation : items(operations)) {
@@ -141,19 +168,6 @@ std::string render_operations(const json::value& operations) {
          error.is_object() ? display(error, "detail") : "-"});
   }
   return table.render();
-}
-
-// Where a create's or start's time went: one row per phase, in order.
-std::string timeline_table(const json::value& operation) {
-  const auto& phases = items(member(operation, "timeline"));
-  if (phases.empty()) return "";
-  Table table({"PHASE", "SECONDS", "ENDED AT", "DETAIL"});
-  for (const auto& phase : phases) {
-    const auto& detail = member(phase, "detail");
-    table.add_row({display(phase, "phase"), display(phase, "seconds"), display(phase, "ended_at"),
-                   detail.is_string() && !detail.as_string().empty() ? display(detail) : "-"});
-  }
-  return "\ntimeline:\n" + table.render();
 }
 
 std::string render_operation(const json::value& operation) {

@@ -61,6 +61,31 @@ TEST_CASE("hostagentctl operation show lists a create's timeline phase by phase,
   CHECK(render_operation(operation).find("timeline") == std::string::npos);
 }
 
+TEST_CASE("hostagentctl vm show ends with the VM's newest create or start that has a timeline") {
+  const auto vm = json::parse(R"({"name":"train-0","uuid":"u","managed":true,"state":"running","operation":null,)"
+                              R"("last_event":"started","record":null})");
+  const auto phase = [](const std::string& seconds) {
+    return R"({"phase":"launch","ended_at":"2026-12-05T09:00:01Z","seconds":)" + seconds + R"(,"detail":""})";
+  };
+  const auto operation = [](const std::string& id, const std::string& kind, const std::string& vm_name,
+                            const std::string& timeline) {
+    return R"({"id":")" + id + R"(","kind":")" + kind + R"(","vm":")" + vm_name + R"(","state":"succeeded",)" +
+           R"("timeline":[)" + timeline + "]}";
+  };
+  // Newest first: another VM's start, this VM's stop (no timeline), its start, its create.
+  const auto operations = json::parse(R"({"operations":[)" + operation("op-x-4", "start", "other", phase("9.5")) + "," +
+                                      operation("op-x-3", "stop", "train-0", "") + "," +
+                                      operation("op-x-2", "start", "train-0", phase("2.5")) + "," +
+                                      operation("op-x-1", "create", "train-0", phase("7.25")) + "]}");
+  const auto shown = render_vm_with_start(vm, operations);
+  CHECK_MESSAGE(shown.find("last start: op-x-2 (start, succeeded)") != std::string::npos, shown);
+  CHECK(view_row(shown, "launch").find("2.5") != std::string::npos);
+  CHECK(shown.find("9.5") == std::string::npos);
+  CHECK(shown.find("7.25") == std::string::npos);
+  // None of its operations kept: the VM alone.
+  CHECK(render_vm_with_start(vm, json::parse(R"({"operations":[]})")) == render_vm(vm));
+}
+
 TEST_CASE("hostagentctl devices shows each device's state and what its last cleaning left undone") {
   auto held = view_device("0000:18:00.0", "held");
   held.as_object()["held_by"] = "train-0";

@@ -226,6 +226,11 @@ TEST_CASE("hostagentctl vm create, list, show and delete against hostagentd's AP
                               std::to_string(vf.at("roce_v2_gid_index").as_int64());
     CHECK_MESSAGE(table.output.find(entry) != std::string::npos, entry << " in\n" << table.output);
   }
+  // Where its create's time went, phase by phase, from the operation the daemon keeps.
+  CHECK_MESSAGE(table.output.find("\nlast start: op-") != std::string::npos, table.output);
+  for (const char* phase : {"\nplacement ", "\nrender ", "\nprepare_devices ", "\ndefine ", "\nlaunch "}) {
+    CHECK_MESSAGE(table.output.find(phase) != std::string::npos, phase << " in\n" << table.output);
+  }
 
   // The host's own boot disk shows who holds it, and why: the table a 3 a.m. operator reads.
   const auto devices = daemon.run({"devices"});
