@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "doctest_asserts.hpp"
 #include "emulated_host.hpp"
 #include "harness/guest_results.hpp"
 #include "harness/host_prerequisites.hpp"
@@ -131,11 +132,7 @@ int report(const kernel::GuestRun& run, const kvf::Calibration& here) {
 
 int main(int argc, char** argv) {
   doctest::Context context;
-  context.setAsDefaultForAssertsOutOfTestCases();
-  context.setAssertHandler([](const doctest::AssertData& data) {
-    fail(std::string("assertion failed at ") + data.m_file + ":" + std::to_string(data.m_line) + ": " +
-         data.m_decomp.c_str());
-  });
+  hostagent::bench::route_doctest_asserts<fail>(context);
   const int rounds = argc > 1 ? std::atoi(argv[1]) : kvf::kDefaultRounds;
   if (rounds < 1) fail("ROUNDS must be a positive number");
 

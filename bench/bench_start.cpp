@@ -38,6 +38,7 @@
 #include <vector>
 
 #include "assembly.hpp"
+#include "doctest_asserts.hpp"
 #include "hostagent/common/sysfs_root.hpp"
 #include "hostagent/common/sysfs_writer.hpp"
 #include "hostagent/config/daemon_config.hpp"
@@ -378,11 +379,7 @@ int run(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   doctest::Context context;
-  context.setAsDefaultForAssertsOutOfTestCases();
-  context.setAssertHandler([](const doctest::AssertData& data) {
-    fail(std::string("assertion failed at ") + data.m_file + ":" + std::to_string(data.m_line) + ": " +
-         data.m_decomp.c_str());
-  });
+  hostagent::bench::route_doctest_asserts<fail>(context);
   try {
     return run(argc, argv);
   } catch (const std::exception& error) {

@@ -108,4 +108,12 @@ std::string xml_text_problem(std::string_view value, XmlText kind) {
   return "";
 }
 
+std::string binary_size(uint64_t bytes) {
+  constexpr uint64_t kKiB = 1024;
+  if (bytes >= kKiB * kKiB * kKiB && bytes % (kKiB * kKiB * kKiB) == 0) return std::to_string(bytes >> 30) + " GiB";
+  if (bytes >= kKiB * kKiB && bytes % (kKiB * kKiB) == 0) return std::to_string(bytes >> 20) + " MiB";
+  if (bytes % kKiB == 0) return std::to_string(bytes >> 10) + " KiB";
+  return std::to_string(bytes) + " bytes";
+}
+
 }  // namespace hostagent::text

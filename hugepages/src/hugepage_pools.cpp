@@ -1,22 +1,17 @@
 // hugepages/hugepage_pools: per-node pools raised through sysfs and read back.
 #include "hostagent/hugepages/hugepage_pools.hpp"
 
+#include "hostagent/common/text.hpp"
 #include "hostagent/discovery/hugepage_reader.hpp"
 
 namespace hostagent::hugepages {
 namespace {
 
-std::string page_name(uint64_t bytes) {
-  constexpr uint64_t kMiB = 1ULL << 20;
-  constexpr uint64_t kGiB = 1ULL << 30;
-  return bytes % kGiB == 0 ? std::to_string(bytes / kGiB) + " GiB" : std::to_string(bytes / kMiB) + " MiB";
-}
-
 Result<uint64_t> pool_size(const SysfsRoot& sysfs, const std::string& file, const PoolRequest& request) {
   HA_TRY(const auto pages, sysfs.read_optional_int(file));
   if (!pages) {
     return Error{ErrorCode::not_found, "host.hugepages: node " + std::to_string(request.node) + " has no pool of " +
-                                           page_name(request.page_size_bytes) + " pages (" + file +
+                                           text::binary_size(request.page_size_bytes) + " pages (" + file +
                                            " is absent): no such node, or no such page size on this CPU"};
   }
   return static_cast<uint64_t>(*pages);
@@ -51,7 +46,7 @@ Result<std::vector<PoolReservation>> reserve_pools(const SysfsRoot& sysfs, Sysfs
 
 std::string describe(const PoolReservation& r) {
   const std::string node = "node " + std::to_string(r.asked.node) + ": ";
-  const std::string pages = page_name(r.asked.page_size_bytes) + " pages";
+  const std::string pages = text::binary_size(r.asked.page_size_bytes) + " pages";
   if (!r.written) {
     if (r.now == r.asked.pages) return node + std::to_string(r.now) + " " + pages + ", as asked";
     return node + std::to_string(r.now) + " " + pages + ", more than the " + std::to_string(r.asked.pages) +

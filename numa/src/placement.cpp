@@ -10,6 +10,7 @@
 #include <set>
 #include <tuple>
 
+#include "hostagent/common/text.hpp"
 #include "hostagent/numa/p2p_isolation.hpp"
 #include "placement_cells.hpp"
 #include "placement_gpus.hpp"
@@ -41,7 +42,7 @@ Status validate(const PlacementRequest& r) {
   if (r.vcpus <= 0) return invalid("vcpus must be at least 1, got " + std::to_string(r.vcpus));
   if (r.memory_bytes == 0) return invalid("memory_bytes must be more than 0");
   if (r.hugepage_size_bytes == 0) return invalid("hugepage_size_bytes must be more than 0");
-  const std::string page = placement_detail::page_size_text(r.hugepage_size_bytes);
+  const std::string page = text::binary_size(r.hugepage_size_bytes);
   if (r.memory_bytes % r.hugepage_size_bytes != 0) {
     return invalid("memory_bytes " + std::to_string(r.memory_bytes) + " is not a whole number of " + page +
                    " hugepages");

@@ -4,6 +4,8 @@
 #include <optional>
 #include <string>
 
+#include "hostagent/common/text.hpp"
+
 namespace hostagent::numa::placement_detail {
 namespace {
 
@@ -36,7 +38,7 @@ Status check_cpus(const CpuNode& node, int needed) {
 
 Status check_pages(const CpuNode& node, uint64_t needed, uint64_t page_size) {
   if (node.free_pages() >= needed) return ok_status();
-  const std::string size = page_size_text(page_size);
+  const std::string size = text::binary_size(page_size);
   std::string why;
   if (!node.pool_total) {
     why = " (no " + size + " pool on the node)";
@@ -91,7 +93,7 @@ Result<CellPlan> fit_cells(const Inventory& inventory, const HostPolicy& policy,
   if (request.memory_bytes % static_cast<uint64_t>(cells) != 0 || memory % page != 0) {
     return Error{ErrorCode::invalid_argument, "memory_bytes " + std::to_string(request.memory_bytes) + " split over " +
                                                   std::to_string(cells) + " guest cells is not a whole number of " +
-                                                  page_size_text(page) + " hugepages per cell"};
+                                                  text::binary_size(page) + " hugepages per cell"};
   }
   CellPlan plan{host_nodes, request.vcpus / cells, memory, memory / page};
   std::map<int, int> cells_on;

@@ -316,12 +316,4 @@ std::string describe(const std::vector<Unusable>& unusable) {
   return out;
 }
 
-std::string page_size_text(uint64_t bytes) {
-  constexpr uint64_t kKiB = 1024;
-  if (bytes >= kKiB * kKiB * kKiB && bytes % (kKiB * kKiB * kKiB) == 0) return std::to_string(bytes >> 30) + " GiB";
-  if (bytes >= kKiB * kKiB && bytes % (kKiB * kKiB) == 0) return std::to_string(bytes >> 20) + " MiB";
-  if (bytes % kKiB == 0) return std::to_string(bytes >> 10) + " KiB";
-  return std::to_string(bytes) + " bytes";
-}
-
 }  // namespace hostagent::numa::placement_detail

@@ -80,7 +80,5 @@ Inventory take_inventory(const HostModel& host, const std::vector<Allocation>& e
 std::string join_addresses(const std::vector<PciAddress>& addresses);
 // Groups refusal reasons by text: "a and b held by vm x; c IOMMU group unknown".
 std::string describe(const std::vector<Unusable>& unusable);
-// "1 GiB", "2 MiB", "64 KiB".
-std::string page_size_text(uint64_t bytes);
 
 }  // namespace hostagent::numa::placement_detail

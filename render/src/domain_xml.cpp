@@ -65,7 +65,7 @@ void append_memory(pugi::xml_node domain, const DomainInputs& in) {
   // Hugepages are allocated up front anyway (libvirt sets prealloc for them); threads='N' is QEMU's
   // prealloc-threads per cell backend. libvirt 9.0 gives each cell's threads a thread-context bound
   // to the cell's host node (qemuBuildThreadContextProps, with the numatune memnode below), so the
-  // zeroing runs on the node that owns the memory. docs/templates.md, "Memory allocated at start".
+  // zeroing runs on the node that owns the memory (docs/operations.md, "Levers").
   set(set(add(backing, "allocation"), "mode", "immediate"), "threads",
       render::allocation_threads(in.shape, in.placement));
 }
@@ -250,9 +250,8 @@ namespace hostagent::render {
 int allocation_threads(const vmtemplates::VmTemplate& shape, const numa::Placement& placement) {
   if (shape.allocation_threads > 0) return shape.allocation_threads;
   // libvirt passes one count to every cell: the smallest cell's pinned CPUs, so no cell's zeroing
-  // runs on more threads than the VM has CPUs there. QEMU 7.2 uses at most 16 per backend.
-  constexpr std::size_t kQemuMostThreads = 16;
-  std::size_t smallest = kQemuMostThreads;
+  // runs on more threads than the VM has CPUs there.
+  auto smallest = static_cast<std::size_t>(vmtemplates::kMaxAllocationThreads);
   for (const auto& cell : placement.cells) smallest = std::min(smallest, cell.host_cpus.size());
   return static_cast<int>(std::max<std::size_t>(smallest, 1));
 }

@@ -116,4 +116,13 @@ TEST_CASE("xml_text_problem: XML 1.0 Char, with line breaks only where text may 
   }
 }
 
+TEST_CASE("binary_size names a size in the largest binary unit that holds it whole") {
+  CHECK(text::binary_size(1ULL << 30) == "1 GiB");
+  CHECK(text::binary_size(1792ULL << 30) == "1792 GiB");
+  CHECK(text::binary_size(2ULL << 20) == "2 MiB");
+  CHECK(text::binary_size(12160ULL << 20) == "12160 MiB");  // not whole in GiB
+  CHECK(text::binary_size(64ULL << 10) == "64 KiB");
+  CHECK(text::binary_size(1000) == "1000 bytes");
+}
+
 }  // namespace hostagent

@@ -34,9 +34,6 @@ constexpr int kMaxCells = 14;  // one pxb-pcie per cell, on pcie-root slots 0x10
 constexpr uint16_t kNvidia = 0x10de;
 constexpr uint64_t kHuge2M = 2ULL << 20;
 constexpr uint64_t kHuge1G = 1ULL << 30;
-// QEMU 7.2 runs at most 16 preallocation threads per memory backend (MAX_MEM_PREALLOC_THREAD_COUNT,
-// util/oslib-posix.c) and silently uses 16 for more: more is refused, not accepted and ignored.
-constexpr int kMaxAllocationThreads = 16;
 
 const std::vector<std::string_view> kTopKeys = {"name",         "description", "abstract",      "extends",
                                                 "vcpus",        "memory",      "hugepage_size", "allocation_threads",

@@ -3,6 +3,7 @@
 
 #include <utility>
 
+#include "hostagent/common/text.hpp"
 #include "hostagent/render/guest_renderer.hpp"
 
 namespace hostagent::daemon {
@@ -20,15 +21,10 @@ void Timeline::mark(std::string_view phase, std::string detail) {
 }
 
 std::string launch_detail(const vmtemplates::VmTemplate& shape, const numa::Placement& placement) {
-  constexpr uint64_t kMiB = 1ULL << 20;
-  constexpr uint64_t kGiB = 1ULL << 30;
-  const auto size = [](uint64_t bytes) {
-    return bytes % kGiB == 0 ? std::to_string(bytes / kGiB) + " GiB" : std::to_string(bytes / kMiB) + " MiB";
-  };
   const auto cells = placement.cells.size();
   const int threads = render::allocation_threads(shape, placement);
-  return size(shape.memory_bytes) + " in " + size(shape.hugepage_size_bytes) + " pages, " + std::to_string(cells) +
-         (cells == 1 ? " cell, " : " cells, ") + std::to_string(threads) +
+  return text::binary_size(shape.memory_bytes) + " in " + text::binary_size(shape.hugepage_size_bytes) + " pages, " +
+         std::to_string(cells) + (cells == 1 ? " cell, " : " cells, ") + std::to_string(threads) +
          (threads == 1 ? " allocation thread per cell" : " allocation threads per cell");
 }
 

@@ -34,4 +34,8 @@ enum class XmlText { multi_line, one_line };
 // Why value is not such text ("is not valid UTF-8", "holds a control character"); "" when it is.
 std::string xml_text_problem(std::string_view value, XmlText kind);
 
+// A size in bytes in the largest binary unit that holds it whole: "1 GiB", "2 MiB", "64 KiB",
+// "3 bytes". How page sizes and memory read in messages and details.
+std::string binary_size(uint64_t bytes);
+
 }  // namespace hostagent::text

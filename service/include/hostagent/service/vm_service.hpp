@@ -86,7 +86,7 @@ struct VmView {
 // (docs/operations.md, "Timeline"). Phases end one after another: each took `seconds` from the end
 // of the one before, the first from the operation's start.
 struct TimelinePhase {
-  std::string name;      // placement | render | disk | seed | prepare_devices | define | launch | resume
+  std::string name;      // placement | render | disk | seed | prepare_devices | define | launch
   std::string ended_at;  // RFC 3339, UTC, to the millisecond
   double seconds = 0;
   std::string detail;  // what was measured with it ("2 allocation threads per cell"); "" none

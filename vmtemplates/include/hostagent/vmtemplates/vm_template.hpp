@@ -65,6 +65,11 @@ struct BootSpec {
   bool from_nvme = false;
 };
 
+// QEMU 7.2 runs at most 16 preallocation threads per memory backend (MAX_MEM_PREALLOC_THREAD_COUNT,
+// util/oslib-posix.c) and silently uses 16 for more: a template asking more is refused, and render's
+// automatic count stops there.
+inline constexpr int kMaxAllocationThreads = 16;
+
 struct VmTemplate {
   std::string name;
   std::string description;

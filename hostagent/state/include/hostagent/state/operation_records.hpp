@@ -14,7 +14,7 @@ namespace hostagent::state {
 
 // One phase of a create's or start's way to a running guest (daemon/timeline).
 struct PhaseRecord {
-  std::string name;      // placement | render | disk | seed | prepare_devices | define | launch | resume
+  std::string name;      // placement | render | disk | seed | prepare_devices | define | launch
   std::string ended_at;  // RFC 3339, UTC
   double seconds = 0;    // from the end of the phase before (the operation's start for the first)
   std::string detail;    // what was measured with it; "" none
