@@ -158,6 +158,12 @@ class TimedHypervisor final : public virt::Hypervisor {
   Status start(const std::string& name) override {
     return timed([&] { return real_->start(name); });
   }
+  Status start_paused(const std::string& name) override {
+    return timed([&] { return real_->start_paused(name); });
+  }
+  Status resume(const std::string& name) override {
+    return timed([&] { return real_->resume(name); });
+  }
   Result<std::string> create_transient(const std::string& xml) override {
     return timed([&] { return real_->create_transient(xml); });
   }

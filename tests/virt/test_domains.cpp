@@ -91,6 +91,30 @@ TEST_CASE("start runs a domain and destroy stops it, twice without complaint") {
   CHECK_MESSAGE(second.ok(), second.error().message);
 }
 
+// The test driver takes no start flags: the adapter starts and suspends it, which is what QEMU's
+// paused start looks like from outside (events included: test_events).
+TEST_CASE("start_paused leaves a domain paused until resume runs it, and resume again is ok") {
+  auto hv = connect_hypervisor(kTestUri);
+  const std::string name = unique_name("paused");
+  const DomainGuard guard{*hv, name};
+  define_test_domain(*hv, name);
+
+  const auto paused = hv->start_paused(name);
+  REQUIRE_MESSAGE(paused.ok(), paused.error().message);
+  CHECK(hv->lookup(name)->state == DomainState::paused);
+  const auto again = hv->start_paused(name);
+  REQUIRE_FALSE(again.ok());
+  CHECK(again.error().code == ErrorCode::conflict);
+  REQUIRE(hv->resume(name).ok());
+  CHECK(hv->lookup(name)->state == DomainState::running);
+  const auto resumed_again = hv->resume(name);
+  CHECK_MESSAGE(resumed_again.ok(), resumed_again.error().message);
+  // A domain that is not running cannot be resumed: that is an error, not "done".
+  REQUIRE(hv->destroy(name).ok());
+  CHECK_FALSE(hv->resume(name).ok());
+  CHECK(hv->resume(unique_name("absent")).error().code == ErrorCode::not_found);
+}
+
 TEST_CASE("shutdown stops a running domain and is ok on one that is not running") {
   auto hv = connect_hypervisor(kTestUri);
   const std::string name = unique_name("shutdown");

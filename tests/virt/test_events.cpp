@@ -50,6 +50,28 @@ TEST_CASE("define, start, destroy and undefine each report a lifecycle event wit
   CHECK(all[3].kind == DomainEventKind::undefined);
 }
 
+// What QEMU's paused start and a resume report, on the test driver's emulation of it.
+TEST_CASE("a paused start reports started, suspended and, on resume, resumed") {
+  auto hv = connect_hypervisor(kTestUri);
+  EventRecorder events;
+  events.attach(*hv);
+  const std::string name = unique_name("paused-event");
+  REQUIRE(hv->define(domain_xml({.name = name})).ok());
+  REQUIRE(hv->start_paused(name).ok());
+  REQUIRE(hv->resume(name).ok());
+  REQUIRE(events.wait_domain(name, DomainEventKind::resumed).has_value());
+  const auto all = events.domain_events(name);
+  REQUIRE(all.size() == 4);
+  CHECK(all[1].kind == DomainEventKind::started);
+  CHECK(all[1].detail == "booted");
+  CHECK(all[2].kind == DomainEventKind::suspended);
+  CHECK(all[2].detail == "paused");
+  CHECK(all[3].kind == DomainEventKind::resumed);
+  CHECK(all[3].detail == "unpaused");
+  REQUIRE(hv->destroy(name).ok());
+  REQUIRE(hv->undefine(name).ok());
+}
+
 TEST_CASE("a graceful shutdown reports stopped with detail shutdown") {
   auto hv = connect_hypervisor(kTestUri);
   EventRecorder events;

@@ -38,6 +38,19 @@ TEST_CASE("a qemu domain is defined, started, destroyed and undefined, with its 
   REQUIRE(running->metadata.has_value());  // read from the live definition
   CHECK(running->metadata->find(R"(template name="lifecycle")") != std::string::npos);
 
+  // QEMU started paused: its process is up (the domain is active) and its vCPUs have not run.
+  REQUIRE(hv->destroy(name).ok());
+  REQUIRE(events.wait_domain(name, DomainEventKind::stopped).has_value());
+  const auto paused = hv->start_paused(name);
+  REQUIRE_MESSAGE(paused.ok(), paused.error().message);
+  CHECK(events.wait_domain(name, DomainEventKind::suspended).has_value());
+  CHECK(hv->lookup(name)->state == DomainState::paused);
+  const auto resumed = hv->resume(name);
+  REQUIRE_MESSAGE(resumed.ok(), resumed.error().message);
+  CHECK(events.wait_domain(name, DomainEventKind::resumed).has_value());
+  CHECK(hv->lookup(name)->state == DomainState::running);
+  CHECK(hv->resume(name).ok());  // running already
+
   auto again = hv->start(name);
   REQUIRE_FALSE(again.ok());
   CHECK(again.error().code == ErrorCode::conflict);

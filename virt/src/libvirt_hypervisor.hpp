@@ -22,6 +22,8 @@ class LibvirtHypervisor final : public Hypervisor {
 
   Result<std::string> define(const std::string& domain_xml) override;
   Status start(const std::string& name) override;
+  Status start_paused(const std::string& name) override;
+  Status resume(const std::string& name) override;
   Result<std::string> create_transient(const std::string& domain_xml) override;
   Status shutdown(const std::string& name) override;
   Status destroy(const std::string& name) override;

@@ -213,8 +213,10 @@ class CreateRun {
   }
 
   Status start() {
-    HA_TRY_STATUS(context_.hypervisor->start(record_.name));
+    HA_TRY_STATUS(context_.hypervisor->start_paused(record_.name));
     timeline_.mark(kLaunchPhase, launch_detail(shape_, placement_));
+    HA_TRY_STATUS(context_.hypervisor->resume(record_.name));
+    timeline_.mark(kResumePhase);
     context_.ledger.set_domain(record_.name, "", virt::DomainState::running);
     return ok_status();
   }

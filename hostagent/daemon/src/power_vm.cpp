@@ -65,8 +65,10 @@ Result<VmView> start_vm(Context& context, const std::string& name) {
     HA_TRY_STATUS(reapply_devices(context, record));
     timeline.mark("prepare_devices");
     step(context, name, "start", "start", 2, 2);
-    HA_TRY_STATUS(context.hypervisor->start(name));
+    HA_TRY_STATUS(context.hypervisor->start_paused(name));
     timeline.mark(kLaunchPhase);
+    HA_TRY_STATUS(context.hypervisor->resume(name));
+    timeline.mark(kResumePhase);
     return ok_status();
   }();
   if (!outcome.ok()) {

@@ -13,9 +13,11 @@
 
 namespace hostagent::daemon {
 
-// The phase of virDomainCreate: libvirt's preparation, QEMU started with the guest's memory
-// allocated (zeroed) and pinned for its devices, the vCPUs running.
+// The phase of virDomainCreateWithFlags(START_PAUSED): libvirt's preparation, and QEMU started
+// with the guest's memory allocated (zeroed) and pinned for its devices, its vCPUs not yet run.
 inline constexpr std::string_view kLaunchPhase = "launch";
+// virDomainResume: the vCPUs run the guest's firmware from here.
+inline constexpr std::string_view kResumePhase = "resume";
 
 // What the launch phase's time depends on: "64 GiB in 2 MiB pages on 2 host nodes, 2 allocation
 // threads per cell".

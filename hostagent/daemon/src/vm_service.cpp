@@ -407,15 +407,26 @@ class VmServiceImpl final : public VmService {
   // What an operation the daemon's stop cut short came to, once reconcile has run. A create or a
   // delete is what recovery made of it (a create is kept only whole, a delete always finished), so
   // whether the VM exists says; a start, stop or reboot is not journaled, and the VM's state now
-  // says what it did.
-  Status interrupted_outcome(const OperationView& cut) const {
+  // says what it did, except a start cut between launch and resume, which is finished.
+  Status interrupted_outcome(const OperationView& cut) {
     const auto entry = context_.ledger.find(cut.vm);
     const bool exists = entry && entry->defined && entry->managed;
     if ((cut.kind == "create" && exists) || (cut.kind == "delete" && !exists)) return ok_status();
+    if (cut.kind == "start" && exists && entry->state == virt::DomainState::paused) return resume_cut_start(cut.vm);
     const std::string why = cut.kind == "create"   ? "its recovery rolled it back"
                             : cut.kind == "delete" ? "it had not begun, and the VM is still there"
                                                    : "the VM's state (GET /v1/vms/" + cut.vm + ") says what it did";
     return Error{ErrorCode::unavailable, "hostagentd stopped before this operation ended: " + why};
+  }
+
+  // A start cut short between QEMU's paused launch and its resume left the VM paused, and nothing
+  // else would run it: hostagent pauses a VM nowhere else, so the start is finished here.
+  Status resume_cut_start(const std::string& vm) {
+    HA_TRY_STATUS(context_.hypervisor->resume(vm));
+    context_.ledger.set_domain(vm, "", virt::DomainState::running);
+    log(LogLevel::info, vm + " was left paused by a start hostagentd's stop cut short: resumed",
+        {.vm = vm, .operation = "start"});
+    return ok_status();
   }
 
   // A running VM's devices, as its record says they were prepared: a PF driver reloaded while the

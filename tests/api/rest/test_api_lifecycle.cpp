@@ -192,7 +192,7 @@ TEST_CASE("metrics expose every family of docs/api.md") {
   CHECK(body.find("hostagent_operation_duration_seconds_count{kind=\"create\",result=\"succeeded\"} 1\n") !=
         std::string::npos);
   // The create's phases, each once, under its template.
-  for (const char* phase : {"placement", "render", "prepare_devices", "define", "launch"}) {
+  for (const char* phase : {"placement", "render", "prepare_devices", "define", "launch", "resume"}) {
     CAPTURE(phase);
     CHECK(body.find(std::string("hostagent_vm_start_phase_seconds_count{kind=\"create\",phase=\"") + phase +
                     "\",template=\"") != std::string::npos);

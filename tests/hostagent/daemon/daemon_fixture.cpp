@@ -41,6 +41,12 @@ Result<std::string> FaultyHypervisor::define(const std::string& xml) {
 Status FaultyHypervisor::start(const std::string& name) {
   HA_FORWARD(start, name);
 }
+Status FaultyHypervisor::start_paused(const std::string& name) {
+  HA_FORWARD(start_paused, name);
+}
+Status FaultyHypervisor::resume(const std::string& name) {
+  HA_FORWARD(resume, name);
+}
 Status FaultyHypervisor::shutdown(const std::string& name) {
   if (auto error = injected("shutdown")) return *error;
   if (ignore_shutdown_) return ok_status();

@@ -26,7 +26,7 @@ class FaultyHypervisor final : public virt::Hypervisor {
  public:
   explicit FaultyHypervisor(std::unique_ptr<virt::Hypervisor> real) : real_(std::move(real)) {}
 
-  // The next calls of `method` ("define", "start", "undefine", ...) fail with this error; `times`
+  // The next calls of `method` ("define", "start_paused", "resume", "undefine", ...) fail with this error; `times`
   // < 0 fails every call.
   void fail(const std::string& method, ErrorCode code, int times = -1);
   // shutdown() asks nothing of the guest: a guest that ignores the ACPI button.
@@ -41,6 +41,8 @@ class FaultyHypervisor final : public virt::Hypervisor {
   bool connected() const override { return !disconnected_ && real_->connected(); }
   Result<std::string> define(const std::string& xml) override;
   Status start(const std::string& name) override;
+  Status start_paused(const std::string& name) override;
+  Status resume(const std::string& name) override;
   Result<std::string> create_transient(const std::string& xml) override { return real_->create_transient(xml); }
   Status shutdown(const std::string& name) override;
   Status destroy(const std::string& name) override;

@@ -136,7 +136,7 @@ TEST_CASE("a start whose devices cannot be put back fails before libvirt starts 
   const auto refused = start_vm(*service, vm_name("parked"));
   REQUIRE_FALSE(refused.ok());
   CHECK(contains(refused.error().message, "injected failure of reapply"));
-  CHECK(faulty->calls("start") == 0);
+  CHECK(faulty->calls("start_paused") == 0);
   CHECK(service->get_vm(vm_name("parked"))->state == "shut_off");
 }
 

@@ -97,6 +97,29 @@ TEST_CASE("operations survive a restart: ended ones are found and listed, one cu
   CHECK(ids == std::vector<std::string>{started_now->id, stop_id, create_id, "op-earlier-7"});
 }
 
+// The stop came after QEMU's paused launch and before the resume: the VM would stay paused, with
+// its memory and devices held, and nothing else would run it.
+TEST_CASE("a start cut short between launch and resume is finished at the next start") {
+  DaemonFixture fixture;
+  {
+    auto service = started(fixture);
+    REQUIRE(create_vm(*service, fixture.request("halted", kOneGpu)).ok());
+    REQUIRE(wait_for(*service, service->begin_stop(vm_name("halted"), true)->id).state == "succeeded");
+  }
+  REQUIRE(fixture.libvirt().start_paused("halted").ok());
+  auto cut = left_behind("op-earlier-9", "running", "");
+  cut.kind = "start";
+  cut.vm = "halted";
+  REQUIRE(records_of(fixture).write(cut).ok());
+
+  auto service = started(fixture);
+  const auto start = service->operation("op-earlier-9");
+  REQUIRE(start.ok());
+  CHECK_MESSAGE(start->state == "succeeded", (start->error ? start->error->message : ""));
+  CHECK(service->get_vm(vm_name("halted"))->state == "running");
+  CHECK(fixture.libvirt().lookup("halted")->state == virt::DomainState::running);
+}
+
 std::vector<std::string> phase_names(const daemon::OperationView& operation) {
   std::vector<std::string> names;
   for (const auto& phase : operation.timeline) names.push_back(phase.name);
@@ -131,11 +154,12 @@ TEST_CASE("a create's and a start's timelines name every phase in order, and sur
     const auto create = wait_for(*service, create_id);
     REQUIRE(create.state == "succeeded");
     // The fixture's request has a boot image (disk) and its template cloud-init data (seed).
-    CHECK(phase_names(create) ==
-          std::vector<std::string>{"placement", "render", "disk", "seed", "prepare_devices", "define", "launch"});
+    CHECK(phase_names(create) == std::vector<std::string>{"placement", "render", "disk", "seed", "prepare_devices",
+                                                          "define", "launch", "resume"});
     check_phases_in_order(create);
     // The template's 1 GiB pages on one cell, as many allocation threads as the VM's CPUs there.
-    const auto& launch = create.timeline.back();
+    const auto& launch = create.timeline.at(6);
+    CHECK(launch.name == "launch");
     CHECK_MESSAGE(contains(launch.detail, "in 1 GiB pages, 1 cell, "), launch.detail);
     CHECK_MESSAGE(contains(launch.detail, " allocation threads per cell"), launch.detail);
 
@@ -145,7 +169,7 @@ TEST_CASE("a create's and a start's timelines name every phase in order, and sur
     start_id = restarted->id;
     const auto start = wait_for(*service, start_id);
     REQUIRE(start.state == "succeeded");
-    CHECK(phase_names(start) == std::vector<std::string>{"prepare_devices", "launch"});
+    CHECK(phase_names(start) == std::vector<std::string>{"prepare_devices", "launch", "resume"});
     CHECK(start.template_name == kOneGpu);  // the VM's: its phases are observed per template
     check_phases_in_order(start);
     // Only creates and starts have one.
@@ -154,11 +178,11 @@ TEST_CASE("a create's and a start's timelines name every phase in order, and sur
   auto service = started(fixture);
   const auto create = service->operation(create_id);
   REQUIRE(create.ok());
-  CHECK(phase_names(*create).size() == 7);
+  CHECK(phase_names(*create).size() == 8);
   check_phases_in_order(*create);
   const auto start = service->operation(start_id);
   REQUIRE(start.ok());
-  CHECK(phase_names(*start) == std::vector<std::string>{"prepare_devices", "launch"});
+  CHECK(phase_names(*start) == std::vector<std::string>{"prepare_devices", "launch", "resume"});
 }
 
 TEST_CASE("an operation record that cannot be read stops the start, naming the file") {

@@ -145,8 +145,9 @@ TEST_CASE("force stop skips the ACPI request") {
   CHECK(faulty->calls("shutdown") == 0);
 }
 
+// "resume": QEMU started paused, and its vCPUs could not be run: the paused domain goes too.
 TEST_CASE("a create that fails at each step rolls back everything before it") {
-  for (const std::string step : {"disk", "prepare_devices", "define", "start"}) {
+  for (const std::string step : {"disk", "prepare_devices", "define", "start_paused", "resume"}) {
     CAPTURE(step);
     DaemonFixture fixture;
     FaultyHypervisor* faulty = nullptr;
@@ -154,7 +155,7 @@ TEST_CASE("a create that fails at each step rolls back everything before it") {
     const auto name = testing::vm_name("doomed-" + step);
     if (step == "prepare_devices") fixture.devices()->fail_prepare = true;
     if (step == "disk") faulty->fail("create_overlay", ErrorCode::internal, 1);
-    if (step == "define" || step == "start") faulty->fail(step, ErrorCode::internal, 1);
+    if (step == "define" || step == "start_paused" || step == "resume") faulty->fail(step, ErrorCode::internal, 1);
     auto vm = create_vm(*service, fixture.request(name, kEightGpus));
     REQUIRE_FALSE(vm.ok());
     CHECK_MESSAGE(vm.error().message.find("injected failure") != std::string::npos, vm.error().message);
@@ -199,7 +200,7 @@ TEST_CASE("a guest that cannot be rendered is refused before anything is made") 
 std::unique_ptr<daemon::VmService> service_that_leaves_a_create(DaemonFixture& fixture) {
   FaultyHypervisor* faulty = nullptr;
   auto service = started(fixture, &faulty);
-  faulty->fail("start", ErrorCode::internal, 1);
+  faulty->fail("start_paused", ErrorCode::internal, 1);
   faulty->fail("undefine", ErrorCode::unavailable);
   return service;
 }

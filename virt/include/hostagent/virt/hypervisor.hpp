@@ -59,6 +59,12 @@ class Hypervisor {
   // written with the definition, in one step.
   virtual Result<std::string> define(const std::string& domain_xml) = 0;
   virtual Status start(const std::string& name) = 0;
+  // Starts the domain with its vCPUs stopped (VIR_DOMAIN_START_PAUSED): returns once QEMU runs with
+  // the guest's memory allocated and pinned and its devices attached, before the guest's first
+  // instruction, so a caller can time QEMU's start apart from the guest's. resume() runs it.
+  virtual Status start_paused(const std::string& name) = 0;
+  // Runs a paused domain's vCPUs (virDomainResume). Already running: ok.
+  virtual Status resume(const std::string& name) = 0;
   // Starts a domain that exists only while it runs (virDomainCreateXML): once it stops, libvirt
   // forgets it, so a caller that dies leaves no definition behind. Returns its UUID.
   virtual Result<std::string> create_transient(const std::string& domain_xml) = 0;
