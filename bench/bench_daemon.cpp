@@ -164,6 +164,9 @@ class TimedHypervisor final : public virt::Hypervisor {
   Status resume(const std::string& name) override {
     return timed([&] { return real_->resume(name); });
   }
+  Status agent_ping(const std::string& name) override {
+    return timed([&] { return real_->agent_ping(name); });
+  }
   Result<std::string> create_transient(const std::string& xml) override {
     return timed([&] { return real_->create_transient(xml); });
   }

@@ -26,6 +26,9 @@ packages=(
   # they boot: Debian's kernel with a busybox initramfs the tests build
   libvirt-daemon libvirt-daemon-system libvirt-daemon-driver-qemu qemu-system-x86 qemu-utils
   busybox-static linux-image-amd64 liblzma-dev
+  # the guest's QEMU guest agent (the tests copy it into the initramfs; on the host it never runs:
+  # its unit binds to the guest's virtio port)
+  qemu-guest-agent
   # hostagentctl verify-guest boots the Vela templates' stand-ins with their own firmware (UEFI)
   ovmf
   # the real-kernel harness (tests/kernel): an emulated GPU host under QEMU with VFIO, SR-IOV and

@@ -9,6 +9,7 @@
 #include <lzma.h>
 #endif
 
+#include <algorithm>
 #include <array>
 #include <charconv>
 #include <cstdlib>
@@ -27,9 +28,12 @@ using guest_detail::CpioEntry;
 
 // ttyS0: the guest's first serial port, which the domain's <serial> logs to a file. panic=-1
 // reboots at once on a kernel panic, so a broken guest shows up in the log (and as a reboot)
-// instead of hanging. quiet keeps the log to warnings and the guest's own lines. The guest gets it
+// instead of hanging. loglevel=6 keeps the log to notices and above (the kernel's boot chatter is
+// info), and the guest's own lines: the notices include start_kernel's "Linux version" banner, the
+// daemon's kernel marker. earlycon prints it as the kernel starts rather than once the serial
+// driver loads, so the kernel phase ends where the kernel's own time begins. The guest gets it
 // through verify::tcg_kernel_cmdline (no_timer_check), so load on the machine cannot panic it.
-constexpr std::string_view kCmdline = "console=ttyS0 panic=-1 quiet";
+constexpr std::string_view kCmdline = "console=ttyS0 earlycon=uart8250,io,0x3f8 panic=-1 loglevel=6";
 
 // What the guest needs from the kernel's modules when they are not built in, in the order they load
 // (busybox insmod resolves no dependency: each comes after those modules.dep says it needs).
@@ -38,11 +42,30 @@ constexpr std::string_view kCmdline = "console=ttyS0 panic=-1 quiet";
 // CONFIG_INPUT_EVDEV=m). The rest read the NoCloud seed hostagent attaches as a SATA CD-ROM on q35's
 // AHCI controller (render/domain_devices.cpp): the SCSI core, libata and AHCI, the CD-ROM driver and
 // ISO 9660 (all =m on Debian).
-constexpr std::array<const char*, 10> kModules = {
-    "kernel/drivers/acpi/button.ko",   "kernel/drivers/input/evdev.ko", "kernel/drivers/scsi/scsi_common.ko",
-    "kernel/drivers/scsi/scsi_mod.ko", "kernel/drivers/ata/libata.ko",  "kernel/drivers/ata/libahci.ko",
-    "kernel/drivers/ata/ahci.ko",      "kernel/drivers/cdrom/cdrom.ko", "kernel/drivers/scsi/sr_mod.ko",
-    "kernel/fs/isofs/isofs.ko"};
+// The virtio ones give the QEMU guest agent its port: the domain's org.qemu.guest_agent.0 channel on
+// a virtio-serial controller (virtio_pci, then virtio_console; Debian: CONFIG_VIRTIO_PCI=m,
+// CONFIG_VIRTIO_CONSOLE=m).
+constexpr std::array<const char*, 16> kModules = {"kernel/drivers/acpi/button.ko",
+                                                  "kernel/drivers/input/evdev.ko",
+                                                  "kernel/drivers/scsi/scsi_common.ko",
+                                                  "kernel/drivers/scsi/scsi_mod.ko",
+                                                  "kernel/drivers/ata/libata.ko",
+                                                  "kernel/drivers/ata/libahci.ko",
+                                                  "kernel/drivers/ata/ahci.ko",
+                                                  "kernel/drivers/cdrom/cdrom.ko",
+                                                  "kernel/drivers/scsi/sr_mod.ko",
+                                                  "kernel/fs/isofs/isofs.ko",
+                                                  "kernel/drivers/virtio/virtio_ring.ko",
+                                                  "kernel/drivers/virtio/virtio.ko",
+                                                  "kernel/drivers/virtio/virtio_pci_legacy_dev.ko",
+                                                  "kernel/drivers/virtio/virtio_pci_modern_dev.ko",
+                                                  "kernel/drivers/virtio/virtio_pci.ko",
+                                                  "kernel/drivers/char/virtio_console.ko"};
+
+// The host's QEMU guest agent (Debian's qemu-guest-agent, the same build a Debian guest runs), with
+// the shared objects it loads, found as its dynamic loader finds them.
+constexpr const char* kGuestAgent = "/usr/sbin/qemu-ga";
+constexpr const char* kDynamicLoader = "/lib64/ld-linux-x86-64.so.2";
 
 std::nullopt_t missing(const std::string& why, const std::string& package) {
   const std::string message = why + " (install the Debian package " + package + ")";
@@ -151,7 +174,48 @@ std::optional<Kernel> find_kernel() {
   return Kernel{*image, std::move(*modules)};
 }
 
-std::vector<CpioEntry> initramfs_entries(const std::string& busybox, const std::vector<CpioEntry>& modules) {
+// Adds `path` (absolute) to the archive as a file with `data`, after the directories above it.
+void add_file(std::vector<CpioEntry>& entries, const fs::path& path, std::string data, uint32_t mode) {
+  const fs::path relative = path.relative_path();
+  fs::path dir;
+  for (auto part = relative.begin(); std::next(part) != relative.end(); ++part) {
+    dir /= *part;
+    const bool listed =
+        std::any_of(entries.begin(), entries.end(), [&](const CpioEntry& e) { return e.path == dir.string(); });
+    if (!listed) entries.push_back({dir.string(), CpioEntry::Kind::directory, 0755, {}});
+  }
+  entries.push_back({relative.string(), CpioEntry::Kind::file, mode, std::move(data)});
+}
+
+// qemu-ga and every shared object it loads, at the paths the loader gives (ld.so --list): the
+// initramfs has no C library of its own. nullopt after missing() when it is not installed.
+std::optional<std::vector<CpioEntry>> guest_agent_entries() {
+  std::error_code ec;
+  if (!fs::is_regular_file(kGuestAgent, ec)) {
+    return missing(std::string(kGuestAgent) + " does not exist", "qemu-guest-agent");
+  }
+  const auto listed = run_command({kDynamicLoader, "--list", kGuestAgent});
+  if (listed.exit_code != 0) return missing("ld.so --list " + std::string(kGuestAgent) + ": " + listed.output, "libc6");
+  std::vector<CpioEntry> entries;
+  std::vector<std::string> files = {kGuestAgent};
+  std::istringstream lines(listed.output);
+  for (std::string line; std::getline(lines, line);) {
+    // "\tlibglib-2.0.so.0 => /lib/x86_64-linux-gnu/libglib-2.0.so.0 (0x...)", "\t/lib64/ld-linux-x86-64.so.2 (0x...)"
+    const auto slash = line.find('/');
+    const auto end = line.rfind(" (");
+    if (slash == std::string::npos || end == std::string::npos || end < slash) continue;  // linux-vdso.so.1
+    files.push_back(line.substr(slash, end - slash));
+  }
+  for (const auto& file : files) {
+    auto data = read_file(file);  // through symlinks: the archive holds each under the name asked for
+    if (!data) return missing("cannot read " + file, "qemu-guest-agent");
+    add_file(entries, file, std::move(*data), 0755);
+  }
+  return entries;
+}
+
+std::vector<CpioEntry> initramfs_entries(const std::string& busybox, const std::vector<CpioEntry>& modules,
+                                         const std::vector<CpioEntry>& agent) {
   using Kind = CpioEntry::Kind;
   std::vector<CpioEntry> entries = {
       {"bin", Kind::directory, 0755, {}},
@@ -164,9 +228,16 @@ std::vector<CpioEntry> initramfs_entries(const std::string& busybox, const std::
       {"sys", Kind::directory, 0755, {}},
       {"lib", Kind::directory, 0755, {}},
       {"lib/modules", Kind::directory, 0755, {}},
+      {"run", Kind::directory, 0755, {}},
       {"init", Kind::file, 0755, guest_detail::init_script()},
   };
   entries.insert(entries.end(), modules.begin(), modules.end());
+  for (const auto& entry : agent) {
+    if (entry.kind == Kind::directory && entry.path == "lib") continue;  // listed above
+    entries.push_back(entry);
+  }
+  // What qemu-ga's guest-shutdown runs (qga/commands-posix.c: /sbin/shutdown -h -P +0 ...).
+  add_file(entries, "/sbin/shutdown", guest_detail::shutdown_script(), 0755);
   return entries;
 }
 
@@ -207,6 +278,21 @@ $bb mount -t devtmpfs devtmpfs /dev
 # them), so after ahci.ko the SATA ports are scanned, and after sr_mod.ko a CD-ROM has its sr0.
 for module in /lib/modules/*.ko; do
   [ -e "$module" ] && $bb insmod "$module"
+done
+
+# The QEMU guest agent on the domain's org.qemu.guest_agent.0 port: the daemon's "up" is its first
+# answer, and its guest-shutdown runs /sbin/shutdown. The port appears once virtio_console has
+# talked to QEMU, a moment after its insmod.
+agent=no
+for attempt in 1 2 3 4 5 6 7 8 9 10; do
+  for port in /sys/class/virtio-ports/*; do
+    [ "$($bb cat "$port/name" 2>/dev/null)" = org.qemu.guest_agent.0 ] || continue
+    [ -c "/dev/${port##*/}" ] || continue
+    /usr/sbin/qemu-ga -m virtio-serial -p "/dev/${port##*/}" -t /run -f /run/qemu-ga.pid &
+    agent=yes
+  done
+  [ $agent = yes ] && break
+  $bb sleep 0.2
 done
 
 # The NoCloud seed, when the domain has one: an ISO 9660 CD-ROM whose volume id (32 bytes at
@@ -267,11 +353,20 @@ for node in /sys/devices/system/node/node[0-9]*; do
   node_cpus="${node_cpus:+$node_cpus/}$($bb cat "$node/cpulist")"
 done
 mem_kib=$($bb awk '/^MemTotal:/ { print $2 }' /proc/meminfo)
-echo "hostagent-test-guest: up cpus=$cpus nodes=$nodes node_cpus=$node_cpus mem_kib=$mem_kib power_button=$power_button" >/dev/console
+echo "hostagent-test-guest: up cpus=$cpus nodes=$nodes node_cpus=$node_cpus mem_kib=$mem_kib power_button=$power_button agent=$agent" >/dev/console
 
 while true; do
   $bb sleep 3600
 done
+)sh";
+}
+
+std::string shutdown_script() {
+  return R"sh(#!/bin/busybox sh
+# /sbin/shutdown of hostagent's test guest: what the QEMU guest agent runs for guest-shutdown. It
+# says so on the console, so a test tells an agent's shutdown from the power button's.
+echo "hostagent-test-guest: guest agent shutdown ($*), powering off" >/dev/console
+/bin/busybox poweroff -f
 )sh";
 }
 
@@ -332,7 +427,9 @@ std::optional<TestGuest> build_test_guest(const fs::path& dir) {
   fs::copy_file(kernel->image, guest.kernel, fs::copy_options::overwrite_existing, ec);
   REQUIRE_MESSAGE(!ec,
                   "cannot copy " << kernel->image.string() << " to " << guest.kernel.string() << ": " << ec.message());
-  write_file(guest.initrd, verify::newc_archive(initramfs_entries(*busybox, kernel->modules)));
+  const auto agent = guest_agent_entries();
+  if (!agent) return std::nullopt;
+  write_file(guest.initrd, verify::newc_archive(initramfs_entries(*busybox, kernel->modules, *agent)));
   // QEMU runs as libvirt-qemu and opens both files itself; a TempDir is 0700 root.
   for (const auto& mode : {std::pair{dir, fs::perms(0755)}, std::pair{guest.kernel, fs::perms(0644)},
                            std::pair{guest.initrd, fs::perms(0644)}}) {
@@ -356,7 +453,9 @@ fs::path write_test_guest_template(const fs::path& dir, const std::string& name,
                            "boot:\n"
                            "  kernel: " +
                            yaml_quoted(guest.kernel.string()) + "\n  initrd: " + yaml_quoted(guest.initrd.string()) +
-                           "\n  cmdline: " + yaml_quoted(guest.cmdline) + "\nmetadata: {purpose: ci}\n";
+                           "\n  cmdline: " + yaml_quoted(guest.cmdline) +
+                           // Up is its guest agent's first answer (the template's default).
+                           "\nmetadata: {purpose: ci}\n";
   fs::path file = dir / (name + ".yaml");
   write_file(file, yaml);
   return file;

@@ -36,6 +36,8 @@ std::filesystem::path write_test_guest_template(const std::filesystem::path& dir
 
 // The guest's console lines, for tests to wait for.
 inline constexpr const char* kTestGuestUp = "hostagent-test-guest: up ";
+// What the guest says on its console when its agent powers it off (guest-shutdown).
+inline constexpr const char* kTestGuestAgentShutdown = "hostagent-test-guest: guest agent shutdown";
 // Before "up": each line of each file of the NoCloud seed it mounted ("...: seed meta-data:
 // instance-id: ..."), then "...: seed label=cidata files=meta-data,user-data"; or "...: seed none".
 inline constexpr const char* kTestGuestSeed = "hostagent-test-guest: seed ";
@@ -76,6 +78,8 @@ using CpioEntry = verify::CpioEntry;
 
 // The guest's /init script.
 std::string init_script();
+// /sbin/shutdown, which qemu-ga's guest-shutdown runs.
+std::string shutdown_script();
 
 // A kernel module file's ELF image: NAME.ko as is, NAME.ko.xz decompressed (busybox insmod loads
 // only uncompressed modules); nullopt with `why` set when it cannot be read or decompressed.

@@ -133,11 +133,11 @@ TEST_CASE("validation: unknown keys list the allowed ones and suggest the closes
         "t.yaml:4:13: guest_numa.cells: found nothing (the key is missing), expected a whole number 1..14\n"
         "t.yaml:4:14: guest_numa.cell: found an unknown key, expected one of cells (did you mean \"cells\"?)");
   CHECK(problems(kMinimalTemplate + "boot: {imgae: /a}\n") ==
-        "t.yaml:4:8: boot.imgae: found an unknown key, expected one of image, cloud_init, kernel, initrd, cmdline or "
-        "from_nvme (did you mean \"image\"?)");
+        "t.yaml:4:8: boot.imgae: found an unknown key, expected one of image, cloud_init, kernel, initrd, cmdline, "
+        "from_nvme or watch (did you mean \"image\"?)");
   CHECK(problems(kMinimalTemplate + "boot: {kernel: /k, command_line: quiet}\n") ==
         "t.yaml:4:20: boot.command_line: found an unknown key, expected one of image, cloud_init, kernel, initrd, "
-        "cmdline or from_nvme");
+        "cmdline, from_nvme or watch");
 }
 
 TEST_CASE("validation: boot.from_nvme needs NVMe to boot from") {
@@ -149,6 +149,32 @@ TEST_CASE("validation: boot.from_nvme needs NVMe to boot from") {
   CHECK_FALSE(valid(kMinimalTemplate + "nvme: 2\n").boot.from_nvme);
   CHECK(problems(kMinimalTemplate + "boot: {from_nvme: yes please}\n") ==
         "t.yaml:4:19: boot.from_nvme: found \"yes please\", expected true or false");
+}
+
+TEST_CASE("validation: boot.watch takes markers of one printable line and a watch of 1 to 3600 s") {
+  const auto defaults = valid(kMinimalTemplate).boot.watch;
+  CHECK(defaults.kernel_marker == "Linux version");
+  CHECK(defaults.agent);
+  CHECK(defaults.up_marker.empty());
+  CHECK(defaults.seconds == 600);
+  const auto set = valid(kMinimalTemplate +
+                         "boot: {watch: {kernel_marker: 'Booting Linux', agent: false, up_marker: 'login:', "
+                         "seconds: 90}}\n")
+                       .boot.watch;
+  CHECK(set.kernel_marker == "Booting Linux");
+  CHECK_FALSE(set.agent);
+  CHECK(set.up_marker == "login:");
+  CHECK(set.seconds == 90);
+  CHECK(problems(kMinimalTemplate + "boot: {watch: {up_marker: \"up\\nnow\"}}\n") ==
+        "t.yaml:4:27: boot.watch.up_marker: found \"up\\nnow\", expected one line of 1 to 128 printable ASCII "
+        "characters");
+  CHECK(problems(kMinimalTemplate + "boot: {watch: {kernel_marker: ''}}\n") ==
+        "t.yaml:4:31: boot.watch.kernel_marker: found \"\", expected one line of 1 to 128 printable ASCII characters");
+  CHECK(problems(kMinimalTemplate + "boot: {watch: {seconds: 0}}\n") ==
+        "t.yaml:4:25: boot.watch.seconds: found 0, expected a whole number 1..3600");
+  CHECK(problems(kMinimalTemplate + "boot: {watch: {marker: x}}\n") ==
+        "t.yaml:4:16: boot.watch.marker: found an unknown key, expected one of kernel_marker, agent, up_marker or "
+        "seconds (did you mean \"up_marker\"?)");
 }
 
 TEST_CASE("validation: wrong types say what was found") {

@@ -46,6 +46,12 @@ int on_lifecycle(virConnectPtr /*conn*/, virDomainPtr domain, int event, int det
   return 0;
 }
 
+int on_agent_lifecycle(virConnectPtr /*conn*/, virDomainPtr domain, int state, int reason, void* opaque) {
+  const StateRef& state_ref = *static_cast<StateRef*>(opaque);
+  state_ref->emit(agent_event(domain, state, reason));
+  return 0;
+}
+
 void free_state_ref(void* opaque) {
   delete static_cast<StateRef*>(opaque);
 }
@@ -191,6 +197,16 @@ Status Connection::attach(Attached& attached, std::uint64_t generation) {
     delete state_ref;  // libvirt does not call the free callback of a failed registration
     return last_call_error(conn, "register for domain events on libvirt at " + options_.uri);
   }
+  auto* agent_ref = new StateRef(state_);
+  attached.agent_callback =
+      virConnectDomainEventRegisterAny(conn, nullptr, VIR_DOMAIN_EVENT_ID_AGENT_LIFECYCLE,
+                                       VIR_DOMAIN_EVENT_CALLBACK(on_agent_lifecycle), agent_ref, free_state_ref);
+  if (attached.agent_callback < 0) {
+    delete agent_ref;
+    const Error error = last_call_error(conn, "register for guest agent events on libvirt at " + options_.uri);
+    detach(attached);
+    return error;
+  }
   attached.close_context = std::make_unique<CloseContext>(CloseContext{state_, generation});
   if (virConnectRegisterCloseCallback(conn, on_close, attached.close_context.get(), nullptr) < 0) {
     const Error error = last_call_error(conn, "register the close callback on libvirt at " + options_.uri);
@@ -208,6 +224,11 @@ void Connection::detach(Attached& attached) {
     discard_last_error();
   }
   attached.domain_callback = -1;
+  if (attached.agent_callback >= 0 &&
+      virConnectDomainEventDeregisterAny(attached.conn.get(), attached.agent_callback) < 0) {
+    discard_last_error();
+  }
+  attached.agent_callback = -1;
   // Fails harmlessly when the callback already fired (libvirt then forgot it).
   if (virConnectUnregisterCloseCallback(attached.conn.get(), on_close) < 0) discard_last_error();
   attached.close_context.reset();

@@ -66,6 +66,7 @@ class Connection {
   struct Attached {
     ConnPtr conn;
     int domain_callback = -1;
+    int agent_callback = -1;
     // Ours, not libvirt's: drivers without close callbacks (test:///) accept the registration and
     // never call its free callback. Freed after unregistering, which waits out a running callback.
     std::unique_ptr<CloseContext> close_context;

@@ -25,6 +25,10 @@ std::string_view to_string(DomainEventKind kind) noexcept {
       return "shutdown";
     case DomainEventKind::crashed:
       return "crashed";
+    case DomainEventKind::agent_connected:
+      return "agent_connected";
+    case DomainEventKind::agent_disconnected:
+      return "agent_disconnected";
     case DomainEventKind::other:
       return "other";
   }
@@ -107,14 +111,38 @@ std::string_view event_detail(int event, int detail) noexcept {
   return words[static_cast<std::size_t>(detail)];
 }
 
-DomainEvent lifecycle_event(virDomainPtr domain, int event, int detail) {
+namespace {
+
+DomainEvent named_event(virDomainPtr domain) {
   DomainEvent out;
   const char* name = virDomainGetName(domain);
   out.name = name != nullptr ? name : "";
   std::array<char, VIR_UUID_STRING_BUFLEN> uuid{};
   if (virDomainGetUUIDString(domain, uuid.data()) == 0) out.uuid = uuid.data();
+  return out;
+}
+
+// virConnectDomainEventAgentLifecycleReason, in its order.
+constexpr std::array<std::string_view, 3> kAgentReasons{"unknown", "domain started", "channel"};
+
+}  // namespace
+
+DomainEvent lifecycle_event(virDomainPtr domain, int event, int detail) {
+  DomainEvent out = named_event(domain);
   out.kind = event_kind(event);
   out.detail = std::string(event_detail(event, detail));
+  return out;
+}
+
+DomainEvent agent_event(virDomainPtr domain, int state, int reason) {
+  DomainEvent out = named_event(domain);
+  out.kind = state == VIR_CONNECT_DOMAIN_EVENT_AGENT_LIFECYCLE_STATE_CONNECTED ? DomainEventKind::agent_connected
+             : state == VIR_CONNECT_DOMAIN_EVENT_AGENT_LIFECYCLE_STATE_DISCONNECTED
+                 ? DomainEventKind::agent_disconnected
+                 : DomainEventKind::other;
+  out.detail = reason >= 0 && static_cast<std::size_t>(reason) < kAgentReasons.size()
+                   ? std::string(kAgentReasons[static_cast<std::size_t>(reason)])
+                   : "unknown";
   return out;
 }
 

@@ -1,4 +1,5 @@
-// virt/domain_events: libvirt's lifecycle event (VIR_DOMAIN_EVENT_* and its detail) as a DomainEvent.
+// virt/domain_events: libvirt's lifecycle event (VIR_DOMAIN_EVENT_* and its detail) and its guest agent
+// event (connected, disconnected) as a DomainEvent.
 #pragma once
 
 #include <libvirt/libvirt.h>
@@ -14,5 +15,7 @@ DomainEventKind event_kind(int event) noexcept;
 std::string_view event_detail(int event, int detail) noexcept;
 // Reads only what the virDomainPtr carries locally (name, UUID): safe on the event thread.
 DomainEvent lifecycle_event(virDomainPtr domain, int event, int detail);
+// The agent lifecycle event (VIR_CONNECT_DOMAIN_EVENT_AGENT_LIFECYCLE_STATE_* and its reason).
+DomainEvent agent_event(virDomainPtr domain, int state, int reason);
 
 }  // namespace hostagent::virt::detail

@@ -24,6 +24,7 @@ class LibvirtHypervisor final : public Hypervisor {
   Status start(const std::string& name) override;
   Status start_paused(const std::string& name) override;
   Status resume(const std::string& name) override;
+  Status agent_ping(const std::string& name) override;
   Result<std::string> create_transient(const std::string& domain_xml) override;
   Status shutdown(const std::string& name) override;
   Status destroy(const std::string& name) override;

@@ -339,13 +339,15 @@ class ShapeReader {
 
   void read_boot(const Value& boot, BootSpec& spec) {
     if (boot.is_null()) return;
-    if (!check_.mapping(boot, "boot", {"image", "cloud_init", "kernel", "initrd", "cmdline", "from_nvme"})) return;
+    if (!check_.mapping(boot, "boot", {"image", "cloud_init", "kernel", "initrd", "cmdline", "from_nvme", "watch"}))
+      return;
     spec.image = host_path(field(boot, "image"), "boot.image");
     spec.cloud_init = check_.text(field(boot, "cloud_init"), "boot.cloud_init").value_or("");
     spec.kernel = host_path(field(boot, "kernel"), "boot.kernel");
     spec.initrd = host_path(field(boot, "initrd"), "boot.initrd");
     spec.cmdline = read_cmdline(field(boot, "cmdline"));
     spec.from_nvme = check_.boolean(field(boot, "from_nvme"), "boot.from_nvme").value_or(false);
+    read_watch(field(boot, "watch"), spec.watch);
     // An inherited kernel removed with `kernel: ~` must not leave its initrd and command line behind.
     const bool kernel_given = !field(boot, "kernel").is_null();
     for (const char* key : {"initrd", "cmdline"}) {
@@ -355,6 +357,28 @@ class ShapeReader {
                     "boot.kernel beside it: QEMU loads an initrd and a command line only with a kernel it boots "
                     "directly");
     }
+  }
+
+  void read_watch(const Value& watch, BootWatch& spec) {
+    if (watch.is_null()) return;
+    if (!check_.mapping(watch, "boot.watch", {"kernel_marker", "agent", "up_marker", "seconds"})) return;
+    if (auto marker = read_marker(field(watch, "kernel_marker"), "boot.watch.kernel_marker"))
+      spec.kernel_marker = *marker;
+    spec.agent = check_.boolean(field(watch, "agent"), "boot.watch.agent").value_or(spec.agent);
+    if (auto marker = read_marker(field(watch, "up_marker"), "boot.watch.up_marker")) spec.up_marker = *marker;
+    spec.seconds =
+        check_.whole(field(watch, "seconds"), "boot.watch.seconds", 1, kMaxWatchSeconds).value_or(spec.seconds);
+  }
+
+  // Console text to find as it is: one line of printable ASCII, so what the template says is what a
+  // serial console shows (no line break can match across the console's own).
+  std::optional<std::string> read_marker(const Value& value, const std::string& path) {
+    auto text = check_.text(value, path);
+    if (!text) return std::nullopt;
+    const bool printable = std::all_of(text->begin(), text->end(), [](char c) { return c >= 0x20 && c < 0x7f; });
+    if (!text->empty() && text->size() <= kMaxMarker && printable) return text;
+    check_.report(value.at, path, describe(value), "one line of 1 to 128 printable ASCII characters");
+    return std::nullopt;
   }
 
   // "" when absent or wrong (and then reported).

@@ -157,23 +157,31 @@ void ServiceMetrics::on_event(const daemon::ServiceEvent& event) {
   const auto& operation = *event.operation;
   if (operation.state != "succeeded" && operation.state != "failed") return;
   std::lock_guard lock(mutex_);
-  if (!ended_.insert(operation.id).second) return;
-  ended_order_.push_back(operation.id);
+  const auto [seen, first] = ended_.try_emplace(operation.id, 0);
+  if (first) {
+    ended_order_.push_back(operation.id);
+    auto it = operation_durations_.find({operation.kind, operation.state});
+    if (it == operation_durations_.end()) {
+      it =
+          operation_durations_.emplace(std::pair(operation.kind, operation.state), Histogram(operation_bounds())).first;
+    }
+    it->second.observe(operation.duration_seconds);
+  }
+  // A failed one's phases end early: they would only skew. Phases added after the end (the
+  // guest's kernel and up) are observed as they come, each once.
+  if (operation.state == "succeeded") {
+    for (std::size_t i = seen->second; i < operation.timeline.size(); ++i) {
+      const auto& phase = operation.timeline[i];
+      const std::array<std::string, 3> key{operation.kind, phase.name, operation.template_name};
+      auto observed = start_phases_.find(key);
+      if (observed == start_phases_.end()) observed = start_phases_.emplace(key, Histogram(phase_bounds())).first;
+      observed->second.observe(phase.seconds);
+    }
+    seen->second = std::max(seen->second, operation.timeline.size());
+  }
   if (ended_order_.size() > kRememberedOperations) {
     ended_.erase(ended_order_.front());
     ended_order_.pop_front();
-  }
-  auto it = operation_durations_.find({operation.kind, operation.state});
-  if (it == operation_durations_.end()) {
-    it = operation_durations_.emplace(std::pair(operation.kind, operation.state), Histogram(operation_bounds())).first;
-  }
-  it->second.observe(operation.duration_seconds);
-  if (operation.state != "succeeded") return;  // a failed one's phases end early: they would only skew
-  for (const auto& phase : operation.timeline) {
-    const std::array<std::string, 3> key{operation.kind, phase.name, operation.template_name};
-    auto observed = start_phases_.find(key);
-    if (observed == start_phases_.end()) observed = start_phases_.emplace(key, Histogram(phase_bounds())).first;
-    observed->second.observe(phase.seconds);
   }
 }
 

@@ -68,14 +68,15 @@ class ServiceMetrics {
 
   std::mutex mutex_;
   std::map<std::pair<std::string, std::string>, Histogram> operation_durations_;  // (kind, result)
-  std::set<std::string> ended_;                                                   // operation ids already observed
-  std::deque<std::string> ended_order_;                                           // oldest first, to forget them
-  std::map<std::pair<std::string, unsigned>, uint64_t> requests_;                 // (method, status)
-  std::map<std::pair<std::string, std::string>, Histogram> cleaning_steps_;       // (step, role)
-  std::map<std::array<std::string, 3>, Histogram> start_phases_;                  // (kind, phase, template)
-  std::map<std::string, uint64_t> cleanings_;                                     // by outcome
-  std::set<uint64_t> cleaned_;                                                    // record sequences observed
-  std::deque<uint64_t> cleaned_order_;                                            // oldest first, to forget them
+  // Operations already observed, by id: how many of their phases (the guest's come after the end).
+  std::map<std::string, std::size_t> ended_;
+  std::deque<std::string> ended_order_;                                      // oldest first, to forget them
+  std::map<std::pair<std::string, unsigned>, uint64_t> requests_;            // (method, status)
+  std::map<std::pair<std::string, std::string>, Histogram> cleaning_steps_;  // (step, role)
+  std::map<std::array<std::string, 3>, Histogram> start_phases_;             // (kind, phase, template)
+  std::map<std::string, uint64_t> cleanings_;                                // by outcome
+  std::set<uint64_t> cleaned_;                                               // record sequences observed
+  std::deque<uint64_t> cleaned_order_;                                       // oldest first, to forget them
   Histogram request_durations_;
   std::function<ConnectionStats()> connections_;  // unset until the server runs
 };

@@ -37,8 +37,17 @@ boost::json::object nics_json(const vmtemplates::NicSpec& nics) {
 }
 
 boost::json::object boot_json(const vmtemplates::BootSpec& boot) {
-  return {{"image", boot.image},   {"cloud_init", boot.cloud_init}, {"kernel", boot.kernel},
-          {"initrd", boot.initrd}, {"cmdline", boot.cmdline},       {"from_nvme", boot.from_nvme}};
+  return {{"image", boot.image},
+          {"cloud_init", boot.cloud_init},
+          {"kernel", boot.kernel},
+          {"initrd", boot.initrd},
+          {"cmdline", boot.cmdline},
+          {"from_nvme", boot.from_nvme},
+          {"watch",
+           {{"kernel_marker", boot.watch.kernel_marker},
+            {"agent", boot.watch.agent},
+            {"up_marker", boot.watch.up_marker},
+            {"seconds", boot.watch.seconds}}}};
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 
 #include "device_lifecycle.hpp"
 #include "event_hub.hpp"
+#include "guest_watch.hpp"
 #include "hostagent/config/daemon_config.hpp"
 #include "hostagent/daemon/clock.hpp"
 #include "hostagent/daemon/service_parts.hpp"
@@ -68,6 +69,8 @@ struct Context {
   DeviceLifecycle lifecycle;    // refers to host, devices, ledger, events and clock
   OperationTracker operations;  // refers to clock, events and operation_records
   RequestIds requests;          // refers to clock
+  // Refers to clock, hypervisor and operations; its thread stops before they go.
+  GuestWatch guest_watch{*clock, *hypervisor, operations};
   std::atomic<uint64_t> operations_started{0};
   std::mutex report_mutex;
   ReconcileReport last_reconcile;

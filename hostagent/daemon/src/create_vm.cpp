@@ -200,9 +200,7 @@ class CreateRun {
     options.vf_macs = record_.inputs.macs;
     options.seed_iso = record_.inputs.seed_iso;
     for (const auto& rdma : record_.rdma) options.nic_rdma[rdma.vf] = {rdma.node_guid, rdma.roce_v2_gid_index};
-    if (context_.config.domain_type != "test") {
-      options.console_log = (context_.config.console_log_directory / (record_.name + ".log")).string();
-    }
+    if (const auto console = console_log_path(context_.config, record_.name)) options.console_log = console->string();
     return options;
   }
 
@@ -215,8 +213,7 @@ class CreateRun {
   Status start() {
     HA_TRY_STATUS(context_.hypervisor->start_paused(record_.name));
     timeline_.mark(kLaunchPhase, launch_detail(shape_, placement_));
-    HA_TRY_STATUS(context_.hypervisor->resume(record_.name));
-    timeline_.mark(kResumePhase);
+    HA_TRY_STATUS(resume_watched(context_, timeline_, record_.name, shape_.boot.watch));
     context_.ledger.set_domain(record_.name, "", virt::DomainState::running);
     return ok_status();
   }

@@ -128,7 +128,25 @@ bool Ledger::on_event(const virt::DomainEvent& event) {
   if (it == entries_.end()) return event.kind == virt::DomainEventKind::defined;
   it->second.last_event = worded(event);
   if (const auto state = state_after(event.kind)) it->second.state = *state;
+  if (event.kind == virt::DomainEventKind::resumed) {
+    ++it->second.resumed_events;
+    resumed_.notify_all();
+  }
   return event.kind == virt::DomainEventKind::undefined;
+}
+
+uint64_t Ledger::resumed_events(const std::string& name) const {
+  std::lock_guard lock(mutex_);
+  const auto it = entries_.find(name);
+  return it == entries_.end() ? 0 : it->second.resumed_events;
+}
+
+bool Ledger::wait_resumed(const std::string& name, uint64_t seen, std::chrono::milliseconds timeout) {
+  std::unique_lock lock(mutex_);
+  return resumed_.wait_for(lock, timeout, [&] {
+    const auto it = entries_.find(name);
+    return it != entries_.end() && it->second.resumed_events > seen;
+  });
 }
 
 std::optional<LedgerEntry> Ledger::find(const std::string& name) const {

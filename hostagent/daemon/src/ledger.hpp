@@ -3,6 +3,8 @@
 // so two creates can never be given the same CPU, device or hugepage.
 #pragma once
 
+#include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -27,6 +29,7 @@ struct LedgerEntry {
   std::string uuid;
   virt::DomainState state = virt::DomainState::shut_off;
   std::string last_event;
+  uint64_t resumed_events = 0;  // counted for Ledger::wait_resumed
   std::optional<state::VmRecord> record;
   // A domain hostagent did not make: its pinned CPUs, passthrough functions and hugepages
   // (state/domain_holdings), held like a VM's so placement never gives them out.
@@ -76,6 +79,11 @@ class Ledger {
   // Records a lifecycle event. True when the ledger cannot follow it alone (a domain defined, or
   // undefined): unless hostagent is at work on that VM, the caller then syncs with libvirt.
   bool on_event(const virt::DomainEvent& event);
+  // How many resumed events `name` has had; wait_resumed waits (at most `timeout`) for one more than
+  // `seen`. libvirt delivers a domain's events in order, so once a start's resumed event is here its
+  // started and suspended ones are too, and cannot turn the VM back to paused after the start.
+  uint64_t resumed_events(const std::string& name) const;
+  bool wait_resumed(const std::string& name, uint64_t seen, std::chrono::milliseconds timeout);
 
   std::optional<LedgerEntry> find(const std::string& name) const;
   std::vector<LedgerEntry> entries() const;
@@ -101,6 +109,7 @@ class Ledger {
   EventHub& events_;
   const HugepageReader free_hugepages_;
   mutable std::mutex mutex_;
+  std::condition_variable resumed_;  // notified on every resumed event
   std::map<std::string, LedgerEntry> entries_;
   std::map<PciAddress, numa::Withheld> withheld_;
   // bumped by every change to an entry's record, to the set of entries, or to what is withheld

@@ -129,6 +129,20 @@ void OperationTracker::persist(const OperationView& view) {
   }
 }
 
+void OperationTracker::persist_latest(const std::string& id) {
+  if (store_ == nullptr) return;
+  // Two writers of one ended operation (its end, a late phase) each write what is newest when they
+  // hold persist_mutex_, so the last file written has every phase.
+  const std::lock_guard writing(persist_mutex_);
+  std::optional<OperationView> latest;
+  {
+    std::lock_guard lock(mutex_);
+    const auto it = operations_.find(id);
+    if (it != operations_.end()) latest = it->second;
+  }
+  if (latest) persist(*latest);
+}
+
 void OperationTracker::remove_records(const std::vector<std::string>& ids) {
   if (store_ == nullptr) return;
   for (const auto& id : ids) {
@@ -208,6 +222,28 @@ void OperationTracker::phase(const std::string& vm, TimelinePhase phase) {
   publish(update(id, [&](OperationView& view) { view.timeline.push_back(std::move(phase)); }));
 }
 
+void OperationTracker::late_phase(const std::string& id, TimelinePhase phase) {
+  std::optional<OperationView> view;
+  bool ended = false;
+  {
+    std::lock_guard lock(mutex_);
+    const auto it = operations_.find(id);
+    if (it == operations_.end()) return;  // forgotten: ended more than an hour ago
+    it->second.timeline.push_back(std::move(phase));
+    view = it->second;
+    ended = !it->second.finished_at.empty();
+  }
+  if (ended) persist_latest(id);  // a running one's record is written when it ends
+  publish(view);
+}
+
+std::optional<std::string> OperationTracker::running_id(const std::string& vm) {
+  std::lock_guard lock(mutex_);
+  const auto it = running_by_vm_.find(vm);
+  if (it == running_by_vm_.end()) return std::nullopt;
+  return it->second;
+}
+
 void OperationTracker::idle(const std::string& vm) {
   std::lock_guard lock(mutex_);
   progress_by_vm_.erase(vm);
@@ -236,7 +272,7 @@ void OperationTracker::finish(const std::string& id, const Status& outcome) {
     }
     ended_.emplace_back(id, clock_.steady_now());
   });
-  if (ended_view) persist(*ended_view);
+  if (ended_view) persist_latest(id);
   publish(ended_view);
   {
     std::lock_guard lock(mutex_);

@@ -47,6 +47,11 @@ class OperationTracker {
                 int count = 0);
   // The running operation of `vm` ended a phase of its timeline; published like a step.
   void phase(const std::string& vm, TimelinePhase phase);
+  // A phase seen after its operation may have ended (the guest's own: daemon/guest_watch): added to
+  // that operation, kept with its record, published. Nothing when the operation is forgotten.
+  void late_phase(const std::string& id, TimelinePhase phase);
+  // The id of the operation `vm` runs now; nullopt when none.
+  std::optional<std::string> running_id(const std::string& vm);
   // `vm` is doing nothing now. finish() says so too, for an operation that ended without saying it.
   void idle(const std::string& vm);
   struct VmProgress {
@@ -72,6 +77,8 @@ class OperationTracker {
   std::vector<std::string> forget_old_locked();
   void remove_records(const std::vector<std::string>& ids);
   void persist(const OperationView& view);
+  // Writes the operation as it is now (nothing once forgotten).
+  void persist_latest(const std::string& id);
   void insert_locked(const OperationView& view);
   // Ids are "op-RUN-N": N counts this run's operations, RUN is the microsecond this run began in
   // base 36, so an id never names two operations across restarts (the audit log, a control plane's
@@ -83,6 +90,7 @@ class OperationTracker {
   EventHub& events_;
   state::OperationRecords* const store_;
   std::mutex mutex_;
+  std::mutex persist_mutex_;          // taken before mutex_, never inside it
   std::condition_variable ended_cv_;  // notified by finish() once the end is published
   std::set<std::string> announced_;   // ended operations whose end has been published
   const std::string run_;

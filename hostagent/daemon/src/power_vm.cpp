@@ -67,8 +67,11 @@ Result<VmView> start_vm(Context& context, const std::string& name) {
     step(context, name, "start", "start", 2, 2);
     HA_TRY_STATUS(context.hypervisor->start_paused(name));
     timeline.mark(kLaunchPhase);
-    HA_TRY_STATUS(context.hypervisor->resume(name));
-    timeline.mark(kResumePhase);
+    // The template the VM was made from says how its boot is watched, if the host still has it.
+    const auto shape = context.templates.find(record.template_name);
+    HA_TRY_STATUS(
+        resume_watched(context, timeline, name,
+                       shape != context.templates.end() ? shape->second.boot.watch : vmtemplates::BootWatch{}));
     return ok_status();
   }();
   if (!outcome.ok()) {

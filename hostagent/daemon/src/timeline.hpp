@@ -23,6 +23,13 @@ inline constexpr std::string_view kResumePhase = "resume";
 // threads per cell".
 std::string launch_detail(const vmtemplates::VmTemplate& shape, const numa::Placement& placement);
 
+class Timeline;
+
+// Runs the VM QEMU started paused and marks kResumePhase; from there its guest's own phases are
+// watched (daemon/guest_watch) as `watch` says, for the operation `vm` runs now. No watch on the
+// test driver, which runs no guest.
+Status resume_watched(Context& context, Timeline& timeline, const std::string& vm, const vmtemplates::BootWatch& watch);
+
 class Timeline {
  public:
   // Begins now: the first phase is measured from here.
@@ -31,6 +38,8 @@ class Timeline {
   void mark(std::string_view phase, std::string detail = "");
   // How many phases have been marked: a step that marks its own phases is not marked again.
   int marks() const { return marks_; }
+  // When the last phase ended (or the timeline began).
+  std::chrono::steady_clock::time_point last_mark() const { return last_; }
 
  private:
   Context& context_;

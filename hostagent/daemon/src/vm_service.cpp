@@ -374,6 +374,7 @@ class VmServiceImpl final : public VmService {
 
   // On libvirt's event thread: only the ledger's lock, never a libvirt call.
   void on_domain_event(const virt::DomainEvent& event) {
+    context_.guest_watch.on_event(event);
     if (context_.ledger.on_event(event) && !context_.operations.progress_of(event.name)) {
       queues_.post(kHostQueue, [this] { resync(); });
     }

@@ -76,6 +76,44 @@ TEST_CASE("a scrape shows what changed before it: capacity, device health and VM
   CHECK(sample_value(text, "hostagent_vms{state=\"running\"}") == -1);
 }
 
+// The guest's phases (kernel, up) are added to an operation after it ended: each is observed once,
+// as it comes, and the operation's duration once.
+TEST_CASE("phases added after an operation ended are observed once each") {
+  TempDir host_dir;
+  FakeVmService service{discover_simulated("vela2", host_dir), {}};
+  api::detail::ServiceMetrics metrics;
+  daemon::OperationView create;
+  create.id = "op-1";
+  create.kind = "create";
+  create.template_name = "t";
+  create.state = "succeeded";
+  create.duration_seconds = 2;
+  create.timeline = {{"launch", "2026-12-05T10:00:01Z", 1.5, ""}, {"resume", "2026-12-05T10:00:01Z", 0.01, ""}};
+  const auto publish = [&] {
+    daemon::ServiceEvent event;
+    event.kind = daemon::ServiceEvent::Kind::operation;
+    event.operation = create;
+    metrics.on_event(event);
+  };
+  const auto count = [&](const std::string& phase) {
+    return sample_value(metrics.render(service), "hostagent_vm_start_phase_seconds_count{kind=\"create\",phase=\"" +
+                                                     phase + "\",template=\"t\"}");
+  };
+  publish();
+  publish();  // the same end again (a second subscriber's copy): nothing new
+  CHECK(count("launch") == 1);
+  CHECK(count("kernel") == -1);
+  create.timeline.push_back({"kernel", "2026-12-05T10:00:03Z", 2, "console showed \"Linux version\""});
+  publish();
+  create.timeline.push_back({"up", "2026-12-05T10:00:09Z", 6, "guest agent answered"});
+  publish();
+  CHECK(count("launch") == 1);
+  CHECK(count("kernel") == 1);
+  CHECK(count("up") == 1);
+  CHECK(sample_value(metrics.render(service),
+                     "hostagent_operation_duration_seconds_count{kind=\"create\",result=\"succeeded\"}") == 1);
+}
+
 TEST_CASE("concurrent scrapes share computations, one at a time, and none answers with a count older than itself") {
   TempDir host_dir;
   FakeVmService service{discover_simulated("vela2", host_dir), {}};

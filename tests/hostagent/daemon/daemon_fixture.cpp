@@ -47,6 +47,10 @@ Status FaultyHypervisor::start_paused(const std::string& name) {
 Status FaultyHypervisor::resume(const std::string& name) {
   HA_FORWARD(resume, name);
 }
+Status FaultyHypervisor::agent_ping(const std::string& name) {
+  HA_FORWARD(agent_ping, name);
+}
+
 Status FaultyHypervisor::shutdown(const std::string& name) {
   if (auto error = injected("shutdown")) return *error;
   if (ignore_shutdown_) return ok_status();

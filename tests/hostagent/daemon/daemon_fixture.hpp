@@ -43,6 +43,7 @@ class FaultyHypervisor final : public virt::Hypervisor {
   Status start(const std::string& name) override;
   Status start_paused(const std::string& name) override;
   Status resume(const std::string& name) override;
+  Status agent_ping(const std::string& name) override;
   Result<std::string> create_transient(const std::string& xml) override { return real_->create_transient(xml); }
   Status shutdown(const std::string& name) override;
   Status destroy(const std::string& name) override;

@@ -117,9 +117,10 @@ int shut_down(virDomainPtr domain, int& reason) {
   while (Clock::now() < deadline) {
     if (state_of(domain, &reason) == VIR_DOMAIN_SHUTOFF) return VIR_DOMAIN_SHUTOFF;
     if (Clock::now() >= next_press) {
-      // No guest agent: libvirt's QEMU driver presses the ACPI power button (system_powerdown).
-      // It fails only when the domain went off meanwhile, which the next state check sees.
-      virDomainShutdown(domain);
+      // The ACPI power button alone (system_powerdown): without the flag libvirt would ask the
+      // guest's agent first. It fails only when the domain went off meanwhile, which the next state
+      // check sees.
+      virDomainShutdownFlags(domain, VIR_DOMAIN_SHUTDOWN_ACPI_POWER_BTN);
       next_press += kPressEvery;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(250));

@@ -28,17 +28,38 @@ struct DomainSummary {
   std::optional<std::string> metadata;
 };
 
-enum class DomainEventKind { defined, undefined, started, suspended, resumed, stopped, shutdown, crashed, other };
+// agent_connected / agent_disconnected: the guest opened or closed the QEMU guest agent's channel
+// (VIR_DOMAIN_EVENT_ID_AGENT_LIFECYCLE); the others are lifecycle events (VIR_DOMAIN_EVENT_ID_LIFECYCLE).
+enum class DomainEventKind {
+  defined,
+  undefined,
+  started,
+  suspended,
+  resumed,
+  stopped,
+  shutdown,
+  crashed,
+  agent_connected,
+  agent_disconnected,
+  other
+};
 std::string_view to_string(DomainEventKind kind) noexcept;
 
 struct DomainEvent {
   std::string name;
   std::string uuid;
   DomainEventKind kind = DomainEventKind::other;
-  std::string detail;  // libvirt's detail worded: "destroyed", "shutdown", "crashed", "failed", "booted", ...
+  // libvirt's detail worded: "destroyed", "shutdown", "crashed", "failed", "booted", ...; for the
+  // agent's: "domain started" (found connected as QEMU started or libvirtd reconnected), "channel"
+  // (the guest opened or closed it).
+  std::string detail;
 };
 
 enum class ConnectionEvent { connected, lost };
+
+// The longest agent_ping waits for the guest agent's answer (libvirt's default is forever,
+// VIR_DOMAIN_AGENT_RESPONSE_TIMEOUT_BLOCK).
+inline constexpr std::chrono::seconds kAgentTimeout{5};
 
 // Called on libvirt's event thread: must be quick and must not call back into the Hypervisor.
 using DomainEventSink = std::function<void(const DomainEvent&)>;
@@ -65,10 +86,14 @@ class Hypervisor {
   virtual Status start_paused(const std::string& name) = 0;
   // Runs a paused domain's vCPUs (virDomainResume). Already running: ok.
   virtual Status resume(const std::string& name) = 0;
+  // A command the guest agent must answer, waited for at most kAgentTimeout: ok means the agent in
+  // the guest runs and answers. unavailable when it is not connected or did not answer in time.
+  virtual Status agent_ping(const std::string& name) = 0;
   // Starts a domain that exists only while it runs (virDomainCreateXML): once it stops, libvirt
   // forgets it, so a caller that dies leaves no definition behind. Returns its UUID.
   virtual Result<std::string> create_transient(const std::string& domain_xml) = 0;
-  // Asks the guest to power off (ACPI). Returns once asked, not once off. Not running: ok.
+  // Asks the guest to power off: through its guest agent when one answers, else the ACPI power
+  // button. Returns once asked, not once off. Not running: ok.
   virtual Status shutdown(const std::string& name) = 0;
   // Pulls the plug. Not running: ok.
   virtual Status destroy(const std::string& name) = 0;

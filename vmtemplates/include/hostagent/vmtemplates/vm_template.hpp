@@ -54,6 +54,22 @@ enum class Firmware { efi, bios };
 
 // Firmware boots the image; with a kernel, QEMU loads kernel and initrd itself (direct kernel boot)
 // and boots them first, the image (if any) then being just a disk.
+// How the daemon tells the guest's own phases after it resumes (daemon/guest_watch): `kernel` when
+// the serial console shows kernel_marker, `up` when the guest agent answers or the console shows
+// up_marker, whichever comes first; each watched for at most `seconds` after the resume.
+struct BootWatch {
+  // start_kernel prints "Linux version ..." first (pr_notice: shown on the serial console with
+  // console=ttyS0 and a loglevel above quiet's).
+  std::string kernel_marker = "Linux version";
+  bool agent = true;      // the guest runs the QEMU guest agent
+  std::string up_marker;  // "" none: up is the agent's alone
+  int seconds = 600;
+};
+
+// A marker: one line of printable text, matched as it is.
+inline constexpr std::size_t kMaxMarker = 128;
+inline constexpr int kMaxWatchSeconds = 3600;
+
 struct BootSpec {
   std::string image;       // a disk image path on the host; "" for none
   std::string cloud_init;  // cloud-init user data; "" for none
@@ -63,6 +79,7 @@ struct BootSpec {
   // The VM's NVMe are boot devices too, after the image: SeaBIOS sets up only the disks it may boot
   // from, so without this a BIOS guest's boot loader cannot read its NVMe (needs nvme > 0).
   bool from_nvme = false;
+  BootWatch watch;
 };
 
 // QEMU 7.2 runs at most 16 preallocation threads per memory backend (MAX_MEM_PREALLOC_THREAD_COUNT,
