@@ -41,6 +41,8 @@ void read_pcie(pci_dev* dev, ConfigSpaceInfo& info) {
   info.has_pcie_capability = true;
   const unsigned flags = pci_read_word(dev, cap->addr + PCI_EXP_FLAGS);
   info.port_type = port_type_from((flags & PCI_EXP_FLAGS_TYPE) >> 4);
+  const uint16_t devctl = pci_read_word(dev, cap->addr + PCI_EXP_DEVCTL);
+  info.max_read_request_bytes = 128 << ((devctl & PCI_EXP_DEVCTL_READRQ) >> 12);
   const uint32_t lnkcap = pci_read_long(dev, cap->addr + PCI_EXP_LNKCAP);
   const uint16_t lnksta = pci_read_word(dev, cap->addr + PCI_EXP_LNKSTA);
   // Link Capabilities bits 3:0 speed, 9:4 width; Link Status the same layout (7.5.3.6, 7.5.3.8).

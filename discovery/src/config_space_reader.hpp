@@ -1,5 +1,6 @@
 // discovery/config_space_reader: PCI config space through libpci (never setpci): the PCI Express port
-// type, link capability and status, and the ACS and ATS extended capabilities of one function.
+// type, link capability and status, the largest read request, and the ACS and ATS extended
+// capabilities of one function.
 #pragma once
 
 #include <filesystem>
@@ -17,6 +18,7 @@ struct ConfigSpaceInfo {
   bool has_pcie_capability = false;
   std::optional<PciePortType> port_type;
   PcieLink link;
+  std::optional<int> max_read_request_bytes;
   std::optional<AcsState> acs;
   std::optional<AtsState> ats;
 };

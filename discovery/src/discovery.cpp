@@ -112,6 +112,7 @@ void apply_config_space(const detail::ConfigSpaceInfo& info, uintmax_t config_si
   f.config_space_known = info.readable && config_size >= 256;
   f.port_type = info.port_type;
   f.link = info.link;
+  f.max_read_request_bytes = info.max_read_request_bytes;
   f.acs = info.acs;
   f.ats = info.ats;
 }

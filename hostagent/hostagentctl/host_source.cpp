@@ -30,21 +30,34 @@ class ScratchDir {
   std::filesystem::path path_;
 };
 
-Result<numa::HostModel> load_simulated(const std::string& name) {
+Result<HostRoot> load_simulated(const std::string& name) {
   HA_TRY(const auto spec, simhost::builtin_host(name));
-  HA_TRY(const auto dir, ScratchDir::create());
+  HA_TRY(auto dir, ScratchDir::create());
   HA_TRY_STATUS(simhost::write_sysfs_tree(spec, dir.path()));
   HA_TRY(auto model, numa::discover_from_sysfs(dir.path()));
-  model.source = "simulated:" + name;  // the scratch path is gone once we return
-  return model;
+  model.source = "simulated:" + name;  // the scratch path goes with the HostRoot
+  const auto root = dir.path();
+  return HostRoot{std::move(model), root, std::make_shared<ScratchDir>(std::move(dir))};
 }
 
 }  // namespace
 
 Result<numa::HostModel> load_host(const HostSource& source) {
   if (source.hwloc_xml) return numa::discover_from_hwloc_xml(*source.hwloc_xml);
+  HA_TRY(auto host, load_host_root(source));
+  return std::move(host.model);
+}
+
+Result<HostRoot> load_host_root(const HostSource& source) {
+  if (source.hwloc_xml) {
+    return Error{ErrorCode::invalid_argument,
+                 "--hwloc-xml: an hwloc capture holds no kernel state (procfs, IOMMU, drivers); use --sysfs-root or "
+                 "--simulated"};
+  }
   if (source.simulated) return load_simulated(*source.simulated);
-  return numa::discover_from_sysfs(source.sysfs_root.value_or("/"));
+  const std::filesystem::path root = source.sysfs_root.value_or("/");
+  HA_TRY(auto model, numa::discover_from_sysfs(root));
+  return HostRoot{std::move(model), root, nullptr};
 }
 
 }  // namespace hostagent::ctl

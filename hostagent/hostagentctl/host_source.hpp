@@ -2,6 +2,8 @@
 // capture, or one of the built-in simulated hosts written to a scratch directory.
 #pragma once
 
+#include <filesystem>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -17,5 +19,14 @@ struct HostSource {
 };
 
 Result<numa::HostModel> load_host(const HostSource& source);
+
+// The host with the root its procfs and sysfs lie under ("/", the --sysfs-root, or a simulated
+// host's scratch tree, which lives as long as `keep`). An hwloc capture has none: invalid_argument.
+struct HostRoot {
+  numa::HostModel model;
+  std::filesystem::path root;
+  std::shared_ptr<void> keep;
+};
+Result<HostRoot> load_host_root(const HostSource& source);
 
 }  // namespace hostagent::ctl

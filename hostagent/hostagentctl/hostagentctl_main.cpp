@@ -4,6 +4,7 @@
 #include <iostream>
 
 #include "api_commands.hpp"
+#include "host_check_command.hpp"
 #include "host_source.hpp"
 #include "hostagent/api/host_json.hpp"
 #include "hostagent/daemon/build_info.hpp"
@@ -124,6 +125,17 @@ int main(int argc, char** argv) {
 
   hostagent::ctl::ApiCommands api_commands(app, *templates);
 
+  // Under `host` with the API's show and capacity, but read from this host's kernel, not the
+  // daemon: it is what to run when the daemon will not start.
+  hostagent::ctl::HostCheckArgs check_args;
+  auto* check = app.get_subcommand("host")->add_subcommand(
+      "check", "Check this host's prerequisites for fast, correct VM starts: pass, warn or fail, with the fix");
+  add_host_options(check, check_args.host);
+  check->add_option("--housekeeping-cpus", check_args.housekeeping_cpus,
+                    "Host CPUs kept for the host (cpulist): templates are placed without them, as the daemon would");
+  check->add_option("--template-dir", template_dirs, "Operator template directories, over the shipped templates");
+  check->add_flag("--json", check_args.json, "Print the checks as JSON");
+
   if (const auto exit_code = hostagent::parse_command_line(app, argc, argv)) return *exit_code;
   if (const auto status = api_commands.run(std::cout, std::cerr)) return *status;
 
@@ -139,5 +151,10 @@ int main(int argc, char** argv) {
     return hostagent::ctl::run_verify_guest(verify_args, std::cout, std::cerr);
   }
   if (validate->parsed()) return hostagent::ctl::run_template_validate(validate_files, dirs, std::cout, std::cerr);
+  if (check->parsed()) {
+    check_args.template_dirs.push_back(hostagent::shipped_template_dir());
+    check_args.template_dirs.insert(check_args.template_dirs.end(), template_dirs.begin(), template_dirs.end());
+    return hostagent::ctl::run_host_check(check_args, std::cout, std::cerr);
+  }
   return 0;
 }

@@ -265,7 +265,9 @@ void write_groups(TreeWriter& w, const PciPlan& plan) {
   for (const auto& f : plan.functions) groups.insert(f.iommu_group);
   for (const int group : groups) {
     const std::string dir = kGroups + "/" + std::to_string(group);
-    w.file(dir + "/type", "DMA-FQ\n");
+    // The group's default domain type (iommu_group_show_type): identity, the host booted with
+    // iommu=pt (system_writer's /proc/cmdline); "DMA-FQ" where the host's own DMA is translated.
+    w.file(dir + "/type", "identity\n");
     w.file(dir + "/reserved_regions", "0x00000000fee00000 0x00000000feefffff msi\n");
   }
 }

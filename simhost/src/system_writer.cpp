@@ -1,6 +1,7 @@
 // simhost/system_writer: /sys/devices/system/{cpu,node}, /sys/kernel/mm/hugepages, /proc/cpuinfo,
 // /proc/meminfo and the DMI product name: everything hwloc's Linux backend reads to build the CPU
-// and NUMA part of a topology.
+// and NUMA part of a topology; and the kernel's command line, release and IOMMU units, which
+// hostcheck reads.
 #include <algorithm>
 #include <cstdio>
 #include <set>
@@ -233,9 +234,36 @@ std::string proc_cpuinfo(const HostSpec& spec, const CpuLayout& layout) {
   return out;
 }
 
+// A GPU host prepared as docs/operations.md says: Debian 12's kernel booted with the IOMMU on, in
+// passthrough for the host's own devices, and its 1 GiB pages reserved per node on the command line
+// (hugepages=0:N,1:M, Linux 5.16+), as many as the nodes' pools hold. hostcheck reads these.
+std::string kernel_cmdline(const HostSpec& spec) {
+  std::string cmdline = "BOOT_IMAGE=/boot/vmlinuz-6.1.0-57-amd64 root=/dev/mapper/vg0-root ro intel_iommu=on iommu=pt";
+  std::string gigantic;
+  for (const auto& node : spec.nodes) {
+    const auto pages = hugepages_of(node, 1ULL << 30).first;
+    if (pages > 0) gigantic += (gigantic.empty() ? "" : ",") + std::to_string(node.id) + ":" + std::to_string(pages);
+  }
+  if (!gigantic.empty()) cmdline += " hugepagesz=1G hugepages=" + gigantic;
+  return cmdline + "\n";
+}
+
+// One Intel IOMMU (DMAR unit) per node's root complexes, as drivers/iommu/intel/dmar.c registers
+// them: /sys/class/iommu/dmarN links to the virtual device.
+void write_kernel(TreeWriter& w, const HostSpec& spec) {
+  w.file("/proc/cmdline", kernel_cmdline(spec));
+  w.file("/proc/sys/kernel/osrelease", "6.1.0-57-amd64\n");
+  for (std::size_t unit = 0; unit < spec.nodes.size(); ++unit) {
+    const std::string device = "/sys/devices/virtual/iommu/dmar" + std::to_string(unit);
+    w.file(device + "/intel-iommu/version", "1:0\n");
+    w.link("/sys/class/iommu/dmar" + std::to_string(unit), device);
+  }
+}
+
 }  // namespace
 
 void write_system(TreeWriter& w, const HostSpec& spec, const CpuLayout& cpus) {
+  write_kernel(w, spec);
   write_cpus(w, spec, cpus);
   write_nodes(w, spec, cpus);
   write_global_hugepages(w, spec);

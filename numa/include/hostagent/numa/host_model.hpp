@@ -110,6 +110,9 @@ struct PciFunction {
   std::vector<std::string> rdma_devices;
   std::optional<AcsState> acs;  // nullopt: capability absent or config space unreadable
   std::optional<AtsState> ats;
+  // Device Control's Max_Read_Request_Size (PCIe Base Spec 7.5.3.4, bits 14:12: 128 << n bytes):
+  // the largest read the function may ask for; nullopt without a PCI Express capability.
+  std::optional<int> max_read_request_bytes;
   bool config_space_known = false;  // false when the source has no config space (hwloc XML)
   // Why the host keeps this function for itself (numa/host_use.hpp); nullopt: it does not, as far
   // as the source can tell. Never placed, bound or reset.
