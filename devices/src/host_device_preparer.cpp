@@ -237,25 +237,35 @@ class HostDevicePreparer final : public DevicePreparer {
   // peer-to-peer needs), then one durable record naming all of it, then the changes: one record
   // write ahead of them all rather than two per device, since every undo is idempotent anyway.
   Status prepare_locked(DeviceRecord& record, const numa::Placement& placement, const DeviceRequest& request) {
-    HA_TRY(const auto groups, plan_groups(record, passthrough_devices(placement)));
+    const auto devices = passthrough_devices(placement);
+    // A VM without devices has no stages to tell apart: its preparation stays one phase.
+    const auto stage = [&request, &devices](std::string_view name, std::string detail) {
+      if (request.on_stage && !devices.empty()) request.on_stage(name, std::move(detail));
+    };
+    HA_TRY(const auto groups, plan_groups(record, devices));
     HA_TRY(const auto vfs, plan_vfs(record, request));
     HA_TRY_STATUS(plan_peer_to_peer(record, placement));
     HA_TRY_STATUS(records_.write(record));
+    stage("read_devices", std::to_string(devices.size()) + " functions read, the record written ahead");
     host_use_->forget();  // read again, once, at the first group this preparation binds
     for (const auto& device : groups) {
       // The record keeps what the members were on before: the result says the same, or (bound by
       // this VM before) that they are on vfio-pci now, which release must not take for the original.
       if (auto bound = binder_.bind_group(device); !bound.ok()) return std::move(bound).error();
     }
+    stage("bind_groups", std::to_string(groups.size()) + " IOMMU groups to vfio-pci");
     for (const auto& vf : vfs) {
       HA_TRY(auto configured, sriov::configure(*parts_.netlink, vf.place.pf_netdev, vf.place.index, vf.wanted));
       auto& recorded = record.vfs[vf.record_index];
       // A VF configured by this VM before keeps the settings it had before that.
       if (recorded.previous == sriov::VfState{}) recorded.previous = configured.previous;
     }
+    stage("configure_vfs", std::to_string(vfs.size()) + " VFs configured over netlink");
     ledger_.acquire(record.owner, record.p2p);
     HA_TRY_STATUS(vfio::apply_p2p(*parts_.config_space, record.p2p));
-    return records_.write(record);  // the VFs' earlier settings, for an operator reading the record
+    HA_TRY_STATUS(records_.write(record));  // the VFs' earlier settings, for an operator reading the record
+    stage("peer_to_peer", std::to_string(record.p2p.size()) + " ACS/ATS registers set");
+    return ok_status();
   }
 
   // The IOMMU groups of devices as they stand, each once with a device of it, less the groups bound

@@ -66,7 +66,7 @@ std::string vm_target(const std::string& name) {
   return "/v1/vms/" + encode(name);
 }
 
-// The VM, and its last start's timeline from the operations the daemon still keeps (an hour).
+// The VM, and its last start's timeline from its start history.
 int vm_show(Context& context, const std::string& name) {
   auto vm = context.client.get_json(vm_target(name));
   if (!vm.ok()) return fail(context, vm.error());
@@ -74,8 +74,8 @@ int vm_show(Context& context, const std::string& name) {
     print_json(context, *vm);
     return 0;
   }
-  auto operations = context.client.get_json("/v1/operations");
-  context.out << (operations.ok() ? render_vm_with_start(*vm, *operations) : render_vm(*vm));
+  auto starts = context.client.get_json(vm_target(name) + "/starts");
+  context.out << (starts.ok() ? render_vm_with_start(*vm, *starts) : render_vm(*vm));
   return 0;
 }
 

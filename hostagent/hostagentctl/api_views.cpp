@@ -143,11 +143,11 @@ std::string render_vm(const json::value& vm) {
   return render_fields(fields);
 }
 
-std::string render_vm_with_start(const json::value& vm, const json::value& operations) {
+std::string render_vm_with_start(const json::value& vm, const json::value& starts) {
   std::string out = render_vm(vm);
   const auto& name = member(vm, "name");
   // Newest first: the first create or start of this VM with phases is its last start.
-  for (const auto& operation : items(member(operations, "operations"))) {
+  for (const auto& operation : items(member(starts, "starts"))) {
     const std::string kind = display(operation, "kind");
     if (member(operation, "vm") != name || (kind != "create" && kind != "start")) continue;
     if (items(member(operation, "timeline")).empty()) continue;

@@ -11,9 +11,9 @@ namespace hostagent::ctl {
 
 std::string render_vms(const boost::json::value& vms);  // an array of VMs: one row each
 std::string render_vm(const boost::json::value& vm);    // one VM with what it holds
-// render_vm, then the timeline of the VM's newest create or start among `operations` (GET
-// /v1/operations: those of the last hour), when there is one.
-std::string render_vm_with_start(const boost::json::value& vm, const boost::json::value& operations);
+// render_vm, then the timeline of the VM's newest create or start among `starts` (GET
+// /v1/vms/NAME/starts: its last ten, kept until it is deleted), when there is one.
+std::string render_vm_with_start(const boost::json::value& vm, const boost::json::value& starts);
 std::string render_operations(const boost::json::value& operations);
 std::string render_operation(const boost::json::value& operation);
 std::string render_host(const boost::json::value& host);  // the topology document, summarized

@@ -301,7 +301,11 @@ TEST_CASE("prepare binds the VM's groups, configures its VFs and sets ACS and AT
   REQUIRE(placement.gpus.size() == 2);
   REQUIRE(numa::placed_vfs(placement).size() == 2);
   REQUIRE(placement.nvme.size() == 1);
-  const auto request = request_for(placement);
+  auto request = request_for(placement);
+  std::vector<std::string> stages;
+  request.on_stage = [&](std::string_view stage, std::string detail) {
+    stages.push_back(std::string(stage) + ": " + std::move(detail));
+  };
   const auto before = f.host.snapshot();
   auto preparer = f.preparer();
   CHECK_FALSE(preparer->libvirt_manages_hostdevs());
@@ -309,6 +313,14 @@ TEST_CASE("prepare binds the VM's groups, configures its VFs and sets ACS and AT
   const auto prepared = preparer->prepare("train-0", placement, request);
   REQUIRE_MESSAGE(prepared.ok(), prepared.error().message);
   check_prepared(f, "train-0", placement, request);
+  // Each stage told as it ended, for the create's timeline: 2 GPUs, 2 VFs and an NVMe (in 5 groups:
+  // each VF and the NVMe alone, each GPU with its companions).
+  REQUIRE(stages.size() == 4);
+  CHECK(stages[0].starts_with("read_devices: "));
+  CHECK(stages[1] == "bind_groups: 5 IOMMU groups to vfio-pci");
+  CHECK(stages[2] == "configure_vfs: 2 VFs configured over netlink");
+  CHECK(stages[3].starts_with("peer_to_peer: "));
+  CHECK(stages[3].ends_with(" ACS/ATS registers set"));
   // The NVMe goes to the VM but peer-to-peer is not set up for it.
   const auto now = discover(f.host);
   const auto nvme = placement.nvme[0].address;

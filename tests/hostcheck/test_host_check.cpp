@@ -201,10 +201,11 @@ TEST_CASE("a NIC without ATS warns when a template asks for peer-to-peer") {
 // would have left it: Max_Read_Request_Size 128 bytes (bits 14:12 = 0). Discovery reads it back.
 TEST_CASE("a Max_Read_Request_Size below 256 bytes warns, naming the function") {
   PreparedHost host;
-  const auto gpu = std::find_if(host.model.pci_devices.begin(), host.model.pci_devices.end(),
-                                [](const auto& f) { return f.role == numa::PciRole::gpu; });
-  REQUIRE(gpu != host.model.pci_devices.end());
-  const auto config = host.dir.path() / ("sys/bus/pci/devices/" + gpu->address.to_string() + "/config");
+  const auto found = std::find_if(host.model.pci_devices.begin(), host.model.pci_devices.end(),
+                                  [](const auto& f) { return f.role == numa::PciRole::gpu; });
+  REQUIRE(found != host.model.pci_devices.end());
+  const std::string gpu = found->address.to_string();  // the model is replaced below
+  const auto config = host.dir.path() / ("sys/bus/pci/devices/" + gpu + "/config");
   {
     std::fstream file(config, std::ios::in | std::ios::out | std::ios::binary);
     file.seekp(0x60 + 0x08);              // simhost's PCI Express capability at 0x60; Device Control at +8
@@ -217,8 +218,7 @@ TEST_CASE("a Max_Read_Request_Size below 256 bytes warns, naming the function") 
   host.model = std::move(rediscovered).value();
   const auto check = named(host.checks(), "max read request");
   CHECK(check.verdict == Verdict::warn);
-  CHECK(check.found ==
-        gpu->address.to_string() + " 128 bytes: below 256 bytes, reads are split into many small requests");
+  CHECK(check.found == gpu + " 128 bytes: below 256 bytes, reads are split into many small requests");
 }
 
 }  // namespace

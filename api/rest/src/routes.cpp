@@ -241,6 +241,14 @@ struct Runner {
     return xml_response(std::move(xml).value());
   }
 
+  HttpResponse operator()(const command::GetVmStarts& get) const {
+    auto starts = service().vm_starts(get.name);
+    if (!starts.ok()) return service_problem(starts.error(), request);
+    boost::json::array out;
+    for (const auto& start : *starts) out.push_back(operation_json(start));
+    return json_response(200, boost::json::object{{"vm", get.name.str()}, {"starts", std::move(out)}});
+  }
+
   HttpResponse operator()(const command::ListOperations& /*unused*/) const {
     boost::json::array operations;
     for (const auto& operation : service().operations()) operations.push_back(operation_json(operation));

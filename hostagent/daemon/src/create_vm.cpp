@@ -186,6 +186,8 @@ class CreateRun {
     request.trust = shape_.nics.vf.trust;
     request.spoofchk = shape_.nics.vf.spoofchk;
     request.mtu = shape_.nics.vf.mtu;
+    // Each stage a phase of its own; a preparer that reports none leaves prepare_devices one phase.
+    request.on_stage = [this](std::string_view stage, std::string detail) { timeline_.mark(stage, std::move(detail)); };
     return context_.devices->prepare(record_.name, placement_, request);
   }
 

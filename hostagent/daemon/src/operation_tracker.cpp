@@ -31,6 +31,8 @@ state::OperationRecord record_of(const OperationView& view) {
                                 std::move(timeline)};
 }
 
+}  // namespace
+
 OperationView view_of(const state::OperationRecord& record) {
   OperationView view;
   view.id = record.id;
@@ -51,6 +53,8 @@ OperationView view_of(const state::OperationRecord& record) {
     view.timeline.push_back({phase.name, phase.ended_at, phase.seconds, phase.detail});
   return view;
 }
+
+namespace {
 
 // N of "op-RUN-N"; 0 for an id of another form (a record on disk is not trusted to have this one).
 uint64_t sequence_of(const std::string& id) {
@@ -140,7 +144,19 @@ void OperationTracker::persist_latest(const std::string& id) {
     const auto it = operations_.find(id);
     if (it != operations_.end()) latest = it->second;
   }
-  if (latest) persist(*latest);
+  if (!latest) return;
+  persist(*latest);
+  keep_start(*latest);
+}
+
+// A create that failed made no VM; every other ended create or start is the VM's history.
+void OperationTracker::keep_start(const OperationView& view) {
+  const bool start = view.kind == "start" || (view.kind == "create" && view.state == "succeeded");
+  if (starts_ == nullptr || !start || view.finished_at.empty()) return;
+  if (auto kept = starts_->record(record_of(view)); !kept.ok()) {
+    log(LogLevel::warning, "the start history of " + view.vm + " could not be kept (" + kept.error().message +
+                               "): vm show loses operation " + view.id + " after the hour");
+  }
 }
 
 void OperationTracker::remove_records(const std::vector<std::string>& ids) {

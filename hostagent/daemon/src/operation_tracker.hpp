@@ -24,14 +24,19 @@
 
 namespace hostagent::daemon {
 
+// An operation as its record on disk holds it (the start history's too).
+OperationView view_of(const state::OperationRecord& record);
+
 class OperationTracker {
  public:
   static constexpr std::size_t kKeptEnded = 1000;
   static constexpr std::chrono::hours kKeptFor{1};
 
-  // store: where operations are kept across restarts; null keeps them in memory only.
-  OperationTracker(Clock& clock, EventHub& events, state::OperationRecords* store = nullptr)
-      : clock_(clock), events_(events), store_(store), run_(run_tag(clock.now())) {}
+  // store: where operations are kept across restarts; starts: each VM's last creates and starts,
+  // kept past the hour; null keeps them in memory only, and no history.
+  OperationTracker(Clock& clock, EventHub& events, state::OperationRecords* store = nullptr,
+                   state::StartHistory* starts = nullptr)
+      : clock_(clock), events_(events), store_(store), starts_(starts), run_(run_tag(clock.now())) {}
 
   // At start, after reconcile and before any enqueue: the operations an earlier run left, those
   // ended within the hour kept; one that never ended ends now with what `interrupted` says it came
@@ -77,8 +82,9 @@ class OperationTracker {
   std::vector<std::string> forget_old_locked();
   void remove_records(const std::vector<std::string>& ids);
   void persist(const OperationView& view);
-  // Writes the operation as it is now (nothing once forgotten).
+  // Writes the operation as it is now (nothing once forgotten), and into its VM's start history.
   void persist_latest(const std::string& id);
+  void keep_start(const OperationView& view);
   void insert_locked(const OperationView& view);
   // Ids are "op-RUN-N": N counts this run's operations, RUN is the microsecond this run began in
   // base 36, so an id never names two operations across restarts (the audit log, a control plane's
@@ -89,6 +95,7 @@ class OperationTracker {
   Clock& clock_;
   EventHub& events_;
   state::OperationRecords* const store_;
+  state::StartHistory* const starts_;
   std::mutex mutex_;
   std::mutex persist_mutex_;          // taken before mutex_, never inside it
   std::condition_variable ended_cv_;  // notified by finish() once the end is published

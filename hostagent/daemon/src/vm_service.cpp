@@ -28,9 +28,10 @@ const std::string kHostQueue;
 class VmServiceImpl final : public VmService {
  public:
   VmServiceImpl(ServiceParts parts, state::Journal journal, state::CreateRequests requests,
-                state::OperationRecords operations, numa::HostPolicy policy)
+                state::OperationRecords operations, state::StartHistory starts, numa::HostPolicy policy)
       : power_(parts.config.state_directory / "power.json", parts.boot_id),
-        context_(std::move(parts), std::move(journal), std::move(requests), std::move(operations), std::move(policy)),
+        context_(std::move(parts), std::move(journal), std::move(requests), std::move(operations), std::move(starts),
+                 std::move(policy)),
         queues_(context_.config.operation_workers) {}
 
   ~VmServiceImpl() override {
@@ -344,6 +345,16 @@ class VmServiceImpl final : public VmService {
                      std::to_string(RequestIds::kWindow.count() / 24) + " days after it failed or its VM went)"};
   }
 
+  Result<std::vector<OperationView>> vm_starts(const VmName& name) override {
+    const auto entry = context_.ledger.find(name.str());
+    if (!entry || !entry->defined) return Error{ErrorCode::not_found, "no VM named " + text::quoted(name.str())};
+    HA_TRY(const auto records, context_.start_history.starts(name.str()));
+    std::vector<OperationView> starts;
+    starts.reserve(records.size());
+    for (const auto& record : records) starts.push_back(view_of(record));
+    return starts;
+  }
+
   // A name in use is a conflict now rather than an operation that fails in the queue, unless the VM
   // is this very create's (a replay with its request id, answered above).
   Status check_name_free(const CreateVmRequest& request) const {
@@ -574,12 +585,13 @@ Result<std::unique_ptr<VmService>> start_service(ServiceParts parts) {
   HA_TRY(auto journal, state::Journal::open(parts.config.state_directory / "journal"));
   HA_TRY(auto requests, state::CreateRequests::open(parts.config.state_directory / "requests"));
   HA_TRY(auto operations, state::OperationRecords::open(parts.config.state_directory / "operations"));
+  HA_TRY(auto starts, state::StartHistory::open(parts.config.state_directory / "starts"));
   HA_TRY_STATUS(create_console_log_directory(parts.config.console_log_directory));
   numa::HostPolicy policy;
   policy.housekeeping_cpus = parts.config.housekeeping_cpus;
   policy.releasable_drivers = parts.config.devices.releasable_drivers;
   auto service = std::make_unique<VmServiceImpl>(std::move(parts), std::move(journal), std::move(requests),
-                                                 std::move(operations), std::move(policy));
+                                                 std::move(operations), std::move(starts), std::move(policy));
   HA_TRY_STATUS(service->begin());
   return std::unique_ptr<VmService>(std::move(service));
 }

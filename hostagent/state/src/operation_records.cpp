@@ -6,9 +6,11 @@
 //    "error": "", "submitted_at": "...", "started_at": "...", "finished_at": "...",
 //    "duration_seconds": 1.25, "timeline": [{"phase": "launch", "ended_at": "...", "seconds": 0.8,
 //    "detail": ""}, ...]}
-// "timeline" may be absent: records written before it was kept have none.
+// "timeline" may be absent: records written before it was kept have none. The start history keeps the
+// same records, each VM's in one file.
 #include "hostagent/state/operation_records.hpp"
 
+#include <algorithm>
 #include <array>
 #include <boost/json.hpp>
 
@@ -16,6 +18,7 @@
 #include "hostagent/common/json_fields.hpp"
 #include "hostagent/common/names.hpp"
 #include "hostagent/common/text.hpp"
+#include "hostagent/common/time_text.hpp"
 #include "record_checks.hpp"
 #include "record_file.hpp"
 #include "state_directory.hpp"
@@ -110,24 +113,27 @@ Result<std::vector<PhaseRecord>> timeline_from(const json::value& document) {
   return timeline;
 }
 
+json::object operation_object(const OperationRecord& r) {
+  return json::object{{"id", r.id},
+                      {"kind", r.kind},
+                      {"vm", r.vm},
+                      {"request_id", r.request_id},
+                      {"template", r.template_name},
+                      {"state", r.state},
+                      {"step", r.step},
+                      {"step_number", r.step_number},
+                      {"step_count", r.step_count},
+                      {"error_code", r.error_code},
+                      {"error", r.error},
+                      {"submitted_at", r.submitted_at},
+                      {"started_at", r.started_at},
+                      {"finished_at", r.finished_at},
+                      {"duration_seconds", r.duration_seconds},
+                      {"timeline", timeline_json(r.timeline)}};
+}
+
 std::string operation_json(const OperationRecord& r) {
-  const json::object object{{"id", r.id},
-                            {"kind", r.kind},
-                            {"vm", r.vm},
-                            {"request_id", r.request_id},
-                            {"template", r.template_name},
-                            {"state", r.state},
-                            {"step", r.step},
-                            {"step_number", r.step_number},
-                            {"step_count", r.step_count},
-                            {"error_code", r.error_code},
-                            {"error", r.error},
-                            {"submitted_at", r.submitted_at},
-                            {"started_at", r.started_at},
-                            {"finished_at", r.finished_at},
-                            {"duration_seconds", r.duration_seconds},
-                            {"timeline", timeline_json(r.timeline)}};
-  return json::serialize(object) + "\n";
+  return json::serialize(operation_object(r)) + "\n";
 }
 
 Result<OperationRecord> operation_from(const json::value& document) {
@@ -165,7 +171,80 @@ Result<OperationRecord> read_operation(const std::filesystem::path& path, const 
   return record;
 }
 
+constexpr std::size_t kMaxStartHistoryBytes = StartHistory::kKept * kMaxOperationRecordBytes;
+
+Result<std::vector<OperationRecord>> read_starts(const std::filesystem::path& path, const std::string& vm) {
+  const auto in_file = [&](const std::string& why) {
+    return Error{ErrorCode::parse_error,
+                 "start history " + path.string() + ": " + why + " (repair or remove the file)"};
+  };
+  HA_TRY(const auto document, detail::read_json_document(path, kMaxStartHistoryBytes, in_file));
+  HA_TRY(const auto fields, json_fields::JsonFields::of(document, ""));
+  HA_TRY(const auto name, fields.string("vm"));
+  if (name != vm) return in_file("field 'vm' differs from the file name");
+  const auto* starts = document.as_object().if_contains("starts");
+  if (starts == nullptr || !starts->is_array()) return in_file("field 'starts' is missing or not a list");
+  std::vector<OperationRecord> out;
+  for (const auto& item : starts->as_array()) {
+    auto record = operation_from(item);
+    if (!record.ok()) return in_file(record.error().message);
+    if (auto problem = operation_problem(*record); !problem.empty()) return in_file(problem);
+    if (record->vm != vm) return in_file("a start of " + text::quoted(record->vm));
+    out.push_back(std::move(record).value());
+  }
+  return out;
+}
+
 }  // namespace
+
+Result<StartHistory> StartHistory::open(const std::filesystem::path& directory) {
+  HA_TRY_STATUS(detail::open_private_directory(directory, "starts"));
+  return StartHistory(directory);
+}
+
+std::filesystem::path StartHistory::file_of(const std::string& vm) const {
+  return directory_ / (vm + std::string(detail::kJsonSuffix));
+}
+
+Status StartHistory::record(const OperationRecord& record) {
+  if (auto problem = operation_problem(record); !problem.empty()) {
+    return Error{ErrorCode::invalid_argument, "start history: " + problem};
+  }
+  std::vector<OperationRecord> kept;
+  if (std::filesystem::exists(file_of(record.vm))) {
+    HA_TRY(kept, read_starts(file_of(record.vm), record.vm));
+  }
+  // A create begins its VM's history: what was submitted before it is an earlier VM's of that name
+  // (a file its delete did not get to remove).
+  std::erase_if(kept, [&](const OperationRecord& earlier) {
+    return record.kind == "create" && timestamp_before(earlier.submitted_at, record.submitted_at);
+  });
+  const auto same =
+      std::find_if(kept.begin(), kept.end(), [&](const auto& earlier) { return earlier.id == record.id; });
+  if (same != kept.end()) {
+    *same = record;  // in its place: its phases came after it ended
+  } else {
+    kept.push_back(record);
+  }
+  if (kept.size() > kKept) kept.erase(kept.begin(), kept.end() - static_cast<std::ptrdiff_t>(kKept));
+  json::array starts;
+  for (const auto& start : kept) starts.push_back(operation_object(start));
+  const json::object document{{"vm", record.vm}, {"starts", std::move(starts)}};
+  return durable::replace_file(file_of(record.vm), json::serialize(document) + "\n");
+}
+
+Result<std::vector<OperationRecord>> StartHistory::starts(const std::string& vm) const {
+  if (!is_name(vm)) return Error{ErrorCode::invalid_argument, "start history of " + text::quoted(vm) + ": not a name"};
+  if (!std::filesystem::exists(file_of(vm))) return std::vector<OperationRecord>{};
+  HA_TRY(auto kept, read_starts(file_of(vm), vm));
+  std::reverse(kept.begin(), kept.end());
+  return kept;
+}
+
+Status StartHistory::forget(const std::string& vm) {
+  if (!is_name(vm)) return Error{ErrorCode::invalid_argument, "start history of " + text::quoted(vm) + ": not a name"};
+  return durable::remove_file(file_of(vm));
+}
 
 Result<OperationRecords> OperationRecords::open(const std::filesystem::path& directory) {
   HA_TRY_STATUS(detail::open_private_directory(directory, "operations"));

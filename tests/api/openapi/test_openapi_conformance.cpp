@@ -195,8 +195,16 @@ TEST_CASE("a VM's whole life answers as the document says") {
     CHECK(field(operation, "kind") == action);
     client.wait_for(field(operation, "id"));
   }
+  // The create and the start, newest first, each with its timeline.
+  const auto starts = client.expect(200, "GET", "/v1/vms/oas-life/starts");
+  const auto& kept = starts.as_object().at("starts").as_array();
+  REQUIRE(kept.size() == 2);
+  CHECK(field(kept.at(0), "kind") == "start");
+  CHECK(field(kept.at(1), "kind") == "create");
+  CHECK_FALSE(kept.at(1).as_object().at("timeline").as_array().empty());
   const auto deleting = client.expect(202, "DELETE", "/v1/vms/oas-life");
   CHECK(field(client.wait_for(field(deleting, "id")), "state") == "succeeded");
+  client.expect(404, "GET", "/v1/vms/oas-life/starts");
   client.expect(200, "GET", "/v1/operations");
   client.expect(404, "GET", "/v1/vms/oas-life");
 }
@@ -220,6 +228,7 @@ TEST_CASE("documented errors: 404 for unknown things, with problem bodies") {
   client.expect(404, "GET", "/v1/vms/no-such-vm");
   client.expect(404, "GET", "/v1/vms/no-such-vm/domain-xml");
   client.expect(404, "GET", "/v1/vms/no-such-vm/nccl-topology");
+  client.expect(404, "GET", "/v1/vms/no-such-vm/starts");
   client.expect(404, "POST", "/v1/vms/no-such-vm/start");
   client.expect(404, "POST", "/v1/vms/no-such-vm/stop");
   client.expect(404, "POST", "/v1/vms/no-such-vm/reboot");
@@ -524,6 +533,7 @@ TEST_CASE("every documented operation was answered with success somewhere in thi
   for (const char* action : {"stop", "start", "reboot"}) {
     client.wait_for(field(client.expect(202, "POST", std::string("/v1/vms/oas-cover/") + action), "id"));
   }
+  client.expect(200, "GET", "/v1/vms/oas-cover/starts");
   const auto deleting = client.expect(202, "DELETE", "/v1/vms/oas-cover");
   client.expect(200, "GET", "/v1/operations/" + field(deleting, "id"));
   client.wait_for(field(deleting, "id"));

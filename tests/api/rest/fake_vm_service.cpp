@@ -175,6 +175,18 @@ Result<daemon::VmView> FakeVmService::get_vm(const VmName& name) {
   return it->second.view;
 }
 
+Result<std::vector<daemon::OperationView>> FakeVmService::vm_starts(const VmName& name) {
+  const std::lock_guard lock(mutex_);
+  if (vms_.find(name) == vms_.end()) return Error{ErrorCode::not_found, "no VM named " + name.str()};
+  std::vector<daemon::OperationView> out;
+  for (auto it = operation_order_.rbegin(); it != operation_order_.rend(); ++it) {
+    const auto& operation = operations_.at(*it);
+    const bool start = operation.kind == "create" || operation.kind == "start";
+    if (start && operation.vm == name.str() && !operation.finished_at.empty()) out.push_back(operation);
+  }
+  return out;
+}
+
 void FakeVmService::on_status(std::function<void()> hook) {
   const std::lock_guard lock(mutex_);
   status_hook_ = std::move(hook);

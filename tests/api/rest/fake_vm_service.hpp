@@ -59,6 +59,8 @@ class FakeVmService final : public daemon::VmService {
   Result<daemon::OperationView> operation(const std::string& id) override;
   std::vector<daemon::OperationView> operations() override;
   Result<daemon::VmView> get_vm(const VmName& name) override;
+  // The VM's creates and starts among this fake's operations, ended ones, newest first.
+  Result<std::vector<daemon::OperationView>> vm_starts(const VmName& name) override;
   std::vector<daemon::VmView> list_vms() override;
   daemon::ServiceStatus status() override;
   uint64_t subscribe(daemon::ServiceEventSink sink) override;

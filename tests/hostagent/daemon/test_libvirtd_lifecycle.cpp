@@ -90,6 +90,11 @@ TEST_CASE("a guest boots under QEMU and goes through stop, start and delete with
   CHECK(vm->state == "running");
   const auto create = after_guest_up(*service, newest(*service, "create", name).id);
   check_timeline(create, {"placement", "render", "disk", "seed", "prepare_devices", "define"});
+  // The guest's phases reached the VM's start history too, which outlives the operation.
+  const auto history = service->vm_starts(name);
+  REQUIRE_MESSAGE(history.ok(), history.error().message);
+  REQUIRE(history->size() == 1);
+  CHECK(history->front().timeline.size() == create.timeline.size());
   // The template's 2 MiB pages in one cell, zeroed by the VM's two pinned CPUs' worth of threads.
   CHECK(create.timeline.at(6).detail == "1 GiB in 2 MiB pages, 1 cell, 2 allocation threads per cell");
   CHECK(fixture->seed_files().size() == 1);

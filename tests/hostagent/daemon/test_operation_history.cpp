@@ -185,6 +185,38 @@ TEST_CASE("a create's and a start's timelines name every phase in order, and sur
   CHECK(phase_names(*start) == std::vector<std::string>{"prepare_devices", "launch", "resume"});
 }
 
+// The operations go after an hour; a VM's creates and starts stay in its history, across a
+// restart, until it is deleted (GET /v1/vms/NAME/starts, hostagentctl vm show).
+TEST_CASE("a VM's starts outlive the operations' hour and a restart, and go with the VM") {
+  DaemonFixture fixture;
+  const auto clock = std::make_shared<ManualClock>();
+  std::vector<std::string> ids;
+  {
+    auto service = started(fixture, nullptr, clock);
+    ids.push_back(service->begin_create(fixture.request("kept", kOneGpu))->id);
+    REQUIRE(wait_for(*service, ids.back()).state == "succeeded");
+    REQUIRE(wait_for(*service, service->begin_stop(vm_name("kept"), true)->id).state == "succeeded");
+    ids.push_back(service->begin_start(vm_name("kept"))->id);
+    REQUIRE(wait_for(*service, ids.back()).state == "succeeded");
+    clock->sleep_for(std::chrono::hours(2));
+    CHECK(service->operations().empty());  // past the hour
+    const auto starts = service->vm_starts(vm_name("kept"));
+    REQUIRE_MESSAGE(starts.ok(), starts.error().message);
+    REQUIRE(starts->size() == 2);
+    CHECK(starts->at(0).id == ids[1]);
+    CHECK(starts->at(1).id == ids[0]);
+    CHECK(phase_names(starts->at(1)).back() == "resume");
+  }
+  auto service = started(fixture, nullptr, clock);
+  const auto starts = service->vm_starts(vm_name("kept"));
+  REQUIRE(starts.ok());
+  CHECK(starts->size() == 2);
+  CHECK(phase_names(starts->at(0)) == std::vector<std::string>{"prepare_devices", "launch", "resume"});
+  REQUIRE(delete_vm(*service, vm_name("kept")).ok());
+  CHECK(service->vm_starts(vm_name("kept")).error().code == ErrorCode::not_found);
+  CHECK_FALSE(std::filesystem::exists(fixture.config().state_directory / "starts" / "kept.json"));
+}
+
 TEST_CASE("an operation record that cannot be read stops the start, naming the file") {
   DaemonFixture fixture;
   const auto directory = fixture.config().state_directory / "operations";

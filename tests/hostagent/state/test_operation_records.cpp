@@ -96,3 +96,80 @@ TEST_CASE("a record written before timelines were kept is read with none") {
 
 }  // namespace
 }  // namespace hostagent::state::testing
+
+namespace hostagent::state::testing {
+namespace {
+
+OperationRecord start_of(const std::string& vm, const std::string& kind, int n) {
+  auto record = ended_start();
+  record.vm = vm;
+  record.kind = kind;
+  record.id = "op-run-" + std::to_string(n);
+  const std::string second = (n < 10 ? "0" : "") + std::to_string(n);
+  record.submitted_at = "2026-12-04T10:00:" + second + "Z";
+  record.started_at = record.submitted_at;
+  record.finished_at = record.submitted_at;
+  return record;
+}
+
+std::vector<std::string> ids(const std::vector<OperationRecord>& records) {
+  std::vector<std::string> out;
+  out.reserve(records.size());
+  for (const auto& record : records) out.push_back(record.id);
+  return out;
+}
+
+TEST_CASE("a VM's start history: newest first, an id replaced in place, the ten newest kept, forgotten whole") {
+  hostagent::testing::TempDir dir;
+  auto history = StartHistory::open(dir.path() / "starts").value();
+  CHECK(history.starts("train-0").value().empty());
+  REQUIRE(history.record(start_of("train-0", "create", 1)).ok());
+  REQUIRE(history.record(start_of("train-0", "start", 2)).ok());
+  REQUIRE(history.record(start_of("other", "start", 3)).ok());
+  CHECK(ids(history.starts("train-0").value()) == std::vector<std::string>{"op-run-2", "op-run-1"});
+  // The guest's phases came after the create ended: the same id, its timeline longer, in its place.
+  auto later = start_of("train-0", "create", 1);
+  later.timeline.push_back({"up", "2026-12-04T10:00:09Z", 6.5, "guest agent answered"});
+  REQUIRE(history.record(later).ok());
+  const auto read = history.starts("train-0").value();
+  REQUIRE(read.size() == 2);
+  CHECK(read.back() == later);
+  for (int n = 4; n < 16; ++n) REQUIRE(history.record(start_of("train-0", "start", n)).ok());
+  const auto kept = history.starts("train-0").value();
+  REQUIRE(kept.size() == StartHistory::kKept);
+  CHECK(kept.front().id == "op-run-15");
+  CHECK(kept.back().id == "op-run-6");
+  REQUIRE(history.forget("train-0").ok());
+  CHECK(history.starts("train-0").value().empty());
+  CHECK(ids(history.starts("other").value()) == std::vector<std::string>{"op-run-3"});
+  CHECK(history.forget("train-0").ok());  // absent: fine
+}
+
+// A delete that did not remove the file (a crash after its commit) leaves an earlier VM's starts:
+// the next VM of that name begins its own.
+TEST_CASE("a create begins its VM's history: an earlier VM's starts of the same name go") {
+  hostagent::testing::TempDir dir;
+  auto history = StartHistory::open(dir.path()).value();
+  REQUIRE(history.record(start_of("train-0", "create", 1)).ok());
+  REQUIRE(history.record(start_of("train-0", "start", 2)).ok());
+  REQUIRE(history.record(start_of("train-0", "create", 5)).ok());
+  CHECK(ids(history.starts("train-0").value()) == std::vector<std::string>{"op-run-5"});
+}
+
+TEST_CASE("a start history that cannot be read is an error naming the file; a bad record is refused") {
+  hostagent::testing::TempDir dir;
+  auto history = StartHistory::open(dir.path()).value();
+  std::ofstream(dir.path() / "train-0.json") << R"({"vm":"train-1","starts":[]})";
+  const auto read = history.starts("train-0");
+  REQUIRE_FALSE(read.ok());
+  CHECK(read.error().code == ErrorCode::parse_error);
+  CHECK(read.error().message.find((dir.path() / "train-0.json").string()) != std::string::npos);
+  CHECK(read.error().message.find("field 'vm' differs from the file name") != std::string::npos);
+  auto bad = start_of("train-2", "start", 1);
+  bad.state = "paused";
+  CHECK(history.record(bad).error().code == ErrorCode::invalid_argument);
+  CHECK(history.starts("../etc").error().code == ErrorCode::invalid_argument);
+}
+
+}  // namespace
+}  // namespace hostagent::state::testing

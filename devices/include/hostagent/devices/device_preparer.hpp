@@ -10,6 +10,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -33,6 +34,10 @@ struct DeviceRequest {
   // The template's MTU for the VFs: each VF's PF must carry at least this much (a VF cannot send a
   // frame larger than its PF's MTU), or the VM is refused before any change.
   std::optional<int> mtu;
+  // Told as each stage of a preparation ends (read_devices, bind_groups, configure_vfs,
+  // peer_to_peer), with what it did ("8 IOMMU groups"): the create's timeline (daemon/timeline).
+  // Not called for a VM without devices, nor by a preparer whose devices libvirt prepares.
+  std::function<void(std::string_view stage, std::string detail)> on_stage;
 };
 
 // A device that failed on its own while it was prepared: the kernel would not put it on vfio-pci.

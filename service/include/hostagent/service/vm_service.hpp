@@ -86,7 +86,7 @@ struct VmView {
 // (docs/operations.md, "Timeline"). Phases end one after another: each took `seconds` from the end
 // of the one before, the first from the operation's start.
 struct TimelinePhase {
-  std::string name;      // placement | render | disk | seed | prepare_devices | define | launch
+  std::string name;      // placement, render, ..., launch, resume, kernel, up (docs/operations.md)
   std::string ended_at;  // RFC 3339, UTC, to the millisecond
   double seconds = 0;
   std::string detail;  // what was measured with it ("2 allocation threads per cell"); "" none
@@ -248,6 +248,9 @@ class VmService {
   virtual std::vector<OperationView> operations() = 0;  // newest first
 
   virtual Result<VmView> get_vm(const VmName& name) = 0;
+  // The VM's last creates and starts (at most 10), newest first, each with its timeline, kept past
+  // the operations' hour and across restarts; not_found for a VM that does not exist.
+  virtual Result<std::vector<OperationView>> vm_starts(const VmName& name) = 0;
   virtual std::vector<VmView> list_vms() = 0;
   virtual ServiceStatus status() = 0;
 

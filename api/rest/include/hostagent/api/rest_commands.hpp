@@ -81,6 +81,9 @@ struct GetDomainXml {
 struct GetNcclTopology {
   VmName name;
 };
+struct GetVmStarts {
+  VmName name;
+};
 struct ListOperations {};
 struct GetOperation {
   std::string id;
@@ -98,8 +101,8 @@ using Command =
                  command::ListCleaning, command::CleanDevice, command::GetDeviceHistory, command::ListTemplates,
                  command::GetTemplate, command::ValidateTemplate, command::ListVms, command::GetVm, command::CreateVm,
                  command::StartVm, command::StopVm, command::RebootVm, command::DeleteVm, command::GetDomainXml,
-                 command::GetNcclTopology, command::ListOperations, command::GetOperation, command::StreamEvents,
-                 command::GetMetrics>;
+                 command::GetNcclTopology, command::GetVmStarts, command::ListOperations, command::GetOperation,
+                 command::StreamEvents, command::GetMetrics>;
 
 // Why a request names no command. `code` is a problem code (api/problem.hpp): invalid_argument
 // (400), not_found (404), method_not_allowed (405, with `allow`), unsupported_media_type (415).

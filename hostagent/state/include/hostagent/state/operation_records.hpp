@@ -14,7 +14,7 @@ namespace hostagent::state {
 
 // One phase of a create's or start's way to a running guest (daemon/timeline).
 struct PhaseRecord {
-  std::string name;      // placement | render | disk | seed | prepare_devices | define | launch
+  std::string name;      // placement, render, ..., launch, resume, kernel, up (docs/operations.md)
   std::string ended_at;  // RFC 3339, UTC
   double seconds = 0;    // from the end of the phase before (the operation's start for the first)
   std::string detail;    // what was measured with it; "" none
@@ -53,6 +53,29 @@ class OperationRecords {
 
  private:
   explicit OperationRecords(std::filesystem::path directory) : directory_(std::move(directory)) {}
+  std::filesystem::path directory_;
+};
+
+// Each VM's last starts (its create, then each start, as their operations ended, with the guest's
+// later phases), kept beyond the operations' hour and across restarts until the VM is deleted: one
+// JSON file per VM, <name>.json, {"vm": NAME, "starts": [record, ...]} oldest first.
+class StartHistory {
+ public:
+  static constexpr std::size_t kKept = 10;  // per VM; the oldest goes first
+
+  // Creates the directory (mode 0700) when missing.
+  static Result<StartHistory> open(const std::filesystem::path& directory);
+
+  // Adds the operation to its VM's history, or replaces the entry with its id (a phase came later).
+  // A create drops what was submitted before it: an earlier VM's of the same name.
+  Status record(const OperationRecord& record);
+  // Newest first; none for a VM with no history.
+  Result<std::vector<OperationRecord>> starts(const std::string& vm) const;
+  Status forget(const std::string& vm);  // absent: ok
+
+ private:
+  explicit StartHistory(std::filesystem::path directory) : directory_(std::move(directory)) {}
+  std::filesystem::path file_of(const std::string& vm) const;
   std::filesystem::path directory_;
 };
 
