@@ -156,7 +156,7 @@ TEST_CASE("a create begins its VM's history: an earlier VM's starts of the same 
   CHECK(ids(history.starts("train-0").value()) == std::vector<std::string>{"op-run-5"});
 }
 
-TEST_CASE("a start history that cannot be read is an error naming the file; a bad record is refused") {
+TEST_CASE("a start history that cannot be read is an error naming the file, and a bad record is refused") {
   hostagent::testing::TempDir dir;
   auto history = StartHistory::open(dir.path()).value();
   std::ofstream(dir.path() / "train-0.json") << R"({"vm":"train-1","starts":[]})";
