@@ -124,7 +124,9 @@ bool GuestWatch::poll(Watched& watched) {
   if (watched.up) return false;
   // What is left to see: the kernel on the console, up from the agent or the console.
   const bool console = watched.request.console.has_value();
-  if (!(console && !watched.kernel_seen) && !watch.agent && !(console && !watch.up_marker.empty())) return false;
+  const bool kernel_left = console && !watched.kernel_seen;
+  const bool up_left = watch.agent || (console && !watch.up_marker.empty());
+  if (!kernel_left && !up_left) return false;
   if (clock_.steady_now() - watched.request.resumed < std::chrono::seconds(watch.seconds)) return true;
   give_up(watched);
   return false;
