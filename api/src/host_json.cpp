@@ -3,6 +3,8 @@
 #include <boost/json.hpp>
 #include <cstdio>
 
+#include "hostagent/numa/affinity.hpp"
+
 namespace hostagent::api {
 namespace json = boost::json;
 namespace {
@@ -209,6 +211,18 @@ void pretty(const json::value& value, std::string& out, int indent) {
   out += '}';
 }
 
+// For each GPU and NIC PF, the code of its path to every other (numa/affinity), keyed by address.
+json::object affinity_json(const numa::HostModel& model) {
+  const auto subjects = numa::affinity_subjects(model);
+  json::object out;
+  for (const auto* a : subjects) {
+    json::object row;
+    for (const auto* b : subjects) row[b->address.to_string()] = numa::affinity_label(numa::affinity(model, *a, *b));
+    out[a->address.to_string()] = std::move(row);
+  }
+  return out;
+}
+
 }  // namespace
 
 json::value to_json(const numa::HostModel& model) {
@@ -223,7 +237,7 @@ json::value to_json(const numa::HostModel& model) {
   return json::object{{"format_version", kTopologyFormatVersion}, {"source", model.source},
                       {"numa_nodes", std::move(nodes)},           {"cpus", std::move(cpus)},
                       {"pci_devices", std::move(devices)},        {"switches", std::move(switches)},
-                      {"iommu_groups", std::move(groups)}};
+                      {"iommu_groups", std::move(groups)},        {"affinity", affinity_json(model)}};
 }
 
 std::string to_pretty_json(const json::value& value) {

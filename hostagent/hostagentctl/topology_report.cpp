@@ -123,20 +123,12 @@ void render_switches(const HostModel& model, std::ostream& out) {
 }
 
 void render_matrix(const HostModel& model, std::ostream& out) {
-  std::vector<const PciFunction*> devices;
+  const auto devices = numa::affinity_subjects(model);
   std::vector<std::string> labels;
+  labels.reserve(devices.size());
   int gpus = 0, nics = 0;
-  for (const auto& f : model.pci_devices) {
-    if (f.role == PciRole::gpu) {
-      devices.push_back(&f);
-      labels.push_back("GPU" + std::to_string(gpus++));
-    }
-  }
-  for (const auto& f : model.pci_devices) {
-    if (f.role == PciRole::nic && !f.physfn) {  // PFs only: VFs share their PF's place
-      devices.push_back(&f);
-      labels.push_back("NIC" + std::to_string(nics++));
-    }
+  for (const auto* f : devices) {
+    labels.push_back(f->role == PciRole::gpu ? "GPU" + std::to_string(gpus++) : "NIC" + std::to_string(nics++));
   }
   if (devices.empty()) return;
   out << "\nGPU/NIC affinity:\n        ";
@@ -150,9 +142,11 @@ void render_matrix(const HostModel& model, std::ostream& out) {
     }
     out << "   " << optional_int(devices[i]->numa_node) << "\n";
   }
-  out << "\nLegend:\n  X    = self\n  SW   = through a PCIe switch they share (no CPU in the path)\n"
-         "  NODE = through the root complex of one NUMA node\n  SYS  = across the inter-socket link\n"
-         "  ?    = NUMA node unknown\n";
+  out << "\nLegend:\n";
+  for (const auto code : numa::kAffinityCodes) {
+    const std::string label = affinity_label(code);
+    out << "  " << label << std::string(5 - label.size(), ' ') << "= " << numa::affinity_meaning(code) << "\n";
+  }
   for (size_t i = 0; i < devices.size(); ++i) {
     out << "  " << labels[i] << " = " << devices[i]->address.to_string();
     if (!devices[i]->rdma_devices.empty()) out << " (" << devices[i]->rdma_devices.front() << ")";

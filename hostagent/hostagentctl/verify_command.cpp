@@ -81,11 +81,20 @@ void print_report(const verify::VerifyReport& report, std::ostream& out) {
   std::snprintf(seconds, sizeof seconds, "%.1f", static_cast<double>(report.start_to_power_off.count()) / 1000.0);
   out << "guest powered off " << seconds << " s after its start (start to power-off)\n\n"
       << verify::format_matrices(report.check) << "\n";
+  if (!report.check.links.empty()) {
+    out << "Links (host, narrowest guest port above the device):\n";
+    for (const auto& line : report.check.links) out << "  " << line << "\n";
+    out << "\n";
+  }
   if (report.check.ok()) {
     out << "MATCH: the guest sees the host's topology: " << report.check.devices.size() << " devices, "
-        << report.view.nodes.size() << " NUMA node(s), NCCL bus IDs and cells as rendered\n";
+        << report.view.nodes.size() << " NUMA node(s) and their distances, NCCL bus IDs and links, cells as "
+        << "rendered";
+    if (!report.check.notes.empty()) out << " (" << report.check.notes.size() << " link(s) corrected by the NCCL file)";
+    out << "\n";
     return;
   }
+  for (const auto& note : report.check.notes) out << "note: " << note << "\n";
   out << "MISMATCH: " << report.check.findings.size() << " difference(s) between the guest and the host:\n";
   for (const auto& finding : report.check.findings) out << "  - " << finding << "\n";
 }

@@ -33,4 +33,13 @@ const PciFunction* HostModel::find(const PciAddress& address) const {
   return it != pci_devices.end() && it->address == address ? &*it : nullptr;
 }
 
+std::optional<int> HostModel::distance(int from, int to) const {
+  for (const auto& node : numa_nodes) {
+    if (node.id != from) continue;
+    const auto it = node.distances.find(to);
+    if (it != node.distances.end()) return it->second;
+  }
+  return std::nullopt;
+}
+
 }  // namespace hostagent::numa

@@ -95,6 +95,7 @@ void append_controller(pugi::xml_node devices, const Controller& c) {
   } else if (c.model == ControllerModel::root_port || c.model == ControllerModel::switch_downstream) {
     append_port_target(controller, c);
   }
+  if (!c.alias.empty()) set(add(controller, "alias"), "name", c.alias);
   append_guest_address(controller, c.plug, false);
 }
 
@@ -173,16 +174,75 @@ void append_devices(pugi::xml_node domain, const DomainInputs& in) {
   set(add(devices, "memballoon"), "model", "none");  // assigned devices pin all guest memory anyway
 }
 
+namespace {
+
+// What a root port tells the guest of its link: QEMU's x-speed and x-width values.
+struct PortLink {
+  const char* speed;
+  int width = 0;
+  bool capped = false;  // the host's link is faster than QEMU can show
+};
+
+std::optional<PortLink> root_port_link(const numa::HostModel& host, const Controller& c) {
+  const auto* f = c.model == ControllerModel::root_port && c.leads_to ? host.find(*c.leads_to) : nullptr;
+  if (f == nullptr) return std::nullopt;
+  const auto* pf = f->physfn ? host.find(*f->physfn) : nullptr;  // a VF's link is its PF's
+  const auto& link = pf != nullptr ? pf->link : f->link;
+  const auto speed = link.speed_gts ? link.speed_gts : link.max_speed_gts;
+  const auto width = link.width ? link.width : link.max_width;
+  if (!speed || !width) return std::nullopt;
+  // QEMU 7.2's PCIELinkSpeed and PCIELinkWidth (qapi/common.json): 32 and 64 GT/s came in 9.0.
+  struct Speed {
+    double gts;
+    const char* value;
+  };
+  static constexpr Speed kSpeeds[] = {{16.0, "16"}, {8.0, "8"}, {5.0, "5"}, {2.5, "2_5"}};
+  static constexpr int kWidths[] = {32, 16, 12, 8, 4, 2, 1};
+  const auto* s =
+      std::find_if(std::begin(kSpeeds), std::end(kSpeeds), [&](const Speed& k) { return k.gts <= *speed + 0.01; });
+  const auto* w = std::find_if(std::begin(kWidths), std::end(kWidths), [&](int k) { return k <= *width; });
+  if (s == std::end(kSpeeds) || w == std::end(kWidths)) return std::nullopt;
+  return PortLink{s->value, *w, *speed > s->gts + 0.01};
+}
+
+void append_property(pugi::xml_node device, const char* name, const char* type, const std::string& value) {
+  auto frontend = device.child("qemu:frontend");
+  if (!frontend) frontend = add(device, "qemu:frontend");
+  set(set(set(add(frontend, "qemu:property"), "name", name), "type", type), "value", value);
+}
+
+}  // namespace
+
 void append_qemu_override(pugi::xml_node domain, const DomainInputs& in) {
-  // libvirt >= 8.2 passes these to the device's -device properties; the NVIDIA driver in the guest
-  // allows P2P between GPUs that report the same clique id in the vendor capability QEMU adds.
+  // libvirt >= 8.2 passes these to the device's -device properties.
   auto override_node = add(domain, "qemu:override");
+  // Root ports report the host link into what they lead to, so sysfs and nvidia-smi in the guest
+  // read the host's speed and width (QEMU's default is 16 GT/s x32). Emulated switch downstream
+  // ports take no such property in QEMU 7.2 (xio3130-downstream: 2.5 GT/s x1); the NCCL topology
+  // file states the host's link for every device and switch instead.
+  for (const auto& c : in.layout.controllers) {
+    const auto link = root_port_link(in.host, c);
+    if (!link) continue;
+    if (link->capped) {
+      add_comment(override_node, (" " + c.alias + ": the host link is faster than QEMU 7.2 can show; capped ").c_str());
+    }
+    auto device = set(add(override_node, "qemu:device"), "alias", c.alias);
+    append_property(device, "x-speed", "string", link->speed);
+    append_property(device, "x-width", "string", std::to_string(link->width));  // an enum, as x-speed
+  }
+  // The NVIDIA driver in the guest allows P2P between GPUs that report the same clique id in the
+  // vendor capability QEMU adds.
   for (const auto& d : in.layout.devices) {
-    if (!takes_clique(d)) continue;
+    if (!in.shape.peer_to_peer || !takes_clique(d)) continue;
     auto device = set(add(override_node, "qemu:device"), "alias", d.alias);
     auto property = set(add(add(device, "qemu:frontend"), "qemu:property"), "name", "x-nv-gpudirect-clique");
     set(set(property, "type", "unsigned"), "value", std::to_string(d.clique));
   }
+  if (!override_node.child("qemu:device")) {
+    domain.remove_child(override_node);
+    return;
+  }
+  set(domain, "xmlns:qemu", kQemuNamespace);
 }
 
 }  // namespace hostagent::render::detail

@@ -145,15 +145,6 @@ void append_os(pugi::xml_node domain, const DomainInputs& in) {
   if (max_apic_id(in.placement.topology) > 254) set(add(features, "ioapic"), "driver", "qemu");
 }
 
-std::optional<int> host_distance(const numa::HostModel& host, int from, int to) {
-  for (const auto& node : host.numa_nodes) {
-    if (node.id != from) continue;
-    const auto it = node.distances.find(to);
-    if (it != node.distances.end()) return it->second;
-  }
-  return std::nullopt;
-}
-
 // The host's SLIT distances between the cells' nodes; nullopt when the host does not tell them all
 // (QEMU wants all or none). Two cells on one host node get 11: libvirt rejects 10 between cells.
 std::optional<std::vector<std::vector<int>>> cell_distances(const DomainInputs& in) {
@@ -162,7 +153,7 @@ std::optional<std::vector<std::vector<int>>> cell_distances(const DomainInputs& 
   for (std::size_t i = 0; i < cells.size(); ++i) {
     for (std::size_t j = 0; j < cells.size(); ++j) {
       if (i == j) continue;
-      const auto d = host_distance(in.host, cells[i].host_node, cells[j].host_node);
+      const auto d = in.host.distance(cells[i].host_node, cells[j].host_node);
       if (!d) return std::nullopt;
       matrix[i][j] = std::max(*d, kLocalDistance + 1);
     }
@@ -214,11 +205,6 @@ void append_clock_and_events(pugi::xml_node domain) {
   set(add(pm, "suspend-to-disk"), "enabled", "no");
 }
 
-bool any_clique(const DomainInputs& in) {
-  if (!in.shape.peer_to_peer) return false;
-  return std::any_of(in.layout.devices.begin(), in.layout.devices.end(), takes_clique);
-}
-
 }  // namespace
 
 bool takes_clique(const Device& device) {
@@ -229,7 +215,6 @@ bool takes_clique(const Device& device) {
 std::string render_domain_xml(const DomainInputs& in) {
   pugi::xml_document doc;
   auto domain = set(doc.append_child("domain"), "type", in.options.domain_type);
-  if (any_clique(in)) set(domain, "xmlns:qemu", kQemuNamespace);
   append_identity(domain, in);
   append_memory(domain, in);
   append_cputune(domain, in);
@@ -239,7 +224,7 @@ std::string render_domain_xml(const DomainInputs& in) {
   append_cpu(domain, in);
   append_clock_and_events(domain);
   append_devices(domain, in);
-  if (any_clique(in)) append_qemu_override(domain, in);
+  append_qemu_override(domain, in);
   return to_text(doc, pugi::format_attribute_single_quote);
 }
 

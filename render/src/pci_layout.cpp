@@ -6,6 +6,8 @@
 
 #include "input_checks.hpp"
 
+#include "hostagent/numa/affinity.hpp"
+
 #include <algorithm>
 #include <map>
 #include <set>
@@ -24,19 +26,9 @@ constexpr int kMaxBus = 0xff;
 struct Collected {
   std::vector<Device> devices;
   std::vector<std::vector<PciAddress>> switches;  // per device: the host switches above it, nearest first
+  std::vector<numa::RootBus> roots;               // per device: its host bridge's root bus
   std::vector<int> companion_of;                  // per device: the GPU's device index, or -1
 };
-
-// The upstream ports of the host switches above f, nearest first: the switch upstream ports of its
-// bridge_chain, as numa's model builder (and so PciFunction::pcie_switch) tells them.
-std::vector<PciAddress> switches_above(const numa::HostModel& host, const numa::PciFunction& f) {
-  std::vector<PciAddress> out;
-  for (const auto& bridge : f.bridge_chain) {
-    const auto* port = host.find(bridge);
-    if (port != nullptr && port->role == numa::PciRole::switch_upstream) out.push_back(bridge);
-  }
-  return out;
-}
 
 class Collector {
  public:
@@ -54,14 +46,14 @@ class Collector {
                                placed.host_switch->to_string() + ", but the host has it under " +
                                (function->pcie_switch ? function->pcie_switch->to_string() : std::string("no switch")));
     }
-    push(role, function, placed.guest_cell, switches_above(host_, *function), std::move(alias), ordinal, -1);
+    push(role, function, placed.guest_cell, numa::reach_of(host_, *function), std::move(alias), ordinal, -1);
     return ok_status();
   }
 
   Status add_companion(const PciAddress& address, int gpu, std::string alias) {
     HA_TRY(const auto* function, lookup(address));
     const Device& owner = out_.devices[static_cast<std::size_t>(gpu)];
-    push(DeviceRole::companion, function, owner.cell, {}, std::move(alias), owner.ordinal, gpu);
+    push(DeviceRole::companion, function, owner.cell, numa::PciReach{}, std::move(alias), owner.ordinal, gpu);
     return ok_status();
   }
 
@@ -76,8 +68,8 @@ class Collector {
     return function;
   }
 
-  void push(DeviceRole role, const numa::PciFunction* function, int cell, std::vector<PciAddress> switches,
-            std::string alias, int ordinal, int companion_of) {
+  void push(DeviceRole role, const numa::PciFunction* function, int cell, numa::PciReach reach, std::string alias,
+            int ordinal, int companion_of) {
     Device device;
     device.role = role;
     device.host = function;
@@ -85,7 +77,8 @@ class Collector {
     device.alias = std::move(alias);
     device.ordinal = ordinal;
     out_.devices.push_back(std::move(device));
-    out_.switches.push_back(std::move(switches));
+    out_.switches.push_back(std::move(reach.switches));
+    out_.roots.push_back(reach.root);
     out_.companion_of.push_back(companion_of);
   }
 
@@ -150,7 +143,9 @@ struct Unit {
   std::size_t lone_device = 0;                // when host_switch is nullopt
   std::map<PciAddress, SwitchNode> switches;  // every switch of the unit with a placed device beneath
 };
-using CellUnits = std::map<PciAddress, Unit>;  // sorted by the unit's key
+using BridgeUnits = std::map<PciAddress, Unit>;  // one expander bus's units, sorted by the unit's key
+// A guest cell's expander buses, one per host bridge its devices sit under, in root bus order.
+using CellUnits = std::map<numa::RootBus, BridgeUnits>;
 
 // Adds device d to its unit: under its nearest switch, each switch under the next one out. Switches
 // with no placed device beneath never enter the tree.
@@ -172,7 +167,8 @@ std::vector<CellUnits> group_units(const Collected& collected, int cells) {
     const auto& device = collected.devices[d];
     const auto& switches = collected.switches[d];
     const auto& key = switches.empty() ? device.host->address : switches.back();
-    add_member(units[static_cast<std::size_t>(device.cell)][key], switches, d, device.host->address);
+    auto& bridge = units[static_cast<std::size_t>(device.cell)][collected.roots[d]];
+    add_member(bridge[key], switches, d, device.host->address);
   }
   return units;
 }
@@ -187,8 +183,27 @@ class LayoutBuilder {
 
   Result<PciLayout> build() {
     const auto units = group_units(collected_, cells_);
-    add_roots();
-    for (int c = 0; c < cells_; ++c) HA_TRY_STATUS(place_cell(c, units[static_cast<std::size_t>(c)]));
+    // One expander bus per host bridge of each cell, and one for a cell without devices, so every
+    // cell keeps a bus with its node.
+    static const BridgeUnits kNone;
+    std::vector<std::pair<int, const BridgeUnits*>> expanders;
+    for (int c = 0; c < cells_; ++c) {
+      const auto& bridges = units[static_cast<std::size_t>(c)];
+      if (bridges.empty()) expanders.emplace_back(c, &kNone);
+      for (const auto& [root, bridge_units] : bridges) expanders.emplace_back(c, &bridge_units);
+    }
+    if (expanders.size() > static_cast<std::size_t>(kMaxSlot - kFirstExpanderSlot) + 1) {
+      return invalid_placement("the guest needs " + std::to_string(expanders.size()) +
+                               " expander buses (one per host bridge of each cell); pcie-root has room for " +
+                               std::to_string(kMaxSlot - kFirstExpanderSlot + 1));
+    }
+    controllers_.push_back(Controller{});  // pcie-root, index 0
+    const int count = static_cast<int>(expanders.size());
+    for (int k = 0; k < count; ++k) add_expander(k, expanders[static_cast<std::size_t>(k)].first, count);
+    for (int k = 0; k < count; ++k) {
+      const auto& [cell, bridge_units] = expanders[static_cast<std::size_t>(k)];
+      HA_TRY_STATUS(place_expander(k, cell, count, *bridge_units));
+    }
     PciLayout layout{std::move(controllers_), std::move(collected_.devices)};
     std::sort(layout.devices.begin(), layout.devices.end(),
               [](const Device& a, const Device& b) { return a.guest < b.guest; });
@@ -204,18 +219,15 @@ class LayoutBuilder {
     int upstream = -1;
   };
 
-  void add_roots() {
-    controllers_.push_back(Controller{});  // pcie-root, index 0
-    for (int c = 0; c < cells_; ++c) {
-      Controller pxb;
-      pxb.index = 1 + c;
-      pxb.model = ControllerModel::expander_bus;
-      pxb.plug = Plug{0, kFirstExpanderSlot + c, 0};
-      pxb.cell = c;
-      pxb.bus_nr = expander_bus_nr(c, cells_);
-      pxb.guest = guest_address(0, kFirstExpanderSlot + c, 0);
-      controllers_.push_back(pxb);
-    }
+  void add_expander(int k, int cell, int count) {
+    Controller pxb;
+    pxb.index = 1 + k;
+    pxb.model = ControllerModel::expander_bus;
+    pxb.plug = Plug{0, kFirstExpanderSlot + k, 0};
+    pxb.cell = cell;
+    pxb.bus_nr = expander_bus_nr(k, count);
+    pxb.guest = guest_address(0, kFirstExpanderSlot + k, 0);
+    controllers_.push_back(pxb);
   }
 
   Result<int> add_controller(Controller controller) {
@@ -231,23 +243,23 @@ class LayoutBuilder {
     return controller.index;
   }
 
-  Status place_cell(int cell, const CellUnits& units) {
+  Status place_expander(int k, int cell, int count, const BridgeUnits& units) {
+    const std::string name = "expander bus " + std::to_string(k) + " (guest cell " + std::to_string(cell) + ")";
     if (units.size() > static_cast<std::size_t>(kMaxSlot) + 1) {
-      return invalid_placement("guest cell " + std::to_string(cell) + " needs " + std::to_string(units.size()) +
+      return invalid_placement(name + " needs " + std::to_string(units.size()) +
                                " root ports; an expander bus has 32 slots");
     }
-    const int pxb = 1 + cell;
-    const int first_bus = expander_bus_nr(cell, cells_);
-    const int last_bus = cell + 1 < cells_ ? expander_bus_nr(cell + 1, cells_) - 1 : kMaxBus;
+    const int pxb = 1 + k;
+    const int first_bus = expander_bus_nr(k, count);
+    const int last_bus = k + 1 < count ? expander_bus_nr(k + 1, count) - 1 : kMaxBus;
     next_bus_ = first_bus + 1;
     int slot = 0;
     for (const auto& [key, unit] : units) {
       HA_TRY_STATUS(place_unit(cell, pxb, first_bus, slot++, unit));
     }
     if (next_bus_ - 1 > last_bus) {
-      return invalid_placement("guest cell " + std::to_string(cell) + " needs buses up to " +
-                               std::to_string(next_bus_ - 1) + ", past the " + std::to_string(last_bus) +
-                               " its expander bus can number");
+      return invalid_placement(name + " needs buses up to " + std::to_string(next_bus_ - 1) + ", past the " +
+                               std::to_string(last_bus) + " it can number");
     }
     return ok_status();
   }
@@ -259,6 +271,8 @@ class LayoutBuilder {
     root_port.cell = cell;
     root_port.port = slot << 3;
     root_port.guest = guest_address(pxb_bus, slot, 0);
+    root_port.leads_to = unit.host_switch ? *unit.host_switch : collected_.devices[unit.lone_device].host->address;
+    root_port.alias = "ua-port" + std::to_string(controllers_.size());
     HA_TRY(const int rp, add_controller(root_port));
     const int rp_bus = next_bus_++;
     if (!unit.host_switch) {
@@ -358,9 +372,9 @@ const char* to_string(DeviceRole role) {
   return "?";
 }
 
-int expander_bus_nr(int cell, int cells) {
-  const int stride = std::min(0x40, (0x100 / (cells + 1)) & ~7);
-  return stride * (cell + 1);
+int expander_bus_nr(int expander, int expanders) {
+  const int stride = std::min(0x40, (0x100 / (expanders + 1)) & ~7);
+  return stride * (expander + 1);
 }
 
 Result<PciLayout> build_pci_layout(const numa::HostModel& host, const numa::Placement& placement) {

@@ -3,15 +3,19 @@
 //
 // Guest PCI address scheme (stable: a pure function of the placement and the host model):
 //  - pcie-root, bus 0 (controller index 0): 00:02.0 boot disk (virtio), 00:03.0 the guest agent's
-//    virtio-serial controller; 00:(0x10+c).0 the
-//    pcie-expander-bus (pxb-pcie, controller index 1+c) of guest cell c, its <node> = c.
-//  - Expander bus c numbers its buses from busNr B(c) = S x (c + 1), S = min(0x40, (0x100 / (cells+1))
-//    rounded down to a multiple of 8): 0x40 and 0x80 for two cells. Buses B(c)..B(c+1)-1 are cell c's
-//    (the last cell's run to 0xff); bus 0's range 0..B(0)-1 holds nothing but pcie-root.
-//  - The cell's devices form units: one per outermost host PCIe switch they sit under (the last
-//    switch upstream port of their bridge_chain; keyed by its address), one per device with no switch
-//    above it on the host (keyed by its own address). Units are sorted by that key; unit k gets a
-//    pcie-root-port at B(c):k.0.
+//    virtio-serial controller; 00:(0x10+k).0 pcie-expander-bus (pxb-pcie) k, controller index 1+k.
+//  - One expander bus per host bridge (root bus) that a cell's devices sit under, its <node> the
+//    cell; a cell without devices gets one. Ordered by cell, then by the host bridge's root bus, so a
+//    cell's buses are one ascending run. Devices under two root complexes of one host node are under
+//    two expander buses of one guest node in the guest too: nvidia-smi's NODE, not PHB. At most 16
+//    (slots 0x10..0x1f).
+//  - With E expander buses, bus k numbers its buses from busNr B(k) = S x (k + 1), S = min(0x40,
+//    (0x100 / (E+1)) rounded down to a multiple of 8): 0x40 and 0x80 for two. Buses B(k)..B(k+1)-1
+//    are bus k's (the last one's run to 0xff); bus 0's range 0..B(0)-1 holds nothing but pcie-root.
+//  - An expander bus's devices form units: one per outermost host PCIe switch they sit under (the
+//    last switch upstream port of their bridge_chain; keyed by its address), one per device with no
+//    switch above it on the host (keyed by its own address). Units are sorted by that key; unit j
+//    gets a pcie-root-port at B(k):j.0.
 //  - A switch unit mirrors the host's switch hierarchy, pruned to the placed devices: each host
 //    switch with a placed device beneath it becomes one emulated switch (an x3130 upstream port and
 //    one xio3130 downstream port per child). A switch's children are the placed devices whose nearest
@@ -21,7 +25,7 @@
 //    share an emulated switch in the guest exactly when they share a switch on the host.
 //  - Guest firmware numbers buses depth-first in slot order (OVMF PciBusDxe, SeaBIOS
 //    pci_bios_init_bus_rec; libvirt docs/pci-addresses.rst shows busNr 254 giving fe:00.0 and
-//    ff:00.0), and Linux keeps those numbers. With a counter n starting at B(c) + 1, unit by unit:
+//    ff:00.0), and Linux keeps those numbers. With a counter n starting at B(k) + 1, unit by unit:
 //      the unit's root port gets bus r = n (n += 1); then
 //      lone unit: the device sits at r:00.0;
 //      switch unit: place(outermost switch, r), where place(switch, p), p the bus of the port the
@@ -32,10 +36,10 @@
 //      A flat switch with D devices thus takes buses p+1 (internal) and p+2..p+1+D (the devices).
 //      (QEMU 7.2's "info pci" after SeaBIOS and after OVMF shows these numbers for the DGX-2's
 //      two-level tree.)
-//    The cell's buses must not run past B(c+1)-1 (0xff for the last cell).
+//    An expander's buses must not run past B(k+1)-1 (0xff for the last).
 //  - A GPU's companions (the rest of its IOMMU group, e.g. its HDMI audio) are functions 1.. of the
 //    GPU's slot, the GPU is function 0 with multifunction='on', as on the host.
-//  - Controller indexes: 0 pcie-root, 1..C the expander buses, then cell by cell, unit by unit: the
+//  - Controller indexes: 0 pcie-root, 1..E the expander buses, then expander by expander, unit by unit: the
 //    root port, then its switch depth-first in the order of the bus numbers: the upstream port, then
 //    each downstream port followed by the controllers of the switch nested below it, if any (without
 //    nesting: the upstream port, its downstream ports). So every controller's index is above that of
@@ -81,6 +85,9 @@ struct Controller {
   int port = 0;                                 // root and downstream ports
   numa::PciAddress guest;                       // where the guest sees the port itself
   std::optional<numa::PciAddress> host_switch;  // upstream port: the host switch it mirrors
+  std::optional<numa::PciAddress> leads_to;     // root port: the host function behind it (the
+                                                // outermost switch's upstream port, or the device)
+  std::string alias;                            // root port: libvirt user alias, ua-port<index>
   int upstream = -1;  // upstream port: the upstream port of the switch it is nested in, -1 on a root port
 };
 
@@ -111,7 +118,7 @@ struct PciLayout {
 // guest cell that does not exist, or when the layout outgrows PCI (slots, buses, controller indexes).
 Result<PciLayout> build_pci_layout(const numa::HostModel& host, const numa::Placement& placement);
 
-// busNr of cell c's expander bus when there are `cells` cells.
-int expander_bus_nr(int cell, int cells);
+// busNr of expander bus k when there are `expanders` of them.
+int expander_bus_nr(int expander, int expanders);
 
 }  // namespace hostagent::render::detail

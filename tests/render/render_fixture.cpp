@@ -355,6 +355,7 @@ GuestView guest_view(const pugi::xml_document& domain) {
     int up = index;
     while (up >= 0 && ctls.at(up).model != "pcie-expander-bus") up = ctls.at(up).parent;
     view.controller_cell[index] = up >= 0 ? ctls.at(up).node : -1;
+    view.controller_expander[index] = up;
   }
   for (const auto& node : devices.children()) {
     const std::string name = node.name();

@@ -73,6 +73,7 @@ struct GuestView {
   std::map<numa::PciAddress, int> upstream;            // host -> upstream port controller, -1 none
   std::map<int, numa::PciAddress> controller_guest;    // controller index -> its own guest address
   std::map<int, int> controller_cell;                  // controller index -> pxb <node> above it
+  std::map<int, int> controller_expander;              // controller index -> the pxb above it (index)
 };
 GuestView guest_view(const pugi::xml_document& domain);
 

@@ -7,6 +7,7 @@
 #include <map>
 #include <set>
 
+#include "hostagent/numa/affinity.hpp"
 #include "render_fixture.hpp"
 
 namespace hostagent::render::testing {
@@ -42,25 +43,34 @@ std::vector<numa::PlacedDevice> all_vfs(const numa::Placement& p) {
   return out;
 }
 
-TEST_CASE("one pcie-expander-bus per guest cell, on that cell's node, with each device below its cell's bus") {
+TEST_CASE("one pcie-expander-bus per host bridge of each guest cell, on that cell's node, each device below one") {
   for (const auto& name : case_names()) {
     CAPTURE(name);
     const auto r = rendered(name);
-    std::vector<int> nodes;
+    std::set<int> nodes;
     for (const auto& c : devices(r).children("controller")) {
       if (std::string(c.attribute("model").value()) != "pcie-expander-bus") continue;
       CHECK(std::string(c.child("model").attribute("name").value()) == "pxb-pcie");
-      nodes.push_back(c.child("target").child("node").text().as_int(-1));
+      nodes.insert(c.child("target").child("node").text().as_int(-1));
       CHECK(c.child("address").attribute("bus").as_string() == std::string("0x00"));  // on pcie-root
     }
-    std::vector<int> cells;
-    for (const auto& cell : r.c.placement.cells) cells.push_back(cell.id);
+    std::set<int> cells;
+    for (const auto& cell : r.c.placement.cells) cells.insert(cell.id);
     CHECK(nodes == cells);
     const auto view = guest_view(*r.domain);
+    std::map<int, std::set<std::pair<uint32_t, int>>> roots_of;  // pxb -> the host root buses below it
+    std::map<std::pair<uint32_t, int>, std::set<int>> pxbs_of;   // (cell, host root bus) -> pxbs
     for (const auto& a : r.guest.addresses) {
       CAPTURE(a.host.to_string());
       CHECK(view.controller_cell.at(view.port.at(a.host)) == a.guest_cell);
+      if (a.role == "companion") continue;
+      const auto root = numa::reach_of(r.c.host->model, *r.c.host->model.find(a.host)).root;
+      const int pxb = view.controller_expander.at(view.port.at(a.host));
+      roots_of[pxb].insert({root.domain, root.bus});
+      pxbs_of[{static_cast<uint32_t>(a.guest_cell), root.bus + (static_cast<int>(root.domain) << 8)}].insert(pxb);
     }
+    for (const auto& [pxb, roots] : roots_of) CHECK(roots.size() == 1);  // one host bridge per expander
+    for (const auto& [key, pxbs] : pxbs_of) CHECK(pxbs.size() == 1);     // and one expander per host bridge
   }
 }
 
@@ -217,6 +227,53 @@ TEST_CASE("pcihole64 holds twice the 64-bit prefetchable BARs, as a power of two
   CHECK(std::stoull(root.child("pcihole64").text().get()) == (4ULL << 40) / 1024);
 }
 
+// QEMU 7.2 takes 2_5, 5, 8 and 16 GT/s and widths 1, 2, 4, 8, 12, 16 and 32 (qapi/common.json).
+TEST_CASE("every root port reports the host link into what it leads to, capped at what QEMU 7.2 can show") {
+  for (const auto& name : device_cases()) {
+    CAPTURE(name);
+    auto r = rendered(name);
+    const auto domain = r.domain->child("domain");
+    std::map<std::string, std::pair<std::string, std::string>> links;  // alias -> x-speed, x-width
+    for (const auto& x : r.domain->select_nodes("/domain/qemu:override/qemu:device")) {
+      for (const auto property : x.node().child("qemu:frontend").children("qemu:property")) {
+        const std::string key = property.attribute("name").value();
+        auto& link = links[x.node().attribute("alias").value()];
+        if (key == "x-speed") link.first = property.attribute("value").value();
+        if (key == "x-width") link.second = property.attribute("value").value();
+        if (key != "x-nv-gpudirect-clique") CHECK(std::string(property.attribute("type").value()) == "string");
+      }
+    }
+    int ports = 0;
+    for (const auto c : devices(r).children("controller")) {
+      if (std::string(c.attribute("model").value()) != "pcie-root-port") continue;
+      ++ports;
+      const std::string alias = c.child("alias").attribute("name").value();
+      CAPTURE(alias);
+      REQUIRE(links.count(alias) == 1);
+      CHECK((links[alias].first == "16" || links[alias].first == "8" || links[alias].first == "5"));
+      const int width = std::stoi(links[alias].second);
+      CHECK((width == 1 || width == 2 || width == 4 || width == 8 || width == 16));
+    }
+    CHECK(ports > 0);
+    CHECK(std::string(domain.attribute("xmlns:qemu").value()) == "http://libvirt.org/schemas/domain/qemu/1.0");
+  }
+}
+
+TEST_CASE("a Gen5 x16 GPU's root port shows 16 GT/s x16 (capped), a Gen4 x16 one 16 GT/s x16") {
+  for (const auto& [name, capped] : {std::pair{"vela2-8gpu", true}, std::pair{"vela1-8gpu", false}}) {
+    CAPTURE(name);
+    auto r = rendered(name);
+    const auto overrides = r.domain->child("domain").child("qemu:override");
+    bool comment = false;
+    for (const auto node : overrides.children()) {
+      if (node.type() == pugi::node_comment && std::string(node.value()).find("capped") != std::string::npos) {
+        comment = true;
+      }
+    }
+    CHECK(comment == capped);
+  }
+}
+
 TEST_CASE("x-nv-gpudirect-clique on every NVIDIA GPU when peer-to-peer is on, and nowhere when it is off") {
   for (const auto& name : device_cases()) {
     CAPTURE(name);
@@ -225,13 +282,13 @@ TEST_CASE("x-nv-gpudirect-clique on every NVIDIA GPU when peer-to-peer is on, an
     std::map<std::string, int> cliques;
     for (const auto& x : r.domain->select_nodes("/domain/qemu:override/qemu:device")) {
       const auto property = x.node().child("qemu:frontend").child("qemu:property");
-      CHECK(std::string(property.attribute("name").value()) == "x-nv-gpudirect-clique");
+      if (std::string(property.attribute("name").value()) != "x-nv-gpudirect-clique") continue;
+      CHECK(std::string(x.node().attribute("alias").value()).starts_with("ua-gpu"));
       CHECK(std::string(property.attribute("type").value()) == "unsigned");
       cliques[x.node().attribute("alias").value()] = property.attribute("value").as_int();
     }
     if (!r.c.shape.peer_to_peer) {
       CHECK(cliques.empty());
-      CHECK_FALSE(domain.attribute("xmlns:qemu"));
       continue;
     }
     CHECK(std::string(domain.attribute("xmlns:qemu").value()) == "http://libvirt.org/schemas/domain/qemu/1.0");

@@ -70,9 +70,12 @@ TEST_CASE("recorded boots of Vela-like hosts match their host, switch for switch
     CHECK(check.devices.size() == c.devices);
     CHECK(check.guest.relation == check.host.relation);
     const auto& row = check.host.relation.front();  // GPU0
-    CHECK(std::count(row.begin(), row.end(), numa::Affinity::same_switch) >= 1);
+    CHECK(std::count(row.begin(), row.end(), numa::Affinity::pix) >= 1);
+    CHECK(std::count(row.begin(), row.end(), numa::Affinity::node) >= 1);  // another root complex of its node
     const auto matrices = format_matrices(check);
-    for (const char* marked : {"SW*", "NODE*", "SYS*", "?*"}) CHECK(matrices.find(marked) == std::string::npos);
+    for (const char* marked : {"PIX*", "PXB*", "PHB*", "NODE*", "SYS*", "?*"}) {
+      CHECK(matrices.find(marked) == std::string::npos);
+    }
   }
 }
 
@@ -80,10 +83,18 @@ TEST_CASE("a NIC that is not under its GPU's switch in the guest is a difference
   auto r = recorded("gx3-32x256x2h100", "vela2");
   // NIC0 moved under GPU1's switch: the guest then pairs it with the wrong GPU.
   r.at("nic", 0).bridges = r.at("gpu", 1).bridges;
-  const auto check = r.check();
-  CHECK(has_finding(check, "GPU0 and NIC0 (host 0000:18:00.0 and 0000:19:00.1): the host has them SW, the guest NODE"));
-  CHECK(has_finding(check, "GPU1 and NIC0 (host 0000:29:00.0 and 0000:19:00.1): the host has them NODE, the guest SW"));
+  r.at("nic", 0).root_bus = r.at("gpu", 1).root_bus;
+  auto check = r.check();
+  CHECK(
+      has_finding(check, "GPU0 and NIC0 (host 0000:18:00.0 and 0000:19:00.1): the host has them PIX, the guest NODE"));
+  CHECK(
+      has_finding(check, "GPU1 and NIC0 (host 0000:29:00.0 and 0000:19:00.1): the host has them NODE, the guest PIX"));
   CHECK(format_matrices(check).find("NODE*") != std::string::npos);
+  // On GPU0's expander bus still, but on a root port of its own: one host bridge, no switch.
+  r.at("nic", 0).bridges = {r.at("nic", 0).bridges.front()};
+  r.at("nic", 0).root_bus = r.at("gpu", 0).root_bus;
+  check = r.check();
+  CHECK(has_finding(check, "GPU0 and NIC0 (host 0000:18:00.0 and 0000:19:00.1): the host has them PIX, the guest PHB"));
 }
 
 TEST_CASE("a device on the wrong guest node, missing, or not the stand-in is a difference") {
@@ -165,6 +176,48 @@ TEST_CASE("every NCCL topology bus ID must be the guest's, a bridge where the fi
   CHECK(has_finding(check, "gpu 0000:18:00.0 (guest " + gpu0 + "): not in the NCCL topology file"));
   CHECK(has_finding(check, "NCCL topology busid " + upstream.to_string() +
                                ": the file nests devices under it, the guest has no bridge there"));
+}
+
+TEST_CASE("guest distances must be the host's between the cells' nodes") {
+  auto r = recorded("gx2-80x1280x8a100", "vela1");
+  REQUIRE(r.view.nodes.size() == 2);
+  CHECK(r.view.nodes[0].distances == std::vector<int>{10, 21});  // vela1's SLIT
+  r.view.nodes[0].distances = {10, 20};
+  auto check = r.check();
+  CHECK(has_finding(check, "guest NUMA node 0 is 20 from node 1; the host's nodes 0 and 1 are 21 apart"));
+  r.view.nodes[1].distances.clear();
+  check = r.check();
+  CHECK(has_finding(check, "guest NUMA node 1 shows 0 distances, the guest has 2 cells"));
+}
+
+TEST_CASE(
+    "a guest port narrower than the host's link is a note where the NCCL file states the host's, else a finding") {
+  auto r = recorded("gx3-32x256x2h100", "vela2");
+  auto check = r.check();
+  CHECK(check.ok());
+  REQUIRE(check.links.size() == 4);
+  CHECK(check.links[0] ==
+        "GPU0 0000:18:00.0: host 32 GT/s x16, guest ports 2.5 GT/s x1, NCCL file 32 GT/s x16 (corrects it)");
+  CHECK(check.notes.size() == 4);
+  // The file without GPU0's link: NCCL would read the guest's 2.5 GT/s x1.
+  auto& xml = r.placed.rendered.nccl_topology_xml;
+  const auto gpu0 = xml.find("busid=\"" + r.at("gpu", 0).address.to_string() + "\"");
+  REQUIRE(gpu0 != std::string::npos);
+  const auto width = xml.find("link_width=\"16\"", gpu0);
+  xml.replace(width, std::string("link_width=\"16\"").size(), "link_width=\"8\"");
+  check = r.check();
+  CHECK(has_finding(check,
+                    "GPU0 (host 0000:18:00.0): the guest's ports show 2.5 GT/s x1, the host's link is 32 GT/s "
+                    "x16, and the NCCL topology file does not correct it"));
+  CHECK(check.notes.size() == 3);
+  // Ports as wide as the host's: nothing to correct.
+  for (auto& f : r.view.functions) {
+    if (f.max_link) f.max_link = GuestLink{32.0, 16};
+  }
+  check = r.check();
+  CHECK(check.ok());
+  CHECK(check.notes.empty());
+  CHECK(check.links[0] == "GPU0 0000:18:00.0: host 32 GT/s x16, guest ports 32 GT/s x16");
 }
 
 }  // namespace

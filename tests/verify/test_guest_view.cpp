@@ -95,6 +95,31 @@ TEST_CASE("a guest whose kernel panicked is an error that names the panic") {
   CHECK(parse_guest_view(kConsole + "[    9.0] Kernel panic - not syncing: Attempted to kill init!\r\n").ok());
 }
 
+TEST_CASE("links and distances: a number pair, none ('-'), the kernel's Unknown, or a line without them") {
+  const auto view = parse_guest_view(
+      "hostagent-guest-view: begin version=1\n"
+      "hostagent-guest-view: node 0 cpus=0 mem_kib=1 distance=10,21\n"
+      "hostagent-guest-view: node 1 cpus=1 mem_kib=1\n"
+      "hostagent-guest-view: pci 0000:40:00.0 vendor=0x1b36 device=0x000c class=0x060400 numa_node=0 "
+      "path=pci0000:40/0000:40:00.0 max_link=16.0/16 link=2.5/1\n"
+      "hostagent-guest-view: pci 0000:42:00.0 vendor=0x104c device=0x8233 class=0x060400 numa_node=0 "
+      "path=pci0000:40/0000:40:00.0/0000:42:00.0 max_link=Unknown/0 link=2.5/1\n"
+      "hostagent-guest-view: pci 0000:00:02.0 vendor=0x1af4 device=0x1005 class=0x00ff00 numa_node=-1 "
+      "path=pci0000:00/0000:00:02.0 max_link=- link=-\n"
+      "hostagent-guest-view: end\n");
+  REQUIRE_MESSAGE(view.ok(), view.error().message);
+  CHECK(view->nodes[0].distances == std::vector<int>{10, 21});
+  CHECK(view->nodes[1].distances.empty());
+  const auto* port = view->find(*PciAddress::parse("0000:40:00.0"));
+  REQUIRE(port != nullptr);
+  REQUIRE(port->max_link.has_value());
+  CHECK(port->max_link->speed_gts == doctest::Approx(16.0));
+  CHECK(port->max_link->width == 16);
+  CHECK(port->link->width == 1);
+  CHECK_FALSE(view->find(*PciAddress::parse("0000:42:00.0"))->max_link.has_value());
+  CHECK_FALSE(view->find(*PciAddress::parse("0000:00:02.0"))->link.has_value());
+}
+
 TEST_CASE("a malformed probe line is refused with its line number") {
   const auto check_refused = [](const std::string& line, const std::string& expected) {
     CAPTURE(line);
@@ -116,6 +141,11 @@ TEST_CASE("a malformed probe line is refused with its line number") {
       "pci 0000:43:00.0 vendor=0x1af4 device=0x1044 class=0x00ff00 numa_node=0 path=pci0000:40/xyz/0000:43:00.0",
       "has 'xyz'");
   check_refused("bridge 0000:40:00.0", "unknown probe line 'bridge'");
+  check_refused("node 0 cpus=0 mem_kib=1 distance=10,x", "distance '10,x' is not a list of numbers");
+  check_refused(
+      "pci 0000:40:00.0 vendor=0x1b36 device=0x000c class=0x060400 numa_node=0 path=pci0000:40/0000:40:00.0 "
+      "max_link=16.0",
+      "link '16.0' is not GTS/WIDTH");
 
   const auto other_version = parse_guest_view("hostagent-guest-view: begin version=2\n");
   REQUIRE_FALSE(other_version.ok());

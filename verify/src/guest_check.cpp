@@ -4,7 +4,9 @@
 #include <pugixml.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <optional>
 #include <set>
@@ -36,11 +38,14 @@ class Checker {
     check_guest_nodes();
     check_rendered_cells();
     check_nccl_topology();
+    check_distances();
+    check_links();
     return std::move(out_);
   }
 
  private:
   void finding(std::string what) { out_.findings.push_back(std::move(what)); }
+  void note(std::string what) { out_.notes.push_back(std::move(what)); }
 
   static std::string describe(const render::GuestDeviceAddress& a) {
     return a.role + " " + a.host.to_string() + " (guest " + a.guest.to_string() + ")";
@@ -101,14 +106,22 @@ class Checker {
     return rows;
   }
 
+  // The guest's sysfs path names every bridge but not its kind. Below a root bus ports alternate: a
+  // root port, then each switch's upstream and downstream port (an upstream port plugs only into a
+  // root or downstream port), so the upstream ports are the chain's 2nd, 4th, ... bridges.
+  static numa::PciReach guest_reach(const GuestPciFunction& f) {
+    numa::PciReach out;
+    out.address = f.address;
+    out.numa_node = f.numa_node;
+    out.root = numa::RootBus{f.root_domain, f.root_bus};
+    for (std::size_t i = 1; i < f.bridges.size(); i += 2) out.switches.push_back(f.bridges[i]);
+    std::reverse(out.switches.begin(), out.switches.end());
+    return out;
+  }
+
   static Affinity guest_affinity(const GuestPciFunction* a, const GuestPciFunction* b) {
     if (a == nullptr || b == nullptr) return Affinity::unknown;
-    if (a->address == b->address) return Affinity::self;
-    for (const auto& bridge : a->bridges) {
-      if (std::find(b->bridges.begin(), b->bridges.end(), bridge) != b->bridges.end()) return Affinity::same_switch;
-    }
-    if (!a->numa_node || !b->numa_node) return Affinity::unknown;
-    return *a->numa_node == *b->numa_node ? Affinity::same_node : Affinity::across_nodes;
+    return numa::relate(guest_reach(*a), guest_reach(*b));
   }
 
   Affinity host_affinity(const PciAddress& a, const PciAddress& b) const {
@@ -247,6 +260,9 @@ class Checker {
       return;
     }
     listed.insert(*address);
+    // "32 GT/s" or "64.0 GT/s PCIe": the number is what NCCL's table of these strings stands for.
+    file_links_[*address] = {std::strtod(pci.attribute("link_speed").value(), nullptr),
+                             pci.attribute("link_width").as_int(0)};
     const bool nests = static_cast<bool>(pci.child("pci"));
     if (nests && !f->is_bridge()) finding(name + ": the file nests devices under it, the guest has no bridge there");
     if (!nests && !is_stand_in_id(f->vendor, f->device)) finding(name + ": the guest has no placed device there");
@@ -260,9 +276,114 @@ class Checker {
     for (auto child : pci.children("pci")) check_nccl_pci(child, numaid, *address, listed);
   }
 
+  // What the guest should say between cells i and j: the host's SLIT between their nodes; two cells
+  // of one host node are 11 apart (libvirt refuses 10 between cells), each 10 from itself.
+  std::optional<int> expected_distance(const numa::GuestCell& a, const numa::GuestCell& b) const {
+    if (a.id == b.id) return 10;
+    if (a.host_node == b.host_node) return 11;
+    return in_.host.distance(a.host_node, b.host_node);
+  }
+
+  void check_distances() {
+    const auto& cells = in_.placement.cells;
+    for (const auto& node : view_.nodes) {
+      const std::string name = "guest NUMA node " + std::to_string(node.id);
+      if (node.distances.size() != cells.size()) {
+        finding(name + " shows " + std::to_string(node.distances.size()) + " distances, the guest has " +
+                std::to_string(cells.size()) + " cells");
+        continue;
+      }
+      const auto* from = cell_of(node.id);
+      for (std::size_t j = 0; j < cells.size() && from != nullptr; ++j) {
+        const auto want = expected_distance(*from, cells[j]);
+        if (want && node.distances[j] != *want) {
+          finding(name + " is " + std::to_string(node.distances[j]) + " from node " + std::to_string(cells[j].id) +
+                  "; the host's nodes " + std::to_string(from->host_node) + " and " +
+                  std::to_string(cells[j].host_node) + " are " + std::to_string(*want) + " apart");
+        }
+      }
+    }
+  }
+
+  const numa::GuestCell* cell_of(int id) const {
+    const auto& cells = in_.placement.cells;
+    const auto it = std::find_if(cells.begin(), cells.end(), [&](const auto& c) { return c.id == id; });
+    return it == cells.end() ? nullptr : &*it;
+  }
+
+  // The link a device trained at on the host, else (a VF) its PF's, else what it is capable of: what
+  // NCCL on the host would read.
+  std::optional<GuestLink> host_link(const numa::PciFunction& f) const {
+    const auto* pf = f.physfn ? in_.host.find(*f.physfn) : nullptr;
+    const auto& link = pf != nullptr ? pf->link : f.link;
+    const auto speed = link.speed_gts ? link.speed_gts : link.max_speed_gts;
+    const auto width = link.width ? link.width : link.max_width;
+    if (!speed || !width) return std::nullopt;
+    return GuestLink{*speed, *width};
+  }
+
+  // The narrowest of the guest ports above a function: each bridge's Link Capabilities.
+  std::optional<GuestLink> guest_path_link(const GuestPciFunction& f) const {
+    std::optional<GuestLink> out;
+    for (const auto& address : f.bridges) {
+      const auto* bridge = view_.find(address);
+      if (bridge == nullptr || !bridge->max_link) continue;
+      if (!out) out = bridge->max_link;
+      out->speed_gts = std::min(out->speed_gts, bridge->max_link->speed_gts);
+      out->width = std::min(out->width, bridge->max_link->width);
+    }
+    return out;
+  }
+
+  static std::string link_text(const std::optional<GuestLink>& link) {
+    if (!link) return "unknown";
+    char speed[16];
+    std::snprintf(speed, sizeof speed, "%g", link->speed_gts);
+    return std::string(speed) + " GT/s x" + std::to_string(link->width);
+  }
+
+  void check_links() {
+    for (const auto& device : out_.devices) {
+      if (!device.label.starts_with("GPU") && !device.label.starts_with("NIC")) continue;
+      const auto* host = in_.host.find(device.host);
+      const auto* guest = view_.find(device.guest);
+      if (host == nullptr || guest == nullptr) continue;  // a finding of check_devices already
+      check_link(device, host_link(*host), guest_path_link(*guest));
+    }
+  }
+
+  void check_link(const MatrixDevice& device, const std::optional<GuestLink>& host,
+                  const std::optional<GuestLink>& guest) {
+    std::string line = device.label + " " + device.host.to_string() + ": host " + link_text(host) + ", guest ports " +
+                       link_text(guest);
+    const auto file = file_links_.find(device.guest);
+    const bool narrower = host && (!guest || guest->speed_gts + 0.01 < host->speed_gts || guest->width < host->width);
+    if (!narrower) {
+      out_.links.push_back(line);
+      return;
+    }
+    const bool corrected = file != file_links_.end() && file->second.width == host->width &&
+                           std::fabs(file->second.speed_gts - host->speed_gts) < 0.01;
+    line += corrected ? ", NCCL file " + link_text(host) + " (corrects it)" : ", not corrected by the NCCL file";
+    out_.links.push_back(line);
+    if (corrected) {
+      note(device.label + " (host " + device.host.to_string() + "): the guest's ports show " + link_text(guest) +
+           ", the host's link is " + link_text(host) + "; the NCCL topology file states the host's");
+    } else {
+      finding(device.label + " (host " + device.host.to_string() + "): the guest's ports show " + link_text(guest) +
+              ", the host's link is " + link_text(host) + ", and the NCCL topology file does not correct it");
+    }
+  }
+
+  struct FileLink {
+    double speed_gts = 0;
+    int width = 0;
+  };
+
   const CheckInputs& in_;
   const GuestView& view_;
   GuestCheck out_;
+  std::map<PciAddress, FileLink> file_links_;  // the NCCL file's link per busid
 };
 
 std::string pad(const std::string& text, std::size_t width) {
@@ -297,7 +418,9 @@ std::string format_matrices(const GuestCheck& check) {
   std::string out = "Host" + std::string(header.size() - 4, ' ') + "   | Guest (booted stand-in)\n";
   out += header + "   | " + header + "\n";
   for (const auto r : shown) out += row(check.host, r, nullptr) + "   | " + row(check.guest, r, &check.host) + "\n";
-  out += "\nSW = share a PCIe switch, NODE = same NUMA node, SYS = across nodes, * = differs from the host\n";
+  out +=
+      "\nPIX = one PCIe switch, PXB = several switches, PHB = one host bridge, NODE = one NUMA node,\n"
+      "SYS = across nodes, * = differs from the host\n";
   if (shown.size() < check.devices.size()) {
     out += "(NVMe drives and NVSwitches are held to the same rules; not shown)\n";
   }

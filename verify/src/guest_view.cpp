@@ -13,9 +13,13 @@ namespace {
 
 // The line format, version 1:
 //   begin version=1
-//   node ID cpus=CPULIST mem_kib=N
+//   node ID cpus=CPULIST mem_kib=N distance=D0,D1,...
 //   pci ADDRESS vendor=0xVVVV device=0xDDDD class=0xCCCCCC numa_node=N path=pciDDDD:BB/ADDR/.../ADDRESS
+//       max_link=GTS/WIDTH link=GTS/WIDTH
 //   end
+// distance, max_link and link came later within version 1: a line without them reads as unknown.
+// A link is "-" where the function has none (a conventional PCI function, a root complex
+// integrated endpoint): the kernel then shows no link attributes.
 constexpr std::string_view kVersion = "version=1";
 
 Error malformed(std::size_t line, const std::string& why) {
@@ -102,7 +106,13 @@ class ViewReader {
     const auto mem = verify::number<uint64_t>(f["mem_kib"], 10);
     auto cpus = parse_cpu_list(std::string(f["cpus"]));
     if (!id || !mem || !cpus.ok()) return malformed(number, "a node line needs 'node ID cpus=LIST mem_kib=N'");
-    view_.nodes.push_back(GuestNode{*id, std::move(*cpus), *mem});
+    GuestNode node{*id, std::move(*cpus), *mem, {}};
+    for (const auto d : split(f["distance"], ',')) {
+      const auto value = verify::number<int>(d, 10);
+      if (!value) return malformed(number, "distance '" + std::string(f["distance"]) + "' is not a list of numbers");
+      node.distances.push_back(*value);
+    }
+    view_.nodes.push_back(std::move(node));
     return ok_status();
   }
 
@@ -123,8 +133,26 @@ class ViewReader {
     function.class_code = *class_code;
     if (*numa_node >= 0) function.numa_node = *numa_node;
     HA_TRY_STATUS(read_path(number, f["path"], function));
+    HA_TRY(function.max_link, read_link(number, f["max_link"]));
+    HA_TRY(function.link, read_link(number, f["link"]));
     view_.functions.push_back(std::move(function));
     return ok_status();
+  }
+
+  // "16.0/32" (GT/s, lanes), "-" or absent: none. "Unknown/0" is the kernel's word for a speed
+  // field it cannot read (drivers/pci/pci.h pci_speed_string), as QEMU 7.2's xio3130 downstream
+  // ports leave Link Capabilities: a port with no link to tell.
+  static Result<std::optional<GuestLink>> read_link(std::size_t number, std::string_view text) {
+    if (text.empty() || text == "-" || text.starts_with("Unknown/")) return std::optional<GuestLink>{};
+    const auto slash = text.find('/');
+    const auto width = slash == std::string_view::npos ? std::nullopt : verify::number<int>(text.substr(slash + 1), 10);
+    double speed = 0;
+    const auto speed_text = text.substr(0, std::min(slash, text.size()));
+    const auto [end, ec] = std::from_chars(speed_text.data(), speed_text.data() + speed_text.size(), speed);
+    if (!width || ec != std::errc() || end != speed_text.data() + speed_text.size()) {
+      return malformed(number, "link '" + std::string(text) + "' is not GTS/WIDTH");
+    }
+    return std::optional<GuestLink>{GuestLink{speed, *width}};
   }
 
   // "pci0000:40/0000:40:00.0/0000:41:00.0": the root bus, then each bridge, then the function.
@@ -206,16 +234,28 @@ say begin version=1
 for node in /sys/devices/system/node/node[0-9]*; do
   [ -d "$node" ] || continue
   # nodeN/meminfo: "Node N MemTotal:  123456 kB"
+  # nodeN/distance: the SLIT row, "10 21", in node order
   say node "${node##*node}" cpus="$($bb cat "$node/cpulist")" \
-    mem_kib="$($bb awk '$3 == "MemTotal:" { print $4 }' "$node/meminfo")"
+    mem_kib="$($bb awk '$3 == "MemTotal:" { print $4 }' "$node/meminfo")" \
+    distance="$($bb tr ' ' ',' < "$node/distance")"
 done
+# max_link_speed reads "16.0 GT/s PCIe" (6.x; older kernels "16 GT/s"); the attributes exist only
+# for functions with a PCI Express link (drivers/pci/pci-sysfs.c pcie_dev_attrs_are_visible).
+link() {
+  if [ -r "$1/$2_link_speed" ] && [ -r "$1/$2_link_width" ]; then
+    echo "$($bb awk '{ print $1 }' "$1/$2_link_speed")/$($bb cat "$1/$2_link_width")"
+  else
+    echo -
+  fi
+}
 # /sys/bus/pci/devices/X links to /sys/devices/pciDDDD:BB/<bridge>/.../X: the chain of bridges
 # from the root bus (pcie.0 or an expander bus) down to the function.
 for dev in /sys/bus/pci/devices/*; do
   [ -e "$dev" ] || continue
   path=$($bb readlink -f "$dev")
   say pci "${dev##*/}" vendor="$($bb cat "$dev/vendor")" device="$($bb cat "$dev/device")" \
-    class="$($bb cat "$dev/class")" numa_node="$($bb cat "$dev/numa_node")" path="${path#/sys/devices/}"
+    class="$($bb cat "$dev/class")" numa_node="$($bb cat "$dev/numa_node")" path="${path#/sys/devices/}" \
+    max_link="$(link "$dev" max)" link="$(link "$dev" current)"
 done
 say end
 # ACPI power-off: QEMU exits and libvirt reports the domain shut off.

@@ -141,6 +141,8 @@ struct HostModel {
   std::vector<IommuGroup> iommu_groups;  // empty when unknown
 
   const PciFunction* find(const PciAddress& address) const;
+  // The ACPI SLIT distance from node `from` to node `to` (10: local); nullopt when not known.
+  std::optional<int> distance(int from, int to) const;
 };
 
 }  // namespace hostagent::numa

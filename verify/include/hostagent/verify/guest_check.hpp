@@ -5,14 +5,19 @@
 // sides' values):
 //  - every placed device's stand-in is at its rendered guest address;
 //  - it is on the guest NUMA node of its cell, and that cell mirrors the host node of its host device;
-//  - for every pair of placed GPUs, NIC VFs and NVMe drives, the guest relation (a shared bridge, the
-//    same node, across nodes) is the host's (numa::affinity): a GPU and a NIC share a switch in the
-//    guest exactly when they share one on the host;
+//  - for every pair of placed GPUs, NIC VFs and NVMe drives, the guest's code (numa::affinity: PIX,
+//    PXB, PHB, NODE, SYS) is the host's: a GPU and a NIC share their nearest switch in the guest
+//    exactly when they do on the host, a farther switch likewise, and a host bridge likewise;
 //  - the guest's NUMA nodes are the stand-in's cells, with their vCPUs and (most of) their memory, and
 //    the rendered domain's cells hold the placed vCPUs, pinned on their cell's host node, and the
 //    placed memory;
 //  - every bus ID in the rendered NCCL topology file is a function of the guest, a bridge where the
-//    file nests devices under it, the devices below it in the guest too, on the file's NUMA node.
+//    file nests devices under it, the devices below it in the guest too, on the file's NUMA node;
+//  - the guest's NUMA distances are the rendered cells' and the host's between the cells' nodes
+//    (two cells of one host node: 11, as render gives them);
+//  - each placed GPU's and NIC's link: the narrowest of the guest ports above it against the
+//    host's link. Narrower in the guest is a note when the NCCL file states the host's link for
+//    that device (NCCL takes the file's link_speed and link_width over sysfs), else a finding.
 #pragma once
 
 #include <string>
@@ -50,6 +55,8 @@ struct MatrixDevice {
 
 struct GuestCheck {
   std::vector<std::string> findings;  // empty: the guest sees the host's topology
+  std::vector<std::string> notes;     // differences the NCCL topology file corrects for NCCL
+  std::vector<std::string> links;     // per placed GPU and NIC: its link on the host and in the guest
   std::vector<MatrixDevice> devices;  // the matrices' rows, in order
   AffinityMatrix host;
   AffinityMatrix guest;

@@ -1,7 +1,8 @@
 // verify/guest_view: what the booted probe guest saw, as it printed it on its serial
 // console, and the probe's /init that prints it. The guest reads only its own sysfs: each PCI
 // function's address, IDs, class, NUMA node and the chain of bridges up to its root bus (the
-// kernel's /sys/devices path), and each NUMA node's CPUs and memory. It then powers off.
+// kernel's /sys/devices path) and its PCIe link, and each NUMA node's CPUs, memory and distances.
+// It then powers off.
 #pragma once
 
 #include <cstdint>
@@ -22,6 +23,11 @@ inline constexpr std::string_view kViewPrefix = "hostagent-guest-view: ";
 // The probe's /init: busybox shell, every command spelled "busybox APPLET".
 std::string probe_init_script();
 
+struct GuestLink {
+  double speed_gts = 0;
+  int width = 0;
+};
+
 struct GuestPciFunction {
   PciAddress address;
   uint16_t vendor = 0;
@@ -30,14 +36,17 @@ struct GuestPciFunction {
   std::optional<int> numa_node;  // nullopt when the guest kernel says -1 (no _PXM above it)
   uint32_t root_domain = 0;      // the root bus it hangs from: pci0000:40 is domain 0, bus 0x40
   int root_bus = 0;
-  std::vector<PciAddress> bridges;  // from the root bus down to its parent; empty on a root bus
+  std::vector<PciAddress> bridges;    // from the root bus down to its parent; empty on a root bus
+  std::optional<GuestLink> max_link;  // Link Capabilities; nullopt: no PCIe link, or not printed
+  std::optional<GuestLink> link;      // Link Status
   bool is_bridge() const { return (class_code >> 8) == 0x0604; }
 };
 
 struct GuestNode {
   int id = 0;
   std::vector<int> cpus;
-  uint64_t mem_kib = 0;  // the node's MemTotal: what the guest kernel manages of the cell's memory
+  uint64_t mem_kib = 0;        // the node's MemTotal: what the guest kernel manages of the cell's memory
+  std::vector<int> distances;  // its SLIT row, in node order; empty when not printed
 };
 
 struct GuestView {
