@@ -246,6 +246,10 @@ VmDevices vm_devices(const numa::HostModel& host) {
     vm.passthrough.push_back(vf.address);
     vm.peers.push_back(vf.address);
   }
+  for (const auto& nic : vm.placement.whole_nics) {
+    vm.passthrough.push_back(nic.address);
+    vm.peers.push_back(nic.address);
+  }
   for (const auto& nvme : vm.placement.nvme) vm.passthrough.push_back(nvme.address);
   return vm;
 }

@@ -3,6 +3,7 @@
 #include <boost/json.hpp>
 
 #include "hostagent/common/sysfs_root.hpp"
+#include "hostagent/numa/affinity.hpp"
 
 namespace hostagent::api {
 namespace json = boost::json;
@@ -13,11 +14,13 @@ json::value optional_node(const std::optional<int>& node) {
 }
 
 json::object device_json(const numa::PlacedDevice& device) {
-  return json::object{
+  json::object out{
       {"address", device.address.to_string()},
       {"host_node", optional_node(device.host_node)},
       {"host_switch", device.host_switch ? json::value(device.host_switch->to_string()) : json::value(nullptr)},
       {"guest_cell", device.guest_cell}};
+  if (device.affinity) out["affinity"] = numa::affinity_label(*device.affinity);
+  return out;
 }
 
 json::array devices_json(const std::vector<numa::PlacedDevice>& devices) {
@@ -33,6 +36,10 @@ json::object gpu_json(const numa::PlacedGpu& gpu) {
   out["companions"] = std::move(companions);
   out["vfs"] = devices_json(gpu.vfs);
   out["clique"] = gpu.clique;
+  if (gpu.nic) {
+    out["nic"] = json::object{{"address", gpu.nic->to_string()},
+                              {"affinity", gpu.nic_affinity ? numa::affinity_label(*gpu.nic_affinity) : "?"}};
+  }
   return out;
 }
 
@@ -59,6 +66,7 @@ json::value to_json(const numa::Placement& placement) {
   return json::object{{"cells", std::move(cells)},
                       {"gpus", std::move(gpus)},
                       {"extra_vfs", devices_json(placement.extra_vfs)},
+                      {"whole_nics", devices_json(placement.whole_nics)},
                       {"nvme", devices_json(placement.nvme)},
                       {"nvswitches", devices_json(placement.nvswitches)},
                       {"emulator_cpus", format_cpu_list(placement.emulator_cpus)},

@@ -7,6 +7,7 @@
 #include "seed_checks.hpp"
 #include "seed_yaml.hpp"
 #include "user_data_parts.hpp"
+#include "vendor_data.hpp"
 
 namespace hostagent::cloudinit {
 namespace {
@@ -37,6 +38,9 @@ Status write_nocloud_seed(const std::filesystem::path& iso, const NoCloudSeed& s
                                      {"user-data", std::move(user_data)}};
   if (auto network = detail::render_network_config(seed); !network.empty()) {
     files.push_back({"network-config", std::move(network)});
+  }
+  if (auto vendor = detail::render_vendor_data(seed.vendor_files); !vendor.empty()) {
+    files.push_back({"vendor-data", std::move(vendor)});
   }
   HA_TRY(const auto image, detail::build_iso(kVolumeId, files));
   return durable::replace_file(iso, image);

@@ -1,6 +1,8 @@
 // cloudinit/seed_checks: validation of instance id, hostname, SSH keys, user data and the NICs.
 #include "seed_checks.hpp"
 
+#include "vendor_data.hpp"
+
 #include "hostagent/common/hardware_ids.hpp"
 #include "hostagent/common/text.hpp"
 
@@ -127,6 +129,7 @@ Status check_seed(const NoCloudSeed& seed) {
   for (std::size_t i = 0; i < seed.nics.size(); ++i) {
     HA_TRY_STATUS(check_nic(i, seed.nics[i]));
   }
+  HA_TRY_STATUS(check_guest_files(seed.vendor_files));
   if (seed.user_data.size() > kMaxUserDataBytes) {
     return invalid("user_data is " + std::to_string(seed.user_data.size()) +
                    " bytes; at most 65536 (64 KiB): compress it (cloud-init reads gzip) or fetch the rest from "

@@ -57,18 +57,10 @@ Result<VfPlace> vf_place(const numa::HostModel& host, const PciAddress& vf) {
   return VfPlace{pf->net_interfaces.front(), static_cast<int>(it - vfs.begin())};
 }
 
-// Every passthrough function of the placement, GPUs (with their companions) first, as it is held.
+// Every passthrough function of the placement, GPUs (with their companions) first, as it is held:
+// the allocation's list, so what is bound is exactly what the ledger holds.
 std::vector<PciAddress> passthrough_devices(const numa::Placement& placement) {
-  std::vector<PciAddress> out;
-  for (const auto& gpu : placement.gpus) {
-    out.push_back(gpu.gpu.address);
-    out.insert(out.end(), gpu.companions.begin(), gpu.companions.end());
-    for (const auto& vf : gpu.vfs) out.push_back(vf.address);
-  }
-  for (const auto& vf : placement.extra_vfs) out.push_back(vf.address);
-  for (const auto& nvme : placement.nvme) out.push_back(nvme.address);
-  for (const auto& nvswitch : placement.nvswitches) out.push_back(nvswitch.address);
-  return out;
+  return numa::allocation_of({}, placement, 0).devices;
 }
 
 class HostDevicePreparer final : public DevicePreparer {

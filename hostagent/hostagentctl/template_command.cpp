@@ -39,7 +39,11 @@ std::string summarize_template(const vmtemplates::VmTemplate& shape) {
   if (!shape.guest_numa.mirror) text += ", " + plural(shape.guest_numa.cells, "NUMA cell", "NUMA cells");
   if (shape.gpus.count > 0) text += ", " + gpu_text(shape.gpus);
   if (shape.nics.vfs_per_gpu > 0) text += ", " + plural(shape.nics.vfs_per_gpu, "VF per GPU", "VFs per GPU");
-  if (shape.nics.count > 0) text += ", " + plural(shape.nics.count, "front-end VF", "front-end VFs");
+  if (shape.nics.count > 0 && shape.nics.mode == vmtemplates::NicMode::pf) {
+    text += ", " + plural(shape.nics.count, "whole NIC", "whole NICs");
+  } else if (shape.nics.count > 0) {
+    text += ", " + plural(shape.nics.count, "front-end VF", "front-end VFs");
+  }
   if (shape.nvme > 0) text += ", " + std::to_string(shape.nvme) + " NVMe";
   if (shape.peer_to_peer) text += ", peer-to-peer";
   return text;

@@ -42,7 +42,10 @@ std::string summary_of(const PlacedGuest& placed) {
     nvme += a.role == "nvme" ? 1 : 0;
     nvswitches += a.role == "nvswitch" ? 1 : 0;
   }
-  return std::to_string(gpus) + " GPU(s), " + std::to_string(nics) + " NIC VF(s), " + std::to_string(nvme) + " NVMe" +
+  const auto whole = static_cast<int>(placed.placement.whole_nics.size());
+  const std::string nic_text =
+      whole > 0 ? std::to_string(whole) + " whole NIC(s)" : std::to_string(nics) + " NIC VF(s)";
+  return std::to_string(gpus) + " GPU(s), " + nic_text + ", " + std::to_string(nvme) + " NVMe" +
          (nvswitches > 0 ? ", " + std::to_string(nvswitches) + " NVSwitch(es)" : "") + " in " +
          std::to_string(placed.placement.cells.size()) + " guest cell(s)";
 }

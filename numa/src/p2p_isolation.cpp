@@ -76,6 +76,7 @@ std::vector<PciAddress> peer_devices(const Placement& placement) {
     for (const auto& vf : gpu.vfs) out.push_back(vf.address);
   }
   for (const auto& vf : placement.extra_vfs) out.push_back(vf.address);
+  for (const auto& nic : placement.whole_nics) out.push_back(nic.address);  // GPUDirect RDMA to a whole HCA
   return out;
 }
 

@@ -11,6 +11,7 @@
 #include <tuple>
 
 #include "hostagent/common/text.hpp"
+#include "hostagent/numa/affinity.hpp"
 #include "hostagent/numa/p2p_isolation.hpp"
 #include "placement_cells.hpp"
 #include "placement_gpus.hpp"
@@ -47,8 +48,8 @@ Status validate(const PlacementRequest& r) {
     return invalid("memory_bytes " + std::to_string(r.memory_bytes) + " is not a whole number of " + page +
                    " hugepages");
   }
-  if (r.gpus < 0 || r.vfs_per_gpu < 0 || r.extra_vfs < 0 || r.nvme < 0) {
-    return invalid("gpus, vfs_per_gpu, extra_vfs and nvme cannot be negative");
+  if (r.gpus < 0 || r.vfs_per_gpu < 0 || r.extra_vfs < 0 || r.whole_nics < 0 || r.nvme < 0) {
+    return invalid("gpus, vfs_per_gpu, extra_vfs, whole_nics and nvme cannot be negative");
   }
   if (!r.guest_cells) return ok_status();
   const int cells = *r.guest_cells;
@@ -111,6 +112,12 @@ Status check_supply(const Inventory& inv, const GpuSearch& search, const Placeme
                   " (full passthrough: the VM trains the fabric); free: " + std::to_string(inv.nvswitches.size()) +
                   " (" + placement_detail::describe(inv.unusable_nvswitches) + ")");
   }
+  if (r.whole_nics > static_cast<int>(inv.whole_nics.size())) {
+    const std::string why = placement_detail::describe(inv.unusable_whole_nics);
+    return no_fit("needs " + plural(r.whole_nics, "whole NIC", "whole NICs") +
+                  " (a NIC PF with no VF enabled); free: " + std::to_string(inv.whole_nics.size()) +
+                  (why.empty() ? "" : " (" + why + ")"));
+  }
   if (r.nvme > static_cast<int>(inv.nvme.size())) {
     const std::string why = placement_detail::describe(inv.unusable_nvme);
     return no_fit("needs " + std::to_string(r.nvme) + " NVMe; free: " + std::to_string(inv.nvme.size()) +
@@ -123,11 +130,13 @@ struct Devices {
   std::vector<const GpuCandidate*> gpus;
   std::vector<std::vector<const FreeDevice*>> gpu_vfs;  // per GPU
   std::vector<const FreeDevice*> extra_vfs;
+  std::vector<const FreeDevice*> whole_nics;
   std::vector<const FreeDevice*> nvme;
 };
 
-// Every GPU first takes the VFs under its own switch, and only then (not strict) others on its
-// node, so that a GPU short of local VFs never takes one that another GPU's switch has.
+// Every GPU first takes the VFs under its own switch (PIX), and only then (not strict) those under a
+// switch further up that it shares (PXB), then others on its node, so that a GPU short of local VFs
+// never takes one that another GPU's switch has.
 std::vector<std::vector<const FreeDevice*>> pick_gpu_vfs(const Inventory& inv, const PlacementRequest& r,
                                                          const std::vector<const GpuCandidate*>& gpus,
                                                          std::set<PciAddress>& used) {
@@ -148,10 +157,31 @@ std::vector<std::vector<const FreeDevice*>> pick_gpu_vfs(const Inventory& inv, c
   }
   for (std::size_t i = 0; i < gpus.size() && !r.nic_strict; ++i) {
     const auto* gpu = gpus[i];
+    if (!gpu->host_switch) continue;
+    take(i, [&](const FreeDevice& vf) {
+      return vf.node == gpu->node && affinity(*inv.host, *gpu->gpu, *vf.function) == Affinity::pxb;
+    });
+  }
+  for (std::size_t i = 0; i < gpus.size() && !r.nic_strict; ++i) {
+    const auto* gpu = gpus[i];
     if (gpu->node != kUnknownNode) take(i, [&](const FreeDevice& vf) { return vf.node == gpu->node; });
   }
   // The GPU search counted these VFs; a shortfall here is a bug in it.
   for (const auto& vfs : out) HA_ASSERT(vfs.size() == wanted);
+  return out;
+}
+
+// The `count` best-ranked devices (fewer when there are not so many), marked used.
+template <typename Rank>
+std::vector<const FreeDevice*> take_best(std::vector<std::pair<Rank, const FreeDevice*>>& ranked, int count,
+                                         std::set<PciAddress>& used) {
+  const auto taken = std::min(ranked.size(), static_cast<std::size_t>(std::max(count, 0)));
+  std::partial_sort(ranked.begin(), ranked.begin() + static_cast<std::ptrdiff_t>(taken), ranked.end());
+  std::vector<const FreeDevice*> out;
+  for (std::size_t i = 0; i < taken; ++i) {
+    out.push_back(ranked[i].second);
+    used.insert(ranked[i].second->function->address);
+  }
   return out;
 }
 
@@ -177,14 +207,34 @@ std::vector<const FreeDevice*> pick_followers(const std::vector<FreeDevice>& poo
     ranked.emplace_back(Rank{tier, tier == 3 ? -free_on[device.node] : 0, device.node, device.function->address},
                         &device);
   }
-  const auto taken = std::min(ranked.size(), static_cast<std::size_t>(count));
-  std::partial_sort(ranked.begin(), ranked.begin() + static_cast<std::ptrdiff_t>(taken), ranked.end());
-  std::vector<const FreeDevice*> out;
-  for (std::size_t i = 0; i < taken; ++i) {
-    out.push_back(ranked[i].second);
-    used.insert(ranked[i].second->function->address);
+  return take_best(ranked, count, used);
+}
+
+// How near a device is to the nearest of the GPUs: PIX before PXB before PHB ...; unknown last.
+Affinity nearest_gpu(const Inventory& inv, const std::vector<const GpuCandidate*>& gpus, const PciFunction& f) {
+  Affinity best = Affinity::unknown;
+  for (const auto* gpu : gpus) best = std::min(best, affinity(*inv.host, *gpu->gpu, f));
+  return best;
+}
+
+// Whole NICs: those sharing a switch with the most GPUs first (PIX, then PXB), then on nodes already
+// used, then anywhere. With nics.placement strict and GPUs to follow, only a NIC that shares a
+// switch with one of them will do; a shortfall is the caller's to report.
+std::vector<const FreeDevice*> pick_whole_nics(const Inventory& inv, const PlacementRequest& r,
+                                               const std::vector<const GpuCandidate*>& gpus,
+                                               const std::set<int>& used_nodes, std::set<PciAddress>& used) {
+  using Rank = std::tuple<Affinity, int, int, PciAddress>;
+  std::vector<std::pair<Rank, const FreeDevice*>> ranked;
+  for (const auto& nic : inv.whole_nics) {
+    if (used.count(nic.function->address) != 0) continue;
+    const Affinity near = nearest_gpu(inv, gpus, *nic.function);
+    if (r.nic_strict && !gpus.empty() && near != Affinity::pix && near != Affinity::pxb) continue;
+    int served = 0;  // GPUs at that distance: a NIC between two GPUs serves both
+    for (const auto* gpu : gpus) served += affinity(*inv.host, *gpu->gpu, *nic.function) == near ? 1 : 0;
+    const int tier = used_nodes.count(nic.node) != 0 ? 0 : nic.node == kUnknownNode ? 1 : 2;
+    ranked.emplace_back(Rank{near, -served, tier, nic.function->address}, &nic);
   }
-  return out;
+  return take_best(ranked, r.whole_nics, used);
 }
 
 Devices pick_devices(const Inventory& inv, const PlacementRequest& r, const std::vector<const GpuCandidate*>& gpus,
@@ -201,6 +251,8 @@ Devices pick_devices(const Inventory& inv, const PlacementRequest& r, const std:
   }
   out.extra_vfs = pick_followers(inv.vfs, r.extra_vfs, used_nodes, {}, used);
   for (const auto* vf : out.extra_vfs) used_nodes.insert(vf->node);
+  out.whole_nics = pick_whole_nics(inv, r, gpus, used_nodes, used);
+  for (const auto* nic : out.whole_nics) used_nodes.insert(nic->node);
   out.nvme = pick_followers(inv.nvme, r.nvme, used_nodes, gpu_switches, used);
   return out;
 }
@@ -216,6 +268,7 @@ std::map<int, int> devices_per_node(const Devices& d) {
     for (const auto* vf : d.gpu_vfs[i]) count(vf->node);
   }
   for (const auto* vf : d.extra_vfs) count(vf->node);
+  for (const auto* nic : d.whole_nics) count(nic->node);
   for (const auto* nvme : d.nvme) count(nvme->node);
   return out;
 }
@@ -259,9 +312,31 @@ void add_gpus(const Inventory& inv, const Devices& d, Placement& p) {
     PlacedGpu gpu;
     gpu.gpu = placed(inv, p.cells, *candidate->gpu);
     gpu.companions = candidate->companions;
-    for (const auto* vf : d.gpu_vfs[i]) gpu.vfs.push_back(placed(inv, p.cells, *vf->function));
+    for (const auto* vf : d.gpu_vfs[i]) {
+      gpu.vfs.push_back(placed(inv, p.cells, *vf->function));
+      gpu.vfs.back().affinity = affinity(*inv.host, *candidate->gpu, *vf->function);
+    }
     gpu.clique = cliques.emplace(candidate->root_key, static_cast<int>(cliques.size())).first->second;
     p.gpus.push_back(std::move(gpu));
+  }
+}
+
+// Each whole NIC with its distance to the nearest placed GPU; each GPU with its nearest whole NIC,
+// the one NCCL pairs it with (lowest address on a tie).
+void add_whole_nics(const Inventory& inv, const Devices& d, Placement& p) {
+  for (const auto* nic : d.whole_nics) {
+    p.whole_nics.push_back(placed(inv, p.cells, *nic->function));
+    if (!d.gpus.empty()) p.whole_nics.back().affinity = nearest_gpu(inv, d.gpus, *nic->function);
+  }
+  for (auto& gpu : p.gpus) {
+    const auto* host_gpu = inv.host->find(gpu.gpu.address);
+    for (const auto* nic : d.whole_nics) {
+      const Affinity a = affinity(*inv.host, *host_gpu, *nic->function);
+      if (!gpu.nic_affinity || a < *gpu.nic_affinity) {
+        gpu.nic = nic->function->address;
+        gpu.nic_affinity = a;
+      }
+    }
   }
 }
 
@@ -275,6 +350,11 @@ struct Completed {
 Result<Completed> complete(const Inventory& inv, const HostPolicy& policy, const PlacementRequest& r,
                            const std::vector<const GpuCandidate*>& gpus, const std::vector<int>& base_nodes) {
   const Devices devices = pick_devices(inv, r, gpus, base_nodes);
+  if (devices.whole_nics.size() < static_cast<std::size_t>(r.whole_nics)) {
+    return no_fit("needs " + plural(r.whole_nics, "whole NIC", "whole NICs") +
+                  " that share a PCIe switch with one of its GPUs (nics.placement strict); found " +
+                  std::to_string(devices.whole_nics.size()));
+  }
   auto per_node = devices_per_node(devices);
   for (const int node : base_nodes) per_node.emplace(node, 0);
   std::vector<int> nodes;
@@ -290,6 +370,7 @@ Result<Completed> complete(const Inventory& inv, const HostPolicy& policy, const
   placement_detail::pin_cells(inv, plan, p);
   add_gpus(inv, devices, p);
   for (const auto* vf : devices.extra_vfs) p.extra_vfs.push_back(placed(inv, p.cells, *vf->function));
+  add_whole_nics(inv, devices, p);
   for (const auto* nvme : devices.nvme) p.nvme.push_back(placed(inv, p.cells, *nvme->function));
   // The fabric goes whole with its GPUs; the NVSwitches add no cell (they sit where the host has them).
   for (const auto& nvswitch : inv.nvswitches) p.nvswitches.push_back(placed(inv, p.cells, *nvswitch.function));
@@ -303,7 +384,7 @@ Result<Completed> complete(const Inventory& inv, const HostPolicy& policy, const
 
 Result<Placement> place_without_gpus(const Inventory& inv, const HostPolicy& policy, const PlacementRequest& r) {
   std::vector<int> base;
-  if (r.extra_vfs > 0 || r.nvme > 0) {
+  if (r.extra_vfs > 0 || r.whole_nics > 0 || r.nvme > 0) {
     // Nothing to follow: find room for the cells first, then take devices near them.
     HA_TRY(const CellPlan room, placement_detail::fit_fewest_nodes(inv, policy, r));
     base = room.host_nodes;
@@ -377,6 +458,7 @@ Allocation allocation_of(const std::string& vm, const Placement& placement, uint
     for (const auto& vf : gpu.vfs) out.devices.push_back(vf.address);
   }
   for (const auto& vf : placement.extra_vfs) out.devices.push_back(vf.address);
+  for (const auto& nic : placement.whole_nics) out.devices.push_back(nic.address);
   for (const auto& nvme : placement.nvme) out.devices.push_back(nvme.address);
   for (const auto& nvswitch : placement.nvswitches) out.devices.push_back(nvswitch.address);
   out.p2p_ports = placement.p2p_ports;

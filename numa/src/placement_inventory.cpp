@@ -204,6 +204,10 @@ bool is_vf(const PciFunction& f) {
 bool is_nvme(const PciFunction& f) {
   return f.role == PciRole::nvme && !(f.sriov && f.sriov->num_vfs > 0);
 }
+// The same for a NIC: a PF with VFs enabled carries other VMs' traffic, so it never goes whole.
+bool is_whole_nic(const PciFunction& f) {
+  return f.role == PciRole::nic && !f.physfn && !(f.sriov && f.sriov->num_vfs > 0);
+}
 
 // Sorts a node's free CPUs into whole free cores (pairs of siblings) and lone threads.
 void pair_siblings(const std::map<int, std::vector<int>>& free_by_core, CpuNode& node) {
@@ -283,6 +287,8 @@ Inventory take_inventory(const HostModel& host, const std::vector<Allocation>& e
   take_gpus(holders, groups, policy, request, inv);
   take_singles(holders, groups, policy, is_vf, inv, inv.vfs, inv.unusable_vfs);
   take_singles(holders, groups, policy, is_nvme, inv, inv.nvme, inv.unusable_nvme);
+  if (request.whole_nics > 0)
+    take_singles(holders, groups, policy, is_whole_nic, inv, inv.whole_nics, inv.unusable_whole_nics);
   inv.takes_fabric = takes_fabric(nvlink_fabric(host), request);
   if (inv.takes_fabric)
     take_singles(holders, groups, policy, is_nvswitch, inv, inv.nvswitches, inv.unusable_nvswitches);

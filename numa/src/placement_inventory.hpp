@@ -63,6 +63,8 @@ struct Inventory {
   std::vector<Unusable> unusable_vfs;
   std::vector<FreeDevice> nvme;  // address order
   std::vector<Unusable> unusable_nvme;
+  std::vector<FreeDevice> whole_nics;  // NIC PFs with no VF enabled, address order (whole_nics only)
+  std::vector<Unusable> unusable_whole_nics;
   // The NVSwitches, taken only when the request takes the whole fabric (numa/nvlink.hpp).
   bool takes_fabric = false;
   std::vector<FreeDevice> nvswitches;  // address order

@@ -121,6 +121,7 @@ Result<RenderedGuest> render_guest(const numa::HostModel& host, const vmtemplate
   RenderedGuest guest;
   guest.domain_xml = detail::render_domain_xml(inputs);
   guest.nccl_topology_xml = detail::render_nccl_topology(host, placement, layout, options.nic_rdma);
+  guest.nccl_conf = detail::render_nccl_conf(layout, options.nic_rdma);
   guest.addresses = addresses(layout);
   return guest;
 }

@@ -1,8 +1,10 @@
 // render/nccl_topology: writes the NCCL topology file from the PCI layout (format in the header).
 #include "nccl_topology.hpp"
 
+#include <algorithm>
 #include <map>
 #include <optional>
+#include <set>
 
 #include "text_format.hpp"
 #include "xml_util.hpp"
@@ -68,28 +70,25 @@ std::string nccl_guid(const std::string& node_guid) {
   return "0x" + hex_digits;
 }
 
-void add_net(pugi::xml_node pci, const numa::PciAddress& vf, int rdma_index, const NicRdmaMap& nic_rdma) {
-  auto nic = add(pci, "nic");
-  const auto rdma = nic_rdma.find(vf);
-  if (rdma != nic_rdma.end() && rdma->second.roce_v2_gid_index) {
-    const std::string note = " host " + vf.to_string() + ": RoCE v2 GID index " +
-                             std::to_string(*rdma->second.roce_v2_gid_index) + " (NCCL_IB_GID_INDEX) ";
-    add_comment(nic, note.c_str());
-  }
-  auto net = add(nic, "net");
-  set(net, "name", "mlx5_" + std::to_string(rdma_index));
+// The <nic><net> of a NIC whose guest name is known (see the header); nothing otherwise.
+void add_net(pugi::xml_node pci, const Device& d, const NicRdmaMap& nic_rdma) {
+  const auto rdma = nic_rdma.find(d.host->address);
+  if (rdma == nic_rdma.end()) return;
+  const auto name = rdma_core_pci_name(d.guest, rdma->second.link_layer);
+  if (!name) return;
+  auto net = add(add(pci, "nic"), "net");
+  set(net, "name", *name);
   set(set(net, "port", 1), "gdr", 1);
-  if (rdma != nic_rdma.end()) set(net, "guid", nccl_guid(rdma->second.node_guid));
+  if (!rdma->second.node_guid.empty()) set(net, "guid", nccl_guid(rdma->second.node_guid));
 }
 
-void add_device(pugi::xml_node parent, const numa::HostModel& host, const Device& d, int rdma_index,
-                const NicRdmaMap& nic_rdma) {
+void add_device(pugi::xml_node parent, const numa::HostModel& host, const Device& d, const NicRdmaMap& nic_rdma) {
   const auto& f = *d.host;
   auto pci = add_pci(parent, d.guest, f.class_code, f.vendor_id, f.device_id);
   if (f.subsystem_vendor_id) set(pci, "subsystem_vendor", hex(*f.subsystem_vendor_id, 4));
   if (f.subsystem_device_id) set(pci, "subsystem_device", hex(*f.subsystem_device_id, 4));
   set_link(pci, link_of(host, f));
-  if (d.role == DeviceRole::nic) add_net(pci, f.address, rdma_index, nic_rdma);
+  if (d.role == DeviceRole::nic || d.role == DeviceRole::whole_nic) add_net(pci, d, nic_rdma);
 }
 
 // The <pci> of each emulated switch of one cell, made on first use: a nested switch's inside its
@@ -119,14 +118,15 @@ class SwitchElements {
 };
 
 void add_cell(pugi::xml_node system, const numa::HostModel& host, const numa::GuestCell& cell, int nbits,
-              const PciLayout& layout, const NicRdmaMap& nic_rdma, int& rdma_index) {
+              const PciLayout& layout, const NicRdmaMap& nic_rdma) {
   auto cpu = set(add(system, "cpu"), "numaid", cell.id);
   set(cpu, "affinity", cpumap(cell.vcpus, nbits));
   set(cpu, "arch", "x86_64");  // vendor, family and model: NCCL reads them from CPUID in the guest
   SwitchElements switches(cpu, host, layout);
   for (const auto& d : layout.devices) {
-    if (d.cell != cell.id || (d.role != DeviceRole::gpu && d.role != DeviceRole::nic)) continue;
-    add_device(switches.of(d.upstream), host, d, d.role == DeviceRole::nic ? rdma_index++ : -1, nic_rdma);
+    const bool nic = d.role == DeviceRole::nic || d.role == DeviceRole::whole_nic;
+    if (d.cell != cell.id || (d.role != DeviceRole::gpu && !nic)) continue;
+    add_device(switches.of(d.upstream), host, d, nic_rdma);
   }
 }
 
@@ -138,18 +138,48 @@ int vcpu_count(const numa::Placement& placement) {
 
 }  // namespace
 
+// kernel-boot/rdma_rename.c by_pci: the protocol's prefix, "P<domain>" when the domain is not 0,
+// "p<bus>s<slot>" (decimal), "f<function>" when the function is not 0. A guest's passed-through
+// VF has no physfn there, so it is named like a PF (no "v<n>"). Where the guest exposes a PCI slot
+// number the rule names it "s<sun>" instead; the bus id then matches (see the header).
+std::optional<std::string> rdma_core_pci_name(const numa::PciAddress& at, const std::string& link_layer) {
+  std::string name = link_layer == "Ethernet" ? "roce" : link_layer == "InfiniBand" ? "ib" : "";
+  if (name.empty()) return std::nullopt;
+  if (at.domain != 0) name += "P" + std::to_string(at.domain);
+  name += "p" + std::to_string(at.bus) + "s" + std::to_string(at.device);
+  if (at.function != 0) name += "f" + std::to_string(at.function);
+  return name;
+}
+
+std::string render_nccl_conf(const PciLayout& layout, const NicRdmaMap& nic_rdma) {
+  const bool gpus = std::any_of(layout.devices.begin(), layout.devices.end(),
+                                [](const Device& d) { return d.role == DeviceRole::gpu; });
+  if (!gpus) return "";
+  std::string out = "# Written by hostagent at the VM's first boot (cloud-init vendor data).\n";
+  out += std::string("NCCL_TOPO_FILE=") + kGuestNcclTopologyPath + "\n";
+  out += "NCCL_IB_PCI_RELAXED_ORDERING=1\n";
+  // One index for every NIC: only when the host saw the same RoCE v2 GID index on all of them.
+  std::set<int> indexes;
+  bool all_known = true;
+  for (const auto& d : layout.devices) {
+    if (d.role != DeviceRole::nic && d.role != DeviceRole::whole_nic) continue;
+    const auto rdma = nic_rdma.find(d.host->address);
+    const auto index = rdma == nic_rdma.end() ? std::nullopt : rdma->second.roce_v2_gid_index;
+    if (!index) all_known = false;
+    if (index) indexes.insert(*index);
+  }
+  if (all_known && indexes.size() == 1) out += "NCCL_IB_GID_INDEX=" + std::to_string(*indexes.begin()) + "\n";
+  return out;
+}
+
 std::string render_nccl_topology(const numa::HostModel& host, const numa::Placement& placement, const PciLayout& layout,
                                  const NicRdmaMap& nic_rdma) {
   pugi::xml_document doc;
   auto system = set(doc.append_child("system"), "version", 1);
   add_comment(system,
-              " Rendered by hostagent. Bus ids are the guest's. NIC names are predicted before boot: mlx5_N "
-              "numbered in guest PCI order, the order in which mlx5_core probes and names the VFs. ");
-  // RDMA names follow guest PCI order across the whole VM, cell after cell (cells own ascending bus
-  // ranges), hence one counter.
-  int rdma_index = 0;
-  for (const auto& cell : placement.cells)
-    add_cell(system, host, cell, vcpu_count(placement), layout, nic_rdma, rdma_index);
+              " Rendered by hostagent. Bus ids are the guest's. NIC names are rdma-core's for the guest "
+              "address; NCCL finds a NIC by its bus id where the guest named it otherwise. ");
+  for (const auto& cell : placement.cells) add_cell(system, host, cell, vcpu_count(placement), layout, nic_rdma);
   // NCCL's hand-written parser (src/graph/xml.cc) cannot read an XML declaration and takes pugixml's
   // " />" for an empty attribute: no declaration, and every element gets an explicit end tag.
   return to_text(doc, pugi::format_no_empty_element_tags);

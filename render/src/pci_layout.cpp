@@ -110,6 +110,10 @@ Result<Collected> collect(const numa::HostModel& host, const numa::Placement& pl
     HA_TRY_STATUS(collector.add(DeviceRole::nic, placed, "ua-vf" + std::to_string(vf), vf));
     ++vf;
   }
+  for (std::size_t j = 0; j < placement.whole_nics.size(); ++j) {
+    const int ordinal = static_cast<int>(j);
+    HA_TRY_STATUS(collector.add(DeviceRole::whole_nic, placement.whole_nics[j], "ua-nic" + std::to_string(j), ordinal));
+  }
   for (std::size_t j = 0; j < placement.nvme.size(); ++j) {
     const int ordinal = static_cast<int>(j);
     HA_TRY_STATUS(collector.add(DeviceRole::nvme, placement.nvme[j], "ua-nvme" + std::to_string(j), ordinal));
@@ -363,6 +367,7 @@ const char* to_string(DeviceRole role) {
     case DeviceRole::companion:
       return "companion";
     case DeviceRole::nic:
+    case DeviceRole::whole_nic:
       return "nic";
     case DeviceRole::nvme:
       return "nvme";

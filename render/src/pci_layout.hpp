@@ -91,7 +91,9 @@ struct Controller {
   int upstream = -1;  // upstream port: the upstream port of the switch it is nested in, -1 on a root port
 };
 
-enum class DeviceRole { gpu, companion, nic, nvme, nvswitch };
+// nic: a VF (an <interface type='hostdev'>, with its MAC); whole_nic: a NIC PF given whole (a
+// <hostdev>: an HCA without VFs). Both are "nic" to the guest check and NCCL.
+enum class DeviceRole { gpu, companion, nic, whole_nic, nvme, nvswitch };
 const char* to_string(DeviceRole role);
 
 struct Device {
@@ -101,7 +103,7 @@ struct Device {
   Plug plug;
   numa::PciAddress guest;
   bool multifunction = false;  // function 0 of a slot that has companions
-  std::string alias;           // libvirt user alias: ua-gpu0, ua-gpu0-fn1, ua-vf0, ua-nvme0, ua-nvswitch0
+  std::string alias;           // libvirt user alias: ua-gpu0, ua-gpu0-fn1, ua-vf0, ua-nic0, ua-nvme0, ua-nvswitch0
   int ordinal = 0;             // gpu and companion: index in Placement::gpus; nic: VF index in
                                // placement order (GPU VFs, then extra VFs); nvme, nvswitch: index
   int clique = 0;              // gpu: PlacedGpu::clique

@@ -67,6 +67,11 @@ const Model kCx6Dx{0x15b3, 0x101d, 0x15b3, 0x0016, 0x020000, 0x00, SimPortType::
                    "mlx5_core", {pref64(0, 32 * MiB)}, 4, 16, true};
 const Model kCx7{0x15b3, 0x1021, 0x15b3, 0x0021, 0x020000, 0x00, SimPortType::endpoint,
                  "mlx5_core", {pref64(0, 32 * MiB)}, 5, 16, true};
+// ConnectX-7 as an InfiniBand HCA (class 0207): one port, no SR-IOV, given to a VM whole.
+const Model kCx7Ib{0x15b3, 0x1021, 0x15b3, 0x0041, 0x020700, 0x00, SimPortType::endpoint,
+                   "mlx5_core", {pref64(0, 32 * MiB)}, 5, 16, true};
+const Model kH200{0x10de, 0x2335, 0x10de, 0x18be, 0x030200, 0xa1, SimPortType::endpoint,
+                  "nvidia", kGpuBars, 5, 16, true};
 const Model kCxVf{0x15b3, 0x101e, 0x15b3, 0x0021, 0x020000, 0x00, SimPortType::endpoint,
                   "mlx5_core", {}, 5, 16, true};
 const Model kNvme{0x144d, 0xa824, 0x144d, 0xa801, 0x010802, 0x00, SimPortType::endpoint,
@@ -172,6 +177,18 @@ std::vector<std::string> add_switch_stack(HostBuilder& b, int root_bus, int numa
   return downstream;
 }
 
+// HGX's legacy stack 0x00 (node 0): 00:00.0 host bridge, 00:01.0 root port -> 01:00.0 PEX88096
+// upstream -> 02:00.0-03.0 downstream -> the 4 NVSwitches 03:00.0-06:00.0.
+void add_nvswitch_stack(HostBuilder& b) {
+  b.add(kHostBridge, addr(0x00, 0, 0), "", 0);
+  b.add_port(kRootPort, addr(0x00, 1, 0), "", 0, 4, 16);
+  b.add_port(kSwitchUp, addr(0x01, 0, 0), addr(0x00, 1, 0), 0, 4, 16);
+  for (int k = 0; k < 4; ++k) {
+    b.add_port(kSwitchDown, addr(0x02, k, 0), addr(0x01, 0, 0), 0, 4, 2);
+    b.add(kNvSwitch, addr(0x03 + k, 0, 0), addr(0x02, k, 0), 0);
+  }
+}
+
 // A ConnectX PF with SR-IOV; its VFs (if any) follow at PF + offset + n * stride.
 SimFunction& add_nic_pf(HostBuilder& b, const Model& model, const std::string& address, const std::string& parent,
                         int numa, int total_vfs, int offset) {
@@ -273,13 +290,7 @@ HostSpec vela2() {
   const std::map<uint64_t, std::pair<uint64_t, uint64_t>> huge{{1 * GiB, {900, 900}}};
   b.node(0, 48, 0, 1024 * GiB, 112 * GiB, huge, {10, 21});
   b.node(1, 48, 1, 1024 * GiB, 112 * GiB, huge, {21, 10});
-  b.add(kHostBridge, addr(0x00, 0, 0), "", 0);
-  b.add_port(kRootPort, addr(0x00, 1, 0), "", 0, 4, 16);
-  b.add_port(kSwitchUp, addr(0x01, 0, 0), addr(0x00, 1, 0), 0, 4, 16);
-  for (int k = 0; k < 4; ++k) {
-    b.add_port(kSwitchDown, addr(0x02, k, 0), addr(0x01, 0, 0), 0, 4, 2);
-    b.add(kNvSwitch, addr(0x03 + k, 0, 0), addr(0x02, k, 0), 0);
-  }
+  add_nvswitch_stack(b);
   const std::vector<std::pair<int, int>> stacks{{0x15, 0}, {0x26, 0}, {0x37, 0}, {0x48, 0},
                                                 {0x97, 1}, {0xa8, 1}, {0xb9, 1}, {0xca, 1}};
   for (std::size_t s = 0; s < stacks.size(); ++s) {
@@ -301,6 +312,48 @@ HostSpec vela2() {
       vf.rdma_devices = {"mlx5_" + std::to_string(8 + 4 * s + static_cast<std::size_t>(n))};
     }
     b.add(kNvme, addr(r + 5, 0, 0), down[2], numa);
+  }
+  add_host_devices(b, 0x07);
+  return b.take();
+}
+
+// ---------------------------------------------------------------------------------------------
+// h200ib: an HGX H200 build with whole InfiniBand HCAs, one per two GPUs, under two switch levels.
+// 2 sockets = 2 NUMA nodes of 48 cores x 2 threads, 1 TiB each, 900 free 1 GiB pages per node.
+//   Legacy stack 0x00 (node 0): NVSwitches 03:00.0-06:00.0 behind a PEX88096, as on vela2.
+//   GPU stacks, socket 0: 0x15, 0x2a; socket 1: 0x97, 0xac. Stack R:
+//     R:00.0 host bridge, R:02.0 root port -> (R+1):00.0 top switch upstream -> (R+2):00.0-02.0
+//     downstream: (R+3):00.0 H200 (the top GPU); (R+4):00.0 leaf switch upstream ->
+//     (R+5):00.0-01.0 downstream -> (R+6):00.0 ConnectX-7 HCA (no VFs), (R+7):00.0 H200 (the leaf
+//     GPU); (R+8):00.0 NVMe.
+//   So the leaf GPU and its HCA are PIX, the top GPU and that HCA PXB, two stacks of one socket NODE.
+//   HCAs: ibs<s> (IPoIB) and mlx5_<s-1>, s = 1..4.
+//   The host's own: 00:1d.0 -> 07:00.0 boot NVMe, 80:1d.0 -> 81:00.0 eno1 (add_host_devices).
+HostSpec h200ib() {
+  HostBuilder b("h200ib",
+                "HGX H200 with InfiniBand: 2 sockets, 8x H200 SXM5, 4 ConnectX-7 HCAs without VFs, each "
+                "under a leaf switch with one GPU, below a top switch with another; 4 NVSwitches");
+  const std::map<uint64_t, std::pair<uint64_t, uint64_t>> huge{{1 * GiB, {900, 900}}};
+  b.node(0, 48, 0, 1024 * GiB, 112 * GiB, huge, {10, 21});
+  b.node(1, 48, 1, 1024 * GiB, 112 * GiB, huge, {21, 10});
+  add_nvswitch_stack(b);
+  const std::vector<std::pair<int, int>> stacks{{0x15, 0}, {0x2a, 0}, {0x97, 1}, {0xac, 1}};
+  for (std::size_t s = 0; s < stacks.size(); ++s) {
+    const auto [r, numa] = stacks[s];
+    if (r == 0x97) b.add(kHostBridge, addr(0x80, 0, 0), "", 1);
+    const auto top = add_switch_stack(b, r, numa, 5, {16, 16, 4});
+    b.add(kH200, addr(r + 3, 0, 0), top[0], numa);
+    const std::string leaf_up = addr(r + 4, 0, 0);
+    b.add_port(kSwitchUp, leaf_up, top[1], numa, 5, 16);
+    const std::string leaf_hca = addr(r + 5, 0, 0);
+    const std::string leaf_gpu = addr(r + 5, 1, 0);
+    b.add_port(kSwitchDown, leaf_hca, leaf_up, numa, 5, 16);
+    b.add_port(kSwitchDown, leaf_gpu, leaf_up, numa, 5, 16);
+    auto& hca = b.add(kCx7Ib, addr(r + 6, 0, 0), leaf_hca, numa);
+    hca.net_interfaces = {"ibs" + std::to_string(s + 1)};
+    hca.rdma_devices = {"mlx5_" + std::to_string(s)};
+    b.add(kH200, addr(r + 7, 0, 0), leaf_gpu, numa);
+    b.add(kNvme, addr(r + 8, 0, 0), top[2], numa);
   }
   add_host_devices(b, 0x07);
   return b.take();
@@ -371,7 +424,8 @@ struct Builtin {
   const char* name;
   HostSpec (*make)();
 };
-const Builtin kBuiltins[] = {{"vela1", vela1}, {"vela2", vela2}, {"workstation", workstation}, {"quirks", quirks}};
+const Builtin kBuiltins[] = {
+    {"vela1", vela1}, {"vela2", vela2}, {"h200ib", h200ib}, {"workstation", workstation}, {"quirks", quirks}};
 
 }  // namespace
 

@@ -6,6 +6,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -147,6 +148,36 @@ TEST_CASE("with a VF MTU, network-config (version 2) names each VF by MAC with i
   // Without an MTU the seed carries none: the image's or cloud-init's fallback decides.
   seed.nics = {{"02:1a:2b:3c:4d:00", std::nullopt}};
   CHECK(names(write_and_read(dir.path() / "other.iso", seed)) == std::vector<std::string>{"meta-data", "user-data"});
+}
+
+TEST_CASE("vendor-data carries the host's files as a script that writes them byte for byte, run by a real shell") {
+  TempDir dir;
+  auto seed = keys_seed();
+  // The guest's paths, here below the test's directory so the script can run on this machine.
+  const auto root = dir.path() / "guest";
+  const std::string topology = (root / "etc/nccl/hostagent-topology.xml").string();
+  const std::string conf = (root / "etc/nccl.conf").string();
+  std::string tricky = "<system version=\"1\"><!-- 'quotes' $HOME `id` \\ -->\nHOSTAGENT_FILE\n</system>\n";
+  tricky += std::string("\0\xff\x01 no newline at the end", 25);
+  seed.vendor_files = {{topology, tricky}, {conf, "NCCL_TOPO_FILE=/etc/nccl/hostagent-topology.xml\n"}};
+  const auto contents = write_and_read(dir.path() / "seed.iso", seed);
+  CHECK(names(contents) == std::vector<std::string>{"meta-data", "user-data", "vendor-data"});
+  const auto& script = contents.files.at("vendor-data");
+  CHECK(first_line(script) == "#!/bin/sh");
+  CHECK(script.find("$HOME") == std::string::npos);  // the content travels encoded
+  const auto path = dir.path() / "vendor-data.sh";
+  std::ofstream(path) << script;
+  const auto run = hostagent::testing::run_command({"/bin/sh", path.string()});
+  INFO(run.output);
+  REQUIRE(run.exit_code == 0);
+  CHECK(hostagent::testing::read_text_file(topology) == tricky);
+  CHECK(hostagent::testing::read_text_file(conf) == seed.vendor_files[1].content);
+  CHECK_FALSE(fs::exists(topology + ".hostagent-new"));
+  // User data stays the user's: the vendor's files never enter it.
+  CHECK(contents.files.at("user-data").find("nccl") == std::string::npos);
+  // No vendor files, no vendor-data.
+  seed.vendor_files.clear();
+  CHECK(names(write_and_read(dir.path() / "plain.iso", seed)) == std::vector<std::string>{"meta-data", "user-data"});
 }
 
 TEST_CASE("user data is written byte for byte: cloud-config, a script, binary (gzip) data, 64 KiB") {

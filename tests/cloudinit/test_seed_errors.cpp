@@ -189,4 +189,25 @@ TEST_CASE("a path that is a directory is an io_error naming it, and the temporar
 }
 
 }  // namespace
+TEST_CASE("vendor file paths are absolute, of a plain character set, without '.' or '..', each once") {
+  auto seed = valid_seed();
+  const auto path_refused = [&](const std::string& path, const std::string& why) {
+    CAPTURE(path);
+    seed.vendor_files = {{path, "x"}};
+    CHECK(refused(seed).message == "vendor file 0 path '" + path + "' " + why);
+  };
+  path_refused("etc/nccl.conf", "is not an absolute path to a file");
+  path_refused("/etc/nccl/", "is not an absolute path to a file");
+  path_refused("/etc/nccl conf", "has a character outside A-Z a-z 0-9 . _ - /");
+  path_refused("/etc/it's", "has a character outside A-Z a-z 0-9 . _ - /");
+  path_refused("/etc/$(id)", "has a character outside A-Z a-z 0-9 . _ - /");
+  path_refused("/etc/../root/x", "has an empty, '.' or '..' component");
+  path_refused("/etc//x", "has an empty, '.' or '..' component");
+  seed.vendor_files = {{"/etc/a", "x"}, {"/etc/a", "y"}};
+  CHECK(refused(seed).message == "vendor file 1 path '/etc/a' is given twice");
+  seed.vendor_files = {{"/etc/nccl/hostagent-topology.xml", "x"}, {"/etc/nccl.conf", "y"}};
+  TempDir dir;
+  CHECK(write_nocloud_seed(dir.path() / "seed.iso", seed).ok());
+}
+
 }  // namespace hostagent::cloudinit::testing

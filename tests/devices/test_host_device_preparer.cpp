@@ -125,8 +125,8 @@ PreparationOptions configured_options() {
 // One vela2 host and everything a preparer works through. Building the tree takes about a second:
 // cases share one where they can, which is sound because each checks the tree is back as it was.
 struct Fixture {
-  explicit Fixture(const std::function<void(FakeKernel&)>& before_model = {})
-      : host(builtin_spec("vela2"), before_model), model(discover(host)) {
+  explicit Fixture(const std::function<void(FakeKernel&)>& before_model = {}, const std::string& name = "vela2")
+      : host(builtin_spec(name), before_model), model(discover(host)) {
     for (const auto& f : model.pci_devices) {
       if (f.sriov && !f.net_interfaces.empty()) {
         netlink.add_pf(f.net_interfaces.front(), static_cast<int>(f.sriov->vfs.size()));
@@ -342,6 +342,37 @@ TEST_CASE("prepare binds the VM's groups, configures its VFs and sets ACS and AT
   CHECK(f.writes() == writes);
   CHECK(f.config_counters.writes == config_writes);
   CHECK(f.netlink.applies() == applies);
+}
+
+TEST_CASE("a whole HCA goes to vfio-pci with its GPUs, peer-to-peer reaches it, and release gives it back") {
+  Fixture f({}, "h200ib");
+  auto request = gpu_request(2, 0, 0);
+  request.whole_nics = 1;
+  const auto placement = place(f.model, request);
+  REQUIRE(placement.whole_nics.size() == 1);
+  const auto hca = placement.whole_nics[0].address;
+  REQUIRE(f.model.find(hca)->role == numa::PciRole::nic);
+  REQUIRE_FALSE(f.model.find(hca)->physfn.has_value());
+  const auto before = f.host.snapshot();
+  auto preparer = f.preparer();
+  const auto prepared = preparer->prepare("ib-0", placement, DeviceRequest{});
+  REQUIRE_MESSAGE(prepared.ok(), prepared.error().message);
+  CHECK(f.host.driver_of(hca.to_string()) == "vfio-pci");
+  for (const auto& gpu : placement.gpus) CHECK(f.host.driver_of(gpu.gpu.address.to_string()) == "vfio-pci");
+  // GPUDirect RDMA: the HCA's ports are among those relaxed, and its ATS is on.
+  const auto ports = acs_ports(f.model, {hca});
+  for (const auto& port : ports) {
+    CHECK_MESSAGE(std::count(placement.p2p_ports.begin(), placement.p2p_ports.end(), port) == 1, port.to_string());
+  }
+  const auto now = discover(f.host);
+  REQUIRE(now.find(hca)->ats.has_value());
+  CHECK(now.find(hca)->ats->enabled);
+  const auto record = f.record("ib-0");
+  REQUIRE(record.has_value());
+  CHECK(record->vfs.empty());  // no VF to configure
+  REQUIRE(preparer->release("ib-0", numa::allocation_of("ib-0", placement, kGiB)).ok());
+  CHECK(describe_difference(before, f.host.snapshot()) == "");
+  CHECK_FALSE(f.record("ib-0").has_value());
 }
 
 TEST_CASE("a VM that did not ask for peer-to-peer gets its devices with no ACS or ATS register written") {

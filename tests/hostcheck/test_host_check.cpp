@@ -51,8 +51,9 @@ struct PreparedHost {
     REQUIRE_MESSAGE(loaded.ok(), loaded.error().message);
     std::vector<vmtemplates::VmTemplate> shapes;
     for (const auto& [name, shape] : *loaded) {
-      // cx-2x1 is CI's, on 2 MiB pages the simulated host has none of; gx2 is Vela 1's A100 shape.
-      if (name.starts_with("gx3")) shapes.push_back(shape);
+      // cx-2x1 is CI's, on 2 MiB pages the simulated host has none of; gx2 is Vela 1's A100 shape,
+      // gx3d-h200-8x4ib the H200 host's.
+      if (name.starts_with("gx3") && name.ends_with("h100")) shapes.push_back(shape);
     }
     return shapes;
   }

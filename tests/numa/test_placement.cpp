@@ -9,6 +9,7 @@
 #include <set>
 
 #include "hostagent/discovery/discovery.hpp"
+#include "hostagent/numa/affinity.hpp"
 #include "hostagent/numa/host_use.hpp"
 #include "hostagent/numa/nvlink.hpp"
 #include "hostagent/numa/placement.hpp"
@@ -800,6 +801,74 @@ TEST_CASE("placement: the same inputs give the same placement") {
   CHECK(x.cpus == y.cpus);
   CHECK(x.devices == y.devices);
   CHECK(x.hugepages == y.hugepages);
+}
+
+PlacementRequest h200_whole_nics(int gpus, int nics) {
+  PlacementRequest r;
+  r.vcpus = 16 * std::max(gpus, 1);
+  r.memory_bytes = 64 * kGiB * static_cast<uint64_t>(std::max(gpus, 1));
+  r.gpus = gpus;
+  r.whole_nics = nics;
+  return r;
+}
+
+TEST_CASE(
+    "placement: whole HCAs on h200ib, each GPU paired with the HCA under its leaf switch (PIX) or its top (PXB)") {
+  const auto host = shared_builtin("h200ib");
+  const auto& m = host->model;
+  const auto policy = vela2_policy();
+  const auto r = h200_whole_nics(8, 4);
+  const auto p = place(m, {}, policy, r);
+  REQUIRE_MESSAGE(p.ok(), p.error().message);
+  REQUIRE(p->whole_nics.size() == 4);
+  REQUIRE(p->gpus.size() == 8);
+  std::map<PciAddress, std::vector<Affinity>> served;  // HCA -> the codes of the GPUs paired with it
+  for (const auto& gpu : p->gpus) {
+    CAPTURE(gpu.gpu.address.to_string());
+    REQUIRE(gpu.nic.has_value());
+    REQUIRE(gpu.nic_affinity.has_value());
+    CHECK(*gpu.nic_affinity == affinity(m, *m.find(gpu.gpu.address), *m.find(*gpu.nic)));
+    served[*gpu.nic].push_back(*gpu.nic_affinity);
+    CHECK(gpu.vfs.empty());
+  }
+  for (auto& [nic, codes] : served) {
+    CAPTURE(nic.to_string());
+    std::sort(codes.begin(), codes.end());
+    CHECK(codes == std::vector<Affinity>{Affinity::pix, Affinity::pxb});
+  }
+  for (const auto& nic : p->whole_nics) CHECK(nic.affinity == Affinity::pix);
+  const auto allocation = allocation_of("vm", *p, r.hugepage_size_bytes);
+  for (const auto& nic : p->whole_nics) {
+    CHECK(std::count(allocation.devices.begin(), allocation.devices.end(), nic.address) == 1);
+  }
+  // A second VM finds the HCAs taken.
+  const auto second = place(m, {allocation}, policy, h200_whole_nics(0, 1));
+  REQUIRE_FALSE(second.ok());
+  CHECK(second.error().message.find("needs 1 whole NIC (a NIC PF with no VF enabled); free: 0") != std::string::npos);
+}
+
+TEST_CASE("placement: strict whole NICs must share a switch with a GPU, and prefer takes one on the node") {
+  const auto host = shared_builtin("h200ib");
+  const auto policy = vela2_policy();
+  auto r = h200_whole_nics(1, 2);  // one GPU shares a switch with one HCA only
+  const auto strict = place(host->model, {}, policy, r);
+  REQUIRE_FALSE(strict.ok());
+  CHECK(strict.error().code == ErrorCode::does_not_fit);
+  CHECK(strict.error().message.find("needs 2 whole NICs that share a PCIe switch with one of its GPUs "
+                                    "(nics.placement strict); found 1") != std::string::npos);
+  r.nic_strict = false;
+  const auto prefer = place(host->model, {}, policy, r);
+  REQUIRE_MESSAGE(prefer.ok(), prefer.error().message);
+  REQUIRE(prefer->whole_nics.size() == 2);
+  CHECK((prefer->whole_nics[0].affinity == Affinity::pix || prefer->whole_nics[0].affinity == Affinity::pxb));
+  CHECK(prefer->whole_nics[1].affinity == Affinity::node);  // the other HCA of the GPU's socket
+}
+
+TEST_CASE("placement: a NIC whose VFs are enabled is never given whole") {
+  const auto host = shared_builtin("vela2");
+  const auto refused = place(host->model, {}, vela2_policy(), h200_whole_nics(1, 1));
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.error().message.find("needs 1 whole NIC (a NIC PF with no VF enabled); free: 0") != std::string::npos);
 }
 
 }  // namespace

@@ -300,7 +300,7 @@ TEST_CASE("x-nv-gpudirect-clique on every NVIDIA GPU when peer-to-peer is on, an
 }
 
 TEST_CASE(
-    "NCCL topology: a cpu per cell with its vCPUs' cpumap, switches with GPUs and NICs, mlx5 names in guest order") {
+    "NCCL topology: a cpu per cell with its vCPUs' cpumap, switches with GPUs and NICs, NICs bare without names") {
   const auto r = rendered("vela1-gx2-80x1280x8a100");
   const auto system = r.nccl->child("system");
   CHECK(system.attribute("version").as_int() == 1);
@@ -319,7 +319,7 @@ TEST_CASE(
       int gpus = 0, nics = 0;
       for (const auto& dev : sw.children("pci")) {
         gpus += std::string(dev.attribute("class").value()) == "0x030200";
-        nics += static_cast<bool>(dev.child("nic"));
+        nics += std::string(dev.attribute("class").value()).starts_with("0x02");
       }
       CHECK(gpus == 2);  // vela1 pairs 2 A100 with one ConnectX-6 Dx per switch
       CHECK(nics >= 2);
@@ -327,40 +327,62 @@ TEST_CASE(
     }
   }
   CHECK(switches == 4);
-  std::vector<std::pair<numa::PciAddress, std::string>> nets;
-  for (const auto& x : r.nccl->select_nodes("//pci[nic]")) {
-    const auto net = x.node().child("nic").child("net");
-    CHECK(std::string(net.attribute("gdr").value()) == "1");
-    CHECK(std::string(net.attribute("port").value()) == "1");
-    nets.emplace_back(pci(x.node().attribute("busid").value()), net.attribute("name").value());
+  // Without the host's RDMA reading no name is known: each NIC's <pci> is bare, for NCCL to fill
+  // from the device it finds at that bus id, which is device 0, function 0 of its bus.
+  int bare = 0;
+  for (const auto& x : r.nccl->select_nodes("//pci[starts-with(@class, '0x02')]")) {
+    CHECK_FALSE(x.node().child("nic"));
+    const auto busid = pci(x.node().attribute("busid").value());
+    CHECK(busid.device == 0);
+    CHECK(busid.function == 0);
+    ++bare;
   }
-  std::sort(nets.begin(), nets.end());
-  REQUIRE(nets.size() == 10);  // 8 GPU VFs and 2 front-end VFs
-  for (std::size_t i = 0; i < nets.size(); ++i) CHECK(nets[i].second == "mlx5_" + std::to_string(i));
+  CHECK(bare == 10);  // 8 GPU VFs and 2 front-end VFs
+  CHECK(r.guest.nccl_topology_xml.find("mlx5_") == std::string::npos);
 }
 
-TEST_CASE("NCCL topology: a VF whose RDMA side the host read gets its node GUID and a note of its GID index") {
+TEST_CASE("NCCL topology: a NIC whose RDMA side the host read gets rdma-core's guest name and its node GUID") {
   auto c = make_case("vela2-2gpu");
   const auto vfs = all_vfs(c.placement);
   REQUIRE(vfs.size() >= 2);
-  c.opts.nic_rdma[vfs[0].address] = NicRdma{"0c42:a103:0012:3456", 3};
-  c.opts.nic_rdma[vfs[1].address] = NicRdma{"0c42:a103:0012:3457", std::nullopt};  // InfiniBand: no GID index
+  c.opts.nic_rdma[vfs[0].address] = NicRdma{"0c42:a103:0012:3456", 3, "Ethernet"};
+  c.opts.nic_rdma[vfs[1].address] = NicRdma{"0c42:a103:0012:3457", std::nullopt, "InfiniBand"};
   const auto guest = render_ok(c.host->model, c.shape, c.placement, c.opts);
   const auto nccl = parse(guest.nccl_topology_xml);
-  std::map<std::string, std::string> guids;  // guest busid -> guid
+  std::map<std::string, std::string> guids, names;  // guest busid -> guid, name
   for (const auto& x : nccl->select_nodes("//pci[nic]")) {
     const auto net = x.node().child("nic").child("net");
-    if (net.attribute("guid")) guids[x.node().attribute("busid").value()] = net.attribute("guid").value();
+    CHECK(std::string(net.attribute("gdr").value()) == "1");
+    guids[x.node().attribute("busid").value()] = net.attribute("guid").value();
+    names[x.node().attribute("busid").value()] = net.attribute("name").value();
   }
-  std::map<std::string, std::string> expected;
+  std::map<std::string, std::string> expected_guids, expected_names;
   for (const auto& a : guest.addresses) {
-    if (a.host == vfs[0].address) expected[a.guest.to_string()] = "0x0c42a10300123456";
-    if (a.host == vfs[1].address) expected[a.guest.to_string()] = "0x0c42a10300123457";
+    // rdma-core's NAME_FALLBACK by PCI location, bus and slot in decimal: 0000:44:00.0 is p68s0.
+    const std::string where = "p" + std::to_string(a.guest.bus) + "s0";
+    if (a.host == vfs[0].address) {
+      expected_guids[a.guest.to_string()] = "0x0c42a10300123456";
+      expected_names[a.guest.to_string()] = "roce" + where;
+    }
+    if (a.host == vfs[1].address) {
+      expected_guids[a.guest.to_string()] = "0x0c42a10300123457";
+      expected_names[a.guest.to_string()] = "ib" + where;
+    }
   }
-  CHECK(guids == expected);
-  CHECK(guest.nccl_topology_xml.find("host " + vfs[0].address.to_string() +
-                                     ": RoCE v2 GID index 3 (NCCL_IB_GID_INDEX)") != std::string::npos);
-  CHECK(guest.nccl_topology_xml.find("host " + vfs[1].address.to_string() + ": RoCE") == std::string::npos);
+  CHECK(guids == expected_guids);
+  CHECK(names == expected_names);
+  // The GID index goes to nccl.conf, and only when every NIC's is known and the same.
+  CHECK(guest.nccl_conf.find("NCCL_IB_GID_INDEX") == std::string::npos);
+  c.opts.nic_rdma[vfs[1].address] = NicRdma{"0c42:a103:0012:3457", 3, "Ethernet"};
+  const auto same = render_ok(c.host->model, c.shape, c.placement, c.opts);
+  CHECK(same.nccl_conf ==
+        "# Written by hostagent at the VM's first boot (cloud-init vendor data).\n"
+        "NCCL_TOPO_FILE=/etc/nccl/hostagent-topology.xml\n"
+        "NCCL_IB_PCI_RELAXED_ORDERING=1\n"
+        "NCCL_IB_GID_INDEX=3\n");
+  c.opts.nic_rdma[vfs[1].address].roce_v2_gid_index = 2;
+  CHECK(render_ok(c.host->model, c.shape, c.placement, c.opts).nccl_conf.find("GID") == std::string::npos);
+  CHECK(rendered("vela1-nodevice").guest.nccl_conf.empty());
   // Without the host's reading, no guid: the golden files stay as they were.
   const auto plain = rendered("vela2-2gpu");
   CHECK(plain.guest.nccl_topology_xml.find("guid=") == std::string::npos);

@@ -267,7 +267,7 @@ TEST_CASE("config space: multifunction bit and VF registers") {
 
 TEST_CASE("builtin hosts: names, and an unknown name lists them") {
   const auto names = builtin_host_names();
-  CHECK(names == std::vector<std::string>{"vela1", "vela2", "workstation", "quirks"});
+  CHECK(names == std::vector<std::string>{"vela1", "vela2", "h200ib", "workstation", "quirks"});
   const auto unknown = builtin_host("vela3");
   REQUIRE_FALSE(unknown.ok());
   CHECK(unknown.error().code == ErrorCode::not_found);

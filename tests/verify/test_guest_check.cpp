@@ -62,7 +62,8 @@ TEST_CASE("recorded boots of Vela-like hosts match their host, switch for switch
     std::string shape, host;
     std::size_t devices;
   };
-  for (const auto& c : {Case{"gx3-32x256x2h100", "vela2", 4}, Case{"gx2-80x1280x8a100", "vela1", 20}}) {
+  for (const auto& c : {Case{"gx3-32x256x2h100", "vela2", 4}, Case{"gx2-80x1280x8a100", "vela1", 20},
+                        Case{"gx3d-h200-8x4ib", "h200ib", 20}}) {
     CAPTURE(c.shape);
     const auto r = recorded(c.shape, c.host);
     const auto check = r.check();
@@ -218,6 +219,25 @@ TEST_CASE(
   CHECK(check.ok());
   CHECK(check.notes.empty());
   CHECK(check.links[0] == "GPU0 0000:18:00.0: host 32 GT/s x16, guest ports 32 GT/s x16");
+}
+
+TEST_CASE("two switch levels: the guest keeps PIX under the leaf and PXB through the top, or it is a difference") {
+  auto r = recorded("gx3d-h200-8x4ib", "h200ib");
+  auto check = r.check();
+  REQUIRE_MESSAGE(check.ok(), all_findings(check));
+  const auto& host = check.host;
+  const auto index = [&](const std::string& label) {
+    return static_cast<std::size_t>(std::find(host.labels.begin(), host.labels.end(), label) - host.labels.begin());
+  };
+  // GPU0 is its stack's top GPU, GPU1 the leaf GPU beside NIC0 (simhost h200ib).
+  CHECK(host.relation[index("GPU1")][index("NIC0")] == numa::Affinity::pix);
+  CHECK(host.relation[index("GPU0")][index("NIC0")] == numa::Affinity::pxb);
+  CHECK(check.guest.relation == host.relation);
+  // NIC0 moved up beside GPU0, onto the top switch: the leaf's PIX becomes PXB and the top's PXB PIX.
+  r.at("nic", 0).bridges = r.at("gpu", 0).bridges;
+  check = r.check();
+  CHECK(has_finding(check, "GPU0 and NIC0 (host 0000:18:00.0 and 0000:1b:00.0): the host has them PXB, the guest PIX"));
+  CHECK(has_finding(check, "GPU1 and NIC0 (host 0000:1c:00.0 and 0000:1b:00.0): the host has them PIX, the guest PXB"));
 }
 
 }  // namespace

@@ -120,6 +120,19 @@ TEST_CASE("verify-guest: the Vela-2-like host with a 2-GPU shape (gx3-32x256x2h1
 
 // The DGX-2 nests its switches: two GPU switches below each parent switch, so GPUs under different
 // leaf switches still meet below the CPU (NCCL's PXB). The guest must nest them the same way.
+TEST_CASE("verify-guest: the two-level HGX H200 host with whole HCAs (gx3d-h200-8x4ib)") {
+  const SimulatedTree host("h200ib");
+  const auto output = verify_matches("h200ib gx3d-h200-8x4ib", host.args(), "gx3d-h200-8x4ib",
+                                     "8 GPU(s), 4 whole NIC(s), 4 NVMe, 4 NVSwitch(es) in 2 guest cell(s)");
+  if (!output) return;
+  // Each HCA is PIX to its leaf GPU and PXB to its top GPU, in the guest as on the host: both
+  // codes are in the matrices, and no guest cell is marked as differing.
+  CHECK(output->find("PIX") != std::string::npos);
+  CHECK(output->find("PXB") != std::string::npos);
+  for (const char* differs : {"PIX*", "PXB*", "PHB*", "NODE*", "SYS*"})
+    CHECK(output->find(differs) == std::string::npos);
+}
+
 TEST_CASE("verify-guest: the DGX-2 hwloc export with 8 GPUs across both nodes") {
   const auto data = reference_data_or_skip();
   if (!data) return;

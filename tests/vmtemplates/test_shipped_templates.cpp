@@ -4,6 +4,7 @@
 
 #include <set>
 
+#include "hostagent/vmtemplates/shape_request.hpp"
 #include "hostagent/vmtemplates/vm_template.hpp"
 #include "test_support.hpp"
 
@@ -39,7 +40,7 @@ TEST_CASE("shipped templates: the directory loads, and the abstract base is not 
     CHECK(shape.memory_bytes % shape.hugepage_size_bytes == 0);
   }
   CHECK(names == std::set<std::string>{"cx-2x1", "gx2-80x1280x8a100", "gx3-16x128x1h100", "gx3-32x256x2h100",
-                                       "gx3d-160x1792x8h100"});
+                                       "gx3d-160x1792x8h100", "gx3d-h200-8x4ib"});
 }
 
 TEST_CASE("shipped templates: gx3d-160x1792x8h100 is a whole Vela 2 node, built on base-h100") {
@@ -141,4 +142,18 @@ TEST_CASE("shipped templates: base-h100 loads on its own as an abstract base") {
 }
 
 }  // namespace
+TEST_CASE("shipped templates: gx3d-h200-8x4ib takes 8 H200 and 4 whole HCAs, each near its GPUs") {
+  const auto shape = shipped("gx3d-h200-8x4ib");
+  const auto* it = &shape;
+  CHECK(it->gpus.count == 8);
+  CHECK(it->gpus.model == "H200");
+  CHECK(it->nics.mode == NicMode::pf);
+  CHECK(it->nics.count == 4);
+  CHECK(it->nics.placement == NicPlacement::strict);
+  const auto request = placement_request(*it);
+  CHECK(request.whole_nics == 4);
+  CHECK(request.extra_vfs == 0);
+  CHECK(request.vfs_per_gpu == 0);
+}
+
 }  // namespace hostagent::vmtemplates

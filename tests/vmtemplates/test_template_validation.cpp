@@ -127,7 +127,7 @@ TEST_CASE("validation: unknown keys list the allowed ones and suggest the closes
         "t.yaml:4:13: nics.vf.spoofcheck: found an unknown key, expected one of mac, vlan, trust, spoofchk or mtu "
         "(did you mean \"spoofchk\"?)");
   CHECK(problems(kMinimalTemplate + "nics: {vf_per_gpu: 1}\n") ==
-        "t.yaml:4:8: nics.vf_per_gpu: found an unknown key, expected one of vfs_per_gpu, count, placement or vf "
+        "t.yaml:4:8: nics.vf_per_gpu: found an unknown key, expected one of mode, vfs_per_gpu, count, placement or vf "
         "(did you mean \"vfs_per_gpu\"?)");
   CHECK(problems(kMinimalTemplate + "guest_numa: {cell: 2}\n") ==
         "t.yaml:4:13: guest_numa.cells: found nothing (the key is missing), expected a whole number 1..14\n"
@@ -187,7 +187,7 @@ TEST_CASE("validation: wrong types say what was found") {
   CHECK(problems(kMinimalTemplate + "gpus: 8\n") ==
         "t.yaml:4:7: gpus: found \"8\", expected a mapping with keys count, model, vendor_id, device_id or ids");
   CHECK(problems(kMinimalTemplate + "nics: [a]\n") ==
-        "t.yaml:4:7: nics: found a list, expected a mapping with keys vfs_per_gpu, count, placement or vf");
+        "t.yaml:4:7: nics: found a list, expected a mapping with keys mode, vfs_per_gpu, count, placement or vf");
   CHECK(problems(kMinimalTemplate + "peer_to_peer: maybe\n") ==
         "t.yaml:4:15: peer_to_peer: found \"maybe\", expected true or false");
   CHECK(problems(kMinimalTemplate + "description: {a: 1}\n") ==
@@ -434,4 +434,25 @@ TEST_CASE("validation: every problem in a file is reported, in file order, one p
 }
 
 }  // namespace
+TEST_CASE("validation: whole NICs (nics.mode pf) take a count and nothing that only a VF has") {
+  const VmTemplate shape = valid(kMinimalTemplate + "gpus: {count: 8}\nnics: {mode: pf, count: 4}\n");
+  CHECK(shape.nics.mode == NicMode::pf);
+  CHECK(shape.nics.count == 4);
+  CHECK(valid(kMinimalTemplate).nics.mode == NicMode::vf);
+  CHECK(problems(kMinimalTemplate + "nics: {mode: whole}\n") ==
+        "t.yaml:4:14: nics.mode: found \"whole\", expected vf or pf");
+  CHECK(problems(kMinimalTemplate + "gpus: {count: 1}\nnics: {mode: pf, count: 1, vfs_per_gpu: 1}\n") ==
+        "t.yaml:5:41: nics.vfs_per_gpu: found 1 with nics.mode pf, expected 0, or no vfs_per_gpu: with nics.mode "
+        "pf the NICs go whole, nics.count of them");
+  CHECK(problems(kMinimalTemplate + "nics:\n  mode: pf\n  count: 1\n  vf: {mtu: 9000}\n") ==
+        "t.yaml:7:7: nics.vf: found VF settings with nics.mode pf, expected no nics.vf: a whole NIC has no VF to "
+        "set; set its port on the host or in the guest");
+  CHECK(problems(kMinimalTemplate + "nics: {mode: pf}\n") ==
+        "t.yaml:4:7: nics.count: found none, expected 1 or more: with nics.mode pf, nics.count is how many whole "
+        "NICs the VM gets");
+  CHECK(problems(kMinimalTemplate + "nics: {mode: pf, count: 0}\n") ==
+        "t.yaml:4:25: nics.count: found 0, expected 1 or more: with nics.mode pf, nics.count is how many whole "
+        "NICs the VM gets");
+}
+
 }  // namespace hostagent::vmtemplates

@@ -280,7 +280,8 @@ class ShapeReader {
 
   void read_nics(const Value& nics, NicSpec& spec, int gpu_count) {
     if (nics.is_null()) return;
-    if (!check_.mapping(nics, "nics", {"vfs_per_gpu", "count", "placement", "vf"})) return;
+    if (!check_.mapping(nics, "nics", {"mode", "vfs_per_gpu", "count", "placement", "vf"})) return;
+    if (check_.choice(field(nics, "mode"), "nics.mode", {"vf", "pf"}).value_or("vf") == "pf") spec.mode = NicMode::pf;
     const Value& per_gpu = field(nics, "vfs_per_gpu");
     if (auto value = check_.whole(per_gpu, "nics.vfs_per_gpu", 0, kMaxVfsPerGpu)) {
       if (*value > 0 && gpu_count == 0 && gpu_count_known_) {
@@ -296,6 +297,27 @@ class ShapeReader {
       spec.placement = NicPlacement::prefer;
     }
     read_vf(field(nics, "vf"), spec.vf);
+    if (spec.mode == NicMode::pf) check_whole_nics(nics, spec);
+  }
+
+  // Whole NICs have no VFs: what is set on a VF has nothing to apply to, and is refused rather than
+  // ignored.
+  void check_whole_nics(const Value& nics, const NicSpec& spec) {
+    const Value& per_gpu = field(nics, "vfs_per_gpu");
+    if (spec.vfs_per_gpu > 0) {
+      check_.report(per_gpu.at, "nics.vfs_per_gpu", per_gpu.scalar + " with nics.mode pf",
+                    "0, or no vfs_per_gpu: with nics.mode pf the NICs go whole, nics.count of them");
+    }
+    const Value& vf = field(nics, "vf");
+    if (!vf.is_null()) {
+      check_.report(vf.at, "nics.vf", "VF settings with nics.mode pf",
+                    "no nics.vf: a whole NIC has no VF to set; set its port on the host or in the guest");
+    }
+    const Value& count = field(nics, "count");
+    if (spec.count == 0 && (count.is_null() || count.scalar == "0")) {
+      check_.report(count.is_null() ? nics.at : count.at, "nics.count", count.is_null() ? "none" : count.scalar,
+                    "1 or more: with nics.mode pf, nics.count is how many whole NICs the VM gets");
+    }
   }
 
   void read_vf(const Value& vf, VfSettings& settings) {

@@ -11,7 +11,9 @@ numa::PlacementRequest placement_request(const VmTemplate& shape) {
   request.gpus = shape.gpus.count;
   for (const auto& id : shape.gpus.ids) request.gpu_ids.push_back(numa::DeviceId{id.vendor_id, id.device_id});
   request.vfs_per_gpu = shape.nics.vfs_per_gpu;
-  request.extra_vfs = shape.nics.count;
+  const bool whole = shape.nics.mode == NicMode::pf;
+  request.extra_vfs = whole ? 0 : shape.nics.count;
+  request.whole_nics = whole ? shape.nics.count : 0;
   request.nic_strict = shape.nics.placement == NicPlacement::strict;
   request.nvme = shape.nvme;
   request.peer_to_peer = shape.peer_to_peer;

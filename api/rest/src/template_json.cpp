@@ -25,7 +25,8 @@ boost::json::object gpus_json(const vmtemplates::GpuSpec& gpus) {
 
 boost::json::object nics_json(const vmtemplates::NicSpec& nics) {
   const auto& vf = nics.vf;
-  return {{"vfs_per_gpu", nics.vfs_per_gpu},
+  return {{"mode", nics.mode == vmtemplates::NicMode::pf ? "pf" : "vf"},
+          {"vfs_per_gpu", nics.vfs_per_gpu},
           {"count", nics.count},
           {"placement", nics.placement == vmtemplates::NicPlacement::strict ? "strict" : "prefer"},
           {"vf",

@@ -64,9 +64,12 @@ state::VmRecord new_record(Context& context, const CreateVmRequest& request, con
   record.inputs.boot_image = shape.boot.image;
   record.inputs.macs.assign(request.macs.begin(), request.macs.end());
   // A template MTU for VFs the guest has reaches the guest through the seed's network-config.
-  const bool guest_mtu = shape.nics.vf.mtu && (shape.nics.vfs_per_gpu > 0 || shape.nics.count > 0);
+  const bool guest_mtu = shape.nics.vf.mtu && (shape.nics.vfs_per_gpu > 0 || shape.nics.count > 0) &&
+                         shape.nics.mode == vmtemplates::NicMode::vf;
+  // A guest with GPUs gets its NCCL topology file and /etc/nccl.conf through the seed's vendor-data.
+  const bool nccl_files = shape.gpus.count > 0;
   if (!request.ssh_authorized_keys.empty() || !request.user_data.empty() || !shape.boot.cloud_init.empty() ||
-      guest_mtu) {
+      guest_mtu || nccl_files) {
     record.inputs.seed_iso = (context.config.state_directory / "seeds" / (request.name.str() + ".iso")).string();
     record.inputs.user_data = !request.user_data.empty();
   }
@@ -147,6 +150,7 @@ class CreateRun {
     }
     HA_TRY(const auto guest, render::render_guest(context_.host, shape_, placement_, guest_options()));
     record_.nccl_topology = guest.nccl_topology_xml;
+    nccl_conf_ = guest.nccl_conf;
     HA_TRY(domain_xml_, state::embed_record(guest.domain_xml, record_));
     return ok_status();
   }
@@ -170,6 +174,10 @@ class CreateRun {
     seed.template_user_data = shape_.boot.cloud_init;
     HA_TRY(const auto macs, render::vf_mac_addresses(shape_, placement_, guest_options()));
     for (const auto& [vf, mac] : macs) seed.nics.push_back({mac, shape_.nics.vf.mtu});
+    if (!nccl_conf_.empty()) {
+      seed.vendor_files.push_back({render::kGuestNcclTopologyPath, record_.nccl_topology});
+      seed.vendor_files.push_back({render::kGuestNcclConfPath, nccl_conf_});
+    }
     const fs::path iso = record_.inputs.seed_iso;
     std::error_code ec;
     fs::create_directories(iso.parent_path(), ec);
@@ -201,7 +209,9 @@ class CreateRun {
     options.managed_hostdevs = context_.devices->libvirt_manages_hostdevs();
     options.vf_macs = record_.inputs.macs;
     options.seed_iso = record_.inputs.seed_iso;
-    for (const auto& rdma : record_.rdma) options.nic_rdma[rdma.vf] = {rdma.node_guid, rdma.roce_v2_gid_index};
+    for (const auto& rdma : record_.rdma) {
+      options.nic_rdma[rdma.vf] = {rdma.node_guid, rdma.roce_v2_gid_index, rdma.link_layer};
+    }
     if (const auto console = console_log_path(context_.config, record_.name)) options.console_log = console->string();
     return options;
   }
@@ -227,6 +237,7 @@ class CreateRun {
   const CreateVmRequest& request_;
   std::string disk_path_;   // where the disk step makes the overlay; "" without one
   std::string domain_xml_;  // rendered before the first step, with the record in its metadata
+  std::string nccl_conf_;   // the guest's /etc/nccl.conf, rendered with it; "" without GPUs
   Timeline& timeline_;
 };
 

@@ -25,7 +25,9 @@ state::VfRdma entry_of(const numa::PciAddress& vf, const sriov::RdmaDevice& devi
 
 Result<std::vector<state::VfRdma>> read_vf_rdma(const SysfsRoot& sysfs, const numa::Placement& placement) {
   std::vector<state::VfRdma> out;
-  for (const auto& vf : numa::placed_vfs(placement)) {
+  auto nics = numa::placed_vfs(placement);
+  for (const auto& nic : placement.whole_nics) nics.push_back(nic.address);  // an HCA given whole: the same
+  for (const auto& vf : nics) {
     HA_TRY(const auto devices, sriov::read_rdma_devices_of(sysfs, vf));
     if (devices.empty() || devices.front().ports.empty()) continue;
     out.push_back(entry_of(vf, devices.front()));

@@ -173,7 +173,8 @@ TEST_CASE("cross-key: confining the host's processes needs housekeeping CPUs") {
 
 TEST_CASE("cross-key: simulated names one of the built-in hosts") {
   CHECK(problems("host:\n  simulated: vela3\n") ==
-        "c.yaml:2:14: host.simulated: found \"vela3\", expected vela1, vela2, workstation or quirks, or \"\" for this "
+        "c.yaml:2:14: host.simulated: found \"vela3\", expected vela1, vela2, h200ib, workstation or quirks, or \"\" "
+        "for this "
         "machine (did you mean \"vela1\"?)");
 }
 

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <set>
 #include <thread>
 
@@ -333,6 +334,44 @@ TEST_CASE("the template's VF MTU reaches the seed's network-config, each VF by t
   }
   CHECK(domain_macs.size() == 2);  // one VF per GPU
   CHECK(seeded == domain_macs);
+}
+
+// The seed's vendor-data, a script of `put 'PATH' <<'HOSTAGENT_FILE'` blocks: each file's bytes,
+// decoded by coreutils' base64 as the guest's cloud-init would run it.
+std::map<std::string, std::string> vendor_files(const std::string& script, const std::filesystem::path& scratch) {
+  std::map<std::string, std::string> out;
+  const std::string head = "put '";
+  for (std::size_t at = script.find(head); at != std::string::npos; at = script.find(head, at + 1)) {
+    const auto path_end = script.find('\'', at + head.size());
+    const std::string path = script.substr(at + head.size(), path_end - at - head.size());
+    const auto body = script.find('\n', path_end) + 1;
+    const auto end = script.find("\nHOSTAGENT_FILE\n", body);
+    testing::write_text_file(scratch / "b64", script.substr(body, end - body + 1));
+    const auto decoded = testing::run_command({"base64", "-d", (scratch / "b64").string()});
+    REQUIRE(decoded.exit_code == 0);
+    out[path] = decoded.output;
+  }
+  return out;
+}
+
+TEST_CASE("a GPU VM's seed writes its NCCL topology file and /etc/nccl.conf naming it, apart from the user data") {
+  DaemonFixture fixture;
+  auto service = started(fixture);
+  auto vm = create_vm(*service, fixture.request("nccl", kTwoGpus));
+  REQUIRE_MESSAGE(vm.ok(), vm.error().message);
+  REQUIRE_FALSE(vm->record->cloud_init_seed.empty());
+  const auto seed = cloudinit::testing::read_iso(vm->record->cloud_init_seed);
+  REQUIRE(seed.files.count("vendor-data") == 1);
+  testing::TempDir scratch;
+  const auto files = vendor_files(seed.files.at("vendor-data"), scratch.path());
+  REQUIRE(files.size() == 2);
+  const auto topology = service->nccl_topology(testing::vm_name("nccl"));
+  REQUIRE(topology.ok());
+  CHECK(files.at("/etc/nccl/hostagent-topology.xml") == *topology);
+  const auto& conf = files.at("/etc/nccl.conf");
+  CHECK(conf.find("NCCL_TOPO_FILE=/etc/nccl/hostagent-topology.xml\n") != std::string::npos);
+  CHECK(conf.find("NCCL_IB_PCI_RELAXED_ORDERING=1\n") != std::string::npos);
+  CHECK(seed.files.at("user-data").find("hostagent-topology") == std::string::npos);
 }
 
 // A bad name cannot reach the service: the request carries a VmName, refused where the text came

@@ -1,7 +1,8 @@
 // cloudinit: the cloud-init NoCloud seed of a VM. cloud-init's NoCloud datasource looks
 // for a filesystem labelled "cidata" (or "CIDATA") holding the files "meta-data" (YAML: instance-id,
 // local-hostname) and "user-data" (whatever the user gives cloud-init); both must be present, and
-// "network-config" (network configuration version 2) may be, replacing cloud-init's fallback. This
+// "network-config" (network configuration version 2) may be, replacing cloud-init's fallback, and
+// "vendor-data" (the host's, run apart from the user's: the NCCL files) may be too. This
 // module writes that filesystem as an ISO 9660 image (Rock Ridge + Joliet, built with libisofs),
 // which the domain attaches as a read-only CD-ROM (render's GuestOptions::seed_iso).
 #pragma once
@@ -20,6 +21,12 @@ namespace hostagent::cloudinit {
 struct GuestNic {
   std::string mac;         // "02:1a:..."
   std::optional<int> mtu;  // the template's nics.vf.mtu; nullopt: the guest's default
+};
+
+// A file the host writes into the guest at its first boot (the seed's vendor-data, src/vendor_data.hpp).
+struct GuestFile {
+  std::string path;     // absolute; A-Z a-z 0-9 . _ - / only
+  std::string content;  // any bytes; the file is mode 0644, owned by root
 };
 
 struct NoCloudSeed {
@@ -41,6 +48,8 @@ struct NoCloudSeed {
   // its MTU, DHCP on and marked optional (a cluster fabric without DHCP must not hold the boot);
   // otherwise none, and the image's or cloud-init's fallback configuration decides.
   std::vector<GuestNic> nics;
+  // The host's own files for the guest (the NCCL topology and /etc/nccl.conf), as vendor-data.
+  std::vector<GuestFile> vendor_files;
 };
 
 inline constexpr std::size_t kMaxUserDataBytes = std::size_t{64} * 1024;

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "hostagent/common/result.hpp"
+#include "hostagent/numa/affinity.hpp"
 #include "hostagent/numa/host_model.hpp"
 
 namespace hostagent::numa {
@@ -67,6 +68,7 @@ struct PlacementRequest {
   std::vector<DeviceId> gpu_ids;  // empty: any GPU
   int vfs_per_gpu = 0;            // VFs from the NIC under each GPU's switch
   int extra_vfs = 0;              // VFs not tied to a GPU
+  int whole_nics = 0;             // NIC PFs given whole (HCAs without VFs), nearest the GPUs
   bool nic_strict = true;         // false: a NIC on the GPU's NUMA node will do
   int nvme = 0;
   bool peer_to_peer = false;       // prefer GPUs sharing a switch; relax ACS/ATS where isolation allows
@@ -78,13 +80,17 @@ struct PlacedDevice {
   std::optional<int> host_node;
   std::optional<PciAddress> host_switch;  // upstream port of the switch above it on the host
   int guest_cell = 0;
+  std::optional<Affinity> affinity = std::nullopt;  // a GPU's VF: how it reaches its GPU on the host (PIX, PXB, ...)
 };
 
 struct PlacedGpu {
   PlacedDevice gpu;
   std::vector<PciAddress> companions;  // the rest of its IOMMU group (audio functions), bridges aside
   std::vector<PlacedDevice> vfs;       // its NIC VFs, under its switch when one was found
-  int clique = 0;                      // peer-to-peer clique id: GPUs below one root port (one switch tree)
+  // With whole NICs: the placed NIC nearest it (Placement::whole_nics), which NCCL will pair it with.
+  std::optional<PciAddress> nic;
+  std::optional<Affinity> nic_affinity;
+  int clique = 0;  // peer-to-peer clique id: GPUs below one root port (one switch tree)
 };
 
 struct GuestCell {
@@ -113,6 +119,7 @@ struct Placement {
   std::vector<GuestCell> cells;
   std::vector<PlacedGpu> gpus;
   std::vector<PlacedDevice> extra_vfs;
+  std::vector<PlacedDevice> whole_nics;  // NIC PFs given whole; affinity: to the nearest placed GPU
   std::vector<PlacedDevice> nvme;
   // Every NVSwitch of the host, when the VM takes every GPU its fabric joins (numa/nvlink.hpp);
   // otherwise none.

@@ -22,7 +22,15 @@ namespace hostagent::render {
 struct NicRdma {
   std::string node_guid;                 // "xxxx:xxxx:xxxx:xxxx": the guest's device reports the same
   std::optional<int> roce_v2_gid_index;  // RoCE: the GID NCCL picks by default on the host
+  std::string link_layer;                // "Ethernet" (RoCE) or "InfiniBand"; "" unknown
 };
+
+// Where the guest finds the NCCL topology file the seed delivers, and NCCL's own settings file that
+// names it (NCCL reads /etc/nccl.conf at init: src/misc/param.cc initEnvFunc; the environment wins).
+// Not /var/run/nvidia-topologyd/virtualTopology.xml, NCCL's default and the Vela recipe's: /run is
+// a tmpfs, and cloud-init writes the file once per instance, not once per boot.
+inline constexpr const char* kGuestNcclTopologyPath = "/etc/nccl/hostagent-topology.xml";
+inline constexpr const char* kGuestNcclConfPath = "/etc/nccl.conf";
 
 struct GuestOptions {
   std::string name;                  // the domain name; validated: [A-Za-z0-9_.-]{1,64}
@@ -56,6 +64,10 @@ struct GuestDeviceAddress {
 struct RenderedGuest {
   std::string domain_xml;
   std::string nccl_topology_xml;
+  // /etc/nccl.conf for a guest with GPUs ("" without): NCCL_TOPO_FILE, the Vela recipe's
+  // NCCL_IB_PCI_RELAXED_ORDERING=1, and NCCL_IB_GID_INDEX when every NIC's RoCE v2 GID index is
+  // known and the same (NCCL takes one index for all).
+  std::string nccl_conf;
   std::vector<GuestDeviceAddress> addresses;
 };
 

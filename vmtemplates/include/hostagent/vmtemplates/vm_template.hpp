@@ -29,6 +29,7 @@ struct GpuSpec {
 
 enum class MacPolicy { automatic, request };  // YAML: auto | request
 enum class NicPlacement { strict, prefer };   // YAML: strict | prefer
+enum class NicMode { vf, pf };                // YAML: vf | pf
 
 struct VfSettings {
   MacPolicy mac = MacPolicy::automatic;
@@ -39,9 +40,14 @@ struct VfSettings {
 };
 
 struct NicSpec {
+  // vf: SR-IOV VFs. pf: `count` NIC PFs given whole, for HCAs without VFs; each is taken nearest the
+  // VM's GPUs (a GPU under its own switch first, PIX, then under a switch further up, PXB).
+  NicMode mode = NicMode::vf;
   int vfs_per_gpu = 0;                            // VFs of the NIC under each GPU's switch
-  int count = 0;                                  // VFs not tied to a GPU (a front-end network)
+  int count = 0;                                  // vf: VFs not tied to a GPU (a front-end network);
+                                                  // pf: the whole NICs
   NicPlacement placement = NicPlacement::strict;  // strict: fail without a NIC under the GPU's switch
+                                                  // (pf: a NIC sharing no switch with a GPU)
   VfSettings vf;
 };
 

@@ -129,7 +129,7 @@ struct DaemonConfig {
 
   // host
   std::filesystem::path sysfs_root = "/";
-  std::string simulated_host;          // "" or a built-in simulated host (vela1, vela2, workstation, quirks)
+  std::string simulated_host;          // "" or a built-in simulated host (vela1, vela2, h200ib, workstation, quirks)
   std::vector<int> housekeeping_cpus;  // never pinned to vCPUs; emulator threads run there
   // At start, AllowedCPUs=housekeeping_cpus on system.slice, user.slice and init.scope (through
   // systemd's D-Bus API), so the host's own processes stay off the VMs' CPUs. Needs housekeeping_cpus.
