@@ -91,8 +91,8 @@ void print_report(const verify::VerifyReport& report, std::ostream& out) {
   }
   if (report.check.ok()) {
     out << "MATCH: the guest sees the host's topology: " << report.check.devices.size() << " devices, "
-        << report.view.nodes.size() << " NUMA node(s) and their distances, NCCL bus IDs and links, cells as "
-        << "rendered";
+        << report.view.nodes.size() << " NUMA node(s) and their distances, NCCL bus IDs and links, "
+        << (report.view.delivered.empty() ? "" : "the seed's NCCL files as rendered, ") << "cells as rendered";
     if (!report.check.notes.empty()) out << " (" << report.check.notes.size() << " link(s) corrected by the NCCL file)";
     out << "\n";
     return;

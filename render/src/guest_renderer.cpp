@@ -108,6 +108,11 @@ Result<std::vector<std::pair<numa::PciAddress, std::string>>> vf_mac_addresses(c
   return out;
 }
 
+std::vector<GuestFileContent> guest_nccl_files(const RenderedGuest& guest) {
+  if (guest.nccl_conf.empty()) return {};
+  return {{kGuestNcclTopologyPath, guest.nccl_topology_xml}, {kGuestNcclConfPath, guest.nccl_conf}};
+}
+
 Result<RenderedGuest> render_guest(const numa::HostModel& host, const vmtemplates::VmTemplate& shape,
                                    const numa::Placement& placement, const GuestOptions& options) {
   HA_TRY_STATUS(check_options(options));

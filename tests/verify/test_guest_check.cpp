@@ -6,6 +6,7 @@
 #include <pugixml.hpp>
 #include <sstream>
 
+#include "hostagent/common/sha256.hpp"
 #include "hostagent/verify/guest_check.hpp"
 #include "verify_fixture.hpp"
 
@@ -206,6 +207,7 @@ TEST_CASE(
   REQUIRE(gpu0 != std::string::npos);
   const auto width = xml.find("link_width=\"16\"", gpu0);
   xml.replace(width, std::string("link_width=\"16\"").size(), "link_width=\"8\"");
+  r.view.delivered["/etc/nccl/hostagent-topology.xml"] = sha256_hex(xml);  // as if delivered so
   check = r.check();
   CHECK(has_finding(check,
                     "GPU0 (host 0000:18:00.0): the guest's ports show 2.5 GT/s x1, the host's link is 32 GT/s "
@@ -238,6 +240,27 @@ TEST_CASE("two switch levels: the guest keeps PIX under the leaf and PXB through
   check = r.check();
   CHECK(has_finding(check, "GPU0 and NIC0 (host 0000:18:00.0 and 0000:1b:00.0): the host has them PXB, the guest PIX"));
   CHECK(has_finding(check, "GPU1 and NIC0 (host 0000:1c:00.0 and 0000:1b:00.0): the host has them PIX, the guest PXB"));
+}
+
+TEST_CASE("the seed's vendor-data must put the rendered NCCL files in the guest, byte for byte") {
+  auto r = recorded("gx3-32x256x2h100", "vela2");
+  REQUIRE(r.view.seed == std::optional<std::string>("mounted vendor_data=ok"));
+  REQUIRE(r.view.delivered.size() == 2);
+  CHECK(r.check().ok());
+  r.view.delivered["/etc/nccl.conf"] = std::string(64, '0');
+  CHECK(
+      has_finding(r.check(), "/etc/nccl.conf in the guest is not the rendered file (SHA-256 " + std::string(64, '0')));
+  r.view.delivered.erase("/etc/nccl/hostagent-topology.xml");
+  CHECK(has_finding(r.check(), "the seed did not put /etc/nccl/hostagent-topology.xml in the guest"));
+  r.view.seed = "none reason=no-cdrom";
+  CHECK(has_finding(r.check(), "the guest's seed: none reason=no-cdrom; its NCCL files were not delivered"));
+  // A probe without the kernel's modules for the CD-ROM cannot read it: a note saying why, no finding.
+  r.view.seed.reset();
+  const auto unread =
+      check_guest(CheckInputs{r.placed.host, r.placed.placement, r.placed.rendered, r.stand_in, "no isofs.ko"}, r.view);
+  CHECK(unread.ok());
+  CHECK(std::count(unread.notes.begin(), unread.notes.end(),
+                   "the delivered NCCL files were not read in the guest: no isofs.ko") == 1);
 }
 
 }  // namespace

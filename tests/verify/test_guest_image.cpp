@@ -131,6 +131,42 @@ TEST_CASE("a missing or dynamic busybox and a missing kernel name the package an
   CHECK(refused.error().message.find("not a static") != std::string::npos);
 }
 
+TEST_CASE(
+    "the probe takes the seed's modules from the kernel's directory, built-in ones aside, or says which is missing") {
+  testing::TempDir dir;
+  const auto kernel = write_temp(dir.path() / "vmlinuz-6.1.0-test", "kernel");
+  const auto modules = dir.path() / "modules" / "6.1.0-test";
+  fs::create_directories(modules);
+  // scsi_common and scsi_mod built in; the rest as files, isofs missing at first.
+  write_temp(modules / "modules.builtin", "kernel/drivers/scsi/scsi_common.ko\nkernel/drivers/scsi/scsi_mod.ko\n");
+  for (const char* module :
+       {"kernel/drivers/ata/libata.ko", "kernel/drivers/ata/libahci.ko", "kernel/drivers/ata/ahci.ko",
+        "kernel/drivers/cdrom/cdrom.ko", "kernel/drivers/scsi/sr_mod.ko"}) {
+    fs::create_directories((modules / module).parent_path());
+    write_temp(modules / module, std::string("module ") + module);
+  }
+  GuestImageSources sources{kernel, "/bin/busybox", dir.path() / "modules"};
+  auto image = build_guest_image(dir.path(), sources, "init");
+  if (!image.ok()) {
+    testing::skip("no static busybox here: " + image.error().message);
+    return;
+  }
+  CHECK(image->seed_modules_missing ==
+        "kernel/fs/isofs/isofs.ko is neither in " + modules.string() + " (uncompressed) nor built in");
+  CHECK(testing::parse_newc(testing::read_text_file(image->initrd)).count("lib/modules/2-libata.ko") == 0);
+  fs::create_directories(modules / "kernel/fs/isofs");
+  write_temp(modules / "kernel/fs/isofs/isofs.ko", "module isofs");
+  image = build_guest_image(dir.path(), sources, "init");
+  REQUIRE(image.ok());
+  CHECK(image->seed_modules_missing.empty());
+  const auto records = testing::parse_newc(testing::read_text_file(image->initrd));
+  CHECK(records.count("lib/modules/0-scsi_common.ko") == 0);  // built in
+  CHECK(records.at("lib/modules/2-libata.ko").data == "module kernel/drivers/ata/libata.ko");
+  CHECK(records.at("lib/modules/7-isofs.ko").data == "module isofs");
+  // In load order: the probe's glob takes them as named.
+  CHECK(records.count("lib/modules/4-ahci.ko") == 1);
+}
+
 TEST_CASE("the probe image built on this host holds a static busybox, the probe's /init and a console") {
   testing::TempDir dir;
   const auto image = build_guest_image(dir.path(), {}, probe_init_script());

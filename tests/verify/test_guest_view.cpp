@@ -118,6 +118,8 @@ TEST_CASE("links and distances: a number pair, none ('-'), the kernel's Unknown,
   CHECK(port->link->width == 1);
   CHECK_FALSE(view->find(*PciAddress::parse("0000:42:00.0"))->max_link.has_value());
   CHECK_FALSE(view->find(*PciAddress::parse("0000:00:02.0"))->link.has_value());
+  CHECK_FALSE(view->seed.has_value());  // no seed lines: the stand-in had none
+  CHECK(view->delivered.empty());
 }
 
 TEST_CASE("a malformed probe line is refused with its line number") {
@@ -142,6 +144,7 @@ TEST_CASE("a malformed probe line is refused with its line number") {
       "has 'xyz'");
   check_refused("bridge 0000:40:00.0", "unknown probe line 'bridge'");
   check_refused("node 0 cpus=0 mem_kib=1 distance=10,x", "distance '10,x' is not a list of numbers");
+  check_refused("file path=/etc/nccl.conf sha256=abc", "a file line needs 'file path=PATH sha256=HEX'");
   check_refused(
       "pci 0000:40:00.0 vendor=0x1b36 device=0x000c class=0x060400 numa_node=0 path=pci0000:40/0000:40:00.0 "
       "max_link=16.0",

@@ -11,6 +11,7 @@
 #include <optional>
 #include <set>
 
+#include "hostagent/common/sha256.hpp"
 #include "hostagent/common/sysfs_root.hpp"
 
 namespace hostagent::verify {
@@ -40,6 +41,7 @@ class Checker {
     check_nccl_topology();
     check_distances();
     check_links();
+    check_delivered();
     return std::move(out_);
   }
 
@@ -274,6 +276,28 @@ class Checker {
               node_text(f->numa_node));
     }
     for (auto child : pci.children("pci")) check_nccl_pci(child, numaid, *address, listed);
+  }
+
+  void check_delivered() {
+    const auto files = render::guest_nccl_files(in_.rendered);
+    if (files.empty()) return;
+    if (!in_.seed_unread.empty()) {
+      note("the delivered NCCL files were not read in the guest: " + in_.seed_unread);
+      return;
+    }
+    if (view_.seed != "mounted vendor_data=ok") {
+      finding("the guest's seed: " + view_.seed.value_or("not reported (no seed line)") +
+              "; its NCCL files were not delivered");
+      return;
+    }
+    for (const auto& file : files) {
+      const auto delivered = view_.delivered.find(file.path);
+      if (delivered == view_.delivered.end()) {
+        finding("the seed did not put " + file.path + " in the guest");
+      } else if (delivered->second != sha256_hex(file.content)) {
+        finding(file.path + " in the guest is not the rendered file (SHA-256 " + delivered->second + ")");
+      }
+    }
   }
 
   // What the guest should say between cells i and j: the host's SLIT between their nodes; two cells

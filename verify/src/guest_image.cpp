@@ -94,6 +94,48 @@ Result<std::string> static_busybox(const fs::path& busybox) {
   return image;
 }
 
+// What the probe needs to read the seed CD-ROM on q35's AHCI controller, when not built in, in the
+// order busybox insmod must load them (it resolves no dependency): the SCSI core, libata and AHCI,
+// the CD-ROM driver and ISO 9660 (all =m in Debian's kernels).
+constexpr std::array<const char*, 8> kSeedModules = {
+    "kernel/drivers/scsi/scsi_common.ko", "kernel/drivers/scsi/scsi_mod.ko", "kernel/drivers/ata/libata.ko",
+    "kernel/drivers/ata/libahci.ko",      "kernel/drivers/ata/ahci.ko",      "kernel/drivers/cdrom/cdrom.ko",
+    "kernel/drivers/scsi/sr_mod.ko",      "kernel/fs/isofs/isofs.ko"};
+
+bool built_in(const std::string& builtin, const std::string& module) {
+  return builtin.starts_with(module + "\n") || builtin.find("\n" + module + "\n") != std::string::npos;
+}
+
+// The seed modules of the kernel's /lib/modules/VERSION, as lib/modules/NN-NAME.ko (NN: load order);
+// without them the probe reports the seed unread, and verify-guest says why.
+struct SeedModules {
+  std::vector<CpioEntry> entries;
+  std::string missing;  // why they are not all there; "" when they are
+};
+
+SeedModules seed_modules(const fs::path& kernel, const fs::path& modules_root) {
+  const std::string name = kernel.filename().string();
+  const fs::path dir = modules_root / (name.starts_with("vmlinuz-") ? name.substr(8) : name);
+  SeedModules out;
+  const auto builtin = read_text_file(dir / "modules.builtin");
+  if (!builtin.ok()) {
+    out.missing = dir.string() + " has no modules.builtin: the kernel's modules are not installed";
+    return out;
+  }
+  for (std::size_t place = 0; place < kSeedModules.size(); ++place) {
+    const std::string module = kSeedModules[place];
+    if (built_in(*builtin, module)) continue;
+    auto image = read_text_file(dir / module);
+    if (!image.ok()) {
+      out.missing = module + " is neither in " + dir.string() + " (uncompressed) nor built in";
+      return out;
+    }
+    out.entries.push_back({"lib/modules/" + std::to_string(place) + "-" + fs::path(module).filename().string(),
+                           CpioEntry::Kind::file, 0644, std::move(*image)});
+  }
+  return out;
+}
+
 std::vector<CpioEntry> initramfs_entries(std::string busybox, std::string init) {
   using Kind = CpioEntry::Kind;
   return {
@@ -105,6 +147,9 @@ std::vector<CpioEntry> initramfs_entries(std::string busybox, std::string init) 
       {"dev/console", Kind::char_device, 0600, {}, 5, 1},
       {"proc", Kind::directory, 0755, {}},
       {"sys", Kind::directory, 0755, {}},
+      {"lib", Kind::directory, 0755, {}},
+      {"lib/modules", Kind::directory, 0755, {}},
+      {"seed", Kind::directory, 0755, {}},
       {"init", Kind::file, 0755, std::move(init)},
   };
 }
@@ -181,7 +226,13 @@ Result<GuestImage> build_guest_image(const fs::path& dir, const GuestImageSource
   std::error_code ec;
   fs::copy_file(kernel, image.kernel, fs::copy_options::overwrite_existing, ec);
   if (ec) return errno_error(ec.value(), "copy " + kernel.string() + " to", image.kernel.string());
-  HA_TRY_STATUS(write_text_file(image.initrd, newc_archive(initramfs_entries(std::move(busybox), init))));
+  auto entries = initramfs_entries(std::move(busybox), init);
+  auto modules = seed_modules(kernel, sources.modules_root);
+  image.seed_modules_missing = std::move(modules.missing);
+  if (image.seed_modules_missing.empty()) {
+    for (auto& module : modules.entries) entries.push_back(std::move(module));
+  }
+  HA_TRY_STATUS(write_text_file(image.initrd, newc_archive(entries)));
   HA_TRY_STATUS(make_readable(image.kernel, fs::perms(0644)));
   HA_TRY_STATUS(make_readable(image.initrd, fs::perms(0644)));
   return image;

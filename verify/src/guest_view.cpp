@@ -16,6 +16,8 @@ namespace {
 //   node ID cpus=CPULIST mem_kib=N distance=D0,D1,...
 //   pci ADDRESS vendor=0xVVVV device=0xDDDD class=0xCCCCCC numa_node=N path=pciDDDD:BB/ADDR/.../ADDRESS
 //       max_link=GTS/WIDTH link=GTS/WIDTH
+//   seed none reason=WORD | seed mounted vendor_data=ok|failed|none    (only with a seed)
+//   file path=PATH sha256=HEX                                          (each file vendor-data put)
 //   end
 // distance, max_link and link came later within version 1: a line without them reads as unknown.
 // A link is "-" where the function has none (a conventional PCI function, a root complex
@@ -66,6 +68,8 @@ class ViewReader {
     if (!begun_) return malformed(number, "'" + std::string(w[0]) + "' before the probe's begin line");
     if (w[0] == "node") return node(number, w);
     if (w[0] == "pci") return pci(number, w);
+    if (w[0] == "seed") return seed(w);
+    if (w[0] == "file") return file(number, w);
     if (w[0] == "end") {
       ended_ = true;
       return ok_status();
@@ -136,6 +140,22 @@ class ViewReader {
     HA_TRY(function.max_link, read_link(number, f["max_link"]));
     HA_TRY(function.link, read_link(number, f["link"]));
     view_.functions.push_back(std::move(function));
+    return ok_status();
+  }
+
+  Status seed(const std::vector<std::string_view>& w) {
+    std::string state;
+    for (std::size_t i = 1; i < w.size(); ++i) state += (i > 1 ? " " : "") + std::string(w[i]);
+    view_.seed = state;
+    return ok_status();
+  }
+
+  Status file(std::size_t number, const std::vector<std::string_view>& w) {
+    auto f = fields(w, 1);
+    if (f["path"].empty() || f["sha256"].size() != 64) {
+      return malformed(number, "a file line needs 'file path=PATH sha256=HEX'");
+    }
+    view_.delivered[std::string(f["path"])] = std::string(f["sha256"]);
     return ok_status();
   }
 
@@ -257,6 +277,31 @@ for dev in /sys/bus/pci/devices/*; do
     class="$($bb cat "$dev/class")" numa_node="$($bb cat "$dev/numa_node")" path="${path#/sys/devices/}" \
     max_link="$(link "$dev" max)" link="$(link "$dev" current)"
 done
+# With hostagent.seed=1 on the command line the stand-in has the seed as a SATA CD-ROM: mount it,
+# run its vendor-data as cloud-init would (busybox's applets standing in for coreutils), and hash
+# each file it put.
+case " $($bb cat /proc/cmdline) " in *" hostagent.seed=1 "*)
+  for module in /lib/modules/*.ko; do [ -e "$module" ] && $bb insmod "$module"; done
+  $bb mount -t devtmpfs devtmpfs /dev
+  tries=0
+  while [ ! -b /dev/sr0 ] && [ "$tries" -lt 150 ]; do $bb usleep 100000; tries=$((tries + 1)); done
+  if [ ! -b /dev/sr0 ]; then
+    say seed none reason=no-cdrom
+  elif ! $bb mount -t iso9660 -o ro /dev/sr0 /seed; then
+    say seed none reason=not-mounted
+  elif [ ! -f /seed/vendor-data ]; then
+    say seed mounted vendor_data=none
+  else
+    $bb mkdir -p /usr/bin /sbin /usr/sbin
+    $bb --install -s
+    if PATH=/bin:/sbin:/usr/bin:/usr/sbin $bb sh /seed/vendor-data; then ran=ok; else ran=failed; fi
+    say seed mounted vendor_data=$ran
+    for file in $($bb sed -n "s/^put '\([^']*\)' .*/\1/p" /seed/vendor-data); do
+      [ -f "$file" ] && say file path="$file" sha256="$($bb sha256sum "$file" | $bb awk '{ print $1 }')"
+    done
+  fi
+  ;;
+esac
 say end
 # ACPI power-off: QEMU exits and libvirt reports the domain shut off.
 $bb poweroff -f

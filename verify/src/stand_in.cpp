@@ -209,10 +209,28 @@ class StandInWriter {
     serial.append_attribute("type").set_value("file");
     serial.append_child("source").append_attribute("path").set_value(options_.console_log.string().c_str());
     serial.append_child("target").append_attribute("port").set_value(0);
+    if (!options_.seed_iso.empty()) append_seed(devices);
     change(std::to_string(out_.devices.size()) +
            " passthrough devices and disks replaced by virtio-rng at their "
            "guest addresses");
     return ok_status();
+  }
+
+  // The seed as the daemon attaches it (render/domain_devices.cpp): a read-only SATA CD-ROM on q35's
+  // own AHCI controller, so the probe reads the delivered files where a real guest would.
+  void append_seed(pugi::xml_node devices) {
+    auto cdrom = devices.append_child("disk");
+    cdrom.append_attribute("type").set_value("file");
+    cdrom.append_attribute("device").set_value("cdrom");
+    auto driver = cdrom.append_child("driver");
+    driver.append_attribute("name").set_value("qemu");
+    driver.append_attribute("type").set_value("raw");
+    cdrom.append_child("source").append_attribute("file").set_value(options_.seed_iso.string().c_str());
+    auto target = cdrom.append_child("target");
+    target.append_attribute("dev").set_value("sda");
+    target.append_attribute("bus").set_value("sata");
+    cdrom.append_child("readonly");
+    change("the seed with the guest's NCCL files attached as a SATA CD-ROM: " + options_.seed_iso.string());
   }
 
   Status replace_device(pugi::xml_node devices, pugi::xml_node device) {

@@ -5,6 +5,7 @@
 #include <condition_variable>
 #include <mutex>
 
+#include "hostagent/cloudinit/nocloud_seed.hpp"
 #include "hostagent/common/text_file.hpp"
 
 namespace hostagent::verify {
@@ -75,6 +76,18 @@ Result<VerifyReport> verify_guest(virt::Hypervisor& hypervisor, const VerifyRequ
   HA_TRY(auto image, build_guest_image(request.work_dir, request.image, probe_init_script()));
   StandInOptions options = request.stand_in;
   options.name = request.domain_name;
+  const auto files = render::guest_nccl_files(request.rendered);
+  const std::string seed_unread = files.empty() ? "" : image.seed_modules_missing;
+  if (!files.empty() && seed_unread.empty()) {
+    // The guest's files as the daemon's seed carries them, read back by the probe.
+    cloudinit::NoCloudSeed seed;
+    seed.instance_id = "hostagent-verify";
+    seed.hostname = "hostagent-verify";
+    for (const auto& file : files) seed.vendor_files.push_back({file.path, file.content});
+    options.seed_iso = request.work_dir / "seed.iso";
+    HA_TRY_STATUS(cloudinit::write_nocloud_seed(options.seed_iso, seed));
+    image.cmdline += " hostagent.seed=1";
+  }
   options.image = std::move(image);
   options.console_log = report.console_log;
   HA_TRY(report.stand_in, make_stand_in(request.rendered.domain_xml, options));
@@ -90,8 +103,8 @@ Result<VerifyReport> verify_guest(virt::Hypervisor& hypervisor, const VerifyRequ
     return Error{view.error().code, view.error().message + "; console log: " + report.console_log.string()};
   }
   report.view = std::move(*view);
-  report.check =
-      check_guest(CheckInputs{request.host, request.placement, request.rendered, report.stand_in}, report.view);
+  report.check = check_guest(
+      CheckInputs{request.host, request.placement, request.rendered, report.stand_in, seed_unread}, report.view);
   return report;
 }
 

@@ -150,7 +150,7 @@ class CreateRun {
     }
     HA_TRY(const auto guest, render::render_guest(context_.host, shape_, placement_, guest_options()));
     record_.nccl_topology = guest.nccl_topology_xml;
-    nccl_conf_ = guest.nccl_conf;
+    nccl_files_ = render::guest_nccl_files(guest);
     HA_TRY(domain_xml_, state::embed_record(guest.domain_xml, record_));
     return ok_status();
   }
@@ -174,10 +174,7 @@ class CreateRun {
     seed.template_user_data = shape_.boot.cloud_init;
     HA_TRY(const auto macs, render::vf_mac_addresses(shape_, placement_, guest_options()));
     for (const auto& [vf, mac] : macs) seed.nics.push_back({mac, shape_.nics.vf.mtu});
-    if (!nccl_conf_.empty()) {
-      seed.vendor_files.push_back({render::kGuestNcclTopologyPath, record_.nccl_topology});
-      seed.vendor_files.push_back({render::kGuestNcclConfPath, nccl_conf_});
-    }
+    for (const auto& file : nccl_files_) seed.vendor_files.push_back({file.path, file.content});
     const fs::path iso = record_.inputs.seed_iso;
     std::error_code ec;
     fs::create_directories(iso.parent_path(), ec);
@@ -235,9 +232,9 @@ class CreateRun {
   numa::Placement placement_;
   state::VmRecord& record_;
   const CreateVmRequest& request_;
-  std::string disk_path_;   // where the disk step makes the overlay; "" without one
-  std::string domain_xml_;  // rendered before the first step, with the record in its metadata
-  std::string nccl_conf_;   // the guest's /etc/nccl.conf, rendered with it; "" without GPUs
+  std::string disk_path_;                             // where the disk step makes the overlay; "" without one
+  std::string domain_xml_;                            // rendered before the first step, with the record in its metadata
+  std::vector<render::GuestFileContent> nccl_files_;  // the seed's vendor files, rendered with the guest
   Timeline& timeline_;
 };
 

@@ -53,6 +53,16 @@ struct GuestOptions {
   std::map<numa::PciAddress, NicRdma> nic_rdma;
 };
 
+// The files the guest gets at its first boot through the seed's vendor-data: the NCCL topology file
+// at kGuestNcclTopologyPath and nccl_conf at kGuestNcclConfPath; none for a guest without GPUs.
+// The daemon's seed and verify-guest's stand-in both carry exactly these.
+struct GuestFileContent {
+  std::string path;
+  std::string content;
+};
+struct RenderedGuest;
+std::vector<GuestFileContent> guest_nccl_files(const RenderedGuest& guest);
+
 // Where a host function appears inside the guest.
 struct GuestDeviceAddress {
   numa::PciAddress host;

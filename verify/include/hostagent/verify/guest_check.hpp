@@ -15,6 +15,8 @@
 //    file nests devices under it, the devices below it in the guest too, on the file's NUMA node;
 //  - the guest's NUMA distances are the rendered cells' and the host's between the cells' nodes
 //    (two cells of one host node: 11, as render gives them);
+//  - the seed's vendor-data ran in the guest and put every file render::guest_nccl_files names,
+//    byte for byte (SHA-256), so the bus ids checked above are the ones the guest's NCCL reads;
 //  - each placed GPU's and NIC's link: the narrowest of the guest ports above it against the
 //    host's link. Narrower in the guest is a note when the NCCL file states the host's link for
 //    that device (NCCL takes the file's link_speed and link_width over sysfs), else a finding.
@@ -37,6 +39,9 @@ struct CheckInputs {
   const numa::Placement& placement;
   const render::RenderedGuest& rendered;
   const StandIn& stand_in;
+  // Why the guest could not read its seed (the probe lacks the kernel's modules for it): the
+  // delivered NCCL files are then reported unread, as a note; "" when the stand-in had the seed.
+  std::string seed_unread = {};
 };
 
 // A relation matrix over the placed devices, in `labels` order ("GPU0", "NIC0", "NVME0": by role,

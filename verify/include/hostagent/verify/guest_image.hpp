@@ -53,12 +53,18 @@ std::optional<std::filesystem::path> newest_boot_kernel(const std::filesystem::p
 struct GuestImageSources {
   std::filesystem::path kernel;  // "" : the newest /boot/vmlinuz-*
   std::filesystem::path busybox = "/bin/busybox";
+  // Where the kernel's modules are, VERSION/ below it for vmlinuz-VERSION: the probe takes the few
+  // it needs to read the seed CD-ROM (the SCSI core, AHCI, the CD-ROM driver, ISO 9660).
+  std::filesystem::path modules_root = "/lib/modules";
 };
 
 struct GuestImage {
   std::filesystem::path kernel;  // a copy, in the image's directory
   std::filesystem::path initrd;
   std::string cmdline;
+  // Why the initramfs lacks the modules to read the seed ("" when it has them, or needs none): the
+  // check then reports the delivered files unread, saying this.
+  std::string seed_modules_missing = {};
 };
 
 // Writes the probe guest into dir (which must exist): a copy of the kernel, the initramfs with

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -52,6 +53,9 @@ struct GuestNode {
 struct GuestView {
   std::vector<GuestNode> nodes;             // by id
   std::vector<GuestPciFunction> functions;  // by address
+  // With a seed attached: "mounted vendor_data=ok" (or =failed, =none), "none reason=WORD".
+  std::optional<std::string> seed;
+  std::map<std::string, std::string> delivered;  // each file the seed's vendor-data put: path -> SHA-256
   const GuestPciFunction* find(const PciAddress& address) const;
 };
 

@@ -35,6 +35,7 @@ struct StandInOptions {
   uint64_t hugepage_kib = 0;
   GuestImage image;                   // booted directly (kernel, initrd, cmdline)
   std::filesystem::path console_log;  // the serial console, written to this file
+  std::filesystem::path seed_iso;     // "" none; else attached as the daemon attaches a VM's seed
 };
 
 struct StandInCell {
