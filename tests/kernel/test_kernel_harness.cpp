@@ -54,6 +54,19 @@ TEST_CASE("an end marker for another test case does not end the current one") {
   CHECK_FALSE(run.tests[0].exit_code.has_value());
 }
 
+TEST_CASE("an end marker between test cases whose begin line was lost still counts that test case") {
+  const GuestRun run = parse_guest_run(
+      "hostagent-kernel-guest: tests 2\n"
+      "hostagent-kernel-guest: begin one\nhostagent-kernel-guest: end 0 one\n"
+      "[doctest] test cases: 1 | 1 passed\n"
+      "hostagent-kernel-guest: end 1 two\nhostagent-kernel-guest: done\n");
+  REQUIRE(run.tests.size() == 2);
+  CHECK(find_result(run, "one")->exit_code == 0);
+  REQUIRE(find_result(run, "two") != nullptr);
+  CHECK(find_result(run, "two")->exit_code == 1);  // a failure stays a failure
+  CHECK(find_result(run, "two")->output.find("begin line was lost") != std::string::npos);
+}
+
 TEST_CASE("tail_lines keeps the last lines") {
   CHECK(tail_lines("a\nb\nc\n", 2) == "b\nc\n");
   CHECK(tail_lines("a\nb\nc", 5) == "a\nb\nc");
