@@ -832,7 +832,8 @@ TEST_CASE(
     CHECK(gpu.vfs.empty());
   }
   for (auto& [nic, codes] : served) {
-    CAPTURE(nic.to_string());
+    const std::string hca = nic.to_string();  // clang cannot capture a structured binding in CAPTURE's lambda
+    CAPTURE(hca);
     std::sort(codes.begin(), codes.end());
     CHECK(codes == std::vector<Affinity>{Affinity::pix, Affinity::pxb});
   }

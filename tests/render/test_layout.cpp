@@ -260,7 +260,8 @@ TEST_CASE("every root port reports the host link into what it leads to, capped a
 }
 
 TEST_CASE("a Gen5 x16 GPU's root port shows 16 GT/s x16 (capped), a Gen4 x16 one 16 GT/s x16") {
-  for (const auto& [name, capped] : {std::pair{"vela2-8gpu", true}, std::pair{"vela1-8gpu", false}}) {
+  for (const auto& [case_name, capped] : {std::pair{"vela2-8gpu", true}, std::pair{"vela1-8gpu", false}}) {
+    const std::string name = case_name;  // clang cannot capture a structured binding in CAPTURE's lambda
     CAPTURE(name);
     auto r = rendered(name);
     const auto overrides = r.domain->child("domain").child("qemu:override");
