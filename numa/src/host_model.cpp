@@ -33,6 +33,18 @@ const PciFunction* HostModel::find(const PciAddress& address) const {
   return it != pci_devices.end() && it->address == address ? &*it : nullptr;
 }
 
+LinkRate HostModel::link_rate(const PciFunction& f) const {
+  LinkRate link{f.link.speed_gts, f.link.width};
+  const auto* pf = f.physfn ? find(*f.physfn) : nullptr;
+  if (pf != nullptr) {
+    if (!link.speed_gts) link.speed_gts = pf->link.speed_gts;
+    if (!link.width) link.width = pf->link.width;
+  }
+  if (!link.speed_gts) link.speed_gts = f.link.max_speed_gts;
+  if (!link.width) link.width = f.link.max_width;
+  return link;
+}
+
 std::optional<int> HostModel::distance(int from, int to) const {
   for (const auto& node : numa_nodes) {
     if (node.id != from) continue;

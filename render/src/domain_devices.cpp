@@ -186,10 +186,9 @@ struct PortLink {
 std::optional<PortLink> root_port_link(const numa::HostModel& host, const Controller& c) {
   const auto* f = c.model == ControllerModel::root_port && c.leads_to ? host.find(*c.leads_to) : nullptr;
   if (f == nullptr) return std::nullopt;
-  const auto* pf = f->physfn ? host.find(*f->physfn) : nullptr;  // a VF's link is its PF's
-  const auto& link = pf != nullptr ? pf->link : f->link;
-  const auto speed = link.speed_gts ? link.speed_gts : link.max_speed_gts;
-  const auto width = link.width ? link.width : link.max_width;
+  const auto link = host.link_rate(*f);
+  const auto& speed = link.speed_gts;  // not a structured binding: the lambdas below capture it
+  const auto& width = link.width;
   if (!speed || !width) return std::nullopt;
   // QEMU 7.2's PCIELinkSpeed and PCIELinkWidth (qapi/common.json): 32 and 64 GT/s came in 9.0.
   struct Speed {

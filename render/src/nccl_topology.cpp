@@ -19,25 +19,7 @@ constexpr uint16_t kTiVendor = 0x104c;
 constexpr uint16_t kXio3130Upstream = 0x8232;
 constexpr uint32_t kPciBridgeClass = 0x060400;
 
-struct Link {
-  std::optional<double> speed_gts;
-  std::optional<int> width;
-};
-
-// What the link trained at, else (a VF) what its PF's did, else what the port is capable of.
-Link link_of(const numa::HostModel& host, const numa::PciFunction& f) {
-  Link link{f.link.speed_gts, f.link.width};
-  const auto* pf = f.physfn ? host.find(*f.physfn) : nullptr;
-  if (pf != nullptr) {
-    if (!link.speed_gts) link.speed_gts = pf->link.speed_gts;
-    if (!link.width) link.width = pf->link.width;
-  }
-  if (!link.speed_gts) link.speed_gts = f.link.max_speed_gts;
-  if (!link.width) link.width = f.link.max_width;
-  return link;
-}
-
-void set_link(pugi::xml_node pci, const Link& link) {
+void set_link(pugi::xml_node pci, const numa::LinkRate& link) {
   const auto speed = link.speed_gts ? nccl_link_speed(*link.speed_gts) : std::nullopt;
   if (speed) set(pci, "link_speed", *speed);
   if (link.width && *link.width > 0) set(pci, "link_width", *link.width);
@@ -57,7 +39,7 @@ pugi::xml_node add_switch(pugi::xml_node parent, const numa::HostModel& host, co
   set(pci, "subsystem_vendor", "0x0000");
   set(pci, "subsystem_device", "0x0000");
   const auto* host_port = upstream.host_switch ? host.find(*upstream.host_switch) : nullptr;
-  if (host_port != nullptr) set_link(pci, link_of(host, *host_port));
+  if (host_port != nullptr) set_link(pci, host.link_rate(*host_port));
   return pci;
 }
 
@@ -87,7 +69,7 @@ void add_device(pugi::xml_node parent, const numa::HostModel& host, const Device
   auto pci = add_pci(parent, d.guest, f.class_code, f.vendor_id, f.device_id);
   if (f.subsystem_vendor_id) set(pci, "subsystem_vendor", hex(*f.subsystem_vendor_id, 4));
   if (f.subsystem_device_id) set(pci, "subsystem_device", hex(*f.subsystem_device_id, 4));
-  set_link(pci, link_of(host, f));
+  set_link(pci, host.link_rate(f));
   if (d.role == DeviceRole::nic || d.role == DeviceRole::whole_nic) add_net(pci, d, nic_rdma);
 }
 

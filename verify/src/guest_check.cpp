@@ -335,13 +335,9 @@ class Checker {
     return it == cells.end() ? nullptr : &*it;
   }
 
-  // The link a device trained at on the host, else (a VF) its PF's, else what it is capable of: what
-  // NCCL on the host would read.
+  // What NCCL on the host would read (HostModel::link_rate), when both halves are known.
   std::optional<GuestLink> host_link(const numa::PciFunction& f) const {
-    const auto* pf = f.physfn ? in_.host.find(*f.physfn) : nullptr;
-    const auto& link = pf != nullptr ? pf->link : f.link;
-    const auto speed = link.speed_gts ? link.speed_gts : link.max_speed_gts;
-    const auto width = link.width ? link.width : link.max_width;
+    const auto [speed, width] = in_.host.link_rate(f);
     if (!speed || !width) return std::nullopt;
     return GuestLink{*speed, *width};
   }

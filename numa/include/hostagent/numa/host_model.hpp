@@ -62,6 +62,12 @@ struct PcieLink {
   std::optional<int> width;
 };
 
+// A link's rate as one value: speed and width, each nullopt when unknown.
+struct LinkRate {
+  std::optional<double> speed_gts;
+  std::optional<int> width;
+};
+
 struct Bar {
   int index = 0;  // 0-5, or 6 for the expansion ROM
   uint64_t size_bytes = 0;
@@ -141,6 +147,10 @@ struct HostModel {
   std::vector<IommuGroup> iommu_groups;  // empty when unknown
 
   const PciFunction* find(const PciAddress& address) const;
+  // The link f runs at, as NCCL on the host reads it: what it trained at, else (a VF, whose link
+  // registers read zero) its PF's, else what it is capable of. The NCCL file, the root ports' link
+  // and verify-guest's comparison all use this one.
+  LinkRate link_rate(const PciFunction& f) const;
   // The ACPI SLIT distance from node `from` to node `to` (10: local); nullopt when not known.
   std::optional<int> distance(int from, int to) const;
 };
