@@ -34,6 +34,8 @@ packages=(
   # the real-kernel harness (tests/kernel): an emulated GPU host under QEMU with VFIO, SR-IOV and
   # soft-RoCE; netdevsim is built out of tree from the kernel's own source against its headers
   linux-source-6.1 linux-headers-amd64 iproute2 kmod ibverbs-providers
+  # the fleet tests' real OpenStack Placement (scripts/placement.sh runs it under uwsgi, on loopback)
+  placement-api uwsgi-core uwsgi-plugin-python3
   # cloud-init NoCloud seeds (ISO 9660)
   libisofs-dev
   # the systemd tests: a notify socket, a private bus with a stand-in systemd1 (dbus-daemon)
@@ -74,4 +76,14 @@ fi
 echo "install-deps.sh: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
+# placement-api's package starts its service at install (invoke-rc.d): the tests run their own on
+# loopback, so a policy-rc.d refuses starts while apt runs (policy-rc.d(8), exit 101), unless the
+# machine already has one of its own.
+own_policy=""
+if [[ ! -e /usr/sbin/policy-rc.d ]]; then
+  own_policy=/usr/sbin/policy-rc.d
+  printf '#!/bin/sh\nexit 101\n' >"$own_policy"
+  chmod 755 "$own_policy"
+  trap 'rm -f "$own_policy"' EXIT
+fi
 apt-get install -y -qq --no-install-recommends "${missing[@]}"

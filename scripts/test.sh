@@ -148,6 +148,10 @@ phase format "clang-format, test names" scripts/lint.sh --format
 # A real libvirtd with QEMU for the lifecycle tests. Here its absence is a failure, not a skip.
 phase libvirtd "scripts/libvirtd.sh start" scripts/libvirtd.sh start
 export HOSTAGENT_REQUIRE_LIBVIRTD=1
+# A real Placement for the fleet suites, on loopback with a fresh database. Likewise required.
+phase placement "scripts/placement.sh start" scripts/placement.sh start
+HOSTAGENT_PLACEMENT_URL="$(scripts/placement.sh url)"
+export HOSTAGENT_PLACEMENT_URL HOSTAGENT_REQUIRE_PLACEMENT=1
 # The OpenAPI lint's pinned Redocly CLI, installed above: its absence fails the test too.
 export HOSTAGENT_REQUIRE_REDOCLY=1
 phase build "default tree (gcc)" build_tree default

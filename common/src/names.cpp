@@ -2,6 +2,9 @@
 #include "hostagent/common/names.hpp"
 
 #include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <random>
 
 #include "hostagent/common/text.hpp"
 
@@ -30,6 +33,27 @@ std::string name_problem(std::string_view text) {
 
 Error name_error(std::string_view text, std::string_view noun, const std::string& field) {
   return field_error(field, text::quoted(text) + " is not a " + std::string(noun) + ": " + std::string(kNameRule));
+}
+
+std::string random_uuid() {
+  thread_local std::mt19937_64 random{std::random_device{}()};
+  const uint64_t high = (random() & 0xffffffffffff0fffULL) | 0x0000000000004000ULL;
+  const uint64_t low = (random() & 0x3fffffffffffffffULL) | 0x8000000000000000ULL;
+  char text[37];
+  std::snprintf(text, sizeof(text), "%08x-%04x-%04x-%04x-%012llx", static_cast<unsigned>(high >> 32),
+                static_cast<unsigned>((high >> 16) & 0xffff), static_cast<unsigned>(high & 0xffff),
+                static_cast<unsigned>(low >> 48), static_cast<unsigned long long>(low & 0xffffffffffffULL));
+  return text;
+}
+
+bool is_uuid(std::string_view text) {
+  if (text.size() != 36) return false;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    const bool dash = i == 8 || i == 13 || i == 18 || i == 23;
+    if (dash ? c != '-' : !((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
+  }
+  return true;
 }
 
 bool is_request_id(std::string_view text) {

@@ -25,4 +25,20 @@ Status write_text_file(const std::filesystem::path& file, const std::string& tex
   return ok_status();
 }
 
+Result<std::string> read_token_file(const std::filesystem::path& file, const std::string& key) {
+  if (file.empty()) return std::string();
+  HA_TRY(auto text, read_text_file(file));
+  const auto first = text.find_first_not_of(" \t\r\n");
+  const auto last = text.find_last_not_of(" \t\r\n");
+  if (first == std::string::npos) {
+    return Error{ErrorCode::invalid_argument, key + ": " + file.string() + " is empty: write the token on one line"};
+  }
+  std::string token = text.substr(first, last - first + 1);
+  if (token.find_first_of(" \t\r\n") != std::string::npos) {
+    return Error{ErrorCode::invalid_argument,
+                 key + ": " + file.string() + " holds more than one word: write the token alone on one line"};
+  }
+  return token;
+}
+
 }  // namespace hostagent

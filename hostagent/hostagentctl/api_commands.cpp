@@ -289,12 +289,6 @@ int events(Context& context) {
   return status.ok() ? 0 : fail(context, status.error());
 }
 
-std::string trimmed(const std::string& text) {
-  const auto begin = text.find_first_not_of(" \t\r\n");
-  if (begin == std::string::npos) return "";
-  return text.substr(begin, text.find_last_not_of(" \t\r\n") - begin + 1);
-}
-
 }  // namespace
 
 Result<api::ClientOptions> client_options(const ApiGlobals& globals) {
@@ -305,11 +299,7 @@ Result<api::ClientOptions> client_options(const ApiGlobals& globals) {
     options.url = globals.url;
   }
   if (!globals.token_file.empty()) {
-    HA_TRY(auto token, read_text_file(globals.token_file));
-    options.token = trimmed(token);
-    if (options.token.empty()) {
-      return Error{ErrorCode::invalid_argument, "--token-file " + globals.token_file + ": the file is empty"};
-    }
+    HA_TRY(options.token, read_token_file(globals.token_file, "--token-file"));
   }
   options.certificate_file = globals.certificate_file;
   options.key_file = globals.key_file;

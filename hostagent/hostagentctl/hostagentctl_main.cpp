@@ -4,6 +4,7 @@
 #include <iostream>
 
 #include "api_commands.hpp"
+#include "fleet_command.hpp"
 #include "host_check_command.hpp"
 #include "host_source.hpp"
 #include "hostagent/api/host_json.hpp"
@@ -123,6 +124,45 @@ int main(int argc, char** argv) {
   validate->add_option("files", validate_files, "Template files")->required();
   validate->add_option("--template-dir", template_dirs, "Where templates named by extends: live");
 
+  hostagent::ctl::FleetArgs fleet_args;
+  auto* fleet =
+      app.add_subcommand("fleet", "A fleet's hosts in OpenStack Placement: candidates, and creates through it");
+  fleet->require_subcommand(1);
+  auto* candidates = fleet->add_subcommand("candidates", "Ask Placement which hosts can take a template");
+  auto* fleet_create =
+      fleet->add_subcommand("create", "Claim a candidate in Placement and create the VM on that host with the claim");
+  for (auto* command : {candidates, fleet_create}) {
+    command->add_option("--placement-url", fleet_args.placement_url, "Placement's endpoint (http(s)://HOST:PORT)")
+        ->envname("HOSTAGENT_PLACEMENT_URL")
+        ->required();
+    command->add_option("--placement-token-file", fleet_args.placement_token_file,
+                        "File holding Placement's X-Auth-Token (default: admin, for noauth2)");
+    command->add_option("--template", fleet_args.template_ref, "Template file, or the name of a shipped template")
+        ->required();
+    command->add_option("--template-dir", template_dirs, "Where templates named by --template or extends: live");
+    command->add_option("--gpus-per-node", fleet_args.gpus_per_node, "GPUs one guest cell takes at most")
+        ->check(CLI::Range(1, 64))
+        ->capture_default_str();
+    command->add_option("--max-slots", fleet_args.max_slots, "The most GPUs a host of the fleet has")
+        ->check(CLI::Range(1, 64))
+        ->capture_default_str();
+    command->add_option("--limit", fleet_args.limit, "Candidates Placement returns")
+        ->check(CLI::Range(1, 1000))
+        ->capture_default_str();
+    command->add_flag("--json", fleet_args.json, "Print JSON");
+  }
+  fleet_create->add_option("--name", fleet_args.name, "The VM's name")->required();
+  fleet_create
+      ->add_option("--host-url", fleet_args.host_url,
+                   "Each host's API; {host} becomes the host's name in Placement (unix:PATH or https://HOST:PORT)")
+      ->capture_default_str();
+  fleet_create->add_option("--host-token-file", fleet_args.host_token_file, "File holding the hosts' bearer token");
+  fleet_create->add_option("--boot-image", fleet_args.boot_image,
+                           "The VM's boot image on the host (inside its images.directories)");
+  fleet_create->add_option("--attempts", fleet_args.attempts, "Candidates to try before giving up")
+      ->check(CLI::Range(1, 100))
+      ->capture_default_str();
+
   hostagent::ctl::ApiCommands api_commands(app, *templates);
 
   // Under `host` with the API's show and capacity, but read from this host's kernel, not the
@@ -150,6 +190,9 @@ int main(int argc, char** argv) {
     verify_args.render.template_dirs = dirs;
     return hostagent::ctl::run_verify_guest(verify_args, std::cout, std::cerr);
   }
+  fleet_args.template_dirs = dirs;
+  if (candidates->parsed()) return hostagent::ctl::run_fleet_candidates(fleet_args, std::cout, std::cerr);
+  if (fleet_create->parsed()) return hostagent::ctl::run_fleet_create(fleet_args, std::cout, std::cerr);
   if (validate->parsed()) return hostagent::ctl::run_template_validate(validate_files, dirs, std::cout, std::cerr);
   if (check->parsed()) {
     check_args.template_dirs.push_back(hostagent::shipped_template_dir());

@@ -27,20 +27,6 @@ Result<vmtemplates::VmTemplate> load_file(const fs::path& file, const std::vecto
   return shape;
 }
 
-Result<vmtemplates::VmTemplate> load_shape(const RenderArgs& args) {
-  std::error_code ec;
-  if (fs::is_regular_file(args.template_ref, ec)) return load_file(args.template_ref, args.template_dirs);
-  for (const auto& dir : args.template_dirs) {
-    const auto file = dir / (args.template_ref + ".yaml");
-    if (fs::is_regular_file(file, ec)) return load_file(file, args.template_dirs);
-  }
-  std::string searched;
-  for (const auto& dir : args.template_dirs) searched += (searched.empty() ? "" : ", ") + dir.string();
-  return Error{ErrorCode::not_found, "template " + text::quoted(args.template_ref) +
-                                         " is neither a file nor a template in " +
-                                         (searched.empty() ? std::string("any template directory") : searched)};
-}
-
 boost::json::value placement_document(const numa::Placement& placement, const render::RenderedGuest& guest,
                                       const std::string& template_name) {
   auto doc = api::to_json(placement);
@@ -67,9 +53,22 @@ Status write_outputs(const fs::path& dir, const numa::Placement& placement, cons
 
 }  // namespace
 
+Result<vmtemplates::VmTemplate> load_shape(const std::string& ref, const std::vector<fs::path>& template_dirs) {
+  std::error_code ec;
+  if (fs::is_regular_file(ref, ec)) return load_file(ref, template_dirs);
+  for (const auto& dir : template_dirs) {
+    const auto file = dir / (ref + ".yaml");
+    if (fs::is_regular_file(file, ec)) return load_file(file, template_dirs);
+  }
+  std::string searched;
+  for (const auto& dir : template_dirs) searched += (searched.empty() ? "" : ", ") + dir.string();
+  return Error{ErrorCode::not_found, "template " + text::quoted(ref) + " is neither a file nor a template in " +
+                                         (searched.empty() ? std::string("any template directory") : searched)};
+}
+
 Result<PlacedGuest> place_and_render(const RenderArgs& args, std::ostream& err) {
   PlacedGuest out;
-  HA_TRY(out.shape, load_shape(args));
+  HA_TRY(out.shape, load_shape(args.template_ref, args.template_dirs));
   HA_TRY(out.host, load_host(args.host));
   numa::HostPolicy policy;
   HA_TRY(policy.housekeeping_cpus, parse_cpu_list(args.housekeeping_cpus));

@@ -33,6 +33,10 @@ struct PlacedGuest {
   render::RenderedGuest rendered;
 };
 
+// A template by file, or by name in template_dirs (the first that has NAME.yaml); not an abstract one.
+Result<vmtemplates::VmTemplate> load_shape(const std::string& ref,
+                                           const std::vector<std::filesystem::path>& template_dirs);
+
 // Loads the template (a file, or a name in template_dirs) and the host, places and renders. Notes
 // for the operator (what an hwloc capture cannot tell) go to err.
 Result<PlacedGuest> place_and_render(const RenderArgs& args, std::ostream& err);

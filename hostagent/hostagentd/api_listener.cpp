@@ -6,23 +6,6 @@
 namespace hostagent::cli {
 namespace {
 
-// A token file holds one line; surrounding whitespace (the newline an editor adds) is not the token.
-Result<std::string> read_token(const std::filesystem::path& file, const std::string& key) {
-  if (file.empty()) return std::string();
-  HA_TRY(auto text, read_text_file(file));
-  const auto first = text.find_first_not_of(" \t\r\n");
-  const auto last = text.find_last_not_of(" \t\r\n");
-  if (first == std::string::npos) {
-    return Error{ErrorCode::invalid_argument, key + ": " + file.string() + " is empty: write the token on one line"};
-  }
-  std::string token = text.substr(first, last - first + 1);
-  if (token.find_first_of(" \t\r\n") != std::string::npos) {
-    return Error{ErrorCode::invalid_argument,
-                 key + ": " + file.string() + " holds more than one word: write the token alone on one line"};
-  }
-  return token;
-}
-
 void apply_limits(const config::ApiLimitsConfig& config, api::ServerLimits& limits) {
   limits.header_timeout = config.header_timeout;
   limits.request_timeout = config.request_timeout;
@@ -45,8 +28,8 @@ Result<api::ServerOptions> server_options(const config::ApiConfig& config) {
   options.tls_key_file = config.tls.key.string();
   options.tls_client_ca_file = config.tls.client_ca.string();
   options.operator_common_names = config.tls.operator_common_names;
-  HA_TRY(options.operator_token, read_token(config.token_file, "api.token_file"));
-  HA_TRY(options.reader_token, read_token(config.reader_token_file, "api.reader_token_file"));
+  HA_TRY(options.operator_token, read_token_file(config.token_file, "api.token_file"));
+  HA_TRY(options.reader_token, read_token_file(config.reader_token_file, "api.reader_token_file"));
   return options;
 }
 

@@ -2,7 +2,9 @@
 #include "daemon_command.hpp"
 
 #include <sys/resource.h>
+#include <unistd.h>
 
+#include <array>
 #include <atomic>
 #include <cerrno>
 #include <csignal>
@@ -14,8 +16,11 @@
 #include "exec_commands.hpp"
 #include "host_confinement.hpp"
 #include "hostagent/api/host_json.hpp"
+#include "hostagent/common/names.hpp"
 #include "hostagent/config/daemon_config.hpp"
+#include "hostagent/daemon/clock.hpp"
 #include "hostagent/daemon/install_paths.hpp"
+#include "hostagent/daemon/placement_sync.hpp"
 #include "hostagent/service/vm_service.hpp"
 #include "hostagent/systemd/log.hpp"
 #include "hostagent/systemd/notifier.hpp"
@@ -200,12 +205,33 @@ void raise_open_file_limit(std::ostream& err) {
   }
 }
 
+// placement.host_name left out: the machine's host name, which must then be a name by the
+// project's rule, since every provider of the host is named after it.
+Status settle_placement_host(config::DaemonConfig& config) {
+  if (config.placement.url.empty() || !config.placement.host_name.empty()) return ok_status();
+  std::array<char, 256> name{};
+  if (gethostname(name.data(), name.size() - 1) != 0) return errno_error(errno, "gethostname", "");
+  if (!is_name(name.data())) {
+    return field_error("placement.host_name",
+                       "the machine's host name " + std::string(name.data()) +
+                           " is not a name Placement's providers can carry; set placement.host_name");
+  }
+  config.placement.host_name = name.data();
+  return ok_status();
+}
+
 // READY=1 once state is reconciled (start_service returned) and the API listens, not before:
 // systemd orders the units that need hostagent after that moment.
 int serve(const config::DaemonConfig& config, daemon::VmService& service, systemd::InheritedSockets inherited,
           systemd::Notifier& notifier, const sigset_t& signals, std::ostream& err) {
   auto watchdog = start_watchdog(notifier, service);
   if (!watchdog.ok()) return fail_start(notifier, err, watchdog.error());
+  std::unique_ptr<daemon::PlacementSync> placement;  // stops before the service does
+  if (!config.placement.url.empty()) {
+    auto sync = daemon::PlacementSync::start(service, config.placement, daemon::make_system_clock());
+    if (!sync.ok()) return fail_start(notifier, err, sync.error(), "placement: ");
+    placement = std::move(sync).value();
+  }
   auto api = ApiListener::start(config, service, std::move(inherited));
   if (!api.ok()) return fail_start(notifier, err, api.error(), "api: ");
   std::string where;
@@ -247,6 +273,7 @@ int run_hostagentd(const DaemonArgs& args, std::ostream& out, std::ostream& err)
   auto config = load(args, scratch);
   if (!config.ok()) return fail(config.error());
   if (auto listen = apply_listen(args, *config); !listen.ok()) return fail(listen.error());
+  if (auto host = settle_placement_host(*config); !host.ok()) return fail(host.error());
   // Checked before the slow part of start-up, so a unit/configuration mismatch fails at once.
   systemd::InheritedSockets inherited;
   if (serving) {

@@ -49,6 +49,12 @@ int cell_of(const Inventory& /*inventory*/, const placement_detail::GpuCandidate
 int cell_of(const Inventory& /*inventory*/, const placement_detail::FreeDevice& device) {
   return device.node;
 }
+PciAddress device_address(const placement_detail::GpuCandidate& gpu) {
+  return gpu.gpu->address;
+}
+PciAddress device_address(const placement_detail::FreeDevice& device) {
+  return device.function->address;
+}
 int cell_of(const Inventory& inventory, const placement_detail::Unusable& device) {
   const PciFunction* f = inventory.host->find(device.address);
   return f == nullptr ? kUnknownNode : inventory.cell_node(f->numa_node);
@@ -115,10 +121,35 @@ void count_pools(const HostModel& host, const std::vector<Allocation>& held, con
   }
 }
 
+// Every device of the kind, free or not, with where it stands.
+template <typename Free>
+void list_devices(const Inventory& inventory, const Withholding& withholding, const std::vector<Free>& free,
+                  const std::vector<placement_detail::Unusable>& unusable, DeviceKind kind,
+                  const std::map<PciAddress, std::string>& holders, std::vector<DeviceStanding>& out) {
+  const auto first = out.size();
+  for (const auto& device : free) {
+    out.push_back({device_address(device), kind, cell_of(inventory, device), DeviceUse::free, ""});
+  }
+  for (const auto& device : unusable) {
+    DeviceStanding standing{device.address, kind, cell_of(inventory, device), DeviceUse::unavailable, device.reason};
+    if (const auto held = holders.find(device.address); held != holders.end()) {
+      standing.use = DeviceUse::held;
+      standing.holder = held->second;
+    } else if (const auto why = not_free(withholding, device.address); why != NotFree::other) {
+      standing.use = why == NotFree::cleaning ? DeviceUse::cleaning : DeviceUse::quarantined;
+    }
+    out.push_back(std::move(standing));
+  }
+  std::sort(out.begin() + static_cast<std::ptrdiff_t>(first), out.end(),
+            [](const DeviceStanding& a, const DeviceStanding& b) { return a.address < b.address; });
+}
+
 }  // namespace
 
 Capacity capacity(const HostModel& host, const std::vector<Allocation>& held, const HostPolicy& policy) {
-  const Inventory inventory = placement_detail::take_inventory(host, held, policy, PlacementRequest{});
+  PlacementRequest every_kind;
+  every_kind.whole_nics = 1;  // so the inventory lists the NIC PFs a VM could take whole
+  const Inventory inventory = placement_detail::take_inventory(host, held, policy, every_kind);
   Capacity out;
   out.totals.node = kUnknownNode;
   std::map<int, NodeCapacity> nodes;
@@ -137,6 +168,15 @@ Capacity capacity(const HostModel& host, const std::vector<Allocation>& held, co
   count_devices(inventory, withholding, inventory.nvme, inventory.unusable_nvme, &NodeCapacity::nvme, nodes,
                 out.totals);
   for (auto& [id, node] : nodes) out.nodes.push_back(std::move(node));
+  std::map<PciAddress, std::string> holders;
+  for (const auto& allocation : held) {
+    for (const auto& device : allocation.devices) holders.emplace(device, allocation.vm);
+  }
+  list_devices(inventory, withholding, inventory.gpus, inventory.unusable_gpus, DeviceKind::gpu, holders, out.devices);
+  list_devices(inventory, withholding, inventory.vfs, inventory.unusable_vfs, DeviceKind::vf, holders, out.devices);
+  list_devices(inventory, withholding, inventory.nvme, inventory.unusable_nvme, DeviceKind::nvme, holders, out.devices);
+  list_devices(inventory, withholding, inventory.whole_nics, inventory.unusable_whole_nics, DeviceKind::whole_nic,
+               holders, out.devices);
   return out;
 }
 

@@ -16,11 +16,6 @@ namespace {
 
 void ignore_error(void* /*data*/, virErrorPtr /*error*/) {}
 
-std::string env_or(const char* name, const std::string& fallback) {
-  const char* value = std::getenv(name);
-  return value != nullptr && *value != '\0' ? std::string(value) : fallback;
-}
-
 std::string last_error_message() {
   const virErrorPtr error = virGetLastError();
   std::string message = error != nullptr && error->message != nullptr ? error->message : "no libvirt error";

@@ -37,6 +37,11 @@ TempDir::~TempDir() {
   fs::remove_all(path_, ec);
 }
 
+std::string env_or(const char* name, const std::string& fallback) {
+  const char* value = std::getenv(name);
+  return value != nullptr && *value != '\0' ? std::string(value) : fallback;
+}
+
 void skip(const std::string& why) {
   std::cout << "SKIPPED: " << why << std::endl;
 }

@@ -55,6 +55,8 @@ std::optional<std::filesystem::path> reference_data_or_skip();
 
 // Prints "SKIPPED: <why>"; the caller returns right after.
 void skip(const std::string& why);
+// The environment variable's value, or `fallback` when it is unset or empty.
+std::string env_or(const char* name, const std::string& fallback);
 
 // Compares text with tests/golden/<name>; HOSTAGENT_UPDATE_GOLDEN=1 rewrites the file instead.
 // Returns an empty string on a match, else a unified-diff-like description for the failure.

@@ -38,7 +38,7 @@ Result<boost::json::value> parse_json_body(const ApiResponse& response, const st
   auto value = boost::json::parse(response.body, ec);
   if (ec) {
     return Error{ErrorCode::parse_error, what + ": the answer is not JSON (" + ec.message() + ", content type '" +
-                                             response.content_type + "'); is the URL hostagentd's API?"};
+                                             response.content_type + "'); is the URL the server's?"};
   }
   return value;
 }
@@ -89,7 +89,8 @@ class Client final : public ApiClient {
         if (!on_event(event)) return ok_status();
       }
     }
-    return Error{ErrorCode::unavailable, what + ": the server ended the event stream (is hostagentd stopping?)"};
+    return Error{ErrorCode::unavailable,
+                 what + ": the server ended the event stream (is " + options_.server_name + " stopping?)"};
   }
 
  private:
@@ -108,6 +109,7 @@ class Client final : public ApiClient {
     message.set(beast::http::field::host, host_header());
     message.set(beast::http::field::user_agent, "hostagent-api-client");
     if (!options_.token.empty()) message.set(beast::http::field::authorization, "Bearer " + options_.token);
+    for (const auto& [name, value] : options_.headers) message.set(name, value);
     if (!body.empty() || verb == beast::http::verb::post) {
       message.set(beast::http::field::content_type, content_type);
       message.body() = body;
@@ -124,7 +126,8 @@ class Client final : public ApiClient {
   }
 
   Result<std::unique_ptr<Transport>> connect() {
-    detail::ConnectSettings settings{&endpoint_, &options_.url, tls_.get(), options_.connect_timeout};
+    detail::ConnectSettings settings{&endpoint_, &options_.url, tls_.get(), options_.connect_timeout,
+                                     &options_.server_name};
     return detail::connect(io_, settings);
   }
 
@@ -165,8 +168,8 @@ class Client final : public ApiClient {
       return {ErrorCode::io_error, what + ": no answer within the timeout (--timeout); the daemon may be busy"};
     }
     if (stale_connection(ec)) {
-      return {ErrorCode::unavailable,
-              what + ": the server closed the connection (" + ec.message() + "); is hostagentd restarting?"};
+      return {ErrorCode::unavailable, what + ": the server closed the connection (" + ec.message() + "); is " +
+                                          options_.server_name + " restarting?"};
     }
     return {ErrorCode::io_error, what + ": " + ec.message()};
   }

@@ -80,14 +80,14 @@ std::string seconds_text(Deadline timeout) {
 Error connect_error(const ConnectSettings& settings, const error_code& ec) {
   const std::string prefix = "cannot connect to " + *settings.url + ": ";
   if (ec == beast::error::timeout) {
-    return {ErrorCode::unavailable, prefix + "no answer within " + seconds_text(settings.timeout) +
-                                        "; is hostagentd running, and is the address right?"};
+    return {ErrorCode::unavailable, prefix + "no answer within " + seconds_text(settings.timeout) + "; is " +
+                                        *settings.server_name + " running, and is the address right?"};
   }
   const bool unix_socket = settings.endpoint->kind == ClientEndpoint::Kind::unix_socket;
-  std::string hint = "; is hostagentd running?";
+  std::string hint = "; is " + *settings.server_name + " running?";
   if (ec == net::error::access_denied || ec.value() == EPERM) {
     hint = unix_socket ? "; run as root or as a member of the socket's group (hostagent)" : "";
-  } else if (!unix_socket && ec == net::error::connection_refused) {
+  } else if (!unix_socket && ec == net::error::connection_refused && *settings.server_name == "hostagentd") {
     hint = "; is hostagentd running with this address among its api.listen?";
   }
   return {ErrorCode::unavailable, prefix + ec.message() + hint};

@@ -40,6 +40,7 @@ struct ConnectSettings {
   const std::string* url = nullptr;          // for messages
   boost::asio::ssl::context* tls = nullptr;  // https only
   Deadline timeout{};
+  const std::string* server_name = nullptr;  // for messages: "is hostagentd running?"
 };
 
 // unavailable for what the operator can fix by starting or reaching the daemon (refused, no such

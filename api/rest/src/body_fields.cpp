@@ -97,6 +97,36 @@ std::optional<RouteError> BodyFields::boolean(std::string_view key, bool& out) c
   return std::nullopt;
 }
 
+std::optional<RouteError> BodyFields::placement_claim(std::string_view key, fleet::ProviderResources& out) const {
+  const std::string field = std::string(key) + ".allocations";
+  const auto* value = body_.if_contains(key);
+  if (value == nullptr || value->is_null()) return std::nullopt;
+  if (!value->is_object()) return wrong_type(std::string(key), *value, "an object with \"allocations\"");
+  const auto* allocations = value->get_object().if_contains("allocations");
+  if (allocations == nullptr || !allocations->is_object() || allocations->get_object().empty()) {
+    return bad(field, field + ": expected an object of provider UUIDs, each {\"resources\": {CLASS: AMOUNT}}");
+  }
+  fleet::ProviderResources claim;
+  for (const auto& [provider, held] : allocations->get_object()) {
+    const std::string at = field + "." + std::string(provider.substr(0, 36));
+    if (!is_uuid(provider)) return bad(field, field + ": a key is not " + std::string(kUuidRule));
+    const auto* resources = held.is_object() ? held.get_object().if_contains("resources") : nullptr;
+    if (resources == nullptr || !resources->is_object() || resources->get_object().empty()) {
+      return bad(at, at + ": expected {\"resources\": {CLASS: AMOUNT}}");
+    }
+    for (const auto& [rc, amount] : resources->get_object()) {
+      if (!fleet::is_placement_name(rc))
+        return bad(at, at + ": a resource class is not upper-case letters, digits and '_'");
+      if (!amount.is_int64() || amount.get_int64() < 1 || amount.get_int64() > (1LL << 31)) {
+        return bad(at, at + ".resources." + std::string(rc) + ": expected a whole number from 1");
+      }
+      claim[std::string(provider)][std::string(rc)] = amount.get_int64();
+    }
+  }
+  out = std::move(claim);
+  return std::nullopt;
+}
+
 std::optional<RouteError> check_request_id(const std::string& request_id) {
   // "" is a create without one.
   if (request_id.empty() || is_request_id(request_id)) return std::nullopt;

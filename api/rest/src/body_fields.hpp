@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "hostagent/api/rest_commands.hpp"
+#include "hostagent/fleet/provider_tree.hpp"
 
 namespace hostagent::api::detail {
 
@@ -27,6 +28,9 @@ class BodyFields {
   std::optional<RouteError> text(std::string_view key, std::string& out, bool required) const;
   std::optional<RouteError> texts(std::string_view key, std::vector<std::string>& out) const;
   std::optional<RouteError> boolean(std::string_view key, bool& out) const;
+  // {"allocations": {PROVIDER_UUID: {"resources": {CLASS: AMOUNT}}}}: what Placement granted, as
+  // its allocation candidates and GET /allocations/{consumer} write it.
+  std::optional<RouteError> placement_claim(std::string_view key, fleet::ProviderResources& out) const;
 
  private:
   const boost::json::object& body_;

@@ -130,8 +130,9 @@ ParsedRequest stop_vm(const HttpRequest& request, const Params& params) {
 
 // A create's body as it came, before its names and MACs are built from it.
 struct CreateText {
-  std::string name, template_name, request_id, boot_image, user_data;
+  std::string name, template_name, request_id, boot_image, user_data, uuid;
   std::vector<std::string> macs, ssh_authorized_keys;
+  fleet::ProviderResources claim;
 };
 
 std::optional<RouteError> check_guest_access(const CreateText& create) {
@@ -167,28 +168,36 @@ std::variant<daemon::CreateVmRequest, RouteError> create_request(CreateText crea
     macs.push_back(std::get<MacAddress>(std::move(mac)));
   }
   if (auto error = check_guest_access(create)) return std::move(*error);
+  if (!create.uuid.empty() && !is_uuid(create.uuid)) return bad("uuid", "uuid: expected " + std::string(kUuidRule));
+  if (!create.claim.empty() && create.uuid.empty()) {
+    return bad("uuid", "uuid: a create with placement needs the UUID of the consumer that claimed it");
+  }
   return daemon::CreateVmRequest{.name = std::get<VmName>(std::move(name)),
                                  .template_name = std::get<TemplateName>(std::move(template_name)),
                                  .request_id = std::move(create.request_id),
                                  .boot_image = std::move(create.boot_image),
                                  .macs = std::move(macs),
                                  .ssh_authorized_keys = std::move(create.ssh_authorized_keys),
-                                 .user_data = std::move(create.user_data)};
+                                 .user_data = std::move(create.user_data),
+                                 .uuid = std::move(create.uuid),
+                                 .claim = std::move(create.claim)};
 }
 
 ParsedRequest create_vm(const HttpRequest& request, const Params& /*params*/) {
   if (auto error = no_query(request)) return std::move(*error);
   auto body = json_body(request, false);
   if (auto* error = std::get_if<RouteError>(&body)) return std::move(*error);
-  detail::BodyFields fields(std::get<boost::json::object>(body), {"name", "template", "request_id", "boot_image",
-                                                                  "macs", "ssh_authorized_keys", "user_data"});
+  detail::BodyFields fields(std::get<boost::json::object>(body),
+                            {"name", "template", "request_id", "boot_image", "macs", "ssh_authorized_keys", "user_data",
+                             "uuid", "placement"});
   if (auto error = fields.check_unknown()) return std::move(*error);
   CreateText create;
   for (auto error :
        {fields.text("name", create.name, true), fields.text("template", create.template_name, true),
         fields.text("request_id", create.request_id, false), fields.text("boot_image", create.boot_image, false),
         fields.texts("macs", create.macs), fields.texts("ssh_authorized_keys", create.ssh_authorized_keys),
-        fields.text("user_data", create.user_data, false)}) {
+        fields.text("user_data", create.user_data, false), fields.text("uuid", create.uuid, false),
+        fields.placement_claim("placement", create.claim)}) {
     if (error) return std::move(*error);
   }
   auto checked_request = create_request(std::move(create));

@@ -28,8 +28,8 @@ constexpr int kMaxQos = 7;            // 802.1p priority
 constexpr int kMaxRateMbps = 400000;  // above any NIC's line rate today
 
 const std::vector<std::string_view> kTopKeys = {
-    "libvirt",    "host",    "templates", "images", "storage", "state_directory", "console_log_directory",
-    "operations", "devices", "hygiene",   "api"};
+    "libvirt",    "host",    "templates", "images", "storage",  "state_directory", "console_log_directory",
+    "operations", "devices", "hygiene",   "api",    "placement"};
 const std::vector<std::string_view> kLibvirtKeys = {"uri", "domain_type", "emulator", "connect_timeout",
                                                     "reconnect_interval"};
 const std::vector<std::string_view> kHostKeys = {"sysfs_root", "simulated", "housekeeping_cpus",
@@ -48,6 +48,8 @@ const std::vector<std::string_view> kDevicesKeys = {"preparation", "bind_at_star
                                                     "vf",          "releasable_drivers", "reserved"};
 const std::vector<std::string_view> kHygieneKeys = {"firmware", "gpu_scrub", "nvme_erase_timeout"};
 const std::vector<std::string_view> kGpuScrubKeys = {"argv", "timeout"};
+const std::vector<std::string_view> kPlacementKeys = {"url",       "token_file", "ca_file",
+                                                      "host_name", "interval",   "claim_grace"};
 const std::vector<std::string_view> kVfKeys = {
     "vlan", "qos", "trust", "spoofchk", "link_state", "min_tx_rate_mbps", "max_tx_rate_mbps"};
 const std::vector<std::string_view> kPreparations = {"hostagent", "libvirt"};
@@ -113,6 +115,7 @@ class ConfigReader {
     read_devices(field(root, "devices"), config.devices);
     read_hygiene(field(root, "hygiene"), config.hygiene);
     read_api(field(root, "api"), config.api);
+    read_placement(field(root, "placement"), config.placement);
     check_libvirt_pair(config);
     settle_preparation(config);
     check_hygiene_applied(config);
@@ -514,6 +517,34 @@ class ConfigReader {
     config.audit_log = read_absolute_path(check_, field(api, "audit_log"), "api.audit_log", EmptyPath::none)
                            .value_or(config.audit_log);
     read_api_limits(field(api, "limits"), config.limits);
+  }
+
+  void read_placement(const Value& placement, PlacementConfig& config) {
+    if (!section(placement, "placement", kPlacementKeys)) return;
+    const Value& url = field(placement, "url");
+    if (const auto text = check_.text(url, "placement.url")) {
+      const bool web = text->rfind("http://", 0) == 0 || text->rfind("https://", 0) == 0;
+      if (web || text->empty()) {
+        config.url = *text;
+      } else {
+        check_.report(url.at, "placement.url", describe(url),
+                      "Placement's endpoint, http://HOST:PORT or https://HOST:PORT");
+      }
+    }
+    config.token_file =
+        read_absolute_path(check_, field(placement, "token_file"), "placement.token_file", EmptyPath::none)
+            .value_or(config.token_file);
+    config.ca_file = read_absolute_path(check_, field(placement, "ca_file"), "placement.ca_file", EmptyPath::none)
+                         .value_or(config.ca_file);
+    // "" is the machine's host name (hostagentd settles it at start); anything else is a name.
+    const Value& host_name = field(placement, "host_name");
+    if (!check_.text(host_name, "placement.host_name").value_or("").empty()) {
+      config.host_name = check_.name(host_name, "placement.host_name").value_or(config.host_name);
+    }
+    config.interval =
+        read_duration(check_, field(placement, "interval"), "placement.interval").value_or(config.interval);
+    config.claim_grace =
+        read_duration(check_, field(placement, "claim_grace"), "placement.claim_grace").value_or(config.claim_grace);
   }
 
   void read_api_limits(const Value& limits, ApiLimitsConfig& config) {

@@ -1,5 +1,4 @@
 // daemon/create_vm: template -> placement (reserved) -> guest rendered -> disk -> devices -> define -> start.
-#include <random>
 
 #include "daemon_log.hpp"
 #include "hostagent/cloudinit/nocloud_seed.hpp"
@@ -41,23 +40,12 @@ std::string hostname_of(const std::string& name) {
   return label.empty() ? "vm" : label;
 }
 
-// A random (version 4) UUID: the domain's identity, chosen here so the journal knows it before
-// libvirt does, and rollback can tell our domain from a same-named one.
-std::string new_uuid() {
-  thread_local std::mt19937_64 random{std::random_device{}()};
-  const uint64_t high = (random() & 0xffffffffffff0fffULL) | 0x0000000000004000ULL;
-  const uint64_t low = (random() & 0x3fffffffffffffffULL) | 0x8000000000000000ULL;
-  char text[37];
-  std::snprintf(text, sizeof(text), "%08x-%04x-%04x-%04x-%012llx", static_cast<unsigned>(high >> 32),
-                static_cast<unsigned>((high >> 16) & 0xffff), static_cast<unsigned>(high & 0xffff),
-                static_cast<unsigned>(low >> 48), static_cast<unsigned long long>(low & 0xffffffffffffULL));
-  return text;
-}
-
 state::VmRecord new_record(Context& context, const CreateVmRequest& request, const vmtemplates::VmTemplate& shape) {
   state::VmRecord record;
   record.name = request.name;
-  record.uuid = new_uuid();
+  // Chosen here, not by libvirt, so the journal knows it before libvirt does and rollback can tell
+  // our domain from a same-named one.
+  record.uuid = request.uuid.empty() ? random_uuid() : request.uuid;
   record.template_name = shape.name;
   record.request_id = request.request_id;
   record.created_at = rfc3339(context.clock->now());
@@ -281,6 +269,11 @@ Status check_create_request(const Context& context, const CreateVmRequest& reque
   }
   const auto shape = context.templates.find(request.template_name);
   if (shape == context.templates.end()) return unknown_template(context, request.template_name);
+  if (!request.claim.empty() && context.config.placement.url.empty()) {
+    return field_error("placement",
+                       "this host publishes to no Placement (placement.url is not set), so it has no "
+                       "claim to honour; create without placement, or configure the fleet");
+  }
   // The seed's user data is made now from what is given, so a part that cannot be joined with the
   // template's is refused before any step runs.
   cloudinit::NoCloudSeed seed;
@@ -300,7 +293,9 @@ Result<VmView> create_vm(Context& context, const CreateVmRequest& request) {
   Timeline timeline(context, request.name);
   auto record = new_record(context, request, shape);
   context.operations.progress(request.name, "create", "reserve");
-  HA_TRY(auto placement, context.ledger.reserve(record, placement_request(shape)));
+  const ReserveClaim claim{context.config.placement.host_name, &request.claim};
+  HA_TRY(auto placement,
+         context.ledger.reserve(record, placement_request(shape), request.claim.empty() ? nullptr : &claim));
   timeline.mark("placement");
   CreateRun run(context, std::move(shape), std::move(placement), record, request, timeline);
   bool unfinished = false;

@@ -1,6 +1,8 @@
 // daemon/ledger: the allocation ledger.
 #include "ledger.hpp"
 
+#include "hostagent/numa/capacity.hpp"
+
 namespace hostagent::daemon {
 namespace {
 
@@ -44,20 +46,36 @@ std::string worded_state(const LedgerEntry& entry) {
   return entry.defined ? std::string(virt::to_string(entry.state)) : "absent";
 }
 
-Result<numa::Placement> Ledger::reserve(state::VmRecord& record, const numa::PlacementRequest& request) {
-  HA_TRY(auto placement, place_and_record(record, request));
+Result<numa::Placement> Ledger::reserve(state::VmRecord& record, const numa::PlacementRequest& request,
+                                        const ReserveClaim* claim) {
+  HA_TRY(auto placement, place_and_record(record, request, claim));
   publish_devices(record.name, record.allocation.devices, true);
   return placement;
 }
 
-Result<numa::Placement> Ledger::place_and_record(state::VmRecord& record, const numa::PlacementRequest& request) {
+Result<numa::Placement> Ledger::place_and_record(state::VmRecord& record, const numa::PlacementRequest& request,
+                                                 const ReserveClaim* claim) {
   std::lock_guard lock(mutex_);
   if (const auto it = entries_.find(record.name); it != entries_.end()) {
     const std::string whose = it->second.managed ? "a VM" : "a domain hostagent did not make";
     return Error{ErrorCode::conflict, "name " + record.name + " is taken by " + whose + ": choose another name"};
   }
+  for (const auto& [name, entry] : entries_) {
+    if (entry.uuid == record.uuid || (entry.record && entry.record->uuid == record.uuid)) {
+      return Error{ErrorCode::conflict, "UUID " + record.uuid + " is " + name + "'s: a VM's UUID names one VM", "uuid"};
+    }
+  }
   HA_TRY(const auto policy, policy_now_locked());
-  HA_TRY(auto placement, numa::place(host_, held_locked(), policy, request));
+  auto held = held_locked();
+  if (claim != nullptr) {
+    // Placement granted the claim against the host's whole tree: what it leaves out is another's.
+    const auto capacity = numa::capacity(host_, held, policy);
+    fleet::TreeInput input{claim->host_name, &host_, &capacity, &held, policy.housekeeping_cpus, {}};
+    const auto tree = fleet::provider_tree(input);
+    HA_TRY(const auto limits, fleet::claim_limits(tree, capacity, *claim->allocations));
+    held.push_back(fleet::outside_claim(host_, capacity, limits));
+  }
+  HA_TRY(auto placement, numa::place(host_, held, policy, request));
   record.allocation = numa::allocation_of(record.name, placement, request.hugepage_size_bytes);
   LedgerEntry entry;
   entry.name = record.name;

@@ -15,6 +15,7 @@
 
 #include "event_hub.hpp"
 #include "hostagent/common/result.hpp"
+#include "hostagent/fleet/provider_tree.hpp"
 #include "hostagent/numa/host_model.hpp"
 #include "hostagent/numa/placement.hpp"
 #include "hostagent/state/vm_record.hpp"
@@ -54,6 +55,13 @@ struct DomainCounts {
   std::map<std::string, int> by_state;  // by worded_state()
 };
 
+// A create's Placement claim (docs/placement.md, "Claims"): placement takes exactly what the
+// allocations name on this host's provider tree, which is named after `host_name`.
+struct ReserveClaim {
+  std::string host_name;
+  const fleet::ProviderResources* allocations = nullptr;
+};
+
 class Ledger {
  public:
   // Devices changing hands are published to `events` (after the ledger's lock is released).
@@ -67,7 +75,10 @@ class Ledger {
 
   // Places a new VM and records what it holds in record.allocation, under one lock. conflict when
   // the name is taken (by any domain), does_not_fit when the host has no room.
-  Result<numa::Placement> reserve(state::VmRecord& record, const numa::PlacementRequest& request);
+  // With a claim, what the claim does not cover is out of reach, and a UUID another VM has is a
+  // conflict.
+  Result<numa::Placement> reserve(state::VmRecord& record, const numa::PlacementRequest& request,
+                                  const ReserveClaim* claim = nullptr);
   void release(const std::string& name);
 
   // A domain as libvirt reports it; record is set when it carries a readable record of ours, and
@@ -98,7 +109,8 @@ class Ledger {
   void set_withheld(std::map<PciAddress, numa::Withheld> withheld);
 
  private:
-  Result<numa::Placement> place_and_record(state::VmRecord& record, const numa::PlacementRequest& request);
+  Result<numa::Placement> place_and_record(state::VmRecord& record, const numa::PlacementRequest& request,
+                                           const ReserveClaim* claim);
   std::vector<numa::Allocation> held_locked() const;
   Result<numa::HostPolicy> policy_now_locked() const;
   numa::HostPolicy policy_with_locked(std::optional<FreePages> free) const;

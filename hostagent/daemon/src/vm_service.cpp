@@ -568,7 +568,8 @@ Ledger::HugepageReader hugepage_reader(const std::filesystem::path& sysfs_root, 
 VmView view_of(Context& context, const LedgerEntry& entry) {
   VmView view;
   view.name = entry.name;
-  view.uuid = entry.uuid;
+  // A managed VM's UUID is chosen at create, before libvirt has its domain: the same from the start.
+  view.uuid = entry.uuid.empty() && entry.record ? entry.record->uuid : entry.uuid;
   view.managed = entry.managed;
   view.state = worded_state(entry);
   if (const auto progress = context.operations.progress_of(entry.name)) {

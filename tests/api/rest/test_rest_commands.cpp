@@ -74,6 +74,16 @@ TEST_CASE("parse_request reads a create with every field") {
   CHECK(create.request.ssh_authorized_keys == std::vector<std::string>{"ssh-ed25519 AAAA k"});
   CHECK(create.request.user_data.empty());
 
+  const auto claimed = command_of<command::CreateVm>(
+      make("POST", "/v1/vms",
+           R"({"name":"train-1","template":"t","uuid":"6f1c2a9e-0b7d-4a55-9c3e-1d2e3f405162","placement":)"
+           R"({"allocations":{"0b5c1d2e-3f40-8152-8637-48596a7b8c9d":{"resources":{"PGPU":1,"SRIOV_NET_VF":1}},)"
+           R"("1b5c1d2e-3f40-8152-8637-48596a7b8c9d":{"resources":{"VCPU":16,"MEMORY_MB":131072}}}}})"));
+  CHECK(claimed.request.uuid == "6f1c2a9e-0b7d-4a55-9c3e-1d2e3f405162");
+  CHECK(claimed.request.claim ==
+        fleet::ProviderResources{{"0b5c1d2e-3f40-8152-8637-48596a7b8c9d", {{"PGPU", 1}, {"SRIOV_NET_VF", 1}}},
+                                 {"1b5c1d2e-3f40-8152-8637-48596a7b8c9d", {{"VCPU", 16}, {"MEMORY_MB", 131072}}}});
+
   const auto minimal = command_of<command::CreateVm>(
       make("POST", "/v1/vms", R"({"name":"a","template":"t","request_id":null,"user_data":"#cloud-config\n"})"));
   CHECK(minimal.request.request_id.empty());
@@ -172,6 +182,21 @@ TEST_CASE("parse_request names the field of a bad create body") {
       {R"({"name":"a","template":"t","ssh_authorized_keys":["k"],"user_data":"u"})", "user_data", "not both"},
       {R"({"name":"a","template":"t","user_data":"#cloud-config\u0000runcmd"})", "user_data", "NUL"},
       {R"({"name":"-rf","template":"t"})", "name", "is not a VM name"},
+      {R"({"name":"a","template":"t","uuid":"6F1C2A9E-0B7D-4A55-9C3E-1D2E3F405162"})", "uuid", "a UUID, 32 lower-case"},
+      {R"({"name":"a","template":"t","placement":{"allocations":{"6f1c2a9e-0b7d-4a55-9c3e-1d2e3f405162":)"
+       R"({"resources":{"PGPU":1}}}}})",
+       "uuid", "needs the UUID of the consumer"},
+      {R"({"name":"a","template":"t","uuid":"6f1c2a9e-0b7d-4a55-9c3e-1d2e3f405162","placement":{"allocations":{}}})",
+       "placement.allocations", "expected an object of provider UUIDs"},
+      {R"({"name":"a","template":"t","uuid":"6f1c2a9e-0b7d-4a55-9c3e-1d2e3f405162","placement":{"allocations":)"
+       R"({"not-a-uuid":{"resources":{"PGPU":1}}}}})",
+       "placement.allocations", "a key is not a UUID"},
+      {R"({"name":"a","template":"t","uuid":"6f1c2a9e-0b7d-4a55-9c3e-1d2e3f405162","placement":{"allocations":)"
+       R"({"6f1c2a9e-0b7d-4a55-9c3e-1d2e3f405162":{"resources":{"pgpu; drop":1}}}}})",
+       "placement.allocations.6f1c2a9e-0b7d-4a55-9c3e-1d2e3f405162", "a resource class is not upper-case"},
+      {R"({"name":"a","template":"t","uuid":"6f1c2a9e-0b7d-4a55-9c3e-1d2e3f405162","placement":{"allocations":)"
+       R"({"6f1c2a9e-0b7d-4a55-9c3e-1d2e3f405162":{"resources":{"PGPU":0}}}}})",
+       "placement.allocations.6f1c2a9e-0b7d-4a55-9c3e-1d2e3f405162", "expected a whole number from 1"},
   };
   for (const auto& c : cases) {
     CAPTURE(c.body);

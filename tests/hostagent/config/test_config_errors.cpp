@@ -24,6 +24,14 @@ TEST_CASE("errors: durations need a unit and stay above 0 and under a day") {
         "c.yaml:2:23: libvirt.reconnect_interval: found \"5 s\", " + kDuration);
 }
 
+TEST_CASE("errors: placement's url is an http(s) endpoint and its host name a name") {
+  CHECK(problems("placement:\n  url: placement.example.net:8778\n") ==
+        "c.yaml:2:8: placement.url: found \"placement.example.net:8778\", expected Placement's endpoint, "
+        "http://HOST:PORT or https://HOST:PORT");
+  CHECK(problems("placement:\n  host_name: \"gpu/7\"\n").find("placement.host_name: found \"gpu/7\"") !=
+        std::string::npos);
+}
+
 TEST_CASE("errors: paths must be absolute and without '..'") {
   CHECK(problems("state_directory: var/lib/hostagent\n") ==
         "c.yaml:1:18: state_directory: found \"var/lib/hostagent\" (it is relative), expected an absolute path "
@@ -100,13 +108,14 @@ TEST_CASE("errors: a misspelt key suggests the known one") {
         "connect_timeout or reconnect_interval (did you mean \"connect_timeout\"?)");
   CHECK(problems("libvrit: {}\n") ==
         "c.yaml:1:1: libvrit: found an unknown key, expected one of libvirt, host, templates, images, storage, "
-        "state_directory, console_log_directory, operations, devices, hygiene or api (did you mean \"libvirt\"?)");
+        "state_directory, console_log_directory, operations, devices, hygiene, api or placement (did you mean "
+        "\"libvirt\"?)");
 }
 
 TEST_CASE("errors: an unknown top-level key lists the known ones") {
   CHECK(problems("state_directory: /srv/ha\nlog_level: debug\n") ==
         "c.yaml:2:1: log_level: found an unknown key, expected one of libvirt, host, templates, images, storage, "
-        "state_directory, console_log_directory, operations, devices, hygiene or api");
+        "state_directory, console_log_directory, operations, devices, hygiene, api or placement");
 }
 
 TEST_CASE("errors: a section or document that is not a mapping") {
@@ -116,7 +125,7 @@ TEST_CASE("errors: a section or document that is not a mapping") {
   CHECK(problems("- libvirt\n") ==
         "c.yaml:1:1: found a list, expected a mapping with keys libvirt, host, templates, images, storage, "
         "state_directory, "
-        "console_log_directory, operations, devices, hygiene or api");
+        "console_log_directory, operations, devices, hygiene, api or placement");
 }
 
 TEST_CASE("errors: every problem of a file is reported at once, in file order") {

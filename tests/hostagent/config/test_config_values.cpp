@@ -134,6 +134,23 @@ TEST_CASE("values: a simulated host and libvirt's test driver") {
   CHECK(config.api.listen == std::vector<std::string>{"tcp://localhost:1"});
 }
 
+TEST_CASE("values: the placement section, and its defaults: in no fleet") {
+  const DaemonConfig none = valid("");
+  CHECK(none.placement.url.empty());
+  CHECK(none.placement.interval == std::chrono::seconds(60));
+  CHECK(none.placement.claim_grace == std::chrono::minutes(10));
+  const DaemonConfig config = valid(
+      "placement: {url: \"https://placement.example.net:8778/placement\", token_file: /etc/hostagent/placement-token,\n"
+      "  ca_file: /etc/hostagent/ca.pem, host_name: gpu-r12-07, interval: 5m, claim_grace: 30m}\n");
+  CHECK(config.placement.url == "https://placement.example.net:8778/placement");
+  CHECK(config.placement.token_file == "/etc/hostagent/placement-token");
+  CHECK(config.placement.ca_file == "/etc/hostagent/ca.pem");
+  CHECK(config.placement.host_name == "gpu-r12-07");
+  CHECK(config.placement.interval == std::chrono::minutes(5));
+  CHECK(config.placement.claim_grace == std::chrono::minutes(30));
+  CHECK(valid("placement: {host_name: \"\"}\n").placement.host_name.empty());  // the machine's host name
+}
+
 TEST_CASE("values: a null section or key keeps its default") {
   const DaemonConfig config = valid("libvirt:\nhost: ~\napi: {listen: ~, tls: ~}\noperations: {workers: }\n");
   CHECK(config.libvirt_uri == "qemu:///system");

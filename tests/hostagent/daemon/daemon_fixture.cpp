@@ -269,6 +269,7 @@ config::DaemonConfig DaemonFixture::config() const {
   config.operation_workers = 8;
   config.on_host_boot = on_host_boot;
   config.host_hugepages = hugepages;
+  config.placement = placement;
   return config;
 }
 

@@ -158,6 +158,7 @@ class DaemonFixture {
   std::string boot_id = "2b5e0c1a-0000-4000-8000-000000000001";
   std::string on_host_boot = "restore";               // operations.on_host_boot
   std::vector<config::HugepagePoolConfig> hugepages;  // host.hugepages
+  config::PlacementConfig placement;                  // the placement section
   // How often the service reads device health again (ServiceParts::device_health_interval).
   std::chrono::milliseconds device_health_interval{10000};
   const std::filesystem::path& scratch() const { return scratch_.path(); }

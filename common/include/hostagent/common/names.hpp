@@ -32,6 +32,13 @@ inline constexpr std::string_view kRequestIdRule =
     "use 1 to 128 printable ASCII characters without spaces (a UUID, say)";
 bool is_request_id(std::string_view text);
 
+// A UUID as libvirt and Placement write it: 8-4-4-4-12 hex digits, lower case (a VM's, a Placement
+// consumer's or resource provider's). Requests carry them into URLs and XML.
+inline constexpr std::string_view kUuidRule = "a UUID, 32 lower-case hex digits as 8-4-4-4-12";
+bool is_uuid(std::string_view text);
+// A random (version 4) UUID in that form.
+std::string random_uuid();
+
 // The rule as CheckedText's, for one kind of name: a VM's or a template's.
 template <class Kind>
 struct NameRule {

@@ -12,6 +12,11 @@ namespace hostagent {
 // ErrorCode::not_found when it does not exist, io_error when it cannot be read.
 Result<std::string> read_text_file(const std::filesystem::path& file);
 
+// A token file (api.token_file, placement.token_file, --token-file): one word on one line; the
+// whitespace around it (the newline an editor adds) is not the token. "" for no file; an empty
+// file, or more than one word, is invalid_argument naming `key`.
+Result<std::string> read_token_file(const std::filesystem::path& file, const std::string& key);
+
 // Creates or truncates the file and writes text into it; not atomic (state files use their own
 // write-and-rename), for outputs a person or a guest reads afterwards.
 Status write_text_file(const std::filesystem::path& file, const std::string& text);

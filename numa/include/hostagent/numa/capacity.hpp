@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "hostagent/numa/host_model.hpp"
@@ -41,9 +42,23 @@ struct NodeCapacity {
   std::vector<PoolCapacity> hugepages;  // the node's pools, in the host model's order
 };
 
+// One device placement may give, and where it stands: what the counts above are made of, for a
+// reader that must name each device (the fleet's provider tree, fleet/).
+enum class DeviceKind { gpu, vf, nvme, whole_nic };
+enum class DeviceUse { free, held, cleaning, quarantined, unavailable };
+
+struct DeviceStanding {
+  PciAddress address;
+  DeviceKind kind = DeviceKind::gpu;
+  int node = -1;  // the node placement files it under (as NodeCapacity), -1 none known
+  DeviceUse use = DeviceUse::free;
+  std::string holder;  // held: the VM; unavailable: why (host use, its IOMMU group, ...)
+};
+
 struct Capacity {
-  std::vector<NodeCapacity> nodes;  // NUMA nodes with CPUs; a CPU-less node's devices count on its nearest
-  NodeCapacity totals;              // every node, and devices on no known node; node is -1
+  std::vector<NodeCapacity> nodes;      // NUMA nodes with CPUs; a CPU-less node's devices count on its nearest
+  NodeCapacity totals;                  // every node, and devices on no known node; node is -1
+  std::vector<DeviceStanding> devices;  // GPUs, VFs, NVMe, whole NICs (PFs with no VF), address order per kind
 };
 
 Capacity capacity(const HostModel& host, const std::vector<Allocation>& held, const HostPolicy& policy);

@@ -20,6 +20,7 @@
 #include "hostagent/common/hardware_ids.hpp"
 #include "hostagent/common/names.hpp"
 #include "hostagent/common/result.hpp"
+#include "hostagent/fleet/provider_tree.hpp"
 #include "hostagent/numa/device_health.hpp"
 #include "hostagent/numa/host_model.hpp"
 #include "hostagent/numa/placement.hpp"
@@ -38,6 +39,11 @@ struct CreateVmRequest {
   // optional, one or the other: reach the guest through a cloud-init NoCloud seed (a CD-ROM)
   std::vector<std::string> ssh_authorized_keys = {};
   std::string user_data = {};
+  // optional: the VM's UUID (common/names' is_uuid), which a fleet's control plane chooses: it is
+  // the Placement consumer that claimed `claim`, the allocations Placement granted on this host
+  // (docs/placement.md). With a claim the VM gets exactly what it claimed.
+  std::string uuid = {};
+  fleet::ProviderResources claim = {};
 };
 
 // A NIC VF's RDMA port as the host saw it at create, before the guest took the VF: what the guest's

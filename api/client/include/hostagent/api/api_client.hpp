@@ -11,6 +11,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "hostagent/common/result.hpp"
@@ -31,6 +32,12 @@ struct ClientOptions {
   // Told what the operator should know but that does not stop the request (a token sent in clear
   // text to a host that is not loopback). Null: written to stderr.
   std::function<void(const std::string&)> warn;
+  // The server, as messages name it ("is hostagentd running?"); another service's client (the
+  // fleet's Placement) names its own.
+  std::string server_name = "hostagentd";
+  // Sent with every request, after the client's own: another service's authentication and version
+  // headers ("X-Auth-Token", "OpenStack-API-Version").
+  std::vector<std::pair<std::string, std::string>> headers;
 };
 
 struct ApiResponse {

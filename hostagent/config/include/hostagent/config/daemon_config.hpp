@@ -117,6 +117,17 @@ struct HugepagePoolConfig {
   bool operator==(const HugepagePoolConfig&) const = default;
 };
 
+// placement: the fleet's OpenStack Placement, where hostagentd publishes its host and its VMs'
+// allocations (docs/placement.md). No url: the host is in no fleet.
+struct PlacementConfig {
+  std::string url;                            // http(s)://HOST:PORT[/PATH]; "" none
+  std::filesystem::path token_file;           // its one line is the X-Auth-Token; "" none (noauth2 wants "admin")
+  std::filesystem::path ca_file;              // https: the CA that signed Placement's certificate; "" the system's
+  std::string host_name;                      // the root provider's name; "" the machine's host name
+  std::chrono::milliseconds interval{60000};  // a full reconcile at least this often
+  std::chrono::milliseconds claim_grace{std::chrono::minutes(10)};  // a claim no VM took is removed after
+};
+
 struct DaemonConfig {
   std::string source;  // the file it came from, for messages; "<embedded>" for the built-in default
 
@@ -164,6 +175,7 @@ struct DaemonConfig {
   HygieneConfig hygiene;
 
   ApiConfig api;
+  PlacementConfig placement;
 };
 
 // Parses YAML text; `source` names it in messages. Keys left out keep the defaults above.

@@ -1,0 +1,92 @@
+// hostagent/daemon/placement_sync: keeps the fleet's OpenStack Placement in step with this host
+// (docs/placement.md, "In step"). Level-triggered: each pass reads what the host holds now (the
+// service's usage, the tree fleet/provider_tree makes of it) and what Placement holds, and writes
+// the difference: providers, inventories and traits, then each managed VM's allocation (consumer =
+// its UUID), then the removal of allocations no VM holds. A pass runs at start, after every change
+// the service announces, at placement.interval, and again with a backoff while Placement cannot be
+// reached. Nothing the host's own API does waits for it: a create goes on while Placement is away,
+// and the next pass catches up.
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "hostagent/common/result.hpp"
+#include "hostagent/config/daemon_config.hpp"
+#include "hostagent/daemon/clock.hpp"
+#include "hostagent/fleet/placement_client.hpp"
+#include "hostagent/service/vm_service.hpp"
+
+namespace hostagent::daemon {
+
+// What one pass changed in Placement ("inventory of host_numa0: VCPU 96 -> 94"), and what it could
+// not ("allocation of train-3: ... exceed the capacity"): a pass goes on past a failed write.
+struct SyncReport {
+  std::vector<std::string> changes;
+  std::vector<std::string> problems;
+  int pending_claims = 0;  // claims no VM holds yet, within placement.claim_grace
+  int providers = 0;
+  int consumers = 0;  // managed VMs' allocations in step
+};
+
+// One pass's logic, apart from its thread: tests drive it against a real Placement.
+class PlacementConverger {
+ public:
+  PlacementConverger(VmService& service, fleet::PlacementClient& placement, config::PlacementConfig config,
+                     std::shared_ptr<Clock> clock);
+  // unavailable when Placement cannot be reached (nothing after that point was tried); other
+  // failures are the report's problems. A full pass (at start, every placement.interval, after a
+  // pass with problems) lists the host's providers and reads again every one whose generation moved
+  // on since this daemon last saw it, and the allocations on it; a quick one (after a change the
+  // service announced) writes only what changed since the last pass wrote or read it, and removes
+  // the allocations of this host's VMs that are gone.
+  Result<SyncReport> run_once(bool full = true);
+
+ private:
+  Status ensure_names(const fleet::ProviderTree& tree);
+  void forget_changed(const fleet::ProviderTree& tree, const std::map<std::string, fleet::ListedProvider>& listed);
+  void sync_provider(const fleet::Provider& wanted, SyncReport& report);
+  void remove_strays(const fleet::ProviderTree& tree, const std::map<std::string, fleet::ListedProvider>& listed,
+                     SyncReport& report);
+  Status read_changed_allocations(const fleet::ProviderTree& tree, std::set<std::string>& unknown);
+  void sync_consumer(const std::string& consumer, const fleet::ProviderResources& wanted, const std::string& vm,
+                     SyncReport& report);
+  void settle_unknown(const std::string& consumer, SyncReport& report);
+
+  VmService& service_;
+  fleet::PlacementClient& placement_;
+  config::PlacementConfig config_;
+  std::shared_ptr<Clock> clock_;
+  std::set<std::string> ensured_;    // custom classes and traits created this run
+  std::set<std::string> known_vms_;  // consumers that were this host's VMs in an earlier pass
+  // What Placement was last seen or made to hold: providers by UUID, managed VMs' allocations by
+  // consumer. A quick pass trusts it; a full pass reads Placement again.
+  std::map<std::string, fleet::Provider> synced_providers_;
+  std::map<std::string, fleet::ProviderResources> synced_consumers_;
+  // Each provider's generation when this daemon last read its allocations; a full pass reads again
+  // only those whose generation moved on (changed_: to read).
+  std::map<std::string, int64_t> generations_;
+  std::set<std::string> changed_;
+  std::map<std::string, std::chrono::steady_clock::time_point> claims_seen_;  // pending claims, first seen
+};
+
+// The pass on its own thread. start() returns at once; the first pass runs on the thread.
+class PlacementSync {
+ public:
+  // invalid_argument for a URL or token file that cannot be used.
+  static Result<std::unique_ptr<PlacementSync>> start(VmService& service, const config::PlacementConfig& config,
+                                                      std::shared_ptr<Clock> clock);
+  virtual ~PlacementSync() = default;
+  // The last pass's report and when it ended; nullopt before the first.
+  virtual std::optional<SyncReport> last() = 0;
+  // Counts passes that ended (with or without problems), and those that could not reach Placement.
+  virtual int passes() = 0;
+  virtual int unreachable() = 0;
+};
+
+}  // namespace hostagent::daemon
