@@ -120,31 +120,19 @@ std::string host_url(const std::string& pattern, const std::string& host) {
   return url;
 }
 
-// The claim goes when the create that was to take it failed; once the host wrote the VM's own
-// allocation over it (consumer type HOSTAGENT_VM), the host's sync owns it.
-void release_claim(fleet::PlacementClient& placement, const std::string& consumer, std::ostream& err) {
+// A claim still a claim, settled by the CLI that made it: released (`taken` false) when the create
+// that was to take it failed, or handed over to the VM (type HOSTAGENT_VM) once the VM exists, so
+// that a delete before the host's sync has run still removes it at once. Once the host wrote the
+// VM's allocation over it, the host's sync owns it and this finds nothing to do.
+void settle_claim(fleet::PlacementClient& placement, const std::string& consumer, bool taken, std::ostream& err) {
   auto state = placement.consumer(consumer);
   if (!state.ok() || state->allocations.empty() || state->consumer_type != fleet::kClaimConsumer) return;
-  fleet::ConsumerWrite remove{consumer,      {}, state->generation, fleet::kClaimConsumer, state->project_id,
-                              state->user_id};
-  if (auto removed = placement.write_allocations(remove); !removed.ok()) {
-    err << "hostagentctl: warning: claim " << consumer << " stays (" << removed.error().message
-        << "); the host's sync removes it after placement.claim_grace\n";
-  }
-}
-
-// The VM exists: its claim is now the VM's allocation (consumer type HOSTAGENT_VM), so that a
-// delete before the host's sync has run still removes it at once. The host's sync does the same on
-// its next pass; whichever comes first, the other finds nothing to do.
-void hand_over_claim(fleet::PlacementClient& placement, const std::string& consumer, std::ostream& err) {
-  auto state = placement.consumer(consumer);
-  if (!state.ok() || state->allocations.empty() || state->consumer_type != fleet::kClaimConsumer) return;
-  fleet::ConsumerWrite vm{consumer,           state->allocations, state->generation,
-                          fleet::kVmConsumer, state->project_id,  state->user_id};
-  if (auto written = placement.write_allocations(vm); !written.ok() && written.error().code != ErrorCode::conflict) {
-    err << "hostagentctl: warning: the claim stays a claim (" << written.error().message
-        << "); the host's sync makes it the VM's\n";
-  }
+  auto written = placement.write_allocations(fleet::rewrite_of(consumer, *state,
+                                                               taken ? state->allocations : fleet::ProviderResources{},
+                                                               taken ? fleet::kVmConsumer : fleet::kClaimConsumer));
+  if (written.ok() || (taken && written.error().code == ErrorCode::conflict)) return;
+  err << "hostagentctl: warning: claim " << consumer << " stays a claim (" << written.error().message << "); "
+      << (taken ? "the host's sync makes it the VM's\n" : "the host's sync removes it after placement.claim_grace\n");
 }
 
 // One host's create with the claim, waited for: its error, or ok.
@@ -226,12 +214,12 @@ int run_fleet_create(const FleetArgs& args, std::ostream& out, std::ostream& err
     // A random candidate, so that control planes claiming at once rarely race for the same one.
     auto candidate =
         found->candidates[std::uniform_int_distribution<std::size_t>(0, found->candidates.size() - 1)(random)];
-    auto root = (*placement)->provider(candidate.root);  // its name is the host's
-    if (!root.ok() || !*root) {
-      last = root.ok() ? Error{ErrorCode::not_found, "host " + candidate.root + " left Placement"} : root.error();
+    auto host = (*placement)->provider_name(candidate.root);  // a root's name is its host's
+    if (!host.ok()) {
+      last = host.error();
       continue;
     }
-    candidate.host = (*root)->name;
+    candidate.host = *host;
     const std::string consumer = random_uuid();
     fleet::ConsumerWrite claim{consumer,          candidate.allocations, std::nullopt, fleet::kClaimConsumer,
                                "hostagent-fleet", "hostagent-fleet"};
@@ -240,7 +228,7 @@ int run_fleet_create(const FleetArgs& args, std::ostream& out, std::ostream& err
       continue;
     }
     if (auto created = create_on(args, shape->name, candidate, consumer); !created.ok()) {
-      release_claim(**placement, consumer, err);
+      settle_claim(**placement, consumer, false, err);
       const bool retry =
           created.error().code == ErrorCode::does_not_fit || created.error().code == ErrorCode::unavailable;
       if (!retry) return fail(err, created.error());
@@ -248,7 +236,7 @@ int run_fleet_create(const FleetArgs& args, std::ostream& out, std::ostream& err
       err << "hostagentctl: attempt " << attempt << " on " << candidate.host << ": " << created.error().message << "\n";
       continue;
     }
-    hand_over_claim(**placement, consumer, err);
+    settle_claim(**placement, consumer, true, err);
     if (args.json) {
       out << json::serialize(
                  json::object{{"name", args.name}, {"host", candidate.host}, {"uuid", consumer}, {"attempts", attempt}})

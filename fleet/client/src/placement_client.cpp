@@ -128,6 +128,11 @@ class Client final : public PlacementClient {
     return std::optional<ProviderState>(std::move(state));
   }
 
+  Result<std::string> provider_name(const std::string& uuid) override {
+    HA_TRY(const auto found, get("/resource_providers/" + uuid));
+    return string_of(found, "name");
+  }
+
   Result<ProviderState> create_provider(const std::string& uuid, const std::string& name,
                                         const std::string& parent_uuid) override {
     json::object body{{"uuid", uuid}, {"name", name}};
@@ -269,6 +274,14 @@ Result<ProviderResources> parse_allocations(const json::value& allocations) {
   return out;
 }
 
+ConsumerWrite rewrite_of(const std::string& consumer, const ConsumerState& state, ProviderResources allocations,
+                         std::string consumer_type) {
+  ConsumerWrite write{consumer, std::move(allocations), state.generation, std::move(consumer_type)};
+  if (!state.project_id.empty()) write.project_id = state.project_id;
+  if (!state.user_id.empty()) write.user_id = state.user_id;
+  return write;
+}
+
 Status remove_tree(PlacementClient& placement, const std::string& root_uuid) {
   HA_TRY(const auto listed, placement.tree(root_uuid));
   std::vector<std::pair<int, std::string>> order;  // (-depth, uuid): leaves first
@@ -277,8 +290,7 @@ Status remove_tree(PlacementClient& placement, const std::string& root_uuid) {
     for (const auto& [consumer, resources] : held.consumers) {
       HA_TRY(const auto state, placement.consumer(consumer));
       if (state.allocations.empty()) continue;
-      HA_TRY_STATUS(placement.write_allocations(
-          {consumer, {}, state.generation, state.consumer_type, state.project_id, state.user_id}));
+      HA_TRY_STATUS(placement.write_allocations(rewrite_of(consumer, state, {}, state.consumer_type)));
     }
     int depth = 0;
     for (auto parent = provider.parent_uuid; !parent.empty() && listed.count(parent) != 0;

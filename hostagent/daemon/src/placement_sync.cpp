@@ -254,10 +254,7 @@ void PlacementConverger::sync_consumer(const std::string& consumer, const fleet:
       synced_consumers_[consumer] = wanted;
       return;
     }
-    fleet::ConsumerWrite write{consumer, wanted, state->generation};
-    if (!state->project_id.empty()) write.project_id = state->project_id;
-    if (!state->user_id.empty()) write.user_id = state->user_id;
-    auto written = placement_.write_allocations(write);
+    auto written = placement_.write_allocations(fleet::rewrite_of(consumer, *state, wanted, fleet::kVmConsumer));
     if (!written.ok() && written.error().code == ErrorCode::conflict) continue;
     if (!written.ok()) {
       report.problems.push_back("allocation of " + vm + ": " + written.error().message);
@@ -301,10 +298,8 @@ void PlacementConverger::settle_unknown(const std::string& consumer, SyncReport&
   } else {
     return;
   }
-  fleet::ConsumerWrite remove{consumer, {}, state->generation, state->consumer_type};
-  if (!state->project_id.empty()) remove.project_id = state->project_id;
-  if (!state->user_id.empty()) remove.user_id = state->user_id;
-  if (auto removed = placement_.write_allocations(remove); !removed.ok()) {
+  if (auto removed = placement_.write_allocations(fleet::rewrite_of(consumer, *state, {}, state->consumer_type));
+      !removed.ok()) {
     report.problems.push_back("remove allocation of " + consumer + ": " + removed.error().message);
     return;
   }

@@ -68,6 +68,11 @@ struct ConsumerWrite {
   std::string user_id = "hostagent";
 };
 
+// A consumer's allocations replaced (empty: removed) at the generation just read, its project and
+// user kept (the defaults where it has none), as `consumer_type`.
+ConsumerWrite rewrite_of(const std::string& consumer, const ConsumerState& state, ProviderResources allocations,
+                         std::string consumer_type);
+
 // Errors, by what Placement answered: 409 placement.concurrent_update (a generation moved on) is
 // `conflict`; 409 with another code (no room: "would exceed the capacity") is `does_not_fit`; 404
 // `not_found`; 400 `invalid_argument`; 401/403 `invalid_argument` naming the token; 5xx and an
@@ -87,6 +92,8 @@ class PlacementClient {
 
   // The provider with its inventories and traits; nullopt when Placement has none with that UUID.
   virtual Result<std::optional<ProviderState>> provider(const std::string& uuid) = 0;
+  // Its name alone, in one request (a root's is its host's); not_found when Placement has none.
+  virtual Result<std::string> provider_name(const std::string& uuid) = 0;
   virtual Result<ProviderState> create_provider(const std::string& uuid, const std::string& name,
                                                 const std::string& parent_uuid) = 0;
   // Each a whole replacement at `generation`; the provider's new generation.
