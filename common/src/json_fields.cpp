@@ -47,6 +47,20 @@ Result<uint64_t> JsonFields::unsigned_integer(std::string_view key) const {
   return wrong_type(key, "a non-negative integer");
 }
 
+Result<int64_t> JsonFields::integer(std::string_view key) const {
+  HA_TRY(const auto* value, field(key));
+  if (value->is_int64()) return value->get_int64();
+  if (value->is_uint64()) return parse_failure("field '" + path(key) + "' is out of range");
+  return wrong_type(key, "an integer");
+}
+
+Result<std::string> JsonFields::optional_string(std::string_view key) const {
+  const auto* value = object_->if_contains(key);
+  if (value == nullptr || value->is_null()) return std::string();
+  if (!value->is_string()) return wrong_type(key, "a string or null");
+  return std::string(value->get_string());
+}
+
 Result<const json::array*> JsonFields::array(std::string_view key) const {
   HA_TRY(const auto* value, field(key));
   if (!value->is_array()) return wrong_type(key, "an array");
@@ -67,6 +81,49 @@ Result<std::vector<std::string>> JsonFields::strings(std::string_view key) const
 Result<JsonFields> JsonFields::object(std::string_view key) const {
   HA_TRY(const auto* value, field(key));
   return of(*value, path(key));
+}
+
+Result<const json::object*> JsonFields::raw_object(std::string_view key) const {
+  HA_TRY(const auto* value, field(key));
+  if (!value->is_object()) return wrong_type(key, "an object");
+  return &value->get_object();
+}
+
+Result<JsonFields> JsonFields::element(std::string_view key, std::size_t index) const {
+  HA_TRY(const json::array* items, array(key));
+  const std::string at = path(key) + "[" + std::to_string(index) + "]";
+  if (index >= items->size()) return parse_failure("field '" + at + "' is missing");
+  return of((*items)[index], at);
+}
+
+Result<std::vector<std::pair<std::string, JsonFields>>> JsonFields::objects() const {
+  std::vector<std::pair<std::string, JsonFields>> out;
+  out.reserve(object_->size());
+  for (const auto& member : *object_) {
+    HA_TRY(auto fields, of(member.value(), path(member.key())));
+    out.emplace_back(std::string(member.key()), std::move(fields));
+  }
+  return out;
+}
+
+Result<std::vector<std::pair<std::string, int64_t>>> JsonFields::integers() const {
+  std::vector<std::pair<std::string, int64_t>> out;
+  out.reserve(object_->size());
+  for (const auto& member : *object_) {
+    HA_TRY(const auto value, integer(member.key()));
+    out.emplace_back(std::string(member.key()), value);
+  }
+  return out;
+}
+
+Result<std::vector<std::pair<std::string, std::string>>> JsonFields::string_members() const {
+  std::vector<std::pair<std::string, std::string>> out;
+  out.reserve(object_->size());
+  for (const auto& member : *object_) {
+    HA_TRY(auto value, string(member.key()));
+    out.emplace_back(std::string(member.key()), std::move(value));
+  }
+  return out;
 }
 
 }  // namespace hostagent::json_fields

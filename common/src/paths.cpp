@@ -12,10 +12,10 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// Lexically inside: `resolved` and `directory` are both canonical, so no symlink or ".." remains
-// in either to make the comparison lie.
-bool lies_inside(const fs::path& resolved, const fs::path& directory) {
-  const auto relative = resolved.lexically_relative(directory);
+// Lexically inside: both are absolute and without "..", and what the file system makes of the rest
+// is open_beneath's to check.
+bool lies_inside(const fs::path& path, const fs::path& directory) {
+  const auto relative = path.lexically_normal().lexically_relative(without_trailing_slash(directory));
   return !relative.empty() && *relative.begin() != ".." && relative != ".";
 }
 
@@ -47,30 +47,29 @@ std::optional<std::string> absolute_path_problem(const std::string& path) {
   return std::nullopt;
 }
 
-Result<fs::path> file_inside(const std::string& path, const AllowedDirectories& allowed, const std::string& field) {
+Result<OpenedFile> open_inside(const std::string& path, const AllowedDirectories& allowed, const std::string& field,
+                               const FileLimits& limits) {
   if (auto problem = absolute_path_problem(path)) {
     return refused(field, text::quoted(path) + " is not an absolute path without '..': " + *problem);
   }
-  std::error_code ec;
-  // canonical() is realpath(3): every component must exist, and every symlink is followed.
-  const fs::path resolved = fs::canonical(path, ec);
-  if (ec == std::errc::no_such_file_or_directory || ec == std::errc::not_a_directory) {
-    return refused(field, text::quoted(path) + " does not exist" + where(allowed));
+  const fs::path named(path);
+  for (const auto& directory : allowed.directories) {
+    if (!lies_inside(named, directory)) continue;
+    auto opened = open_beneath(directory, named, limits, field);
+    if (!opened.ok()) {
+      auto error = std::move(opened).error();
+      // A file a request names that is not there is the request's mistake: 400, as the rest.
+      if (error.code == ErrorCode::not_found) error.code = ErrorCode::invalid_argument;
+      if (error.code == ErrorCode::invalid_argument) error.message += where(allowed);
+      return error;
+    }
+    std::error_code ec;
+    const auto resolved = fs::read_symlink("/proc/self/fd/" + std::to_string(opened->fd.get()), ec);
+    if (ec) return Error{ErrorCode::io_error, field + " " + text::quoted(path) + ": " + ec.message()};
+    opened->path = resolved;
+    return opened;
   }
-  if (ec) return Error{ErrorCode::io_error, field + " " + text::quoted(path) + ": " + ec.message()};
-  const bool inside = std::any_of(allowed.directories.begin(), allowed.directories.end(), [&](const fs::path& dir) {
-    std::error_code dir_ec;
-    const fs::path real_dir = fs::canonical(dir, dir_ec);
-    return !dir_ec && lies_inside(resolved, real_dir);
-  });
-  const std::string named =
-      text::quoted(path) +
-      (resolved == fs::path(path) ? "" : " (which leads to " + text::quoted(resolved.string()) + ")");
-  if (!inside) {
-    return refused(field, named + " is outside the allowed directories" + where(allowed));
-  }
-  if (!fs::is_regular_file(resolved, ec)) return refused(field, named + " is not a regular file");
-  return resolved;
+  return refused(field, text::quoted(path) + " is outside the allowed directories" + where(allowed));
 }
 
 }  // namespace hostagent

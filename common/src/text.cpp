@@ -57,15 +57,18 @@ std::size_t decode_utf8(std::string_view text, std::size_t i, uint32_t& code_poi
   return length;
 }
 
-std::string quoted(std::string_view value, std::size_t longest) {
-  const std::string_view shown = value.substr(0, longest);
-  std::string out = "\"";
-  for (std::size_t i = 0; i < shown.size();) {
+namespace {
+
+// Each character of value as a message shows it; `quotes`: the quote and the backslash escaped
+// too, as inside quoted()'s quotes.
+void append_shown(std::string& out, std::string_view value, bool quotes) {
+  for (std::size_t i = 0; i < value.size();) {
     uint32_t code_point = 0;
-    std::size_t length = decode_utf8(shown, i, code_point);
-    const bool readable = length != 0 && !hides_text(code_point);
+    std::size_t length = decode_utf8(value, i, code_point);
+    const bool quoting = code_point == '"' || code_point == '\\';
+    const bool readable = length != 0 && (!hides_text(code_point) || (quoting && !quotes));
     if (length == 0) length = 1;  // a malformed byte is shown alone; decoding resumes after it
-    const auto bytes = shown.substr(i, length);
+    const auto bytes = value.substr(i, length);
     if (const char* name = escape_name(code_point); length == 1 && name != nullptr) {
       out += name;
     } else if (readable) {
@@ -75,7 +78,21 @@ std::string quoted(std::string_view value, std::size_t longest) {
     }
     i += length;
   }
+}
+
+}  // namespace
+
+std::string quoted(std::string_view value, std::size_t longest) {
+  std::string out = "\"";
+  append_shown(out, value.substr(0, longest), true);
   return out + (value.size() > longest ? "...\"" : "\"");
+}
+
+std::string shown(std::string_view value) {
+  std::string out;
+  out.reserve(value.size());
+  append_shown(out, value, false);
+  return out;
 }
 
 std::string valid_utf8(std::string_view value) {

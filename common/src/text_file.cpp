@@ -5,15 +5,13 @@
 #include <fstream>
 #include <sstream>
 
+#include "hostagent/common/named_file.hpp"
+
 namespace hostagent {
 
-Result<std::string> read_text_file(const std::filesystem::path& file) {
-  std::ifstream in(file, std::ios::binary);
-  if (!in) return errno_error(errno, "read", file.string());
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) return errno_error(errno, "read", file.string());
-  return text.str();
+Result<std::string> read_text_file(const std::filesystem::path& file, std::uintmax_t max_bytes) {
+  HA_TRY(auto opened, open_named_file(file, FileLimits{max_bytes, false}, "file"));
+  return read_opened(opened, max_bytes, "file");
 }
 
 Status write_text_file(const std::filesystem::path& file, const std::string& text) {
@@ -27,7 +25,7 @@ Status write_text_file(const std::filesystem::path& file, const std::string& tex
 
 Result<std::string> read_token_file(const std::filesystem::path& file, const std::string& key) {
   if (file.empty()) return std::string();
-  HA_TRY(auto text, read_text_file(file));
+  HA_TRY(auto text, read_text_file(file, kMaxTokenFileBytes));
   const auto first = text.find_first_not_of(" \t\r\n");
   const auto last = text.find_last_not_of(" \t\r\n");
   if (first == std::string::npos) {

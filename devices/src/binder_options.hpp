@@ -30,14 +30,14 @@ class HostUseReading {
     std::lock_guard lock(mutex_);
     reading_.reset();
   }
-
- private:
+  // Read now, kept for nobody: the cleaning's check before each step.
   Result<std::vector<numa::HostUse>> read() const {
     HA_TRY(auto uses, numa::detect_host_use(root_));
     uses.insert(uses.end(), reserved_.begin(), reserved_.end());
     return uses;
   }
 
+ private:
   const std::filesystem::path root_;
   const std::vector<numa::HostUse> reserved_;
   std::mutex mutex_;

@@ -84,12 +84,14 @@ bool is_vf(const numa::PciFunction& function) {
 StepOutcome reset_step(const CleaningParts& parts, const numa::PciFunction& function) {
   const auto identity = is_vf(function) ? vfio::vf_identity(function.class_code)
                                         : vfio::function_identity(function.vendor_id, function.device_id);
-  auto report = vfio::reset_and_verify(*parts.sysfs, *parts.writer, *parts.config_space, function.address, identity,
-                                       parts.hygiene->reset_polling);
+  auto report = vfio::reset_unbound_and_verify(*parts.sysfs, *parts.writer, *parts.config_space, function.address,
+                                               identity, parts.hygiene->reset_polling);
   if (!report.ok()) return failed(report.error().message);
   const std::string methods = report->methods.empty() ? "the kernel's" : "\"" + report->methods + "\"";
+  const std::string driver =
+      report->host_driver.empty() ? "" : "; off " + report->host_driver + " for it, and back on it after";
   return passed("reset by " + methods + " methods; answered as " + identity.name + " after " +
-                std::to_string(report->polls) + (report->polls == 1 ? " read" : " reads"));
+                std::to_string(report->polls) + (report->polls == 1 ? " read" : " reads") + driver);
 }
 
 // A ROM a tenant could have rewritten is compared with what the operator knows to be good: its
@@ -226,6 +228,32 @@ StepOutcome erase_step(const CleaningParts& parts, const numa::PciFunction& func
   return passed(nvme::describe(*report));
 }
 
+// The host's uses of the function, read now; "" when it has none.
+Result<std::string> host_uses(const CleaningParts& parts, const PciAddress& address) {
+  HA_ASSERT(parts.host_use != nullptr);
+  HA_TRY(const auto uses, parts.host_use());
+  std::string reasons;
+  for (const auto& use : uses) {
+    if (use.address == address) reasons += (reasons.empty() ? "" : "; ") + use.reason;
+  }
+  return reasons;
+}
+
+// A step, run only while the host does not use the device: asked again right before it, since a
+// disk mounted or an interface addressed after the model was read is the host's all the same.
+CleaningStep guarded(const CleaningParts& parts, const numa::PciFunction& function, CleaningStep step) {
+  step.run = [parts, address = function.address, name = step.name, run = std::move(step.run)] {
+    const auto uses = host_uses(parts, address);
+    if (!uses.ok()) return failed("not run: what the host uses could not be read: " + uses.error().message);
+    if (!uses->empty()) {
+      return failed("not run: the host uses " + address.to_string() + " (" + *uses +
+                    "), and hostagent never resets, erases or scrubs a device the host uses");
+    }
+    return run();
+  };
+  return step;
+}
+
 }  // namespace
 
 const char* to_string(StepResult result) noexcept {
@@ -258,6 +286,7 @@ std::vector<CleaningStep> host_cleaning_steps(const CleaningParts& parts, const 
   if (function.role == numa::PciRole::nic && is_vf(function)) {
     steps.push_back({"vf-neutral", [parts, function] { return vf_neutral_step(parts, function); }});
   }
+  for (auto& step : steps) step = guarded(parts, function, std::move(step));
   return steps;
 }
 

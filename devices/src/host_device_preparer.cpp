@@ -130,7 +130,8 @@ class HostDevicePreparer final : public DevicePreparer {
                                  parts_.config_space.get(),
                                  parts_.netlink.get(),
                                  &parts_.options.hygiene,
-                                 parts_.nvme.get()};
+                                 parts_.nvme.get(),
+                                 [reading = host_use_] { return reading->read(); }};
     auto steps = host_cleaning_steps(cleaning, function);
     for (auto& step : steps) {
       if (!step.exclusive) continue;

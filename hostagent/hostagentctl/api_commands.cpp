@@ -19,8 +19,7 @@ namespace json = boost::json;
 using Context = ApiCommands::Context;
 
 int fail(Context& context, const Error& error) {
-  context.err << "hostagentctl: " << to_string(error.code) << ": " << error.message << "\n";
-  return 1;
+  return print_failure(context.err, error);
 }
 
 void print_json(Context& context, const json::value& value) {
@@ -41,10 +40,27 @@ std::string encode(const std::string& text) {
   return out;
 }
 
+// Every document the API answers is an object, and a list's holds its array under `list`: what
+// answers otherwise (not hostagentd, or a broken one) is an error naming what was missing, never
+// an abort (issue 43, defect 8). The renderers read what they show leniently ("-" for a field
+// missing), so nothing beyond the shape can throw.
+Status check_answer(const json::value& value, const std::string& target, const char* list = nullptr) {
+  if (!value.is_object()) {
+    return Error{ErrorCode::parse_error, "GET " + target + ": the answer is not a JSON object; is this hostagentd?"};
+  }
+  const auto* items = list == nullptr ? nullptr : value.get_object().if_contains(list);
+  if (list != nullptr && (items == nullptr || !items->is_array())) {
+    return Error{ErrorCode::parse_error, "GET " + target + ": the answer has no \"" + list + "\" array"};
+  }
+  return ok_status();
+}
+
 // GET target; --json prints it, else render() does.
-int show(Context& context, const std::string& target, std::string (*render)(const json::value&)) {
+int show(Context& context, const std::string& target, std::string (*render)(const json::value&),
+         const char* list = nullptr) {
   auto value = context.client.get_json(target);
   if (!value.ok()) return fail(context, value.error());
+  if (auto shaped = check_answer(*value, target, list); !shaped.ok()) return fail(context, shaped.error());
   if (context.globals.json) {
     print_json(context, *value);
   } else {
@@ -70,18 +86,21 @@ std::string vm_target(const std::string& name) {
 int vm_show(Context& context, const std::string& name) {
   auto vm = context.client.get_json(vm_target(name));
   if (!vm.ok()) return fail(context, vm.error());
+  if (auto shaped = check_answer(*vm, vm_target(name)); !shaped.ok()) return fail(context, shaped.error());
   if (context.globals.json) {
     print_json(context, *vm);
     return 0;
   }
   auto starts = context.client.get_json(vm_target(name) + "/starts");
-  context.out << (starts.ok() ? render_vm_with_start(*vm, *starts) : render_vm(*vm));
+  const bool with_start = starts.ok() && check_answer(*starts, vm_target(name) + "/starts").ok();
+  context.out << (with_start ? render_vm_with_start(*vm, *starts) : render_vm(*vm));
   return 0;
 }
 
 int print_vm_row(Context& context, const std::string& name) {
   auto vm = context.client.get_json(vm_target(name));
   if (!vm.ok()) return fail(context, vm.error());
+  if (auto shaped = check_answer(*vm, vm_target(name)); !shaped.ok()) return fail(context, shaped.error());
   if (context.globals.json) {
     print_json(context, *vm);
   } else {
@@ -92,6 +111,7 @@ int print_vm_row(Context& context, const std::string& name) {
 
 // After a 202: wait for the operation (unless --no-wait), then `done` prints the outcome.
 int follow(Context& context, const json::value& operation, bool no_wait, const std::function<int()>& done) {
+  if (auto shaped = check_operation(operation, "the answer"); !shaped.ok()) return fail(context, shaped.error());
   if (no_wait) {
     if (context.globals.json) {
       print_json(context, operation);
@@ -244,8 +264,14 @@ int template_check(Context& context, const std::vector<std::string>& files) {
     auto response = context.client.request("POST", "/v1/templates/validate", *yaml, "application/yaml");
     if (!response.ok()) return fail(context, response.error());
     if (response->status == 200) {
-      const auto value = json::parse(response->body);
-      context.out << file << ": ok (" << display(value.at("template"), "name") << ")\n";
+      boost::system::error_code ec;
+      const auto value = json::parse(response->body, ec);
+      const auto* object = ec ? nullptr : value.if_object();
+      const auto* checked = object == nullptr ? nullptr : object->if_contains("template");
+      if (checked == nullptr) {
+        return fail(context, {ErrorCode::parse_error, "POST /v1/templates/validate: the answer has no \"template\""});
+      }
+      context.out << file << ": ok (" << display(*checked, "name") << ")\n";
       continue;
     }
     const auto problem = api::parse_problem(response->body);
@@ -255,9 +281,9 @@ int template_check(Context& context, const std::vector<std::string>& files) {
                           : Error{ErrorCode::internal, "template check: HTTP " + std::to_string(response->status)});
     }
     status = 1;
-    const auto* errors = problem->json.as_object().if_contains("errors");
+    const auto* errors = problem->json.get_object().if_contains("errors");
     if (errors == nullptr || !errors->is_array()) {
-      context.err << file << ": " << problem->detail << "\n";
+      context.err << file << ": " << terminal_text(problem->detail) << "\n";
       continue;
     }
     for (const auto& error : errors->get_array()) context.err << with_file(display(error), file) << "\n";
@@ -276,7 +302,8 @@ int health(Context& context) {
     boost::system::error_code ec;
     print_json(context, json::object{{"live", json::parse(live->body, ec)}, {"ready", json::parse(ready->body, ec)}});
   } else {
-    context.out << "live:  ok\nready: " << (is_ready ? "yes" : "no" + (problem ? ": " + problem->detail : "")) << "\n";
+    context.out << "live:  ok\nready: "
+                << (is_ready ? "yes" : "no" + (problem ? ": " + terminal_text(problem->detail) : "")) << "\n";
   }
   return is_ready ? 0 : 1;
 }
@@ -304,8 +331,11 @@ Result<api::ClientOptions> client_options(const ApiGlobals& globals) {
   options.certificate_file = globals.certificate_file;
   options.key_file = globals.key_file;
   options.ca_file = globals.ca_file;
-  if (!(globals.timeout_seconds > 0)) {
-    return Error{ErrorCode::invalid_argument, "--timeout must be a positive number of seconds"};
+  // A bound, so that seconds * 1000 is a number of milliseconds at all (1e308 overflowed to a
+  // timeout that fired at once).
+  constexpr double kMaxTimeoutSeconds = 86400;
+  if (!(globals.timeout_seconds > 0) || globals.timeout_seconds > kMaxTimeoutSeconds) {
+    return Error{ErrorCode::invalid_argument, "--timeout must be a number of seconds above 0 and at most 86400"};
   }
   const auto timeout = std::chrono::milliseconds(static_cast<std::int64_t>(globals.timeout_seconds * 1000));
   options.connect_timeout = std::min(timeout, std::chrono::milliseconds(10000));
@@ -403,8 +433,10 @@ void ApiCommands::add_template_commands(CLI::App& templates) {
 void ApiCommands::add_vm_commands() {
   auto* vm = app_.add_subcommand("vm", "Create, inspect, start, stop and delete VMs");
   vm->require_subcommand(1);
-  add(*vm, "list", "Every VM, managed and foreign",
-      [](Context& c) { return show(c, "/v1/vms", [](const json::value& v) { return render_vms(v.at("vms")); }); });
+  add(*vm, "list", "Every VM, managed and foreign", [](Context& c) {
+    return show(
+        c, "/v1/vms", [](const json::value& v) { return render_vms(v.get_object().at("vms")); }, "vms");
+  });
   add(*vm, "show", "One VM: state, operation, what it holds, where its last start's time went",
       [this](Context& c) { return vm_show(c, args_.name); })
       ->add_option("name", args_.name, "VM name")
@@ -453,7 +485,9 @@ void ApiCommands::add_operation_commands() {
   auto* operation = app_.add_subcommand("operation", "Operations in flight and recently ended");
   operation->require_subcommand(1);
   add(*operation, "list", "Operations, newest first", [](Context& c) {
-    return show(c, "/v1/operations", [](const json::value& v) { return render_operations(v.at("operations")); });
+    return show(
+        c, "/v1/operations", [](const json::value& v) { return render_operations(v.get_object().at("operations")); },
+        "operations");
   });
   add(*operation, "show", "One operation",
       [this](Context& c) { return show(c, "/v1/operations/" + encode(args_.id), render_operation); })
@@ -491,7 +525,6 @@ std::optional<int> ApiCommands::run(std::ostream& out, std::ostream& err) {
     err << "hostagentctl: " << to_string(options.error().code) << ": " << options.error().message << "\n";
     return 1;
   }
-  options->warn = [&err](const std::string& warning) { err << "hostagentctl: warning: " << warning << "\n"; };
   auto client = api::ApiClient::make(*options);
   if (!client.ok()) {
     err << "hostagentctl: " << to_string(client.error().code) << ": " << client.error().message << "\n";

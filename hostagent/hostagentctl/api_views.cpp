@@ -5,6 +5,7 @@
 #include <boost/json/parse.hpp>
 #include <map>
 
+#include "hostagent/common/text.hpp"
 #include "progress.hpp"
 #include "table.hpp"
 
@@ -392,8 +393,8 @@ std::string cleaning_event_line(const json::value& data) {
 std::string render_event(const api::ServerEvent& event) {
   boost::system::error_code ec;
   const auto data = json::parse(event.data, ec);
-  std::string line = event.id + " " + event.event + " ";
-  if (ec || !data.is_object()) return line + event.data;
+  std::string line = text::shown(event.id) + " " + text::shown(event.event) + " ";
+  if (ec || !data.is_object()) return line + text::shown(event.data);
   if (event.event == "operation") return line + display(data, "id") + " " + progress_plain(data);
   if (event.event == "vm")
     return line + display(data, "vm") + ": " + display(data, "state") + " (" + display(data, "detail") + ")";
@@ -409,7 +410,7 @@ std::string render_event(const api::ServerEvent& event) {
     return line + display(data, "device") + " quarantined: " + display(data, "step") +
            " failed: " + display(data, "reason");
   }
-  return line + event.data;
+  return line + text::shown(event.data);
 }
 
 }  // namespace hostagent::ctl

@@ -11,10 +11,12 @@
 #include "hostagent/common/names.hpp"
 #include "hostagent/common/text_file.hpp"
 #include "hostagent/fleet/candidates_query.hpp"
+#include "hostagent/fleet/placement_answers.hpp"
 #include "hostagent/fleet/placement_client.hpp"
 #include "hostagent/vmtemplates/shape_request.hpp"
 #include "progress.hpp"
 #include "render_command.hpp"
+#include "table.hpp"
 
 namespace hostagent::ctl {
 namespace {
@@ -23,8 +25,7 @@ namespace json = boost::json;
 using Clock = std::chrono::steady_clock;
 
 int fail(std::ostream& err, const Error& error) {
-  err << "hostagentctl: " << to_string(error.code) << ": " << error.message << "\n";
-  return 1;
+  return print_failure(err, error);
 }
 
 struct Candidate {
@@ -78,15 +79,9 @@ Result<Offer> offer(const FleetArgs& args, fleet::PlacementClient& placement, bo
   }
   if (!answer.ok()) return answer.error();
   out.seconds = std::chrono::duration<double>(Clock::now() - start).count();
-  const auto& summaries = answer->as_object().at("provider_summaries").as_object();
-  for (const auto& request : answer->as_object().at("allocation_requests").as_array()) {
-    Candidate candidate;
-    HA_TRY(candidate.allocations, fleet::parse_allocations(request.as_object().at("allocations")));
-    if (const auto* mappings = request.as_object().if_contains("mappings")) candidate.mappings = *mappings;
-    const auto& first = candidate.allocations.begin()->first;
-    const auto* summary = summaries.if_contains(first);
-    if (summary == nullptr) return Error{ErrorCode::parse_error, "Placement: no summary for provider " + first};
-    candidate.root = std::string(summary->as_object().at("root_provider_uuid").as_string());
+  HA_TRY(auto read, fleet::answers::allocation_candidates(*answer));
+  for (auto& request : read) {
+    Candidate candidate{request.root_uuid, "", std::move(request.allocations), std::move(request.mappings)};
     const auto root = roots.find(candidate.root);
     candidate.host = root == roots.end() ? candidate.root : root->second;
     out.candidates.push_back(std::move(candidate));
@@ -153,10 +148,10 @@ Status create_on(const FleetArgs& args, const std::string& template_name, const 
   HA_TRY(const auto operation, client->send_json("POST", "/v1/vms", body));
   std::ostringstream progress;
   HA_TRY(const auto ended, wait_for_operation(*client, operation, WaitSettings{}, progress));
-  if (ended.as_object().at("state").as_string() == "succeeded") return ok_status();
+  if (display(ended, "state") == "succeeded") return ok_status();
   // Room the host did not have after all (Placement was behind it) is worth another host; any other
   // failure (an image missing, a template the host lacks) is the operator's to see at once.
-  const auto* error = ended.as_object().if_contains("error");
+  const auto* error = ended.get_object().if_contains("error");
   const auto* code = error != nullptr && error->is_object() ? error->as_object().if_contains("code") : nullptr;
   const bool room =
       code != nullptr && code->is_string() && (code->as_string() == "does_not_fit" || code->as_string() == "conflict");

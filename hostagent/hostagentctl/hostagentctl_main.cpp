@@ -1,6 +1,7 @@
 // hostagentctl: the operator's and infra engineer's command line. Only wiring lives here: the
 // offline commands (topology, render, verify-guest, template validate) and the API's (api_commands).
 #include <CLI/CLI.hpp>
+#include <exception>
 #include <iostream>
 
 #include "api_commands.hpp"
@@ -12,6 +13,7 @@
 #include "hostagent/daemon/command_line.hpp"
 #include "hostagent/daemon/install_paths.hpp"
 #include "render_command.hpp"
+#include "table.hpp"
 #include "template_command.hpp"
 #include "topology_report.hpp"
 #include "verify_command.hpp"
@@ -21,8 +23,7 @@ namespace {
 using hostagent::ctl::HostSource;
 
 int fail(const hostagent::Error& error) {
-  std::cerr << "hostagentctl: " << hostagent::to_string(error.code) << ": " << error.message << "\n";
-  return 1;
+  return hostagent::ctl::print_failure(std::cerr, error);
 }
 
 std::string simulated_help() {
@@ -46,9 +47,8 @@ int run_topology(const HostSource& source, bool as_json) {
   return 0;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+// The whole command line: parsed, then the one command it names run.
+int run(int argc, char** argv) {
   CLI::App app{"hostagentctl: inspect and drive hostagent on a GPU hypervisor host"};
   app.set_version_flag("--version", hostagent::version_string("hostagentctl"));
   app.require_subcommand(1);
@@ -200,4 +200,20 @@ int main(int argc, char** argv) {
     return hostagent::ctl::run_host_check(check_args, std::cout, std::cerr);
   }
   return 0;
+}
+
+}  // namespace
+
+// Every answer is checked into its shape before it is read (api_commands, progress, the fleet's
+// placement_answers), so nothing below should throw; whatever still does is a defect, said as one
+// with exit status 70 (EX_SOFTWARE), never an abort and a core. The tests hold every command to
+// exit 0 or 1 on any answer, so this never hides one.
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& thrown) {
+    std::cerr << "hostagentctl: internal: " << hostagent::ctl::terminal_text(thrown.what())
+              << " (a defect of hostagentctl: please report it)\n";
+    return 70;
+  }
 }

@@ -3,18 +3,21 @@
 
 #include <thread>
 
+#include "hostagent/common/text.hpp"
 #include "table.hpp"
 
 namespace hostagent::ctl {
 namespace {
 
 std::string text(const boost::json::value& operation, const char* key) {
-  const auto* value = operation.as_object().if_contains(key);
-  return value != nullptr && value->is_string() ? std::string(value->get_string()) : std::string();
+  const auto* object = operation.if_object();
+  const auto* value = object == nullptr ? nullptr : object->if_contains(key);
+  return value != nullptr && value->is_string() ? text::shown(value->get_string()) : std::string();
 }
 
 std::int64_t number(const boost::json::value& operation, const char* key) {
-  const auto* value = operation.as_object().if_contains(key);
+  const auto* object = operation.if_object();
+  const auto* value = object == nullptr ? nullptr : object->if_contains(key);
   if (value == nullptr) return 0;
   if (value->is_int64()) return value->get_int64();
   if (value->is_uint64()) return static_cast<std::int64_t>(value->get_uint64());
@@ -57,8 +60,25 @@ std::string progress_plain(const boost::json::value& operation) {
   return title(operation) + ": " + position(operation);
 }
 
+Status check_operation(const boost::json::value& operation, const std::string& where) {
+  const auto* object = operation.if_object();
+  if (object == nullptr)
+    return Error{ErrorCode::parse_error, where + ": the answer is not an operation (not a JSON object)"};
+  const auto* id = object->if_contains("id");
+  if (id == nullptr || !id->is_string() || id->get_string().empty()) {
+    return Error{ErrorCode::parse_error, where + ": the answer is not an operation (no string \"id\")"};
+  }
+  const auto state = text(operation, "state");
+  if (state != "queued" && state != "running" && state != "succeeded" && state != "failed") {
+    return Error{ErrorCode::parse_error,
+                 where + ": the answer is not an operation (\"state\" is not queued, running, succeeded or failed)"};
+  }
+  return ok_status();
+}
+
 Result<boost::json::value> wait_for_operation(api::ApiClient& client, const boost::json::value& operation,
                                               const WaitSettings& settings, std::ostream& progress) {
+  HA_TRY_STATUS(check_operation(operation, "the operation to wait for"));
   const std::string target = "/v1/operations/" + text(operation, "id");
   boost::json::value current = operation;
   std::string shown;
@@ -71,7 +91,7 @@ Result<boost::json::value> wait_for_operation(api::ApiClient& client, const boos
     if (ended(current)) break;
     std::this_thread::sleep_for(settings.poll_interval);
     HA_TRY(current, client.get_json(target));
-    if (!current.is_object()) return Error{ErrorCode::parse_error, "GET " + target + ": not a JSON object"};
+    HA_TRY_STATUS(check_operation(current, "GET " + target));
   }
   if (settings.terminal) progress << "\n";
   return current;
@@ -83,7 +103,8 @@ std::string failure_message(const boost::json::value& operation) {
     message += " at " + text(operation, "step") + " (" + std::to_string(number(operation, "step_number")) + "/" +
                std::to_string(number(operation, "step_count")) + ")";
   }
-  const auto* error = operation.as_object().if_contains("error");
+  const auto* object = operation.if_object();
+  const auto* error = object == nullptr ? nullptr : object->if_contains("error");
   if (error != nullptr && error->is_object()) {
     message += ": " + display(*error, "detail");
   }

@@ -22,6 +22,11 @@ struct WaitSettings {
   bool terminal = false;  // draw a bar redrawn in place
 };
 
+// An operation as the API answers it: an object with a string id and a state of queued, running,
+// succeeded or failed. parse_error naming `where` and what is missing otherwise: what answers may
+// not be hostagentd, and a wait on an operation that cannot end would never return.
+Status check_operation(const boost::json::value& operation, const std::string& where);
+
 // Polls until the operation succeeds or fails and returns its final JSON; errors are the API's
 // (the daemon went away, the operation was forgotten), not the operation's own failure.
 Result<boost::json::value> wait_for_operation(api::ApiClient& client, const boost::json::value& operation,

@@ -12,6 +12,7 @@
 #include "hostagent/render/guest_renderer.hpp"
 #include "hostagent/vmtemplates/shape_request.hpp"
 #include "hostagent/vmtemplates/vm_template.hpp"
+#include "table.hpp"
 
 namespace hostagent::ctl {
 namespace {
@@ -85,10 +86,7 @@ Result<PlacedGuest> place_and_render(const RenderArgs& args, std::ostream& err) 
 }
 
 int run_render(const RenderArgs& args, std::ostream& out, std::ostream& err) {
-  const auto fail = [&](const Error& error) {
-    err << "hostagentctl: " << to_string(error.code) << ": " << error.message << "\n";
-    return 1;
-  };
+  const auto fail = [&](const Error& error) { return print_failure(err, error); };
   const auto placed = place_and_render(args, err);
   if (!placed.ok()) return fail(placed.error());
   if (!args.output_dir) {

@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "hostagent/common/result.hpp"
+#include "hostagent/common/text.hpp"
 
 namespace hostagent::ctl {
 
@@ -52,7 +53,9 @@ std::string display(const boost::json::value& value) {
     case boost::json::kind::bool_:
       return value.get_bool() ? "yes" : "no";
     case boost::json::kind::string:
-      return value.get_string().empty() ? "-" : std::string(value.get_string());
+      // What the daemon answers came partly from others (libvirt's names, a guest's console, a
+      // peer's text): a cell shows it, never an escape sequence that rewrites the terminal.
+      return value.get_string().empty() ? "-" : text::shown(value.get_string());
     case boost::json::kind::int64:
       return std::to_string(value.get_int64());
     case boost::json::kind::uint64:
@@ -76,6 +79,23 @@ std::string display(const boost::json::value& value) {
 std::string display(const boost::json::value& object, const char* key) {
   const auto* found = object.is_object() ? object.get_object().if_contains(key) : nullptr;
   return found == nullptr ? "-" : display(*found);
+}
+
+std::string terminal_text(std::string_view text) {
+  std::string out;
+  for (std::size_t start = 0; start <= text.size();) {
+    const auto end = std::min(text.find('\n', start), text.size());
+    out += text::shown(text.substr(start, end - start));
+    if (end == text.size()) break;
+    out += '\n';
+    start = end + 1;
+  }
+  return out;
+}
+
+int print_failure(std::ostream& err, const Error& error) {
+  err << "hostagentctl: " << to_string(error.code) << ": " << terminal_text(error.message) << "\n";
+  return 1;
 }
 
 std::string format_bytes(std::uint64_t bytes) {

@@ -9,6 +9,7 @@
 
 #include "hostagent/common/sysfs_root.hpp"
 #include "hostagent/verify/verify_guest.hpp"
+#include "table.hpp"
 
 namespace hostagent::ctl {
 namespace {
@@ -103,8 +104,7 @@ void print_report(const verify::VerifyReport& report, std::ostream& out) {
 }
 
 int fail(const Error& error, std::ostream& err) {
-  err << "hostagentctl: " << to_string(error.code) << ": " << error.message << "\n";
-  return 1;
+  return print_failure(err, error);
 }
 
 }  // namespace

@@ -22,6 +22,7 @@
 #include "hostagent/daemon/install_paths.hpp"
 #include "hostagent/daemon/placement_sync.hpp"
 #include "hostagent/service/vm_service.hpp"
+#include "hostagent/state/state_lock.hpp"
 #include "hostagent/systemd/log.hpp"
 #include "hostagent/systemd/notifier.hpp"
 #include "hostagent/systemd/socket_activation.hpp"
@@ -282,6 +283,11 @@ int run_hostagentd(const DaemonArgs& args, std::ostream& out, std::ostream& err)
     inherited = std::move(passed).value();
   }
   (void)notifier.status("configuration read: " + config->source);
+  // Before anything reads or writes the state directory (a simulated host's tree is written there
+  // by the assembly): --exec reconciles as the server does, so it takes the lock as well.
+  auto lock = state::StateLock::take(config->state_directory,
+                                     serving ? "hostagentd serving" : "hostagentd --exec " + args.exec.front());
+  if (!lock.ok()) return fail(lock.error());
   confine_host_processes(*config, notifier);
   auto parts = assemble_parts(*config, [&notifier](const std::string& stage) { (void)notifier.status(stage); });
   if (!parts.ok()) return fail(parts.error());

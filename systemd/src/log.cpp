@@ -7,6 +7,8 @@
 #include <cstdio>
 #include <mutex>
 
+#include "hostagent/common/text.hpp"
+
 namespace hostagent::systemd {
 namespace {
 
@@ -47,13 +49,18 @@ void write_default(LogLevel level, const std::string& message, const LogContext&
 
 }  // namespace
 
+// Every line is one line of readable text, whatever a name, a peer or libvirt put in it: a newline
+// would forge a second line, an escape sequence would rewrite the operator's terminal, a bidi
+// override would reorder what is read (common/text's shown()).
 void log(LogLevel level, const std::string& message, const LogContext& context) {
+  const std::string line = text::shown(message);
+  const LogContext fields{text::shown(context.vm), text::shown(context.operation), text::shown(context.device)};
   std::lock_guard lock(sink_mutex());
   if (sink()) {
-    sink()(level, message, context);
+    sink()(level, line, fields);
     return;
   }
-  write_default(level, message, context);
+  write_default(level, line, fields);
 }
 
 LogSink set_log_sink(LogSink sink_fn) {

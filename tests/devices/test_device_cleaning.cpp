@@ -15,6 +15,7 @@
 #include "hostagent/common/sha256.hpp"
 #include "hostagent/devices/device_cleaning.hpp"
 #include "hostagent/discovery/discovery.hpp"
+#include "hostagent/discovery/host_use_reader.hpp"
 #include "hostagent/vfio/config_space_access.hpp"
 #include "test_support.hpp"
 
@@ -64,11 +65,27 @@ struct CleaningFixture {
     return *it;
   }
 
+  // As the preparer gives them: what the host uses read from the tree at each call, with the
+  // operator's reservations.
+  CleaningParts parts() {
+    return {&model,
+            &sysfs,
+            &host.kernel(),
+            config.get(),
+            &netlink,
+            &hygiene,
+            &nvme,
+            [this]() -> Result<std::vector<numa::HostUse>> {
+              HA_TRY(auto uses, numa::detect_host_use(host.root()));
+              uses.insert(uses.end(), reserved.begin(), reserved.end());
+              return uses;
+            }};
+  }
+
   // Each step run in order, as the daemon does: name -> outcome, stopping at the first failure.
   std::vector<std::pair<std::string, StepOutcome>> clean(const numa::PciFunction& f) {
-    const CleaningParts parts{&model, &sysfs, &host.kernel(), config.get(), &netlink, &hygiene, &nvme};
     std::vector<std::pair<std::string, StepOutcome>> out;
-    for (const auto& step : host_cleaning_steps(parts, f)) {
+    for (const auto& step : host_cleaning_steps(parts(), f)) {
       out.emplace_back(step.name, step.run());
       if (out.back().second.result == StepResult::failed) break;
     }
@@ -81,6 +98,7 @@ struct CleaningFixture {
   std::unique_ptr<vfio::ConfigSpace> config;
   FakeVfNetlink netlink;
   HygieneOptions hygiene;
+  std::vector<numa::HostUse> reserved;  // devices.reserved
   testing::FakeNvmeState nvme_state;
   testing::FakeNvmeOpener nvme{nvme_state};
 };
@@ -186,8 +204,7 @@ TEST_CASE("a tenant's NVMe is erased through the nvme driver and read back, outs
   CHECK(steps[2].second.detail == "format (user data erase) of Fake NVMe; namespace 1: 16 blocks read back, all 0x00");
   CHECK(f.nvme_state.opened == std::vector<std::string>{"/dev/" + name});
   CHECK(f.nvme_state.namespace_devices == std::vector<std::string>{"/dev/ng9n1"});
-  const CleaningParts parts{&f.model, &f.sysfs, &f.host.kernel(), f.config.get(), &f.netlink, &f.hygiene, &f.nvme};
-  const auto listed = host_cleaning_steps(parts, f.function(kNvme));
+  const auto listed = host_cleaning_steps(f.parts(), f.function(kNvme));
   CHECK_FALSE(listed.back().exclusive);
 
   SUBCASE("a block the erase did not reach fails it, naming the block") {
@@ -210,6 +227,73 @@ TEST_CASE("a tenant's NVMe is erased through the nvme driver and read back, outs
     CHECK(none[2].second.result == StepResult::failed);
     CHECK(contains(none[2].second.detail, "offers neither Sanitize"));
   }
+}
+
+// The wedge seen on the real kernel (issue 43): a controller given back to nvme a moment ago is
+// being scanned, and a reset under the driver (nvme_reset_prepare/done) waits on that scan forever.
+TEST_CASE("a device on a host driver is reset with no driver bound, then bound to that driver again") {
+  CleaningFixture f;
+  drive_nvme(f.host, kNvme, "live", {"ng9n1"});
+  f.nvme_state.namespaces = {testing::fake_namespace(1)};
+  const auto steps = f.clean(f.function(kNvme));
+  REQUIRE(step_names(steps) == std::vector<std::string>{"reset", "firmware", "erase"});
+  CHECK(steps[0].second.result == StepResult::passed);
+  CHECK_MESSAGE(contains(steps[0].second.detail, "; off nvme for it, and back on it after"), steps[0].second.detail);
+  CHECK(f.host.drivers().drivers_at_resets(kNvme) == std::vector<std::string>{""});
+  CHECK(f.host.driver_of(kNvme) == "nvme");
+  CHECK(steps[2].second.result == StepResult::passed);
+
+  SUBCASE("one already off its driver is reset as it stands, and bound to nothing after") {
+    REQUIRE(f.host.kernel().write("/sys/bus/pci/drivers/nvme/unbind", kNvme).ok());
+    const auto unbound = f.clean(f.function(kNvme));
+    CHECK(unbound[0].second.result == StepResult::passed);
+    CHECK_FALSE(contains(unbound[0].second.detail, "off "));
+    CHECK(f.host.driver_of(kNvme).empty());
+  }
+  SUBCASE("a reset that fails leaves it on no driver: nvme never scans what the tenant left") {
+    f.host.kernel().fail_write(".*/reset", EIO);
+    const auto broken = f.clean(f.function(kNvme));
+    REQUIRE(broken.size() == 1);
+    CHECK(broken[0].second.result == StepResult::failed);
+    CHECK_MESSAGE(contains(broken[0].second.detail, "it stays on no driver rather than go back to nvme"),
+                  broken[0].second.detail);
+    CHECK(f.host.driver_of(kNvme).empty());
+  }
+}
+
+// Issue 43, defect 1: cleaning is a reset, a format, a scrub; the host's own devices get none.
+TEST_CASE("a device the host uses is never reset, erased or scrubbed: its cleaning fails naming the use") {
+  CleaningFixture f;
+  drive_nvme(f.host, kNvme, "live", {"ng9n1"});
+  f.nvme_state.namespaces = {testing::fake_namespace(1)};
+  const auto resets = f.host.drivers().resets(kNvme);
+
+  SUBCASE("reserved by the operator") {
+    f.reserved = {{*PciAddress::parse(kNvme), "reserved: the spare boot disk"}};
+    const auto steps = f.clean(f.function(kNvme));
+    REQUIRE(steps.size() == 1);
+    CHECK(steps[0].second.result == StepResult::failed);
+    CHECK(steps[0].second.detail ==
+          "not run: the host uses 0000:ad:00.0 (reserved: the spare boot disk), and hostagent never resets, erases or "
+          "scrubs a device the host uses");
+  }
+  SUBCASE("swapped on since the model was read") {
+    const auto blocks = f.host.sysfs().list("/sys/class/block", true).value();
+    std::string disk;
+    for (const auto& name : blocks) {
+      std::error_code ec;
+      const auto target = std::filesystem::canonical(f.host.host("/sys/class/block/" + name), ec);
+      if (!ec && contains(target.string(), kNvme) && name.find('p') == std::string::npos) disk = name;
+    }
+    REQUIRE_MESSAGE(!disk.empty(), (std::string("vela2 has no block device under ") + kNvme));
+    std::ofstream(f.host.host("/proc/swaps"), std::ios::app) << "/dev/" << disk << " partition 8388604 0 -2\n";
+    const auto steps = f.clean(f.function(kNvme));
+    REQUIRE(steps.size() == 1);
+    CHECK_MESSAGE(contains(steps[0].second.detail, "(" + disk + " is swap)"), steps[0].second.detail);
+  }
+  CHECK(f.host.drivers().resets(kNvme) == resets);
+  CHECK(f.nvme_state.opened.empty());
+  CHECK(f.host.driver_of(kNvme) == "nvme");
 }
 
 TEST_CASE("an NVMe on another driver than nvme is not erased, and its cleaning fails saying why") {

@@ -8,6 +8,7 @@
 #include "hostagent/common/names.hpp"
 #include "hostagent/daemon/placement_sync.hpp"
 #include "hostagent/fleet/candidates_query.hpp"
+#include "hostagent/fleet/placement_answers.hpp"
 #include "hostagent/numa/capacity.hpp"
 #include "placement_support.hpp"
 #include "test_support.hpp"
@@ -171,11 +172,11 @@ TEST_CASE("a claimed create gets exactly its claim, and the claim becomes the VM
   REQUIRE(query.ok());
   auto answer = fleet.placement->get(query->target);
   REQUIRE_MESSAGE(answer.ok(), answer.error().message);
-  const auto& requests = answer->as_object().at("allocation_requests").as_array();
-  REQUIRE(requests.size() >= 2);
+  auto requests = answers::allocation_candidates(*answer);
+  REQUIRE_MESSAGE(requests.ok(), requests.error().message);
+  REQUIRE(requests->size() >= 2);
   // The last candidate: not what the host's own placement would choose first.
-  auto claim = parse_allocations(requests.back().as_object().at("allocations"));
-  REQUIRE(claim.ok());
+  const auto claim = std::optional<ProviderResources>(requests->back().allocations);
   const std::string consumer = random_uuid();
   REQUIRE(fleet.placement->write_allocations({consumer, *claim, std::nullopt, kClaimConsumer}).ok());
   CHECK(fleet.create("train-1", consumer, *claim) == consumer);

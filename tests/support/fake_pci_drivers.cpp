@@ -150,7 +150,10 @@ class PciDriverCore {
     if (!parsed || *parsed != 1) return kernel_.refuse(EINVAL, path, value);
     const fs::path methods = kernel_.host_path(path).parent_path() / "reset_method";
     if (fs::exists(methods) && trimmed(read_file(methods)).empty()) return kernel_.refuse(ENOTTY, path, value);
-    state_->reset_log_.push_back(kernel_.host_path(path).parent_path().filename().string());
+    const std::string name = kernel_.host_path(path).parent_path().filename().string();
+    state_->reset_log_.push_back(name);
+    const auto dir = device_dir(name);
+    state_->reset_drivers_.push_back(dir ? bound_driver(*dir) : "");
     return ok_status();
   }
 
@@ -354,6 +357,14 @@ int FakePciDrivers::resets(const std::string& bdf) const {
   int count = 0;
   for (const auto& name : reset_log_) count += name == bdf ? 1 : 0;
   return count;
+}
+
+std::vector<std::string> FakePciDrivers::drivers_at_resets(const std::string& bdf) const {
+  std::vector<std::string> drivers;
+  for (std::size_t i = 0; i < reset_log_.size(); ++i) {
+    if (reset_log_[i] == bdf) drivers.push_back(reset_drivers_[i]);
+  }
+  return drivers;
 }
 
 std::shared_ptr<FakePciDrivers> install_pci_driver_model(FakeKernel& kernel) {

@@ -36,12 +36,16 @@ class FakePciDrivers {
   int resets(const std::string& bdf) const;
   // Every reset, in order, by device name.
   const std::vector<std::string>& reset_log() const { return reset_log_; }
+  // The driver bound to bdf at each of its resets, in order ("" for none): a reset under a host
+  // driver runs that driver's reset_prepare and reset_done around it.
+  std::vector<std::string> drivers_at_resets(const std::string& bdf) const;
 
  private:
   friend class PciDriverCore;
   std::map<std::string, std::string> native_;
   std::map<std::string, std::set<std::pair<uint32_t, uint32_t>>> dynamic_ids_;  // driver -> {vendor, device}
   std::vector<std::string> reset_log_;
+  std::vector<std::string> reset_drivers_;  // beside reset_log_: the driver bound at each
   std::vector<std::string> load_order_;
 };
 

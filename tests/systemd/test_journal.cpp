@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "hostagent/systemd/journal.hpp"
+#include "hostagent/systemd/log.hpp"
 #include "systemd_fixture.hpp"
 
 namespace hostagent::systemd {
@@ -58,6 +59,21 @@ TEST_CASE("journal: used only while JOURNAL_STREAM is this process's stderr") {
   }
   testing::ScopedEnv env("JOURNAL_STREAM", std::nullopt);
   CHECK_FALSE(stderr_is_journal());
+}
+
+// Issue 43, defect 15: names and text from libvirt, a request or a peer reach the log whole; a
+// newline would forge a second line, an escape sequence rewrite the terminal that reads it.
+TEST_CASE("log: every line is one line of shown text, its fields too, whatever a name put in it") {
+  std::vector<std::pair<std::string, LogContext>> lines;
+  const auto previous = set_log_sink([&lines](LogLevel, const std::string& message, const LogContext& context) {
+    lines.emplace_back(message, context);
+  });
+  log(LogLevel::warning, "domain Evil\nhostagentd: ready\x1b]0;owned\x07 gone",
+      {.vm = "Evil\n\xe2\x80\xae", .operation = "", .device = ""});
+  set_log_sink(previous);
+  REQUIRE(lines.size() == 1);
+  CHECK(lines[0].first == "domain Evil\\nhostagentd: ready\\x1b]0;owned\\x07 gone");
+  CHECK(lines[0].second.vm == "Evil\\n\\xe2\\x80\\xae");
 }
 
 }  // namespace

@@ -41,5 +41,46 @@ TEST_CASE("limits: what the renderer would refuse is refused when the template l
       std::string::npos);
 }
 
+// Issue 43, defect 7: forty thousand keys cost 2.6 s of CPU and a 9.3 MB answer (each key looked up
+// among all before it, and every unknown one reported); a megabyte of "[" held about a gigabyte in
+// yaml-cpp. Each is bounded now: keys found in one look, what is past the node bound not kept, the
+// problems shown capped, and flow nesting refused from the text before yaml-cpp reads it.
+TEST_CASE("limits: forty thousand keys are answered with the first fifty problems and a count, not all") {
+  std::string yaml = kMinimalTemplate;
+  for (int i = 0; i < 40000; ++i) yaml += "k" + std::to_string(i) + ": 1\n";
+  const auto message = problems(yaml);
+  std::size_t lines = 1;
+  for (const char c : message) lines += c == '\n' ? 1 : 0;
+  CHECK(lines == 51);
+  CHECK(message.find("more problems not shown: fix these first") != std::string::npos);
+  CHECK(message.size() < 20000);
+}
+
+TEST_CASE("limits: flow collections nested past the bound are refused from the text, quoted brackets are not") {
+  const auto deep = problems(kMinimalTemplate + "metadata: " + std::string(1 << 20, '[') + "\n");
+  CHECK(deep ==
+        "t.yaml:4:43: found flow collections nested deeper than 32 levels, expected a template of plain values");
+  // Within the bound, inside a quoted scalar or a comment: not refused for nesting.
+  const auto nesting_refused = [](const std::string& yaml) {
+    const auto shape = parse_template(yaml, "t.yaml", nullptr);
+    return !shape.ok() && shape.error().message.find("nested deeper") != std::string::npos;
+  };
+  CHECK_FALSE(nesting_refused(kMinimalTemplate + "metadata: {a: [[[[1]]]]}\n"));
+  CHECK_FALSE(nesting_refused(kMinimalTemplate + "description: \"" + std::string(100, '[') + "\\\"[[\"\n"));
+  CHECK_FALSE(nesting_refused(kMinimalTemplate + "description: '" + std::string(100, '{') + "'\n"));
+  CHECK_FALSE(nesting_refused(kMinimalTemplate + "# " + std::string(100, '[') + "\n"));
+}
+
+// Issue 43, defect 9: a template's text reaches every templates answer, which is JSON and so UTF-8.
+TEST_CASE("limits: text that is not UTF-8, or holds a control character, is refused at its line and column") {
+  CHECK(problems(kMinimalTemplate + "description: caf\xe9\n") ==
+        "t.yaml:4:17: found a byte that is not UTF-8, expected UTF-8 text");
+  CHECK(problems(kMinimalTemplate + "description: a\x1b[2Jb\n") ==
+        "t.yaml:4:15: found a control character, expected printable text");
+  const auto accented = parse_template(kMinimalTemplate + "description: \xc3\xa9t\xc3\xa9\n", "t.yaml", nullptr);
+  REQUIRE_MESSAGE(accented.ok(), (accented.ok() ? "" : accented.error().message));
+  CHECK(accented->description == "\xc3\xa9t\xc3\xa9");
+}
+
 }  // namespace
 }  // namespace hostagent::vmtemplates

@@ -3,6 +3,8 @@
 
 #include <cstdio>
 
+#include "hostagent/vfio/vfio_binding.hpp"
+
 namespace hostagent::vfio {
 namespace {
 
@@ -71,6 +73,31 @@ Result<ResetReport> reset_and_verify(const SysfsRoot& sysfs, SysfsWriter& writer
   return Error{ErrorCode::io_error, function.to_string() + " did not come back from its reset as " + identity.name +
                                         ": config space answered " + answered + " after " +
                                         std::to_string(polling.polls) + " reads"};
+}
+
+Result<ResetReport> reset_unbound_and_verify(const SysfsRoot& sysfs, SysfsWriter& writer, ConfigSpace& config,
+                                             const PciAddress& function, const FunctionIdentity& identity,
+                                             const ResetPolling& polling) {
+  const std::string name = function.to_string();
+  HA_TRY(const auto driver, sysfs.read_link_name("/sys/bus/pci/devices/" + name + "/driver"));
+  if (!driver || is_vfio_driver(*driver)) return reset_and_verify(sysfs, writer, config, function, identity, polling);
+  if (!is_driver_name(*driver)) {
+    return Error{ErrorCode::parse_error, name + "'s driver link names '" + *driver + "', which is not a driver name"};
+  }
+  const std::string drivers = "/sys/bus/pci/drivers/" + *driver;
+  HA_TRY_STATUS(writer.write(drivers + "/unbind", name));
+  auto report = reset_and_verify(sysfs, writer, config, function, identity, polling);
+  if (!report.ok()) {
+    auto error = std::move(report).error();
+    error.message += "; it stays on no driver rather than go back to " + *driver;
+    return error;
+  }
+  if (auto bound = writer.write(drivers + "/bind", name); !bound.ok()) {
+    return Error{bound.error().code,
+                 name + " was reset, but did not go back to " + *driver + ": " + bound.error().message};
+  }
+  report->host_driver = *driver;
+  return report;
 }
 
 }  // namespace hostagent::vfio

@@ -16,8 +16,12 @@ std::string device_path(const numa::PciAddress& address, const std::string& attr
   return kPciDevicesDir + address.to_string() + "/" + attribute;
 }
 
-// vfio-pci itself, and the vfio-pci-core variant drivers (mlx5_vfio_pci, nvgrace-gpu-vfio-pci,
-// hisi-acc-vfio-pci), each of which VFIO accepts in a group as it accepts vfio-pci.
+std::string shown(const std::string& driver) {
+  return driver.empty() ? "no driver" : driver;
+}
+
+}  // namespace
+
 bool is_vfio_driver(const std::string& driver) {
   const auto ends_with = [&](const std::string& suffix) {
     return driver.size() >= suffix.size() && driver.compare(driver.size() - suffix.size(), suffix.size(), suffix) == 0;
@@ -25,9 +29,7 @@ bool is_vfio_driver(const std::string& driver) {
   return ends_with("vfio-pci") || ends_with("vfio_pci");
 }
 
-// A driver name goes into a path (drivers/NAME/bind) and into driver_override; a journaled
-// binding is input, so only what a kernel module name can be gets through.
-bool valid_driver_name(const std::string& name) {
+bool is_driver_name(const std::string& name) {
   if (name.empty()) return true;
   if (name.size() > 64 || name == "." || name == "..") return false;
   return std::all_of(name.begin(), name.end(), [](char c) {
@@ -35,12 +37,6 @@ bool valid_driver_name(const std::string& name) {
            c == '.';
   });
 }
-
-std::string shown(const std::string& driver) {
-  return driver.empty() ? "no driver" : driver;
-}
-
-}  // namespace
 
 struct VfioBinder::Member {
   BoundFunction function;  // as it stands now
@@ -264,7 +260,7 @@ Status VfioBinder::bind_original(const BoundFunction& function) {
   HA_TRY_STATUS(writer_.write(kDriversProbe, address));
   HA_TRY(const auto chosen, sysfs_.read_link_name(device_path(function.address, "driver")));
   if (chosen.value_or("") == function.original_driver) return ok_status();
-  if (chosen && !valid_driver_name(*chosen)) {
+  if (chosen && !is_driver_name(*chosen)) {
     return Error{ErrorCode::parse_error, sysfs_.host_path(device_path(function.address, "driver")).string() +
                                              " names '" + *chosen + "', which is not a driver name"};
   }
@@ -274,7 +270,7 @@ Status VfioBinder::bind_original(const BoundFunction& function) {
 
 Status VfioBinder::restore(const BoundFunction& f, bool reset) {
   if (f.was_vfio) return ok_status();
-  if (!valid_driver_name(f.original_driver) || !valid_driver_name(f.original_override)) {
+  if (!is_driver_name(f.original_driver) || !is_driver_name(f.original_override)) {
     return Error{ErrorCode::invalid_argument, "the binding names driver '" + f.original_driver + "' and override '" +
                                                   f.original_override + "', which are not kernel driver names"};
   }

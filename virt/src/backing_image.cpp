@@ -10,6 +10,7 @@
 #include <pugixml.hpp>
 #include <sstream>
 
+#include "hostagent/common/named_file.hpp"
 #include "hostagent/common/text.hpp"
 
 namespace hostagent::virt::detail {
@@ -26,20 +27,6 @@ std::uint64_t big_endian_u64(const unsigned char* bytes) {
   for (int i = 0; i < 8; ++i) value = (value << 8) | bytes[i];
   return value;
 }
-
-class Fd {
- public:
-  explicit Fd(int fd) : fd_(fd) {}
-  ~Fd() {
-    if (fd_ >= 0) close(fd_);
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  int get() const { return fd_; }
-
- private:
-  int fd_;
-};
 
 Result<BackingImage> read_image(int fd, const std::string& path) {
   std::array<unsigned char, kQcow2HeaderPrefix> header{};
@@ -64,9 +51,10 @@ Result<BackingImage> inspect_backing_image(const std::string& path) {
   if (path.empty() || path.front() != '/') {
     return Error{ErrorCode::invalid_argument, "backing image path " + text::quoted(path) + " must be absolute"};
   }
-  const Fd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (fd.get() < 0) return errno_error(errno, "open backing image", path);
-  HA_TRY(BackingImage image, read_image(fd.get(), path));
+  // Never blocking, and only what an image can be: a FIFO swapped in for the image after the request
+  // was checked must not hold an operation thread (and the VM's devices with it) forever.
+  HA_TRY(const auto opened, open_named_file(path, FileLimits{0, true}, "backing image"));
+  HA_TRY(BackingImage image, read_image(opened.fd.get(), path));
   if (image.virtual_size == 0) {
     return Error{ErrorCode::invalid_argument, "backing image " + path + " is empty (virtual size 0)"};
   }

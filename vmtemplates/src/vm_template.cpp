@@ -9,6 +9,7 @@
 #include <sstream>
 #include <tuple>
 
+#include "hostagent/common/named_file.hpp"
 #include "hostagent/common/names.hpp"
 #include "hostagent/common/text.hpp"
 #include "hostagent/common/text_file.hpp"
@@ -113,6 +114,8 @@ class ChainLoader {
   bool resolved_ = true;
 };
 
+constexpr std::size_t kMaxProblemsShown = 50;
+
 // One line per problem, the child's file first, then by position.
 std::string render_problems(std::vector<Problem> problems, const std::vector<std::string>& sources) {
   const auto rank = [&](const Problem& p) {
@@ -121,9 +124,15 @@ std::string render_problems(std::vector<Problem> problems, const std::vector<std
   std::stable_sort(problems.begin(), problems.end(), [&](const Problem& a, const Problem& b) {
     return std::tuple(rank(a), a.at.line, a.at.column) < std::tuple(rank(b), b.at.line, b.at.column);
   });
+  // A bound on what one template costs to answer: the first problems say what to fix, and forty
+  // thousand unknown keys would make an answer of megabytes.
   std::string message;
-  for (const auto& problem : problems) {
-    message += (message.empty() ? "" : "\n") + yaml::to_string(problem.at) + ": " + problem.text;
+  const std::size_t shown = std::min(problems.size(), kMaxProblemsShown);
+  for (std::size_t i = 0; i < shown; ++i) {
+    message += (message.empty() ? "" : "\n") + yaml::to_string(problems[i].at) + ": " + problems[i].text;
+  }
+  if (problems.size() > shown) {
+    message += "\n" + std::to_string(problems.size() - shown) + " more problems not shown: fix these first";
   }
   return message;
 }
@@ -139,12 +148,23 @@ Result<VmTemplate> parse_checked(const std::string& yaml, const std::string& sou
   return shape;
 }
 
+// A template file is opened beneath its directory (common/named_file): a symlink in a template
+// directory may lead to another file there, never out of it; never a FIFO or /dev/zero, never more
+// than a text file may hold.
 Result<std::string> read_text(const fs::path& file) {
   std::error_code ec;
   if (fs::is_directory(file, ec)) {
     return Error{ErrorCode::invalid_argument, file.string() + ": found a directory, expected a template file"};
   }
-  return read_text_file(file);
+  const fs::path directory = file.has_parent_path() ? file.parent_path() : fs::path(".");
+  auto opened = open_beneath(directory, file.filename(), FileLimits{kMaxTextFileBytes, false}, "template file");
+  if (!opened.ok()) {
+    if (opened.error().code == ErrorCode::not_found) return errno_error(ENOENT, "read", file.string());
+    auto error = std::move(opened).error();
+    error.field.clear();  // a file, not a request's field
+    return error;
+  }
+  return read_opened(*opened, kMaxTextFileBytes, "template file");
 }
 
 std::string place_list(const std::vector<fs::path>& dirs) {

@@ -5,6 +5,10 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <optional>
+#include <unordered_map>
+
+#include "hostagent/common/text.hpp"
 
 namespace hostagent::vmtemplates::yaml {
 namespace {
@@ -56,20 +60,25 @@ class Converter {
         break;
       case YAML::NodeType::Sequence:
         value.kind = Value::Kind::list;
-        for (std::size_t i = 0; i < node.size(); ++i) {
+        for (std::size_t i = 0; i < node.size() && !exceeded_; ++i) {
           value.items.push_back(convert(node[i], path + "[" + std::to_string(i) + "]"));
         }
         break;
-      case YAML::NodeType::Map:
+      case YAML::NodeType::Map: {
         value.kind = Value::Kind::mapping;
-        for (const auto& pair : node) add_entry(value, pair.first, pair.second, path);
+        std::unordered_map<std::string, Location> seen;  // each key once, found in one look
+        for (auto it = node.begin(); it != node.end() && !exceeded_; ++it) {
+          add_entry(value, seen, it->first, it->second, path);
+        }
         break;
+      }
       default:
         break;  // Null and Undefined: absent
     }
   }
 
-  void add_entry(Value& mapping, const YAML::Node& key, const YAML::Node& value, const std::string& path) {
+  void add_entry(Value& mapping, std::unordered_map<std::string, Location>& seen, const YAML::Node& key,
+                 const YAML::Node& value, const std::string& path) {
     const Location key_at = located(key.Mark(), source_);
     if (!key.IsScalar()) {
       problems_.push_back({key_at, (path.empty() ? "" : path + ": ") + "found " +
@@ -80,13 +89,15 @@ class Converter {
       return;
     }
     const std::string& name = key.Scalar();
-    if (const Entry* first = mapping.find(name)) {
+    if (const auto [first, added] = seen.emplace(name, key_at); !added) {
       problems_.push_back({key_at, child_path(path, name) + ": found a second \"" + name + "\" (the first is at " +
-                                       std::to_string(first->key_at.line) + ":" + std::to_string(first->key_at.column) +
+                                       std::to_string(first->second.line) + ":" + std::to_string(first->second.column) +
                                        "), expected each key once"});
       return;
     }
-    mapping.entries.push_back(Entry{name, key_at, convert(value, child_path(path, name))});
+    Value converted = convert(value, child_path(path, name));
+    if (exceeded_) return;  // past the bound nothing more is kept: its problem says so
+    mapping.entries.push_back(Entry{name, key_at, std::move(converted)});
   }
 
   const std::string& source_;
@@ -107,7 +118,82 @@ const Entry* Value::find(std::string_view key) const {
   return it == entries.end() ? nullptr : &*it;
 }
 
+// yaml-cpp reads a whole document into nodes before the walk above can count them, and a flow
+// collection's opening brackets cost it memory and time each (a megabyte of "[" held about a
+// gigabyte): so flow nesting deeper than the walk would take is refused from the text first. Quoted
+// scalars and comments are skipped, as YAML's own grammar does; a bracket inside a plain scalar
+// still counts, which can only refuse early a document the walk would refuse later.
+std::optional<Location> too_deep(const std::string& text, const std::string& source) {
+  int depth = 0;
+  int line = 1;
+  int column = 0;
+  char quote = 0;
+  bool escaped = false;  // after a backslash in a double-quoted scalar
+  bool comment = false;
+  char previous = '\n';
+  for (const char c : text) {
+    ++column;
+    if (c == '\n') {
+      ++line;
+      column = 0;
+      comment = false;
+    } else if (comment) {
+    } else if (quote != 0) {
+      // A doubled '' in a single-quoted scalar closes and reopens it at once: harmless here.
+      if (escaped) {
+        escaped = false;
+      } else if (quote == '"' && c == '\\') {
+        escaped = true;
+      } else if (c == quote) {
+        quote = 0;
+      }
+    } else if (c == '#' && (previous == ' ' || previous == '\t' || previous == '\n')) {
+      comment = true;
+    } else if (c == '"' || c == '\'') {
+      quote = c;
+    } else if (c == '[' || c == '{') {
+      if (++depth > kMaxDepth) return Location{source, line, column};
+    } else if ((c == ']' || c == '}') && depth > 0) {
+      --depth;
+    }
+    previous = c;
+  }
+  return std::nullopt;
+}
+
+// YAML is Unicode text of printable characters (YAML 1.2, 5.1 c-printable: tab, line breaks and no
+// other C0 control). yaml-cpp takes any bytes, and a template's text reaches every answer that
+// lists it, which must be valid UTF-8 JSON: so other bytes are refused here, where the line is known.
+std::optional<Problem> unprintable(const std::string& text, const std::string& source) {
+  int line = 1;
+  std::size_t line_start = 0;
+  for (std::size_t i = 0; i < text.size();) {
+    uint32_t code_point = 0;
+    const std::size_t length = text::decode_utf8(text, i, code_point);
+    const bool control = code_point < 0x20 && code_point != '\t' && code_point != '\n' && code_point != '\r';
+    if (length == 0 || control || code_point == 0x7f || code_point == 0xfffe || code_point == 0xffff) {
+      const Location at{source, line, static_cast<int>(i - line_start) + 1};
+      return Problem{at, length == 0 ? "found a byte that is not UTF-8, expected UTF-8 text"
+                                     : "found a control character, expected printable text"};
+    }
+    if (code_point == '\n') {
+      ++line;
+      line_start = i + 1;
+    }
+    i += length;
+  }
+  return std::nullopt;
+}
+
 Result<Value> parse_yaml(const std::string& text, const std::string& source, std::vector<Problem>& problems) {
+  if (const auto bad = unprintable(text, source)) {
+    return Error{ErrorCode::invalid_argument, to_string(bad->at) + ": " + bad->text};
+  }
+  if (const auto at = too_deep(text, source)) {
+    return Error{ErrorCode::invalid_argument, to_string(*at) + ": found flow collections nested deeper than " +
+                                                  std::to_string(kMaxDepth) +
+                                                  " levels, expected a template of plain values"};
+  }
   std::vector<YAML::Node> documents;
   try {
     documents = YAML::LoadAll(text);

@@ -4,8 +4,8 @@
 #include <boost/beast/version.hpp>
 #include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>
-#include <iostream>
 
+#include "hostagent/common/text_file.hpp"
 #include "transport.hpp"
 
 namespace hostagent::api {
@@ -206,19 +206,31 @@ Result<std::unique_ptr<boost::asio::ssl::context>> make_tls(const ClientOptions&
   const auto fail = [&ec](const std::string& what, const std::string& option) {
     return Error{ErrorCode::invalid_argument, what + ": " + ec.message() + " (" + option + ")"};
   };
+  // Each file read as every file someone names is read (common/named_file), never by OpenSSL,
+  // which would open a FIFO and wait on it.
+  const auto pem = [](const std::string& file, const std::string& option) -> Result<std::string> {
+    auto text = read_text_file(file);
+    if (!text.ok()) return Error{ErrorCode::invalid_argument, option + " " + file + ": " + text.error().message};
+    return text;
+  };
   if (options.ca_file.empty()) {
     if (context->set_default_verify_paths(ec)) return fail("the system's CA certificates", "--ca");
-  } else if (context->load_verify_file(options.ca_file, ec)) {
-    return fail("read CA certificate " + options.ca_file, "--ca");
+  } else {
+    HA_TRY(const auto authorities, pem(options.ca_file, "--ca"));
+    if (context->add_certificate_authority(boost::asio::buffer(authorities), ec)) {
+      return fail("read CA certificate " + options.ca_file, "--ca");
+    }
   }
   if (options.certificate_file.empty() != options.key_file.empty()) {
     return Error{ErrorCode::invalid_argument, "a client certificate needs both --cert and --key"};
   }
   if (!options.certificate_file.empty()) {
-    if (context->use_certificate_chain_file(options.certificate_file, ec)) {
+    HA_TRY(const auto certificate, pem(options.certificate_file, "--cert"));
+    if (context->use_certificate_chain(boost::asio::buffer(certificate), ec)) {
       return fail("read client certificate " + options.certificate_file, "--cert");
     }
-    if (context->use_private_key_file(options.key_file, ssl::context::pem, ec)) {
+    HA_TRY(const auto key, pem(options.key_file, "--key"));
+    if (context->use_private_key(boost::asio::buffer(key), ssl::context::pem, ec)) {
       return fail("read client key " + options.key_file + " (does it match the certificate?)", "--key");
     }
   }
@@ -236,15 +248,12 @@ Result<std::unique_ptr<ApiClient>> ApiClient::make(ClientOptions options) {
     return Error{ErrorCode::invalid_argument,
                  "--cert, --key and --ca are for https:// URLs; '" + options.url + "' does not use TLS"};
   }
+  // A bearer token in clear text is anyone's on the way: http:// carries one to this host alone.
   if (endpoint.kind == ClientEndpoint::Kind::http && !options.token.empty() &&
       !detail::is_loopback_host(endpoint.host)) {
-    const std::string warning = "the bearer token goes to " + endpoint.host +
-                                " in clear text (http://); use https:// for a host that is not this one";
-    if (options.warn) {
-      options.warn(warning);
-    } else {
-      std::cerr << "warning: " << warning << "\n";
-    }
+    return Error{ErrorCode::invalid_argument, "the bearer token would go to " + endpoint.host +
+                                                  " in clear text (http://): use https:// for a host that is not "
+                                                  "this one; http:// with a token is for loopback only"};
   }
   return std::unique_ptr<ApiClient>(std::make_unique<Client>(std::move(options), std::move(endpoint), std::move(tls)));
 }

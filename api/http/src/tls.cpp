@@ -3,6 +3,8 @@
 
 #include <openssl/ssl.h>
 
+#include "hostagent/common/text_file.hpp"
+
 namespace hostagent::api::detail {
 namespace {
 
@@ -11,6 +13,14 @@ namespace ssl = boost::asio::ssl;
 Error file_error(const std::string& field, const std::string& file, const boost::system::error_code& error) {
   return Error{ErrorCode::invalid_argument,
                field + " " + file + ": cannot be loaded (" + error.message() + "); it must be a readable PEM file"};
+}
+
+// The PEM text of a certificate or key file, read as every file an operator names is read
+// (common/named_file): OpenSSL's own *_file calls would open a FIFO and wait on it forever.
+Result<std::string> pem_text(const std::string& field, const std::string& file) {
+  auto text = read_text_file(file);
+  if (!text.ok()) return Error{ErrorCode::invalid_argument, field + " " + file + ": " + text.error().message};
+  return text;
 }
 
 }  // namespace
@@ -30,10 +40,12 @@ Result<std::shared_ptr<ssl::context>> make_tls_context(const ServerOptions& opti
                        ssl::context::no_tlsv1 | ssl::context::no_tlsv1_1 | ssl::context::single_dh_use);
   SSL_CTX_set_min_proto_version(context->native_handle(), TLS1_2_VERSION);
   boost::system::error_code error;
-  if (context->use_certificate_chain_file(options.tls_certificate_file, error)) {
+  HA_TRY(const auto certificate, pem_text("api.tls.certificate", options.tls_certificate_file));
+  if (context->use_certificate_chain(boost::asio::buffer(certificate), error)) {
     return file_error("api.tls.certificate", options.tls_certificate_file, error);
   }
-  if (context->use_private_key_file(options.tls_key_file, ssl::context::pem, error)) {
+  HA_TRY(const auto key, pem_text("api.tls.key", options.tls_key_file));
+  if (context->use_private_key(boost::asio::buffer(key), ssl::context::pem, error)) {
     return file_error("api.tls.key", options.tls_key_file, error);
   }
   if (SSL_CTX_check_private_key(context->native_handle()) != 1) {
@@ -42,7 +54,8 @@ Result<std::shared_ptr<ssl::context>> make_tls_context(const ServerOptions& opti
         "api.tls.key " + options.tls_key_file + " does not match api.tls.certificate " + options.tls_certificate_file};
   }
   if (!options.tls_client_ca_file.empty()) {
-    if (context->load_verify_file(options.tls_client_ca_file, error)) {
+    HA_TRY(const auto authorities, pem_text("api.tls.client_ca", options.tls_client_ca_file));
+    if (context->add_certificate_authority(boost::asio::buffer(authorities), error)) {
       return file_error("api.tls.client_ca", options.tls_client_ca_file, error);
     }
     context->set_verify_mode(ssl::verify_peer | ssl::verify_fail_if_no_peer_cert, error);

@@ -102,6 +102,14 @@ std::optional<RouteError> BodyFields::placement_claim(std::string_view key, flee
   const auto* value = body_.if_contains(key);
   if (value == nullptr || value->is_null()) return std::nullopt;
   if (!value->is_object()) return wrong_type(std::string(key), *value, "an object with \"allocations\"");
+  // Every member is read or refused, as at the body's top: a field the daemon ignored would be a
+  // setting accepted and not applied.
+  for (const auto& member : value->get_object()) {
+    if (member.key() != "allocations") {
+      const std::string at = std::string(key) + "." + std::string(member.key().substr(0, 64));
+      return bad(at, at + ": unknown field; placement holds \"allocations\" alone");
+    }
+  }
   const auto* allocations = value->get_object().if_contains("allocations");
   if (allocations == nullptr || !allocations->is_object() || allocations->get_object().empty()) {
     return bad(field, field + ": expected an object of provider UUIDs, each {\"resources\": {CLASS: AMOUNT}}");
@@ -111,8 +119,9 @@ std::optional<RouteError> BodyFields::placement_claim(std::string_view key, flee
     const std::string at = field + "." + std::string(provider.substr(0, 36));
     if (!is_uuid(provider)) return bad(field, field + ": a key is not " + std::string(kUuidRule));
     const auto* resources = held.is_object() ? held.get_object().if_contains("resources") : nullptr;
-    if (resources == nullptr || !resources->is_object() || resources->get_object().empty()) {
-      return bad(at, at + ": expected {\"resources\": {CLASS: AMOUNT}}");
+    if (resources == nullptr || !resources->is_object() || resources->get_object().empty() ||
+        held.get_object().size() != 1) {
+      return bad(at, at + ": expected {\"resources\": {CLASS: AMOUNT}} and nothing beside it");
     }
     for (const auto& [rc, amount] : resources->get_object()) {
       if (!fleet::is_placement_name(rc))

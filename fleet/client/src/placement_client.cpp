@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "hostagent/api/api_client.hpp"
+#include "hostagent/fleet/placement_answers.hpp"
 
 namespace hostagent::fleet {
 namespace {
@@ -58,25 +59,12 @@ json::object inventory_json(const InventoryRecord& record) {
           {"max_unit", record.max_unit}, {"step_size", record.step_size}, {"allocation_ratio", 1.0}};
 }
 
-int64_t int_of(const json::value& value, const char* key) {
-  const auto* field = value.is_object() ? value.as_object().if_contains(key) : nullptr;
-  return field != nullptr && field->is_int64() ? field->as_int64() : 0;
-}
-
-std::string string_of(const json::value& value, const char* key) {
-  const auto* field = value.is_object() ? value.as_object().if_contains(key) : nullptr;
-  return field != nullptr && field->is_string() ? std::string(field->as_string()) : std::string();
-}
-
-Result<Resources> parse_resources(const json::value& value) {
-  if (!value.is_object()) return Error{ErrorCode::parse_error, "Placement: resources are not an object"};
-  Resources out;
-  for (const auto& [rc, amount] : value.as_object()) {
-    if (!amount.is_int64())
-      return Error{ErrorCode::parse_error, "Placement: amount of " + std::string(rc) + " not whole"};
-    out[std::string(rc)] = amount.as_int64();
-  }
-  return out;
+// A reader's parse_error as the answer's: which request, and that Placement should not send it.
+template <typename T>
+Result<T> answered(const std::string& target, Result<T> read) {
+  if (read.ok()) return read;
+  return Error{ErrorCode::parse_error,
+               "Placement's answer to " + target + " is not what Placement 1.39 sends: " + read.error().message};
 }
 
 class Client final : public PlacementClient {
@@ -101,36 +89,29 @@ class Client final : public PlacementClient {
   }
 
   Result<std::optional<ProviderState>> provider(const std::string& uuid) override {
-    auto found = get("/resource_providers/" + uuid);
+    const std::string target = "/resource_providers/" + uuid;
+    auto found = get(target);
     if (!found.ok()) {
       if (found.error().code == ErrorCode::not_found) return std::optional<ProviderState>();
       return found.error();
     }
-    ProviderState state;
-    state.uuid = uuid;
-    state.name = string_of(*found, "name");
-    state.parent_uuid = string_of(*found, "parent_provider_uuid");
-    HA_TRY(const auto inventories, get("/resource_providers/" + uuid + "/inventories"));
-    HA_TRY(const auto traits, get("/resource_providers/" + uuid + "/traits"));
+    HA_TRY(const auto inventories, get(target + "/inventories"));
+    HA_TRY(const auto traits, get(target + "/traits"));
+    HA_TRY(const auto provider, answered(target, answers::provider(*found)));
+    ProviderState state{uuid, provider.name, provider.parent_uuid, 0, {}, {}};
+    HA_TRY(state.inventories, answered(target + "/inventories", answers::inventories(inventories)));
+    HA_TRY(auto listed, answered(target + "/traits", answers::traits(traits)));
     // Both reads carry the generation; the later one is the one to write against.
-    state.generation = int_of(traits, "resource_provider_generation");
-    if (const auto* map = inventories.as_object().if_contains("inventories"); map != nullptr && map->is_object()) {
-      for (const auto& [rc, record] : map->as_object()) {
-        state.inventories[std::string(rc)] = {int_of(record, "total"), int_of(record, "reserved"),
-                                              int_of(record, "max_unit"), int_of(record, "step_size")};
-      }
-    }
-    if (const auto* list = traits.as_object().if_contains("traits"); list != nullptr && list->is_array()) {
-      for (const auto& trait : list->as_array()) {
-        if (trait.is_string()) state.traits.insert(std::string(trait.as_string()));
-      }
-    }
+    state.generation = listed.generation;
+    state.traits = std::move(listed.traits);
     return std::optional<ProviderState>(std::move(state));
   }
 
   Result<std::string> provider_name(const std::string& uuid) override {
-    HA_TRY(const auto found, get("/resource_providers/" + uuid));
-    return string_of(found, "name");
+    const std::string target = "/resource_providers/" + uuid;
+    HA_TRY(const auto found, get(target));
+    HA_TRY(const auto provider, answered(target, answers::provider(found)));
+    return provider.name;
   }
 
   Result<ProviderState> create_provider(const std::string& uuid, const std::string& name,
@@ -140,7 +121,8 @@ class Client final : public PlacementClient {
     const json::value value = body;
     HA_TRY(auto response, call("POST", "/resource_providers", &value));
     HA_TRY(const auto created, parse(response, "/resource_providers"));
-    return ProviderState{uuid, name, parent_uuid, int_of(created, "generation"), {}, {}};
+    HA_TRY(const auto generation, answered("/resource_providers", answers::generation(created, "generation")));
+    return ProviderState{uuid, name, parent_uuid, generation, {}, {}};
   }
 
   Result<int64_t> set_inventories(const std::string& uuid, int64_t generation,
@@ -165,48 +147,35 @@ class Client final : public PlacementClient {
   }
 
   Result<std::map<std::string, std::string>> roots_with(const std::string& trait) override {
-    HA_TRY(const auto found, get("/resource_providers?required=" + trait));
+    const std::string target = "/resource_providers?required=" + trait;
+    HA_TRY(const auto found, get(target));
+    HA_TRY(const auto listing, answered(target, answers::listing(found)));
     std::map<std::string, std::string> out;
-    for (const auto& provider : found.as_object().at("resource_providers").as_array()) {
-      if (string_of(provider, "uuid") == string_of(provider, "root_provider_uuid")) {
-        out[string_of(provider, "uuid")] = string_of(provider, "name");
-      }
+    for (const auto& listed : listing) {
+      if (listed.uuid == listed.root_uuid) out[listed.uuid] = listed.provider.name;
     }
     return out;
   }
 
   Result<std::map<std::string, ListedProvider>> tree(const std::string& root_uuid) override {
-    HA_TRY(const auto found, get("/resource_providers?in_tree=" + root_uuid));
+    const std::string target = "/resource_providers?in_tree=" + root_uuid;
+    HA_TRY(const auto found, get(target));
+    HA_TRY(const auto listing, answered(target, answers::listing(found)));
     std::map<std::string, ListedProvider> out;
-    for (const auto& provider : found.as_object().at("resource_providers").as_array()) {
-      out[string_of(provider, "uuid")] = {string_of(provider, "name"), string_of(provider, "parent_provider_uuid"),
-                                          int_of(provider, "generation")};
-    }
+    for (const auto& listed : listing) out[listed.uuid] = listed.provider;
     return out;
   }
 
   Result<ProviderAllocations> provider_allocations(const std::string& uuid) override {
-    HA_TRY(const auto found, get("/resource_providers/" + uuid + "/allocations"));
-    ProviderAllocations out;
-    out.generation = int_of(found, "resource_provider_generation");
-    for (const auto& [consumer, held] : found.as_object().at("allocations").as_object()) {
-      HA_TRY(out.consumers[std::string(consumer)], parse_resources(held.as_object().at("resources")));
-    }
-    return out;
+    const std::string target = "/resource_providers/" + uuid + "/allocations";
+    HA_TRY(const auto found, get(target));
+    return answered(target, answers::provider_allocations(found));
   }
 
   Result<ConsumerState> consumer(const std::string& consumer) override {
-    HA_TRY(const auto found, get("/allocations/" + consumer));
-    ConsumerState state;
-    HA_TRY(state.allocations, parse_allocations(found.as_object().at("allocations")));
-    if (const auto* generation = found.as_object().if_contains("consumer_generation");
-        generation != nullptr && generation->is_int64()) {
-      state.generation = generation->as_int64();
-    }
-    state.consumer_type = string_of(found, "consumer_type");
-    state.project_id = string_of(found, "project_id");
-    state.user_id = string_of(found, "user_id");
-    return state;
+    const std::string target = "/allocations/" + consumer;
+    HA_TRY(const auto found, get(target));
+    return answered(target, answers::consumer(found));
   }
 
   // A new consumer's generation is null (handlers/util.py ensure_consumer); the body replaces all.
@@ -231,7 +200,7 @@ class Client final : public PlacementClient {
   Result<int64_t> put_generation(const std::string& target, const json::value& body) {
     HA_TRY(auto response, call("PUT", target, &body));
     HA_TRY(const auto answer, parse(response, target));
-    return int_of(answer, "resource_provider_generation");
+    return answered(target, answers::generation(answer, "resource_provider_generation"));
   }
 
   Result<api::ApiResponse> call(const std::string& method, const std::string& target, const json::value* body) {
@@ -262,17 +231,6 @@ class Client final : public PlacementClient {
 };
 
 }  // namespace
-
-Result<ProviderResources> parse_allocations(const json::value& allocations) {
-  if (!allocations.is_object()) return Error{ErrorCode::parse_error, "Placement: allocations are not an object"};
-  ProviderResources out;
-  for (const auto& [provider, held] : allocations.as_object()) {
-    const auto* resources = held.is_object() ? held.as_object().if_contains("resources") : nullptr;
-    if (resources == nullptr) return Error{ErrorCode::parse_error, "Placement: allocation without resources"};
-    HA_TRY(out[std::string(provider)], parse_resources(*resources));
-  }
-  return out;
-}
 
 ConsumerWrite rewrite_of(const std::string& consumer, const ConsumerState& state, ProviderResources allocations,
                          std::string consumer_type) {

@@ -31,6 +31,10 @@ namespace hostagent::daemon {
 // (the accounting alone) for a host not read from sysfs.
 Ledger::HugepageReader hugepage_reader(const std::filesystem::path& sysfs_root, const numa::HostModel& host);
 
+// Whether a PCI device's directory is under sysfs_root's /sys/bus/pci/devices now; null for a host
+// not read from sysfs.
+std::function<bool(const PciAddress&)> device_on_bus(const std::filesystem::path& sysfs_root);
+
 struct Context {
   Context(ServiceParts parts, state::Journal journal_in, state::CreateRequests requests_in,
           state::OperationRecords operation_records_in, state::StartHistory start_history_in, numa::HostPolicy policy)
@@ -49,7 +53,7 @@ struct Context {
         start_history(std::move(start_history_in)),
         ledger(host, std::move(policy), events, hugepage_reader(host_sysfs_root, host)),
         lifecycle({config.state_directory / "device_states.json", config.state_directory / "cleaning_evidence.jsonl",
-                   host, *devices, ledger, events, *clock, hook.get()}),
+                   host, *devices, ledger, events, *clock, hook.get(), device_on_bus(host_sysfs_root)}),
         operations(*clock, events, &operation_records, &start_history),
         requests(std::move(requests_in), *clock) {}
 

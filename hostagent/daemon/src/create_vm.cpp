@@ -254,10 +254,11 @@ StepEffect create_undo(std::string_view step) {
 // The image a request names, as the file it resolves to inside images.directories: a request
 // never makes a host file (/etc/shadow, another tenant's disk) the backing image of a guest's disk.
 Result<std::string> requested_image(const Context& context, const CreateVmRequest& request) {
+  // An image is as large as it is; only what it is, a regular file beneath those directories, is checked.
   HA_TRY(const auto image,
-         file_inside(request.boot_image, AllowedDirectories{context.config.image_directories, "images.directories"},
-                     "boot_image"));
-  return image.string();
+         open_inside(request.boot_image, AllowedDirectories{context.config.image_directories, "images.directories"},
+                     "boot_image", FileLimits{0, false}));
+  return image.path.string();
 }
 
 Status check_create_request(const Context& context, const CreateVmRequest& request) {

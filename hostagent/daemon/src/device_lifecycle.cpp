@@ -140,8 +140,9 @@ Status DeviceLifecycle::mark_used(const std::string& vm, const std::vector<PciAd
   const std::lock_guard lock(mutex_);
   auto next = devices_;
   const auto since = rfc3339(parts_.clock.now());
+  const auto holder = state::holder_name(vm);  // a foreign domain's name may be anything libvirt takes
   for (const auto& address : devices) {
-    if (find_entry(next, address) == nullptr) next.push_back({address, DeviceState::cleaning, "", "", vm, since});
+    if (find_entry(next, address) == nullptr) next.push_back({address, DeviceState::cleaning, "", "", holder, since});
   }
   if (next.size() == devices_.size()) return ok_status();
   return write_locked(std::move(next));
@@ -172,7 +173,8 @@ void DeviceLifecycle::released() {
 
 void DeviceLifecycle::quarantine(const PciAddress& address, const std::string& step, const std::string& reason,
                                  const std::string& vm) {
-  DeviceStateEntry device{address, DeviceState::quarantined, step, reason, vm, rfc3339(parts_.clock.now())};
+  DeviceStateEntry device{address, DeviceState::quarantined, step,
+                          reason,  state::holder_name(vm),   rfc3339(parts_.clock.now())};
   {
     const std::lock_guard lock(mutex_);
     const auto* known = find_entry(devices_, address);
@@ -202,7 +204,17 @@ void DeviceLifecycle::note_health(const std::vector<numa::DeviceHealth>& health)
   }
 }
 
+// A device gone from the bus (surprise removal, a link down, its VFs disabled) has nothing to
+// clear or clean: refused, so that it stays out of placement until it is back.
+Status DeviceLifecycle::check_on_bus(const PciAddress& address, const std::string& what) const {
+  if (!parts_.on_bus || parts_.on_bus(address)) return ok_status();
+  return Error{ErrorCode::conflict, "device " + address.to_string() + " is still gone from the bus (its sysfs " +
+                                        "directory is missing): it cannot be " + what +
+                                        ", and stays quarantined until it is back"};
+}
+
 Result<QuarantineView> DeviceLifecycle::clear(const PciAddress& address, const std::string& principal) {
+  HA_TRY_STATUS(check_on_bus(address, "cleared"));
   DeviceStateEntry cleared;
   {
     const std::lock_guard lock(mutex_);
@@ -251,6 +263,12 @@ Result<CleaningView> DeviceLifecycle::request_cleaning(const PciAddress& address
   if (function == nullptr || !placed_role(function->role)) {
     return Error{ErrorCode::not_found, "this host has no device " + address.to_string() + " to give to a VM"};
   }
+  // The model's host use holds what discovery found and devices.reserved; each step asks again.
+  if (function->host_use) {
+    return Error{ErrorCode::conflict, "device " + address.to_string() + " is the host's (" + *function->host_use +
+                                          "): hostagent never resets, erases or scrubs a device the host uses"};
+  }
+  HA_TRY_STATUS(check_on_bus(address, "cleaned"));
   const auto held = parts_.ledger.held();
   if (const auto vm = holder_of(held, address); !vm.empty()) {
     return Error{ErrorCode::conflict,

@@ -12,6 +12,7 @@
 
 #include <condition_variable>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -47,6 +48,10 @@ class DeviceLifecycle {
     // Called before each cleaning step as operation "clean" of the device's address: the crash
     // tests' seam (daemon/step_hook); null in production.
     StepHook* hook = nullptr;
+    // Whether the device is on the bus now (its sysfs directory exists): a device still gone is
+    // neither cleared nor cleaned, which would put it back in placement until the health poller
+    // saw it gone again. Null: not asked (a host not read from sysfs).
+    std::function<bool(const PciAddress&)> on_bus = {};
   };
   explicit DeviceLifecycle(Parts parts);
   ~DeviceLifecycle();  // stops the cleaning thread, if started, and joins it
@@ -111,6 +116,7 @@ class DeviceLifecycle {
   void publish_cleaning(const PciAddress& address, const std::string& vm, std::optional<CleaningView> cleaning,
                         std::optional<CleaningRecordView> cleaned);
   void run_thread();
+  Status check_on_bus(const PciAddress& address, const std::string& what) const;
 
   Parts parts_;
   std::unique_ptr<state::EvidenceLog> evidence_;

@@ -1,6 +1,9 @@
 // daemon/ledger: the allocation ledger.
 #include "ledger.hpp"
 
+#include <algorithm>
+#include <cctype>
+
 #include "hostagent/numa/capacity.hpp"
 
 namespace hostagent::daemon {
@@ -60,21 +63,10 @@ Result<numa::Placement> Ledger::place_and_record(state::VmRecord& record, const 
     const std::string whose = it->second.managed ? "a VM" : "a domain hostagent did not make";
     return Error{ErrorCode::conflict, "name " + record.name + " is taken by " + whose + ": choose another name"};
   }
-  for (const auto& [name, entry] : entries_) {
-    if (entry.uuid == record.uuid || (entry.record && entry.record->uuid == record.uuid)) {
-      return Error{ErrorCode::conflict, "UUID " + record.uuid + " is " + name + "'s: a VM's UUID names one VM", "uuid"};
-    }
-  }
+  HA_TRY_STATUS(check_identity_locked(record.uuid, record.inputs.macs));
   HA_TRY(const auto policy, policy_now_locked());
   auto held = held_locked();
-  if (claim != nullptr) {
-    // Placement granted the claim against the host's whole tree: what it leaves out is another's.
-    const auto capacity = numa::capacity(host_, held, policy);
-    fleet::TreeInput input{claim->host_name, &host_, &capacity, &held, policy.housekeeping_cpus, {}};
-    const auto tree = fleet::provider_tree(input);
-    HA_TRY(const auto limits, fleet::claim_limits(tree, capacity, *claim->allocations));
-    held.push_back(fleet::outside_claim(host_, capacity, limits));
-  }
+  if (claim != nullptr) HA_TRY_STATUS(hold_outside_claim_locked(*claim, policy, held));
   HA_TRY(auto placement, numa::place(host_, held, policy, request));
   record.allocation = numa::allocation_of(record.name, placement, request.hugepage_size_bytes);
   LedgerEntry entry;
@@ -84,6 +76,62 @@ Result<numa::Placement> Ledger::place_and_record(state::VmRecord& record, const 
   entries_.emplace(record.name, std::move(entry));
   ++holdings_version_;
   return placement;
+}
+
+Status Ledger::check_create(const std::string& uuid, const std::vector<std::string>& macs,
+                            const ReserveClaim* claim) const {
+  std::lock_guard lock(mutex_);
+  HA_TRY_STATUS(check_identity_locked(uuid, macs));
+  if (claim == nullptr) return ok_status();
+  HA_TRY(const auto policy, policy_now_locked());
+  auto held = held_locked();
+  return hold_outside_claim_locked(*claim, policy, held);
+}
+
+// A VM's UUID names one VM (libvirt refuses a second domain with it), and a MAC one NIC: two
+// guests with one MAC on a fabric take each other's traffic.
+Status Ledger::check_identity_locked(const std::string& uuid, const std::vector<std::string>& macs) const {
+  // MACs are read in either case (common/hardware_ids): compared as the hardware compares them.
+  const auto same_mac = [](const std::string& a, const std::string& b) {
+    return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
+             return std::tolower(static_cast<unsigned char>(x)) == std::tolower(static_cast<unsigned char>(y));
+           });
+  };
+  for (std::size_t i = 0; i < macs.size(); ++i) {
+    for (std::size_t j = 0; j < i; ++j) {
+      if (!same_mac(macs[i], macs[j])) continue;
+      const std::string field = "macs[" + std::to_string(i) + "]";
+      return Error{ErrorCode::invalid_argument,
+                   field + ": " + macs[i] + " is macs[" + std::to_string(j) + "] too: each VF needs a MAC of its own",
+                   field};
+    }
+  }
+  for (const auto& [name, entry] : entries_) {
+    if (!uuid.empty() && (entry.uuid == uuid || (entry.record && entry.record->uuid == uuid))) {
+      return Error{ErrorCode::conflict, "uuid: " + uuid + " is " + name + "'s: a VM's UUID names one VM", "uuid"};
+    }
+    if (!entry.record) continue;
+    const auto& held = entry.record->inputs.macs;
+    for (std::size_t i = 0; i < macs.size(); ++i) {
+      const auto taken = [&](const std::string& mac) { return same_mac(mac, macs[i]); };
+      if (std::none_of(held.begin(), held.end(), taken)) continue;
+      const std::string field = "macs[" + std::to_string(i) + "]";
+      return Error{ErrorCode::conflict,
+                   field + ": " + macs[i] + " is " + name + "'s: a MAC names one NIC; choose another", field};
+    }
+  }
+  return ok_status();
+}
+
+// Placement granted the claim against the host's whole tree: what it leaves out is another's.
+Status Ledger::hold_outside_claim_locked(const ReserveClaim& claim, const numa::HostPolicy& policy,
+                                         std::vector<numa::Allocation>& held) const {
+  const auto capacity = numa::capacity(host_, held, policy);
+  fleet::TreeInput input{claim.host_name, &host_, &capacity, &held, policy.housekeeping_cpus, {}};
+  const auto tree = fleet::provider_tree(input);
+  HA_TRY(const auto limits, fleet::claim_limits(tree, capacity, *claim.allocations));
+  held.push_back(fleet::outside_claim(host_, capacity, limits));
+  return ok_status();
 }
 
 void Ledger::release(const std::string& name) {

@@ -79,6 +79,11 @@ class Ledger {
   // conflict.
   Result<numa::Placement> reserve(state::VmRecord& record, const numa::PlacementRequest& request,
                                   const ReserveClaim* claim = nullptr);
+  // What a create is refused for before it is queued, by the rules reserve() applies again under
+  // its lock: a UUID or a MAC another VM has (conflict, naming the field and the VM), and a claim
+  // the host's tree cannot read (invalid_argument) or no longer holds free (does_not_fit). So the
+  // documented 400 and 409 are answered at once, not as a queued create that fails.
+  Status check_create(const std::string& uuid, const std::vector<std::string>& macs, const ReserveClaim* claim) const;
   void release(const std::string& name);
 
   // A domain as libvirt reports it; record is set when it carries a readable record of ours, and
@@ -113,6 +118,9 @@ class Ledger {
                                            const ReserveClaim* claim);
   std::vector<numa::Allocation> held_locked() const;
   Result<numa::HostPolicy> policy_now_locked() const;
+  Status check_identity_locked(const std::string& uuid, const std::vector<std::string>& macs) const;
+  Status hold_outside_claim_locked(const ReserveClaim& claim, const numa::HostPolicy& policy,
+                                   std::vector<numa::Allocation>& held) const;
   numa::HostPolicy policy_with_locked(std::optional<FreePages> free) const;
   void publish_devices(const std::string& vm, const std::vector<PciAddress>& devices, bool held);
 

@@ -149,9 +149,12 @@ void OperationTracker::persist_latest(const std::string& id) {
   keep_start(*latest);
 }
 
-// A create that failed made no VM; every other ended create or start is the VM's history.
+// A create that failed made no VM; every other ended create or start is the VM's history, but a
+// start that found no VM (gone since it was asked for): that would be a file for a VM that does not
+// exist. A domain the daemon did not make never gets a start (VmService refuses it at once).
 void OperationTracker::keep_start(const OperationView& view) {
-  const bool start = view.kind == "start" || (view.kind == "create" && view.state == "succeeded");
+  const bool missing = view.error && view.error->code == ErrorCode::not_found;
+  const bool start = (view.kind == "start" && !missing) || (view.kind == "create" && view.state == "succeeded");
   if (starts_ == nullptr || !start || view.finished_at.empty()) return;
   if (auto kept = starts_->record(record_of(view)); !kept.ok()) {
     log(LogLevel::warning, "the start history of " + view.vm + " could not be kept (" + kept.error().message +

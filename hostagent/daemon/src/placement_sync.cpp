@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <condition_variable>
+#include <exception>
 #include <mutex>
 #include <thread>
 
@@ -374,7 +375,7 @@ class SyncThread final : public PlacementSync {
       const bool full = !poked || !clean_ || now - last_full_ >= interval_;
       if (full) last_full_ = now;
       lock.unlock();
-      auto report = converger_.run_once(full);
+      auto report = contained_pass(full);
       log_pass(report);
       lock.lock();
       ++passes_;
@@ -386,6 +387,17 @@ class SyncThread final : public PlacementSync {
         ++unreachable_;
         wait = std::min(interval_, std::max(std::chrono::milliseconds(1000), wait * 2));
       }
+    }
+  }
+
+  // The answers are read strictly (fleet/client), so nothing here should throw; whatever still
+  // does (a library's bad_alloc, a defect) ends this pass as a failed one, and the thread and the
+  // daemon go on: a sync thread that let an exception out would std::terminate the host.
+  Result<SyncReport> contained_pass(bool full) {
+    try {
+      return converger_.run_once(full);
+    } catch (const std::exception& thrown) {
+      return Error{ErrorCode::internal, std::string("the pass was cut short by an exception: ") + thrown.what()};
     }
   }
 

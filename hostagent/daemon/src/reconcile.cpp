@@ -2,6 +2,7 @@
 #include "reconcile.hpp"
 
 #include <algorithm>
+#include <filesystem>
 #include <set>
 
 #include "daemon_log.hpp"
@@ -72,6 +73,17 @@ void adopt(Context& context, const virt::DomainSummary& domain, ReconcileReport&
   report.adopted.push_back(domain.name);
 }
 
+// What a VM removed outside hostagent leaves in the state directory, removed as its delete would:
+// its seed (the tenant's keys and user data) and its start history.
+void forget_vm_files(Context& context, const state::VmRecord& record) {
+  if (auto removed = delete_seed(context, record); !removed.ok()) {
+    log(LogLevel::warning, "the seed of " + record.name + " stays: " + removed.error().message, {.vm = record.name});
+  }
+  if (auto forgotten = context.start_history.forget(record.name); !forgotten.ok()) {
+    log(LogLevel::warning, forgotten.error().message, {.vm = record.name});
+  }
+}
+
 // A domain undefined outside hostagent (virsh undefine, another tool): its devices are released at
 // once through its record, as a delete would, so none stays bound to vfio-pci or configured for a
 // guest that is gone, and none is given to the next VM in that state. A release that fails keeps
@@ -89,6 +101,7 @@ void drop_vanished(Context& context, const std::set<std::string>& listed) {
       }
     }
     release_vm(context, entry.name);
+    if (entry.managed && entry.record) forget_vm_files(context, *entry.record);
     log(LogLevel::warning,
         "domain " + entry.name + " was removed outside hostagent; what it held is free again, its devices once cleaned",
         {.vm = entry.name});
@@ -106,6 +119,41 @@ Status undo_create(Context& context, const state::JournalEntry& entry) {
 Status finish_delete(Context& context, const state::JournalEntry& entry) {
   for (const auto& step : delete_steps()) HA_TRY_STATUS(step.run(context, entry.record));
   return ok_status();
+}
+
+// Seeds and start histories of VMs gone while the daemon was down (undefined outside hostagent, or
+// a delete whose tidying a crash cut short): at start, whatever no VM in the ledger owns.
+void release_unheld_files(Context& context, ReconcileReport& report) {
+  std::set<std::string> seeds;
+  std::set<std::string> vms;
+  for (const auto& entry : context.ledger.entries()) {
+    vms.insert(entry.name);
+    if (entry.record) seeds.insert(entry.record->inputs.seed_iso);
+  }
+  const auto directory = context.config.state_directory / "seeds";
+  std::error_code ec;
+  for (std::filesystem::directory_iterator it(directory, ec), end; !ec && it != end; it.increment(ec)) {
+    if (it->path().extension() != ".iso" || seeds.count(it->path().string()) != 0) continue;
+    std::error_code removed;
+    if (std::filesystem::remove(it->path(), removed); removed) {
+      report.problems.push_back("remove " + it->path().string() + ": " + removed.message());
+      continue;
+    }
+    report.released.push_back("seed " + it->path().filename().string());
+  }
+  auto histories = context.start_history.vms();
+  if (!histories.ok()) {
+    report.problems.push_back(histories.error().message);
+    return;
+  }
+  for (const auto& vm : *histories) {
+    if (vms.count(vm) != 0) continue;
+    if (auto forgotten = context.start_history.forget(vm); !forgotten.ok()) {
+      report.problems.push_back(forgotten.error().message);
+      continue;
+    }
+    report.released.push_back("start history of " + vm);
+  }
 }
 
 void release_unheld_volumes(Context& context, ReconcileReport& report) {
@@ -184,6 +232,7 @@ void recover(Context& context, const state::JournalEntry& entry, ReconcileReport
 
 void release_unheld(Context& context, ReconcileReport& report) {
   release_unheld_volumes(context, report);
+  release_unheld_files(context, report);
   auto devices = context.devices->release_unheld(context.ledger.held());
   if (!devices.ok()) {
     report.problems.push_back(devices.error().message);

@@ -2,14 +2,18 @@
 #include "request_ids.hpp"
 
 #include <algorithm>
+#include <boost/json.hpp>
 #include <vector>
 
 #include "daemon_log.hpp"
+#include "hostagent/common/sha256.hpp"
 #include "hostagent/common/text.hpp"
 #include "hostagent/common/time_text.hpp"
 
 namespace hostagent::daemon {
 namespace {
+
+namespace json = boost::json;
 
 using state::CreateOutcome;
 
@@ -69,8 +73,50 @@ std::optional<state::CreateRequestRecord> RequestIds::find_operation(const std::
   return std::nullopt;
 }
 
-Status RequestIds::accept(const OperationView& create) {
+std::map<std::string, std::string> request_fingerprints(const CreateVmRequest& request) {
+  json::array macs;
+  for (const auto& mac : request.macs) macs.emplace_back(mac.str());
+  json::array keys;
+  for (const auto& key : request.ssh_authorized_keys) keys.emplace_back(key);
+  json::object claim;
+  for (const auto& [provider, resources] : request.claim) {
+    json::object amounts;
+    for (const auto& [rc, amount] : resources) amounts[rc] = amount;
+    claim[provider] = std::move(amounts);
+  }
+  // Each value in one canonical text: JSON, whose arrays keep their order and whose objects here
+  // come from sorted maps.
+  const std::pair<const char*, json::value> fields[] = {
+      {"name", json::value(request.name.str())},     {"template", json::value(request.template_name.str())},
+      {"uuid", json::value(request.uuid)},           {"boot_image", json::value(request.boot_image)},
+      {"macs", json::value(std::move(macs))},        {"ssh_authorized_keys", json::value(std::move(keys))},
+      {"user_data", json::value(request.user_data)}, {"placement", json::value(std::move(claim))},
+  };
+  std::map<std::string, std::string> out;
+  for (const auto& [field, value] : fields) out[field] = sha256_hex(json::serialize(value));
+  return out;
+}
+
+std::string differing_fields(const CreateVmRequest& request, const state::CreateRequestRecord& record) {
+  std::string differ;
+  const auto note = [&differ](const std::string& field) { differ += (differ.empty() ? "" : ", ") + field; };
+  if (record.fingerprints.empty()) {
+    if (request.name.str() != record.vm) note("name");
+    if (request.template_name.str() != record.template_name) note("template");
+    return differ;
+  }
+  const auto now = request_fingerprints(request);
+  for (const char* field :
+       {"name", "template", "uuid", "boot_image", "macs", "ssh_authorized_keys", "user_data", "placement"}) {
+    const auto was = record.fingerprints.find(field);
+    if (was == record.fingerprints.end() || was->second != now.at(field)) note(field);
+  }
+  return differ;
+}
+
+Status RequestIds::accept(const OperationView& create, std::map<std::string, std::string> fingerprints) {
   state::CreateRequestRecord record;
+  record.fingerprints = std::move(fingerprints);
   record.operation = create.id;
   record.request_id = create.request_id;
   record.vm = create.vm;

@@ -117,9 +117,10 @@ class VmServiceImpl final : public VmService {
       if (earlier) return *earlier;
     }
     HA_TRY_STATUS(check_name_free(request));
+    HA_TRY_STATUS(check_holdings_free(request));
     auto operation = context_.operations.enqueue("create", request.name, request.request_id, request.template_name);
     if (!request.request_id.empty()) {
-      if (auto accepted = context_.requests.accept(operation); !accepted.ok()) {
+      if (auto accepted = context_.requests.accept(operation, request_fingerprints(request)); !accepted.ok()) {
         context_.operations.finish(operation.id, accepted);  // never ran: nothing to undo
         return accepted.error();
       }
@@ -134,25 +135,25 @@ class VmServiceImpl final : public VmService {
     return operation;
   }
   Result<OperationView> begin_start(const VmName& name) override {
-    HA_TRY_STATUS(known(name));
+    HA_TRY_STATUS(ours(name));
     const auto operation = enqueue("start", name);
     queue(operation.id, name, [this, name] { return daemon::start_vm(context_, name); });
     return operation;
   }
   Result<OperationView> begin_stop(const VmName& name, bool force) override {
-    HA_TRY_STATUS(known(name));
+    HA_TRY_STATUS(ours(name));
     const auto operation = enqueue("stop", name);
     queue(operation.id, name, [this, name, force] { return daemon::stop_vm(context_, name, force); });
     return operation;
   }
   Result<OperationView> begin_reboot(const VmName& name) override {
-    HA_TRY_STATUS(known(name));
+    HA_TRY_STATUS(ours(name));
     const auto operation = enqueue("reboot", name);
     queue(operation.id, name, [this, name] { return daemon::reboot_vm(context_, name); });
     return operation;
   }
   Result<OperationView> begin_delete(const VmName& name) override {
-    HA_TRY_STATUS(known(name));
+    HA_TRY_STATUS(ours(name));
     const auto operation = enqueue("delete", name);
     queue(operation.id, name, [this, name, id = operation.id] {
       const auto entry = context_.ledger.find(name);
@@ -297,12 +298,26 @@ class VmServiceImpl final : public VmService {
     return ok_status();
   }
 
-  // A create replayed with its request id must ask for the same VM.
-  static Status same_create(const CreateVmRequest& request, const std::string& vm, const std::string& template_name) {
-    if (request.name == vm && request.template_name == template_name) return ok_status();
+  // A VM this daemon made: the one kind a start, stop, reboot or delete may change. A domain it did
+  // not make is refused now (409), as the operation itself would refuse it, and no operation,
+  // record or start history is made for it.
+  Status ours(const std::string& name) const {
+    const auto entry = context_.ledger.find(name);
+    if (!entry) return Error{ErrorCode::not_found, "no VM named " + name};
+    if (!entry->managed) {
+      return Error{ErrorCode::conflict, "domain " + text::quoted(name) +
+                                            " was not made by hostagent: it is reported, never changed; use libvirt"};
+    }
+    return ok_status();
+  }
+
+  // A create replayed with its request id must ask for the same VM, field for field.
+  static Status same_create(const CreateVmRequest& request, const state::CreateRequestRecord& record) {
+    const auto differ = differing_fields(request, record);
+    if (differ.empty()) return ok_status();
     return Error{ErrorCode::conflict, "request_id: " + text::quoted(request.request_id) + " was used to create VM " +
-                                          vm + " from template " + template_name +
-                                          "; a different create needs a new request id"};
+                                          record.vm + " from template " + record.template_name + " with another " +
+                                          differ + "; a different create needs a new request id"};
   }
 
   // The create this request id already named, answered rather than run again: its operation while
@@ -313,7 +328,7 @@ class VmServiceImpl final : public VmService {
       HA_TRY_STATUS(check_request_id_unused(request));
       return std::optional<OperationView>();
     }
-    HA_TRY_STATUS(same_create(request, record->vm, record->template_name));
+    HA_TRY_STATUS(same_create(request, *record));
     if (record->outcome == state::CreateOutcome::created && !made_by(record->vm, record->request_id)) {
       // Deleted by a recovery that finished a delete, or undefined outside hostagent.
       context_.requests.gone(record->request_id, "removed outside hostagent, or by a delete its recovery finished");
@@ -368,12 +383,24 @@ class VmServiceImpl final : public VmService {
                                           "; choose another name, or delete it first"};
   }
 
+  // The UUID, the MACs and the claim, as reserve() will judge them: a refusal now is the API's 409
+  // or 400, not a queued create that fails (a create racing this one can still take them first,
+  // and then this one fails in the queue with the same words).
+  Status check_holdings_free(const CreateVmRequest& request) const {
+    const std::vector<std::string> macs(request.macs.begin(), request.macs.end());
+    const ReserveClaim claim{context_.config.placement.host_name, &request.claim};
+    return context_.ledger.check_create(request.uuid, macs, request.claim.empty() ? nullptr : &claim);
+  }
+
   // A VM made before its create's request record was kept (an older hostagent) has the id in its
   // own record.
   Status check_request_id_unused(const CreateVmRequest& request) {
     for (const auto& entry : context_.ledger.entries()) {
       if (!entry.record || entry.record->request_id != request.request_id) continue;
-      return same_create(request, entry.name, entry.record->template_name);
+      state::CreateRequestRecord older;  // its VM and template are all such a VM's record says
+      older.vm = entry.name;
+      older.template_name = entry.record->template_name;
+      return same_create(request, older);
     }
     return ok_status();
   }
@@ -562,6 +589,14 @@ Ledger::HugepageReader hugepage_reader(const std::filesystem::path& sysfs_root, 
   return [sysfs_root, &host]() -> Result<std::map<std::pair<int, uint64_t>, uint64_t>> {
     HA_TRY(const auto sysfs, SysfsRoot::open(sysfs_root));
     return numa::read_free_hugepages(sysfs, host);
+  };
+}
+
+std::function<bool(const PciAddress&)> device_on_bus(const std::filesystem::path& sysfs_root) {
+  if (sysfs_root.empty()) return {};
+  return [sysfs_root](const PciAddress& address) {
+    std::error_code ec;
+    return std::filesystem::exists(sysfs_root / "sys/bus/pci/devices" / address.to_string(), ec);
   };
 }
 

@@ -1,5 +1,6 @@
 // state/cleaning_evidence: the hash-chained evidence log.
 #include "hostagent/state/cleaning_evidence.hpp"
+#include "hostagent/state/device_states.hpp"
 
 #include <algorithm>
 #include <array>
@@ -42,9 +43,7 @@ std::string step_problem(const CleaningStep& step, const std::string& at) {
 std::string evidence_problem(const CleaningEvidence& evidence) {
   if (evidence.role.empty()) return "role is empty";
   if (auto problem = detail::text_problem("role", evidence.role); !problem.empty()) return problem;
-  if (!evidence.vm.empty() && !is_name(evidence.vm)) {
-    return "vm " + text::quoted(evidence.vm) + ": " + std::string(kNameRule);
-  }
+  if (auto problem = holder_problem("vm", evidence.vm); !problem.empty()) return problem;
   if (!one_of(evidence.outcome, {"clean", "quarantined"})) {
     return "outcome " + text::quoted(evidence.outcome) + ": expected clean or quarantined";
   }

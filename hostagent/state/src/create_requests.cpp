@@ -2,9 +2,10 @@
 //
 //   {"operation": "op-1b2c3d-4", "request_id": "9f1c...", "vm": "vm1", "template": "base-h100",
 //    "submitted_at": "2026-11-29T23:00:00Z", "outcome": "created", "ended_at": "...",
-//    "error_code": "", "error": "", "gone_at": ""}
+//    "error_code": "", "error": "", "gone_at": "", "fingerprints": {"name": "<sha256>", ...}}
 //
-// Every field is always written and required on reading.
+// Every field is always written and required on reading, but "fingerprints", which records of an
+// earlier release lack (read as none).
 #include "hostagent/state/create_requests.hpp"
 
 #include <array>
@@ -12,6 +13,7 @@
 
 #include "hostagent/common/durable_file.hpp"
 #include "hostagent/common/names.hpp"
+#include "hostagent/common/sha256.hpp"
 #include "hostagent/common/text.hpp"
 #include "record_checks.hpp"
 #include "record_file.hpp"
@@ -44,6 +46,10 @@ std::string record_problem(const CreateRequestRecord& record) {
     if (!problem.empty()) return problem;
   }
   if (!ended && !record.ended_at.empty()) return "a pending create has no ended_at";
+  for (const auto& [field, digest] : record.fingerprints) {
+    if (!is_name(field)) return "fingerprints: " + text::quoted(field) + " is not a field name";
+    if (!is_sha256_hex(digest)) return "fingerprints." + field + " is not a SHA-256 in hex";
+  }
   const bool failed = record.outcome == CreateOutcome::failed;
   if (failed != error_code_from(record.error_code).has_value()) {
     return "error_code " + text::quoted(record.error_code) +
@@ -59,7 +65,11 @@ std::string to_json_text(const CreateRequestRecord& record) {
       {"template", record.template_name}, {"submitted_at", record.submitted_at}, {"outcome", to_string(record.outcome)},
       {"ended_at", record.ended_at},      {"error_code", record.error_code},     {"error", record.error},
       {"gone_at", record.gone_at}};
-  return json::serialize(object) + "\n";
+  json::object fingerprints;
+  for (const auto& [field, digest] : record.fingerprints) fingerprints[field] = digest;
+  json::object with = object;
+  with["fingerprints"] = std::move(fingerprints);
+  return json::serialize(with) + "\n";
 }
 
 Result<CreateOutcome> outcome_from(const std::string& text) {
@@ -84,6 +94,11 @@ Result<CreateRequestRecord> record_from(const json::value& document) {
   HA_TRY(out.error_code, fields.string("error_code"));
   HA_TRY(out.error, fields.string("error"));
   HA_TRY(out.gone_at, fields.string("gone_at"));
+  if (fields.has("fingerprints")) {
+    HA_TRY(const auto fingerprints, fields.object("fingerprints"));
+    HA_TRY(const auto digests, fingerprints.string_members());
+    out.fingerprints.insert(digests.begin(), digests.end());
+  }
   return out;
 }
 

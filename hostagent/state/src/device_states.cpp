@@ -31,9 +31,7 @@ std::string states_problem(const std::vector<DeviceStateEntry>& devices) {
     for (const auto& [field, value] : {std::pair{".step", &device.step}, std::pair{".reason", &device.reason}}) {
       if (auto problem = detail::text_problem(at + field, *value); !problem.empty()) return problem;
     }
-    if (!device.vm.empty() && !is_name(device.vm)) {
-      return at + ".vm " + text::quoted(device.vm) + ": " + std::string(kNameRule);
-    }
+    if (auto problem = holder_problem(at + ".vm", device.vm); !problem.empty()) return problem;
     if (auto problem = detail::timestamp_problem(at + ".since", device.since, true); !problem.empty()) return problem;
   }
   return {};
@@ -83,6 +81,23 @@ Result<std::vector<DeviceStateEntry>> states_from(const json::value& document) {
 }
 
 }  // namespace
+
+constexpr std::size_t kMaxHolderBytes = 1024;
+
+std::string holder_name(std::string_view domain) {
+  if (domain.size() <= kMaxHolderBytes && text::xml_text_problem(domain, text::XmlText::one_line).empty()) {
+    return std::string(domain);
+  }
+  return text::quoted(domain, kMaxHolderBytes / 8);
+}
+
+std::string holder_problem(std::string_view field, std::string_view holder) {
+  if (holder.size() > kMaxHolderBytes) {
+    return std::string(field) + " is " + std::to_string(holder.size()) + " bytes long, over " +
+           std::to_string(kMaxHolderBytes);
+  }
+  return detail::text_problem(field, holder);
+}
 
 std::string_view to_string(DeviceState state) {
   switch (state) {

@@ -246,6 +246,15 @@ Status StartHistory::forget(const std::string& vm) {
   return durable::remove_file(file_of(vm));
 }
 
+Result<std::vector<std::string>> StartHistory::vms() const {
+  std::vector<std::string> out;
+  HA_TRY_STATUS(detail::for_each_json_file(directory_, "starts", [&](const auto& /*path*/, const std::string& vm) {
+    if (is_name(vm)) out.push_back(vm);
+    return ok_status();
+  }));
+  return out;
+}
+
 Result<OperationRecords> OperationRecords::open(const std::filesystem::path& directory) {
   HA_TRY_STATUS(detail::open_private_directory(directory, "operations"));
   return OperationRecords(directory);

@@ -8,6 +8,7 @@
 #include <set>
 #include <sstream>
 
+#include "hostagent/common/names.hpp"
 #include "openapi_checker.hpp"
 #include "test_support.hpp"
 
@@ -201,6 +202,29 @@ TEST_CASE("docs/api.md's vm, device and quarantine events conform to their schem
     CHECK_FALSE(shipped_document().validate(schemas.at(name), without_vm).empty());
   }
   CHECK(checked == 3);
+}
+
+// Issue 43, defect 17: the contract named names the server refuses ("-rf", ".hidden"). Every name
+// pattern in the document must accept exactly what common/names' rule accepts.
+TEST_CASE("every name pattern in the document is the server's name rule, no wider and no narrower") {
+  const std::string document = read_text_file(hostagent::testing::source_dir() / "api/openapi.yaml");
+  const std::regex pattern_line(R"re(pattern: "(\^\[A-Za-z0-9_[^"]*)")re");
+  std::set<std::string> patterns;
+  for (std::sregex_iterator it(document.begin(), document.end(), pattern_line), end; it != end; ++it) {
+    patterns.insert((*it)[1].str());
+  }
+  REQUIRE(patterns.size() >= 1);
+  const std::vector<std::string> samples = {"train-0", "a",       "A_b.c-9", "_x",  std::string(64, 'a'),
+                                            "-rf",     ".hidden", "",        "a b", std::string(65, 'a'),
+                                            "a/b",     "..",      "é",       "a\n"};
+  for (const auto& text : patterns) {
+    CAPTURE(text);
+    const std::regex rule(text);
+    for (const auto& sample : samples) {
+      CAPTURE(sample);
+      CHECK(std::regex_match(sample, rule) == hostagent::is_name(sample));
+    }
+  }
 }
 
 }  // namespace

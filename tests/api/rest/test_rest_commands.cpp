@@ -197,6 +197,13 @@ TEST_CASE("parse_request names the field of a bad create body") {
       {R"({"name":"a","template":"t","uuid":"6f1c2a9e-0b7d-4a55-9c3e-1d2e3f405162","placement":{"allocations":)"
        R"({"6f1c2a9e-0b7d-4a55-9c3e-1d2e3f405162":{"resources":{"PGPU":0}}}}})",
        "placement.allocations.6f1c2a9e-0b7d-4a55-9c3e-1d2e3f405162", "expected a whole number from 1"},
+      // Issue 43, defect 13: nothing inside placement is ignored.
+      {R"({"name":"a","template":"t","uuid":"6f1c2a9e-0b7d-4a55-9c3e-1d2e3f405162","placement":{"allocations":)"
+       R"({"6f1c2a9e-0b7d-4a55-9c3e-1d2e3f405162":{"resources":{"PGPU":1}}},"consumer_generation":3}})",
+       "placement.consumer_generation", "unknown field; placement holds \"allocations\" alone"},
+      {R"({"name":"a","template":"t","uuid":"6f1c2a9e-0b7d-4a55-9c3e-1d2e3f405162","placement":{"allocations":)"
+       R"({"6f1c2a9e-0b7d-4a55-9c3e-1d2e3f405162":{"resources":{"PGPU":1},"generation":5}}}})",
+       "placement.allocations.6f1c2a9e-0b7d-4a55-9c3e-1d2e3f405162", "and nothing beside it"},
   };
   for (const auto& c : cases) {
     CAPTURE(c.body);

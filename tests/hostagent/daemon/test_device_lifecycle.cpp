@@ -207,6 +207,27 @@ TEST_CASE("a cleaning a killed daemon left unfinished runs again at the next sta
   CHECK(state::read_device_states(states_file)->empty());
 }
 
+// Issue 43, defect 1: vela2's boot NVMe is mounted at /; a request to clean it must not reach a step.
+TEST_CASE("an operator's cleaning of a device the host uses is refused, naming the use, and nothing runs") {
+  DaemonFixture fixture;
+  auto service = started(fixture);
+  const auto host = service->host_now();
+  const auto boot = std::find_if(host.pci_devices.begin(), host.pci_devices.end(), [](const numa::PciFunction& f) {
+    return f.role == numa::PciRole::nvme && f.host_use.has_value();
+  });
+  REQUIRE(boot != host.pci_devices.end());
+  const auto before = cleaned(fixture).size();
+  const auto refused = service->clean_device(boot->address, "uid:0");
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.error().code == ErrorCode::conflict);
+  CHECK_MESSAGE(refused.error().message == "device " + boot->address.to_string() + " is the host's (" +
+                                               *boot->host_use +
+                                               "): hostagent never resets, erases or scrubs a device the host uses",
+                refused.error().message);
+  CHECK(service->cleaning().empty());
+  CHECK(cleaned(fixture).size() == before);
+}
+
 TEST_CASE("an operator cleans a quarantined device again: it is free only once a cleaning passes") {
   DaemonFixture fixture;
   auto service = started(fixture);

@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
+#include <thread>
 
 #include "daemon_fixture.hpp"
 #include "hostagent/common/sysfs_root.hpp"
@@ -19,7 +21,8 @@ bool shares(const std::vector<int>& a, const std::vector<int>& b) {
 
 // A domain made by another tool, pinned to `cpus`, passing `device` through, backed by 1 GiB pages
 // on host node 0.
-std::string foreign_xml(const std::vector<int>& cpus, const PciAddress& device) {
+std::string foreign_xml(const std::vector<int>& cpus, const PciAddress& device,
+                        const std::string& name = "other-tool") {
   std::string pins;
   for (std::size_t i = 0; i < cpus.size(); ++i) {
     pins += "<vcpupin vcpu='" + std::to_string(i) + "' cpuset='" + std::to_string(cpus[i]) + "'/>";
@@ -27,7 +30,8 @@ std::string foreign_xml(const std::vector<int>& cpus, const PciAddress& device) 
   char address[160];
   std::snprintf(address, sizeof address, "<address domain='0x%04x' bus='0x%02x' slot='0x%02x' function='0x%x'/>",
                 device.domain, device.bus, device.device, device.function);
-  return "<domain type='test'><name>other-tool</name><memory unit='GiB'>8</memory>"
+  return "<domain type='test'><name>" + name +
+         "</name><memory unit='GiB'>8</memory>"
          "<memoryBacking><hugepages><page size='1' unit='GiB'/></hugepages></memoryBacking>"
          "<vcpu placement='static'>" +
          std::to_string(cpus.size()) + "</vcpu><cputune>" + pins +
@@ -73,6 +77,44 @@ TEST_CASE("a foreign domain's pinned CPUs, passthrough GPU and hugepages are nev
   REQUIRE_FALSE(eight.ok());
   CHECK(eight.error().code == ErrorCode::does_not_fit);
   CHECK_MESSAGE(contains(eight.error().message, "other-tool"), eight.error().message);
+}
+
+// Issue 43, defect 4: "Test VM" is a name libvirt takes and hostagent's rule does not. Its GPU was
+// never marked, so it went back to placement uncleaned when the domain went.
+TEST_CASE("a foreign domain named outside hostagent's rule has its devices marked, and cleaned once it goes") {
+  DaemonFixture fixture;
+  PciAddress gpu;
+  std::vector<int> cpus;
+  {
+    auto service = started(fixture);
+    auto probe = create_vm(*service, fixture.request("probe", kOneGpu));
+    REQUIRE_MESSAGE(probe.ok(), probe.error().message);
+    gpu = probe->record->allocation.devices.front();
+    cpus.assign(probe->record->allocation.cpus.begin(), probe->record->allocation.cpus.begin() + 2);
+    REQUIRE(delete_vm(*service, vm_name("probe")).ok());
+  }
+  const auto defined = fixture.libvirt().define(foreign_xml(cpus, gpu, "Test VM"));
+  REQUIRE_MESSAGE(defined.ok(), defined.error().message);
+  auto service = started(fixture);
+  const auto marked = service->cleaning();
+  const auto entry = std::find_if(marked.begin(), marked.end(), [&](const auto& c) { return c.address == gpu; });
+  REQUIRE(entry != marked.end());
+  CHECK(entry->vm == "Test VM");
+  CHECK(entry->held_by == "Test VM");
+
+  const auto cleanings = [&fixture] {
+    std::lock_guard lock(fixture.devices()->mutex);
+    return fixture.devices()->cleaned.size();
+  }();
+  REQUIRE(fixture.libvirt().undefine("Test VM").ok());
+  // The service hears of it from libvirt's event and cleans the GPU before it is free (bounded).
+  for (int i = 0; i < 1000 && !service->cleaning().empty(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  CHECK(service->cleaning().empty());
+  std::lock_guard lock(fixture.devices()->mutex);
+  CHECK(fixture.devices()->cleaned.size() == cleanings + 1);
+  CHECK(fixture.devices()->cleaned.back() == gpu);
 }
 
 // The simulated host's free_hugepages of the 1 GiB pool on each node, as the kernel would report

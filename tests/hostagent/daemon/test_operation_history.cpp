@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "daemon_fixture.hpp"
@@ -215,6 +216,46 @@ TEST_CASE("a VM's starts outlive the operations' hour and a restart, and go with
   REQUIRE(delete_vm(*service, vm_name("kept")).ok());
   CHECK(service->vm_starts(vm_name("kept")).error().code == ErrorCode::not_found);
   CHECK_FALSE(std::filesystem::exists(fixture.config().state_directory / "starts" / "kept.json"));
+}
+
+// Issue 43, defect 11: a VM removed outside hostagent left its seed (the tenant's keys and user
+// data) and its start history behind, and a start of a missing or foreign VM made a history.
+TEST_CASE("a VM removed outside hostagent takes its seed and start history with it, running or not") {
+  DaemonFixture fixture;
+  const auto state = fixture.config().state_directory;
+  const auto with_seed = [&](const std::string& name) {
+    auto request = fixture.request(name, kOneGpu);
+    request.ssh_authorized_keys = {"ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIFake " + name};
+    return request;
+  };
+  {
+    auto service = started(fixture);
+    REQUIRE(create_vm(*service, with_seed("outside-live")).ok());
+    REQUIRE(create_vm(*service, with_seed("outside-down")).ok());
+    REQUIRE(std::filesystem::exists(state / "seeds" / "outside-live.iso"));
+    REQUIRE(std::filesystem::exists(state / "starts" / "outside-live.json"));
+    // While the daemon runs: libvirt's event, then the sync.
+    REQUIRE(fixture.libvirt().destroy("outside-live").ok());
+    REQUIRE(fixture.libvirt().undefine("outside-live").ok());
+    for (int i = 0; i < 1000 && std::filesystem::exists(state / "seeds" / "outside-live.iso"); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    CHECK_FALSE(std::filesystem::exists(state / "seeds" / "outside-live.iso"));
+    CHECK_FALSE(std::filesystem::exists(state / "starts" / "outside-live.json"));
+    // A start of a VM that is not there, or not hostagent's, is refused at once: no history.
+    CHECK(service->begin_start(vm_name("outside-live")).error().code == ErrorCode::not_found);
+    CHECK(service->begin_start(vm_name("test")).error().code == ErrorCode::conflict);  // the driver's own
+    CHECK_FALSE(std::filesystem::exists(state / "starts" / "test.json"));
+  }
+  // While the daemon is down: found at the next start.
+  REQUIRE(fixture.libvirt().destroy("outside-down").ok());
+  REQUIRE(fixture.libvirt().undefine("outside-down").ok());
+  auto service = started(fixture);
+  const auto released = service->status().last_reconcile.released;
+  CHECK(std::find(released.begin(), released.end(), "seed outside-down.iso") != released.end());
+  CHECK(std::find(released.begin(), released.end(), "start history of outside-down") != released.end());
+  CHECK_FALSE(std::filesystem::exists(state / "seeds" / "outside-down.iso"));
+  CHECK_FALSE(std::filesystem::exists(state / "starts" / "outside-down.json"));
 }
 
 TEST_CASE("an operation record that cannot be read stops the start, naming the file") {

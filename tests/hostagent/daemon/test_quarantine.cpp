@@ -131,6 +131,18 @@ TEST_CASE("a GPU gone from the bus is quarantined by the health poller, naming t
   CHECK(quarantined.front().step == "health");
   CHECK(quarantined.front().vm == "holder");
   CHECK_MESSAGE(contains(quarantined.front().reason, "gone from the bus"), quarantined.front().reason);
+
+  // Issue 43, defect 18: still gone, it is neither cleared nor cleaned (either put it back in
+  // placement until the next poll); back on the bus, it is cleared and cleaned as any other.
+  REQUIRE(delete_vm(*service, vm_name("holder")).ok());
+  for (const auto& refused :
+       {service->clear_quarantine(gpu, "uid:0").error(), service->clean_device(gpu, "uid:0").error()}) {
+    CHECK(refused.code == ErrorCode::conflict);
+    CHECK_MESSAGE(contains(refused.message, "is still gone from the bus"), refused.message);
+  }
+  CHECK(service->quarantined().size() == 1);
+  const auto eight = create_vm(*service, fixture.request("after", kEightGpus));  // one of them is out
+  CHECK_FALSE(eight.ok());
 }
 
 TEST_CASE("an unreadable quarantine record stops the start: a device must not be handed out because of it") {

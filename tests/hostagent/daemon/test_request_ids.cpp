@@ -65,6 +65,55 @@ TEST_CASE("after a restart, a replay is answered with the create it named: the s
   REQUIRE(delete_vm(*service, "rid-restart").ok());
 }
 
+// Issue 43, defect 12: a replay matched on name and template alone, so the same request id with
+// another uuid, image, keys or MACs was answered with the old operation as if it had asked for it.
+TEST_CASE("a replay must ask for the whole create again: any field that differs is a conflict naming it") {
+  DaemonFixture fixture;
+  auto service = started(fixture);
+  auto request = with_id(fixture, "rid-whole", "rid-whole-1");
+  request.uuid = "0b6f3f0e-8a0c-4d4e-9d55-6f1f3f2e1a01";
+  request.ssh_authorized_keys = {"ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIFakeKey tenant@a"};
+  auto first = service->begin_create(request);
+  REQUIRE_MESSAGE(first.ok(), first.error().message);
+  REQUIRE(wait_for(*service, first->id).state == "succeeded");
+
+  std::vector<std::pair<std::string, daemon::CreateVmRequest>> others;
+  auto uuid = request;
+  uuid.uuid = "0b6f3f0e-8a0c-4d4e-9d55-6f1f3f2e1a02";
+  others.emplace_back("uuid", uuid);
+  auto keys = request;
+  keys.ssh_authorized_keys = {"ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOther tenant@b"};
+  others.emplace_back("ssh_authorized_keys", keys);
+  auto macs = request;
+  macs.macs = {MacAddress::parse("52:54:00:00:00:99", "macs[0]").value()};
+  others.emplace_back("macs", macs);
+  auto image = request;
+  image.boot_image = request.boot_image + ".other";
+  write_text_file(image.boot_image, "another image");
+  others.emplace_back("boot_image", image);
+  for (int run = 0; run < 2; ++run) {
+    for (const auto& [field, other] : others) {
+      CAPTURE(field);
+      CAPTURE(run);
+      const auto replay = service->begin_create(other);
+      REQUIRE_FALSE(replay.ok());
+      CHECK(replay.error().code == ErrorCode::conflict);
+      CHECK_MESSAGE(
+          replay.error().message == "request_id: \"rid-whole-1\" was used to create VM rid-whole from template " +
+                                        std::string(kOneGpu) + " with another " + field +
+                                        "; a different create needs a new request id",
+          replay.error().message);
+    }
+    // The same request again, field for field: the same operation, nothing run.
+    const auto same = service->begin_create(request);
+    REQUIRE_MESSAGE(same.ok(), same.error().message);
+    CHECK(same->id == first->id);
+    service.reset();
+    service = started(fixture);  // the fingerprints are on disk: a restart compares the same
+  }
+  REQUIRE(delete_vm(*service, "rid-whole").ok());
+}
+
 TEST_CASE(
     "after a delete, a replay is a conflict saying the VM is gone and how, and creates nothing, across a restart too") {
   DaemonFixture fixture;

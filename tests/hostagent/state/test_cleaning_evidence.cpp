@@ -167,7 +167,8 @@ TEST_CASE("append refuses evidence the reader would refuse, and writes nothing")
   bad_outcome.outcome = "probably fine";
   auto bad_step = cleaning_of("0000:26:00.1", "vm-a");
   bad_step.steps[1].result = "ok";
-  auto bad_vm = cleaning_of("0000:26:00.1", "../vm");
+  // A holder is a libvirt domain's name as state/device_states keeps it (holder_name): one line of text.
+  auto bad_vm = cleaning_of("0000:26:00.1", "vm\nforged");
   auto bad_time = cleaning_of("0000:26:00.1", "vm-a");
   bad_time.steps[0].finished_at = "later";
   for (const auto& refusal :

@@ -58,7 +58,7 @@ TEST_CASE("device states that cannot be read name the file and the field") {
        "devices[0].step is empty"},
       {R"({"devices": [{"address": "0000:17:00.0", "state": "dirty", "step": "", "reason": "", "vm": "", "since": "2026-12-04T17:20:00Z"}]})",
        "devices[0].state: \"dirty\" is neither cleaning nor quarantined"},
-      {R"({"devices": [{"address": "0000:17:00.0", "state": "cleaning", "step": "s", "reason": "r", "vm": "../x", "since": "2026-12-04T17:20:00Z"}]})",
+      {R"({"devices": [{"address": "0000:17:00.0", "state": "cleaning", "step": "s", "reason": "r", "vm": "a\u0007b", "since": "2026-12-04T17:20:00Z"}]})",
        "devices[0].vm"},
       {R"({"devices": [{"address": "0000:17:00.0", "state": "cleaning", "step": "s", "reason": "r", "vm": "", "since": "yesterday"}]})",
        "devices[0].since"},
@@ -93,6 +93,28 @@ TEST_CASE("write refuses device states read would refuse, and leaves the file as
   control[0].reason = "line\nbreak\x01";
   CHECK_FALSE(write_device_states(file, control).ok());
   CHECK(read_device_states(file).value() == good);
+}
+
+// Issue 43, defect 4: a domain hostagent did not make may be named anything libvirt takes, and its
+// devices are marked all the same: its name is kept as it is when it is one line of text, quoted
+// (every control escaped) when not, and either way written and read back.
+TEST_CASE("a device's holder is any domain's name: kept as text, or quoted when it is not one line of it") {
+  CHECK(holder_name("Test VM") == "Test VM");
+  CHECK(holder_name("train-0") == "train-0");
+  CHECK(holder_name("über vm") == "über vm");
+  CHECK(holder_name("a\tb") == "\"a\\tb\"");
+  CHECK(holder_name(std::string("\x1b[2Jx", 5)) == "\"\\x1b[2Jx\"");
+  CHECK(holder_problem("vm", "Test VM").empty());
+  CHECK_FALSE(holder_problem("vm", "a\nb").empty());
+  CHECK_FALSE(holder_problem("vm", std::string(1025, 'a')).empty());
+  const testing::TempDir dir;
+  const auto file = dir.path() / "device_states.json";
+  const std::vector<DeviceStateEntry> held{{*numa::PciAddress::parse("0000:17:00.0"), DeviceState::cleaning, "", "",
+                                            holder_name("Test VM"), "2026-12-04T17:20:00Z"},
+                                           {*numa::PciAddress::parse("0000:18:00.0"), DeviceState::cleaning, "", "",
+                                            holder_name("tab\tvm"), "2026-12-04T17:20:00Z"}};
+  REQUIRE(write_device_states(file, held).ok());
+  CHECK(read_device_states(file).value() == held);
 }
 
 }  // namespace

@@ -33,9 +33,23 @@ class JsonFields {
   Result<std::string> string(std::string_view key) const;
   Result<bool> boolean(std::string_view key) const;
   Result<uint64_t> unsigned_integer(std::string_view key) const;
+  Result<int64_t> integer(std::string_view key) const;
+  // A string that may be missing or null (Placement's root has "parent_provider_uuid": null): "".
+  Result<std::string> optional_string(std::string_view key) const;
   Result<std::vector<std::string>> strings(std::string_view key) const;
   Result<const boost::json::array*> array(std::string_view key) const;
   Result<JsonFields> object(std::string_view key) const;
+  // The object at key as the document has it, for a value kept whole rather than read.
+  Result<const boost::json::object*> raw_object(std::string_view key) const;
+  // The object array(key)[index] holds, its path "key[index]".
+  Result<JsonFields> element(std::string_view key, std::size_t index) const;
+  // Each member of this object as a JsonFields of its own, by name, in the document's order; a
+  // member that is not an object fails, naming it.
+  Result<std::vector<std::pair<std::string, JsonFields>>> objects() const;
+  // Each member as an integer, by name: a map of counts ({"VCPU": 4}).
+  Result<std::vector<std::pair<std::string, int64_t>>> integers() const;
+  // Each member as a string, by name.
+  Result<std::vector<std::pair<std::string, std::string>>> string_members() const;
   std::string path(std::string_view key) const;
   // For the few optional fields (a VF setting nobody asked for): written only when set.
   bool has(std::string_view key) const { return object_->contains(key); }

@@ -1,6 +1,6 @@
 // hostagent/common/paths: the rules for a path that configuration or a request names: absolute,
 // without "..", so what the operator reads in it is the file the daemon opens; and, for a file a
-// request names, inside a directory the operator configured once every symlink is followed.
+// request names, opened inside a directory the operator configured.
 #pragma once
 
 #include <filesystem>
@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "hostagent/common/named_file.hpp"
 #include "hostagent/common/result.hpp"
 
 namespace hostagent {
@@ -23,11 +24,13 @@ struct AllowedDirectories {
   std::string key;  // "images.directories"
 };
 
-// The regular file `path` names with every symlink followed (realpath(3)), when it lies inside one of
-// `allowed` (each resolved too): the path to open from then on, so a link changed later cannot lead
-// elsewhere. Otherwise invalid_argument for `field`, saying why and where files may lie; io_error
-// when the file system refuses to say (EACCES on a directory on the way).
-Result<std::filesystem::path> file_inside(const std::string& path, const AllowedDirectories& allowed,
-                                          const std::string& field);
+// The regular file `path` names, opened beneath the directory of `allowed` that holds it
+// (common/named_file's open_beneath: a symlink may lead elsewhere inside it, never out of it), its
+// path set to where the kernel resolved it (/proc/self/fd): what to hand on to whoever opens it
+// by name later (libvirt, QEMU). A path outside every directory is refused before anything on the
+// file system is asked, so a refusal never tells whether such a path exists or where a link leads.
+// invalid_argument for `field` otherwise, saying why and where files may lie.
+Result<OpenedFile> open_inside(const std::string& path, const AllowedDirectories& allowed, const std::string& field,
+                               const FileLimits& limits);
 
 }  // namespace hostagent

@@ -16,6 +16,8 @@ class FileDescriptor {
   ~FileDescriptor();
   FileDescriptor(const FileDescriptor&) = delete;
   FileDescriptor& operator=(const FileDescriptor&) = delete;
+  FileDescriptor(FileDescriptor&& other) noexcept : fd_(other.fd_) { other.fd_ = -1; }
+  FileDescriptor& operator=(FileDescriptor&& other) noexcept;
   int get() const { return fd_; }
   // close(2): on NFS and some other filesystems a write error may surface only here. The
   // descriptor is gone either way (Linux frees it even on EINTR), so it is never retried.

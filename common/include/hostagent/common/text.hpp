@@ -20,6 +20,11 @@ std::size_t decode_utf8(std::string_view text, std::size_t i, uint32_t& code_poi
 // backslash as \xNN; at most `longest` bytes of value, then "...".
 std::string quoted(std::string_view value, std::size_t longest = 128);
 
+// value as quoted() shows it, without the quotes and the cut: for a table cell or a log line's
+// field, where what a peer or libvirt named reaches a terminal (escape sequences, bidirectional
+// overrides, a newline that forges a line: all shown as \xNN, \n).
+std::string shown(std::string_view value);
+
 // value with every byte that is not part of well-formed UTF-8 written as the four characters \xNN,
 // and nothing else changed: for a JSON string (an answer, an audit line), which must be UTF-8
 // (RFC 8259 8.1) and which JSON's own escaping already makes safe to show. A way to show bytes,

@@ -2,15 +2,19 @@
 // files, which are small and read once, and for outputs written whole.
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
 #include <string>
 
+#include "hostagent/common/named_file.hpp"
 #include "hostagent/common/result.hpp"
 
 namespace hostagent {
 
-// ErrorCode::not_found when it does not exist, io_error when it cannot be read.
-Result<std::string> read_text_file(const std::filesystem::path& file);
+// Opened as common/named_file opens a file someone named: never blocking, a regular file only, at
+// most max_bytes. ErrorCode::not_found when it does not exist, invalid_argument when it is not a
+// regular file or is larger, io_error when it cannot be read.
+Result<std::string> read_text_file(const std::filesystem::path& file, std::uintmax_t max_bytes = kMaxTextFileBytes);
 
 // A token file (api.token_file, placement.token_file, --token-file): one word on one line; the
 // whitespace around it (the newline an editor adds) is not the token. "" for no file; an empty

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "hostagent/numa/host_model.hpp"
+#include "hostagent/numa/host_use.hpp"
 #include "hostagent/nvme/nvme_erase.hpp"
 #include "hostagent/sriov/vf_netlink.hpp"
 #include "hostagent/vfio/function_reset.hpp"
@@ -66,6 +67,10 @@ struct CleaningParts {
   sriov::VfNetlink* netlink = nullptr;
   const HygieneOptions* hygiene = nullptr;
   nvme::ControllerOpener* nvme = nullptr;
+  // What the host uses now (a mounted disk, an addressed NIC, the operator's devices.reserved), read
+  // again before every step: a device the host took since the VM let it go is never reset, erased
+  // or scrubbed. Its step fails naming the use, and the device is quarantined.
+  std::function<Result<std::vector<numa::HostUse>>()> host_use;
 };
 std::vector<CleaningStep> host_cleaning_steps(const CleaningParts& parts, const numa::PciFunction& function);
 

@@ -42,8 +42,9 @@ FunctionIdentity function_identity(uint16_t vendor, uint16_t device);
 FunctionIdentity vf_identity(uint32_t class_code);
 
 struct ResetReport {
-  std::string methods;  // reset_method as the kernel listed it ("flr bus"); "" when it has no such attribute
-  int polls = 0;        // config space reads until the IDs answered (1: at once)
+  std::string methods;      // reset_method as the kernel listed it ("flr bus"); "" when it has no such attribute
+  int polls = 0;            // config space reads until the IDs answered (1: at once)
+  std::string host_driver;  // the host driver it was taken off for the reset and given back to; "" none
 };
 
 // Resets `function` and waits for it to answer as `identity`. unsupported when the kernel lists
@@ -52,5 +53,20 @@ struct ResetReport {
 Result<ResetReport> reset_and_verify(const SysfsRoot& sysfs, SysfsWriter& writer, ConfigSpace& config,
                                      const PciAddress& function, const FunctionIdentity& identity,
                                      const ResetPolling& polling);
+
+// The same, with no host driver bound during the reset: a function on a host driver (anything but
+// a VFIO driver) is unbound from it first and bound to it again once it answered. A reset under a
+// bound driver runs that driver's reset_prepare and reset_done around it (pci_reset_function ->
+// pci_dev_save_and_disable, pci_dev_restore), and the nvme driver's schedule a controller reset
+// and wait for it (nvme_reset_prepare, nvme_reset_done -> flush_work(reset_work)); on 6.1 that
+// reset waits forever in nvme_wait_freeze when it meets the namespace scan the driver began at its
+// probe a moment earlier (nvme_scan_work -> nvme_remove_invalid_namespaces), which is where every
+// controller a VM let go stands when its cleaning begins. The unbind instead waits for the
+// driver's own work to end (nvme_remove flushes reset_work and scan_work) and leaves a function
+// nothing drives. A reset that fails leaves the function on no driver: its host driver never sees
+// what the tenant left on a device not shown clean.
+Result<ResetReport> reset_unbound_and_verify(const SysfsRoot& sysfs, SysfsWriter& writer, ConfigSpace& config,
+                                             const PciAddress& function, const FunctionIdentity& identity,
+                                             const ResetPolling& polling);
 
 }  // namespace hostagent::vfio

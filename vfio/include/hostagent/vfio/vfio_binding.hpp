@@ -26,6 +26,13 @@
 
 namespace hostagent::vfio {
 
+// vfio-pci itself, and the vfio-pci-core variant drivers (mlx5_vfio_pci, nvgrace-gpu-vfio-pci,
+// hisi-acc-vfio-pci), each of which VFIO accepts in a group as it accepts vfio-pci.
+bool is_vfio_driver(const std::string& driver);
+// What a kernel module's name can be: a driver name goes into a path (drivers/NAME/bind) and into
+// driver_override, and a journaled binding is input. "" (no driver) passes.
+bool is_driver_name(const std::string& name);
+
 // One endpoint of a group as it was before bind_group, so release can put it back. A record the
 // daemon journals: release validates it before any of it reaches a path.
 struct BoundFunction {

@@ -29,9 +29,6 @@ struct ClientOptions {
   std::string ca_file;           // https: the CA that signed the server's certificate; "" = the system's
   std::chrono::milliseconds connect_timeout{5000};
   std::chrono::milliseconds read_timeout{30000};  // for one request's whole answer
-  // Told what the operator should know but that does not stop the request (a token sent in clear
-  // text to a host that is not loopback). Null: written to stderr.
-  std::function<void(const std::string&)> warn;
   // The server, as messages name it ("is hostagentd running?"); another service's client (the
   // fleet's Placement) names its own.
   std::string server_name = "hostagentd";

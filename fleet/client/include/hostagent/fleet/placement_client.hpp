@@ -119,7 +119,4 @@ class PlacementClient {
 // allocation on its tree removed, then its providers, leaves first. The first error stops it.
 Status remove_tree(PlacementClient& placement, const std::string& root_uuid);
 
-// Placement's allocation_requests[i].allocations, as resources by provider.
-Result<ProviderResources> parse_allocations(const boost::json::value& allocations);
-
 }  // namespace hostagent::fleet

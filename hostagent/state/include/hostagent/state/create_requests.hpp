@@ -5,6 +5,7 @@
 #pragma once
 
 #include <filesystem>
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -30,6 +31,11 @@ struct CreateRequestRecord {
   std::string error_code;  // failed: the error's code (to_string(ErrorCode)); "" otherwise
   std::string error;       // failed: why; gone: how the VM went ("deleted by operation op-..")
   std::string gone_at;     // gone: when the VM was seen gone; "" otherwise
+  // Each field of the request as it was asked (name, template, uuid, boot_image, macs,
+  // ssh_authorized_keys, user_data, placement), by its SHA-256: a replay must ask for all of it
+  // again, and the digest keeps a tenant's keys and user data out of the file. Empty in records an
+  // earlier release wrote, which kept only vm and template.
+  std::map<std::string, std::string> fingerprints;
 };
 
 class CreateRequests {

@@ -33,10 +33,19 @@ struct DeviceStateEntry {
   DeviceState state = DeviceState::cleaning;
   std::string step;    // quarantined: what failed ("bind to vfio-pci", "health", "reset"); cleaning: ""
   std::string reason;  // quarantined: what the kernel said, or what was seen; cleaning: ""
-  std::string vm;      // the VM that held it, or whose preparation found it; "" none
+  std::string vm;      // the domain that held it (holder_name), or whose preparation found it; "" none
   std::string since;   // when it entered this state, as common/time_text writes it
   bool operator==(const DeviceStateEntry&) const = default;
 };
+
+// A device's holder as the device states and the cleaning evidence keep it: the libvirt domain's
+// name. hostagent's own VMs have names by its rule (common/names), but a domain it did not make may
+// be named anything libvirt takes ("Test VM", or a control character libvirt lets through), and
+// its devices must be marked all the same: a name that is not one-line text is kept quoted
+// (text::quoted), so no holder is ever a reason a device goes unmarked.
+std::string holder_name(std::string_view domain);
+// Why `holder` is not what holder_name keeps ("" when it is): the rule both files check.
+std::string holder_problem(std::string_view field, std::string_view holder);
 
 // Empty when the file does not exist (every device free). A file that cannot be read or parsed is
 // an error naming it and the field: a device must not be handed out because its state could not be

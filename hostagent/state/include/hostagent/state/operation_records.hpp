@@ -72,6 +72,8 @@ class StartHistory {
   // Newest first; none for a VM with no history.
   Result<std::vector<OperationRecord>> starts(const std::string& vm) const;
   Status forget(const std::string& vm);  // absent: ok
+  // The VMs that have a history on disk: what a restart sweeps of VMs that are gone.
+  Result<std::vector<std::string>> vms() const;
 
  private:
   explicit StartHistory(std::filesystem::path directory) : directory_(std::move(directory)) {}

@@ -1,5 +1,5 @@
 // The client tests' server: blocking Beast, one thread to accept and one per connection.
-#include "test_server.hpp"
+#include "test_http_server.hpp"
 
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/local/stream_protocol.hpp>
