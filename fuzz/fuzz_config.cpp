@@ -1,6 +1,7 @@
 // libFuzzer target: arbitrary bytes as hostagentd's configuration file, through config::parse_config
 // (the same YAML reader as templates, then every key checked into typed values). Besides what the
-// sanitizers catch, it checks that a refusal is an invalid_argument whose message is valid UTF-8,
+// sanitizers catch, it checks that a refusal is an invalid_argument (or not_found for a directory it
+// names that this machine lacks) whose message is valid UTF-8,
 // and that an accepted configuration's paths are absolute, as the reader promises.
 #include <cstddef>
 #include <cstdint>
@@ -31,7 +32,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
     }
     return 0;
   }
-  if (parsed.error().code != ErrorCode::invalid_argument) broken("refused with an unexpected code");
+  // The reader also looks for the directories it names (templates.directories): not_found is this
+  // machine's answer to a configuration that names none of them.
+  const auto code = parsed.error().code;
+  if (code != ErrorCode::invalid_argument && code != ErrorCode::not_found && code != ErrorCode::parse_error) {
+    broken("refused with an unexpected code");  // parse_error: YAML that is broken, reported alone
+  }
   if (text::valid_utf8(parsed.error().message) != parsed.error().message) broken("a refusal that is not valid UTF-8");
   return 0;
 }

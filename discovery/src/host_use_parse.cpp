@@ -60,8 +60,10 @@ std::vector<std::string> parse_swaps(const std::string& text) {
 std::vector<RouteEntry> parse_routes(const std::string& text) {
   std::vector<RouteEntry> out;
   each_line(text, [&](const std::vector<std::string>& w) {
-    if (w.size() < 8 || !is_hex(w[1]) || !is_hex(w[3])) return;  // the header, or not a route line
-    constexpr unsigned long kRtfUp = 0x0001;                     // include/uapi/linux/route.h
+    // The header, or not a route line: fib_route_seq_show prints the flags as %04X, so a longer
+    // field is no route's (and would overflow stoul).
+    if (w.size() < 8 || !is_hex(w[1]) || !is_hex(w[3]) || w[3].size() > 8) return;
+    constexpr unsigned long kRtfUp = 0x0001;  // include/uapi/linux/route.h
     if ((std::stoul(w[3], nullptr, 16) & kRtfUp) == 0) return;
     out.push_back({w[0], w[1] == "00000000" && w[7] == "00000000"});
   });
@@ -71,7 +73,8 @@ std::vector<RouteEntry> parse_routes(const std::string& text) {
 std::vector<AddressEntry> parse_if_inet6(const std::string& text) {
   std::vector<AddressEntry> out;
   each_line(text, [&](const std::vector<std::string>& w) {
-    if (w.size() < 6 || w[0].size() != 32 || !is_hex(w[0]) || !is_hex(w[3])) return;
+    // if6_seq_show prints the scope as %02x: a longer field is not the kernel's line.
+    if (w.size() < 6 || w[0].size() != 32 || !is_hex(w[0]) || !is_hex(w[3]) || w[3].size() > 2) return;
     // include/net/ipv6.h: IPV6_ADDR_SCOPE_GLOBAL 0x00, _SITELOCAL 0x05 (shown shifted as 0x40).
     const unsigned long scope = std::stoul(w[3], nullptr, 16);
     if (scope != 0x00 && scope != 0x40) return;

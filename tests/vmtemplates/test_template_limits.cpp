@@ -82,5 +82,22 @@ TEST_CASE("limits: text that is not UTF-8, or holds a control character, is refu
   CHECK(accented->description == "\xc3\xa9t\xc3\xa9");
 }
 
+// Found by fuzz_template (issue 43): on this text yaml-cpp's parser reports an empty document
+// without end, and LoadAll, asking for the next while there is one, never returned (a validate
+// request held its thread and grew until the daemon's memory was gone).
+TEST_CASE("limits: text on which yaml-cpp finds documents without end is refused as a second document") {
+  const auto message = problems(",name: deep\nmetadata: # -\"[[[[[[1]]]]]]\n");
+  CHECK_MESSAGE(message.find("found a second YAML document, expected one template per file") != std::string::npos,
+                message);
+}
+
+// Found by fuzz_template: a key that YAML's escapes give a line break printed a problem of
+// several lines. Each problem is one line of shown text.
+TEST_CASE("limits: a key that holds a line break or an escape sequence is one line of the problems, shown") {
+  const auto message = problems(kMinimalTemplate + "\"evil\\nforged: line\\u001b[2J\": 1\n");
+  CHECK_MESSAGE(message.find('\n') == std::string::npos, message);
+  CHECK_MESSAGE(message.find("evil\\nforged: line\\x1b[2J: found an unknown key") != std::string::npos, message);
+}
+
 }  // namespace
 }  // namespace hostagent::vmtemplates

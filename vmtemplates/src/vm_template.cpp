@@ -129,7 +129,7 @@ std::string render_problems(std::vector<Problem> problems, const std::vector<std
   std::string message;
   const std::size_t shown = std::min(problems.size(), kMaxProblemsShown);
   for (std::size_t i = 0; i < shown; ++i) {
-    message += (message.empty() ? "" : "\n") + yaml::to_string(problems[i].at) + ": " + problems[i].text;
+    message += (message.empty() ? "" : "\n") + yaml::problem_line(problems[i]);
   }
   if (problems.size() > shown) {
     message += "\n" + std::to_string(problems.size() - shown) + " more problems not shown: fix these first";

@@ -2,10 +2,12 @@
 // `extends` performs on them.
 #include "hostagent/vmtemplates/yaml_tree.hpp"
 
+#include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
 #include <optional>
+#include <sstream>
 #include <unordered_map>
 
 #include "hostagent/common/text.hpp"
@@ -113,6 +115,10 @@ std::string to_string(const Location& at) {
   return at.source + ":" + std::to_string(at.line) + ":" + std::to_string(at.column);
 }
 
+std::string problem_line(const Problem& problem) {
+  return text::shown(to_string(problem.at) + ": " + problem.text);
+}
+
 const Entry* Value::find(std::string_view key) const {
   const auto it = std::find_if(entries.begin(), entries.end(), [&](const Entry& e) { return e.key == key; });
   return it == entries.end() ? nullptr : &*it;
@@ -185,6 +191,49 @@ std::optional<Problem> unprintable(const std::string& text, const std::string& s
   return std::nullopt;
 }
 
+namespace {
+
+// Where a second document begins, if the text has one: the parser's document events, counted, two
+// at most. yaml-cpp's LoadAll keeps asking for documents while the parser says there are more, and
+// on some text it says so without end, an empty document each time: a stray ',' before the first
+// key did (",name: a\n..."), found by fuzz_template; the handler of a template validation then ran
+// until the daemon's memory was gone. So the documents are counted here, and only the first loaded.
+class DocumentCounter final : public YAML::EventHandler {
+ public:
+  void OnDocumentStart(const YAML::Mark& mark) override {
+    if (++documents_ == 2) second_ = mark;
+  }
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark& /*mark*/, YAML::anchor_t /*anchor*/) override {}
+  void OnAlias(const YAML::Mark& /*mark*/, YAML::anchor_t /*anchor*/) override {}
+  void OnScalar(const YAML::Mark& /*mark*/, const std::string& /*tag*/, YAML::anchor_t /*anchor*/,
+                const std::string& /*value*/) override {}
+  void OnSequenceStart(const YAML::Mark& /*mark*/, const std::string& /*tag*/, YAML::anchor_t /*anchor*/,
+                       YAML::EmitterStyle::value /*style*/) override {}
+  void OnSequenceEnd() override {}
+  void OnMapStart(const YAML::Mark& /*mark*/, const std::string& /*tag*/, YAML::anchor_t /*anchor*/,
+                  YAML::EmitterStyle::value /*style*/) override {}
+  void OnMapEnd() override {}
+  int documents() const { return documents_; }
+  const YAML::Mark& second() const { return second_; }
+
+ private:
+  int documents_ = 0;
+  YAML::Mark second_;
+};
+
+std::optional<YAML::Mark> second_document(const std::string& text) {
+  std::istringstream stream(text);
+  YAML::Parser parser(stream);
+  DocumentCounter counter;
+  while (counter.documents() < 2 && parser.HandleNextDocument(counter)) {
+  }
+  if (counter.documents() < 2) return std::nullopt;
+  return counter.second();
+}
+
+}  // namespace
+
 Result<Value> parse_yaml(const std::string& text, const std::string& source, std::vector<Problem>& problems) {
   if (const auto bad = unprintable(text, source)) {
     return Error{ErrorCode::invalid_argument, to_string(bad->at) + ": " + bad->text};
@@ -194,19 +243,20 @@ Result<Value> parse_yaml(const std::string& text, const std::string& source, std
                                                   std::to_string(kMaxDepth) +
                                                   " levels, expected a template of plain values"};
   }
-  std::vector<YAML::Node> documents;
+  std::optional<YAML::Mark> second;
+  YAML::Node document;
   try {
-    documents = YAML::LoadAll(text);
+    second = second_document(text);
+    if (!second) document = YAML::Load(text);
   } catch (const YAML::Exception& e) {
     return Error{ErrorCode::invalid_argument, to_string(located(e.mark, source)) + ": found invalid YAML (" + e.msg +
                                                   "), expected a mapping of template keys"};
   }
-  if (documents.size() > 1) {
-    return Error{ErrorCode::invalid_argument, to_string(located(documents[1].Mark(), source)) +
+  if (second) {
+    return Error{ErrorCode::invalid_argument, to_string(located(*second, source)) +
                                                   ": found a second YAML document, expected one template per file"};
   }
-  if (documents.empty()) return Value{Value::Kind::null, Location{source, 1, 1}, {}, {}, {}};
-  return Converter(source, problems).convert(documents.front(), "");
+  return Converter(source, problems).convert(document, "");
 }
 
 Value merge(const Value& parent, const Value& child) {

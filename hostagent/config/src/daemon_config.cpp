@@ -25,7 +25,7 @@ std::string render_problems(std::vector<Problem> problems) {
   });
   std::string message;
   for (const auto& problem : problems) {
-    message += (message.empty() ? "" : "\n") + vmtemplates::yaml::to_string(problem.at) + ": " + problem.text;
+    message += (message.empty() ? "" : "\n") + vmtemplates::yaml::problem_line(problem);
   }
   return message;
 }

@@ -92,7 +92,9 @@ TEST_CASE("a replay must ask for the whole create again: any field that differs 
   write_text_file(image.boot_image, "another image");
   others.emplace_back("boot_image", image);
   for (int run = 0; run < 2; ++run) {
-    for (const auto& [field, other] : others) {
+    for (const auto& each : others) {
+      const std::string& field = each.first;  // not a structured binding: CAPTURE's lambda takes it
+      const auto& other = each.second;
       CAPTURE(field);
       CAPTURE(run);
       const auto replay = service->begin_create(other);

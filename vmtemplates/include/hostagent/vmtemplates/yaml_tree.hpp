@@ -48,6 +48,11 @@ struct Problem {
   std::string text;
 };
 
+// "source:line:column: text" as one line of shown text (common/text's shown()): a key or value the
+// file holds may carry a line break or an escape sequence, and a problem is one line of an answer,
+// a log line or a terminal's.
+std::string problem_line(const Problem& problem);
+
 // Parses one YAML document. Broken YAML, or a second document, is an Error on its own: nothing
 // after it can be trusted. Duplicate keys and keys that are not scalars are added to problems.
 Result<Value> parse_yaml(const std::string& text, const std::string& source, std::vector<Problem>& problems);
