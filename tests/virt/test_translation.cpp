@@ -3,6 +3,7 @@
 #include <libvirt/virterror.h>
 
 #include <doctest/doctest.h>
+#include <sys/stat.h>
 #include <fstream>
 
 #include "backing_image.hpp"
@@ -105,6 +106,23 @@ TEST_CASE("backing image inspection refuses empty and truncated images") {
   REQUIRE(small_result.ok());
   CHECK(small_result->format == "raw");
   CHECK(small_result->virtual_size == 3);
+}
+
+// Issue 43, defect 5: a FIFO swapped in for the image after the request was checked hung the
+// worker that opened it (and the VM's devices with it) for good. Refused at once now, as is a
+// character device.
+TEST_CASE("backing image inspection refuses a FIFO and a device at once, never waiting on them") {
+  const TempDir dir;
+  const auto fifo = dir.path() / "image.raw";
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  const auto from_fifo = virt::detail::inspect_backing_image(fifo.string());
+  REQUIRE_FALSE(from_fifo.ok());
+  CHECK(from_fifo.error().code == ErrorCode::invalid_argument);
+  CHECK_MESSAGE(from_fifo.error().message.find("is a FIFO, not a regular file or block device") != std::string::npos,
+                from_fifo.error().message);
+  const auto zero = virt::detail::inspect_backing_image("/dev/zero");
+  REQUIRE_FALSE(zero.ok());
+  CHECK(zero.error().message.find("is a character device") != std::string::npos);
 }
 
 TEST_CASE("overlay volume XML names its backing file and formats") {
