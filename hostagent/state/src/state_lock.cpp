@@ -6,10 +6,10 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <filesystem>
 #include <utility>
 
 #include "hostagent/common/text.hpp"
-#include "state_directory.hpp"
 
 namespace hostagent::state {
 namespace {
@@ -28,7 +28,11 @@ std::string holder_of(int fd) {
 }  // namespace
 
 Result<StateLock> StateLock::take(const std::filesystem::path& directory, const std::string& what) {
-  HA_TRY_STATUS(detail::open_private_directory(directory, "state directory"));
+  // Made as the stores below it would make it (their own directories are private): not 0700
+  // itself, since QEMU, as libvirt's user, opens the seeds under it (STATE_DIR/seeds).
+  std::error_code made;
+  std::filesystem::create_directories(directory, made);
+  if (made) return Error{ErrorCode::io_error, "create state directory " + directory.string() + ": " + made.message()};
   auto path = directory / "hostagentd.lock";
   const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY, 0600);
   if (fd < 0) return errno_error(errno, "open", path.string());

@@ -22,7 +22,8 @@ namespace hostagent::state {
 
 class StateLock {
  public:
-  // Takes the lock, making the directory (mode 0700) when missing, and writes "PID WHAT" in the
+  // Takes the lock, making the directory when missing (not private: QEMU opens the seeds under
+  // it), and writes "PID WHAT" in the
   // file. conflict when another process holds it: the message names the directory, the holder's pid
   // and what it said it was doing, and what to do instead.
   static Result<StateLock> take(const std::filesystem::path& directory, const std::string& what);
