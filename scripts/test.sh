@@ -7,7 +7,7 @@
 #   test         the default tree's CTest suite: every unit suite, the kernel harness's boots, verify-guest's
 #   build asan   the asan tree: clang with ASan and UBSan over the whole tree, the fuzz targets too
 #   test asan    its CTest suite: every unit suite again, and the daemon against the real libvirtd
-#   fuzz         the libFuzzer targets of the asan tree, a fixed number of executions each
+#   fuzz         the libFuzzer targets of the asan tree, 20 seconds each, two at a time
 #   package      the .deb and .rpm from the default tree's tested binaries, checked in a Debian 12 root
 #   clang-tidy   waits for it: every unit, a clean verdict cached by what clang-tidy reads
 # A QEMU boot runs in one tree's pass only (ONCE_IN in tests/CMakeLists.txt). Caches that outlive
@@ -159,6 +159,6 @@ phase "tidy start" "the asan tree configured; clang-tidy to the background" star
 phase test "default tree: units, kernel and verify-guest boots" test_tree default default
 phase "build asan" "asan tree (clang, ASan+UBSan, fuzz targets)" build_tree asan
 phase "test asan" "asan tree: units, the daemon against libvirtd" test_tree asan asan
-phase fuzz "asan tree's fuzz targets, 200000 runs each" scripts/fuzz.sh 200000
+phase fuzz "asan tree's fuzz targets, 20 s each" scripts/fuzz.sh --seconds 20
 phase package "from the default tree: .deb, .rpm, a Debian 12 root" scripts/package.sh
 phase clang-tidy "every unit, cached by what it reads; waited for" wait_tidy

@@ -86,12 +86,26 @@ TEST_CASE("hostagentctl: every command, on every odd answer, exits 0 or 1 and ne
   auto placement = testing::TestServer::tcp([&body](const testing::TestRequest&) {
     return testing::TestReply{200, "application/json", body, {}, {}, false};
   });
+  // A 500 is read by the client's one problem reader, whatever the command (api/client,
+  // parse_problem): every body through it once per way a command ends (it prints, it waits for an
+  // operation, it does not wait, it asks Placement first), not once per command.
+  const std::vector<std::vector<std::string>> all = commands(template_file, placement->url());
+  std::vector<std::vector<std::string>> failing;
+  for (const auto& command : all) {
+    std::string line;
+    for (const auto& word : command) line += word + " ";
+    const bool one_way = line == "host show " || line == "vm create --template gx3-16x128x1h100 --name a " ||
+                         line == "vm delete a --no-wait " || line == "operation wait op-1 " ||
+                         line.rfind("fleet create ", 0) == 0;
+    if (one_way) failing.push_back(command);
+  }
+  REQUIRE(failing.size() == 5);
   int runs = 0;
   for (const auto code : {200U, 202U, 500U}) {
     status = code;
     for (const auto& answer : kBodies) {
       body = answer;
-      for (const auto& command : commands(template_file, placement->url())) {
+      for (const auto& command : code == 500U ? failing : all) {
         std::vector<std::string> argv = {"timeout", "30", answers_ctl(), "--socket", socket.string()};
         argv.insert(argv.end(), command.begin(), command.end());
         const auto run = testing::run_command(argv);

@@ -12,7 +12,8 @@
 //  - for a file a request names beneath an operator's directory, resolves the name inside that
 //    directory alone (openat2(2) RESOLVE_BENEATH: no "..", no absolute symlink, no symlink that
 //    leaves it; RESOLVE_NO_MAGICLINKS: no /proc/self/fd/N), so neither a check nor a message ever
-//    says anything about a path outside it.
+//    says anything about a path outside it. Where openat2 is refused (a kernel before 5.6, a
+//    container's seccomp filter that does not know it), the same rules by a walk in user space.
 // Errors name `what` (the configuration key or request field) and say what was found instead.
 #pragma once
 
@@ -54,6 +55,11 @@ Result<OpenedFile> open_named_file(const std::filesystem::path& path, const File
 // symlink leads.
 Result<OpenedFile> open_beneath(const std::filesystem::path& directory, const std::filesystem::path& name,
                                 const FileLimits& limits, const std::string& what);
+
+// open_beneath by the user-space walk alone, whether or not openat2 is there: what open_beneath
+// falls back to, named so that its tests run every case through both.
+Result<OpenedFile> open_beneath_walking(const std::filesystem::path& directory, const std::filesystem::path& name,
+                                        const FileLimits& limits, const std::string& what);
 
 // "/srv/images/" as "/srv/images": a directory as a path to compare lexically with another.
 std::filesystem::path without_trailing_slash(const std::filesystem::path& directory);
