@@ -2,6 +2,7 @@
 // later by the renderer: both are refused at load time, with a location.
 #include <doctest/doctest.h>
 
+#include "hostagent/common/text.hpp"
 #include "hostagent/vmtemplates/vm_template.hpp"
 #include "template_checks.hpp"
 
@@ -97,6 +98,14 @@ TEST_CASE("limits: a key that holds a line break or an escape sequence is one li
   const auto message = problems(kMinimalTemplate + "\"evil\\nforged: line\\u001b[2J\": 1\n");
   CHECK_MESSAGE(message.find('\n') == std::string::npos, message);
   CHECK_MESSAGE(message.find("evil\\nforged: line\\x1b[2J: found an unknown key") != std::string::npos, message);
+}
+
+// Found by the fuzz campaign (issue 43): yaml-cpp names an unknown escape by its first byte, which
+// cut a two-byte character in half and made the refusal itself invalid UTF-8.
+TEST_CASE("limits: an unknown escape before a multi-byte character is refused in valid UTF-8, the byte shown") {
+  const auto message = problems("\"o\\\xcc\xa0n");
+  CHECK_MESSAGE(text::valid_utf8(message) == message, message);
+  CHECK_MESSAGE(message.find("found invalid YAML (unknown escape character: \\xcc)") != std::string::npos, message);
 }
 
 }  // namespace

@@ -249,8 +249,10 @@ Result<Value> parse_yaml(const std::string& text, const std::string& source, std
     second = second_document(text);
     if (!second) document = YAML::Load(text);
   } catch (const YAML::Exception& e) {
-    return Error{ErrorCode::invalid_argument, to_string(located(e.mark, source)) + ": found invalid YAML (" + e.msg +
-                                                  "), expected a mapping of template keys"};
+    // yaml-cpp's message may quote a byte of the text, cut out of its UTF-8 sequence (an unknown
+    // escape "\" followed by U+0320 is reported by its first byte alone): shown as \xNN.
+    return Error{ErrorCode::invalid_argument, to_string(located(e.mark, source)) + ": found invalid YAML (" +
+                                                  text::shown(e.msg) + "), expected a mapping of template keys"};
   }
   if (second) {
     return Error{ErrorCode::invalid_argument, to_string(located(*second, source)) +
