@@ -46,7 +46,15 @@ const std::vector<std::string_view> kTlsKeys = {"certificate", "key", "client_ca
 const std::vector<std::string_view> kTlsSectionKeys = {"certificate", "key", "client_ca", "operator_common_names"};
 const std::vector<std::string_view> kDevicesKeys = {"preparation", "bind_at_start",      "gpu_ids", "sriov",
                                                     "vf",          "releasable_drivers", "reserved"};
-const std::vector<std::string_view> kHygieneKeys = {"firmware", "gpu_scrub", "nvme_erase_timeout"};
+const std::vector<std::string_view> kHygieneKeys = {"firmware", "gpu_scrub", "nvme_erase_timeout", "parallel",
+                                                    "deadlines"};
+constexpr int kMaxParallelCleanings = 4096;  // above any host's count of devices a VM takes
+// The cleaning steps each role's device goes through (devices/device_cleaning).
+const std::vector<std::pair<std::string_view, std::vector<std::string_view>>> kCleaningSteps = {
+    {"gpu", {"reset", "firmware", "scrub"}},
+    {"nvswitch", {"reset", "firmware"}},
+    {"nic", {"reset", "firmware", "vf-neutral"}},
+    {"nvme", {"reset", "firmware", "erase"}}};
 const std::vector<std::string_view> kGpuScrubKeys = {"argv", "timeout"};
 const std::vector<std::string_view> kPlacementKeys = {"url",       "token_file", "ca_file",
                                                       "host_name", "interval",   "claim_grace"};
@@ -423,6 +431,12 @@ class ConfigReader {
     const auto erase_read = read_duration(check_, erase_timeout, "hygiene.nvme_erase_timeout");
     config.nvme_erase_timeout = erase_read.value_or(config.nvme_erase_timeout);
     nvme_erase_timeout_ = Written::of(erase_timeout, erase_read.has_value());
+    const Value& parallel = field(hygiene, "parallel");
+    const auto parallel_read = check_.whole(parallel, "hygiene.parallel", 0, kMaxParallelCleanings);
+    config.parallel = parallel_read.value_or(config.parallel);
+    parallel_ = Written::of(parallel, parallel_read.has_value());
+    deadlines_ = &field(hygiene, "deadlines");
+    read_deadlines(*deadlines_, config);
     if (!read) return;
     for (std::size_t i = 0; i < read->size(); ++i) {
       for (std::size_t j = 0; j < i; ++j) {
@@ -434,6 +448,26 @@ class ConfigReader {
       }
     }
     config.firmware = std::move(*read);
+  }
+
+  // hygiene.deadlines: a mapping of roles, each a mapping of its steps to durations.
+  void read_deadlines(const Value& deadlines, HygieneConfig& config) {
+    std::vector<std::string_view> roles;
+    roles.reserve(kCleaningSteps.size());
+    for (const auto& [role, steps] : kCleaningSteps) roles.push_back(role);
+    if (!section(deadlines, "hygiene.deadlines", roles)) return;
+    for (const auto& [role, steps] : kCleaningSteps) {
+      const std::string path = "hygiene.deadlines." + std::string(role);
+      const Value& of_role = field(deadlines, role);
+      if (!section(of_role, path, steps)) continue;
+      for (const auto step : steps) {
+        const Value& value = field(of_role, step);
+        if (value.is_null()) continue;
+        if (auto read = read_duration(check_, value, path + "." + std::string(step))) {
+          config.deadlines[std::string(role)][std::string(step)] = *read;
+        }
+      }
+    }
   }
 
   void read_gpu_scrub(const Value& scrub, HygieneConfig& config) {
@@ -499,6 +533,18 @@ class ConfigReader {
                     "an erase bound with devices.preparation \"libvirt\"",
                     "devices.preparation: hostagent (with libvirt's managed hostdevs hostagent erases no NVMe), or "
                     "no hygiene.nvme_erase_timeout");
+    }
+    // libvirt's managed hostdevs leave every step to libvirt: there is nothing to run at a time
+    // or to bound.
+    if (parallel_.value != nullptr) {
+      check_.report(parallel_.value->at, "hygiene.parallel", "a cleaning bound with devices.preparation \"libvirt\"",
+                    "devices.preparation: hostagent (with libvirt's managed hostdevs hostagent runs no cleaning "
+                    "step), or no hygiene.parallel");
+    }
+    if (deadlines_ != nullptr && !deadlines_->is_null()) {
+      check_.report(deadlines_->at, "hygiene.deadlines", "step deadlines with devices.preparation \"libvirt\"",
+                    "devices.preparation: hostagent (with libvirt's managed hostdevs hostagent runs no cleaning "
+                    "step), or no hygiene.deadlines");
     }
   }
 
@@ -713,6 +759,8 @@ class ConfigReader {
   const Value* firmware_ = nullptr;                                  // hygiene.firmware as written
   const Value* gpu_scrub_ = nullptr;                                 // hygiene.gpu_scrub as written
   Written nvme_erase_timeout_;
+  Written parallel_;                  // hygiene.parallel as written, where it was read
+  const Value* deadlines_ = nullptr;  // hygiene.deadlines as written
 };
 
 }  // namespace

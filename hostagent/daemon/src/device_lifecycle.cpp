@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <array>
 #include <set>
+#include <utility>
 
 #include "daemon_log.hpp"
 
@@ -90,20 +91,61 @@ const DeviceStateEntry* find_entry(const std::vector<DeviceStateEntry>& devices,
   return it == devices.end() ? nullptr : &*it;
 }
 
+// A deadline as hygiene.deadlines takes one: "2m", "90s", "500ms".
+std::string duration_text(std::chrono::milliseconds duration) {
+  const auto ms = duration.count();
+  if (ms % 3'600'000 == 0) return std::to_string(ms / 3'600'000) + "h";
+  if (ms % 60'000 == 0) return std::to_string(ms / 60'000) + "m";
+  if (ms % 1000 == 0) return std::to_string(ms / 1000) + "s";
+  return std::to_string(ms) + "ms";
+}
+
 std::string principal_text(const std::string& principal) {
   return principal.empty() ? std::string("an unnamed caller") : principal;
 }
 
 }  // namespace
 
-DeviceLifecycle::DeviceLifecycle(Parts parts) : parts_(std::move(parts)) {}
+// One device's cleaning: its steps, run in order on a thread of its own, and what the thread
+// tells the supervisor (the lifecycle's thread). The thread touches nothing but this and Shared,
+// both kept alive by it: a step past its deadline is left to finish whenever the kernel lets it,
+// after the lifecycle is gone if need be.
+struct DeviceLifecycle::Run {
+  DeviceStateEntry entry;
+  numa::PciRole role = numa::PciRole::other;
+  std::vector<devices::CleaningStep> steps;
+  Clock* clock = nullptr;
+  StepHook* hook = nullptr;
+  // Told each step as it begins, on the cleaning's own thread: set only where that thread is the
+  // caller's (clean_waiting), since it reaches into the lifecycle; else the supervisor tells.
+  std::function<void(const std::string&)> on_step;
+  // Guarded by Shared::mutex.
+  std::string step;  // the step under way; "" between steps
+  std::chrono::steady_clock::time_point step_started{};
+  std::string step_started_at;  // rfc3339_ms, for its evidence
+  std::string told;             // the step the supervisor last published
+  state::CleaningEvidence evidence;
+  bool finished = false;  // the thread is done: evidence complete, or stopped (stopped_early)
+  bool stopped_early = false;
+  bool abandoned = false;  // past a deadline: the supervisor recorded it; the thread's result is dropped
+  std::thread thread;
+};
+
+struct DeviceLifecycle::Shared {
+  std::mutex mutex;
+  std::condition_variable changed;  // a step began or ended, a release, a stop
+  bool woken = false;
+  bool stopping = false;
+};
+
+DeviceLifecycle::DeviceLifecycle(Parts parts) : parts_(std::move(parts)), shared_(std::make_shared<Shared>()) {}
 
 DeviceLifecycle::~DeviceLifecycle() {
   {
-    const std::lock_guard lock(mutex_);
-    stopping_ = true;
+    const std::lock_guard lock(shared_->mutex);
+    shared_->stopping = true;
   }
-  wake_.notify_all();
+  shared_->changed.notify_all();
   if (thread_.joinable()) thread_.join();
 }
 
@@ -165,10 +207,10 @@ void DeviceLifecycle::released() {
     return;
   }
   {
-    const std::lock_guard lock(mutex_);
-    woken_ = true;
+    const std::lock_guard lock(shared_->mutex);
+    shared_->woken = true;
   }
-  wake_.notify_all();
+  shared_->changed.notify_all();
 }
 
 void DeviceLifecycle::quarantine(const PciAddress& address, const std::string& step, const std::string& reason,
@@ -311,75 +353,210 @@ std::map<PciAddress, CleaningRecordView> DeviceLifecycle::last_cleanings() const
   return last_;
 }
 
-// One at a time, in the order they were marked; what a VM still holds waits for it. On a host
-// where every step is skipped (libvirt's managed hostdevs), the cleanings of one release are
-// recorded together, one append and one state write: a delete does not wait for an fsync per
-// device. Elsewhere each is recorded as it ends, so a slow one does not hold the others back.
-void DeviceLifecycle::clean_waiting() {
-  const std::lock_guard cleaning(clean_mutex_);
-  const bool together = parts_.devices.libvirt_manages_hostdevs();
-  std::set<PciAddress> tried;  // once per pass: a state that could not be written waits for the next
-  std::vector<Cleaned> done;
-  while (auto next = next_waiting(tried)) {
-    tried.insert(next->address);
-    if (auto cleaned = clean_one(*next)) done.push_back(std::move(*cleaned));
-    if (!together) {
-      conclude(done);
-      done.clear();
-    }
-  }
-  conclude(done);
-}
-
-std::optional<DeviceStateEntry> DeviceLifecycle::next_waiting(const std::set<PciAddress>& tried) {
+// Every waiting device no VM holds, in the order they were marked, but those left out.
+std::vector<DeviceStateEntry> DeviceLifecycle::waiting(const std::set<PciAddress>& leave_out) {
   const auto held = held_devices(parts_.ledger.held());
   const std::lock_guard lock(mutex_);
-  if (stopping_) return std::nullopt;
+  std::vector<DeviceStateEntry> out;
   for (const auto& device : devices_) {
-    if (device.state == DeviceState::cleaning && held.count(device.address) == 0 && tried.count(device.address) == 0) {
-      return device;
+    if (device.state == DeviceState::cleaning && held.count(device.address) == 0 &&
+        leave_out.count(device.address) == 0) {
+      out.push_back(device);
     }
   }
-  return std::nullopt;
+  return out;
 }
 
-std::optional<DeviceLifecycle::Cleaned> DeviceLifecycle::clean_one(const DeviceStateEntry& entry) {
+// A device's run, its steps from the preparer; null (and the device quarantined) when the host
+// model has no such device.
+std::shared_ptr<DeviceLifecycle::Run> DeviceLifecycle::make_run(const DeviceStateEntry& entry) {
   const auto* function = parts_.host.find(entry.address);
   if (function == nullptr) {
     quarantine(entry.address, "cleaning", "the host model has no such device: it cannot be cleaned", entry.vm);
-    return std::nullopt;
+    return nullptr;
   }
   log(LogLevel::info,
       "cleaning: " + entry.address.to_string() + " (" + std::string(numa::to_string(function->role)) +
           (entry.vm.empty() ? "" : ", after vm " + entry.vm) + ") begins",
       {.vm = entry.vm});
-  return Cleaned{entry, run_steps(entry, *function)};
+  auto run = std::make_shared<Run>();
+  run->entry = entry;
+  run->role = function->role;
+  run->steps = parts_.devices.cleaning_steps(*function);
+  run->clock = &parts_.clock;
+  run->hook = parts_.hook;
+  // Milliseconds: a step's duration is read back from its times, and most take less than a second.
+  run->evidence = {entry.address,
+                   std::string(numa::to_string(function->role)),
+                   entry.vm,
+                   "clean",
+                   rfc3339_ms(parts_.clock.now()),
+                   "",
+                   {}};
+  return run;
 }
 
-state::CleaningEvidence DeviceLifecycle::run_steps(const DeviceStateEntry& entry, const numa::PciFunction& function) {
-  // Milliseconds: a step's duration is read back from its times, and most take less than a second.
-  state::CleaningEvidence evidence{entry.address,
-                                   std::string(numa::to_string(function.role)),
-                                   entry.vm,
-                                   "clean",
-                                   rfc3339_ms(parts_.clock.now()),
-                                   "",
-                                   {}};
-  for (const auto& step : parts_.devices.cleaning_steps(function)) {
-    if (parts_.hook) parts_.hook->before_step("clean", entry.address.to_string(), step.name);
-    set_running(Running{entry.address, step.name});
-    const auto started = rfc3339_ms(parts_.clock.now());
+void DeviceLifecycle::run_cleaning(const std::shared_ptr<Run>& run, const std::shared_ptr<Shared>& shared) {
+  for (const auto& step : run->steps) {
+    if (run->hook) run->hook->before_step("clean", run->entry.address.to_string(), step.name);
+    {
+      const std::lock_guard lock(shared->mutex);
+      if (shared->stopping) {
+        run->stopped_early = true;
+        break;
+      }
+      run->step = step.name;
+      run->step_started = run->clock->steady_now();
+      run->step_started_at = rfc3339_ms(run->clock->now());
+    }
+    shared->changed.notify_all();
+    if (run->on_step) run->on_step(step.name);
     const auto outcome = step.run();
-    evidence.steps.push_back(
-        {step.name, devices::to_string(outcome.result), outcome.detail, started, rfc3339_ms(parts_.clock.now())});
+    const std::lock_guard lock(shared->mutex);
+    if (run->abandoned) return;  // the supervisor recorded it past its deadline; the lifecycle may be gone
+    run->evidence.steps.push_back({step.name, devices::to_string(outcome.result), outcome.detail, run->step_started_at,
+                                   rfc3339_ms(run->clock->now())});
+    run->step.clear();
     if (outcome.result == devices::StepResult::failed) {
-      evidence.outcome = "quarantined";
+      run->evidence.outcome = "quarantined";
       break;
     }
   }
-  set_running(std::nullopt);
-  evidence.finished_at = rfc3339_ms(parts_.clock.now());
-  return evidence;
+  {
+    const std::lock_guard lock(shared->mutex);
+    if (run->abandoned) return;
+    run->evidence.finished_at = rfc3339_ms(run->clock->now());
+    run->finished = true;
+  }
+  shared->changed.notify_all();
+}
+
+// On a host where every step is skipped (libvirt's managed hostdevs), on the caller's thread, one
+// device after another, and recorded together, one append and one state write: a delete does not
+// wait for an fsync per device.
+void DeviceLifecycle::clean_waiting() {
+  const std::lock_guard managed(managed_mutex_);
+  std::vector<Cleaned> done;
+  for (const auto& entry : waiting({})) {
+    auto run = make_run(entry);
+    if (!run) continue;
+    run->on_step = [this, address = entry.address](const std::string& step) { set_running(address, step); };
+    run_cleaning(run, shared_);
+    set_running(entry.address, "");
+    if (run->finished) done.push_back({run->entry, run->evidence});
+  }
+  conclude(done);
+}
+
+// Elsewhere, each waiting device on a thread of its own, hygiene.parallel at a time (0: all); not
+// one tried since the last retry (its state could not be written: it waits for the next).
+void DeviceLifecycle::start_runs(Runs& runs, const std::set<PciAddress>& tried) {
+  std::set<PciAddress> under_way = tried;
+  for (const auto& [address, run] : runs) under_way.insert(address);
+  const auto limit = static_cast<std::size_t>(parts_.hygiene.parallel);
+  for (const auto& entry : waiting(under_way)) {
+    if (limit != 0 && runs.size() >= limit) return;
+    {
+      const std::lock_guard lock(shared_->mutex);
+      if (shared_->stopping) return;
+    }
+    auto run = make_run(entry);
+    if (!run) continue;
+    run->thread = std::thread([run, shared = shared_] { run_cleaning(run, shared); });
+    runs.emplace(entry.address, std::move(run));
+  }
+}
+
+// The earliest deadline of a step under way, or the next retry.
+std::chrono::steady_clock::time_point DeviceLifecycle::next_deadline_locked(
+    const Runs& runs, std::chrono::steady_clock::time_point retry_at) const {
+  auto next = retry_at;
+  for (const auto& [address, run] : runs) {
+    if (run->step.empty() || run->finished) continue;
+    next = std::min(next, run->step_started + cleaning_deadline(parts_.hygiene, run->role, run->step));
+  }
+  return next;
+}
+
+// Waits for a run to finish, a step to begin, a deadline, the retry, a release or the stop; then
+// publishes the steps begun, and concludes what finished or ran late (each then tried). True when
+// woken by a release.
+bool DeviceLifecycle::supervise(Runs& runs, std::set<PciAddress>& tried,
+                                std::chrono::steady_clock::time_point retry_at) {
+  bool woken = false;
+  std::vector<std::shared_ptr<Run>> done;
+  std::vector<std::shared_ptr<Run>> late;
+  std::vector<std::pair<PciAddress, std::string>> begun;
+  {
+    std::unique_lock lock(shared_->mutex);
+    const auto news = [&] {
+      if (shared_->woken || shared_->stopping) return true;
+      return std::any_of(runs.begin(), runs.end(),
+                         [](const auto& one) { return one.second->finished || one.second->step != one.second->told; });
+    };
+    parts_.clock.wait_until(shared_->changed, lock, next_deadline_locked(runs, retry_at), news);
+    if (shared_->stopping) return false;
+    woken = std::exchange(shared_->woken, false);
+    const auto now = parts_.clock.steady_now();
+    for (const auto& [address, run] : runs) {
+      if (run->finished) {
+        done.push_back(run);
+        continue;
+      }
+      if (run->step != run->told) {
+        run->told = run->step;
+        if (!run->step.empty()) begun.emplace_back(address, run->step);
+      }
+      if (!run->step.empty() && now >= run->step_started + cleaning_deadline(parts_.hygiene, run->role, run->step)) {
+        run->abandoned = true;
+        late.push_back(run);
+      }
+    }
+  }
+  for (const auto& [address, step] : begun) set_running(address, step);
+  for (const auto& run : done) tried.insert(run->entry.address);
+  for (const auto& run : late) tried.insert(run->entry.address);
+  finish_runs(runs, done, late);
+  return woken;
+}
+
+void DeviceLifecycle::finish_runs(Runs& runs, const std::vector<std::shared_ptr<Run>>& done,
+                                  const std::vector<std::shared_ptr<Run>>& late) {
+  std::vector<Cleaned> cleaned;
+  for (const auto& run : done) {
+    run->thread.join();
+    runs.erase(run->entry.address);
+    set_running(run->entry.address, "");
+    if (!run->stopped_early) cleaned.push_back({run->entry, run->evidence});
+  }
+  for (const auto& run : late) {
+    // The thread is still in the step (a reset the kernel holds, a scrubber that does not exit):
+    // it is left to it, holding nothing any other cleaning needs, and its result is dropped.
+    run->thread.detach();
+    runs.erase(run->entry.address);
+    set_running(run->entry.address, "");
+    const auto limit = cleaning_deadline(parts_.hygiene, run->role, run->step);
+    auto evidence = run->evidence;
+    evidence.steps.push_back(
+        {run->step, devices::to_string(devices::StepResult::failed),
+         "did not finish within its deadline of " + duration_text(limit) +
+             " (hygiene.deadlines): the device is quarantined, and the step left to end whenever it does",
+         run->step_started_at, rfc3339_ms(parts_.clock.now())});
+    evidence.outcome = "quarantined";
+    evidence.finished_at = rfc3339_ms(parts_.clock.now());
+    cleaned.push_back({run->entry, std::move(evidence)});
+  }
+  // Each as it ends: a slow one holds the others' records back no more than their cleaning.
+  for (const auto& one : cleaned) conclude({one});
+}
+
+// At the daemon's stop: each cleaning thread ends after the step it is in, and its device stays
+// marked cleaning, to be cleaned again at the next start; one given up on is already on its own.
+void DeviceLifecycle::stop_runs(Runs& runs) {
+  for (auto& [address, run] : runs) {
+    if (run->thread.joinable()) run->thread.join();
+  }
+  runs.clear();
 }
 
 // The evidence first, then the state it justifies: a crash between them cleans the devices again.
@@ -441,19 +618,23 @@ void DeviceLifecycle::log_clean(const Cleaned& cleaned, const CleaningRecordView
       {.vm = cleaned.entry.vm});
 }
 
-void DeviceLifecycle::set_running(const std::optional<Running>& running) {
+// The step a device's cleaning is in ("" when none), for the views, and published.
+void DeviceLifecycle::set_running(const PciAddress& address, const std::string& step) {
   std::optional<CleaningView> view;
   std::string vm;
   {
     const std::lock_guard lock(mutex_);
-    running_ = running;
-    if (!running) return;
-    const auto* entry = find_entry(devices_, running->address);
+    if (step.empty()) {
+      running_.erase(address);
+      return;
+    }
+    running_[address] = step;
+    const auto* entry = find_entry(devices_, address);
     if (entry == nullptr) return;
     view = cleaning_view_locked(*entry, {});
     vm = entry->vm;
   }
-  publish_cleaning(running->address, vm, view, std::nullopt);
+  publish_cleaning(address, vm, view, std::nullopt);
 }
 
 // Durably first: memory and the ledger follow only what is on disk.
@@ -478,7 +659,7 @@ CleaningView DeviceLifecycle::cleaning_view_locked(const DeviceStateEntry& entry
                                                    const std::set<PciAddress>& held) const {
   CleaningView view{entry.address, entry.vm, entry.since, "", ""};
   if (held.count(entry.address) != 0) view.held_by = entry.vm.empty() ? "a VM" : entry.vm;
-  if (running_ && running_->address == entry.address) view.step = running_->step;
+  if (const auto running = running_.find(entry.address); running != running_.end()) view.step = running->second;
   return view;
 }
 
@@ -503,16 +684,52 @@ void DeviceLifecycle::publish_cleaning(const PciAddress& address, const std::str
   parts_.events.publish(event);
 }
 
-// Wakes when released() says so, and every half minute besides: a device whose state could not be
-// written is tried again.
+// On a host whose devices hostagent prepares: the supervisor of every cleaning under way, woken by
+// released(), by each step's start and end, by the earliest deadline, and every half minute (a
+// device whose state could not be written is tried again). With libvirt's managed hostdevs:
+// clean_waiting at each wake.
 void DeviceLifecycle::run_thread() {
+  constexpr std::chrono::seconds kRetry(30);
+  const bool managed = parts_.devices.libvirt_manages_hostdevs();
+  Runs runs;
+  std::set<PciAddress> tried;  // since the last retry: a device still waiting after it waits for the next
+  auto retry_at = parts_.clock.steady_now() + kRetry;
   for (;;) {
-    clean_waiting();
-    std::unique_lock lock(mutex_);
-    wake_.wait_for(lock, std::chrono::seconds(30), [this] { return woken_ || stopping_; });
-    if (stopping_) return;
-    woken_ = false;
+    if (managed) {
+      clean_waiting();
+      std::unique_lock lock(shared_->mutex);
+      parts_.clock.wait_until(shared_->changed, lock, parts_.clock.steady_now() + kRetry,
+                              [this] { return shared_->woken || shared_->stopping; });
+      if (shared_->stopping) return;
+      shared_->woken = false;
+      continue;
+    }
+    start_runs(runs, tried);
+    const bool woken = supervise(runs, tried, retry_at);
+    {
+      const std::lock_guard lock(shared_->mutex);
+      if (shared_->stopping) break;
+    }
+    if (woken || parts_.clock.steady_now() >= retry_at) {
+      tried.clear();
+      retry_at = parts_.clock.steady_now() + kRetry;
+    }
   }
+  stop_runs(runs);
+}
+
+std::chrono::milliseconds cleaning_deadline(const config::HygieneConfig& hygiene, numa::PciRole role,
+                                            const std::string& step) {
+  using std::chrono::minutes;
+  const auto of_role = hygiene.deadlines.find(numa::to_string(role));
+  if (of_role != hygiene.deadlines.end()) {
+    const auto set = of_role->second.find(step);
+    if (set != of_role->second.end()) return set->second;
+  }
+  if (step == "erase") return hygiene.nvme_erase_timeout + minutes(5);
+  if (step == "scrub") return hygiene.gpu_scrub_timeout + minutes(1);
+  if (step == "reset") return minutes(2);
+  return minutes(1);
 }
 
 }  // namespace hostagent::daemon

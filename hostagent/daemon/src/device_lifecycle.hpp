@@ -2,14 +2,17 @@
 // (issue 19), the one owner of that state: free, held by a VM (the ledger's), cleaning, or
 // quarantined. A device is marked `cleaning` on disk before a VM is given it, so however the VM
 // lets it go (a delete, a rollback, a crash, a domain undefined behind hostagent's back) it is not
-// placed again until its cleaning has passed: its steps (devices/device_cleaning) run on a thread
-// of this class's once no VM holds it, their evidence goes to the hash-chained log
-// (state/cleaning_evidence), and it is then free, or quarantined with the step that failed. A
+// placed again until its cleaning has passed: once no VM holds it, its steps (devices/device_cleaning)
+// run on a thread of its own, beside the other devices' (hygiene.parallel at a time), each within
+// its deadline (hygiene.deadlines), watched by this class's supervisor thread; their evidence goes
+// to the hash-chained log (state/cleaning_evidence), and it is then free, or quarantined with the
+// step that failed or ran past its deadline (that step's thread is left to it, holding nothing). A
 // device the kernel would not bind, or one gone from the bus, is quarantined too. Each change is
 // written to disk first (state/device_states), then told to the ledger, which placement reads,
 // then logged and published: a crash between the two errs on keeping the device out.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <filesystem>
 #include <functional>
@@ -24,6 +27,7 @@
 
 #include "event_hub.hpp"
 #include "hostagent/common/result.hpp"
+#include "hostagent/config/daemon_config.hpp"
 #include "hostagent/daemon/clock.hpp"
 #include "hostagent/daemon/step_hook.hpp"
 #include "hostagent/devices/device_preparer.hpp"
@@ -34,6 +38,14 @@
 #include "ledger.hpp"
 
 namespace hostagent::daemon {
+
+// A cleaning step's deadline for a device of `role`: hygiene.deadlines where it names one, else the
+// default: a reset 2 minutes (the kernel waits up to 60 s for a function to answer after an FLR or
+// a bus reset, PCIE_RESET_READY_POLL_MS, and hostagent's own check polls after it), a ROM read or a
+// VF read back 1 minute, an erase the NVMe erase's own bound and 5 minutes for its read back, a
+// scrub the scrubber's timeout and 1 minute for its kill.
+std::chrono::milliseconds cleaning_deadline(const config::HygieneConfig& hygiene, numa::PciRole role,
+                                            const std::string& step);
 
 class DeviceLifecycle {
  public:
@@ -52,6 +64,9 @@ class DeviceLifecycle {
     // neither cleared nor cleaned, which would put it back in placement until the health poller
     // saw it gone again. Null: not asked (a host not read from sysfs).
     std::function<bool(const PciAddress&)> on_bus = {};
+    // hygiene.parallel and hygiene.deadlines: how many devices are cleaned at a time, and each
+    // step's deadline (cleaning_deadline).
+    config::HygieneConfig hygiene = {};
   };
   explicit DeviceLifecycle(Parts parts);
   ~DeviceLifecycle();  // stops the cleaning thread, if started, and joins it
@@ -93,22 +108,30 @@ class DeviceLifecycle {
   std::map<PciAddress, CleaningRecordView> last_cleanings() const;
 
  private:
-  struct Running {
-    PciAddress address;
-    std::string step;
-  };
+  struct Run;     // one device's cleaning, on a thread of its own (device_lifecycle.cpp)
+  struct Shared;  // what the cleaning threads and the supervisor share
   // One device's cleaning run, its evidence not yet written.
   struct Cleaned {
     state::DeviceStateEntry entry;
     state::CleaningEvidence evidence;
   };
+  using Runs = std::map<PciAddress, std::shared_ptr<Run>>;
   void clean_waiting();
-  std::optional<state::DeviceStateEntry> next_waiting(const std::set<PciAddress>& tried);
-  std::optional<Cleaned> clean_one(const state::DeviceStateEntry& entry);
-  state::CleaningEvidence run_steps(const state::DeviceStateEntry& entry, const numa::PciFunction& function);
+  std::vector<state::DeviceStateEntry> waiting(const std::set<PciAddress>& leave_out);
+  std::shared_ptr<Run> make_run(const state::DeviceStateEntry& entry);
+  // A device's steps, in order, on the calling thread: each told to the supervisor as it begins
+  // and ends, none begun once the daemon stops, nothing touched after a step given up on.
+  static void run_cleaning(const std::shared_ptr<Run>& run, const std::shared_ptr<Shared>& shared);
+  void start_runs(Runs& runs, const std::set<PciAddress>& tried);
+  bool supervise(Runs& runs, std::set<PciAddress>& tried, std::chrono::steady_clock::time_point retry_at);
+  void finish_runs(Runs& runs, const std::vector<std::shared_ptr<Run>>& done,
+                   const std::vector<std::shared_ptr<Run>>& late);
+  void stop_runs(Runs& runs);
+  std::chrono::steady_clock::time_point next_deadline_locked(const Runs& runs,
+                                                             std::chrono::steady_clock::time_point retry_at) const;
   void conclude(const std::vector<Cleaned>& cleaned);
   void log_clean(const Cleaned& cleaned, const CleaningRecordView& view);
-  void set_running(const std::optional<Running>& running);
+  void set_running(const PciAddress& address, const std::string& step);
   Status write_locked(std::vector<state::DeviceStateEntry> next);
   void tell_ledger_locked();
   CleaningView cleaning_view_locked(const state::DeviceStateEntry& entry, const std::set<PciAddress>& held) const;
@@ -120,14 +143,12 @@ class DeviceLifecycle {
 
   Parts parts_;
   std::unique_ptr<state::EvidenceLog> evidence_;
-  mutable std::mutex mutex_;  // taken before the ledger's, never after
+  mutable std::mutex mutex_;  // taken before the ledger's, never after; never with Shared's
   std::vector<state::DeviceStateEntry> devices_;
-  std::optional<Running> running_;
+  std::map<PciAddress, std::string> running_;  // each device being cleaned: its step now
   std::map<PciAddress, CleaningRecordView> last_;
-  std::mutex clean_mutex_;  // one cleaning at a time, whichever thread runs it
-  std::condition_variable wake_;
-  bool woken_ = false;
-  bool stopping_ = false;
+  std::mutex managed_mutex_;  // libvirt's managed hostdevs: one pass of clean_waiting at a time
+  std::shared_ptr<Shared> shared_;
   std::thread thread_;
 };
 

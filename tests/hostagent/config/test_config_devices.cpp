@@ -131,6 +131,37 @@ TEST_CASE("hygiene: an NVMe erase is bounded, 30 minutes unless written, and ref
         "hygiene.nvme_erase_timeout");
 }
 
+TEST_CASE("hygiene: cleanings run all at once unless bounded, each step by its deadline per role") {
+  CHECK(valid("").hygiene.parallel == 0);
+  CHECK(valid("").hygiene.deadlines.empty());
+  const auto hygiene = valid(
+                           "hygiene:\n  parallel: 4\n  deadlines:\n    gpu: {reset: 5m, scrub: 2h}\n"
+                           "    nvme: {erase: 3h}\n")
+                           .hygiene;
+  CHECK(hygiene.parallel == 4);
+  CHECK(hygiene.deadlines.at("gpu").at("reset") == std::chrono::minutes(5));
+  CHECK(hygiene.deadlines.at("gpu").at("scrub") == std::chrono::hours(2));
+  CHECK(hygiene.deadlines.at("nvme").at("erase") == std::chrono::hours(3));
+  CHECK(hygiene.deadlines.count("nic") == 0);
+  CHECK(problems("hygiene: {parallel: -1}\n").find("hygiene.parallel: found \"-1\", expected a whole number 0..4096") !=
+        std::string::npos);
+  // A step the role does not go through is named, with the ones it does.
+  const auto scrub_of_nic = problems("hygiene:\n  deadlines:\n    nic: {scrub: 1m}\n");
+  CHECK_MESSAGE(scrub_of_nic.find("hygiene.deadlines.nic") != std::string::npos, scrub_of_nic);
+  CHECK_MESSAGE(scrub_of_nic.find("vf-neutral") != std::string::npos, scrub_of_nic);
+  const auto role = problems("hygiene:\n  deadlines:\n    fpga: {reset: 1m}\n");
+  CHECK_MESSAGE(role.find("nvswitch") != std::string::npos, role);
+  CHECK(problems("hygiene:\n  deadlines:\n    gpu: {reset: 0s}\n").find("hygiene.deadlines.gpu.reset") !=
+        std::string::npos);
+  // Where libvirt prepares, no step is hostagent's: a bound on them would not be applied.
+  CHECK(problems("devices: {preparation: libvirt}\nhygiene: {parallel: 2}\n") ==
+        "c.yaml:2:21: hygiene.parallel: found a cleaning bound with devices.preparation \"libvirt\", expected "
+        "devices.preparation: hostagent (with libvirt's managed hostdevs hostagent runs no cleaning step), or no "
+        "hygiene.parallel");
+  CHECK(problems("devices: {preparation: libvirt}\nhygiene: {deadlines: {gpu: {reset: 1m}}}\n")
+            .find("hygiene.deadlines: found step deadlines with devices.preparation \"libvirt\"") != std::string::npos);
+}
+
 TEST_CASE("hygiene: errors name the key, and a list libvirt's preparation would not apply is refused") {
   CHECK(problems("hygiene:\n  firmware:\n    - {vendor: 0x10de, device: 0x2330, sha256: [abc]}\n") ==
         "c.yaml:3:49: hygiene.firmware[0].sha256[0]: found \"abc\", expected 64 hex digits, as sha256sum prints a "

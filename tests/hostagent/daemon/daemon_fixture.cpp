@@ -3,6 +3,7 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <fstream>
 
 #include "hostagent/state/vm_record.hpp"
@@ -117,9 +118,17 @@ Status RecordingPreparer::release(const std::string& vm, const numa::Allocation&
 EventsOfKind::EventsOfKind(daemon::VmService& service, daemon::ServiceEvent::Kind kind) : service_(service) {
   id_ = service_.subscribe([this, kind](const daemon::ServiceEvent& event) {
     if (event.kind != kind) return;
-    std::lock_guard lock(mutex_);
-    events_.push_back(event);
+    {
+      std::lock_guard lock(mutex_);
+      events_.push_back(event);
+    }
+    arrived_.notify_all();
   });
+}
+
+bool EventsOfKind::wait_for(const std::function<bool(const std::vector<daemon::ServiceEvent>&)>& done) const {
+  std::unique_lock lock(mutex_);
+  return arrived_.wait_for(lock, std::chrono::seconds(60), [&] { return done(events_); });
 }
 
 EventsOfKind::~EventsOfKind() {
@@ -154,11 +163,15 @@ std::vector<devices::CleaningStep> RecordingPreparer::cleaning_steps(const numa:
                                  }};
   };
   auto reset = step("reset");
-  reset.run = [shared = shared_, run = std::move(reset.run)] {
+  reset.run = [shared = shared_, address, run = std::move(reset.run)] {
     {
       std::unique_lock lock(shared->mutex);
-      shared->released.wait(lock, [&] { return !shared->hold_cleaning; });
+      ++shared->resets_waiting;
+      shared->released.notify_all();
+      shared->released.wait(lock, [&] { return !shared->hold_cleaning && shared->stuck.count(address) == 0; });
+      --shared->resets_waiting;
     }
+    shared->released.notify_all();
     return run();
   };
   return {std::move(reset), step("firmware")};
@@ -204,6 +217,33 @@ void ManualClock::sleep_for(std::chrono::milliseconds duration) {
 std::chrono::milliseconds ManualClock::slept() const {
   std::lock_guard lock(mutex_);
   return slept_;
+}
+
+void ManualClock::wait_until(std::condition_variable& changed, std::unique_lock<std::mutex>& lock,
+                             std::chrono::steady_clock::time_point deadline, const std::function<bool()>& done) {
+  {
+    std::lock_guard own(mutex_);
+    waiters_.push_back({&changed, lock.mutex()});
+  }
+  changed.wait(lock, [&] { return done() || steady_now() >= deadline; });
+  std::lock_guard own(mutex_);
+  waiters_.erase(
+      std::find_if(waiters_.begin(), waiters_.end(), [&](const Waiter& w) { return w.changed == &changed; }));
+}
+
+void ManualClock::advance_steady(std::chrono::milliseconds by) {
+  std::vector<Waiter> waiters;
+  {
+    std::lock_guard own(mutex_);
+    now_ += by;
+    waiters = waiters_;
+  }
+  // Each waiter's own mutex taken and let go first: a waiter between its check and its wait holds
+  // it, so the wake cannot fall in that gap.
+  for (const auto& waiter : waiters) {
+    { const std::lock_guard between(*waiter.mutex); }
+    waiter.changed->notify_all();
+  }
 }
 
 namespace {
@@ -268,6 +308,7 @@ config::DaemonConfig DaemonFixture::config() const {
   config.template_directories.insert(config.template_directories.end(), template_dirs_.begin(), template_dirs_.end());
   config.operation_workers = 8;
   config.on_host_boot = on_host_boot;
+  config.hygiene.parallel = parallel_cleanings;
   config.host_hugepages = hugepages;
   config.placement = placement;
   return config;

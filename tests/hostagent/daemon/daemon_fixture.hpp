@@ -7,6 +7,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -95,6 +96,9 @@ class RecordingPreparer final : public devices::DevicePreparer {
     std::map<PciAddress, std::string> skipped_step;  // ... or skips it, saying so
     // While true, a cleaning's first step waits (on `released`) before it runs: a cleaning under way.
     bool hold_cleaning = false;
+    // ... and a device listed here waits there until it is taken off: a reset that does not return.
+    std::set<PciAddress> stuck;
+    int resets_waiting = 0;  // resets begun and held by the two above, now; `released` tells each change
     std::condition_variable released;
   };
   explicit RecordingPreparer(std::shared_ptr<Shared> shared) : shared_(std::move(shared)) {}
@@ -113,7 +117,8 @@ class RecordingPreparer final : public devices::DevicePreparer {
 };
 
 // Real wall clock, moved on by advance_wall(); a steady clock that only moves when slept on, so
-// timeouts pass instantly.
+// timeouts pass instantly, or when advance_steady() moves it, which wakes whoever waits for a
+// deadline (wait_until): a deadline passes when the test says so, never by the test's own speed.
 class ManualClock final : public daemon::Clock {
  public:
   std::chrono::system_clock::time_point now() override;
@@ -121,12 +126,20 @@ class ManualClock final : public daemon::Clock {
   std::chrono::steady_clock::time_point steady_now() override;
   void sleep_for(std::chrono::milliseconds duration) override;
   std::chrono::milliseconds slept() const;
+  void wait_until(std::condition_variable& changed, std::unique_lock<std::mutex>& lock,
+                  std::chrono::steady_clock::time_point deadline, const std::function<bool()>& done) override;
+  void advance_steady(std::chrono::milliseconds by);
 
  private:
+  struct Waiter {
+    std::condition_variable* changed;
+    std::mutex* mutex;
+  };
   mutable std::mutex mutex_;
   std::chrono::steady_clock::time_point now_{};
   std::chrono::milliseconds slept_{0};
   std::chrono::seconds wall_offset_{0};
+  std::vector<Waiter> waiters_;
 };
 
 // Shipped templates the suites create from: one, two and eight H100s.
@@ -157,6 +170,7 @@ class DaemonFixture {
   // The host's boot the services run in (ServiceParts::boot_id): a test reboots the host by changing it.
   std::string boot_id = "2b5e0c1a-0000-4000-8000-000000000001";
   std::string on_host_boot = "restore";               // operations.on_host_boot
+  int parallel_cleanings = 0;                         // hygiene.parallel
   std::vector<config::HugepagePoolConfig> hugepages;  // host.hugepages
   config::PlacementConfig placement;                  // the placement section
   // How often the service reads device health again (ServiceParts::device_health_interval).
@@ -180,11 +194,15 @@ class EventsOfKind {
   EventsOfKind(const EventsOfKind&) = delete;
   EventsOfKind& operator=(const EventsOfKind&) = delete;
   std::vector<daemon::ServiceEvent> events() const;
+  // Until `done` holds of the events so far, told by each event; false after 60 s without it (a
+  // bound for a failing test, never a wait the passing one relies on).
+  bool wait_for(const std::function<bool(const std::vector<daemon::ServiceEvent>&)>& done) const;
 
  private:
   daemon::VmService& service_;
   uint64_t id_ = 0;
   mutable std::mutex mutex_;
+  mutable std::condition_variable arrived_;
   std::vector<daemon::ServiceEvent> events_;
 };
 

@@ -52,6 +52,23 @@ void wait_until_cleaned(daemon::VmService& service) {
   REQUIRE(service.cleaning().empty());
 }
 
+// Until `count` cleanings are in their reset at once, held there (HeldCleaning, stuck); false after
+// 60 s without (a one-at-a-time cleaning never gets past one).
+bool resets_waiting_reach(DaemonFixture& fixture, std::size_t count) {
+  auto& shared = *fixture.devices();
+  std::unique_lock lock(shared.mutex);
+  return shared.released.wait_for(lock, std::chrono::seconds(60),
+                                  [&] { return shared.resets_waiting == static_cast<int>(count); });
+}
+
+void set_stuck(DaemonFixture& fixture, const std::set<PciAddress>& stuck) {
+  {
+    std::lock_guard lock(fixture.devices()->mutex);
+    fixture.devices()->stuck = stuck;
+  }
+  fixture.devices()->released.notify_all();
+}
+
 // A one-GPU VM made: its GPU.
 PciAddress one_gpu_vm(DaemonFixture& fixture, daemon::VmService& service, const std::string& name) {
   auto vm = create_vm(service, fixture.request(name, kOneGpu));
@@ -162,14 +179,10 @@ TEST_CASE("on a host that cleans on its own thread, a released device stays out 
   CHECK(refused.error().code == ErrorCode::does_not_fit);
   CHECK_MESSAGE(refused.error().message.find("being cleaned (after vm tenant-a") != std::string::npos,
                 refused.error().message);
-  for (int i = 0; i < 1000; ++i) {
-    const auto now = service->cleaning();
-    if (std::any_of(now.begin(), now.end(), [](const daemon::CleaningView& v) { return v.step == "reset"; })) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
+  const auto devices = vm->record->allocation.devices.size();
+  REQUIRE(resets_waiting_reach(fixture, devices));
   const auto under_way = service->cleaning();
-  CHECK(std::count_if(under_way.begin(), under_way.end(),
-                      [](const daemon::CleaningView& view) { return view.step == "reset"; }) == 1);
+  CHECK(under_way.size() == devices);
   CHECK(std::all_of(under_way.begin(), under_way.end(),
                     [](const daemon::CleaningView& view) { return view.held_by.empty(); }));
   const auto usage = service->usage();
@@ -205,6 +218,100 @@ TEST_CASE("a cleaning a killed daemon left unfinished runs again at the next sta
   CHECK(history->cleanings.back().vm == "tenant-killed");
   CHECK(history->cleanings.back().sequence > history->cleanings.front().sequence);
   CHECK(state::read_device_states(states_file)->empty());
+}
+
+// Issue 44: the devices one VM lets go are cleaned together, each on a thread of its own; and a
+// step that never returns is given up at its deadline, holding no other device back.
+TEST_CASE("the devices a VM lets go are cleaned all at once, as many at a time as hygiene.parallel allows") {
+  for (const int parallel : {0, 3}) {
+    CAPTURE(parallel);
+    DaemonFixture fixture;
+    fixture.devices()->libvirt_manages = false;
+    fixture.parallel_cleanings = parallel;
+    auto service = started(fixture);
+    auto vm = create_vm(*service, fixture.request("tenant-a", kEightGpus));
+    REQUIRE_MESSAGE(vm.ok(), vm.error().message);
+    const auto devices = vm->record->allocation.devices.size();
+    REQUIRE(devices >= 8);
+    const HeldCleaning held(fixture);
+    const EventsOfKind cleanings(*service, daemon::ServiceEvent::Kind::cleaning);
+    REQUIRE(delete_vm(*service, vm_name("tenant-a")).ok());
+    const auto at_once = parallel == 0 ? devices : static_cast<std::size_t>(parallel);
+    REQUIRE(resets_waiting_reach(fixture, at_once));
+    // Each reset under way is published as it begins (the supervisor tells it, after the thread).
+    REQUIRE(cleanings.wait_for([&](const std::vector<daemon::ServiceEvent>& events) {
+      return std::count_if(events.begin(), events.end(), [](const daemon::ServiceEvent& event) {
+               return event.cleaning && event.cleaning->step == "reset";
+             }) == static_cast<std::ptrdiff_t>(at_once);
+    }));
+    const auto under_way = service->cleaning();
+    CHECK(std::count_if(under_way.begin(), under_way.end(), [](const daemon::CleaningView& view) {
+            return view.step == "reset";
+          }) == static_cast<std::ptrdiff_t>(at_once));
+    held.release();
+    wait_until_cleaned(*service);
+    CHECK(cleaned(fixture).size() == devices);
+    // One chain however the cleanings interleaved: every record follows the one before it.
+    const auto history = service->device_history(vm->record->allocation.devices.front());
+    REQUIRE(history.ok());
+    CHECK(history->chain_broken.empty());
+  }
+}
+
+TEST_CASE("a reset that never returns is quarantined at its deadline while the others are freed, and placed no more") {
+  DaemonFixture fixture;
+  fixture.devices()->libvirt_manages = false;
+  const auto clock = std::make_shared<ManualClock>();
+  auto service = started(fixture, nullptr, clock);
+  auto vm = create_vm(*service, fixture.request("tenant-a", kEightGpus));
+  REQUIRE_MESSAGE(vm.ok(), vm.error().message);
+  const auto devices = vm->record->allocation.devices;
+  const auto wedged = devices.front();
+  set_stuck(fixture, {wedged});
+  const EventsOfKind cleanings(*service, daemon::ServiceEvent::Kind::cleaning);
+  const EventsOfKind quarantines(*service, daemon::ServiceEvent::Kind::quarantine);
+  REQUIRE(delete_vm(*service, vm_name("tenant-a")).ok());
+  // Every other device is cleaned while the wedged one's reset waits: no clock moved for that.
+  const auto freed = [&](const std::vector<daemon::ServiceEvent>& events) {
+    return std::count_if(events.begin(), events.end(), [](const daemon::ServiceEvent& e) { return e.cleaned; }) ==
+           static_cast<std::ptrdiff_t>(devices.size() - 1);
+  };
+  REQUIRE(cleanings.wait_for(freed));
+  REQUIRE(cleanings.wait_for([&](const std::vector<daemon::ServiceEvent>& events) {
+    return std::any_of(events.begin(), events.end(), [&](const daemon::ServiceEvent& event) {
+      return event.cleaning && event.cleaning->address == wedged && event.cleaning->step == "reset";
+    });
+  }));
+  const auto still = service->cleaning();
+  REQUIRE(still.size() == 1);
+  CHECK(still.front().address == wedged);
+  CHECK(still.front().step == "reset");
+  CHECK(service->quarantined().empty());
+
+  clock->advance_steady(std::chrono::minutes(2) - std::chrono::milliseconds(1));
+  CHECK(service->quarantined().empty());  // not a moment before its deadline
+  clock->advance_steady(std::chrono::milliseconds(1));
+  REQUIRE(quarantines.wait_for([](const auto& events) { return !events.empty(); }));
+  const auto quarantined = service->quarantined();
+  REQUIRE(quarantined.size() == 1);
+  CHECK(quarantined.front().address == wedged);
+  CHECK(quarantined.front().step == "reset");
+  CHECK_MESSAGE(quarantined.front().reason.find("did not finish within its deadline of 2m (hygiene.deadlines)") !=
+                    std::string::npos,
+                quarantined.front().reason);
+  CHECK(service->cleaning().empty());
+  const auto history = service->device_history(wedged);
+  REQUIRE(history.ok());
+  REQUIRE_FALSE(history->cleanings.empty());
+  CHECK(history->cleanings.back().outcome == "quarantined");
+
+  // The next tenant gets the freed GPUs, never the wedged one.
+  auto next = create_vm(*service, fixture.request("tenant-b", kOneGpu));
+  REQUIRE_MESSAGE(next.ok(), next.error().message);
+  for (const auto& device : next->record->allocation.devices) CHECK(device != wedged);
+  // The reset returns at last: what it would have said is dropped, the quarantine stands.
+  set_stuck(fixture, {});
+  CHECK(service->quarantined().size() == 1);
 }
 
 // Issue 43, defect 1: vela2's boot NVMe is mounted at /; a request to clean it must not reach a step.

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -107,6 +108,12 @@ struct HygieneConfig {
   // How long an NVMe controller's sanitize or format may take before its erase fails (and the
   // controller is quarantined).
   std::chrono::milliseconds nvme_erase_timeout{std::chrono::minutes(30)};
+  // How many devices are cleaned at a time; 0: every device waiting, all at once.
+  int parallel = 0;
+  // Each cleaning step's deadline by role and step, as written ({"gpu": {"reset": 2m}}); a step
+  // not named here has its default (daemon/device_lifecycle: cleaning_deadline). A step past its
+  // deadline quarantines its device; whatever it waits on holds no other device's cleaning.
+  std::map<std::string, std::map<std::string, std::chrono::milliseconds>> deadlines;
 };
 
 // host.hugepages: one per-node pool hostagentd raises at start (hugepages/hugepage_pools).
