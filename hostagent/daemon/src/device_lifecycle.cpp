@@ -467,13 +467,18 @@ void DeviceLifecycle::start_runs(Runs& runs, const std::set<PciAddress>& tried) 
   }
 }
 
+// How long the step a run is in may take.
+std::chrono::milliseconds DeviceLifecycle::step_limit(const Run& run) const {
+  return cleaning_deadline(parts_.hygiene, run.role, run.step);
+}
+
 // The earliest deadline of a step under way, or the next retry.
 std::chrono::steady_clock::time_point DeviceLifecycle::next_deadline_locked(
     const Runs& runs, std::chrono::steady_clock::time_point retry_at) const {
   auto next = retry_at;
   for (const auto& [address, run] : runs) {
     if (run->step.empty() || run->finished) continue;
-    next = std::min(next, run->step_started + cleaning_deadline(parts_.hygiene, run->role, run->step));
+    next = std::min(next, run->step_started + step_limit(*run));
   }
   return next;
 }
@@ -507,7 +512,7 @@ bool DeviceLifecycle::supervise(Runs& runs, std::set<PciAddress>& tried,
         run->told = run->step;
         if (!run->step.empty()) begun.emplace_back(address, run->step);
       }
-      if (!run->step.empty() && now >= run->step_started + cleaning_deadline(parts_.hygiene, run->role, run->step)) {
+      if (!run->step.empty() && now >= run->step_started + step_limit(*run)) {
         run->abandoned = true;
         late.push_back(run);
       }
@@ -535,7 +540,7 @@ void DeviceLifecycle::finish_runs(Runs& runs, const std::vector<std::shared_ptr<
     run->thread.detach();
     runs.erase(run->entry.address);
     set_running(run->entry.address, "");
-    const auto limit = cleaning_deadline(parts_.hygiene, run->role, run->step);
+    const auto limit = step_limit(*run);
     auto evidence = run->evidence;
     evidence.steps.push_back(
         {run->step, devices::to_string(devices::StepResult::failed),

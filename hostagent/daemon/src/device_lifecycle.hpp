@@ -127,6 +127,7 @@ class DeviceLifecycle {
   void finish_runs(Runs& runs, const std::vector<std::shared_ptr<Run>>& done,
                    const std::vector<std::shared_ptr<Run>>& late);
   void stop_runs(Runs& runs);
+  std::chrono::milliseconds step_limit(const Run& run) const;
   std::chrono::steady_clock::time_point next_deadline_locked(const Runs& runs,
                                                              std::chrono::steady_clock::time_point retry_at) const;
   void conclude(const std::vector<Cleaned>& cleaned);
