@@ -50,6 +50,10 @@ std::optional<std::string> closest(std::string_view word, const std::vector<std:
   std::size_t best_distance = 0;
   for (const auto candidate : candidates) {
     const std::size_t allowed = std::clamp<std::size_t>(candidate.size() / 3, 1, 3);
+    // The distance is at least the difference in length: a word far longer than every choice (a
+    // pasted script as a key) costs nothing, not a table of its length times each choice's.
+    const std::size_t longer = std::max(word.size(), candidate.size());
+    if (longer - std::min(word.size(), candidate.size()) > allowed) continue;
     const std::size_t distance = edit_distance(word, candidate);
     if (distance > allowed || (best && distance >= best_distance)) continue;
     best = std::string(candidate);
