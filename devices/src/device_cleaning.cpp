@@ -149,7 +149,8 @@ Result<std::string> live_controller(const CleaningParts& parts, const PciAddress
   HA_TRY(const auto driver, parts.sysfs->read_link_name(pci_dir(function) + "/driver"));
   if (driver != std::optional<std::string>("nvme")) {
     return Error{ErrorCode::io_error, function.to_string() + " is on " + driver.value_or("no driver") +
-                                          ", not the kernel's nvme driver, which hostagent erases and reads through"};
+                                          ", neither vfio-pci nor the kernel's nvme driver, which hostagent erases "
+                                          "and reads through"};
   }
   const auto& polling = parts.hygiene->reset_polling;
   constexpr int kPolls = 300;
@@ -217,15 +218,29 @@ StepOutcome vf_namespaces_step(const CleaningParts& parts, const numa::PciFuncti
                 ", and hostagent does not erase a VF's namespaces yet");
 }
 
-// A whole controller the tenant held: erased with the strongest method it offers, then read back.
+// A whole controller on vfio-pci, where hostagent keeps the tenants' controllers (bound at start,
+// left there when a VM lets them go): driven through VFIO, by its IOMMU group. No host driver ever
+// binds it, so the host never scans, probes or assembles what the tenant left on it.
+Result<std::unique_ptr<nvme::Controller>> open_on_vfio(const CleaningParts& parts, const PciAddress& function) {
+  HA_TRY(const auto group, parts.sysfs->read_link_number(pci_dir(function) + "/iommu_group"));
+  if (!group) return Error{ErrorCode::io_error, function.to_string() + " has no IOMMU group to drive it through"};
+  return parts.nvme->open_vfio(function.to_string(), *group);
+}
+
+// A whole controller the tenant held: erased with the strongest method it offers, then read back,
+// through VFIO where it is on vfio-pci. On the kernel's nvme driver (an install that does not bind
+// at start, or a controller an older hostagent gave back) through that driver.
 StepOutcome erase_step(const CleaningParts& parts, const numa::PciFunction& function) {
   HA_ASSERT(parts.nvme != nullptr);
   if (is_vf(function)) return vf_namespaces_step(parts, function);
-  auto controller = open_controller(parts, function.address);
+  auto driver = parts.sysfs->read_link_name(pci_dir(function.address) + "/driver");
+  if (!driver.ok()) return failed(driver.error().message);
+  const bool on_vfio = *driver == std::optional<std::string>("vfio-pci");
+  auto controller = on_vfio ? open_on_vfio(parts, function.address) : open_controller(parts, function.address);
   if (!controller.ok()) return failed(controller.error().message);
   auto report = nvme::erase_controller(**controller, parts.hygiene->nvme_erase);
   if (!report.ok()) return failed(report.error().message);
-  return passed(nvme::describe(*report));
+  return passed(nvme::describe(*report) + (on_vfio ? "; through VFIO, on vfio-pci" : "; through the nvme driver"));
 }
 
 // The host's uses of the function, read now; "" when it has none.

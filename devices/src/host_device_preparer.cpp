@@ -435,7 +435,13 @@ class HostDevicePreparer final : public DevicePreparer {
     if (!restored.ok()) ledger_.acquire(record.owner, record.p2p);
     note(restored);
     for (auto vf = record.vfs.rbegin(); vf != record.vfs.rend(); ++vf) note(sriov::reset(*parts_.netlink, *vf));
-    for (auto group = record.groups.rbegin(); group != record.groups.rend(); ++group) note(binder_.release(*group));
+    for (auto group = record.groups.rbegin(); group != record.groups.rend(); ++group) {
+      // A group the host's preparation holds stays on vfio-pci whatever this record says it came
+      // from: a record written before a start bound it (an upgrade from a hostagent that left
+      // tenant NVMe on nvme) would give a tenant's controller back to its host driver uncleaned.
+      if (host_groups_.count(group->group) != 0) continue;
+      note(binder_.release(*group));
+    }
     if (!failures.empty()) {
       return Error{ErrorCode::io_error, "devices of " + record.owner + " not all given back: " + failures};
     }

@@ -1,8 +1,7 @@
 // devices/host_preparation: what hostagentd readies once, at start, before any VM asks: the VFs the
-// configuration lists, and every GPU and NVSwitch group on vfio-pci (Vela binds them at boot), so a
-// VM's start never waits for a driver to let go of a device.
+// configuration lists, and every GPU, NVSwitch and tenant NVMe group on vfio-pci (Vela binds them at
+// boot), so a VM's start never waits for a driver to let go of a device.
 #include <algorithm>
-#include <array>
 #include <set>
 
 #include "binder_options.hpp"
@@ -15,8 +14,18 @@
 namespace hostagent::devices {
 namespace {
 
-// The roles whose groups go to vfio-pci at start: what a VM takes whole.
-constexpr std::array kPassthroughRoles = {numa::PciRole::gpu, numa::PciRole::nvswitch};
+// The groups that go to vfio-pci at start: what a VM takes whole. GPUs and NVSwitches; and each
+// whole NVMe controller the host does not use, so a tenant's controller never meets the host's nvme
+// driver: on it the kernel would scan its partitions and udev would probe, assemble and activate
+// what the tenant wrote (docs/devices.md, the exposure model). Not an NVMe PF that has or is to have
+// VFs: its driver makes them and manages their namespaces, and the host keeps it.
+bool bound_at_start(const numa::PciFunction& f, const PreparationOptions& options) {
+  if (f.role == numa::PciRole::gpu || f.role == numa::PciRole::nvswitch) return true;
+  if (f.role != numa::PciRole::nvme || f.physfn || f.host_use) return false;
+  if (f.sriov && !f.sriov->vfs.empty()) return false;
+  return std::none_of(options.vf_counts.begin(), options.vf_counts.end(),
+                      [&f](const VfCount& count) { return count.pf == f.address && count.vfs > 0; });
+}
 
 // VFs made for passthrough stay unbound until vfio-pci takes them: with sriov_drivers_autoprobe
 // at 1 the PF's driver would probe each (Documentation/ABI/testing/sysfs-bus-pci), building a
@@ -52,7 +61,7 @@ bool bind_recorded_group(vfio::VfioBinder& binder, const numa::PciAddress& devic
   return false;
 }
 
-// Binds the GPU and NVSwitch groups, recording each member's driver ahead (merged with what an
+// Binds the groups bound_at_start names, recording each member's driver ahead (merged with what an
 // earlier start recorded: a group bound then keeps its first record).
 Result<bool> bind_host_groups(const numa::HostModel& host, const SysfsRoot& sysfs, HostDeviceParts& parts) {
   HA_TRY(auto records, DeviceRecords::open(parts.records_directory));
@@ -70,7 +79,7 @@ Result<bool> bind_host_groups(const numa::HostModel& host, const SysfsRoot& sysf
   bool changed = false;
   std::set<int> seen;  // each group once per start
   for (const auto& f : host.pci_devices) {
-    if (std::find(kPassthroughRoles.begin(), kPassthroughRoles.end(), f.role) == kPassthroughRoles.end()) continue;
+    if (!bound_at_start(f, parts.options)) continue;
     HA_TRY(const auto now, binder.inspect_group(f.address));
     if (!seen.insert(now.group).second) continue;
     if (recorded.count(now.group) != 0) {

@@ -194,7 +194,7 @@ Result<devices::HostDeviceParts> host_device_parts(const config::DaemonConfig& c
   parts.writer = make_sysfs_writer(config.sysfs_root);
   HA_TRY(parts.config_space, vfio::make_libpci_config_space(config.sysfs_root));
   parts.netlink = sriov::make_libnl_vf_netlink();
-  parts.nvme = nvme::libnvme_opener();
+  parts.nvme = nvme::host_opener();
   HA_TRY(parts.options, preparation_options(config));
   parts.records_directory = config.state_directory / "devices";
   return parts;

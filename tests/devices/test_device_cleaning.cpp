@@ -116,6 +116,14 @@ std::string drive_nvme(const FakeHost& host, const std::string& address, const s
   return name;
 }
 
+void rebind(FakeHost& host, const std::string& bdf, const std::string& driver) {
+  auto& kernel = host.kernel();
+  if (!host.driver_of(bdf).empty()) REQUIRE(kernel.write("/sys/bus/pci/devices/" + bdf + "/driver/unbind", bdf).ok());
+  REQUIRE(kernel.write("/sys/bus/pci/devices/" + bdf + "/driver_override", driver).ok());
+  REQUIRE(kernel.write("/sys/bus/pci/drivers_probe", bdf).ok());
+  REQUIRE(host.driver_of(bdf) == driver);
+}
+
 std::vector<std::string> step_names(const std::vector<std::pair<std::string, StepOutcome>>& steps) {
   std::vector<std::string> out;
   out.reserve(steps.size());
@@ -201,7 +209,8 @@ TEST_CASE("a tenant's NVMe is erased through the nvme driver and read back, outs
   const auto steps = f.clean(f.function(kNvme));
   REQUIRE(step_names(steps) == std::vector<std::string>{"reset", "firmware", "erase"});
   CHECK(steps[2].second.result == StepResult::passed);
-  CHECK(steps[2].second.detail == "format (user data erase) of Fake NVMe; namespace 1: 16 blocks read back, all 0x00");
+  CHECK(steps[2].second.detail ==
+        "format (user data erase) of Fake NVMe; namespace 1: 16 blocks read back, all 0x00; through the nvme driver");
   CHECK(f.nvme_state.opened == std::vector<std::string>{"/dev/" + name});
   CHECK(f.nvme_state.namespace_devices == std::vector<std::string>{"/dev/ng9n1"});
   const auto listed = host_cleaning_steps(f.parts(), f.function(kNvme));
@@ -296,6 +305,36 @@ TEST_CASE("a device the host uses is never reset, erased or scrubbed: its cleani
   CHECK(f.host.driver_of(kNvme) == "nvme");
 }
 
+// Where hostagent keeps a tenant's controller (bound at start, left there by the VM): the erase
+// drives it through VFIO by its IOMMU group, and no host driver ever binds it.
+TEST_CASE("a tenant's NVMe on vfio-pci is erased through VFIO, by its IOMMU group, never given to nvme") {
+  CleaningFixture f;
+  rebind(f.host, kNvme, "vfio-pci");
+  f.nvme_state.namespaces = {testing::fake_namespace(1)};
+  f.nvme_state.write(1, 7, 0xa5);
+  const auto steps = f.clean(f.function(kNvme));
+  REQUIRE(step_names(steps) == std::vector<std::string>{"reset", "firmware", "erase"});
+  CHECK(steps[2].second.result == StepResult::passed);
+  CHECK(steps[2].second.detail ==
+        "format (user data erase) of Fake NVMe; namespace 1: 16 blocks read back, all 0x00; "
+        "through VFIO, on vfio-pci");
+  CHECK(f.nvme_state.opened ==
+        std::vector<std::string>{"vfio " + std::string(kNvme) + " in /dev/vfio/" + f.host.group_of(kNvme)});
+  CHECK(f.host.driver_of(kNvme) == "vfio-pci");
+  CHECK(f.host.drivers().drivers_at_resets(kNvme) == std::vector<std::string>{"vfio-pci"});
+  for (const auto& write : f.host.kernel().writes()) {
+    CHECK_MESSAGE(!contains(write.first, "/drivers/nvme/"), write.first << " <- " << write.second);
+  }
+
+  SUBCASE("a group another process holds open fails the erase with the kernel's word for it") {
+    f.nvme_state.group_busy = true;
+    const auto busy = f.clean(f.function(kNvme));
+    CHECK(busy[2].second.result == StepResult::failed);
+    CHECK_MESSAGE(contains(busy[2].second.detail, "open /dev/vfio/" + f.host.group_of(kNvme)), busy[2].second.detail);
+    CHECK_MESSAGE(contains(busy[2].second.detail, "Device or resource busy"), busy[2].second.detail);
+  }
+}
+
 TEST_CASE("an NVMe on another driver than nvme is not erased, and its cleaning fails saying why") {
   CleaningFixture f;
   REQUIRE(f.host.kernel().write("/sys/bus/pci/drivers/nvme/unbind", kNvme).ok());
@@ -303,7 +342,8 @@ TEST_CASE("an NVMe on another driver than nvme is not erased, and its cleaning f
   REQUIRE(steps.size() == 3);
   CHECK(steps[2].second.result == StepResult::failed);
   CHECK(steps[2].second.detail ==
-        "0000:ad:00.0 is on no driver, not the kernel's nvme driver, which hostagent erases and reads through");
+        "0000:ad:00.0 is on no driver, neither vfio-pci nor the kernel's nvme driver, which hostagent erases and "
+        "reads through");
   CHECK(f.nvme_state.opened.empty());
 }
 
@@ -330,14 +370,6 @@ std::string scrubber(const TempDir& dir, const std::string& name, const std::str
 }
 
 // Through the driver core's files, as vfio/ binds: unbind, driver_override, drivers_probe.
-void rebind(FakeHost& host, const std::string& bdf, const std::string& driver) {
-  auto& kernel = host.kernel();
-  if (!host.driver_of(bdf).empty()) REQUIRE(kernel.write("/sys/bus/pci/devices/" + bdf + "/driver/unbind", bdf).ok());
-  REQUIRE(kernel.write("/sys/bus/pci/devices/" + bdf + "/driver_override", driver).ok());
-  REQUIRE(kernel.write("/sys/bus/pci/drivers_probe", bdf).ok());
-  REQUIRE(host.driver_of(bdf) == driver);
-}
-
 StepOutcome scrub_of(CleaningFixture& f) {
   const auto steps = f.clean(f.function(kGpu));
   REQUIRE(steps.size() == 3);

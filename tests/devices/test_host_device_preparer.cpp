@@ -823,8 +823,42 @@ void probe_binds_nothing(FakeKernel& kernel) {
 }
 
 // An attribute's value without the newline (sysfs adds one on read; the fake stores what was written).
+// What a VM takes whole and the host keeps on vfio-pci from start: GPUs, NVSwitches, and every NVMe
+// controller that is neither the host's (its boot disk), nor a VF, nor a PF with VFs.
 bool is_passthrough(const numa::PciFunction& f) {
+  if (f.role == numa::PciRole::nvme) return !f.host_use && !f.physfn && !(f.sriov && !f.sriov->vfs.empty());
   return f.role == numa::PciRole::gpu || f.role == numa::PciRole::nvswitch;
+}
+
+// An upgrade with a VM running: its record, written by a hostagent that left tenant NVMe on nvme,
+// says its controller came from nvme. The new start holds the controller's group (found on
+// vfio-pci), and the VM's release leaves it there: never back to nvme with the tenant's data on it.
+TEST_CASE("a VM's NVMe recorded as from nvme stays on vfio-pci at its release once the host holds its group") {
+  Fixture f;
+  f.options.bind_at_start = false;
+  const auto placement = place(f.model, gpu_request(0, 0, 1));
+  REQUIRE(placement.nvme.size() == 1);
+  const std::string nvme = placement.nvme[0].address.to_string();
+  REQUIRE(f.preparer()->prepare("vm-a", placement, request_for(placement)).ok());
+  const auto record = f.record("vm-a");
+  REQUIRE(record.has_value());
+  REQUIRE(record->groups.size() == 1);
+  CHECK(record->groups[0].functions.at(0).original_driver == "nvme");
+
+  f.options.bind_at_start = true;
+  auto parts = f.parts();
+  REQUIRE(prepare_host_devices(f.model, parts).ok());
+  const auto host_record = f.record(kHostDeviceOwner).value();
+  const auto held = std::find_if(host_record.groups.begin(), host_record.groups.end(),
+                                 [&](const vfio::GroupBinding& g) { return g.group == record->groups[0].group; });
+  REQUIRE(held != host_record.groups.end());
+  CHECK(held->functions.at(0).was_vfio);
+
+  const auto resets = f.host.drivers().resets(nvme);
+  REQUIRE(f.preparer(discover(f.host))->release("vm-a", {}).ok());
+  CHECK(f.host.driver_of(nvme) == "vfio-pci");
+  CHECK(f.host.drivers().resets(nvme) == resets);  // the cleaning's reset is the one it gets
+  CHECK_FALSE(f.record("vm-a").has_value());
 }
 
 TEST_CASE("a GPU the kernel would not bind at start is a fault the preparer hands its sink, as no VM's") {
@@ -844,7 +878,7 @@ TEST_CASE("a GPU the kernel would not bind at start is a fault the preparer hand
   REQUIRE_FALSE(faults.empty());
   for (const auto& fault : faults) {
     CAPTURE(fault.address.to_string());
-    CHECK(passthrough.count(fault.address) == 1);  // a GPU or NVSwitch group's member, nothing else
+    CHECK(passthrough.count(fault.address) == 1);  // a GPU, NVSwitch or tenant NVMe group's member, nothing else
     CHECK(fault.vm.empty());
     CHECK(fault.step == "bind to vfio-pci at start");
     CHECK(contains(fault.reason, "did not bind to vfio-pci"));
@@ -855,7 +889,8 @@ TEST_CASE("a GPU the kernel would not bind at start is a fault the preparer hand
   CHECK(again.empty());
 }
 
-TEST_CASE("host preparation binds every GPU and NVSwitch group at start, and a VM then uses them as bound") {
+TEST_CASE(
+    "host preparation binds every GPU, NVSwitch and tenant NVMe group at start, and a VM then uses them as bound") {
   Fixture f;
   auto parts = f.parts();
   const auto changed = prepare_host_devices(f.model, parts);

@@ -29,9 +29,13 @@ inline constexpr uint16_t kEduVendor = 0x1234;
 inline constexpr uint16_t kEduDevice = 0x11e8;
 inline constexpr int kEduPerNode = 2;
 
-// The hygiene boot's whole NVMe controller for a tenant (QemuInputs::tenant_disk): its serial, by
-// which the guest finds its block device, and its one namespace's size.
+// The hygiene boot's whole NVMe controller for a tenant (QemuInputs::tenant_disk): its serial, its
+// one namespace's size, and its PCI IDs. QEMU's use-intel-id gives it Intel's 8086:5845 in place of
+// 1b36:0010 (hw/nvme/ctrl.c nvme_init_pci), so the guest tells it from the PFs by its IDs alone: on
+// vfio-pci, where hostagent keeps it, it has no nvme controller to read a serial from.
 inline constexpr const char* kTenantNvmeSerial = "hostagent-tenant";
+inline constexpr uint16_t kTenantNvmeVendor = 0x8086;
+inline constexpr uint16_t kTenantNvmeDevice = 0x5845;
 inline constexpr std::uintmax_t kTenantNvmeBytes = std::uintmax_t{16} << 20U;
 
 // The expansion ROM the hygiene boot gives every edu (QEMU's romfile=): one image the kernel's

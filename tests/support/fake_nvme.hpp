@@ -6,6 +6,7 @@
 // tenant. Shared by tests/nvme and tests/devices.
 #pragma once
 
+#include <cerrno>
 #include <map>
 #include <set>
 #include <string>
@@ -32,12 +33,13 @@ struct FakeNvmeState {
   bool sanitize_fails = false;
   bool sanitize_keeps_allocated = false;  // No-Deallocate: blocks erased, not deallocated
   std::string refuse;                     // "format", "sanitize", "read": refused
+  bool group_busy = false;                // its IOMMU group is open elsewhere (a VM's QEMU)
   std::set<uint64_t> forgotten;           // LBAs an erase leaves as they were
   // What was asked.
   std::vector<std::pair<uint32_t, nvme::SecureErase>> formats;
   std::vector<nvme::SanitizeAction> sanitizes;
   int sanitize_reads = 0;
-  std::vector<std::string> opened;             // each open's controller device
+  std::vector<std::string> opened;             // each open's controller device, or "vfio ADDRESS in /dev/vfio/N"
   std::vector<std::string> namespace_devices;  // the last open's namespace devices
 
   void write(uint32_t nsid, uint64_t lba, uint8_t fill) {
@@ -137,6 +139,13 @@ class FakeNvmeOpener final : public nvme::ControllerOpener {
                                                  nvme::NamespaceDevices namespace_devices) override {
     state_.opened.push_back(controller_device);
     state_.namespace_devices = namespace_devices();
+    return std::unique_ptr<nvme::Controller>(std::make_unique<FakeNvmeController>(state_));
+  }
+  // As VFIO answers: a group another process holds open is busy (EBUSY at its open).
+  Result<std::unique_ptr<nvme::Controller>> open_vfio(const std::string& address, int group) override {
+    const std::string path = "/dev/vfio/" + std::to_string(group);
+    if (state_.group_busy) return errno_error(EBUSY, "open", path);
+    state_.opened.push_back("vfio " + address + " in " + path);
     return std::unique_ptr<nvme::Controller>(std::make_unique<FakeNvmeController>(state_));
   }
 

@@ -86,7 +86,8 @@ std::vector<std::string> device_arguments(int nvme_max_vfs, const std::filesyste
     // node). The legacy drive= property: one namespace, NSID 1, attached at realize (hw/nvme/ctrl.c
     // nvme_realize), which Format NVM zeroes (nvme_format_ns_cb: write-zeroes over the drive).
     devices.push_back("pcie-root-port,id=rp1t,bus=pxb1,chassis=" + chassis.next() + ",slot=0,addr=0x2");
-    devices.push_back(std::string("nvme,id=nvmetenant,serial=") + host::kTenantNvmeSerial + ",drive=tenant,bus=rp1t");
+    devices.push_back(std::string("nvme,id=nvmetenant,serial=") + host::kTenantNvmeSerial +
+                      ",drive=tenant,bus=rp1t,use-intel-id=on");
   }
   return devices;
 }

@@ -92,7 +92,7 @@ struct VfCount {
 // What the operator asked of hostagent's own preparation (the daemon's configuration, translated
 // where the daemon is assembled).
 struct PreparationOptions {
-  bool bind_at_start = true;       // GPU and NVSwitch groups to vfio-pci at start
+  bool bind_at_start = true;       // GPU, NVSwitch and tenant NVMe groups to vfio-pci at start
   std::vector<VfCount> vf_counts;  // VFs to make at start (sriov_numvfs)
   // What a VF is set to before a VM gets it, every field but the MAC set (the VM gives it); vlan 0
   // is untagged, and qos applies only with a VLAN. A VM's own VLAN replaces this one.
@@ -138,8 +138,8 @@ Result<std::unique_ptr<DevicePreparer>> make_host_device_preparer(const numa::Ho
 
 // At start, before the host model is final: creates the configured VFs (sriov_numvfs, with
 // sriov_drivers_autoprobe off so they wait, unbound, for vfio-pci) and, with bind_at_start, binds
-// every GPU and NVSwitch group to vfio-pci, recording the original drivers ahead as the host's
-// device record. A VF count that cannot be set is an error (the configuration names a PF that is
+// every GPU, NVSwitch and tenant NVMe controller group to vfio-pci, recording the original drivers
+// ahead as the host's device record. A VF count that cannot be set is an error (the configuration names a PF that is
 // not there, or not SR-IOV); a group that cannot be bound is logged and left as it was, and a
 // function the kernel would not bind is kept in parts.start_faults (the daemon quarantines it, so no
 // VM is placed on it). Returns whether anything changed: the model must then be discovered again.

@@ -1,9 +1,9 @@
-// hostagent/nvme/nvme_controller: one NVMe controller's admin queue, as the kernel's nvme driver
-// offers it (/dev/nvmeN, and /dev/ngNnM for each namespace's I/O): what the controller says it can
+// hostagent/nvme/nvme_controller: one NVMe controller's admin queue, through the kernel's nvme
+// driver (/dev/nvmeN, and /dev/ngNnM for each namespace's I/O) or, for a controller on vfio-pci, its
+// own queues driven through VFIO: what the controller says it can
 // do, its namespaces, Format NVM, Sanitize and its progress, one block read, and, on a PF, which
 // namespaces each VF's controller holds. An interface so the erase is tested against a fake that
-// keeps data the way a controller does; open_libnvme_controller is the real one (libnvme, never
-// nvme-cli).
+// keeps data the way a controller does; host_opener gives the real ones.
 #pragma once
 
 #include <chrono>
@@ -87,18 +87,25 @@ class Controller {
   virtual Result<std::vector<uint32_t>> namespaces_attached_to(uint16_t cntlid) = 0;
 };
 
-// Opens a controller by its kernel devices: its character device (/dev/nvme0) and its namespaces'
-// generic character devices (/dev/ng0n1), which I/O passthrough reads without the page cache.
-// `namespace_devices` is asked when a block is first read, and again while a namespace has none
-// yet: the driver scans namespaces in the background after a bind or a format.
+// Opens a controller, on whichever side of the host it is:
+//  - open: through the kernel's nvme driver, by its character device (/dev/nvme0) and its
+//    namespaces' generic character devices (/dev/ng0n1), which I/O passthrough reads without the
+//    page cache. `namespace_devices` is asked when a block is first read, and again while a
+//    namespace has none yet: the driver scans namespaces in the background after a bind or a format.
+//  - open_vfio: a function on vfio-pci, by its PCI address and IOMMU group, driven from user space
+//    through VFIO. No host driver binds it, so the host never has a block device of it: this is how
+//    a tenant's controller is erased (docs/devices.md, the exposure model). The group must be
+//    viable and not open elsewhere (a VM's QEMU holds it while the VM runs).
 using NamespaceDevices = std::function<std::vector<std::string>()>;
 class ControllerOpener {
  public:
   virtual ~ControllerOpener() = default;
   virtual Result<std::unique_ptr<Controller>> open(const std::string& controller_device,
                                                    NamespaceDevices namespace_devices) = 0;
+  virtual Result<std::unique_ptr<Controller>> open_vfio(const std::string& address, int group) = 0;
 };
 
-std::unique_ptr<ControllerOpener> libnvme_opener();
+// The real ones: libnvme's passthrough (never nvme-cli), and the controller's queues through VFIO.
+std::unique_ptr<ControllerOpener> host_opener();
 
 }  // namespace hostagent::nvme
