@@ -305,13 +305,23 @@ std::vector<CleaningStep> host_cleaning_steps(const CleaningParts& parts, const 
   return steps;
 }
 
-std::vector<CleaningStep> libvirt_managed_cleaning_steps(const numa::PciFunction& function) {
+std::vector<CleaningStep> libvirt_managed_cleaning_steps(const numa::PciFunction& function, ManagedHost host) {
   const auto managed = [](std::string what) { return [what = std::move(what)] { return skipped(what); }; };
   std::vector<CleaningStep> steps;
   steps.push_back({"reset", managed("libvirt resets a managed hostdev as it gives it back to the host")});
   steps.push_back({"firmware", managed("not read: libvirt manages this host's devices")});
-  if (function.role == numa::PciRole::nvme) {
-    steps.push_back({"erase", managed("not erased: libvirt manages this host's devices")});
+  if (function.role == numa::PciRole::nvme && host == ManagedHost::simulated) {
+    steps.push_back({"erase", managed("not erased: a simulated host's NVMe has no media")});
+  } else if (function.role == numa::PciRole::nvme) {
+    // libvirt gives a managed hostdev back to its host driver (virHostdevReAttachPCIDevices) and
+    // erases nothing: freeing it would give the next tenant this one's data.
+    steps.push_back({"erase", [] {
+                       return failed(
+                           "not erased: under devices.preparation libvirt nothing erases an NVMe between tenants "
+                           "(libvirt gives it back to the host's nvme driver as the VM left it); erase it by hand "
+                           "and run hostagentctl quarantine clear, or set devices.preparation: hostagent, which "
+                           "erases it");
+                     }});
   }
   if (function.role == numa::PciRole::gpu) {
     steps.push_back({"scrub", managed("not scrubbed: no scrubber configured")});

@@ -204,7 +204,8 @@ Result<devices::HostDeviceParts> host_device_parts(const config::DaemonConfig& c
 // discovered again when that changed it, then the preparer for each VM.
 Status prepare_devices(const config::DaemonConfig& config, ServiceParts& parts) {
   if (config.devices.preparation != "hostagent") {
-    parts.devices = devices::make_libvirt_managed_preparer();
+    parts.devices = devices::make_libvirt_managed_preparer(
+        config.simulated_host.empty() ? devices::ManagedHost::real : devices::ManagedHost::simulated);
     return ok_status();
   }
   HA_TRY(auto host_parts, host_device_parts(config));

@@ -124,6 +124,13 @@ void rebind(FakeHost& host, const std::string& bdf, const std::string& driver) {
   REQUIRE(host.driver_of(bdf) == driver);
 }
 
+std::vector<std::string> step_names_of(const std::vector<CleaningStep>& steps) {
+  std::vector<std::string> out;
+  out.reserve(steps.size());
+  for (const auto& step : steps) out.push_back(step.name);
+  return out;
+}
+
 std::vector<std::string> step_names(const std::vector<std::pair<std::string, StepOutcome>>& steps) {
   std::vector<std::string> out;
   out.reserve(steps.size());
@@ -347,17 +354,35 @@ TEST_CASE("an NVMe on another driver than nvme is not erased, and its cleaning f
   CHECK(f.nvme_state.opened.empty());
 }
 
-TEST_CASE("on a libvirt-managed host every step is skipped with who does it, or that nothing does") {
+TEST_CASE("on a simulated libvirt-managed host every step is skipped with who does it, or that nothing does") {
   CleaningFixture f;
   const auto writes = f.host.kernel().writes().size();
   for (const auto* address : {&kGpu, &kNvme}) {
-    for (const auto& step : libvirt_managed_cleaning_steps(f.function(*address))) {
+    for (const auto& step : libvirt_managed_cleaning_steps(f.function(*address), ManagedHost::simulated)) {
       const auto outcome = step.run();
       CAPTURE(step.name);
       CHECK(outcome.result == StepResult::skipped);
       CHECK_FALSE(outcome.detail.empty());
     }
   }
+  CHECK(f.host.kernel().writes().size() == writes);
+}
+
+// Issue 44: nothing erases an NVMe under libvirt's managed hostdevs, so on a real host its erase
+// fails (the daemon quarantines it) rather than free it as clean with the tenant's data on it.
+TEST_CASE("on a real libvirt-managed host an NVMe's erase fails saying why and what to do; the rest is skipped") {
+  CleaningFixture f;
+  const auto writes = f.host.kernel().writes().size();
+  const auto gpu_steps = libvirt_managed_cleaning_steps(f.function(kGpu), ManagedHost::real);
+  for (const auto& step : gpu_steps) CHECK(step.run().result == StepResult::skipped);
+  const auto steps = libvirt_managed_cleaning_steps(f.function(kNvme), ManagedHost::real);
+  REQUIRE(step_names_of(steps) == std::vector<std::string>{"reset", "firmware", "erase"});
+  const auto erase = steps[2].run();
+  CHECK(erase.result == StepResult::failed);
+  CHECK_MESSAGE(contains(erase.detail, "not erased: under devices.preparation libvirt nothing erases an NVMe"),
+                erase.detail);
+  CHECK_MESSAGE(contains(erase.detail, "set devices.preparation: hostagent"), erase.detail);
+  CHECK(f.nvme_state.opened.empty());
   CHECK(f.host.kernel().writes().size() == writes);
 }
 

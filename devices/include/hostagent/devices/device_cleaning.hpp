@@ -74,8 +74,11 @@ struct CleaningParts {
 };
 std::vector<CleaningStep> host_cleaning_steps(const CleaningParts& parts, const numa::PciFunction& function);
 
-// The steps on a host whose devices libvirt binds (managed hostdevs, a simulated host): each one
-// skipped, saying who does it or that nothing does, so a create after a delete is not kept waiting.
-std::vector<CleaningStep> libvirt_managed_cleaning_steps(const numa::PciFunction& function);
+// The steps on a host whose devices libvirt binds (managed hostdevs): each one skipped, saying who
+// does it or that nothing does, so a create after a delete is not kept waiting; except an NVMe's
+// erase on a real host, which nothing does there and which fails, so the controller is quarantined
+// rather than given to the next tenant with this one's data. A simulated host has no media.
+enum class ManagedHost { simulated, real };
+std::vector<CleaningStep> libvirt_managed_cleaning_steps(const numa::PciFunction& function, ManagedHost host);
 
 }  // namespace hostagent::devices

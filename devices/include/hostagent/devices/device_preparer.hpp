@@ -80,8 +80,9 @@ class DevicePreparer {
   virtual std::vector<CleaningStep> cleaning_steps(const numa::PciFunction& function) = 0;
 };
 
-// Leaves binding to libvirt (managed hostdevs): prepare and release have nothing to do.
-std::unique_ptr<DevicePreparer> make_libvirt_managed_preparer();
+// Leaves binding to libvirt (managed hostdevs): prepare and release have nothing to do; its
+// cleaning steps are libvirt_managed_cleaning_steps for `host`.
+std::unique_ptr<DevicePreparer> make_libvirt_managed_preparer(ManagedHost host);
 
 // One PF whose VFs are made at start.
 struct VfCount {
