@@ -370,7 +370,7 @@ TEST_CASE("on a simulated libvirt-managed host every step is skipped with who do
 
 // Issue 44: nothing erases an NVMe under libvirt's managed hostdevs, so on a real host its erase
 // fails (the daemon quarantines it) rather than free it as clean with the tenant's data on it.
-TEST_CASE("on a real libvirt-managed host an NVMe's erase fails saying why and what to do; the rest is skipped") {
+TEST_CASE("on a real libvirt-managed host an NVMe's erase fails saying why and what to do, the rest skipped") {
   CleaningFixture f;
   const auto writes = f.host.kernel().writes().size();
   const auto gpu_steps = libvirt_managed_cleaning_steps(f.function(kGpu), ManagedHost::real);

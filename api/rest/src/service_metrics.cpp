@@ -146,9 +146,13 @@ void render_connections(MetricsText& out, const ConnectionStats& stats) {
 
 }  // namespace
 
-ServiceMetrics::ServiceMetrics() : request_durations_(request_bounds()) {}
+ServiceMetrics::ServiceMetrics() : release_cleanings_(cleaning_step_bounds()), request_durations_(request_bounds()) {}
 
 void ServiceMetrics::on_event(const daemon::ServiceEvent& event) {
+  if (event.release) {
+    std::lock_guard lock(mutex_);
+    release_cleanings_.observe(event.release->seconds);
+  }
   if (event.kind == daemon::ServiceEvent::Kind::cleaning && event.cleaned) {
     on_cleaned(*event.cleaned);
     return;
@@ -307,6 +311,9 @@ void ServiceMetrics::render_counted(MetricsText& out) {
   for (const auto& [key, histogram] : cleaning_steps_) {
     out.histogram("hostagent_device_cleaning_step_seconds", {{"step", key.first}, {"role", key.second}}, histogram);
   }
+  out.family("hostagent_device_release_cleaning_seconds",
+             "VMs' releases, from the first device seen waiting to the last cleaned or quarantined.", "histogram");
+  out.histogram("hostagent_device_release_cleaning_seconds", {}, release_cleanings_);
   out.family("hostagent_device_cleanings_total", "Device cleanings ended, by outcome (clean or quarantined).",
              "counter");
   for (const auto& [outcome, count] : cleanings_) {

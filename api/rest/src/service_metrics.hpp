@@ -75,8 +75,9 @@ class ServiceMetrics {
   std::map<std::pair<std::string, std::string>, Histogram> cleaning_steps_;  // (step, role)
   std::map<std::array<std::string, 3>, Histogram> start_phases_;             // (kind, phase, template)
   std::map<std::string, uint64_t> cleanings_;                                // by outcome
-  std::set<uint64_t> cleaned_;                                               // record sequences observed
-  std::deque<uint64_t> cleaned_order_;                                       // oldest first, to forget them
+  Histogram release_cleanings_;         // each VM's release: its devices' cleaning, wall time
+  std::set<uint64_t> cleaned_;          // record sequences observed
+  std::deque<uint64_t> cleaned_order_;  // oldest first, to forget them
   Histogram request_durations_;
   std::function<ConnectionStats()> connections_;  // unset until the server runs
 };

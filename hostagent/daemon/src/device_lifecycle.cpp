@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdio>
 #include <set>
 #include <utility>
 
@@ -217,10 +218,16 @@ void DeviceLifecycle::quarantine(const PciAddress& address, const std::string& s
                                  const std::string& vm) {
   DeviceStateEntry device{address, DeviceState::quarantined, step,
                           reason,  state::holder_name(vm),   rfc3339(parts_.clock.now())};
+  std::optional<ReleaseCleaningView> release;  // a device in cleaning ends its part of its VM's release
+  std::string released_by;
   {
     const std::lock_guard lock(mutex_);
     const auto* known = find_entry(devices_, address);
     if (known != nullptr && known->state == DeviceState::quarantined) return;
+    if (known != nullptr && known->state == DeviceState::cleaning) {
+      released_by = known->vm;
+      release = end_in_release_locked(released_by, address, 0);
+    }
     auto next = without(devices_, address);
     next.push_back(device);
     if (auto written = write_locked(next); !written.ok()) {
@@ -232,7 +239,8 @@ void DeviceLifecycle::quarantine(const PciAddress& address, const std::string& s
   }
   log(LogLevel::warning, "quarantine: " + address.to_string() + " out of placement (" + placement_reason(device) + ")",
       {.vm = vm});
-  publish_quarantine(address, quarantine_view(device));
+  if (release) log_release(released_by, *release);
+  publish_quarantine(address, quarantine_view(device), release);
 }
 
 void DeviceLifecycle::note_health(const std::vector<numa::DeviceHealth>& health) {
@@ -359,12 +367,45 @@ std::vector<DeviceStateEntry> DeviceLifecycle::waiting(const std::set<PciAddress
   const std::lock_guard lock(mutex_);
   std::vector<DeviceStateEntry> out;
   for (const auto& device : devices_) {
+    if (device.state == DeviceState::cleaning && held.count(device.address) == 0) note_waiting_locked(device);
     if (device.state == DeviceState::cleaning && held.count(device.address) == 0 &&
         leave_out.count(device.address) == 0) {
       out.push_back(device);
     }
   }
   return out;
+}
+
+// A device of a VM's release seen waiting: the release begins with the first (the supervisor sees
+// them as the VM lets them go), and every one is counted in it, started or not
+// (hygiene.parallel). An operator's cleaning of a free device is no VM's release.
+void DeviceLifecycle::note_waiting_locked(const DeviceStateEntry& entry) {
+  if (entry.vm.empty()) return;
+  auto [release, first] = releases_.try_emplace(entry.vm);
+  if (first) release->second.began = parts_.clock.steady_now();
+  release->second.left.insert(entry.address);
+}
+
+// The device left cleaning (cleaned, or quarantined): its release's figures once it was the last.
+std::optional<ReleaseCleaningView> DeviceLifecycle::end_in_release_locked(const std::string& vm,
+                                                                          const PciAddress& address,
+                                                                          double steps_seconds) {
+  const auto release = releases_.find(vm);
+  if (release == releases_.end() || release->second.left.erase(address) == 0) return std::nullopt;
+  release->second.devices += 1;
+  release->second.steps_seconds += steps_seconds;
+  if (!release->second.left.empty()) return std::nullopt;
+  const std::chrono::duration<double> wall = parts_.clock.steady_now() - release->second.began;
+  ReleaseCleaningView view{release->second.devices, wall.count(), release->second.steps_seconds};
+  releases_.erase(release);
+  return view;
+}
+
+void DeviceLifecycle::log_release(const std::string& vm, const ReleaseCleaningView& release) {
+  char figures[128];
+  std::snprintf(figures, sizeof figures, "%zu devices cleaned in %.3f s, their steps %.3f s together", release.devices,
+                release.seconds, release.steps_seconds);
+  log(LogLevel::info, "cleaning: vm " + vm + "'s release: " + figures, {.vm = vm});
 }
 
 // A device's run, its steps from the preparer; null (and the device quarantined) when the host
@@ -582,11 +623,15 @@ void DeviceLifecycle::conclude(const std::vector<Cleaned>& cleaned) {
   views.reserve(appended->size());
   for (const auto& record : *appended) views.push_back(record_view(record));
   bool freed = true;
+  std::vector<std::optional<ReleaseCleaningView>> releases(cleaned.size());
   {
     const std::lock_guard lock(mutex_);
     auto next = devices_;
     for (std::size_t i = 0; i < cleaned.size(); ++i) {
       last_[cleaned[i].entry.address] = views[i];
+      double steps = 0;
+      for (const auto& step : views[i].steps) steps += step.seconds;
+      releases[i] = end_in_release_locked(cleaned[i].entry.vm, cleaned[i].entry.address, steps);
       if (cleaned[i].evidence.outcome == "clean")
         next.erase(std::remove(next.begin(), next.end(), cleaned[i].entry), next.end());
     }
@@ -608,7 +653,8 @@ void DeviceLifecycle::conclude(const std::vector<Cleaned>& cleaned) {
     } else {
       log_clean(one, view);
     }
-    publish_cleaning(one.entry.address, one.entry.vm, std::nullopt, view);
+    if (releases[i]) log_release(one.entry.vm, *releases[i]);
+    publish_cleaning(one.entry.address, one.entry.vm, std::nullopt, view, releases[i]);
   }
 }
 
@@ -668,24 +714,27 @@ CleaningView DeviceLifecycle::cleaning_view_locked(const DeviceStateEntry& entry
   return view;
 }
 
-void DeviceLifecycle::publish_quarantine(const PciAddress& address, const std::optional<QuarantineView>& entry) {
+void DeviceLifecycle::publish_quarantine(const PciAddress& address, const std::optional<QuarantineView>& entry,
+                                         std::optional<ReleaseCleaningView> release) {
   ServiceEvent event;
   event.kind = ServiceEvent::Kind::quarantine;
   event.vm = entry ? entry->vm : "";
   event.devices = {address};
   event.quarantine = entry;
+  event.release = release;
   parts_.events.publish(event);
 }
 
 void DeviceLifecycle::publish_cleaning(const PciAddress& address, const std::string& vm,
-                                       std::optional<CleaningView> cleaning,
-                                       std::optional<CleaningRecordView> cleaned) {
+                                       std::optional<CleaningView> cleaning, std::optional<CleaningRecordView> cleaned,
+                                       std::optional<ReleaseCleaningView> release) {
   ServiceEvent event;
   event.kind = ServiceEvent::Kind::cleaning;
   event.vm = vm;
   event.devices = {address};
   event.cleaning = std::move(cleaning);
   event.cleaned = std::move(cleaned);
+  event.release = release;
   parts_.events.publish(event);
 }
 

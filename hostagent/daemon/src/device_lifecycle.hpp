@@ -136,9 +136,22 @@ class DeviceLifecycle {
   Status write_locked(std::vector<state::DeviceStateEntry> next);
   void tell_ledger_locked();
   CleaningView cleaning_view_locked(const state::DeviceStateEntry& entry, const std::set<PciAddress>& held) const;
-  void publish_quarantine(const PciAddress& address, const std::optional<QuarantineView>& entry);
+  void publish_quarantine(const PciAddress& address, const std::optional<QuarantineView>& entry,
+                          std::optional<ReleaseCleaningView> release = std::nullopt);
   void publish_cleaning(const PciAddress& address, const std::string& vm, std::optional<CleaningView> cleaning,
-                        std::optional<CleaningRecordView> cleaned);
+                        std::optional<CleaningRecordView> cleaned,
+                        std::optional<ReleaseCleaningView> release = std::nullopt);
+  // One VM's devices let go together, from the first seen waiting to the last cleaned or quarantined.
+  struct Release {
+    std::chrono::steady_clock::time_point began;
+    std::set<PciAddress> left;  // still cleaning
+    std::size_t devices = 0;    // ended
+    double steps_seconds = 0;   // the steps of those ended, summed
+  };
+  void note_waiting_locked(const state::DeviceStateEntry& entry);
+  std::optional<ReleaseCleaningView> end_in_release_locked(const std::string& vm, const PciAddress& address,
+                                                           double steps_seconds);
+  void log_release(const std::string& vm, const ReleaseCleaningView& release);
   void run_thread();
   Status check_on_bus(const PciAddress& address, const std::string& what) const;
 
@@ -148,7 +161,8 @@ class DeviceLifecycle {
   std::vector<state::DeviceStateEntry> devices_;
   std::map<PciAddress, std::string> running_;  // each device being cleaned: its step now
   std::map<PciAddress, CleaningRecordView> last_;
-  std::mutex managed_mutex_;  // libvirt's managed hostdevs: one pass of clean_waiting at a time
+  std::map<std::string, Release> releases_;  // by VM: its release's devices still cleaning
+  std::mutex managed_mutex_;                 // libvirt's managed hostdevs: one pass of clean_waiting at a time
   std::shared_ptr<Shared> shared_;
   std::thread thread_;
 };

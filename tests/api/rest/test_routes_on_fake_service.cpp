@@ -625,7 +625,9 @@ TEST_CASE("cleaning events reach a stream client: cleaning while it runs, then f
   CHECK_MESSAGE(seen.find(failed_data) != std::string::npos, seen);
 }
 
-TEST_CASE("metrics: devices cleaning, quarantined by step, each ended cleaning's steps and outcome counted once") {
+TEST_CASE(
+    "metrics: devices cleaning, quarantined by step, each ended cleaning's steps and outcome counted once, each "
+    "release's wall time") {
   FakeApi api;
   const auto gpus = some_gpus(api, 3);
   api.service.mark_cleaning({gpus[0], "train-0", "2026-12-05T08:00:00Z", "", ""});
@@ -640,6 +642,7 @@ TEST_CASE("metrics: devices cleaning, quarantined by step, each ended cleaning's
   api.service.publish(ended);
   api.service.publish(ended);  // the same record again (a resumed stream, a retry): observed once
   ended.cleaned = cleaning_record(8, gpus[2], "quarantined", {cleaning_step("reset", "failed", "link down", 2)});
+  ended.release = daemon::ReleaseCleaningView{3, 42.5, 97.0};  // the last of train-0's devices
   api.service.publish(ended);
 
   const auto metrics = api.request("GET", "/v1/metrics").body;
@@ -654,7 +657,12 @@ TEST_CASE("metrics: devices cleaning, quarantined by step, each ended cleaning's
         "hostagent_device_cleaning_step_seconds_sum{step=\"reset\",role=\"gpu\"} 2.5\n",
         "hostagent_device_cleaning_step_seconds_count{step=\"reset\",role=\"gpu\"} 2\n",
         "# TYPE hostagent_device_cleanings_total counter\n", "hostagent_device_cleanings_total{outcome=\"clean\"} 1\n",
-        "hostagent_device_cleanings_total{outcome=\"quarantined\"} 1\n"}) {
+        "hostagent_device_cleanings_total{outcome=\"quarantined\"} 1\n",
+        "# TYPE hostagent_device_release_cleaning_seconds histogram\n",
+        "hostagent_device_release_cleaning_seconds_bucket{le=\"30\"} 0\n",
+        "hostagent_device_release_cleaning_seconds_bucket{le=\"60\"} 1\n",
+        "hostagent_device_release_cleaning_seconds_sum 42.5\n",
+        "hostagent_device_release_cleaning_seconds_count 1\n"}) {
     CHECK_MESSAGE(metrics.find(sample) != std::string::npos, sample << " not in\n" << metrics);
   }
   CHECK(metrics.find("step=\"scrub\"") == std::string::npos);                    // skipped: it did not run

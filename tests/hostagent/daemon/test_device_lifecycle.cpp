@@ -304,6 +304,19 @@ TEST_CASE("a reset that never returns is quarantined at its deadline while the o
   REQUIRE(history.ok());
   REQUIRE_FALSE(history->cleanings.empty());
   CHECK(history->cleanings.back().outcome == "quarantined");
+  // The release ended with its last device: all of them, from the delete to the deadline's 2 minutes
+  // (the steady clock moved for nothing else), told once.
+  REQUIRE(cleanings.wait_for([](const auto& events) {
+    return std::any_of(events.begin(), events.end(), [](const daemon::ServiceEvent& e) { return e.release; });
+  }));
+  std::vector<daemon::ReleaseCleaningView> releases;
+  for (const auto& events : {cleanings.events(), quarantines.events()}) {
+    for (const auto& event : events)
+      if (event.release) releases.push_back(*event.release);
+  }
+  REQUIRE(releases.size() == 1);
+  CHECK(releases.front().devices == devices.size());
+  CHECK(releases.front().seconds == doctest::Approx(120.0));
 
   // The next tenant gets the freed GPUs, never the wedged one.
   auto next = create_vm(*service, fixture.request("tenant-b", kOneGpu));

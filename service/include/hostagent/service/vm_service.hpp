@@ -175,6 +175,15 @@ struct DeviceHistoryView {
 // What changed, for the API's event stream. Sinks run on the thread that made the change (an
 // operation thread, libvirt's event thread): they must return quickly and never call back into
 // the service.
+// A VM's devices let go together, once the last of them left cleaning (freed or quarantined): the
+// wall time from the first of them seen waiting to then, beside the sum of their cleanings' steps
+// (how much running them side by side saved).
+struct ReleaseCleaningView {
+  std::size_t devices = 0;
+  double seconds = 0;
+  double steps_seconds = 0;
+};
+
 struct ServiceEvent {
   enum class Kind { vm, operation, device, quarantine, cleaning };
   Kind kind = Kind::vm;
@@ -190,6 +199,9 @@ struct ServiceEvent {
   // nullopt when it ended, then `cleaned` says how
   std::optional<CleaningView> cleaning;
   std::optional<CleaningRecordView> cleaned;
+  // cleaning or quarantine: set on the event of the last device of a VM's release to end
+  // (ReleaseCleaningView).
+  std::optional<ReleaseCleaningView> release;
 };
 
 using ServiceEventSink = std::function<void(const ServiceEvent&)>;
