@@ -322,6 +322,7 @@ Result<std::unique_ptr<daemon::VmService>> DaemonFixture::start(FaultyHypervisor
   parts.hypervisor = std::move(wrapper);
   parts.devices = std::make_unique<RecordingPreparer>(devices_);
   if (clock) parts.clock = clock;
+  parts.hook = hook;
   parts.device_health_interval = device_health_interval;
   parts.boot_id = boot_id;
   return daemon::start_service(std::move(parts));

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "assembly.hpp"
+#include "hostagent/daemon/step_hook.hpp"
 #include "hostagent/service/vm_service.hpp"
 #include "test_support.hpp"
 
@@ -162,6 +163,8 @@ class DaemonFixture {
   daemon::CreateVmRequest request(const std::string& name, const std::string& template_name) const;
 
   // Starts a service; `faulty` and `preparer` (when non-null) receive the doubles it runs with.
+  // The service's step hook (daemon/step_hook): null, none.
+  std::shared_ptr<daemon::StepHook> hook;
   Result<std::unique_ptr<daemon::VmService>> start(FaultyHypervisor** faulty = nullptr,
                                                    const std::shared_ptr<ManualClock>& clock = nullptr);
   std::shared_ptr<RecordingPreparer::Shared> devices() const { return devices_; }

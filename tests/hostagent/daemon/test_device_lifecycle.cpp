@@ -69,6 +69,30 @@ void set_stuck(DaemonFixture& fixture, const std::set<PciAddress>& stuck) {
   fixture.devices()->released.notify_all();
 }
 
+// Tells when the daemon's stop begins to wait for the cleanings under way (the "clean" operation's
+// "stop" step); every other step goes on.
+class StopSeen final : public daemon::StepHook {
+ public:
+  void before_step(const std::string& operation, const std::string& /*vm*/, const std::string& step) override {
+    if (operation != "clean" || step != "stop") return;
+    {
+      std::lock_guard lock(mutex_);
+      seen_ = true;
+    }
+    seen_changed_.notify_all();
+  }
+  // False after 60 s without it (a bound for a failing test).
+  bool wait() {
+    std::unique_lock lock(mutex_);
+    return seen_changed_.wait_for(lock, std::chrono::seconds(60), [this] { return seen_; });
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable seen_changed_;
+  bool seen_ = false;
+};
+
 // A one-GPU VM made: its GPU.
 PciAddress one_gpu_vm(DaemonFixture& fixture, daemon::VmService& service, const std::string& name) {
   auto vm = create_vm(service, fixture.request(name, kOneGpu));
@@ -325,6 +349,44 @@ TEST_CASE("a reset that never returns is quarantined at its deadline while the o
   // The reset returns at last: what it would have said is dropped, the quarantine stands.
   set_stuck(fixture, {});
   CHECK(service->quarantined().size() == 1);
+}
+
+// A stop while a reset never returns: the daemon waits for it until its deadline, no longer, leaves
+// it to the kernel, and the device, still marked, is cleaned again at the next start.
+TEST_CASE("a stop during a reset that never returns waits only until its deadline, and the next start cleans it") {
+  DaemonFixture fixture;
+  fixture.devices()->libvirt_manages = false;
+  const auto stop_seen = std::make_shared<StopSeen>();
+  fixture.hook = stop_seen;
+  const auto clock = std::make_shared<ManualClock>();
+  auto service = started(fixture, nullptr, clock);
+  const auto gpu = one_gpu_vm(fixture, *service, "tenant-a");
+  set_stuck(fixture, {gpu});
+  {
+    const EventsOfKind cleanings(*service, daemon::ServiceEvent::Kind::cleaning);
+    REQUIRE(delete_vm(*service, vm_name("tenant-a")).ok());
+    REQUIRE(cleanings.wait_for([&](const std::vector<daemon::ServiceEvent>& events) {
+      return std::any_of(events.begin(), events.end(), [&](const daemon::ServiceEvent& event) {
+        return event.cleaning && event.cleaning->address == gpu && event.cleaning->step == "reset";
+      });
+    }));
+  }
+  // The stop, on a thread of its own: it waits for the reset; once it does, the deadline passes.
+  std::thread stopping([&service] { service.reset(); });
+  REQUIRE(stop_seen->wait());
+  clock->advance_steady(std::chrono::minutes(2));
+  stopping.join();
+  set_stuck(fixture, {});  // the reset returns at last, to a lifecycle that is gone: it touches nothing
+
+  fixture.hook = nullptr;
+  auto again = started(fixture, nullptr, clock);
+  wait_until_cleaned(*again);
+  const auto history = again->device_history(gpu);
+  REQUIRE(history.ok());
+  REQUIRE_FALSE(history->cleanings.empty());
+  CHECK(history->cleanings.back().outcome == "clean");
+  CHECK(history->cleanings.back().vm == "tenant-a");
+  CHECK(again->quarantined().empty());
 }
 
 // Issue 43, defect 1: vela2's boot NVMe is mounted at /; a request to clean it must not reach a step.
