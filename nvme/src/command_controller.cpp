@@ -5,6 +5,7 @@
 #include <libnvme.h>
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <vector>
 
@@ -35,13 +36,8 @@ uint32_t block_size(const nvme_id_ns& ns) {
   return 1U << ns.lbaf[current_format(ns)].ds;
 }
 
-// The controller's data, as the structure libnvme names it.
-template <typename T>
-T as(std::span<const uint8_t> bytes) {
-  static_assert(std::is_trivially_copyable_v<T>);
-  T out{};
-  std::memcpy(&out, bytes.data(), std::min(sizeof out, bytes.size()));
-  return out;
+std::string namespace_words(uint32_t nsid) {
+  return "identify namespace " + std::to_string(nsid) + " of";
 }
 
 }  // namespace
@@ -51,23 +47,23 @@ std::string status_words(uint16_t status) {
          std::to_string(status) + ")";
 }
 
-Status CommandController::identify_into(uint8_t cns, uint32_t nsid, uint16_t cntid, std::span<uint8_t> data,
-                                        const std::string& what) {
-  Command command{kOpcodeIdentify, nsid, {cns | (uint32_t{cntid} << 16U)}};
-  return admin(command, data, kAdminTimeout, what);
+template <typename T>
+Result<T> CommandController::identify_as(uint8_t cns, uint32_t nsid, const std::string& what) {
+  static_assert(std::is_trivially_copyable_v<T> && sizeof(T) <= kLargestTransfer);
+  std::array<uint8_t, sizeof(T)> data{};
+  HA_TRY_STATUS(admin(Command{kOpcodeIdentify, nsid, {cns}}, data, kAdminTimeout, what));
+  T out{};
+  std::memcpy(&out, data.data(), sizeof out);
+  return out;
 }
 
 Result<ControllerInfo> CommandController::identify() {
-  std::vector<uint8_t> data(sizeof(nvme_id_ctrl));
-  HA_TRY_STATUS(identify_into(kCnsController, 0, 0, data, "identify controller"));
-  const auto id = as<nvme_id_ctrl>(data);
+  HA_TRY(const auto id, identify_as<nvme_id_ctrl>(kCnsController, 0, "identify controller"));
   return ControllerInfo{trimmed(id.mn, sizeof id.mn), le16toh(id.oacs), id.fna, le32toh(id.sanicap), id.cmic};
 }
 
 Result<std::vector<uint32_t>> CommandController::namespace_list(uint8_t cns, const std::string& what) {
-  std::vector<uint8_t> data(sizeof(nvme_ns_list));
-  HA_TRY_STATUS(identify_into(cns, 0, 0, data, what));
-  const auto list = as<nvme_ns_list>(data);
+  HA_TRY(const auto list, identify_as<nvme_ns_list>(cns, 0, what));
   std::vector<uint32_t> out;
   for (const auto raw : list.ns) {
     if (le32toh(raw) == 0) break;  // the list ends at the first zero
@@ -80,9 +76,7 @@ Result<std::vector<NamespaceInfo>> CommandController::namespaces() {
   HA_TRY(const auto nsids, namespace_list(kCnsActiveNamespaces, "list the namespaces of"));
   std::vector<NamespaceInfo> out;
   for (const auto nsid : nsids) {
-    std::vector<uint8_t> data(sizeof(nvme_id_ns));
-    HA_TRY_STATUS(identify_into(kCnsNamespace, nsid, 0, data, "identify namespace " + std::to_string(nsid) + " of"));
-    const auto ns = as<nvme_id_ns>(data);
+    HA_TRY(const auto ns, identify_as<nvme_id_ns>(kCnsNamespace, nsid, namespace_words(nsid)));
     block_sizes_[nsid] = block_size(ns);
     out.push_back({nsid, le64toh(ns.nsze), block_sizes_[nsid], ns.dlfeat});
   }
@@ -93,9 +87,8 @@ Status CommandController::format(uint32_t nsid, SecureErase erase, std::chrono::
   // The LBA format it has: an erase, not a change of block size.
   uint32_t lbaf = 0;
   if (nsid != kAllNamespaces) {
-    std::vector<uint8_t> data(sizeof(nvme_id_ns));
-    HA_TRY_STATUS(identify_into(kCnsNamespace, nsid, 0, data, "identify namespace " + std::to_string(nsid) + " of"));
-    lbaf = current_format(as<nvme_id_ns>(data));
+    HA_TRY(const auto ns, identify_as<nvme_id_ns>(kCnsNamespace, nsid, namespace_words(nsid)));
+    lbaf = current_format(ns);
   }
   // CDW10: LBAF in bits 3:0, SES in 11:9; no protection information, metadata as it is.
   const Command command{kOpcodeFormat, nsid, {lbaf | (static_cast<uint32_t>(erase) << 9U)}};
@@ -114,7 +107,8 @@ Result<SanitizeProgress> CommandController::sanitize_progress() {
   const uint32_t dwords = static_cast<uint32_t>(data.size() / 4 - 1);
   const Command command{kOpcodeGetLogPage, NVME_NSID_ALL, {kLogSanitize | (dwords << 16U)}};
   HA_TRY_STATUS(admin(command, data, kAdminTimeout, "read the sanitize status log of"));
-  const auto log = as<nvme_sanitize_log_page>(data);
+  nvme_sanitize_log_page log{};
+  std::memcpy(&log, data.data(), sizeof log);
   const auto state = le16toh(log.sstat) & 0x7;
   if (state > 4) {
     return Error{ErrorCode::parse_error,
@@ -126,9 +120,8 @@ Result<SanitizeProgress> CommandController::sanitize_progress() {
 Result<uint32_t> CommandController::block_size_of(uint32_t nsid) {
   const auto known = block_sizes_.find(nsid);
   if (known != block_sizes_.end()) return known->second;
-  std::vector<uint8_t> data(sizeof(nvme_id_ns));
-  HA_TRY_STATUS(identify_into(kCnsNamespace, nsid, 0, data, "identify namespace " + std::to_string(nsid) + " of"));
-  return block_sizes_[nsid] = block_size(as<nvme_id_ns>(data));
+  HA_TRY(const auto ns, identify_as<nvme_id_ns>(kCnsNamespace, nsid, namespace_words(nsid)));
+  return block_sizes_[nsid] = block_size(ns);
 }
 
 Result<std::vector<uint8_t>> CommandController::read_block(uint32_t nsid, uint64_t lba) {
@@ -147,9 +140,8 @@ Result<std::vector<uint8_t>> CommandController::read_block(uint32_t nsid, uint64
 }
 
 Result<std::optional<uint16_t>> CommandController::secondary_controller(uint16_t vf_number) {
-  std::vector<uint8_t> data(sizeof(nvme_secondary_ctrl_list));
-  HA_TRY_STATUS(identify_into(kCnsSecondaryControllers, 0, 0, data, "list the secondary controllers of"));
-  const auto list = as<nvme_secondary_ctrl_list>(data);
+  HA_TRY(const auto list,
+         identify_as<nvme_secondary_ctrl_list>(kCnsSecondaryControllers, 0, "list the secondary controllers of"));
   for (int i = 0; i < list.num && i < static_cast<int>(NVME_ID_SECONDARY_CTRL_MAX); ++i) {
     if (le16toh(list.sc_entry[i].vfn) == vf_number) return std::optional<uint16_t>(le16toh(list.sc_entry[i].scid));
   }
@@ -157,9 +149,9 @@ Result<std::optional<uint16_t>> CommandController::secondary_controller(uint16_t
 }
 
 Result<int> CommandController::subsystem_controllers() {
-  std::vector<uint8_t> data(sizeof(nvme_ctrl_list));
-  HA_TRY_STATUS(identify_into(kCnsSubsystemControllers, 0, 0, data, "list the controllers of the subsystem of"));
-  return static_cast<int>(le16toh(as<nvme_ctrl_list>(data).num));
+  HA_TRY(const auto controllers,
+         identify_as<nvme_ctrl_list>(kCnsSubsystemControllers, 0, "list the controllers of the subsystem of"));
+  return static_cast<int>(le16toh(controllers.num));
 }
 
 Result<std::vector<uint32_t>> CommandController::allocated_namespaces() {
@@ -170,10 +162,9 @@ Result<std::vector<uint32_t>> CommandController::namespaces_attached_to(uint16_t
   HA_TRY(const auto allocated, allocated_namespaces());
   std::vector<uint32_t> out;
   for (const auto nsid : allocated) {
-    std::vector<uint8_t> data(sizeof(nvme_ctrl_list));
-    HA_TRY_STATUS(identify_into(kCnsNamespaceControllers, nsid, 0, data,
-                                "list the controllers of namespace " + std::to_string(nsid) + " of"));
-    const auto controllers = as<nvme_ctrl_list>(data);
+    HA_TRY(const auto controllers,
+           identify_as<nvme_ctrl_list>(kCnsNamespaceControllers, nsid,
+                                       "list the controllers of namespace " + std::to_string(nsid) + " of"));
     const int count = std::min<int>(le16toh(controllers.num), static_cast<int>(NVME_ID_CTRL_LIST_MAX));
     for (int i = 0; i < count; ++i) {
       if (le16toh(controllers.identifier[i]) == cntlid) out.push_back(nsid);

@@ -70,7 +70,10 @@ class CommandController : public Controller {
   const std::string& name() const { return name_; }
 
  private:
-  Status identify_into(uint8_t cns, uint32_t nsid, uint16_t cntid, std::span<uint8_t> data, const std::string& what);
+  // Identify's data for `cns` (and `nsid`), as libnvme's structure T for it (defined and used in
+  // command_controller.cpp alone).
+  template <typename T>
+  Result<T> identify_as(uint8_t cns, uint32_t nsid, const std::string& what);
   Result<uint32_t> block_size_of(uint32_t nsid);
   Result<std::vector<uint32_t>> namespace_list(uint8_t cns, const std::string& what);
 

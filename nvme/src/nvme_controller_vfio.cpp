@@ -174,6 +174,11 @@ class VfioController final : public detail::CommandController {
     return ok_status();
   }
 
+  // A command's failure: "WHAT NAME: WHY".
+  Error failure(const std::string& what, const std::string& why) const {
+    return Error{ErrorCode::io_error, what + " " + name() + ": " + why};
+  }
+
   uint8_t* page(Page which) const { return pages_ + which * kPage; }
   static uint64_t iova(Page which) { return kIova + which * kPage; }
 
@@ -281,7 +286,7 @@ class VfioController final : public detail::CommandController {
 
   Status run_at(Queue& queue, const detail::Command& command, uint64_t prp1, uint64_t prp2, milliseconds timeout,
                 const std::string& what) {
-    if (!broken_.empty()) return Error{ErrorCode::io_error, what + " " + name() + ": " + broken_};
+    if (!broken_.empty()) return failure(what, broken_);
     const uint16_t cid = queue.next_cid++;
     std::array<uint32_t, 16> entry{};
     entry[0] = command.opcode | (uint32_t{cid} << 16U);
@@ -300,10 +305,10 @@ class VfioController final : public detail::CommandController {
     if ((dw3 & 0xffffU) != cid) {
       broken_ = "its queue completed command " + std::to_string(dw3 & 0xffffU) + " where " + std::to_string(cid) +
                 " was the one outstanding";
-      return Error{ErrorCode::io_error, what + " " + name() + ": " + broken_};
+      return failure(what, broken_);
     }
     const auto status = static_cast<uint16_t>((dw3 >> 17U) & 0x7fffU);
-    if (status != 0) return Error{ErrorCode::io_error, what + " " + name() + ": " + detail::status_words(status)};
+    if (status != 0) return failure(what, detail::status_words(status));
     return ok_status();
   }
 
@@ -321,7 +326,7 @@ class VfioController final : public detail::CommandController {
       }
       if (Clock::now() - start > timeout) {
         broken_ = "a command did not complete within " + std::to_string(timeout.count()) + " ms";
-        return Error{ErrorCode::io_error, what + " " + name() + ": " + broken_};
+        return failure(what, broken_);
       }
       pause_after(Clock::now() - start);
     }

@@ -367,11 +367,9 @@ std::vector<DeviceStateEntry> DeviceLifecycle::waiting(const std::set<PciAddress
   const std::lock_guard lock(mutex_);
   std::vector<DeviceStateEntry> out;
   for (const auto& device : devices_) {
-    if (device.state == DeviceState::cleaning && held.count(device.address) == 0) note_waiting_locked(device);
-    if (device.state == DeviceState::cleaning && held.count(device.address) == 0 &&
-        leave_out.count(device.address) == 0) {
-      out.push_back(device);
-    }
+    if (device.state != DeviceState::cleaning || held.count(device.address) != 0) continue;
+    note_waiting_locked(device);
+    if (leave_out.count(device.address) == 0) out.push_back(device);
   }
   return out;
 }
