@@ -2,7 +2,10 @@
 # Starts, stops or restarts a real libvirtd (with virtlogd) on a machine without systemd, as CI and
 # the lifecycle tests need, and reserves the hugepages those tests' guests are backed by.
 #   scripts/libvirtd.sh start [HUGEPAGES_2M]   (default 1200: two 1 GiB guests and some slack)
-#   scripts/libvirtd.sh stop | restart
+#   scripts/libvirtd.sh stop
+#   scripts/libvirtd.sh restart [HUGEPAGES_2M]   both daemons anew, owned by the caller (CI's run):
+#     one left by an earlier session may be on its way out, and a check that it answers now does
+#     not keep it answering for the next hour
 # It does not wait for libvirtd to answer: the first start can spend several seconds probing QEMU,
 # and every client (the daemon, the tests) retries virConnectOpen until it does.
 set -euo pipefail
@@ -36,26 +39,27 @@ start() {
   echo "libvirtd.sh: libvirtd pid $(cat /run/libvirtd.pid 2>/dev/null || echo '?')"
 }
 
-stop() {
-  if running /run/libvirtd.pid; then
-    local pid
-    pid="$(cat /run/libvirtd.pid)"
-    kill "$pid"
-    for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-  fi
-  # libvirtd leaves running QEMU processes alone: a restarted libvirtd reattaches to them.
+stop_pidfile() {
+  running "$1" || return 0
+  local pid
+  pid="$(cat "$1")"
+  kill "$pid"
+  for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
 }
+
+# libvirtd leaves running QEMU processes alone: a restarted libvirtd reattaches to them.
+stop() { stop_pidfile /run/libvirtd.pid; }
 
 case "${1:-}" in
   start) start "${2:-1200}" ;;
   stop) stop ;;
   restart)
     stop
-    running /run/virtlogd.pid || virtlogd -d
-    libvirtd -d
+    stop_pidfile /run/virtlogd.pid
+    start "${2:-1200}"
     ;;
   *)
-    echo "usage: scripts/libvirtd.sh start [HUGEPAGES_2M] | stop | restart" >&2
+    echo "usage: scripts/libvirtd.sh start|restart [HUGEPAGES_2M] | stop" >&2
     exit 2
     ;;
 esac

@@ -2,6 +2,7 @@
 # Starts or stops a real OpenStack Placement (Debian 12's placement-api 8.0.0, under uwsgi) on
 # loopback, for the fleet tests and benchmarks, as scripts/libvirtd.sh does for libvirtd:
 #   scripts/placement.sh start [PORT]   (default 18778; prints the URL)
+#   scripts/placement.sh restart [PORT]   stops any running one first, so that the caller owns it (CI)
 #   scripts/placement.sh stop | url
 # Standalone: no Keystone (auth_strategy noauth2: the token "admin" is an administrator), SQLite in
 # $HOSTAGENT_CACHE_DIR/placement. SQLite takes one writer at a time, so uwsgi runs one process with
@@ -86,10 +87,14 @@ stop() {
 
 case "${1:-}" in
   start) start "${2:-18778}" ;;
+  restart)
+    stop
+    start "${2:-18778}"
+    ;;
   stop) stop ;;
   url) running && url ;;
   *)
-    echo "usage: scripts/placement.sh start [PORT] | stop | url" >&2
+    echo "usage: scripts/placement.sh start|restart [PORT] | stop | url" >&2
     exit 2
     ;;
 esac

@@ -146,10 +146,12 @@ fi
 echo "HOSTAGENT_REFERENCE_DATA=${HOSTAGENT_REFERENCE_DATA:-<unset: reference-data tests will be skipped>}"
 phase format "clang-format, test names" scripts/lint.sh --format
 # A real libvirtd with QEMU for the lifecycle tests. Here its absence is a failure, not a skip.
-phase libvirtd "scripts/libvirtd.sh start" scripts/libvirtd.sh start
+# Both services are started anew, owned by this run: CI begins as the session before it ends, and
+# a libvirtd or Placement that session left answered the start's check, then went (stop 51).
+phase libvirtd "scripts/libvirtd.sh restart" scripts/libvirtd.sh restart
 export HOSTAGENT_REQUIRE_LIBVIRTD=1
 # A real Placement for the fleet suites, on loopback with a fresh database. Likewise required.
-phase placement "scripts/placement.sh start" scripts/placement.sh start
+phase placement "scripts/placement.sh restart" scripts/placement.sh restart
 HOSTAGENT_PLACEMENT_URL="$(scripts/placement.sh url)"
 export HOSTAGENT_PLACEMENT_URL HOSTAGENT_REQUIRE_PLACEMENT=1
 # The OpenAPI lint's pinned Redocly CLI, installed above: its absence fails the test too.

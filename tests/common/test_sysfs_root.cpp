@@ -74,6 +74,14 @@ TEST_CASE("cpu lists parse the kernel's cpulist format and format back to ranges
   const auto huge = parse_cpu_list("0-2147483647");  // would loop forever and exhaust memory
   REQUIRE_FALSE(huge.ok());
   CHECK(huge.error().message.find("beyond any host") != std::string::npos);
+  // Out of order, overlapping, nested and repeated ranges: sorted and unique ids, each once.
+  CHECK(parse_cpu_list("10-12,2,0-3,11,1-1,3-5,12-12,4").value() == std::vector<int>{0, 1, 2, 3, 4, 5, 10, 11, 12});
+  std::string repeated = "65535";
+  for (int i = 0; i < 500; ++i) repeated += ",0-65535";
+  const auto all = parse_cpu_list(repeated).value();
+  REQUIRE(all.size() == 65536);
+  CHECK(all.front() == 0);
+  CHECK(all.back() == 65535);
   CHECK(format_cpu_list({0, 1, 2, 3, 8, 10, 11}) == "0-3,8,10-11");
   CHECK(format_cpu_list({}) == "");
 }
