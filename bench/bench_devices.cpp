@@ -14,7 +14,17 @@
 // arm rotating), so drift on a shared machine hits the arms alike; ratios are medians over medians.
 // No timing is asserted; what is checked is that every release leaves the fixture as it found it.
 //
-// Usage: bench_devices [ROUNDS]   (default 60)
+// Then a VM's release as the daemon cleans it (issue 44): the daemon itself (VmService, over
+// libvirt's test driver) creates and deletes the same VM, its preparer over a fake kernel of its own
+// whose every function reset takes the 100 ms the kernel's pcie_flr waits, and each NVMe a
+// controller of its own. One arm cleans the released devices one at a time (hygiene.parallel: 1,
+// what cleaning did before issue 44), the other all at once (0, the default); the rounds interleave.
+// Timed: the release's wall time as the daemon measures it (its release event: from the first
+// device waiting to the last free), against the sum of the devices' steps; every device must come
+// back clean. The resets are the only wait modelled: a real NVMe format or GPU scrub takes seconds
+// to hours, which widens the gap.
+//
+// Usage: bench_devices [ROUNDS [CLEANING_ROUNDS]]   (default 60 and 5)
 #include <fcntl.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -23,21 +33,29 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "assembly.hpp"
 #include "fake_kernel.hpp"
+#include "fake_nvme.hpp"
 #include "fake_pci_drivers.hpp"
 #include "fake_vf_netlink.hpp"
 #include "file_calls.hpp"
+#include "hostagent/config/daemon_config.hpp"
+#include "hostagent/daemon/service_parts.hpp"
 #include "hostagent/devices/device_preparer.hpp"
 #include "hostagent/devices/device_records.hpp"
 #include "hostagent/discovery/discovery.hpp"
@@ -417,10 +435,184 @@ Samples sum(const Samples& a, const Samples& b) {
   return out;
 }
 
+// ---- a release's cleaning: every device at once against one at a time -------------------------
+
+// Each NVMe a controller of its own, as on a host, with a namespace the tenant wrote: one erase
+// never touches another's state, so erases on two threads share nothing but the map.
+class PerDeviceNvme final : public nvme::ControllerOpener {
+ public:
+  Result<std::unique_ptr<nvme::Controller>> open(const std::string& controller_device,
+                                                 nvme::NamespaceDevices /*namespace_devices*/) override {
+    return controller(controller_device);
+  }
+  Result<std::unique_ptr<nvme::Controller>> open_vfio(const std::string& address, int /*group*/) override {
+    return controller(address);
+  }
+
+ private:
+  Result<std::unique_ptr<nvme::Controller>> controller(const std::string& key) {
+    const std::lock_guard lock(mutex_);
+    auto [at, made] = states_.try_emplace(key);
+    if (made) at->second.namespaces = {testing::fake_namespace(1)};
+    at->second.write(1, 0, 0xa5);  // the tenant's, for the erase to take and the read-back to check
+    return std::unique_ptr<nvme::Controller>(std::make_unique<testing::FakeNvmeController>(at->second));
+  }
+  std::mutex mutex_;
+  std::map<std::string, testing::FakeNvmeState> states_;  // node-based: a state never moves
+};
+
+// The nvme driver's view of each NVMe it drives, as drivers/nvme/host/core.c leaves it: a live
+// controller under the function, which the erase step waits for after a rebind.
+void drive_nvme_controllers(const Fixture& fixture) {
+  int index = 0;
+  for (const auto& f : fixture.host.pci_devices) {
+    if (f.role != numa::PciRole::nvme) continue;
+    const fs::path dir = fixture.kernel.host_path("/sys/bus/pci/devices/" + f.address.to_string() + "/nvme");
+    std::error_code ec;
+    if (fs::is_directory(dir, ec) && !fs::is_empty(dir, ec)) {
+      for (const auto& entry : fs::directory_iterator(dir)) std::ofstream(entry.path() / "state") << "live\n";
+      continue;
+    }
+    fs::create_directories(dir / ("nvme" + std::to_string(100 + index)));
+    std::ofstream(dir / ("nvme" + std::to_string(100 + index)) / "state") << "live\n";
+    ++index;
+  }
+}
+
+// One arm: a daemon of its own (state, libvirt test driver instance and fake kernel), cleaning
+// hygiene.parallel devices at a time.
+struct CleaningArm {
+  CleaningArm(int at_a_time, const fs::path& scratch, const fs::path& shm)
+      : parallel(at_a_time),
+        fixture(shm / "host"),
+        vm_name("clean-" + std::to_string(at_a_time)),
+        request{.name = take(VmName::parse(vm_name, "name"), "the VM's name"), .template_name = "gx3d-160x1792x8h100"} {
+    fixture.kernel.delay(R"(/sys/bus/pci/devices/[^/]+/reset)", std::chrono::milliseconds(100));
+    drive_nvme_controllers(fixture);
+    // The host's network configuration, as a fabric's hosts have it: PFs that carry jumbo frames,
+    // which the template's VFs ask for (nics.vf.mtu).
+    for (const auto& f : fixture.host.pci_devices) {
+      if (f.sriov && !f.net_interfaces.empty()) {
+        std::ofstream(fixture.kernel.host_path("/sys/class/net/" + f.net_interfaces.front() + "/mtu")) << "9000\n";
+      }
+    }
+    auto config = config::embedded_default_config("vela2", scratch);
+    // A test driver of its own (a file-backed test:/// URI is a private instance), so that neither
+    // arm's daemon sees the other's domains.
+    fs::create_directories(scratch);
+    // The pool embedded_default_config names, as test:///default has it.
+    std::ofstream(scratch / "node.xml") << "<node><pool type='dir'><name>" << config.storage_pool
+                                        << "</name><target><path>/default-pool</path></target></pool></node>\n";
+    config.libvirt_uri = "test://" + (scratch / "node.xml").string();
+    config.template_directories = {fs::path(HOSTAGENT_SOURCE_DIR) / "vmtemplates" / "templates"};
+    config.hygiene.parallel = at_a_time;
+    // The template's image is the fleet's; a sparse one where a request's image may lie stands in.
+    const fs::path image = config.image_directories.front() / "boot.raw";
+    fs::create_directories(image.parent_path());
+    std::ofstream(image, std::ios::binary).close();
+    fs::resize_file(image, 1ULL << 30);
+    request.boot_image = image.string();
+    auto parts = take(cli::assemble_parts(config), "assemble the daemon");
+    parts.config.devices.preparation = "hostagent";
+    parts.host = fixture.host;
+    parts.host_sysfs_root = fixture.root;
+    devices::HostDeviceParts device_parts;
+    device_parts.sysfs_root = fixture.root;
+    device_parts.writer = std::make_unique<CountingWriter>(fixture.kernel);
+    device_parts.config_space = take(vfio::make_libpci_config_space(fixture.root), "libpci over the fixture");
+    device_parts.netlink = std::make_unique<CountingNetlink>(fixture.host);
+    device_parts.nvme = std::make_unique<PerDeviceNvme>();
+    device_parts.records_directory = scratch / "state" / "devices";
+    parts.devices = take(devices::make_host_device_preparer(fixture.host, std::move(device_parts)), "the preparer");
+    service = take(daemon::start_service(std::move(parts)), "start the daemon");
+    subscription = service->subscribe([this](const daemon::ServiceEvent& event) {
+      if (!event.release) return;
+      const std::lock_guard lock(mutex);
+      release = *event.release;
+      released.notify_all();
+    });
+  }
+  ~CleaningArm() { service->unsubscribe(subscription); }
+  CleaningArm(const CleaningArm&) = delete;
+  CleaningArm& operator=(const CleaningArm&) = delete;
+
+  // Create, delete, and wait for the release's end (the daemon's event), every device clean.
+  void round(bool timed) {
+    {
+      const std::lock_guard lock(mutex);
+      release.reset();
+    }
+    const auto created = take(daemon::create_vm(*service, request), "create " + vm_name);
+    if (created.state != virt::to_string(virt::DomainState::running)) fail(vm_name + " is " + created.state);
+    check(daemon::delete_vm(*service, request.name), "delete " + vm_name);
+    std::unique_lock lock(mutex);
+    if (!released.wait_for(lock, std::chrono::minutes(5), [this] { return release.has_value(); })) {
+      fail(vm_name + ": its release did not end within 5 minutes");
+    }
+    const auto quarantined = service->quarantined();
+    if (!quarantined.empty()) {
+      fail(vm_name + ": " + quarantined.front().address.to_string() + " was quarantined at " +
+           quarantined.front().step + ": " + quarantined.front().reason);
+    }
+    devices = release->devices;
+    if (!timed) return;
+    wall.ms.push_back(release->seconds * 1e3);
+    steps.ms.push_back(release->steps_seconds * 1e3);
+  }
+
+  int parallel;
+  Fixture fixture;
+  std::string vm_name;
+  daemon::CreateVmRequest request;
+  std::unique_ptr<daemon::VmService> service;
+  uint64_t subscription = 0;
+  std::mutex mutex;
+  std::condition_variable released;
+  std::optional<daemon::ReleaseCleaningView> release;
+  std::size_t devices = 0;
+  Samples wall, steps;
+};
+
+void cleaning_section(int rounds) {
+  const bench::ScratchDir scratch("cleaning", "/tmp");
+  const bench::ScratchDir shm("cleaning", "/dev/shm");
+  // The daemon's state (device states, evidence) on disk, as on a host, and in a third arm on
+  // tmpfs: the difference is what making each cleaning's record durable costs.
+  std::vector<std::unique_ptr<CleaningArm>> arms;
+  for (const auto& [parallel, state] : {std::pair{1, scratch.path()}, {0, scratch.path()}, {0, shm.path() / "state"}}) {
+    const std::string name = "parallel-" + std::to_string(parallel) + "-" + std::to_string(arms.size());
+    arms.push_back(std::make_unique<CleaningArm>(parallel, state / name, shm.path() / name));
+  }
+  for (auto& arm : arms) arm->round(false);  // warm
+  const auto start = Clock::now();
+  for (int round = 0; round < rounds; ++round) {
+    for (std::size_t i = 0; i < arms.size(); ++i) arms[(round + i) % arms.size()]->round(true);
+  }
+  const double wall_s = double(ns_since(start)) / 1e9;
+  const auto& serial = *arms[0];
+  const auto& parallel = *arms[1];
+  std::printf(
+      "\nthe release's cleaning, as the daemon runs it: gx3d-160x1792x8h100 created and deleted, %zu devices "
+      "cleaned, each function reset taking the kernel's 100 ms FLR wait; %d rounds interleaved, %.1f s\n",
+      parallel.devices, rounds, wall_s);
+  std::printf("  %-56s %8s %8s %12s %13s\n", "(ms, from the first device waiting to the last free)", "median", "p90",
+              "steps summed", "x all at once");
+  const auto row = [&](const char* label, const CleaningArm& arm) {
+    std::printf("  %-56s %8.1f %8.1f %12.1f %13.2f\n", label, arm.wall.median(), arm.wall.p90(), arm.steps.median(),
+                arm.wall.median() / parallel.wall.median());
+  };
+  row("one at a time (hygiene.parallel: 1), state on disk", serial);
+  row("all at once (hygiene.parallel: 0, the default), on disk", parallel);
+  row("all at once, the daemon's state on tmpfs", *arms[2]);
+  std::printf("  one at a time / all at once = %.2f; all at once, wall / steps summed = %.3f\n",
+              serial.wall.median() / parallel.wall.median(), parallel.wall.median() / parallel.steps.median());
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   const int rounds = argc > 1 ? std::max(1, std::atoi(argv[1])) : 60;
+  const int cleaning_rounds = argc > 2 ? std::max(1, std::atoi(argv[2])) : 5;
   const std::string load_before = load_average();
   const bench::ScratchDir scratch("devices", "/tmp");
   const bench::ScratchDir shm("devices", "/dev/shm");
@@ -529,5 +721,6 @@ int main(int argc, char** argv) {
       disk_total.median() - tmpfs_total.median(), disk_total.median() / tmpfs_total.median(), on_disk.fsync.median(),
       on_disk.fsync.p90(), on_disk.file_ops.median(), on_disk.file_ops.p90(), on_tmpfs.fsync.median(),
       on_tmpfs.file_ops.median());
+  cleaning_section(cleaning_rounds);
   return 0;
 }

@@ -1,9 +1,11 @@
 // Test helper: the fake kernel's write routing, fault injection and tree snapshots.
 #include "fake_kernel.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 namespace fs = std::filesystem;
 
@@ -25,14 +27,35 @@ Error FakeKernel::refuse(int err, const std::string& kernel_path, std::string_vi
 }
 
 void FakeKernel::model(const std::string& pattern, Model model) {
+  const std::lock_guard lock(mutex_);
   models_.push_back(Entry{std::regex(pattern), std::move(model)});
 }
 
 void FakeKernel::fail_write(const std::string& pattern, int err, int nth) {
+  const std::lock_guard lock(mutex_);
   faults_.push_back(Fault{std::regex(pattern), err, nth});
 }
 
+void FakeKernel::delay(const std::string& pattern, std::chrono::milliseconds duration) {
+  const std::lock_guard lock(mutex_);
+  delays_.push_back({std::regex(pattern), duration});
+}
+
 Status FakeKernel::write(const std::string& kernel_path, std::string_view value) {
+  std::chrono::milliseconds wait{0};
+  Status status = ok_status();
+  {
+    const std::lock_guard lock(mutex_);
+    status = write_locked(kernel_path, value);
+    for (const auto& delay : delays_) {
+      if (std::regex_match(kernel_path, delay.pattern)) wait = std::max(wait, delay.duration);
+    }
+  }
+  if (wait.count() > 0) std::this_thread::sleep_for(wait);
+  return status;
+}
+
+Status FakeKernel::write_locked(const std::string& kernel_path, std::string_view value) {
   // Every matching fault counts this write, so faults on overlapping patterns keep their own nth.
   // One fault fires per write; another due on the same write fires on the next matching one.
   auto due = faults_.end();

@@ -7,11 +7,16 @@
 // Fault injection fails the Nth write matching a pattern before anything changes, as the kernel does
 // when a store() handler returns an error, so every step of a multi-step preparation can be made to
 // fail and the rollback checked against a snapshot of the tree.
+//
+// Writes may come from several threads, as the daemon's parallel cleanings make them: each is
+// handled whole under one lock (the models' state included), as if the driver core serialized them.
 #pragma once
 
+#include <chrono>
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <mutex>
 #include <regex>
 #include <string>
 #include <string_view>
@@ -41,6 +46,12 @@ class FakeKernel final : public SysfsWriter {
   // nothing. Each injected fault fires once.
   void fail_write(const std::string& pattern, int err, int nth = 1);
 
+  // Writes to kernel paths matching `pattern` return `duration` after their model ran, outside the
+  // lock: as a function reset holds its writer, not the bus (pcie_flr sleeps 100 ms after starting
+  // an FLR, PCIe r4.0 sec 6.6.2; drivers/pci/pci.c), so resets of two devices wait side by side.
+  // For benches, which time what the kernel's waits add; no test sets one.
+  void delay(const std::string& pattern, std::chrono::milliseconds duration);
+
   // Every write that reached a model or the plain store, in order: {kernel path, value}.
   const std::vector<std::pair<std::string, std::string>>& writes() const { return writes_; }
   int faults_fired() const { return faults_fired_; }
@@ -61,7 +72,16 @@ class FakeKernel final : public SysfsWriter {
     int remaining = 1;  // matching writes still to let through, plus this one
   };
 
+  struct Delay {
+    std::regex pattern;
+    std::chrono::milliseconds duration;
+  };
+  Status write_locked(const std::string& kernel_path, std::string_view value);
+
   std::filesystem::path root_;
+  // Recursive: a model may write another attribute through the kernel.
+  std::recursive_mutex mutex_;
+  std::vector<Delay> delays_;
   std::vector<Entry> models_;
   std::vector<Fault> faults_;
   std::vector<std::pair<std::string, std::string>> writes_;
