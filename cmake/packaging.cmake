@@ -26,6 +26,15 @@ install(FILES ${_pkg_src}/systemd/hostagent.service ${_pkg_src}/systemd/hostagen
 install(FILES ${_pkg_src}/systemd/sysusers.conf DESTINATION lib/sysusers.d RENAME hostagent.conf)
 install(FILES ${_pkg_src}/systemd/tmpfiles.conf DESTINATION lib/tmpfiles.d RENAME hostagent.conf)
 install(FILES ${_pkg_src}/systemd/modules-load.conf DESTINATION lib/modules-load.d RENAME hostagent.conf)
+install(FILES ${_pkg_src}/systemd/hostagent-initramfs.path ${_pkg_src}/systemd/hostagent-initramfs.service
+        DESTINATION lib/systemd/system)
+
+# --- boot: the tenant NVMe controllers held from the nvme driver (docs/devices.md, packaging/boot) -
+install(PROGRAMS ${_pkg_src}/boot/hold-at-boot ${_pkg_src}/boot/refresh-initramfs DESTINATION libexec/hostagent)
+install(FILES ${_pkg_src}/boot/modprobe.conf DESTINATION lib/modprobe.d RENAME hostagent.conf)
+install(PROGRAMS ${_pkg_src}/boot/initramfs-tools-hook DESTINATION share/initramfs-tools/hooks RENAME hostagent)
+install(PROGRAMS ${_pkg_src}/boot/dracut-module-setup.sh DESTINATION lib/dracut/modules.d/90hostagent
+        RENAME module-setup.sh)
 
 # --- configuration and directories ---------------------------------------------------------------
 install(FILES ${_pkg_src}/hostagent.yaml DESTINATION /etc/hostagent)
@@ -124,9 +133,10 @@ set(CPACK_DEBIAN_PACKAGE_SECTION admin)
 set(CPACK_DEBIAN_PACKAGE_PRIORITY optional)
 # Libraries from dpkg-shlibdeps (dpkg-dev), the daemons it drives written out.
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
-set(CPACK_DEBIAN_PACKAGE_DEPENDS "libvirt-daemon-system, qemu-system-x86")
+# kmod: its modprobe runs the boot hold's install line (packaging/boot/modprobe.conf).
+set(CPACK_DEBIAN_PACKAGE_DEPENDS "libvirt-daemon-system, qemu-system-x86, kmod")
 set(CPACK_DEBIAN_PACKAGE_CONTROL_EXTRA ${_pkg_src}/deb/conffiles ${_pkg_src}/deb/postinst ${_pkg_src}/deb/prerm
-                                       ${_pkg_src}/deb/postrm)
+                                       ${_pkg_src}/deb/postrm ${_pkg_src}/deb/triggers)
 set(CPACK_DEBIAN_PACKAGE_CONTROL_STRICT_PERMISSION ON)
 
 # --- RPM -----------------------------------------------------------------------------------------
@@ -148,7 +158,7 @@ pciutils-libs, pugixml, systemd-libs, yaml-cpp")
   string(REPLACE "\n" " " _pkg_rpm_libs "${_pkg_rpm_libs}")
 endif()
 set(CPACK_RPM_PACKAGE_AUTOPROV OFF)
-set(CPACK_RPM_PACKAGE_REQUIRES "libvirt-daemon-driver-qemu, qemu-kvm${_pkg_rpm_libs}")
+set(CPACK_RPM_PACKAGE_REQUIRES "libvirt-daemon-driver-qemu, qemu-kvm, kmod${_pkg_rpm_libs}")
 set(CPACK_RPM_POST_INSTALL_SCRIPT_FILE ${_pkg_src}/rpm/post.sh)
 set(CPACK_RPM_PRE_UNINSTALL_SCRIPT_FILE ${_pkg_src}/rpm/preun.sh)
 set(CPACK_RPM_POST_UNINSTALL_SCRIPT_FILE ${_pkg_src}/rpm/postun.sh)
@@ -158,7 +168,8 @@ set(CPACK_RPM_USER_FILELIST "%config(noreplace) /etc/hostagent/hostagent.yaml"
 # listing them would make this package claim them.
 set(CPACK_RPM_EXCLUDE_FROM_AUTO_FILELIST_ADDITION
     /usr/sbin /usr/lib/systemd /usr/lib/systemd/system /usr/lib/sysusers.d /usr/lib/tmpfiles.d
-    /usr/lib/modules-load.d /usr/share/man /usr/share/man/man1 /usr/share/man/man8 /usr/share/bash-completion
+    /usr/lib/modules-load.d /usr/lib/modprobe.d /usr/libexec /usr/share/initramfs-tools
+    /usr/share/initramfs-tools/hooks /usr/lib/dracut /usr/lib/dracut/modules.d /usr/share/man /usr/share/man/man1 /usr/share/man/man8 /usr/share/bash-completion
     /usr/share/bash-completion/completions /usr/share/zsh /usr/share/zsh/vendor-completions /var /var/lib /var/log
     /etc/logrotate.d)
 # No debuginfo subpackage and no /usr/lib/.build-id links: the binaries are stripped

@@ -60,6 +60,13 @@ expected_files=(
   "/usr/lib/sysusers.d/hostagent.conf 644"
   "/usr/lib/tmpfiles.d/hostagent.conf 644"
   "/usr/lib/modules-load.d/hostagent.conf 644"
+  "/usr/lib/systemd/system/hostagent-initramfs.path 644"
+  "/usr/lib/systemd/system/hostagent-initramfs.service 644"
+  "/usr/libexec/hostagent/hold-at-boot 755"
+  "/usr/libexec/hostagent/refresh-initramfs 755"
+  "/usr/lib/modprobe.d/hostagent.conf 644"
+  "/usr/share/initramfs-tools/hooks/hostagent 755"
+  "/usr/lib/dracut/modules.d/90hostagent/module-setup.sh 755"
   "/etc/hostagent/hostagent.yaml 644"
   "/etc/logrotate.d/hostagent 644"
   "/usr/share/man/man8/hostagentd.8.gz 644"
@@ -80,6 +87,8 @@ expected_dirs=(
   "/etc/hostagent 755"
   "/etc/hostagent/templates.d 755"
   "/usr/share/hostagent 755"
+  "/usr/libexec/hostagent 755"
+  "/usr/lib/dracut/modules.d/90hostagent 755"
   "/usr/share/hostagent/templates 755"
   "/usr/share/doc/hostagent 755"
   "/var/lib/hostagent 755"
@@ -149,7 +158,7 @@ while read -r line; do
   grep -qxF "$line" "$out/deb-dirs" || fail "the .deb lacks the directory '$line' (path mode)"
 done <"$out/expected-dirs"
 depends="$(dpkg-deb -f "$deb" Depends)"
-for dep in libvirt-daemon-system qemu-system-x86 libvirt0 libc6; do
+for dep in libvirt-daemon-system qemu-system-x86 kmod libvirt0 libc6; do
   [[ ", $depends," == *", $dep"[\ ,]* ]] || fail "the .deb's Depends lacks $dep: $depends"
 done
 for conffile in /etc/hostagent/hostagent.yaml /etc/logrotate.d/hostagent; do
@@ -225,7 +234,7 @@ else
   project_version="$(sed -nE 's/^project\(hostagent VERSION ([0-9.]+).*/\1/p' CMakeLists.txt)"
   [[ $meta == "hostagent $project_version 1 x86_64 "?* ]] || fail "the .rpm's metadata: $meta"
   requires="$(rpm -qp --requires "$rpm_file")"
-  for dep in libvirt-daemon-driver-qemu qemu-kvm libvirt-libs hwloc-libs yaml-cpp; do
+  for dep in libvirt-daemon-driver-qemu qemu-kvm kmod libvirt-libs hwloc-libs yaml-cpp; do
     grep -qx "$dep" <<<"$requires" || fail "the .rpm does not require $dep"
   done
   scripts="$(rpm -qp --scripts "$rpm_file")"
@@ -361,18 +370,28 @@ check_installed() {
   conffiles="$(in_root dpkg-query -W -f='${Conffiles}' hostagent)"
   echo "conffiles:$conffiles"
   [[ $conffiles == *" /etc/hostagent/hostagent.yaml "* ]] || fail "dpkg does not list hostagent.yaml as a conffile"
-  # postinst enabled both units (offline: deb-systemd-helper makes the links without systemd).
+  # postinst enabled the units (offline: deb-systemd-helper makes the links without systemd).
   local link
-  for link in multi-user.target.wants/hostagent.service sockets.target.wants/hostagent.socket; do
+  for link in multi-user.target.wants/hostagent.service sockets.target.wants/hostagent.socket \
+    paths.target.wants/hostagent-initramfs.path; do
     [[ -L $root/etc/systemd/system/$link ]] || fail "postinst did not enable ${link##*/} (no /etc/systemd/system/$link)"
   done
-  local units=(/usr/lib/systemd/system/hostagent.service /usr/lib/systemd/system/hostagent.socket) verify
+  local units=(/usr/lib/systemd/system/hostagent.service /usr/lib/systemd/system/hostagent.socket
+    /usr/lib/systemd/system/hostagent-initramfs.path /usr/lib/systemd/system/hostagent-initramfs.service) verify
   # Loads the units as systemd would (their ExecStart= binaries must be there) and reports every
   # problem; any output at all is a failure. --man=no: the root has no man-db to look up
   # Documentation=man:...; the pages are in the file list above, and lintian checks them.
   verify="$(in_root systemd-analyze verify --man=no "${units[@]}" 2>&1)" || fail "systemd-analyze verify: $verify"
   [[ -z $verify ]] || fail "systemd-analyze verify: $verify"
   echo "systemd-analyze verify: clean"
+  # kmod reads the boot hold's install line as written (packaging/boot/modprobe.conf).
+  if in_root sh -c 'command -v modprobe' >/dev/null; then
+    in_root modprobe --showconfig | grep -qxF 'install nvme /usr/libexec/hostagent/hold-at-boot; /sbin/modprobe --ignore-install nvme $CMDLINE_OPTS' ||
+      fail "modprobe --showconfig does not list hostagent's install line for nvme"
+    echo "modprobe --showconfig: the install line for nvme is read"
+  else
+    echo "modprobe --showconfig: SKIPPED: no modprobe (kmod) in the root"
+  fi
   in_root systemd-analyze security --offline=true "${units[0]}" 2>&1 | tail -1 | sed 's/^→ /systemd-analyze security: /'
   # The tmpfiles.d entries make /run/hostagent as the socket needs it ...
   in_root systemd-tmpfiles --create /usr/lib/tmpfiles.d/hostagent.conf
@@ -587,7 +606,8 @@ if ((chroot_ok)); then
   }
   [[ ! -e $root/etc/hostagent ]] || fail "/etc/hostagent is still there after purge"
   [[ ! -e $root/var/log/hostagent ]] || fail "/var/log/hostagent is still there after purge"
-  for link in multi-user.target.wants/hostagent.service sockets.target.wants/hostagent.socket; do
+  for link in multi-user.target.wants/hostagent.service sockets.target.wants/hostagent.socket \
+    paths.target.wants/hostagent-initramfs.path; do
     [[ ! -L $root/etc/systemd/system/$link ]] || fail "purge left /etc/systemd/system/$link"
   done
   end "remove, purge" "$where: remove stopped it and kept the conffile; purge took /etc/hostagent and the links"

@@ -2,9 +2,12 @@
 // configuration lists, and every GPU, NVSwitch and tenant NVMe group on vfio-pci (Vela binds them at
 // boot), so a VM's start never waits for a driver to let go of a device.
 #include <algorithm>
+#include <optional>
 #include <set>
+#include <string>
 
 #include "binder_options.hpp"
+#include "hostagent/common/durable_file.hpp"
 #include "hostagent/devices/device_preparer.hpp"
 #include "hostagent/devices/device_records.hpp"
 #include "hostagent/sriov/vf_provisioning.hpp"
@@ -108,6 +111,41 @@ Result<bool> bind_host_groups(const numa::HostModel& host, const SysfsRoot& sysf
   return changed;
 }
 
+// The held-at-boot list: each NVMe controller of the groups the host's record holds, which
+// packaging/boot/hold-at-boot gives to vfio-pci (driver_override) when the nvme module is loaded at
+// the next boot, before that driver can probe it. Only NVMe: a GPU or NVSwitch on its host driver
+// until hostagentd starts holds nothing the host parses. Empty without bind_at_start: the operator
+// then wants the controllers on nvme.
+std::string held_at_boot_text(const numa::HostModel& host, const std::optional<DeviceRecord>& record) {
+  std::string text =
+      "# Written by hostagentd (devices/host_preparation): the tenant NVMe controllers it keeps on vfio-pci.\n"
+      "# Read at boot by /usr/libexec/hostagent/hold-at-boot before the nvme driver loads.\n";
+  if (!record) return text;
+  for (const auto& group : record->groups) {
+    for (const auto& member : group.functions) {
+      const auto* f = host.find(member.address);
+      if (f != nullptr && f->role == numa::PciRole::nvme) text += member.address.to_string() + "\n";
+    }
+  }
+  return text;
+}
+
+// Rewritten only when it changes: a change makes the host rebuild its initramfs
+// (hostagent-initramfs.path), which holds a copy.
+Status write_held_at_boot(const numa::HostModel& host, const HostDeviceParts& parts) {
+  if (parts.held_at_boot.empty()) return ok_status();
+  std::optional<DeviceRecord> record;
+  if (parts.options.bind_at_start) {
+    HA_TRY(auto records, DeviceRecords::open(parts.records_directory));
+    HA_TRY(record, records.read(kHostDeviceOwner));
+  }
+  const std::string text = held_at_boot_text(host, record);
+  constexpr std::size_t kMaxBytes = 1 << 20;
+  const auto now = durable::read_file(parts.held_at_boot, kMaxBytes);
+  if (now.ok() && *now == text) return ok_status();
+  return durable::replace_file(parts.held_at_boot, text);
+}
+
 }  // namespace
 
 Result<bool> prepare_host_devices(const numa::HostModel& host, HostDeviceParts& parts) {
@@ -117,9 +155,12 @@ Result<bool> prepare_host_devices(const numa::HostModel& host, HostDeviceParts& 
     HA_TRY(const bool created, create_vfs(sysfs, *parts.writer, count));
     changed = changed || created;
   }
-  if (!parts.options.bind_at_start) return changed;
-  HA_TRY(const bool bound, bind_host_groups(host, sysfs, parts));
-  return changed || bound;
+  if (parts.options.bind_at_start) {
+    HA_TRY(const bool bound, bind_host_groups(host, sysfs, parts));
+    changed = changed || bound;
+  }
+  HA_TRY_STATUS(write_held_at_boot(host, parts));
+  return changed;
 }
 
 }  // namespace hostagent::devices

@@ -197,6 +197,7 @@ Result<devices::HostDeviceParts> host_device_parts(const config::DaemonConfig& c
   parts.nvme = nvme::host_opener();
   HA_TRY(parts.options, preparation_options(config));
   parts.records_directory = config.state_directory / "devices";
+  parts.held_at_boot = config.state_directory / "held-at-boot";
   return parts;
 }
 

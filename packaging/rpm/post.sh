@@ -11,5 +11,5 @@ if [ -d /run/systemd/system ]; then
     systemctl daemon-reload >/dev/null 2>&1 || :
 fi
 if [ "$1" -eq 1 ]; then
-    systemctl --no-reload enable hostagent.socket hostagent.service >/dev/null 2>&1 || :
+    systemctl --no-reload enable hostagent-initramfs.path hostagent.socket hostagent.service >/dev/null 2>&1 || :
 fi

@@ -973,6 +973,46 @@ TEST_CASE(
   CHECK(describe_difference(host_ready, f.host.snapshot()) == "");
 }
 
+// The addresses of a held-at-boot list, its comment lines aside.
+std::set<std::string> held_at_boot(const fs::path& file) {
+  std::ifstream in(file);
+  REQUIRE_MESSAGE(in.good(), file.string());
+  std::set<std::string> addresses;
+  for (std::string line; std::getline(in, line);) {
+    if (!line.empty() && line.front() != '#') addresses.insert(line);
+  }
+  return addresses;
+}
+
+TEST_CASE("host preparation lists the tenant NVMe controllers it holds for the next boot, rewritten only on a change") {
+  Fixture f;
+  const fs::path list = f.records_dir.path() / "held-at-boot";
+  std::set<std::string> tenant_nvme;
+  for (const auto& d : f.model.pci_devices) {
+    if (d.role == numa::PciRole::nvme && is_passthrough(d)) tenant_nvme.insert(d.address.to_string());
+  }
+  REQUIRE_FALSE(tenant_nvme.empty());
+  auto parts = f.parts();
+  parts.held_at_boot = list;
+  REQUIRE(prepare_host_devices(f.model, parts).ok());
+  CHECK(held_at_boot(list) == tenant_nvme);  // neither GPUs nor NVSwitches, nor the host's own NVMe
+
+  // A start that changes nothing leaves the file alone (its change rebuilds the initramfs).
+  const auto written = fs::last_write_time(list);
+  fs::last_write_time(list, written - std::chrono::hours(1));
+  auto again = f.parts();
+  again.held_at_boot = list;
+  REQUIRE(prepare_host_devices(f.model, again).ok());
+  CHECK(fs::last_write_time(list) == written - std::chrono::hours(1));
+
+  // Without bind_at_start the operator wants them on nvme: nothing is held at the next boot.
+  f.options.bind_at_start = false;
+  auto unbound = f.parts();
+  unbound.held_at_boot = list;
+  REQUIRE(prepare_host_devices(f.model, unbound).ok());
+  CHECK(held_at_boot(list).empty());
+}
+
 TEST_CASE("host preparation creates the configured VFs unprobed, once") {
   Fixture f([](FakeKernel& kernel) { testing::install_sriov_model(kernel); });
   const numa::PciFunction* pf = nullptr;

@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <thread>
 
@@ -140,7 +141,11 @@ struct BootPlan {
   std::string test_filter = {};
   fs::path persistent_disk = {};
   fs::path edu_romfile = {};  // the hygiene boot's: an expansion ROM on every edu
-  fs::path tenant_disk = {};  // the hygiene boot's: a tenant's whole NVMe controller's namespace
+  fs::path tenant_disk = {};  // the hygiene and host-life boots': a tenant's whole NVMe controller's namespace
+  // The host-life boots: nvme loaded through the package's boot hold (host_root.hpp), with the
+  // held-at-boot list the boot before left ("" none), as the host's rebuilt initramfs carries it.
+  bool boot_hold = false;
+  std::string held_at_boot = {};
 };
 
 Result<std::string> build_initramfs(const HostPrerequisites& host, const fs::path& netdevsim, const BootPlan& plan) {
@@ -159,7 +164,15 @@ Result<std::string> build_initramfs(const HostPrerequisites& host, const fs::pat
     const bool persistent = !plan.persistent_disk.empty();
     const auto more = host_root_modules(persistent);
     init.modules.insert(init.modules.end(), more.begin(), more.end());
-    init.setup = host_root_setup(persistent);
+    std::optional<BootHold> hold;
+    if (plan.boot_hold) {
+      hold = BootHold{HOSTAGENT_SOURCE_DIR};
+      std::erase(init.modules, std::string("nvme"));  // loaded by the setup, through the hold
+      if (!plan.held_at_boot.empty()) {
+        tree.add_file(fs::path(kHeldAtBoot).relative_path().string(), std::string(plan.held_at_boot), 0644);
+      }
+    }
+    init.setup = host_root_setup(persistent, hold);
     init.chroot = kNewRoot;
   } else {
     // The guest program at a path of its own, with the libraries it needs at theirs.
@@ -303,6 +316,28 @@ void make_persistent_disk(const fs::path& image) {
   REQUIRE_MESSAGE(made.exit_code == 0, "mkfs.ext4 " << image.string() << ": " << made.output);
 }
 
+// What the host's initramfs would carry after the first boot: hostagentd's held-at-boot list, read
+// from the persistent disk's image (debugfs, which reads ext4 without mounting it); "" when none.
+std::string held_at_boot_of(const fs::path& image) {
+  const auto read = run_command({"/usr/sbin/debugfs", "-R", "cat /hostagent/state/held-at-boot", image.string()});
+  if (read.exit_code != 0 || read.output.find("File not found") != std::string::npos) return "";
+  // debugfs prints its version line on stderr first.
+  const auto start = read.output.find("# Written by hostagentd");
+  return start == std::string::npos ? "" : read.output.substr(start);
+}
+
+// A tenant's controller as the last tenant left it: a file system with a label on its namespace.
+void make_tenant_disk(const fs::path& image) {
+  std::error_code ec;
+  fs::remove(image, ec);
+  { std::ofstream(image, std::ios::binary).close(); }
+  fs::resize_file(image, emulated_host::kTenantNvmeBytes, ec);
+  REQUIRE_MESSAGE(!ec, "cannot size " << image.string() << ": " << ec.message());
+  const auto made =
+      run_command({"/usr/sbin/mkfs.ext4", "-q", "-F", "-L", emulated_host::kTenantFsLabel, image.string()});
+  REQUIRE_MESSAGE(made.exit_code == 0, "mkfs.ext4 " << image.string() << ": " << made.output);
+}
+
 // The emulated host's life across a reboot: the cases before it in one boot, those after it in a
 // second boot of the same host (the same disk), each boot checked as any other. Each boot's console
 // and results are kept (console-N.log, results-N.log), and results.log holds both, so each case is
@@ -313,10 +348,15 @@ void boot_twice(BootPlan plan, const std::array<std::string, 2>& filters) {
   if (!host) return;
   plan.persistent_disk = plan.run_dir / "persistent.img";
   make_persistent_disk(plan.persistent_disk);
+  plan.tenant_disk = plan.run_dir / "tenant-nvme.img";
+  make_tenant_disk(plan.tenant_disk);
+  plan.boot_hold = true;
   std::string results;
   for (std::size_t i = 0; i < filters.size(); ++i) {
     CAPTURE(filters[i]);
     plan.test_filter = filters[i];
+    plan.held_at_boot = held_at_boot_of(plan.persistent_disk);
+    if (i > 0) CHECK_MESSAGE(!plan.held_at_boot.empty(), "the first boot's hostagentd left no held-at-boot list");
     const auto run = run_boot(plan, *host);
     check_boot(plan, *host, run);
     const std::string n = std::to_string(i + 1);

@@ -14,6 +14,7 @@
 #include <fstream>
 #include <memory>
 #include <pugixml.hpp>
+#include <regex>
 #include <sstream>
 #include <thread>
 
@@ -283,6 +284,34 @@ void destroy_and_undefine(const std::string& name) {
 std::string libvirt_logs(const std::string& domain) {
   return "libvirtd.log, last lines:\n" + tail_of("/var/log/libvirt/libvirtd.log", 15) + domain + ".log, last lines:\n" +
          tail_of("/var/log/libvirt/qemu/" + domain + ".log", 15);
+}
+
+PciAddress tenant_controller() {
+  const auto found = guest::pci_functions(emulated_host::kTenantNvmeVendor, emulated_host::kTenantNvmeDevice);
+  REQUIRE_MESSAGE(found.size() == 1, "the emulated host has " << found.size() << " NVMe controllers with Intel's IDs");
+  return found.front();
+}
+
+std::vector<std::string> host_views_of_tenant() {
+  static const std::regex disk("nvme[0-9]+n[0-9]+");
+  std::vector<std::string> views;
+  std::vector<std::string> disks;
+  for (const auto& entry : fs::directory_iterator("/sys/block")) {
+    const std::string name = entry.path().filename().string();
+    if (!std::regex_match(name, disk)) continue;
+    const auto serial = guest::sysfs().read("/sys/block/" + name + "/device/serial");
+    if (serial.ok() && *serial == emulated_host::kTenantNvmeSerial) {
+      disks.push_back(name);
+      views.push_back("/sys/block/" + name);
+    }
+  }
+  std::ifstream partitions("/proc/partitions");
+  for (std::string line; std::getline(partitions, line);) {
+    for (const auto& name : disks) {
+      if (line.find(name) != std::string::npos) views.push_back("/proc/partitions: " + line);
+    }
+  }
+  return views;
 }
 
 }  // namespace hostagent::testing::e2e

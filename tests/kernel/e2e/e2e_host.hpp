@@ -90,4 +90,13 @@ void start_dir_pool(const std::string& name, const std::filesystem::path& direct
 // The tail of libvirt's own logs (libvirtd's and the domain's), for failure messages.
 std::string libvirt_logs(const std::string& domain);
 
+// The tenants' whole NVMe controller (QemuInputs::tenant_disk: the hygiene and host-life boots), by
+// its PCI IDs: on vfio-pci, or held unbound, there is no serial to read.
+PciAddress tenant_controller();
+// What the host has made of the tenant's controller: each block device whose controller, or
+// multipath subsystem, has the tenant's serial, and each line of /proc/partitions naming one of
+// them or a partition of it (the kernel's partition scan: block/partitions/). Empty while no host
+// driver binds the controller.
+std::vector<std::string> host_views_of_tenant();
+
 }  // namespace hostagent::testing::e2e

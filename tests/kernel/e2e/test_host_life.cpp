@@ -78,18 +78,44 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
+// blkid's answer for the tenant's file system label, its cache left out: the device that holds it, or
+// "" when no block device the host has carries it.
+std::string blkid_of_tenant_label() {
+  const auto found = run_command({"/usr/sbin/blkid", "-c", "/dev/null", "-L", emulated_host::kTenantFsLabel});
+  return found.exit_code == 0 ? found.output : "";
+}
+
+std::string joined(const std::vector<std::string>& lines) {
+  std::string out;
+  for (const auto& line : lines) out += line + "\n";
+  return out;
+}
+
 }  // namespace
+
+// What every host does before hostagent holds anything, and what the next test shows it no longer
+// does: the first boot's nvme, with no held-at-boot list yet, takes the tenant's controller, and
+// the kernel and blkid read what the last tenant left on it.
+TEST_CASE("0 before the reboot: with no held-at-boot list yet, nvme takes the tenant's controller and blkid reads it") {
+  const PciAddress tenant = tenant_controller();
+  CHECK(guest::driver_of(tenant) == std::optional<std::string>("nvme"));
+  const bool seen = guest::wait_until([] { return !blkid_of_tenant_label().empty(); }, std::chrono::seconds(30));
+  CHECK_MESSAGE(seen, "blkid did not find the label " << emulated_host::kTenantFsLabel);
+  CHECK_FALSE(host_views_of_tenant().empty());
+  MESSAGE("exposed at the first boot: " << blkid_of_tenant_label() << joined(host_views_of_tenant()));
+}
 
 TEST_CASE("1 before the reboot: the NVMe the host mounted is the host's, and a create for every NVMe never gets it") {
   const auto mounted = persistent_nvme();
   REQUIRE_MESSAGE(mounted.has_value(), "no NVMe with serial hostagent-persist");
   REQUIRE_MESSAGE(mounted_at(kernel::kPersistentMount), "the persistent disk is not mounted: see the console");
   Daemon daemon(daemon_dir());
-  // Every NVMe this host has: the VFs hostagentd makes at start, and the mounted one.
+  // Every NVMe this host has: the VFs hostagentd makes at start, the tenants' controller, and the
+  // mounted one.
   const auto vfs = static_cast<int>(emulated_devices().nvme_pfs.size()) * kVfsPerPf;
   // Two vCPUs: the NVMe lie on both nodes, and each guest cell takes one.
   daemon.add_template(kAllNvme, std::string("name: ") + kAllNvme + "\nextends: " + kVfTemplate +
-                                    "\nvcpus: 2\nnvme: " + std::to_string(vfs + 1) + "\n");
+                                    "\nvcpus: 2\nnvme: " + std::to_string(vfs + 2) + "\n");
   REQUIRE_MESSAGE(daemon.start(kStartTimeout), daemon.log_tail());
 
   const auto devices = json_of(daemon.ctl({"devices", "--role", "nvme", "--json"}));
@@ -109,6 +135,13 @@ TEST_CASE("1 before the reboot: the NVMe the host mounted is the host's, and a c
   // Still the host's: on its driver, its file system in use.
   CHECK(guest::driver_of(*mounted) == std::optional<std::string>("nvme"));
   CHECK(fs::exists(daemon_dir() / "state"));
+  // The tenants' controller went to vfio-pci at the start, and is listed for the next boot; the
+  // mounted one is not.
+  const PciAddress tenant = tenant_controller();
+  CHECK(guest::driver_of(tenant) == std::optional<std::string>("vfio-pci"));
+  const std::string held = read_text(daemon_dir() / "state" / "held-at-boot");
+  CHECK_MESSAGE(held.find(tenant.to_string() + "\n") != std::string::npos, held);
+  CHECK_MESSAGE(held.find(mounted->to_string()) == std::string::npos, held);
   CHECK_MESSAGE(daemon.stop() == 0, daemon.log_tail());
 }
 
@@ -126,7 +159,32 @@ TEST_CASE("2 before the reboot: a VM with an NVMe VF is running when the host go
   ::sync();
 }
 
-TEST_CASE("3 after the reboot: hostagentd starts the VM that was running, its VF on vfio-pci again") {
+// The second boot's initramfs carries the list the first boot's hostagentd left (kernel_boot.cpp),
+// and nvme was loaded through the package's install line (host_root.cpp): before any hostagentd of
+// this boot, the tenant's controller is held from nvme, and nothing of it reaches the host.
+TEST_CASE("3 after the reboot: before hostagentd starts, the tenant's controller was held from nvme at boot") {
+  REQUIRE_MESSAGE(mounted_at(kernel::kPersistentMount), "the persistent disk is not mounted: see the console");
+  const PciAddress tenant = tenant_controller();
+  const auto override_now = guest::sysfs().read(guest::pci_path(tenant, "driver_override"));
+  CHECK_MESSAGE((override_now.ok() && *override_now == "vfio-pci"),
+                (override_now.ok() ? *override_now : override_now.error().message));
+  const auto driver = guest::driver_of(tenant);
+  CHECK_MESSAGE((!driver || *driver == "vfio-pci"), "the tenant's controller is on " << driver.value_or("?"));
+  CHECK_FALSE(fs::exists(guest::pci_path(tenant, "nvme")));
+  CHECK_MESSAGE(host_views_of_tenant().empty(), joined(host_views_of_tenant()));
+  CHECK_MESSAGE(blkid_of_tenant_label().empty(), "blkid found " << blkid_of_tenant_label());
+  // The hold says what it did in the kernel's log, where an operator reads the boot.
+  const auto log = run_command({"/usr/bin/dmesg"});
+  CHECK_MESSAGE(log.output.find("hostagent: hold-at-boot: " + tenant.to_string() + " held for vfio-pci") !=
+                    std::string::npos,
+                log.output.substr(log.output.size() > 3000 ? log.output.size() - 3000 : 0));
+  // The host's own NVMe came up: its disk is mounted (above), on nvme.
+  const auto mounted = persistent_nvme();
+  REQUIRE(mounted.has_value());
+  CHECK(guest::driver_of(*mounted) == std::optional<std::string>("nvme"));
+}
+
+TEST_CASE("4 after the reboot: hostagentd starts the VM that was running, its VF on vfio-pci again") {
   REQUIRE_MESSAGE(mounted_at(kernel::kPersistentMount), "the persistent disk is not mounted: see the console");
   REQUIRE_MESSAGE(fs::exists(recorded_vf()), "the first boot recorded no VM");
   const auto vf = PciAddress::parse(read_text(recorded_vf()));
@@ -153,7 +211,7 @@ TEST_CASE("3 after the reboot: hostagentd starts the VM that was running, its VF
   CHECK_MESSAGE(daemon.stop() == 0, daemon.log_tail());
 }
 
-TEST_CASE("4 after the reboot: the VM is deleted and its VF given back") {
+TEST_CASE("5 after the reboot: the VM is deleted and its VF given back") {
   Daemon daemon(daemon_dir());
   REQUIRE_MESSAGE(daemon.start(kStartTimeout), daemon.log_tail());
   const auto vf = PciAddress::parse(read_text(recorded_vf()));
@@ -166,7 +224,7 @@ TEST_CASE("4 after the reboot: the VM is deleted and its VF given back") {
   CHECK_MESSAGE(daemon.stop() == 0, daemon.log_tail());
 }
 
-TEST_CASE("5 after the reboot: a VM whose domain is undefined with libvirt directly has its devices released at once") {
+TEST_CASE("6 after the reboot: a VM whose domain is undefined with libvirt directly has its devices released at once") {
   Daemon daemon(daemon_dir());
   REQUIRE_MESSAGE(daemon.start(kStartTimeout), daemon.log_tail());
   const auto created = daemon.ctl({"vm", "create", "--template", kVfTemplate, "--name", kUndefined});

@@ -121,40 +121,6 @@ void set_reset_methods(const PciAddress& device, const std::string& methods) {
   REQUIRE_MESSAGE(out.good(), "cannot write reset_method of " << device.to_string());
 }
 
-// The hygiene boot's whole NVMe controller for tenants (QemuInputs::tenant_disk), by its PCI IDs:
-// once a daemon started it is on vfio-pci, where no serial is to be read.
-PciAddress tenant_controller() {
-  const auto found = guest::pci_functions(emulated_host::kTenantNvmeVendor, emulated_host::kTenantNvmeDevice);
-  REQUIRE_MESSAGE(found.size() == 1, "the emulated host has " << found.size() << " NVMe controllers with Intel's IDs");
-  return found.front();
-}
-
-// What the host has made of the tenant's controller: each block device whose controller, or
-// multipath subsystem, has the tenant's serial, and each line of /proc/partitions naming one of
-// them or a partition of it (the kernel's partition scan: block/partitions/). Empty while no host
-// driver binds the controller.
-std::vector<std::string> host_views_of_tenant() {
-  static const std::regex disk("nvme[0-9]+n[0-9]+");
-  std::vector<std::string> views;
-  std::vector<std::string> disks;
-  for (const auto& entry : fs::directory_iterator("/sys/block")) {
-    const std::string name = entry.path().filename().string();
-    if (!std::regex_match(name, disk)) continue;
-    const auto serial = guest::sysfs().read("/sys/block/" + name + "/device/serial");
-    if (serial.ok() && *serial == emulated_host::kTenantNvmeSerial) {
-      disks.push_back(name);
-      views.push_back("/sys/block/" + name);
-    }
-  }
-  std::ifstream partitions("/proc/partitions");
-  for (std::string line; std::getline(partitions, line);) {
-    for (const auto& name : disks) {
-      if (line.find(name) != std::string::npos) views.push_back("/proc/partitions: " + line);
-    }
-  }
-  return views;
-}
-
 std::string joined(const std::vector<std::string>& lines) {
   std::string out;
   for (const auto& line : lines) out += line + "\n";

@@ -23,8 +23,12 @@ std::string persistent_disk_lines() {
 P="$R)sh") +
          kPersistentMount +
          R"sh("
-disk=$(findfs LABEL=)sh" +
-         kPersistentLabel + R"sh()
+# The namespace appears once the controller's reset work has scanned it (asynchronous to the probe).
+for attempt in $(seq 100); do
+  disk=$(findfs LABEL=)sh" +
+         kPersistentLabel + R"sh() && break
+  sleep 0.1
+done
 mkdir -p "$P"
 mount -t ext4 "$disk" "$P" || say "cannot mount the persistent disk ($disk) on $P"
 mkdir -p "$P/libvirt-qemu" "$P/libvirt-lib"
@@ -35,9 +39,28 @@ say "persistent disk $disk on $P: $(ls "$P" | tr '
 )sh";
 }
 
+// The package's boot hold in the new root (packaging/boot: its modprobe.d line and script), the
+// list this boot's initramfs carries put where the script reads it, as a host's initramfs has it,
+// then nvme loaded through the root's kmod, which runs the install line first (modprobe.d(5),
+// "install"). busybox's modprobe, which loads the init's own modules, has no install commands.
+std::string boot_hold_lines(const BootHold& hold) {
+  return R"sh(
+B="$R)sh" +
+         hold.source_dir +
+         R"sh(/packaging/boot"
+mkdir -p "$R/usr/libexec/hostagent" "$R/var/lib/hostagent" "$R/etc/modprobe.d"
+cp "$B/hold-at-boot" "$R/usr/libexec/hostagent/hold-at-boot"
+cp "$B/modprobe.conf" "$R/etc/modprobe.d/hostagent.conf"
+[ -e )sh" +
+         kHeldAtBoot + R"sh( ] && cp )sh" + kHeldAtBoot + R"sh( "$R/var/lib/hostagent/held-at-boot"
+chroot "$R" /sbin/modprobe nvme || say "modprobe nvme through the boot hold failed"
+say "nvme loaded through the boot hold; the list held: $(grep -vc '^#' "$R/var/lib/hostagent/held-at-boot" 2>/dev/null || echo none)"
+)sh";
+}
+
 }  // namespace
 
-std::string host_root_setup(bool persistent_disk) {
+std::string host_root_setup(bool persistent_disk, const std::optional<BootHold>& hold) {
   return std::string(R"sh(
 # The end-to-end boot (tests/kernel/harness/host_root.cpp): this machine's root, read-only over 9p,
 # under a tmpfs overlay. cache=loose: the lower layer never changes while the guest runs.
@@ -68,7 +91,8 @@ done
 rm -rf "$R/etc/libvirt/qemu" "$R/etc/libvirt/storage" "$R/etc/libvirt/secrets" "$R/etc/libvirt/nwfilter" \
   "$R/var/lib/libvirt" "$R/var/cache/libvirt" "$R/var/log/libvirt"
 mkdir -p "$R/etc/libvirt/qemu" "$R/var/lib/libvirt" "$R/var/cache/libvirt" "$R/var/log/libvirt/qemu"
-)sh" + (persistent_disk ? persistent_disk_lines() : std::string()) +
+)sh" + (hold ? boot_hold_lines(*hold) : std::string()) +
+         (persistent_disk ? persistent_disk_lines() : std::string()) +
          R"sh(
 # The guest has no systemd, cgroup mount, virtlogd, AppArmor or polkit, and its root is a chroot
 # (not a pivot_root), whose /dev libvirt's per-domain mount namespace cannot rebuild.

@@ -4,6 +4,7 @@
 // libvirtd there for hostagentd to drive (tests/kernel/e2e/).
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -26,10 +27,20 @@ inline constexpr const char* kPersistentMount = "/var/lib/hostagent-life";
 // device tests' ones.
 std::vector<std::string> host_root_modules(bool persistent_disk = false);
 
+// The boot hold as a host's boot runs it (packaging/boot): where the guest finds the package's
+// files (the source tree, at its path in this machine's root), and the held-at-boot list its
+// initramfs carries at kHeldAtBoot ("" none: a first boot).
+inline constexpr const char* kHeldAtBoot = "/held-at-boot";
+struct BootHold {
+  std::string source_dir;
+};
+
 // /init's lines (InitOptions::setup) that mount the overlay at kNewRoot with its own /proc, /sys,
 // /dev, /run and hugetlbfs, reserve the hugepages, hide this machine's libvirt state (or, with a
 // persistent disk, mount it and take libvirt's state from it), write the guest's libvirt
-// configuration and start libvirtd there, waiting for its socket.
-std::string host_root_setup(bool persistent_disk = false);
+// configuration and start libvirtd there, waiting for its socket. With a boot hold, nvme is loaded
+// there, through the root's modprobe and the package's install line, before the persistent disk
+// is looked for: the init's module list must leave nvme out.
+std::string host_root_setup(bool persistent_disk = false, const std::optional<BootHold>& hold = std::nullopt);
 
 }  // namespace hostagent::testing::kernel

@@ -127,6 +127,9 @@ struct HostDeviceParts {
   std::unique_ptr<nvme::ControllerOpener> nvme;  // the erase of a tenant's NVMe
   PreparationOptions options;
   std::filesystem::path records_directory;  // one record per VM, written ahead of each change
+  // The held-at-boot list prepare_host_devices keeps (state_directory/held-at-boot): the tenant
+  // NVMe controllers no host driver may bind at the next boot. "" none (tests that do not boot).
+  std::filesystem::path held_at_boot;
   // What prepare_host_devices could not bind (the kernel refused, not a refusal of hostagent's):
   // handed by the preparer made from these parts to its fault sink once one is set.
   std::vector<DeviceFault> start_faults;
@@ -140,10 +143,10 @@ Result<std::unique_ptr<DevicePreparer>> make_host_device_preparer(const numa::Ho
 // At start, before the host model is final: creates the configured VFs (sriov_numvfs, with
 // sriov_drivers_autoprobe off so they wait, unbound, for vfio-pci) and, with bind_at_start, binds
 // every GPU, NVSwitch and tenant NVMe controller group to vfio-pci, recording the original drivers
-// ahead as the host's device record. A VF count that cannot be set is an error (the configuration names a PF that is
-// not there, or not SR-IOV); a group that cannot be bound is logged and left as it was, and a
-// function the kernel would not bind is kept in parts.start_faults (the daemon quarantines it, so no
-// VM is placed on it). Returns whether anything changed: the model must then be discovered again.
+// ahead as the host's device record, then writes the held-at-boot list from that record. A VF count that cannot be set
+// is an error (the configuration names a PF that is not there, or not SR-IOV); a group that cannot be bound is logged
+// and left as it was, and a function the kernel would not bind is kept in parts.start_faults (the daemon quarantines
+// it, so no VM is placed on it). Returns whether anything changed: the model must then be discovered again.
 Result<bool> prepare_host_devices(const numa::HostModel& host, HostDeviceParts& parts);
 
 }  // namespace hostagent::devices
