@@ -1174,14 +1174,20 @@ TEST_CASE("reapply refuses a device off vfio-pci that the VM's record does not n
 class HeldReset {
  public:
   void install(FakeKernel& kernel) {
-    kernel.model(R"(/sys/bus/pci/devices/[^/]+/reset)", [this](FakeKernel&, const std::string& path, std::string_view) {
-      std::unique_lock lock(mutex_);
-      if (path != "/sys/bus/pci/devices/" + held_ + "/reset") return ok_status();
-      entered_ = true;
-      changed_.notify_all();
-      changed_.wait(lock, [this] { return released_; });
-      return ok_status();
-    });
+    kernel.model(R"(/sys/bus/pci/devices/[^/]+/reset)",
+                 [this](FakeKernel& writer, const std::string& path, std::string_view) {
+                   std::unique_lock lock(mutex_);
+                   if (path != "/sys/bus/pci/devices/" + held_ + "/reset") return ok_status();
+                   entered_ = true;
+                   changed_.notify_all();
+                   // Its own lock let go before the kernel's is taken again: the other order is
+                   // the one every other reset's model takes them in.
+                   writer.unlocked([&] {
+                     changed_.wait(lock, [this] { return released_; });
+                     lock.unlock();
+                   });
+                   return ok_status();
+                 });
   }
   void hold(const std::string& function) {
     const std::lock_guard lock(mutex_);

@@ -45,8 +45,10 @@ Status FakeKernel::write(const std::string& kernel_path, std::string_view value)
   std::chrono::milliseconds wait{0};
   Status status = ok_status();
   {
-    const std::lock_guard lock(mutex_);
+    std::unique_lock lock(mutex_);
+    held_ = &lock;
     status = write_locked(kernel_path, value);
+    held_ = nullptr;
     for (const auto& delay : delays_) {
       if (std::regex_match(kernel_path, delay.pattern)) wait = std::max(wait, delay.duration);
     }

@@ -9,7 +9,8 @@
 // fail and the rollback checked against a snapshot of the tree.
 //
 // Writes may come from several threads, as the daemon's parallel cleanings make them: each is
-// handled whole under one lock (the models' state included), as if the driver core serialized them.
+// handled whole under one lock (the models' state included). A model that waits as the kernel
+// does (a reset its driver holds) waits through unlocked(), so that writes to other attributes go on.
 #pragma once
 
 #include <chrono>
@@ -52,6 +53,17 @@ class FakeKernel final : public SysfsWriter {
   // For benches, which time what the kernel's waits add; no test sets one.
   void delay(const std::string& pattern, std::chrono::milliseconds duration);
 
+  // For a model, while it handles a write: runs `wait` with the kernel's lock released, so that
+  // other threads' writes go on meanwhile, as they do on a kernel where one write blocks.
+  template <typename Wait>
+  void unlocked(Wait&& wait) {
+    std::unique_lock<std::mutex>* const mine = held_;
+    mine->unlock();
+    wait();
+    mine->lock();
+    held_ = mine;
+  }
+
   // Every write that reached a model or the plain store, in order: {kernel path, value}.
   const std::vector<std::pair<std::string, std::string>>& writes() const { return writes_; }
   int faults_fired() const { return faults_fired_; }
@@ -79,8 +91,8 @@ class FakeKernel final : public SysfsWriter {
   Status write_locked(const std::string& kernel_path, std::string_view value);
 
   std::filesystem::path root_;
-  // Recursive: a model may write another attribute through the kernel.
-  std::recursive_mutex mutex_;
+  std::mutex mutex_;
+  std::unique_lock<std::mutex>* held_ = nullptr;  // the lock of the write being handled
   std::vector<Delay> delays_;
   std::vector<Entry> models_;
   std::vector<Fault> faults_;
