@@ -53,7 +53,7 @@ struct Context {
         start_history(std::move(start_history_in)),
         ledger(host, std::move(policy), events, hugepage_reader(host_sysfs_root, host)),
         lifecycle({config.state_directory / "device_states.json", config.state_directory / "cleaning_evidence.jsonl",
-                   host, *devices, ledger, events, *clock, hook.get(), device_on_bus(host_sysfs_root), config.hygiene}),
+                   host, *devices, ledger, events, *clock, hook, device_on_bus(host_sysfs_root), config.hygiene}),
         operations(*clock, events, &operation_records, &start_history),
         requests(std::move(requests_in), *clock) {}
 

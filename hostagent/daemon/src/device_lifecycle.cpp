@@ -116,7 +116,7 @@ struct DeviceLifecycle::Run {
   numa::PciRole role = numa::PciRole::other;
   std::vector<devices::CleaningStep> steps;
   Clock* clock = nullptr;
-  StepHook* hook = nullptr;
+  std::shared_ptr<StepHook> hook;  // kept alive by the run: an abandoned step may be in it
   // Told each step as it begins, on the cleaning's own thread: set only where that thread is the
   // caller's (clean_waiting), since it reaches into the lifecycle; else the supervisor tells.
   std::function<void(const std::string&)> on_step;
@@ -437,7 +437,6 @@ std::shared_ptr<DeviceLifecycle::Run> DeviceLifecycle::make_run(const DeviceStat
 
 void DeviceLifecycle::run_cleaning(const std::shared_ptr<Run>& run, const std::shared_ptr<Shared>& shared) {
   for (const auto& step : run->steps) {
-    if (run->hook) run->hook->before_step("clean", run->entry.address.to_string(), step.name);
     {
       const std::lock_guard lock(shared->mutex);
       if (shared->stopping) {
@@ -450,6 +449,9 @@ void DeviceLifecycle::run_cleaning(const std::shared_ptr<Run>& run, const std::s
     }
     shared->changed.notify_all();
     if (run->on_step) run->on_step(step.name);
+    // Inside the step's time: a hook that never returns (the tests' pause) is a step that never
+    // returns, which the step's deadline ends as it would a wedged reset.
+    if (run->hook) run->hook->before_step("clean", run->entry.address.to_string(), step.name);
     const auto outcome = step.run();
     const std::lock_guard lock(shared->mutex);
     if (run->abandoned) return;  // the supervisor recorded it past its deadline; the lifecycle may be gone

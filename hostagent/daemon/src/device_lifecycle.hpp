@@ -58,8 +58,9 @@ class DeviceLifecycle {
     EventHub& events;
     Clock& clock;
     // Called before each cleaning step as operation "clean" of the device's address: the crash
-    // tests' seam (daemon/step_hook); null in production.
-    StepHook* hook = nullptr;
+    // tests' seam (daemon/step_hook); null in production. Shared with each run: a step left to
+    // itself past its deadline may still be in the hook when the daemon stops.
+    std::shared_ptr<StepHook> hook = nullptr;
     // Whether the device is on the bus now (its sysfs directory exists): a device still gone is
     // neither cleared nor cleaned, which would put it back in placement until the health poller
     // saw it gone again. Null: not asked (a host not read from sysfs).

@@ -16,7 +16,8 @@ class PauseAtStep final : public StepHook {
       : operation_step_(std::move(operation_step)), marker_(std::move(marker)) {}
 
   void before_step(const std::string& operation, const std::string& vm, const std::string& step) override {
-    if (operation + ":" + step != operation_step_) return;
+    const std::string at = operation + ":" + step;
+    if (at != operation_step_ && at + ":" + vm != operation_step_) return;
     write_marker(vm);
     // Block only this operation's thread: the test kills the process while it waits here.
     std::unique_lock lock(mutex_);

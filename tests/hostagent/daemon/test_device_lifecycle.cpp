@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
 #include <filesystem>
 #include <fstream>
 #include <mutex>
@@ -348,6 +349,58 @@ TEST_CASE("a reset that never returns is quarantined at its deadline while the o
   for (const auto& device : next->record->allocation.devices) CHECK(device != wedged);
   // The reset returns at last: what it would have said is dropped, the quarantine stands.
   set_stuck(fixture, {});
+  CHECK(service->quarantined().size() == 1);
+}
+
+// A step hook (the kernel harness's --pause-at clean:reset:ADDRESS) that holds a device's reset
+// until released.
+class HeldReset final : public daemon::StepHook {
+ public:
+  void before_step(const std::string& operation, const std::string& /*vm*/, const std::string& step) override {
+    if (operation != "clean" || step != "reset") return;
+    std::unique_lock lock(mutex_);
+    released_changed_.wait(lock, [this] { return released_; });
+  }
+  void release() {
+    {
+      const std::lock_guard lock(mutex_);
+      released_ = true;
+    }
+    released_changed_.notify_all();
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable released_changed_;
+  bool released_ = false;
+};
+
+// The hook runs inside the step's time, so a hook that never returns is a step that never returns:
+// its deadline ends it, which is what lets the real-kernel harness wedge one reset (hygiene:9).
+TEST_CASE("a cleaning step's hook runs within the step's deadline: one that never returns quarantines its device") {
+  DaemonFixture fixture;
+  fixture.devices()->libvirt_manages = false;
+  const auto held = std::make_shared<HeldReset>();
+  fixture.hook = held;
+  const auto clock = std::make_shared<ManualClock>();
+  auto service = started(fixture, nullptr, clock);
+  const auto gpu = one_gpu_vm(fixture, *service, "tenant-a");
+  const EventsOfKind cleanings(*service, daemon::ServiceEvent::Kind::cleaning);
+  const EventsOfKind quarantines(*service, daemon::ServiceEvent::Kind::quarantine);
+  REQUIRE(delete_vm(*service, vm_name("tenant-a")).ok());
+  REQUIRE(cleanings.wait_for([&](const std::vector<daemon::ServiceEvent>& events) {
+    return std::any_of(events.begin(), events.end(), [&](const daemon::ServiceEvent& event) {
+      return event.cleaning && event.cleaning->address == gpu && event.cleaning->step == "reset";
+    });
+  }));
+  CHECK(service->quarantined().empty());
+  clock->advance_steady(std::chrono::minutes(2));
+  REQUIRE(quarantines.wait_for([](const auto& events) { return !events.empty(); }));
+  const auto quarantined = service->quarantined();
+  REQUIRE(quarantined.size() == 1);
+  CHECK(quarantined.front().address == gpu);
+  CHECK(quarantined.front().step == "reset");
+  held->release();  // the hook returns at last, to a run the lifecycle has let go
   CHECK(service->quarantined().size() == 1);
 }
 

@@ -9,7 +9,9 @@
 // each step took on this kernel. On a tenant's whole NVMe controller (the boot's tenant disk) a
 // VM's boot sector (tenant_mbr.S) writes a pattern; the controller stays on vfio-pci from the
 // daemon's start (issue 44), the host never has a block device of it, and once the VM is deleted it
-// is erased through VFIO, and the next VM's boot sector reads zeros there.
+// is erased through VFIO, and the next VM's boot sector reads zeros there. The devices one VM lets
+// go are cleaned at once, and a reset that never returns (the daemon's step seam) quarantines its
+// device at its deadline while the others are freed and placed again (issue 44).
 #include <doctest/doctest.h>
 
 #include <fcntl.h>
@@ -172,6 +174,34 @@ std::string run_tenant(const Daemon& daemon, const fs::path& dir, const std::str
   const auto deleted = daemon.ctl({"vm", "delete", name});
   REQUIRE_MESSAGE(deleted.exit_code == 0, deleted.output << daemon.log_tail());
   return said;
+}
+
+// A VM on every NVMe VF of the host (both nodes: two vCPUs, a guest cell each), the tenants'
+// controller reserved so that it takes the VFs only.
+constexpr const char* kEveryVf = "e2e-every-vf";
+void add_every_vf_template(const Daemon& daemon, std::size_t vfs) {
+  daemon.add_template(kEveryVf, std::string("name: ") + kEveryVf + "\nextends: " + kVfTemplate +
+                                    "\nvcpus: 2\nnvme: " + std::to_string(vfs) + "\n");
+}
+
+// The VFs made by an earlier case's daemon, or by one here.
+std::vector<PciAddress> made_vfs() {
+  if (all_vfs().empty()) {
+    TempDir once;
+    Daemon making(once.path());
+    REQUIRE_MESSAGE(making.start(kStartTimeout), making.log_tail());
+    CHECK(making.stop() == 0);
+  }
+  return all_vfs();
+}
+
+// The daemon's own account of a VM's release ("cleaning: vm NAME's release: N devices cleaned in S
+// s, their steps T s together"), its last line for that VM; "" when there is none.
+std::string release_line(const Daemon& daemon, const std::string& vm) {
+  const std::string log = daemon.log();
+  const auto at = log.rfind("cleaning: vm " + vm + "'s release: ");
+  if (at == std::string::npos) return "";
+  return log.substr(at, log.find('\n', at) - at);
 }
 
 }  // namespace
@@ -392,6 +422,96 @@ TEST_CASE(
   CHECK_MESSAGE(second.find("found the pattern") == std::string::npos, second);
   REQUIRE_MESSAGE(cleaned_within(daemon), daemon.log_tail());
   CHECK(listed_free(daemon, tenant));
+  CHECK_MESSAGE(daemon.stop() == 0, daemon.log_tail());
+}
+
+TEST_CASE("8 the devices one VM lets go are cleaned at once, each reset beside the others") {
+  const auto vfs = made_vfs();
+  REQUIRE(vfs.size() >= 4);
+  TempDir dir;
+  Daemon daemon(dir.path(), "", {tenant_controller()});
+  add_every_vf_template(daemon, vfs.size());
+  REQUIRE_MESSAGE(daemon.start(kStartTimeout), daemon.log_tail());
+  const std::string name = "hygiene-every-vf";
+  const auto created = daemon.ctl({"vm", "create", "--template", kEveryVf, "--name", name});
+  REQUIRE_MESSAGE(created.exit_code == 0, created.output << daemon.log_tail() << libvirt_logs(name));
+  const auto deleted = daemon.ctl({"vm", "delete", name});
+  REQUIRE_MESSAGE(deleted.exit_code == 0, deleted.output << daemon.log_tail());
+  REQUIRE_MESSAGE(cleaned_within(daemon), daemon.log_tail());
+
+  CHECK(libvirt_domain(name).exists == false);
+  // Every VF clean, and their resets under way together: the latest start before the earliest end.
+  std::string latest_start;
+  std::string earliest_end = "~";
+  for (const auto& vf : vfs) {
+    const auto cleaning = last_cleaning(daemon, vf);
+    CHECK(text(cleaning, "outcome") == "clean");
+    CHECK(text(cleaning, "vm") == name);
+    const auto reset = step_named(cleaning, "reset");
+    latest_start = std::max(latest_start, text(reset, "started_at"));
+    earliest_end = std::min(earliest_end, text(reset, "finished_at"));
+    CHECK(listed_free(daemon, vf));
+  }
+  CHECK_MESSAGE(latest_start < earliest_end, "the resets ran one after another: the last began at "
+                                                 << latest_start << ", the first ended at " << earliest_end);
+  const std::string release = release_line(daemon, name);
+  CHECK_MESSAGE(release.find(std::to_string(vfs.size()) + " devices cleaned in ") != std::string::npos,
+                daemon.log_tail());
+  MESSAGE(release);
+  CHECK_MESSAGE(daemon.stop() == 0, daemon.log_tail());
+}
+
+TEST_CASE("9 a reset that never returns quarantines its device at its deadline, and the others are freed and placed") {
+  const auto vfs = made_vfs();
+  REQUIRE(vfs.size() >= 4);
+  const PciAddress wedged = vfs.front();
+  TempDir dir;
+  // The wedge: this VF's reset held forever (the daemon's step seam, inside the step's time), as a
+  // reset the kernel never finishes holds its writer; its deadline cut to 10 s.
+  Daemon daemon(dir.path(), "hygiene: {deadlines: {nvme: {reset: 10s}}}\n", {tenant_controller()});
+  add_every_vf_template(daemon, vfs.size());
+  daemon.add_template("e2e-vfs-but-one", std::string("name: e2e-vfs-but-one\nextends: ") + kEveryVf +
+                                             "\nnvme: " + std::to_string(vfs.size() - 1) + "\n");
+  const fs::path paused = dir.path() / "paused";
+  REQUIRE_MESSAGE(daemon.start(kStartTimeout,
+                               {"--pause-at", "clean:reset:" + wedged.to_string(), "--pause-marker", paused.string()}),
+                  daemon.log_tail());
+  const std::string name = "hygiene-wedged";
+  const auto created = daemon.ctl({"vm", "create", "--template", kEveryVf, "--name", name});
+  REQUIRE_MESSAGE(created.exit_code == 0, created.output << daemon.log_tail() << libvirt_logs(name));
+  const auto deleted = daemon.ctl({"vm", "delete", name});
+  REQUIRE_MESSAGE(deleted.exit_code == 0, deleted.output << daemon.log_tail());
+  REQUIRE_MESSAGE(guest::wait_until([&] { return fs::exists(paused); }, kCleaningTimeout), daemon.log_tail());
+  REQUIRE_MESSAGE(cleaned_within(daemon), daemon.log_tail());
+
+  const auto quarantine = json_of(daemon.ctl({"quarantine", "list", "--json"}));
+  const auto& listed = quarantine.at("devices").as_array();
+  REQUIRE(listed.size() == 1);
+  CHECK(text(listed.front().as_object(), "address") == wedged.to_string());
+  CHECK(text(listed.front().as_object(), "step") == "reset");
+  CHECK_MESSAGE(text(listed.front().as_object(), "reason").find("within its deadline of 10s") != std::string::npos,
+                text(listed.front().as_object(), "reason"));
+  for (const auto& vf : vfs) {
+    if (vf == wedged) continue;
+    CHECK(text(last_cleaning(daemon, vf), "outcome") == "clean");
+    CHECK(listed_free(daemon, vf));
+  }
+  CHECK_FALSE(listed_free(daemon, wedged));
+  MESSAGE(release_line(daemon, name));
+
+  // The next VM gets every freed VF, and not the wedged one (every VF but one: only those are free).
+  const std::string next = "hygiene-after-wedge";
+  const auto again = daemon.ctl({"vm", "create", "--template", "e2e-vfs-but-one", "--name", next});
+  REQUIRE_MESSAGE(again.exit_code == 0, again.output << daemon.log_tail() << libvirt_logs(next));
+  const auto held = libvirt_domain(next).hostdevs;
+  CHECK(held.size() == vfs.size() - 1);
+  for (const auto& vf : vfs) {
+    const bool given = std::find(held.begin(), held.end(), vf) != held.end();
+    CHECK_MESSAGE(given == (vf != wedged), vf.to_string() << (given ? " was given" : " was not given"));
+  }
+  const auto gone = daemon.ctl({"vm", "delete", next});
+  REQUIRE_MESSAGE(gone.exit_code == 0, gone.output << daemon.log_tail());
+  REQUIRE_MESSAGE(cleaned_within(daemon), daemon.log_tail());
   CHECK_MESSAGE(daemon.stop() == 0, daemon.log_tail());
 }
 

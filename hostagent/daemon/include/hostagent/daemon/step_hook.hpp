@@ -17,8 +17,10 @@ class StepHook {
   virtual void before_step(const std::string& operation, const std::string& vm, const std::string& step) = 0;
 };
 
-// Before step `operation:step` ("create:define"), writes `marker` (so a test knows it got there)
-// and blocks that operation forever. Other operations go on.
+// Before step `operation:step` ("create:define"), or `operation:step:vm` for one VM or one device's
+// cleaning only ("clean:reset:0000:45:00.1"), writes `marker` (so a test knows it got there) and
+// blocks that operation forever. Other operations go on. A cleaning's hook runs inside its step's
+// time, so its deadline ends the pause as it would a step that never returns.
 std::shared_ptr<StepHook> pause_at_step(const std::string& operation_step, const std::filesystem::path& marker);
 
 }  // namespace hostagent::daemon
