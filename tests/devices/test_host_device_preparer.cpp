@@ -1176,16 +1176,13 @@ class HeldReset {
   void install(FakeKernel& kernel) {
     kernel.model(R"(/sys/bus/pci/devices/[^/]+/reset)",
                  [this](FakeKernel& writer, const std::string& path, std::string_view) {
-                   std::unique_lock lock(mutex_);
-                   if (path != "/sys/bus/pci/devices/" + held_ + "/reset") return ok_status();
-                   entered_ = true;
-                   changed_.notify_all();
-                   // Its own lock let go before the kernel's is taken again: the other order is
-                   // the one every other reset's model takes them in.
-                   writer.unlocked([&] {
-                     changed_.wait(lock, [this] { return released_; });
-                     lock.unlock();
-                   });
+                   {
+                     const std::lock_guard lock(mutex_);
+                     if (path != "/sys/bus/pci/devices/" + held_ + "/reset") return ok_status();
+                     entered_ = true;
+                   }
+                   entered_changed_.notify_all();
+                   writer.unlocked([this] { released_.wait(); });
                    return ok_status();
                  });
   }
@@ -1195,20 +1192,16 @@ class HeldReset {
   }
   bool wait_entered() {
     std::unique_lock lock(mutex_);
-    return changed_.wait_for(lock, std::chrono::seconds(60), [this] { return entered_; });
+    return entered_changed_.wait_for(lock, std::chrono::seconds(60), [this] { return entered_; });
   }
-  void release() {
-    const std::lock_guard lock(mutex_);
-    released_ = true;
-    changed_.notify_all();
-  }
+  void release() { released_.open(); }
 
  private:
   std::mutex mutex_;
-  std::condition_variable changed_;
+  std::condition_variable entered_changed_;
   std::string held_;
   bool entered_ = false;
-  bool released_ = false;
+  testing::Gate released_;
 };
 
 TEST_CASE("a reset the kernel holds does not hold up a preparation: it runs outside the preparer's lock") {

@@ -73,10 +73,10 @@ TEST_CASE("hold-at-boot gives each listed, unbound tenant controller to vfio-pci
                         << "0000:1a:00.0\n"
                         << "\n"
                         << "0000:2b:00.0\n"
-                        << "0000:99:00.0\n"            // not on the bus
-                        << "../../../escape\n"         // not an address: never a path
+                        << "0000:99:00.0\n"           // not on the bus
+                        << "../../../escape\n"        // not an address: never a path
                         << "0000:1A:00.0 ; reboot\n"  // not as sysfs names it
-                        << "10000:e1:00.0";            // the last line without its newline
+                        << "10000:e1:00.0";           // the last line without its newline
 
     std::vector<std::string> argv = shell;
     argv.push_back(kScript.string());

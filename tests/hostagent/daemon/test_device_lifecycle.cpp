@@ -101,6 +101,13 @@ PciAddress one_gpu_vm(DaemonFixture& fixture, daemon::VmService& service, const 
   return vm->record->allocation.devices.front();
 }
 
+// Whether `device`'s cleaning has begun its reset, among the cleaning events seen.
+bool reset_begun(const std::vector<daemon::ServiceEvent>& events, const PciAddress& device) {
+  return std::any_of(events.begin(), events.end(), [&](const daemon::ServiceEvent& event) {
+    return event.cleaning && event.cleaning->address == device && event.cleaning->step == "reset";
+  });
+}
+
 bool allocation_holds(const numa::Allocation& allocation, const PciAddress& device) {
   return std::find(allocation.devices.begin(), allocation.devices.end(), device) != allocation.devices.end();
 }
@@ -302,11 +309,8 @@ TEST_CASE("a reset that never returns is quarantined at its deadline while the o
            static_cast<std::ptrdiff_t>(devices.size() - 1);
   };
   REQUIRE(cleanings.wait_for(freed));
-  REQUIRE(cleanings.wait_for([&](const std::vector<daemon::ServiceEvent>& events) {
-    return std::any_of(events.begin(), events.end(), [&](const daemon::ServiceEvent& event) {
-      return event.cleaning && event.cleaning->address == wedged && event.cleaning->step == "reset";
-    });
-  }));
+  REQUIRE(
+      cleanings.wait_for([&](const std::vector<daemon::ServiceEvent>& events) { return reset_begun(events, wedged); }));
   const auto still = service->cleaning();
   REQUIRE(still.size() == 1);
   CHECK(still.front().address == wedged);
@@ -357,22 +361,9 @@ TEST_CASE("a reset that never returns is quarantined at its deadline while the o
 class HeldReset final : public daemon::StepHook {
  public:
   void before_step(const std::string& operation, const std::string& /*vm*/, const std::string& step) override {
-    if (operation != "clean" || step != "reset") return;
-    std::unique_lock lock(mutex_);
-    released_changed_.wait(lock, [this] { return released_; });
+    if (operation == "clean" && step == "reset") gate.wait();
   }
-  void release() {
-    {
-      const std::lock_guard lock(mutex_);
-      released_ = true;
-    }
-    released_changed_.notify_all();
-  }
-
- private:
-  std::mutex mutex_;
-  std::condition_variable released_changed_;
-  bool released_ = false;
+  Gate gate;
 };
 
 // The hook runs inside the step's time, so a hook that never returns is a step that never returns:
@@ -388,11 +379,8 @@ TEST_CASE("a cleaning step's hook runs within the step's deadline: one that neve
   const EventsOfKind cleanings(*service, daemon::ServiceEvent::Kind::cleaning);
   const EventsOfKind quarantines(*service, daemon::ServiceEvent::Kind::quarantine);
   REQUIRE(delete_vm(*service, vm_name("tenant-a")).ok());
-  REQUIRE(cleanings.wait_for([&](const std::vector<daemon::ServiceEvent>& events) {
-    return std::any_of(events.begin(), events.end(), [&](const daemon::ServiceEvent& event) {
-      return event.cleaning && event.cleaning->address == gpu && event.cleaning->step == "reset";
-    });
-  }));
+  REQUIRE(
+      cleanings.wait_for([&](const std::vector<daemon::ServiceEvent>& events) { return reset_begun(events, gpu); }));
   CHECK(service->quarantined().empty());
   clock->advance_steady(std::chrono::minutes(2));
   REQUIRE(quarantines.wait_for([](const auto& events) { return !events.empty(); }));
@@ -400,7 +388,7 @@ TEST_CASE("a cleaning step's hook runs within the step's deadline: one that neve
   REQUIRE(quarantined.size() == 1);
   CHECK(quarantined.front().address == gpu);
   CHECK(quarantined.front().step == "reset");
-  held->release();  // the hook returns at last, to a run the lifecycle has let go
+  held->gate.open();  // the hook returns at last, to a run the lifecycle has let go
   CHECK(service->quarantined().size() == 1);
 }
 
@@ -418,11 +406,8 @@ TEST_CASE("a stop during a reset that never returns waits only until its deadlin
   {
     const EventsOfKind cleanings(*service, daemon::ServiceEvent::Kind::cleaning);
     REQUIRE(delete_vm(*service, vm_name("tenant-a")).ok());
-    REQUIRE(cleanings.wait_for([&](const std::vector<daemon::ServiceEvent>& events) {
-      return std::any_of(events.begin(), events.end(), [&](const daemon::ServiceEvent& event) {
-        return event.cleaning && event.cleaning->address == gpu && event.cleaning->step == "reset";
-      });
-    }));
+    REQUIRE(
+        cleanings.wait_for([&](const std::vector<daemon::ServiceEvent>& events) { return reset_begun(events, gpu); }));
   }
   // The stop, on a thread of its own: it waits for the reset; once it does, the deadline passes.
   std::thread stopping([&service] { service.reset(); });

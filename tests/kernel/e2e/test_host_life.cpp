@@ -175,9 +175,9 @@ TEST_CASE("3 after the reboot: before hostagentd starts, the tenant's controller
   CHECK_MESSAGE(blkid_of_tenant_label().empty(), "blkid found " << blkid_of_tenant_label());
   // The hold says what it did in the kernel's log, where an operator reads the boot.
   const auto log = run_command({"/usr/bin/dmesg"});
-  CHECK_MESSAGE(log.output.find("hostagent: hold-at-boot: " + tenant.to_string() + " held for vfio-pci") !=
-                    std::string::npos,
-                log.output.substr(log.output.size() > 3000 ? log.output.size() - 3000 : 0));
+  CHECK_MESSAGE(
+      log.output.find("hostagent: hold-at-boot: " + tenant.to_string() + " held for vfio-pci") != std::string::npos,
+      log.output.substr(log.output.size() > 3000 ? log.output.size() - 3000 : 0));
   // The host's own NVMe came up: its disk is mounted (above), on nvme.
   const auto mounted = persistent_nvme();
   REQUIRE(mounted.has_value());
