@@ -114,8 +114,6 @@ class ChainLoader {
   bool resolved_ = true;
 };
 
-constexpr std::size_t kMaxProblemsShown = 50;
-
 // One line per problem, the child's file first, then by position.
 std::string render_problems(std::vector<Problem> problems, const std::vector<std::string>& sources) {
   const auto rank = [&](const Problem& p) {
@@ -124,17 +122,7 @@ std::string render_problems(std::vector<Problem> problems, const std::vector<std
   std::stable_sort(problems.begin(), problems.end(), [&](const Problem& a, const Problem& b) {
     return std::tuple(rank(a), a.at.line, a.at.column) < std::tuple(rank(b), b.at.line, b.at.column);
   });
-  // A bound on what one template costs to answer: the first problems say what to fix, and forty
-  // thousand unknown keys would make an answer of megabytes.
-  std::string message;
-  const std::size_t shown = std::min(problems.size(), kMaxProblemsShown);
-  for (std::size_t i = 0; i < shown; ++i) {
-    message += (message.empty() ? "" : "\n") + yaml::problem_line(problems[i]);
-  }
-  if (problems.size() > shown) {
-    message += "\n" + std::to_string(problems.size() - shown) + " more problems not shown: fix these first";
-  }
-  return message;
+  return yaml::problem_lines(problems);
 }
 
 Result<VmTemplate> parse_checked(const std::string& yaml, const std::string& source, const ParentLookup& find_parent,

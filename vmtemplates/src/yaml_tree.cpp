@@ -119,6 +119,19 @@ std::string problem_line(const Problem& problem) {
   return text::shown(to_string(problem.at) + ": " + problem.text);
 }
 
+std::string problem_lines(const std::vector<Problem>& problems) {
+  std::string message;
+  const std::size_t shown = std::min(problems.size(), kMaxProblemsShown);
+  for (std::size_t i = 0; i < shown; ++i) {
+    if (!message.empty()) message += '\n';
+    message += problem_line(problems[i]);
+  }
+  if (problems.size() > shown) {
+    message += "\n" + std::to_string(problems.size() - shown) + " more problems not shown: fix these first";
+  }
+  return message;
+}
+
 const Entry* Value::find(std::string_view key) const {
   const auto it = std::find_if(entries.begin(), entries.end(), [&](const Entry& e) { return e.key == key; });
   return it == entries.end() ? nullptr : &*it;

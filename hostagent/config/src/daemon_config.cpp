@@ -18,16 +18,12 @@ namespace {
 namespace fs = std::filesystem;
 using vmtemplates::yaml::Problem;
 
-// One line per problem, in file order.
+// One line per problem, in file order, the first of them only (yaml::problem_lines).
 std::string render_problems(std::vector<Problem> problems) {
   std::stable_sort(problems.begin(), problems.end(), [](const Problem& a, const Problem& b) {
     return std::tuple(a.at.line, a.at.column) < std::tuple(b.at.line, b.at.column);
   });
-  std::string message;
-  for (const auto& problem : problems) {
-    message += (message.empty() ? "" : "\n") + vmtemplates::yaml::problem_line(problem);
-  }
-  return message;
+  return vmtemplates::yaml::problem_lines(problems);
 }
 
 void replace_once(std::string& text, std::string_view from, std::string_view to) {

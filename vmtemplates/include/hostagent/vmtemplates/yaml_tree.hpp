@@ -4,6 +4,7 @@
 // file, not the child's.
 #pragma once
 
+#include <cstddef>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -52,6 +53,12 @@ struct Problem {
 // file holds may carry a line break or an escape sequence, and a problem is one line of an answer,
 // a log line or a terminal's.
 std::string problem_line(const Problem& problem);
+// The first kMaxProblemsShown of `problems`, in their order, a problem_line each, then how many
+// more there are. A bound on what one file costs to answer: the first problems say what to fix,
+// and a flow sequence of a thousand empty items, or forty thousand unknown keys, would otherwise
+// make an answer (or an operator's screen) of megabytes.
+inline constexpr std::size_t kMaxProblemsShown = 50;
+std::string problem_lines(const std::vector<Problem>& problems);
 
 // Parses one YAML document. Broken YAML, or a second document, is an Error on its own: nothing
 // after it can be trusted. Duplicate keys and keys that are not scalars are added to problems.
