@@ -356,14 +356,27 @@ TEST_CASE("a reset that never returns is quarantined at its deadline while the o
   CHECK(service->quarantined().size() == 1);
 }
 
-// A step hook (the kernel harness's --pause-at clean:reset:ADDRESS) that holds a device's reset
-// until released.
+// A step hook (the kernel harness's --pause-at clean:reset:ADDRESS) that holds one device's reset
+// until its gate opens.
 class HeldReset final : public daemon::StepHook {
  public:
-  void before_step(const std::string& operation, const std::string& /*vm*/, const std::string& step) override {
-    if (operation == "clean" && step == "reset") gate.wait();
+  void before_step(const std::string& operation, const std::string& vm, const std::string& step) override {
+    if (operation != "clean" || step != "reset") return;
+    {
+      const std::lock_guard lock(mutex_);
+      if (vm != device_) return;
+    }
+    gate.wait();
+  }
+  void hold(const PciAddress& device) {
+    const std::lock_guard lock(mutex_);
+    device_ = device.to_string();
   }
   Gate gate;
+
+ private:
+  std::mutex mutex_;
+  std::string device_;
 };
 
 // The hook runs inside the step's time, so a hook that never returns is a step that never returns:
@@ -375,12 +388,19 @@ TEST_CASE("a cleaning step's hook runs within the step's deadline: one that neve
   fixture.hook = held;
   const auto clock = std::make_shared<ManualClock>();
   auto service = started(fixture, nullptr, clock);
-  const auto gpu = one_gpu_vm(fixture, *service, "tenant-a");
+  auto vm = create_vm(*service, fixture.request("tenant-a", kOneGpu));
+  REQUIRE_MESSAGE(vm.ok(), vm.error().message);
+  const auto devices = vm->record->allocation.devices;
+  const auto gpu = devices.front();
+  held->hold(gpu);
   const EventsOfKind cleanings(*service, daemon::ServiceEvent::Kind::cleaning);
   const EventsOfKind quarantines(*service, daemon::ServiceEvent::Kind::quarantine);
   REQUIRE(delete_vm(*service, vm_name("tenant-a")).ok());
-  REQUIRE(
-      cleanings.wait_for([&](const std::vector<daemon::ServiceEvent>& events) { return reset_begun(events, gpu); }));
+  // The others cleaned, and the held one in its reset: only its deadline is then to pass.
+  REQUIRE(cleanings.wait_for([&](const std::vector<daemon::ServiceEvent>& events) {
+    const auto cleaned = std::count_if(events.begin(), events.end(), [](const auto& e) { return e.cleaned; });
+    return reset_begun(events, gpu) && cleaned == static_cast<std::ptrdiff_t>(devices.size() - 1);
+  }));
   CHECK(service->quarantined().empty());
   clock->advance_steady(std::chrono::minutes(2));
   REQUIRE(quarantines.wait_for([](const auto& events) { return !events.empty(); }));
