@@ -6,10 +6,13 @@
 #include <doctest/doctest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <boost/json.hpp>
 #include <chrono>
 #include <fstream>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include "../emulated_host.hpp"
 #include "../guest/guest_host.hpp"
@@ -22,6 +25,7 @@ namespace {
 namespace fs = std::filesystem;
 constexpr auto kStartTimeout = std::chrono::seconds(120);
 constexpr const char* kVm = "life-vf";                // running when the host goes down
+constexpr const char* kTenantVm = "life-tenant";      // running too, on the tenants' whole controller
 constexpr const char* kUndefined = "life-undefined";  // its domain undefined outside hostagent
 constexpr const char* kAllNvme = "life-all-nvme";     // asks for every NVMe the host has
 
@@ -145,17 +149,28 @@ TEST_CASE("1 before the reboot: the NVMe the host mounted is the host's, and a c
   CHECK_MESSAGE(daemon.stop() == 0, daemon.log_tail());
 }
 
-TEST_CASE("2 before the reboot: a VM with an NVMe VF is running when the host goes down") {
+TEST_CASE(
+    "2 before the reboot: a VM with an NVMe VF, and one holding the tenants' controller, run when the host goes down") {
   Daemon daemon(daemon_dir());
+  // Every NVMe of node 1, whose one CPU for VMs is left once the first VM has node 0's: its PF's
+  // VFs and the tenants' controller.
+  daemon.add_template(kTenantVm, std::string("name: ") + kTenantVm + "\nextends: " + kVfTemplate +
+                                     "\nnvme: " + std::to_string(kVfsPerPf + 1) + "\n");
   REQUIRE_MESSAGE(daemon.start(kStartTimeout), daemon.log_tail());
   const auto created = daemon.ctl({"vm", "create", "--template", kVfTemplate, "--name", kVm});
   REQUIRE_MESSAGE(created.exit_code == 0, created.output << daemon.log_tail() << libvirt_logs(kVm));
   const PciAddress vf = check_vm_holds_a_vf(libvirt_domain(kVm));
   CHECK(daemon.has_record(kVm));
   std::ofstream(recorded_vf()) << vf.to_string();
-  // hostagentd stops as systemd stops it at shutdown; the VM runs until the power goes.
+  const auto tenant = daemon.ctl({"vm", "create", "--template", kTenantVm, "--name", kTenantVm});
+  REQUIRE_MESSAGE(tenant.exit_code == 0, tenant.output << daemon.log_tail() << libvirt_logs(kTenantVm));
+  const auto held = libvirt_domain(kTenantVm).hostdevs;
+  CHECK_MESSAGE(std::find(held.begin(), held.end(), tenant_controller()) != held.end(),
+                kTenantVm << " does not hold the tenants' controller");
+  // hostagentd stops as systemd stops it at shutdown; the VMs run until the power goes.
   CHECK_MESSAGE(daemon.stop() == 0, daemon.log_tail());
   CHECK(libvirt_domain(kVm).running);
+  CHECK(libvirt_domain(kTenantVm).running);
   ::sync();
 }
 
@@ -184,7 +199,7 @@ TEST_CASE("3 after the reboot: before hostagentd starts, the tenant's controller
   CHECK(guest::driver_of(*mounted) == std::optional<std::string>("nvme"));
 }
 
-TEST_CASE("4 after the reboot: hostagentd starts the VM that was running, its VF on vfio-pci again") {
+TEST_CASE("4 after the reboot: hostagentd starts the VMs that were running, their devices on vfio-pci again") {
   REQUIRE_MESSAGE(mounted_at(kernel::kPersistentMount), "the persistent disk is not mounted: see the console");
   REQUIRE_MESSAGE(fs::exists(recorded_vf()), "the first boot recorded no VM");
   const auto vf = PciAddress::parse(read_text(recorded_vf()));
@@ -201,17 +216,26 @@ TEST_CASE("4 after the reboot: hostagentd starts the VM that was running, its VF
   REQUIRE_MESSAGE(runs_within(kVm, std::chrono::seconds(180)), daemon.log_tail() << libvirt_logs(kVm));
   MESSAGE("the VM ran again " << seconds_since(start) << " s after hostagentd started (TCG)");
   CHECK(check_vm_holds_a_vf(libvirt_domain(kVm)) == *vf);
+  // The tenant's VM too, on the controller that was held from nvme all through the boot.
+  REQUIRE_MESSAGE(runs_within(kTenantVm, std::chrono::seconds(180)), daemon.log_tail() << libvirt_logs(kTenantVm));
+  const auto held = libvirt_domain(kTenantVm).hostdevs;
+  CHECK(std::find(held.begin(), held.end(), tenant_controller()) != held.end());
+  CHECK(guest::driver_of(tenant_controller()) == std::optional<std::string>("vfio-pci"));
+  CHECK_MESSAGE(host_views_of_tenant().empty(), joined(host_views_of_tenant()));
   const auto status = json_of(daemon.ctl({"status", "--json"}));
   const auto& report = status.at("last_reconcile");
   CHECK(report.at("host_rebooted").as_bool());
-  CHECK(boost::json::serialize(report.at("boot_starts")) == std::string("[\"") + kVm + "\"]");
+  std::vector<std::string> started;
+  for (const auto& name : report.at("boot_starts").as_array()) started.emplace_back(name.as_string().c_str());
+  std::sort(started.begin(), started.end());
+  CHECK(started == std::vector<std::string>{kTenantVm, kVm});
   CHECK_MESSAGE(
       daemon.log().find(std::string("devices of ") + kVm + " were not as prepared: IOMMU group") != std::string::npos,
       daemon.log_tail());
   CHECK_MESSAGE(daemon.stop() == 0, daemon.log_tail());
 }
 
-TEST_CASE("5 after the reboot: the VM is deleted and its VF given back") {
+TEST_CASE("5 after the reboot: the VMs are deleted, the VF given back, the tenants' controller erased unseen") {
   Daemon daemon(daemon_dir());
   REQUIRE_MESSAGE(daemon.start(kStartTimeout), daemon.log_tail());
   const auto vf = PciAddress::parse(read_text(recorded_vf()));
@@ -221,6 +245,27 @@ TEST_CASE("5 after the reboot: the VM is deleted and its VF given back") {
   CHECK_FALSE(libvirt_domain(kVm).exists);
   check_vf_idle(*vf);
   CHECK_FALSE(daemon.has_record(kVm));
+
+  const auto tenant = daemon.ctl({"vm", "delete", kTenantVm});
+  REQUIRE_MESSAGE(tenant.exit_code == 0, tenant.output << daemon.log_tail());
+  const bool cleaned = guest::wait_until(
+      [&] {
+        const auto listed = daemon.ctl({"cleaning", "list", "--json"});
+        return listed.exit_code == 0 && boost::json::parse(listed.output).at("devices").as_array().empty();
+      },
+      std::chrono::seconds(120));
+  REQUIRE_MESSAGE(cleaned, daemon.log_tail());
+  const auto history = json_of(daemon.ctl({"devices", "history", tenant_controller().to_string(), "--json"}));
+  const auto& last = history.at("cleanings").as_array().back().as_object();
+  CHECK(last.at("outcome").as_string() == "clean");
+  std::string erase;
+  for (const auto& step : last.at("steps").as_array()) {
+    if (step.at("name").as_string() == "erase") erase = step.at("detail").as_string().c_str();
+  }
+  CHECK_MESSAGE(erase.find("; through VFIO, on vfio-pci") != std::string::npos, erase);
+  MESSAGE("the tenants' controller after the reboot: " << erase);
+  CHECK(guest::driver_of(tenant_controller()) == std::optional<std::string>("vfio-pci"));
+  CHECK_MESSAGE(host_views_of_tenant().empty(), joined(host_views_of_tenant()));
   CHECK_MESSAGE(daemon.stop() == 0, daemon.log_tail());
 }
 
