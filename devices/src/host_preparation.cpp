@@ -139,6 +139,14 @@ Status write_held_at_boot(const numa::HostModel& host, const HostDeviceParts& pa
     HA_TRY(auto records, DeviceRecords::open(parts.records_directory));
     HA_TRY(record, records.read(kHostDeviceOwner));
   }
+  if (record && parts.held_at_boot != kBootHoldList) {
+    systemd::log(
+        systemd::LogLevel::warning,
+        "devices: the boot hold reads " + std::string(kBootHoldList) + ", but this host's list is " +
+            parts.held_at_boot.string() +
+            " (state_directory): name it after hold-at-boot in /etc/modprobe.d/hostagent.conf, or "
+            "the tenant NVMe controllers meet the nvme driver at the next boot (docs/devices.md, \"At boot\")");
+  }
   const std::string text = held_at_boot_text(host, record);
   constexpr std::size_t kMaxBytes = 1 << 20;
   const auto now = durable::read_file(parts.held_at_boot, kMaxBytes);
