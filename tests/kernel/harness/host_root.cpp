@@ -23,12 +23,11 @@ std::string persistent_disk_lines() {
 P="$R)sh") +
          kPersistentMount +
          R"sh("
-# The namespace appears once the controller's reset work has scanned it (asynchronous to the probe).
-for attempt in $(seq 100); do
-  disk=$(findfs LABEL=)sh" +
-         kPersistentLabel + R"sh() && break
-  sleep 0.1
-done
+# No wait: modprobe returns once the module's asynchronous probes are done (do_init_module's
+# async_synchronize_full), and nvme's (nvme_async_probe) flushes the controller's reset and
+# namespace scan, whose disks devtmpfs has made by then.
+disk=$(findfs LABEL=)sh" +
+         kPersistentLabel + R"sh()
 mkdir -p "$P"
 mount -t ext4 "$disk" "$P" || say "cannot mount the persistent disk ($disk) on $P"
 mkdir -p "$P/libvirt-qemu" "$P/libvirt-lib"
