@@ -34,6 +34,9 @@ packages=(
   # the real-kernel harness (tests/kernel): an emulated GPU host under QEMU with VFIO, SR-IOV and
   # soft-RoCE; netdevsim is built out of tree from the kernel's own source against its headers
   linux-source-6.1 linux-headers-amd64 iproute2 kmod ibverbs-providers
+  # what a host's storage stack would read of a tenant's disk (tests/kernel/e2e/test_host_life.cpp):
+  # sfdisk's GPT, LVM and md, each run inside the emulated host
+  fdisk lvm2 mdadm
   # the fleet tests' real OpenStack Placement (scripts/placement.sh runs it under uwsgi, on loopback)
   placement-api uwsgi-core uwsgi-plugin-python3
   # cloud-init NoCloud seeds (ISO 9660)

@@ -37,8 +37,8 @@ inline constexpr const char* kTenantNvmeSerial = "hostagent-tenant";
 inline constexpr uint16_t kTenantNvmeVendor = 0x8086;
 inline constexpr uint16_t kTenantNvmeDevice = 0x5845;
 inline constexpr std::uintmax_t kTenantNvmeBytes = std::uintmax_t{16} << 20U;
-// The host-life boots' tenant controller carries what a tenant left: an ext4 file system with this
-// label, which blkid reads wherever the host makes a block device of it.
+// The host-life boots' tenant controller carries what a tenant left, among it an ext4 file system
+// with this label, which blkid reads wherever the host makes a block device of it.
 inline constexpr const char* kTenantFsLabel = "tenant-data";
 
 // The expansion ROM the hygiene boot gives every edu (QEMU's romfile=): one image the kernel's

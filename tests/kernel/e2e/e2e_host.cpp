@@ -292,19 +292,23 @@ PciAddress tenant_controller() {
   return found.front();
 }
 
-std::vector<std::string> host_views_of_tenant() {
+std::vector<std::string> tenant_disks() {
   static const std::regex disk("nvme[0-9]+n[0-9]+");
-  std::vector<std::string> views;
   std::vector<std::string> disks;
   for (const auto& entry : fs::directory_iterator("/sys/block")) {
     const std::string name = entry.path().filename().string();
     if (!std::regex_match(name, disk)) continue;
     const auto serial = guest::sysfs().read("/sys/block/" + name + "/device/serial");
-    if (serial.ok() && *serial == emulated_host::kTenantNvmeSerial) {
-      disks.push_back(name);
-      views.push_back("/sys/block/" + name);
-    }
+    if (serial.ok() && *serial == emulated_host::kTenantNvmeSerial) disks.push_back(name);
   }
+  return disks;
+}
+
+std::vector<std::string> host_views_of_tenant() {
+  const auto disks = tenant_disks();
+  std::vector<std::string> views;
+  views.reserve(disks.size());
+  for (const auto& name : disks) views.push_back("/sys/block/" + name);
   std::ifstream partitions("/proc/partitions");
   for (std::string line; std::getline(partitions, line);) {
     for (const auto& name : disks) {

@@ -93,6 +93,8 @@ std::string libvirt_logs(const std::string& domain);
 // The tenants' whole NVMe controller (QemuInputs::tenant_disk: the hygiene and host-life boots), by
 // its PCI IDs: on vfio-pci, or held unbound, there is no serial to read.
 PciAddress tenant_controller();
+// The block devices (nvmeXnY) whose controller, or multipath subsystem, has the tenant's serial.
+std::vector<std::string> tenant_disks();
 // What the host has made of the tenant's controller: each block device whose controller, or
 // multipath subsystem, has the tenant's serial, and each line of /proc/partitions naming one of
 // them or a partition of it (the kernel's partition scan: block/partitions/). Empty while no host

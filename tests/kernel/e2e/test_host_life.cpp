@@ -18,6 +18,7 @@
 #include "../guest/guest_host.hpp"
 #include "e2e_host.hpp"
 #include "harness/host_root.hpp"
+#include "tenant_storage.hpp"
 
 namespace hostagent::testing::e2e {
 namespace {
@@ -95,18 +96,53 @@ std::string joined(const std::vector<std::string>& lines) {
   return out;
 }
 
+// The host's own VG, on its persistent disk (tenant_storage.hpp).
+HostVg own_vg() {
+  return host_vg_on(kernel::kPersistentMount);
+}
+
+// Nothing of what the tenant planted shows in any of the host's tools, and the host's own VG is
+// listed once, as it made it.
+void check_tenant_storage_unseen() {
+  const auto traces = host_traces_of_tenant_storage(own_vg());
+  CHECK_MESSAGE(traces.empty(), "the host sees the tenant's storage:\n" << joined(traces));
+  const auto problems = host_vg_problems(own_vg());
+  CHECK_MESSAGE(problems.empty(), joined(problems));
+}
+
+bool any_from(const std::vector<std::string>& traces, const std::string& tool) {
+  return std::any_of(traces.begin(), traces.end(),
+                     [&](const std::string& trace) { return trace.rfind(tool + ": ", 0) == 0; });
+}
+
 }  // namespace
 
-// What every host does before hostagent holds anything, and what the next test shows it no longer
+// What every host does before hostagent holds anything, and what the later cases show it no longer
 // does: the first boot's nvme, with no held-at-boot list yet, takes the tenant's controller, and
-// the kernel and blkid read what the last tenant left on it.
-TEST_CASE("0 before the reboot: with no held-at-boot list yet, nvme takes the tenant's controller and blkid reads it") {
+// the host's storage stack reads what a tenant left on it. The test writes it there, standing in
+// for the tenant (tenant_storage.hpp): a GPT, ext4 with a label, an LVM PV whose VG has the name of
+// the host's own VG, and an md superblock.
+TEST_CASE(
+    "0 before the reboot: with no held-at-boot list yet, nvme takes the tenant's controller and the host's "
+    "tools read what a tenant left") {
   const PciAddress tenant = tenant_controller();
-  CHECK(guest::driver_of(tenant) == std::optional<std::string>("nvme"));
-  const bool seen = guest::wait_until([] { return !blkid_of_tenant_label().empty(); }, std::chrono::seconds(30));
-  CHECK_MESSAGE(seen, "blkid did not find the label " << emulated_host::kTenantFsLabel);
-  CHECK_FALSE(host_views_of_tenant().empty());
-  MESSAGE("exposed at the first boot: " << blkid_of_tenant_label() << joined(host_views_of_tenant()));
+  REQUIRE(guest::driver_of(tenant) == std::optional<std::string>("nvme"));
+  REQUIRE_MESSAGE(mounted_at(kernel::kPersistentMount), "the persistent disk is not mounted: see the console");
+  make_host_vg(own_vg());
+  CHECK_MESSAGE(host_vg_problems(own_vg()).empty(), joined(host_vg_problems(own_vg())));
+  plant_tenant_storage(tenant);
+
+  const auto traces = host_traces_of_tenant_storage(own_vg());
+  MESSAGE("exposed at the first boot:\n" << joined(traces));
+  // Each view the later cases check shows it here: none of their checks is one that cannot fail.
+  for (const std::string tool : {"blkid", "lsblk", "pvs", "vgs", "mdadm --examine --scan", "/proc/partitions"}) {
+    CHECK_MESSAGE(any_from(traces, tool), tool << " shows nothing of the tenant's storage");
+  }
+  CHECK_MESSAGE(!blkid_of_tenant_label().empty(), "blkid did not find the label " << emulated_host::kTenantFsLabel);
+  // Two VGs with the host's VG's name: LVM now refuses the host's own by its name.
+  const auto problems = host_vg_problems(own_vg());
+  CHECK_FALSE(problems.empty());
+  MESSAGE("the host's VG with the tenant's PV in view: " << joined(problems) << host_vg_activation_problem());
 }
 
 TEST_CASE("1 before the reboot: the NVMe the host mounted is the host's, and a create for every NVMe never gets it") {
@@ -146,6 +182,9 @@ TEST_CASE("1 before the reboot: the NVMe the host mounted is the host's, and a c
   const std::string held = read_text(daemon_dir() / "state" / "held-at-boot");
   CHECK_MESSAGE(held.find(tenant.to_string() + "\n") != std::string::npos, held);
   CHECK_MESSAGE(held.find(mounted->to_string()) == std::string::npos, held);
+  // nvme let it go, and with it every block device of it: nothing the tenant left shows.
+  check_tenant_storage_unseen();
+  CHECK(host_vg_activation_problem().empty());
   CHECK_MESSAGE(daemon.stop() == 0, daemon.log_tail());
 }
 
@@ -167,6 +206,7 @@ TEST_CASE(
   const auto held = libvirt_domain(kTenantVm).hostdevs;
   CHECK_MESSAGE(std::find(held.begin(), held.end(), tenant_controller()) != held.end(),
                 kTenantVm << " does not hold the tenants' controller");
+  check_tenant_storage_unseen();
   // hostagentd stops as systemd stops it at shutdown; the VMs run until the power goes.
   CHECK_MESSAGE(daemon.stop() == 0, daemon.log_tail());
   CHECK(libvirt_domain(kVm).running);
@@ -186,8 +226,12 @@ TEST_CASE("3 after the reboot: before hostagentd starts, the tenant's controller
   const auto driver = guest::driver_of(tenant);
   CHECK_MESSAGE((!driver || *driver == "vfio-pci"), "the tenant's controller is on " << driver.value_or("?"));
   CHECK_FALSE(fs::exists(guest::pci_path(tenant, "nvme")));
-  CHECK_MESSAGE(host_views_of_tenant().empty(), joined(host_views_of_tenant()));
   CHECK_MESSAGE(blkid_of_tenant_label().empty(), "blkid found " << blkid_of_tenant_label());
+  // The host's own VG, its loop device set up again, is the only one of its name, and activates.
+  attach_host_vg(own_vg());
+  check_tenant_storage_unseen();
+  const auto activation = host_vg_activation_problem();
+  CHECK_MESSAGE(activation.empty(), activation);
   // The hold says what it did in the kernel's log, where an operator reads the boot.
   const auto log = run_command({"/usr/bin/dmesg"});
   CHECK_MESSAGE(
@@ -221,7 +265,7 @@ TEST_CASE("4 after the reboot: hostagentd starts the VMs that were running, thei
   const auto held = libvirt_domain(kTenantVm).hostdevs;
   CHECK(std::find(held.begin(), held.end(), tenant_controller()) != held.end());
   CHECK(guest::driver_of(tenant_controller()) == std::optional<std::string>("vfio-pci"));
-  CHECK_MESSAGE(host_views_of_tenant().empty(), joined(host_views_of_tenant()));
+  check_tenant_storage_unseen();
   const auto status = json_of(daemon.ctl({"status", "--json"}));
   const auto& report = status.at("last_reconcile");
   CHECK(report.at("host_rebooted").as_bool());
@@ -235,9 +279,15 @@ TEST_CASE("4 after the reboot: hostagentd starts the VMs that were running, thei
   CHECK_MESSAGE(daemon.stop() == 0, daemon.log_tail());
 }
 
-TEST_CASE("5 after the reboot: the VMs are deleted, the VF given back, the tenants' controller erased unseen") {
+TEST_CASE(
+    "5 after the reboot: the VMs are deleted, the VF given back, the tenants' controller unseen before its erase and "
+    "after") {
   Daemon daemon(daemon_dir());
-  REQUIRE_MESSAGE(daemon.start(kStartTimeout), daemon.log_tail());
+  // The tenants' controller's cleaning stops before its erase: what the tenant left is on the media.
+  const fs::path paused = "/tmp/host-life-paused";
+  const std::vector<std::string> pause = {"--pause-at", "clean:erase:" + tenant_controller().to_string(),
+                                          "--pause-marker", paused.string()};
+  REQUIRE_MESSAGE(daemon.start(kStartTimeout, pause), daemon.log_tail());
   const auto vf = PciAddress::parse(read_text(recorded_vf()));
   REQUIRE(vf.ok());
   const auto deleted = daemon.ctl({"vm", "delete", kVm});
@@ -248,6 +298,12 @@ TEST_CASE("5 after the reboot: the VMs are deleted, the VF given back, the tenan
 
   const auto tenant = daemon.ctl({"vm", "delete", kTenantVm});
   REQUIRE_MESSAGE(tenant.exit_code == 0, tenant.output << daemon.log_tail());
+  REQUIRE_MESSAGE(guest::wait_until([&] { return fs::exists(paused); }, std::chrono::seconds(120)), daemon.log_tail());
+  CHECK(guest::driver_of(tenant_controller()) == std::optional<std::string>("vfio-pci"));
+  check_tenant_storage_unseen();
+  // Killed there; its next start cleans the controller again, the erase this time.
+  daemon.kill_hard();
+  REQUIRE_MESSAGE(daemon.start(kStartTimeout), daemon.log_tail());
   const bool cleaned = guest::wait_until(
       [&] {
         const auto listed = daemon.ctl({"cleaning", "list", "--json"});
@@ -263,9 +319,12 @@ TEST_CASE("5 after the reboot: the VMs are deleted, the VF given back, the tenan
     if (step.at("name").as_string() == "erase") erase = step.at("detail").as_string().c_str();
   }
   CHECK_MESSAGE(erase.find("; through VFIO, on vfio-pci") != std::string::npos, erase);
+  // The read-back samples the namespace from its first block to its last: the GPT's two headers and
+  // the file system, the PV and the md member between them (nvme_erase.cpp read_back), all zeros.
+  CHECK_MESSAGE(erase.find("16 blocks read back, all 0x00") != std::string::npos, erase);
   MESSAGE("the tenants' controller after the reboot: " << erase);
   CHECK(guest::driver_of(tenant_controller()) == std::optional<std::string>("vfio-pci"));
-  CHECK_MESSAGE(host_views_of_tenant().empty(), joined(host_views_of_tenant()));
+  check_tenant_storage_unseen();
   CHECK_MESSAGE(daemon.stop() == 0, daemon.log_tail());
 }
 
