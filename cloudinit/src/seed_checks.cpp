@@ -99,14 +99,10 @@ Status check_key(std::size_t index, const std::string& key) {
   return ok_status();
 }
 
-// The MAC is the domain's (render's), the MTU the template's (validated there, 68-9216): checked
-// again, since this module writes them into a file the guest trusts.
+// The MAC is the domain's (render's), a MacAddress; the MTU the template's (validated there,
+// 68-9216): checked again, since this module writes it into a file the guest trusts.
 Status check_nic(std::size_t index, const GuestNic& nic) {
   const std::string field = "nics[" + std::to_string(index) + "]";
-  if (!is_mac(nic.mac)) {
-    return field_error(field + ".mac",
-                       text::quoted(nic.mac, kMaxQuoted) + " is not a MAC address like 02:00:00:00:00:01");
-  }
   constexpr int kMinMtu = 68;    // RFC 791: the IPv4 minimum
   constexpr int kMaxMtu = 9216;  // the largest jumbo frame hostagent's templates take
   if (nic.mtu && (*nic.mtu < kMinMtu || *nic.mtu > kMaxMtu)) {

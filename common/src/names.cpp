@@ -2,6 +2,7 @@
 #include "hostagent/common/names.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <cstdint>
 #include <cstdio>
 #include <random>
@@ -51,9 +52,17 @@ bool is_uuid(std::string_view text) {
   for (std::size_t i = 0; i < text.size(); ++i) {
     const char c = text[i];
     const bool dash = i == 8 || i == 13 || i == 18 || i == 23;
-    if (dash ? c != '-' : !((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
+    if (dash ? c != '-' : std::isxdigit(static_cast<unsigned char>(c)) == 0) return false;
   }
   return true;
+}
+
+std::string UuidRule::normal(std::string_view text) {
+  return text::ascii_lower(text);
+}
+
+Error UuidRule::refusal(std::string_view text, const std::string& field) {
+  return field_error(field, text::quoted(text) + " is not " + std::string(kUuidRule));
 }
 
 bool is_request_id(std::string_view text) {

@@ -82,6 +82,14 @@ void append_shown(std::string& out, std::string_view value, bool quotes) {
 
 }  // namespace
 
+std::string ascii_lower(std::string_view value) {
+  std::string out(value);
+  for (char& c : out) {
+    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+  }
+  return out;
+}
+
 std::string quoted(std::string_view value, std::size_t longest) {
   std::string out = "\"";
   append_shown(out, value.substr(0, longest), true);

@@ -9,6 +9,7 @@
 #include <regex>
 
 #include "hostagent/common/durable_file.hpp"
+#include "hostagent/common/hardware_ids.hpp"
 #include "hostagent/common/json_fields.hpp"
 #include "hostagent/common/names.hpp"
 #include "hostagent/common/text.hpp"
@@ -127,7 +128,7 @@ Result<T> number(const JsonFields& fields, std::string_view key, uint64_t high) 
 // A MAC goes into a netlink request: six hex octets, as the configurator would take it.
 Result<std::string> mac_field(const JsonFields& f) {
   HA_TRY(auto text, f.string("mac"));
-  if (!sriov::normalize_mac(text, f.path("mac")).ok()) {
+  if (!mac_text(text, f.path("mac")).ok()) {
     return parse_failure("field '" + f.path("mac") + "' is not a MAC address: " + text::quoted(text));
   }
   return text;

@@ -48,7 +48,7 @@ void append_metadata(pugi::xml_node domain, const DomainInputs& in) {
 
 void append_identity(pugi::xml_node domain, const DomainInputs& in) {
   add_text(domain, "name", in.options.name);
-  if (!in.options.uuid.empty()) add_text(domain, "uuid", in.options.uuid);
+  if (in.options.uuid) add_text(domain, "uuid", in.options.uuid->str());
   append_metadata(domain, in);
 }
 

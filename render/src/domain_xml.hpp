@@ -28,7 +28,7 @@ struct DomainInputs {
   const numa::Placement& placement;
   const GuestOptions& options;
   const PciLayout& layout;
-  const std::vector<std::string>& vf_macs;  // indexed by a NIC Device's ordinal
+  const std::vector<MacAddress>& vf_macs;  // indexed by a NIC Device's ordinal
   MmioWindow mmio;
 };
 

@@ -1,9 +1,8 @@
 // render/guest_renderer: render_guest, the module's entry point. Checks every input, builds the guest
 // PCI layout once, and renders the domain XML and the NCCL topology file from it.
-#include <regex>
 
-#include "hostagent/common/text.hpp"
 #include "hostagent/render/guest_renderer.hpp"
+#include "hostagent/common/text.hpp"
 
 #include <string>
 #include <vector>
@@ -27,12 +26,10 @@ Status check_options(const GuestOptions& options) {
     return detail::invalid_input("domain type " + text::quoted(options.domain_type) + " is not one of kvm, qemu, test");
   }
   if (!options.emulator.empty()) HA_TRY_STATUS(detail::check_absolute_path("emulator", options.emulator));
-  if (!options.uuid.empty()) HA_TRY_STATUS(detail::check_uuid(options.uuid));
   if (!options.console_log.empty()) HA_TRY_STATUS(detail::check_absolute_path("console log", options.console_log));
   if (!options.seed_iso.empty()) HA_TRY_STATUS(detail::check_absolute_path("seed ISO", options.seed_iso));
-  static const std::regex kGuid("[0-9a-f]{4}(:[0-9a-f]{4}){3}");
   for (const auto& [vf, rdma] : options.nic_rdma) {
-    if (!std::regex_match(rdma.node_guid, kGuid)) {
+    if (!is_guid(rdma.node_guid)) {
       return detail::invalid_input("RDMA node GUID " + text::quoted(rdma.node_guid) + " of VF " + vf.to_string() +
                                    " is not xxxx:xxxx:xxxx:xxxx");
     }
@@ -97,13 +94,13 @@ std::vector<GuestDeviceAddress> addresses(const detail::PciLayout& layout) {
 
 }  // namespace
 
-Result<std::vector<std::pair<numa::PciAddress, std::string>>> vf_mac_addresses(const vmtemplates::VmTemplate& shape,
-                                                                               const numa::Placement& placement,
-                                                                               const GuestOptions& options) {
+Result<std::vector<std::pair<numa::PciAddress, MacAddress>>> vf_mac_addresses(const vmtemplates::VmTemplate& shape,
+                                                                              const numa::Placement& placement,
+                                                                              const GuestOptions& options) {
   // The order pci_layout numbers VFs in, and so the order of the MACs the domain XML uses.
   const auto vfs = numa::placed_vfs(placement);
   HA_TRY(const auto macs, detail::vf_macs(options, shape, vfs.size()));
-  std::vector<std::pair<numa::PciAddress, std::string>> out;
+  std::vector<std::pair<numa::PciAddress, MacAddress>> out;
   for (std::size_t i = 0; i < vfs.size(); ++i) out.emplace_back(vfs[i], macs[i]);
   return out;
 }

@@ -48,17 +48,6 @@ Status check_metadata_key(const std::string& key) {
   return ok_status();
 }
 
-Status check_uuid(const std::string& uuid) {
-  static constexpr std::size_t kDashes[] = {8, 13, 18, 23};
-  bool ok = uuid.size() == 36;
-  for (std::size_t i = 0; ok && i < uuid.size(); ++i) {
-    const bool dash = i == kDashes[0] || i == kDashes[1] || i == kDashes[2] || i == kDashes[3];
-    ok = dash ? uuid[i] == '-' : std::isxdigit(static_cast<unsigned char>(uuid[i])) != 0;
-  }
-  if (!ok) return invalid_input("UUID " + text::quoted(uuid) + " is invalid: expected 8-4-4-4-12 hex digits");
-  return ok_status();
-}
-
 Status check_absolute_path(const std::string& what, const std::string& path) {
   HA_TRY_STATUS(check_xml_text(what, path));
   if (path.empty() || path.front() != '/')

@@ -33,7 +33,6 @@ Status check_xml_text(const std::string& what, const std::string& value);
 Status check_metadata_key(const std::string& key);
 
 // The canonical 8-4-4-4-12 hex form libvirt expects in <uuid>.
-Status check_uuid(const std::string& uuid);
 
 // An absolute path with XML-safe text and no ".." component.
 Status check_absolute_path(const std::string& what, const std::string& path);

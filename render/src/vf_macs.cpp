@@ -1,46 +1,15 @@
 // render/vf_macs: VF MAC addresses, given by the request or derived from the host and the VM.
 #include "vf_macs.hpp"
 
-#include <cctype>
 #include <cstdint>
 #include <cstdio>
-#include <set>
 
 #include "hostagent/common/text.hpp"
 #include "input_checks.hpp"
 
 namespace hostagent::render::detail {
-namespace {
 
-// "aa:bb:cc:dd:ee:ff" in either case, lower-cased; nullopt-like empty string when malformed.
-std::string normalised_mac(const std::string& text) {
-  if (text.size() != 17) return {};
-  std::string out;
-  for (std::size_t i = 0; i < text.size(); ++i) {
-    const char c = text[i];
-    if (i % 3 == 2) {
-      if (c != ':') return {};
-    } else if (std::isxdigit(static_cast<unsigned char>(c)) == 0) {
-      return {};
-    }
-    out += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  }
-  return out;
-}
-
-Result<std::string> checked_mac(const std::string& text, std::size_t index) {
-  const std::string mac = normalised_mac(text);
-  const std::string where = "vf_macs[" + std::to_string(index) + "] " + text::quoted(text);
-  if (mac.empty()) return invalid_input(where + " is not a MAC address of the form 02:00:00:00:00:01");
-  const auto first = static_cast<unsigned>(std::stoul(mac.substr(0, 2), nullptr, 16));
-  if ((first & 1U) != 0) return invalid_input(where + " is a multicast address; a VF needs a unicast one");
-  if (mac == "00:00:00:00:00:00") return invalid_input(where + " is the all-zero address");
-  return mac;
-}
-
-}  // namespace
-
-std::string derived_mac(const std::string& host_id, const std::string& vm_id, std::size_t index) {
+MacAddress derived_mac(const std::string& host_id, const std::string& vm_id, std::size_t index) {
   uint64_t hash = 14695981039346656037ULL;  // FNV-1a 64-bit offset basis
   const auto mix = [&hash](const std::string& text) {
     for (const char c : text) {
@@ -57,12 +26,15 @@ std::string derived_mac(const std::string& host_id, const std::string& vm_id, st
   std::snprintf(buf, sizeof buf, "%02x:%02x:%02x:%02x:%02x:%02x", first, static_cast<unsigned>((hash >> 50) & 0xff),
                 static_cast<unsigned>((hash >> 42) & 0xff), static_cast<unsigned>((hash >> 34) & 0xff),
                 static_cast<unsigned>((hash >> 26) & 0xff), static_cast<unsigned>(index & 0xff));
-  return buf;
+  // Unicast and never all zeros (the U/L bit is set): a MacAddress by construction.
+  auto mac = MacAddress::parse(buf, "derived MAC");
+  HA_ASSERT(mac.ok());
+  return std::move(mac).value();
 }
 
-Result<std::vector<std::string>> vf_macs(const GuestOptions& options, const vmtemplates::VmTemplate& shape,
-                                         std::size_t count) {
-  std::vector<std::string> macs;
+Result<std::vector<MacAddress>> vf_macs(const GuestOptions& options, const vmtemplates::VmTemplate& shape,
+                                        std::size_t count) {
+  std::vector<MacAddress> macs;
   if (options.vf_macs.empty()) {
     if (count > 0 && shape.nics.vf.mac == vmtemplates::MacPolicy::request) {
       return invalid_input("template " + text::quoted(shape.name) +
@@ -70,20 +42,18 @@ Result<std::vector<std::string>> vf_macs(const GuestOptions& options, const vmte
                            std::to_string(count) + " VFs");
     }
     if (count > 256) return invalid_input("cannot derive MAC addresses for more than 256 VFs in one VM");
-    const std::string& vm_id = options.uuid.empty() ? options.name : options.uuid;
+    const std::string& vm_id = options.uuid ? options.uuid->str() : options.name;
     for (std::size_t i = 0; i < count; ++i) macs.push_back(derived_mac(options.host_id, vm_id, i));
     return macs;
   }
+  // Each given MAC is a MacAddress (unicast, lower case), and the service refused a request whose
+  // MACs repeat or do not match the template's VFs before anything was placed: a mismatch here is
+  // a caller that skipped it.
   if (options.vf_macs.size() != count) {
     return invalid_input("the request gives " + std::to_string(options.vf_macs.size()) + " VF MAC addresses for " +
                          std::to_string(count) + " VFs");
   }
-  std::set<std::string> seen;
-  for (std::size_t i = 0; i < count; ++i) {
-    HA_TRY(auto mac, checked_mac(options.vf_macs[i], i));
-    if (!seen.insert(mac).second) return invalid_input("vf_macs[" + std::to_string(i) + "] " + mac + " is given twice");
-    macs.push_back(std::move(mac));
-  }
+  macs.assign(options.vf_macs.begin(), options.vf_macs.end());
   return macs;
 }
 

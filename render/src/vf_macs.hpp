@@ -12,16 +12,16 @@
 namespace hostagent::render::detail {
 
 // One MAC per VF, in placement order (the VFs of each GPU in GPU order, then the extra VFs).
-// options.vf_macs when given (exactly `count`, unicast, distinct; normalised to lower case); else,
+// options.vf_macs when given (exactly `count`: MacAddress values, distinct, as the service checked them); else,
 // unless the template wants MACs from the request, derived from the VM name and the VF index.
-Result<std::vector<std::string>> vf_macs(const GuestOptions& options, const vmtemplates::VmTemplate& shape,
-                                         std::size_t count);
+Result<std::vector<MacAddress>> vf_macs(const GuestOptions& options, const vmtemplates::VmTemplate& shape,
+                                        std::size_t count);
 
 // A locally administered unicast address (IEEE 802 U/L bit set, I/G bit clear): 38 bits of the
 // FNV-1a hash of host_id and vm_id (the VM's UUID, or its name before it has one) in the first five
 // octets, the VF index in the last. Stable across renders and restarts of one VM on one host;
 // distinct within a VM by construction, across VMs and hosts with probability 1 - 2^-38 per pair
 // (about 1 in 30,000 for a fleet of 10,000 such VMs).
-std::string derived_mac(const std::string& host_id, const std::string& vm_id, std::size_t index);
+MacAddress derived_mac(const std::string& host_id, const std::string& vm_id, std::size_t index);
 
 }  // namespace hostagent::render::detail

@@ -4,6 +4,8 @@
 
 #include <vector>
 
+#include "hostagent/common/hardware_ids.hpp"
+
 namespace hostagent::sriov {
 namespace {
 
@@ -18,7 +20,7 @@ std::string on_off(bool value) {
 Result<VfSettings> validate(const VfSettings& wanted) {
   VfSettings s = wanted;
   if (s.mac) {
-    HA_TRY(s.mac, normalize_mac(*s.mac, "mac"));
+    HA_TRY(s.mac, hostagent::mac_text(*s.mac, "mac"));
   }
   if (s.vlan && (*s.vlan < 0 || *s.vlan > 4095)) {
     return Error{ErrorCode::invalid_argument,

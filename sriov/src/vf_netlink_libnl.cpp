@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <memory>
 
+#include "hostagent/common/hardware_ids.hpp"
 #include "hostagent/sriov/vf_netlink.hpp"
 
 namespace hostagent::sriov {
@@ -144,7 +145,7 @@ uint32_t link_state_value(LinkState state) {
 }
 
 Status set_mac(rtnl_link_vf* vf, const std::string& mac) {
-  HA_TRY(const auto text, normalize_mac(mac, "mac"));
+  HA_TRY(const auto text, hostagent::mac_text(mac, "mac"));
   nl_addr* raw = nullptr;
   if (const int err = nl_addr_parse(text.c_str(), AF_LLC, &raw); err < 0) return nl_error(err, "parse MAC " + text);
   Addr addr(raw);

@@ -68,19 +68,59 @@ TEST_CASE("checked names: parse refuses on the field it is told, and what it acc
 }
 
 TEST_CASE("MACs: six hex pairs of either case, and refused ones name the field") {
-  for (const char* mac : {"52:54:00:00:00:01", "02:00:00:00:00:0A", "ff:FF:ff:FF:ff:FF"}) {
+  for (const char* mac : {"52:54:00:00:00:01", "02:00:00:00:00:0A", "ff:FF:ff:FF:ff:FF", "00:00:00:00:00:00"}) {
     CAPTURE(mac);
     CHECK(is_mac(mac));
-    CHECK(MacAddress::parse(mac, "macs[0]").ok());
+    CHECK(mac_text(mac, "mac").ok());
   }
+  CHECK(mac_text("52:54:00:AB:cd:0E", "mac").value() == "52:54:00:ab:cd:0e");
   for (const char* mac : {"", "52:54:00:00:00", "52:54:00:00:00:01:02", "52-54-00-00-00-01", "52:54:00:00:00:0g",
                           "5254:00:00:00:01:", " 52:54:00:00:00:01"}) {
     CAPTURE(mac);
     CHECK_FALSE(is_mac(mac));
+    const auto text = mac_text(mac, "vfs[0].mac");
+    REQUIRE_FALSE(text.ok());
+    CHECK(text.error().field == "vfs[0].mac");
     const auto parsed = MacAddress::parse(mac, "macs[2]");
     REQUIRE_FALSE(parsed.ok());
     CHECK(parsed.error().field == "macs[2]");
     CHECK(parsed.error().message.find("is not a MAC address") != std::string::npos);
+  }
+}
+
+TEST_CASE("a VF's MAC: unicast and not all zeros, kept in lower case whichever case it came in") {
+  const auto upper = MacAddress::parse("02:AB:00:00:00:0A", "macs[0]");
+  REQUIRE(upper.ok());
+  CHECK(upper->str() == "02:ab:00:00:00:0a");
+  CHECK(*upper == MacAddress::parse("02:ab:00:00:00:0a", "macs[1]").value());
+  // The I/G bit is the low bit of the first octet: 01, 03, ..., ff are group addresses.
+  for (const char* mac : {"01:00:00:00:00:01", "33:33:00:00:00:01", "ff:ff:ff:ff:ff:ff", "0F:00:00:00:00:01"}) {
+    CAPTURE(mac);
+    const auto parsed = MacAddress::parse(mac, "macs[3]");
+    REQUIRE_FALSE(parsed.ok());
+    CHECK(parsed.error().field == "macs[3]");
+    CHECK(parsed.error().message.find("is a multicast address") != std::string::npos);
+  }
+  const auto zero = MacAddress::parse("00:00:00:00:00:00", "macs[0]");
+  REQUIRE_FALSE(zero.ok());
+  CHECK(zero.error().message.find("all-zero") != std::string::npos);
+  CHECK(MacAddress::parse("fe:00:00:00:00:01", "macs[0]").ok());  // locally administered, unicast
+}
+
+TEST_CASE("UUIDs: 8-4-4-4-12 hex digits of either case, one value kept in lower case") {
+  const auto upper = Uuid::parse("6B29FC40-CA47-1067-B31D-00DD010662DA", "uuid");
+  REQUIRE(upper.ok());
+  CHECK(upper->str() == "6b29fc40-ca47-1067-b31d-00dd010662da");
+  CHECK(*upper == Uuid::parse("6b29fc40-ca47-1067-b31d-00dd010662da", "uuid").value());
+  CHECK(is_uuid(random_uuid()));
+  CHECK(Uuid::parse(random_uuid(), "uuid")->str().size() == 36);
+  for (const char* bad : {"", "6b29fc40ca471067b31d00dd010662da", "6b29fc40-ca47-1067-b31d-00dd010662d",
+                          "{6b29fc40-ca47-1067-b31d-00dd010662da}", "6b29fc40-ca47-1067-b31d-00dd010662dg"}) {
+    CAPTURE(bad);
+    const auto parsed = Uuid::parse(bad, "uuid");
+    REQUIRE_FALSE(parsed.ok());
+    CHECK(parsed.error().field == "uuid");
+    CHECK(parsed.error().message.find("is not a UUID") != std::string::npos);
   }
 }
 

@@ -213,7 +213,7 @@ DeviceRequest request_for(const numa::Placement& placement) {
   DeviceRequest request;
   int n = 0;
   for (const auto& vf : numa::placed_vfs(placement)) {
-    request.vf_macs.emplace_back(vf, "52:54:00:00:10:0" + std::to_string(++n));
+    request.vf_macs.emplace_back(vf, MacAddress::parse("52:54:00:00:10:0" + std::to_string(++n), "mac").value());
   }
   return request;
 }

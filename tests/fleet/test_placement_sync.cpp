@@ -60,7 +60,7 @@ struct Fleet {
   }
   std::string create(const std::string& name, const std::string& uuid = "", const ProviderResources& claim = {}) {
     auto request = fixture.request(name, kTwoGpus);
-    request.uuid = uuid;
+    if (!uuid.empty()) request.uuid = Uuid::parse(uuid, "uuid").value();
     request.claim = claim;
     auto created = daemon::create_vm(*service, request);
     REQUIRE_MESSAGE(created.ok(), created.error().message);
@@ -188,7 +188,7 @@ TEST_CASE("a claimed create gets exactly its claim, and the claim becomes the VM
   CHECK(state->consumer_type == kVmConsumer);
   // The same UUID again is another VM's: refused before anything is placed.
   auto twin = fleet.fixture.request("train-2", kTwoGpus);
-  twin.uuid = consumer;
+  twin.uuid = Uuid::parse(consumer, "uuid").value();
   auto refused = daemon::create_vm(*fleet.service, twin);
   REQUIRE_FALSE(refused.ok());
   CHECK(refused.error().code == ErrorCode::conflict);

@@ -62,7 +62,8 @@ Case vela2_2gpu() {
   auto c = start("vela2-2gpu", "vela2", 0, want);
   c.shape.boot.image = "/var/lib/hostagent/images/vela2-2gpu.qcow2";
   c.opts.managed_hostdevs = false;
-  c.opts.vf_macs = {"52:54:00:AA:00:01", "52:54:00:aa:00:02"};
+  // As a request gives them, in either case: MacAddress keeps them in lower case.
+  c.opts.vf_macs = {MacAddress::parse("52:54:00:AA:00:01", "macs[0]").value(), "52:54:00:aa:00:02"};
   return c;
 }
 

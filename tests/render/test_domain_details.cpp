@@ -42,7 +42,7 @@ TEST_CASE("derived VF MACs are locally administered unicast, distinct, stable fo
   auto c = make_case("vela1-gx2-80x1280x8a100");
   const auto collect = [&](const std::string& host_id, const std::string& uuid) {
     c.opts.host_id = host_id;
-    c.opts.uuid = uuid;
+    c.opts.uuid = Uuid::parse(uuid, "uuid").value();
     std::vector<std::string> macs;
     const auto doc = domain_of(c);
     for (const auto& nic : interfaces(*doc)) macs.emplace_back(nic.child("mac").attribute("address").value());

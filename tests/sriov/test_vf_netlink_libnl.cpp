@@ -61,15 +61,5 @@ TEST_CASE("the libnl VF netlink refuses interface names the kernel cannot have")
   }
 }
 
-TEST_CASE("MAC addresses are normalized to lower case and malformed ones name the field") {
-  CHECK(normalize_mac("52:54:00:AB:cd:0E", "mac").value() == "52:54:00:ab:cd:0e");
-  for (const char* bad : {"52:54:00:ab:cd", "52-54-00-ab-cd-0e", "52:54:00:ab:cd:0g", "52:54:00:ab:cd:0e:"}) {
-    CAPTURE(bad);
-    const auto result = normalize_mac(bad, "vfs[0].mac");
-    REQUIRE_FALSE(result.ok());
-    CHECK(result.error().message.rfind("vfs[0].mac: ", 0) == 0);
-  }
-}
-
 }  // namespace
 }  // namespace hostagent::sriov

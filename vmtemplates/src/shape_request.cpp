@@ -21,4 +21,9 @@ numa::PlacementRequest placement_request(const VmTemplate& shape) {
   return request;
 }
 
+int vf_count(const VmTemplate& shape) {
+  const auto request = placement_request(shape);
+  return request.gpus * request.vfs_per_gpu + request.extra_vfs;
+}
+
 }  // namespace hostagent::vmtemplates

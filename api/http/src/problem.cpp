@@ -47,9 +47,10 @@ json::object problem_object(unsigned status, const std::string& code, const std:
   return body;
 }
 
-// Only the caller's input has fields: an error of the environment never names one.
+// Only the caller's input has fields: an error of the environment never names one. A conflict
+// names the request's field that another VM already has (its name, UUID or a MAC).
 std::string field_of(const Error& error) {
-  return error.code == ErrorCode::invalid_argument ? error.field : "";
+  return error.code == ErrorCode::invalid_argument || error.code == ErrorCode::conflict ? error.field : "";
 }
 
 }  // namespace

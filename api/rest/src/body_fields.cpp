@@ -117,7 +117,10 @@ std::optional<RouteError> BodyFields::placement_claim(std::string_view key, flee
   fleet::ProviderResources claim;
   for (const auto& [provider, held] : allocations->get_object()) {
     const std::string at = field + "." + std::string(provider.substr(0, 36));
-    if (!is_uuid(provider)) return bad(field, field + ": a key is not " + std::string(kUuidRule));
+    const auto uuid = Uuid::parse(provider, field);
+    if (!uuid.ok()) return bad(field, field + ": a key is not " + std::string(kUuidRule));
+    // One provider, one key, whichever case each was written in.
+    if (claim.count(uuid->str()) != 0) return bad(at, at + ": names a provider another key names too");
     const auto* resources = held.is_object() ? held.get_object().if_contains("resources") : nullptr;
     if (resources == nullptr || !resources->is_object() || resources->get_object().empty() ||
         held.get_object().size() != 1) {
@@ -129,7 +132,7 @@ std::optional<RouteError> BodyFields::placement_claim(std::string_view key, flee
       if (!amount.is_int64() || amount.get_int64() < 1 || amount.get_int64() > (1LL << 31)) {
         return bad(at, at + ".resources." + std::string(rc) + ": expected a whole number from 1");
       }
-      claim[std::string(provider)][std::string(rc)] = amount.get_int64();
+      claim[uuid->str()][std::string(rc)] = amount.get_int64();
     }
   }
   out = std::move(claim);

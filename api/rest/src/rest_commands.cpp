@@ -168,8 +168,13 @@ std::variant<daemon::CreateVmRequest, RouteError> create_request(CreateText crea
     macs.push_back(std::get<MacAddress>(std::move(mac)));
   }
   if (auto error = check_guest_access(create)) return std::move(*error);
-  if (!create.uuid.empty() && !is_uuid(create.uuid)) return bad("uuid", "uuid: expected " + std::string(kUuidRule));
-  if (!create.claim.empty() && create.uuid.empty()) {
+  std::optional<Uuid> uuid;
+  if (!create.uuid.empty()) {
+    auto parsed = checked<Uuid>(create.uuid, "uuid");
+    if (auto* error = std::get_if<RouteError>(&parsed)) return std::move(*error);
+    uuid = std::get<Uuid>(std::move(parsed));
+  }
+  if (!create.claim.empty() && !uuid) {
     return bad("uuid", "uuid: a create with placement needs the UUID of the consumer that claimed it");
   }
   return daemon::CreateVmRequest{.name = std::get<VmName>(std::move(name)),
@@ -179,7 +184,7 @@ std::variant<daemon::CreateVmRequest, RouteError> create_request(CreateText crea
                                  .macs = std::move(macs),
                                  .ssh_authorized_keys = std::move(create.ssh_authorized_keys),
                                  .user_data = std::move(create.user_data),
-                                 .uuid = std::move(create.uuid),
+                                 .uuid = std::move(uuid),
                                  .claim = std::move(create.claim)};
 }
 

@@ -45,7 +45,7 @@ state::VmRecord new_record(Context& context, const CreateVmRequest& request, con
   record.name = request.name;
   // Chosen here, not by libvirt, so the journal knows it before libvirt does and rollback can tell
   // our domain from a same-named one.
-  record.uuid = request.uuid.empty() ? random_uuid() : request.uuid;
+  record.uuid = request.uuid ? request.uuid->str() : random_uuid();
   record.template_name = shape.name;
   record.request_id = request.request_id;
   record.created_at = rfc3339(context.clock->now());
@@ -187,7 +187,9 @@ class CreateRun {
   render::GuestOptions guest_options() const {
     render::GuestOptions options;
     options.name = record_.name;
-    options.uuid = record_.uuid;
+    // The record's UUID: a Uuid's text when the create made it, checked by the record's rule when
+    // a reader read it back.
+    if (auto uuid = Uuid::parse(record_.uuid, "uuid"); uuid.ok()) options.uuid = std::move(uuid).value();
     options.host_id = context_.host_id;
     options.domain_type = context_.config.domain_type;
     options.emulator = context_.config.emulator;
@@ -261,6 +263,27 @@ Result<std::string> requested_image(const Context& context, const CreateVmReques
   return image.path.string();
 }
 
+namespace {
+
+// One MAC per VF the template gives the VM, or none to have them derived where the template lets
+// them be: known from the template alone, so refused before anything is placed.
+Status check_macs(const vmtemplates::VmTemplate& shape, const std::vector<MacAddress>& macs) {
+  const auto vfs = static_cast<std::size_t>(vmtemplates::vf_count(shape));
+  if (!macs.empty() && macs.size() != vfs) {
+    return field_error("macs", "template " + text::quoted(shape.name) + " gives the VM " + std::to_string(vfs) +
+                                   " NIC VFs and the request gives " + std::to_string(macs.size()) +
+                                   " MAC addresses: give one per VF, in placement order, or none to have them derived");
+  }
+  if (macs.empty() && vfs > 0 && shape.nics.vf.mac == vmtemplates::MacPolicy::request) {
+    return field_error("macs",
+                       "template " + text::quoted(shape.name) + " takes its " + std::to_string(vfs) +
+                           " VFs' MAC addresses from the request (nics.vf.mac: request): give macs, one per VF");
+  }
+  return ok_status();
+}
+
+}  // namespace
+
 Status check_create_request(const Context& context, const CreateVmRequest& request) {
   if (!request.boot_image.empty()) {
     if (auto image = requested_image(context, request); !image.ok()) return image.error();
@@ -270,6 +293,7 @@ Status check_create_request(const Context& context, const CreateVmRequest& reque
   }
   const auto shape = context.templates.find(request.template_name);
   if (shape == context.templates.end()) return unknown_template(context, request.template_name);
+  HA_TRY_STATUS(check_macs(shape->second, request.macs));
   if (!request.claim.empty() && context.config.placement.url.empty()) {
     return field_error("placement",
                        "this host publishes to no Placement (placement.url is not set), so it has no "

@@ -78,7 +78,7 @@ Result<numa::Placement> Ledger::place_and_record(state::VmRecord& record, const 
   return placement;
 }
 
-Status Ledger::check_create(const std::string& uuid, const std::vector<std::string>& macs,
+Status Ledger::check_create(const std::string& uuid, const std::vector<MacAddress>& macs,
                             const ReserveClaim* claim) const {
   std::lock_guard lock(mutex_);
   HA_TRY_STATUS(check_identity_locked(uuid, macs));
@@ -90,16 +90,11 @@ Status Ledger::check_create(const std::string& uuid, const std::vector<std::stri
 
 // A VM's UUID names one VM (libvirt refuses a second domain with it), and a MAC one NIC: two
 // guests with one MAC on a fabric take each other's traffic.
-Status Ledger::check_identity_locked(const std::string& uuid, const std::vector<std::string>& macs) const {
-  // MACs are read in either case (common/hardware_ids): compared as the hardware compares them.
-  const auto same_mac = [](const std::string& a, const std::string& b) {
-    return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
-             return std::tolower(static_cast<unsigned char>(x)) == std::tolower(static_cast<unsigned char>(y));
-           });
-  };
+Status Ledger::check_identity_locked(const std::string& uuid, const std::vector<MacAddress>& macs) const {
+  // MacAddress values are in lower case whichever case they came in: one MAC, one text.
   for (std::size_t i = 0; i < macs.size(); ++i) {
     for (std::size_t j = 0; j < i; ++j) {
-      if (!same_mac(macs[i], macs[j])) continue;
+      if (macs[i] != macs[j]) continue;
       const std::string field = "macs[" + std::to_string(i) + "]";
       return Error{ErrorCode::invalid_argument,
                    field + ": " + macs[i] + " is macs[" + std::to_string(j) + "] too: each VF needs a MAC of its own",
@@ -113,8 +108,7 @@ Status Ledger::check_identity_locked(const std::string& uuid, const std::vector<
     if (!entry.record) continue;
     const auto& held = entry.record->inputs.macs;
     for (std::size_t i = 0; i < macs.size(); ++i) {
-      const auto taken = [&](const std::string& mac) { return same_mac(mac, macs[i]); };
-      if (std::none_of(held.begin(), held.end(), taken)) continue;
+      if (std::find(held.begin(), held.end(), macs[i]) == held.end()) continue;
       const std::string field = "macs[" + std::to_string(i) + "]";
       return Error{ErrorCode::conflict,
                    field + ": " + macs[i] + " is " + name + "'s: a MAC names one NIC; choose another", field};

@@ -83,7 +83,7 @@ class Ledger {
   // its lock: a UUID or a MAC another VM has (conflict, naming the field and the VM), and a claim
   // the host's tree cannot read (invalid_argument) or no longer holds free (does_not_fit). So the
   // documented 400 and 409 are answered at once, not as a queued create that fails.
-  Status check_create(const std::string& uuid, const std::vector<std::string>& macs, const ReserveClaim* claim) const;
+  Status check_create(const std::string& uuid, const std::vector<MacAddress>& macs, const ReserveClaim* claim) const;
   void release(const std::string& name);
 
   // A domain as libvirt reports it; record is set when it carries a readable record of ours, and
@@ -118,7 +118,7 @@ class Ledger {
                                            const ReserveClaim* claim);
   std::vector<numa::Allocation> held_locked() const;
   Result<numa::HostPolicy> policy_now_locked() const;
-  Status check_identity_locked(const std::string& uuid, const std::vector<std::string>& macs) const;
+  Status check_identity_locked(const std::string& uuid, const std::vector<MacAddress>& macs) const;
   Status hold_outside_claim_locked(const ReserveClaim& claim, const numa::HostPolicy& policy,
                                    std::vector<numa::Allocation>& held) const;
   numa::HostPolicy policy_with_locked(std::optional<FreePages> free) const;

@@ -87,10 +87,14 @@ std::map<std::string, std::string> request_fingerprints(const CreateVmRequest& r
   // Each value in one canonical text: JSON, whose arrays keep their order and whose objects here
   // come from sorted maps.
   const std::pair<const char*, json::value> fields[] = {
-      {"name", json::value(request.name.str())},     {"template", json::value(request.template_name.str())},
-      {"uuid", json::value(request.uuid)},           {"boot_image", json::value(request.boot_image)},
-      {"macs", json::value(std::move(macs))},        {"ssh_authorized_keys", json::value(std::move(keys))},
-      {"user_data", json::value(request.user_data)}, {"placement", json::value(std::move(claim))},
+      {"name", json::value(request.name.str())},
+      {"template", json::value(request.template_name.str())},
+      {"uuid", json::value(request.uuid ? request.uuid->str() : std::string())},
+      {"boot_image", json::value(request.boot_image)},
+      {"macs", json::value(std::move(macs))},
+      {"ssh_authorized_keys", json::value(std::move(keys))},
+      {"user_data", json::value(request.user_data)},
+      {"placement", json::value(std::move(claim))},
   };
   std::map<std::string, std::string> out;
   for (const auto& [field, value] : fields) out[field] = sha256_hex(json::serialize(value));

@@ -378,18 +378,20 @@ class VmServiceImpl final : public VmService {
     if (!request.request_id.empty() && entry->record && entry->record->request_id == request.request_id) {
       return ok_status();
     }
-    return Error{ErrorCode::conflict, "name: a VM named " + text::quoted(request.name.str()) + " exists" +
-                                          (entry->managed ? "" : " (a domain hostagent did not make)") +
-                                          "; choose another name, or delete it first"};
+    return Error{ErrorCode::conflict,
+                 "name: a VM named " + text::quoted(request.name.str()) + " exists" +
+                     (entry->managed ? "" : " (a domain hostagent did not make)") +
+                     "; choose another name, or delete it first",
+                 "name"};
   }
 
   // The UUID, the MACs and the claim, as reserve() will judge them: a refusal now is the API's 409
   // or 400, not a queued create that fails (a create racing this one can still take them first,
   // and then this one fails in the queue with the same words).
   Status check_holdings_free(const CreateVmRequest& request) const {
-    const std::vector<std::string> macs(request.macs.begin(), request.macs.end());
     const ReserveClaim claim{context_.config.placement.host_name, &request.claim};
-    return context_.ledger.check_create(request.uuid, macs, request.claim.empty() ? nullptr : &claim);
+    return context_.ledger.check_create(request.uuid ? request.uuid->str() : std::string(), request.macs,
+                                        request.claim.empty() ? nullptr : &claim);
   }
 
   // A VM made before its create's request record was kept (an older hostagent) has the id in its
@@ -570,7 +572,7 @@ ManagedVmView managed_view(const numa::HostModel& host, const state::VmRecord& r
   view.boot_image = record.inputs.boot_image;
   view.disk_pool = record.inputs.disk_pool;
   view.disk_volume = record.inputs.disk_volume;
-  view.macs = record.inputs.macs;
+  view.macs.assign(record.inputs.macs.begin(), record.inputs.macs.end());
   view.cloud_init_seed = record.inputs.seed_iso;
   view.allocation = record.allocation;
   view.nccl_topology = record.nccl_topology;

@@ -35,9 +35,10 @@ json::object allocation_to_json(const numa::Allocation& allocation) {
 }
 
 json::object inputs_to_json(const VmInputs& inputs) {
-  return json::object{{"boot_image", inputs.boot_image},   {"disk_pool", inputs.disk_pool},
-                      {"disk_volume", inputs.disk_volume}, {"macs", string_array(inputs.macs)},
-                      {"seed_iso", inputs.seed_iso},       {"user_data", inputs.user_data}};
+  return json::object{
+      {"boot_image", inputs.boot_image},   {"disk_pool", inputs.disk_pool},
+      {"disk_volume", inputs.disk_volume}, {"macs", string_array({inputs.macs.begin(), inputs.macs.end()})},
+      {"seed_iso", inputs.seed_iso},       {"user_data", inputs.user_data}};
 }
 
 Status read_addresses(const JsonFields& fields, std::string_view key, std::vector<PciAddress>& out) {
@@ -87,7 +88,13 @@ Result<VmInputs> inputs_from_json(const JsonFields& fields) {
   HA_TRY(out.boot_image, fields.string("boot_image"));
   HA_TRY(out.disk_pool, fields.string("disk_pool"));
   HA_TRY(out.disk_volume, fields.string("disk_volume"));
-  HA_TRY(out.macs, fields.strings("macs"));
+  HA_TRY(const auto macs, fields.strings("macs"));
+  for (std::size_t i = 0; i < macs.size(); ++i) {
+    // Older records kept a MAC as the request spelled it: read, it is in lower case.
+    auto mac = MacAddress::parse(macs[i], fields.path("macs") + "[" + std::to_string(i) + "]");
+    if (!mac.ok()) return Error{ErrorCode::parse_error, mac.error().message};  // a file, not a request
+    out.macs.push_back(std::move(mac).value());
+  }
   HA_TRY(out.seed_iso, fields.string("seed_iso"));
   HA_TRY(out.user_data, fields.boolean("user_data"));
   return out;

@@ -112,7 +112,7 @@ void write_inputs(pugi::xml_node vm, const VmInputs& inputs) {
   set_attribute(element, "disk-volume", inputs.disk_volume);
   set_attribute(element, "seed-iso", inputs.seed_iso);
   set_attribute(element, "user-data", inputs.user_data ? "yes" : "no");
-  for (const auto& mac : inputs.macs) add_child(element, "mac").text().set(mac.c_str());
+  for (const auto& mac : inputs.macs) add_child(element, "mac").text().set(mac.str().c_str());
 }
 
 void write_rdma(pugi::xml_node vm, const std::vector<VfRdma>& rdma) {
@@ -278,7 +278,11 @@ Status read_inputs(pugi::xml_node vm, VmInputs& out) {
   out.user_data = user_data == "yes";
   for (const auto child : inputs.children()) {
     if (child.type() != pugi::node_element || !detail::in_hostagent_namespace(child)) continue;
-    if (detail::local_name(child) == "mac") out.macs.emplace_back(child.text().get());
+    if (detail::local_name(child) != "mac") continue;
+    // Older records kept a MAC as the request spelled it: read, it is in lower case.
+    auto mac = MacAddress::parse(child.text().get(), "inputs.macs[" + std::to_string(out.macs.size()) + "]");
+    if (!mac.ok()) return bad_record(mac.error().message);
+    out.macs.push_back(std::move(mac).value());
   }
   return ok_status();
 }

@@ -113,6 +113,58 @@ TEST_CASE("a replayed create returns the same operation, a conflicting replay an
   CHECK_MESSAGE(foreign.status == 409, foreign.body);  // test:///default's own domain
 }
 
+// What a create can be refused for without touching the host is refused before any operation
+// begins: the answer names the field, and nothing is queued, placed or defined.
+TEST_CASE(
+    "a create with a multicast MAC, a malformed UUID, MACs its VFs cannot take or a taken name is refused at once") {
+  ApiFixture api;
+  api.start();
+  run(api, "POST", "/v1/vms", api.create_body("vm-a"));  // gx3-16x128x1h100: one GPU, one VF
+  const auto operations = api.request("GET", "/v1/operations").json().at("operations").as_array().size();
+  const auto free_gpus = api.request("GET", "/v1/host/capacity").json().at("totals").at("gpus").at("free");
+  struct Refusal {
+    const char* name;
+    std::string extra;
+    int status;
+    const char* field;
+    const char* words;
+  };
+  const Refusal refusals[] = {
+      {"vm-multicast", R"(,"macs":["01:00:5e:00:00:01"])", 400, "macs[0]", "is a multicast address"},
+      {"vm-uuid", R"(,"uuid":"6b29fc40-ca47-1067-b31d-00dd010662dz")", 400, "uuid", "is not a UUID"},
+      {"vm-two-macs", R"(,"macs":["02:00:00:00:00:01","02:00:00:00:00:02"])", 400, "macs",
+       "gives the VM 1 NIC VFs and the request gives 2 MAC addresses"},
+      {"vm-a", "", 409, "name", "a VM named \"vm-a\" exists"},
+  };
+  for (const auto& refusal : refusals) {
+    CAPTURE(refusal.name);
+    CAPTURE(refusal.extra);
+    const auto answer = api.request("POST", "/v1/vms", api.create_body(refusal.name, "gx3-16x128x1h100", refusal.extra),
+                                    "application/json");
+    CHECK_MESSAGE(answer.status == refusal.status, answer.body);
+    CHECK(text(answer.json().at("field")) == refusal.field);
+    CHECK_MESSAGE(text(answer.json().at("detail")).find(refusal.words) != std::string::npos, answer.body);
+    if (std::string(refusal.name) != "vm-a")
+      CHECK(api.request("GET", "/v1/vms/" + std::string(refusal.name)).status == 404);
+  }
+  CHECK(api.request("GET", "/v1/operations").json().at("operations").as_array().size() == operations);
+  CHECK(api.request("GET", "/v1/host/capacity").json().at("totals").at("gpus").at("free") == free_gpus);
+
+  // A UUID in upper case is that UUID: kept, answered and given to libvirt in lower case, and the
+  // same UUID in lower case is then the other VM's.
+  run(api, "POST", "/v1/vms",
+      api.create_body("vm-b", "gx3-16x128x1h100", R"(,"uuid":"6B29FC40-CA47-1067-B31D-00DD010662DA")"));
+  CHECK(text(api.request("GET", "/v1/vms/vm-b").json().at("uuid")) == "6b29fc40-ca47-1067-b31d-00dd010662da");
+  CHECK(api.request("GET", "/v1/vms/vm-b/domain-xml").body.find("<uuid>6b29fc40-ca47-1067-b31d-00dd010662da</uuid>") !=
+        std::string::npos);
+  const auto twin =
+      api.request("POST", "/v1/vms",
+                  api.create_body("vm-c", "gx3-16x128x1h100", R"(,"uuid":"6b29fc40-ca47-1067-b31d-00dd010662da")"),
+                  "application/json");
+  CHECK_MESSAGE(twin.status == 409, twin.body);
+  CHECK(text(twin.json().at("field")) == "uuid");
+}
+
 TEST_CASE("the event stream carries a create's operation, vm and device events") {
   ApiFixture api;
   api.start();

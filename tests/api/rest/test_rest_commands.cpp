@@ -70,15 +70,16 @@ TEST_CASE("parse_request reads a create with every field") {
   CHECK(create.request.template_name == "gx3d-160x1792x8h100");
   CHECK(create.request.request_id == "7f1c-1");
   CHECK(create.request.boot_image == "/img/u.qcow2");
-  CHECK(create.request.macs == std::vector<MacAddress>{"02:00:00:00:00:01", "02:00:00:00:00:0A"});
+  CHECK(create.request.macs == std::vector<MacAddress>{"02:00:00:00:00:01", "02:00:00:00:00:0a"});  // one case
   CHECK(create.request.ssh_authorized_keys == std::vector<std::string>{"ssh-ed25519 AAAA k"});
   CHECK(create.request.user_data.empty());
 
   const auto claimed = command_of<command::CreateVm>(
       make("POST", "/v1/vms",
-           R"({"name":"train-1","template":"t","uuid":"6f1c2a9e-0b7d-4a55-9c3e-1d2e3f405162","placement":)"
-           R"({"allocations":{"0b5c1d2e-3f40-8152-8637-48596a7b8c9d":{"resources":{"PGPU":1,"SRIOV_NET_VF":1}},)"
+           R"({"name":"train-1","template":"t","uuid":"6F1C2A9E-0B7D-4A55-9C3E-1D2E3F405162","placement":)"
+           R"({"allocations":{"0B5C1D2E-3F40-8152-8637-48596A7B8C9D":{"resources":{"PGPU":1,"SRIOV_NET_VF":1}},)"
            R"("1b5c1d2e-3f40-8152-8637-48596a7b8c9d":{"resources":{"VCPU":16,"MEMORY_MB":131072}}}}})"));
+  // UUIDs in either case, kept in lower case (common/names Uuid): one UUID, one text.
   CHECK(claimed.request.uuid == "6f1c2a9e-0b7d-4a55-9c3e-1d2e3f405162");
   CHECK(claimed.request.claim ==
         fleet::ProviderResources{{"0b5c1d2e-3f40-8152-8637-48596a7b8c9d", {{"PGPU", 1}, {"SRIOV_NET_VF", 1}}},
@@ -182,7 +183,13 @@ TEST_CASE("parse_request names the field of a bad create body") {
       {R"({"name":"a","template":"t","ssh_authorized_keys":["k"],"user_data":"u"})", "user_data", "not both"},
       {R"({"name":"a","template":"t","user_data":"#cloud-config\u0000runcmd"})", "user_data", "NUL"},
       {R"({"name":"-rf","template":"t"})", "name", "is not a VM name"},
-      {R"({"name":"a","template":"t","uuid":"6F1C2A9E-0B7D-4A55-9C3E-1D2E3F405162"})", "uuid", "a UUID, 32 lower-case"},
+      {R"({"name":"a","template":"t","uuid":"6f1c2a9e-0b7d-4a55-9c3e-1d2e3f40516"})", "uuid", "is not a UUID, 32 hex"},
+      {R"({"name":"a","template":"t","macs":["01:00:5e:00:00:01"]})", "macs[0]", "is a multicast address"},
+      {R"({"name":"a","template":"t","macs":["00:00:00:00:00:00"]})", "macs[0]", "is the all-zero address"},
+      {R"({"name":"a","template":"t","uuid":"6f1c2a9e-0b7d-4a55-9c3e-1d2e3f405162","placement":{"allocations":)"
+       R"({"6f1c2a9e-0b7d-4a55-9c3e-1d2e3f405162":{"resources":{"PGPU":1}},)"
+       R"("6F1C2A9E-0B7D-4A55-9C3E-1D2E3F405162":{"resources":{"PGPU":1}}}}})",
+       "placement.allocations.6F1C2A9E-0B7D-4A55-9C3E-1D2E3F405162", "names a provider another key names too"},
       {R"({"name":"a","template":"t","placement":{"allocations":{"6f1c2a9e-0b7d-4a55-9c3e-1d2e3f405162":)"
        R"({"resources":{"PGPU":1}}}}})",
        "uuid", "needs the UUID of the consumer"},

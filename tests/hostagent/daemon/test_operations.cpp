@@ -193,12 +193,12 @@ TEST_CASE("a create whose UUID or MACs another VM has, or whose claim the host c
   auto same_mac = fixture.request("ident-b", kOneGpu);
   same_mac.macs = {MacAddress::parse("52:54:00:AB:CD:EF", "macs[0]").value()};  // in either case, one MAC
   CHECK(refused(same_mac, ErrorCode::conflict, "macs[0]") ==
-        "macs[0]: 52:54:00:AB:CD:EF is ident-a's: a MAC names one NIC; choose another");
+        "macs[0]: 52:54:00:ab:cd:ef is ident-a's: a MAC names one NIC; choose another");
   auto twice = fixture.request("ident-b", kTwoGpus);
   twice.macs = {MacAddress::parse("52:54:00:00:00:0a", "macs[0]").value(),
                 MacAddress::parse("52:54:00:00:00:0A", "macs[1]").value()};
   CHECK(refused(twice, ErrorCode::invalid_argument, "macs[1]") ==
-        "macs[1]: 52:54:00:00:00:0A is macs[0] too: each VF needs a MAC of its own");
+        "macs[1]: 52:54:00:00:00:0a is macs[0] too: each VF needs a MAC of its own");
   REQUIRE(delete_vm(*service, "ident-a").ok());
   // Gone, they are free again.
   CHECK(create_vm(*service, same_uuid).ok());

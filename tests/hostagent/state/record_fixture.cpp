@@ -39,7 +39,7 @@ VmRecord full_record(const std::string& name) {
   record.inputs.boot_image = "/var/lib/hostagent/images/ubuntu 24.04 caf\xc3\xa9.qcow2";
   record.inputs.disk_pool = "default";
   record.inputs.disk_volume = name + "-disk.qcow2";
-  record.inputs.macs = {"52:54:00:00:00:01", "52:54:00:AB:cd:02"};
+  record.inputs.macs = {"52:54:00:00:00:01", "52:54:00:ab:cd:02"};
   record.inputs.seed_iso = "/var/lib/hostagent/seeds/vm1.iso";
   record.inputs.user_data = true;
   record.rdma = {VfRdma{address("0000:1b:00.1"), "mlx5_10", 1, "ACTIVE", "Ethernet", 3, "0c42:a103:0012:3456", ""},

@@ -13,13 +13,14 @@
 #include <string>
 #include <vector>
 
+#include "hostagent/common/hardware_ids.hpp"
 #include "hostagent/common/result.hpp"
 
 namespace hostagent::cloudinit {
 
 // One of the guest's NICs (a VF), found by the MAC the domain gives it.
 struct GuestNic {
-  std::string mac;         // "02:1a:..."
+  MacAddress mac;          // "02:1a:...": a unicast address, lower case
   std::optional<int> mtu;  // the template's nics.vf.mtu; nullopt: the guest's default
 };
 

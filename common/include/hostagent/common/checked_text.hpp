@@ -2,7 +2,10 @@
 // comes in (a request, the command line, a file, a record read back), so whatever takes one needs no
 // check of its own and cannot be handed text that skipped it. Rule says what holds and how a
 // refusal reads: `static bool holds(std::string_view)` and
-// `static Error refusal(std::string_view text, const std::string& field)`.
+// `static Error refusal(std::string_view text, const std::string& field)`; and, for a rule whose
+// values have more than one spelling (a MAC or a UUID in either case),
+// `static std::string normal(std::string_view)`, the one spelling kept, so two texts of one value
+// compare equal everywhere after.
 #pragma once
 
 #include <compare>
@@ -21,13 +24,18 @@ class CheckedText {
   // text when it holds to the rule, else the rule's refusal (invalid_argument on field).
   static Result<CheckedText> parse(std::string_view text, const std::string& field) {
     if (!Rule::holds(text)) return Rule::refusal(text, field);
-    return CheckedText(std::string(text));
+    if constexpr (requires { Rule::normal(text); }) {
+      return CheckedText(Rule::normal(text));
+    } else {
+      return CheckedText(std::string(text));
+    }
   }
-  // A literal in the program's own text ("vm1"): one that breaks the rule is a bug in the program,
-  // not input, so it aborts.
+  // A literal in the program's own text ("vm1"): one that breaks the rule, or is not in its normal
+  // spelling, is a bug in the program, not input, so it aborts.
   template <std::size_t N>
   CheckedText(const char (&literal)[N]) : value_(literal) {  // NOLINT(google-explicit-constructor)
     HA_ASSERT(Rule::holds(value_));
+    if constexpr (requires { Rule::normal(value_); }) HA_ASSERT(Rule::normal(value_) == value_);
   }
 
   const std::string& str() const noexcept { return value_; }

@@ -32,12 +32,20 @@ inline constexpr std::string_view kRequestIdRule =
     "use 1 to 128 printable ASCII characters without spaces (a UUID, say)";
 bool is_request_id(std::string_view text);
 
-// A UUID as libvirt and Placement write it: 8-4-4-4-12 hex digits, lower case (a VM's, a Placement
-// consumer's or resource provider's). Requests carry them into URLs and XML.
-inline constexpr std::string_view kUuidRule = "a UUID, 32 lower-case hex digits as 8-4-4-4-12";
+// A UUID (a VM's, a Placement consumer's or resource provider's): 8-4-4-4-12 hex digits in either
+// case, as RFC 9562 reads them, kept in lower case, as libvirt and Placement write them, so one
+// UUID is one text in records, URLs and XML whichever case a request gave it in.
+inline constexpr std::string_view kUuidRule = "a UUID, 32 hex digits as 8-4-4-4-12 (either case)";
 bool is_uuid(std::string_view text);
-// A random (version 4) UUID in that form.
+// A random (version 4) UUID, lower case.
 std::string random_uuid();
+
+struct UuidRule {
+  static bool holds(std::string_view text) { return is_uuid(text); }
+  static std::string normal(std::string_view text);
+  static Error refusal(std::string_view text, const std::string& field);
+};
+using Uuid = CheckedText<UuidRule>;
 
 // The rule as CheckedText's, for one kind of name: a VM's or a template's.
 template <class Kind>

@@ -20,6 +20,10 @@ std::size_t decode_utf8(std::string_view text, std::size_t i, uint32_t& code_poi
 // backslash as \xNN; at most `longest` bytes of value, then "...".
 std::string quoted(std::string_view value, std::size_t longest = 128);
 
+// value with A-Z as a-z and every other byte as it is: the one spelling of identifiers that are
+// hex in either case (a MAC, a UUID).
+std::string ascii_lower(std::string_view value);
+
 // value as quoted() shows it, without the quotes and the cut: for a table cell or a log line's
 // field, where what a peer or libvirt named reaches a terminal (escape sequences, bidirectional
 // overrides, a newline that forges a line: all shown as \xNN, \n).

@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "hostagent/common/hardware_ids.hpp"
 #include "hostagent/common/result.hpp"
 #include "hostagent/common/sysfs_writer.hpp"
 #include "hostagent/devices/device_cleaning.hpp"
@@ -27,10 +28,10 @@ namespace hostagent::devices {
 
 // What the VM asks of its devices beyond the placement.
 struct DeviceRequest {
-  std::vector<std::pair<PciAddress, std::string>> vf_macs;  // each VF's MAC, as the domain XML gives it
-  std::optional<int> vlan;                                  // the template's VLAN; else the configured one
-  std::optional<bool> trust;                                // the template's; else the configured one
-  std::optional<bool> spoofchk;                             // the template's; else the configured one
+  std::vector<std::pair<PciAddress, MacAddress>> vf_macs;  // each VF's MAC, as the domain XML gives it
+  std::optional<int> vlan;                                 // the template's VLAN; else the configured one
+  std::optional<bool> trust;                               // the template's; else the configured one
+  std::optional<bool> spoofchk;                            // the template's; else the configured one
   // The template's MTU for the VFs: each VF's PF must carry at least this much (a VF cannot send a
   // frame larger than its PF's MTU), or the VM is refused before any change.
   std::optional<int> mtu;

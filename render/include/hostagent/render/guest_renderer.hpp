@@ -11,6 +11,8 @@
 #include <utility>
 #include <vector>
 
+#include "hostagent/common/hardware_ids.hpp"
+#include "hostagent/common/names.hpp"
 #include "hostagent/common/result.hpp"
 #include "hostagent/numa/host_model.hpp"
 #include "hostagent/numa/placement.hpp"
@@ -33,12 +35,12 @@ inline constexpr const char* kGuestNcclTopologyPath = "/etc/nccl/hostagent-topol
 inline constexpr const char* kGuestNcclConfPath = "/etc/nccl.conf";
 
 struct GuestOptions {
-  std::string name;                  // the domain name; validated: [A-Za-z0-9_.-]{1,64}
-  std::string domain_type = "kvm";   // kvm | qemu | test
-  std::string emulator;              // "" leaves libvirt's default
-  bool managed_hostdevs = true;      // libvirt binds to vfio-pci itself (until hostagent prepares devices)
-  std::vector<std::string> vf_macs;  // one per VF in placement order; empty: derived (vf_macs.hpp)
-  std::string uuid;                  // "" lets libvirt choose
+  std::string name;                 // the domain name; validated: [A-Za-z0-9_.-]{1,64}
+  std::string domain_type = "kvm";  // kvm | qemu | test
+  std::string emulator;             // "" leaves libvirt's default
+  bool managed_hostdevs = true;     // libvirt binds to vfio-pci itself (until hostagent prepares devices)
+  std::vector<MacAddress> vf_macs;  // one per VF in placement order; empty: derived (vf_macs.hpp)
+  std::optional<Uuid> uuid;         // nullopt lets libvirt choose
   // The host's identity (its /etc/machine-id): with the VM's UUID, what derived VF MACs come from,
   // so same-named VMs on two hosts of one fabric never share a MAC. "" outside a host (a render
   // for review).
@@ -84,9 +86,9 @@ struct RenderedGuest {
 // The MAC each VF of the placement gets, with the VF's host address, in placement order (each GPU's
 // VFs, then the extra VFs): what the domain XML gives the guest, and what device preparation sets
 // on the VF over netlink before the VM starts.
-Result<std::vector<std::pair<numa::PciAddress, std::string>>> vf_mac_addresses(const vmtemplates::VmTemplate& shape,
-                                                                               const numa::Placement& placement,
-                                                                               const GuestOptions& options);
+Result<std::vector<std::pair<numa::PciAddress, MacAddress>>> vf_mac_addresses(const vmtemplates::VmTemplate& shape,
+                                                                              const numa::Placement& placement,
+                                                                              const GuestOptions& options);
 
 // QEMU's threads that zero each guest cell's memory before the guest runs (<allocation threads>):
 // the template's count, or the VM's pinned CPUs in its smallest cell, at least 1 and at most 16.

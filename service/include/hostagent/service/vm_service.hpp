@@ -39,10 +39,10 @@ struct CreateVmRequest {
   // optional, one or the other: reach the guest through a cloud-init NoCloud seed (a CD-ROM)
   std::vector<std::string> ssh_authorized_keys = {};
   std::string user_data = {};
-  // optional: the VM's UUID (common/names' is_uuid), which a fleet's control plane chooses: it is
-  // the Placement consumer that claimed `claim`, the allocations Placement granted on this host
-  // (docs/placement.md). With a claim the VM gets exactly what it claimed.
-  std::string uuid = {};
+  // optional: the VM's UUID (common/names' Uuid, in lower case), which a fleet's control plane
+  // chooses: it is the Placement consumer that claimed `claim`, the allocations Placement granted
+  // on this host (docs/placement.md). With a claim the VM gets exactly what it claimed.
+  std::optional<Uuid> uuid = {};
   fleet::ProviderResources claim = {};
 };
 

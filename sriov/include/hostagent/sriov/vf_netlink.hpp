@@ -70,8 +70,4 @@ class VfNetlink {
 // as long as calls on the same VF are serialized by the caller.
 std::unique_ptr<VfNetlink> make_libnl_vf_netlink();
 
-// "52:54:00:AB:cd:0e" -> "52:54:00:ab:cd:0e"; invalid_argument naming field when it is not six
-// colon-separated hex octets.
-Result<std::string> normalize_mac(const std::string& text, const std::string& field);
-
 }  // namespace hostagent::sriov

@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "hostagent/common/hardware_ids.hpp"
 #include "hostagent/common/result.hpp"
 #include "hostagent/numa/placement.hpp"
 
@@ -19,12 +20,12 @@ inline constexpr std::string_view kMetadataNamespace = "https://hostagent.dev/xm
 
 // What the caller gave for this VM beyond the template.
 struct VmInputs {
-  std::string boot_image;         // the image the VM's disk is a copy-on-write overlay of; "" none
-  std::string disk_pool;          // the libvirt storage pool holding the overlay; "" none
-  std::string disk_volume;        // the overlay volume's name in disk_pool; "" none
-  std::vector<std::string> macs;  // VF MACs as requested; empty: derived
-  std::string seed_iso;           // the cloud-init NoCloud seed (SSH keys, user data) as a CD-ROM; "" none
-  bool user_data = false;         // cloud-init user data was given (kept in the seed, not here)
+  std::string boot_image;        // the image the VM's disk is a copy-on-write overlay of; "" none
+  std::string disk_pool;         // the libvirt storage pool holding the overlay; "" none
+  std::string disk_volume;       // the overlay volume's name in disk_pool; "" none
+  std::vector<MacAddress> macs;  // VF MACs as requested; empty: derived
+  std::string seed_iso;          // the cloud-init NoCloud seed (SSH keys, user data) as a CD-ROM; "" none
+  bool user_data = false;        // cloud-init user data was given (kept in the seed, not here)
 };
 
 // A NIC VF's RDMA side as the host saw it at create, while its host driver still held it (the VM
