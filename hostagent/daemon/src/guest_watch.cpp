@@ -54,13 +54,13 @@ std::vector<std::size_t> MarkerScan::feed(std::string_view bytes) {
 }
 
 GuestWatch::GuestWatch(Clock& clock, virt::Hypervisor& hypervisor, OperationTracker& operations)
-    : clock_(clock),
-      hypervisor_(hypervisor),
-      operations_(operations),
-      thread_([this](const std::stop_token& stop) { run(stop); }) {}
+    : clock_(clock), hypervisor_(hypervisor), operations_(operations), thread_([this] { run(); }) {}
 
 GuestWatch::~GuestWatch() {
-  thread_.request_stop();
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
   wake_.notify_all();
 }
 
@@ -89,15 +89,28 @@ std::set<std::string> GuestWatch::watched() {
   return watched;
 }
 
-void GuestWatch::run(const std::stop_token& stop) {
+std::optional<std::uint64_t> GuestWatch::await_idle(std::uint64_t after, std::chrono::milliseconds limit) {
+  std::unique_lock lock(mutex_);
+  if (!idled_.wait_for(lock, limit, [&] { return idle_ && rounds_ > after; })) return std::nullopt;
+  return rounds_;
+}
+
+void GuestWatch::run() {
   std::map<std::string, Watched> watches;  // this thread's alone
-  while (!stop.stop_requested()) {
+  std::unique_lock lock(mutex_);
+  while (!stopping_) {
+    lock.unlock();
     take_incoming(watches);
     for (auto it = watches.begin(); it != watches.end();) it = poll(it->second) ? std::next(it) : watches.erase(it);
-    std::unique_lock lock(mutex_);
+    lock.lock();
     watched_.clear();
     for (const auto& [vm, watched] : watches) watched_.insert(vm);
-    wake_.wait_for(lock, stop, kPoll, [this] { return !incoming_.empty(); });
+    ++rounds_;
+    idle_ = true;
+    idled_.notify_all();
+    // The next round after kPoll by the injected clock: tests move it, and the round follows.
+    clock_.wait_until(wake_, lock, clock_.steady_now() + kPoll, [this] { return stopping_ || !incoming_.empty(); });
+    idle_ = false;
   }
 }
 

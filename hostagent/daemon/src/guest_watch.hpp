@@ -76,6 +76,10 @@ class GuestWatch {
   void on_event(const virt::DomainEvent& event);
   // The VMs watched now, those handed to watch() and not yet polled among them.
   std::set<std::string> watched();
+  // Blocks until the thread, having ended more than `after` rounds of polling, waits for its next
+  // (kPoll by the injected clock, or a new watch), and says how many it has ended; nullopt after
+  // `limit` of real time. Tests step the thread so: wait for it idle, move the clock, wait again.
+  std::optional<std::uint64_t> await_idle(std::uint64_t after, std::chrono::milliseconds limit);
 
  private:
   struct Watched {
@@ -96,7 +100,7 @@ class GuestWatch {
     std::string agent_error;  // the last ping's, for the log when up is never seen
   };
 
-  void run(const std::stop_token& stop);
+  void run();
   void take_incoming(std::map<std::string, Watched>& watches);
   // False once the watch is over: up seen, or past its seconds.
   bool poll(Watched& watched);
@@ -109,7 +113,11 @@ class GuestWatch {
   virt::Hypervisor& hypervisor_;
   OperationTracker& operations_;
   std::mutex mutex_;
-  std::condition_variable_any wake_;
+  std::condition_variable wake_;  // a new watch, or stopping_: waited on through clock_
+  bool stopping_ = false;
+  std::uint64_t rounds_ = 0;  // rounds of polling ended
+  bool idle_ = false;         // waiting for the next round
+  std::condition_variable idled_;
   std::vector<GuestWatchRequest> incoming_;
   std::map<std::string, bool> agent_changes_;  // by VM: connected (true) or not, since the last poll
   std::set<std::string> gone_;                 // VMs stopped since the last poll

@@ -6,7 +6,6 @@
 
 #include <chrono>
 #include <fstream>
-#include <thread>
 
 #include "daemon_fixture.hpp"
 #include "guest_watch.hpp"
@@ -66,17 +65,28 @@ struct Watching {
     return request;
   }
 
-  // Waits (bounded, not timed) until the watch has let the VM go.
+  // One round of the watch's polling that begins after everything the test did so far: the
+  // thread waited for idle, the clock moved past its poll interval, that round waited for.
+  void step() {
+    const auto idle = watch->await_idle(0, kBound);
+    REQUIRE(idle.has_value());
+    clock->advance_steady(GuestWatch::kPoll);
+    REQUIRE(watch->await_idle(*idle, kBound).has_value());
+  }
+
+  // Rounds until the watch has let the VM go (at most a minute by the clock), and one more:
+  // nothing is added after.
   void wait_let_go() {
-    for (int i = 0; i < 200 && !watch->watched().empty(); ++i)
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    std::this_thread::sleep_for(GuestWatch::kPoll * 2);  // one more poll: nothing is added after
+    for (int i = 0; i < 600 && !watch->watched().empty(); ++i) step();
+    step();
     CHECK(watch->watched().empty());
   }
 
   std::vector<daemon::TimelinePhase> phases(const std::string& id) { return operations.find(id)->timeline; }
 
-  std::shared_ptr<daemon::Clock> clock = daemon::make_system_clock();
+  // A bound on each wait for the thread, in real time: a test that hangs fails, none is timed.
+  static constexpr std::chrono::seconds kBound{30};
+  std::shared_ptr<ManualClock> clock = std::make_shared<ManualClock>();
   daemon::EventHub events;
   daemon::OperationTracker operations{*clock, events};
   std::unique_ptr<FaultyHypervisor> hypervisor;
@@ -103,7 +113,7 @@ TEST_CASE("the console's kernel and up markers become the ended operation's kern
   const auto id = request.operation;
   watching.watch->watch(std::move(request));
   append(console, "SeaBIOS (version 1.16)\r\n[    0.000000] Linux ver");
-  std::this_thread::sleep_for(GuestWatch::kPoll * 3);
+  watching.step();
   CHECK(watching.phases(id).empty());  // half a marker is not one
   append(console, "sion 6.1.0-57-amd64\r\n");
   append(console, "busybox login: ");
@@ -143,7 +153,7 @@ TEST_CASE("up is the guest agent answering once it connected, asked again while 
   auto request = watching.request(dir.path() / "vm.log", vmtemplates::BootWatch{});
   const auto id = request.operation;
   watching.watch->watch(std::move(request));
-  std::this_thread::sleep_for(GuestWatch::kPoll * 3);
+  watching.step();
   CHECK(watching.hypervisor->calls("agent_ping") == 0);  // not connected: not asked
   watching.watch->on_event(
       {.name = "test", .uuid = "", .kind = virt::DomainEventKind::agent_connected, .detail = "channel"});
@@ -153,7 +163,10 @@ TEST_CASE("up is the guest agent answering once it connected, asked again while 
   REQUIRE(phases.size() == 1);
   CHECK(phases[0].name == "up");
   CHECK(phases[0].detail == "guest agent answered");
-  CHECK(phases[0].seconds >= 2 * std::chrono::duration<double>(GuestWatch::kPingEvery).count() - 0.001);
+  // Asked a round after it connected, then each kPingEvery by the clock: up two pings later.
+  CHECK(phases[0].seconds >= 2 * std::chrono::duration<double>(GuestWatch::kPingEvery).count());
+  CHECK(phases[0].seconds <= 2 * std::chrono::duration<double>(GuestWatch::kPingEvery + GuestWatch::kPoll).count() +
+                                 std::chrono::duration<double>(GuestWatch::kPoll).count());
 }
 
 TEST_CASE("a guest that stops, or is not seen up in its seconds, is let go with nothing added") {
@@ -162,7 +175,7 @@ TEST_CASE("a guest that stops, or is not seen up in its seconds, is let go with 
   auto stopped = watching.request(dir.path() / "stopped.log", vmtemplates::BootWatch{});
   const auto stopped_id = stopped.operation;
   watching.watch->watch(std::move(stopped));
-  std::this_thread::sleep_for(GuestWatch::kPoll * 2);
+  watching.step();
   watching.watch->on_event({.name = "test", .uuid = "", .kind = virt::DomainEventKind::stopped, .detail = "destroyed"});
   watching.wait_let_go();
   CHECK(watching.phases(stopped_id).empty());
