@@ -111,7 +111,8 @@ void create_cost(daemon::VmService& service, fleet::PlacementClient& placement, 
   for (int round = 0; round < 2 * rounds; ++round) {
     const bool with_sync = round >= rounds;
     if (with_sync && !sync) {
-      sync = daemon::PlacementSync::start(service, config, daemon::make_system_clock()).value();
+      sync = daemon::PlacementSync::start(service, cli::placement_client(config).value(), config,
+                                          daemon::make_system_clock());
       while (sync->passes() < 1) std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
     daemon::CreateVmRequest request{.name = VmName::parse("bench-vm", "name").value(),

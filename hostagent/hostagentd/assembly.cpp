@@ -6,6 +6,7 @@
 #include <system_error>
 
 #include "hostagent/common/sysfs_writer.hpp"
+#include "hostagent/common/text_file.hpp"
 #include "hostagent/devices/device_preparer.hpp"
 #include "hostagent/discovery/discovery.hpp"
 #include "hostagent/hugepages/hugepage_pools.hpp"
@@ -250,6 +251,11 @@ Result<daemon::ServiceParts> assemble_parts(const config::DaemonConfig& config, 
   log(LogLevel::info, "host: " + std::to_string(parts.host.numa_nodes.size()) + " NUMA nodes; " +
                           std::to_string(parts.templates.size()) + " templates; libvirt " + config.libvirt_uri);
   return parts;
+}
+
+Result<std::unique_ptr<fleet::PlacementClient>> placement_client(const config::PlacementConfig& config) {
+  HA_TRY(const auto token, read_token_file(config.token_file, "placement.token_file"));
+  return fleet::PlacementClient::make({config.url, token, config.ca_file});
 }
 
 }  // namespace hostagent::cli

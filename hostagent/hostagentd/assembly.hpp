@@ -5,11 +5,13 @@
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <string>
 
 #include "hostagent/common/result.hpp"
 #include "hostagent/config/daemon_config.hpp"
 #include "hostagent/daemon/service_parts.hpp"
+#include "hostagent/fleet/placement_client.hpp"
 
 namespace hostagent::cli {
 
@@ -21,5 +23,10 @@ using StartupProgress = std::function<void(const std::string&)>;
 // the environment.
 Result<daemon::ServiceParts> assemble_parts(const config::DaemonConfig& config,
                                             const StartupProgress& progress = nullptr);
+
+// The Placement client the sync runs with (daemon::PlacementSync::start): placement.url, the token
+// read from placement.token_file, placement.ca_file. invalid_argument for a URL or token file that
+// cannot be used.
+Result<std::unique_ptr<fleet::PlacementClient>> placement_client(const config::PlacementConfig& config);
 
 }  // namespace hostagent::cli

@@ -229,9 +229,10 @@ int serve(const config::DaemonConfig& config, daemon::VmService& service, system
   if (!watchdog.ok()) return fail_start(notifier, err, watchdog.error());
   std::unique_ptr<daemon::PlacementSync> placement;  // stops before the service does
   if (!config.placement.url.empty()) {
-    auto sync = daemon::PlacementSync::start(service, config.placement, daemon::make_system_clock());
-    if (!sync.ok()) return fail_start(notifier, err, sync.error(), "placement: ");
-    placement = std::move(sync).value();
+    auto client = cli::placement_client(config.placement);
+    if (!client.ok()) return fail_start(notifier, err, client.error(), "placement: ");
+    placement =
+        daemon::PlacementSync::start(service, std::move(client).value(), config.placement, daemon::make_system_clock());
   }
   auto api = ApiListener::start(config, service, std::move(inherited));
   if (!api.ok()) return fail_start(notifier, err, api.error(), "api: ");

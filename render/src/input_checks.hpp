@@ -32,8 +32,6 @@ Status check_xml_text(const std::string& what, const std::string& value);
 // characters) that does not start with "xml" in any case (reserved by XML 1.0 section 2.3).
 Status check_metadata_key(const std::string& key);
 
-// The canonical 8-4-4-4-12 hex form libvirt expects in <uuid>.
-
 // An absolute path with XML-safe text and no ".." component.
 Status check_absolute_path(const std::string& what, const std::string& path);
 

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <thread>
 
+#include "assembly.hpp"
 #include "daemon_fixture.hpp"
 #include "hostagent/daemon/placement_sync.hpp"
 #include "hostagent/fleet/placement_client.hpp"
@@ -72,15 +73,16 @@ TEST_CASE(
     CHECK_NOTHROW(report = converger.run_once(true));
     CHECK((!report.ok() || !report->problems.empty()));
 
-    auto sync = daemon::PlacementSync::start(*service, odd.fixture.placement, clock);
-    REQUIRE_MESSAGE(sync.ok(), sync.error().message);
+    auto sync_client = cli::placement_client(odd.fixture.placement);
+    REQUIRE_MESSAGE(sync_client.ok(), sync_client.error().message);
+    auto sync = daemon::PlacementSync::start(*service, std::move(sync_client).value(), odd.fixture.placement, clock);
     // A failed pass is followed by another after 1 s (the sync's back-off): two of them show the
     // thread survived the first. Bounded: 30 s.
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-    while ((*sync)->passes() < 2 && std::chrono::steady_clock::now() < deadline) {
+    while (sync->passes() < 2 && std::chrono::steady_clock::now() < deadline) {
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
-    CHECK((*sync)->passes() >= 2);
+    CHECK(sync->passes() >= 2);
     auto created = daemon::create_vm(*service, odd.fixture.request("odd-tenant", testing::kOneGpu));
     CHECK_MESSAGE(created.ok(), created.error().message);
   }

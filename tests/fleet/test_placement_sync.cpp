@@ -4,6 +4,7 @@
 // gone VMs removed, another service's consumers left alone, and Placement away.
 #include <doctest/doctest.h>
 
+#include "assembly.hpp"
 #include "daemon_fixture.hpp"
 #include "hostagent/common/names.hpp"
 #include "hostagent/daemon/placement_sync.hpp"
@@ -271,8 +272,10 @@ TEST_CASE("the sync's thread publishes at start and follows a create without bei
   const auto url = testing::placement_url();
   if (!url) return;
   Fleet fleet(*url);
-  auto sync = daemon::PlacementSync::start(*fleet.service, fleet.fixture.placement, fleet.clock);
-  REQUIRE(sync.ok());
+  auto client = cli::placement_client(fleet.fixture.placement);
+  REQUIRE(client.ok());
+  auto sync =
+      daemon::PlacementSync::start(*fleet.service, std::move(client).value(), fleet.fixture.placement, fleet.clock);
   const std::string uuid = fleet.create("watched");
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
   ProviderResources seen;
@@ -282,7 +285,7 @@ TEST_CASE("the sync's thread publishes at start and follows a create without bei
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   CHECK(seen == fleet.tree().allocations.at(uuid));
-  CHECK((*sync)->passes() >= 1);
+  CHECK(sync->passes() >= 1);
 }
 
 }  // namespace

@@ -187,8 +187,9 @@ class CreateRun {
   render::GuestOptions guest_options() const {
     render::GuestOptions options;
     options.name = record_.name;
-    // The record's UUID: a Uuid's text when the create made it, checked by the record's rule when
-    // a reader read it back.
+    // The record's UUID: the request's Uuid or random_uuid(), so always one by the rule. The record
+    // keeps it as text (its readers check it as text only, issue 45 goes on): one that is not a
+    // UUID would leave libvirt to choose.
     if (auto uuid = Uuid::parse(record_.uuid, "uuid"); uuid.ok()) options.uuid = std::move(uuid).value();
     options.host_id = context_.host_id;
     options.domain_type = context_.config.domain_type;

@@ -8,7 +8,6 @@
 #include <thread>
 
 #include "daemon_log.hpp"
-#include "hostagent/common/text_file.hpp"
 #include "hostagent/numa/capacity.hpp"
 
 namespace hostagent::daemon {
@@ -429,12 +428,11 @@ class SyncThread final : public PlacementSync {
 
 }  // namespace
 
-Result<std::unique_ptr<PlacementSync>> PlacementSync::start(VmService& service, const config::PlacementConfig& config,
-                                                            std::shared_ptr<Clock> clock) {
-  HA_TRY(const auto token, read_token_file(config.token_file, "placement.token_file"));
-  HA_TRY(auto client, fleet::PlacementClient::make({config.url, token, config.ca_file}));
-  return std::unique_ptr<PlacementSync>(
-      std::make_unique<SyncThread>(service, std::move(client), config, std::move(clock)));
+std::unique_ptr<PlacementSync> PlacementSync::start(VmService& service,
+                                                    std::unique_ptr<fleet::PlacementClient> placement,
+                                                    const config::PlacementConfig& config,
+                                                    std::shared_ptr<Clock> clock) {
+  return std::make_unique<SyncThread>(service, std::move(placement), config, std::move(clock));
 }
 
 }  // namespace hostagent::daemon

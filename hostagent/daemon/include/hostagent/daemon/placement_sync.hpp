@@ -78,9 +78,9 @@ class PlacementConverger {
 // The pass on its own thread. start() returns at once; the first pass runs on the thread.
 class PlacementSync {
  public:
-  // invalid_argument for a URL or token file that cannot be used.
-  static Result<std::unique_ptr<PlacementSync>> start(VmService& service, const config::PlacementConfig& config,
-                                                      std::shared_ptr<Clock> clock);
+  // `placement` is the composition root's (cli::placement_client), owned by the sync from here.
+  static std::unique_ptr<PlacementSync> start(VmService& service, std::unique_ptr<fleet::PlacementClient> placement,
+                                              const config::PlacementConfig& config, std::shared_ptr<Clock> clock);
   virtual ~PlacementSync() = default;
   // The last pass's report and when it ended; nullopt before the first.
   virtual std::optional<SyncReport> last() = 0;
