@@ -362,38 +362,44 @@ def main():
     run = random.Random().randrange(1 << 20)
     hosts = [Host(run * 1000 + i, HOST_KINDS[i % len(HOST_KINDS)], work, args.build, args.placement,
                   os.path.abspath(args.templates)) for i in range(args.hosts)]
-    started = time.monotonic()
-    for host in hosts:
-        host.start()
-    for host in hosts:
-        host.wait_ready(time.monotonic() + 120)
-    names = {h.name for h in hosts}
-    while time.monotonic() < started + 300:
-        roots = {u: n for u, n in ((p["uuid"], p["name"]) for p in placement_get(
-            args.placement, "/resource_providers?required=CUSTOM_HOSTAGENT")["resource_providers"]) if n in names}
-        if len(roots) == len(hosts):
-            break
-        time.sleep(0.5)
-    registered = time.monotonic() - started
-    print(f"fleet: {len(hosts)} hosts ready and registered in {registered:.1f} s", flush=True)
+    # Whatever ends the run, a client's exception included, no hostagentd outlives it: left running,
+    # fifty daemons go on syncing with Placement and slow every later run against it.
+    try:
+        started = time.monotonic()
+        for host in hosts:
+            host.start()
+        for host in hosts:
+            host.wait_ready(time.monotonic() + 120)
+        names = {h.name for h in hosts}
+        while time.monotonic() < started + 300:
+            roots = {u: n for u, n in ((p["uuid"], p["name"]) for p in placement_get(
+                args.placement, "/resource_providers?required=CUSTOM_HOSTAGENT")["resource_providers"]) if n in names}
+            if len(roots) == len(hosts):
+                break
+            time.sleep(0.5)
+        registered = time.monotonic() - started
+        print(f"fleet: {len(hosts)} hosts ready and registered in {registered:.1f} s", flush=True)
 
-    phases = [run_phase(args, work, hosts, roots, kill_every=0, tag="a")]
-    if args.kill_every > 0:
-        phases.append(run_phase(args, work, hosts, roots, kill_every=args.kill_every, tag="b"))
-    summary = {"hosts": len(hosts), "registration_seconds": round(registered, 1), "phases": phases}
-    print(json.dumps(summary, indent=1))
-    if args.json:
-        with open(args.json, "w") as out:
-            json.dump(summary, out, indent=1)
-    problems = [p for phase in phases for p in phase["problems"]]
-    short = [phase for phase in phases if phase["requests"] != args.requests]
-    for host in hosts:
-        host.stop()
-    for root in roots:
-        remove_tree(args.placement, root)
-    if not problems and not args.work:
-        shutil.rmtree(work, ignore_errors=True)
-    return 1 if problems or short else 0
+        phases = [run_phase(args, work, hosts, roots, kill_every=0, tag="a")]
+        if args.kill_every > 0:
+            phases.append(run_phase(args, work, hosts, roots, kill_every=args.kill_every, tag="b"))
+        summary = {"hosts": len(hosts), "registration_seconds": round(registered, 1), "phases": phases}
+        print(json.dumps(summary, indent=1))
+        if args.json:
+            with open(args.json, "w") as out:
+                json.dump(summary, out, indent=1)
+        problems = [p for phase in phases for p in phase["problems"]]
+        short = [phase for phase in phases if phase["requests"] != args.requests]
+        for host in hosts:
+            host.stop()
+        for root in roots:
+            remove_tree(args.placement, root)
+        if not problems and not args.work:
+            shutil.rmtree(work, ignore_errors=True)
+        return 1 if problems or short else 0
+    finally:
+        for host in hosts:
+            host.stop()
 
 
 if __name__ == "__main__":
