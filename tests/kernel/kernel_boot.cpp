@@ -326,8 +326,9 @@ std::string held_at_boot_of(const fs::path& image) {
   return start == std::string::npos ? "" : read.output.substr(start);
 }
 
-// A tenant's controller, zeros: the first boot writes on it what a tenant leaves (a GPT, LVM, md:
-// e2e/tenant_storage.hpp), with the emulated host's own tools, which need its block devices.
+// A tenant's controller, zeros. The hygiene boot's VM writes its pattern on it; the host-life
+// boot's first boot writes what a tenant leaves (a GPT, LVM, md: e2e/tenant_storage.hpp), with the
+// emulated host's own tools, which need its block devices.
 void make_tenant_disk(const fs::path& image) {
   std::error_code ec;
   fs::remove(image, ec);
@@ -389,10 +390,7 @@ TEST_CASE("boot hygiene: hostagentd cleans the emulated GPU host's devices betwe
   write_text(plan.edu_romfile, emulated_host::edu_option_rom());
   // A fresh namespace each run: zeros, until the guest writes a tenant's pattern on it.
   plan.tenant_disk = plan.run_dir / "tenant-nvme.img";
-  fs::remove(plan.tenant_disk, ec);
-  { std::ofstream(plan.tenant_disk, std::ios::binary).close(); }
-  fs::resize_file(plan.tenant_disk, emulated_host::kTenantNvmeBytes, ec);
-  REQUIRE_MESSAGE(!ec, "cannot size " << plan.tenant_disk.string() << ": " << ec.message());
+  make_tenant_disk(plan.tenant_disk);
   boot(plan);
 }
 

@@ -92,7 +92,7 @@ Result<VmInputs> inputs_from_json(const JsonFields& fields) {
   for (std::size_t i = 0; i < macs.size(); ++i) {
     // Older records kept a MAC as the request spelled it: read, it is in lower case.
     auto mac = MacAddress::parse(macs[i], fields.path("macs") + "[" + std::to_string(i) + "]");
-    if (!mac.ok()) return Error{ErrorCode::parse_error, mac.error().message};  // a file, not a request
+    if (!mac.ok()) return parse_failure(mac.error().message);  // a file, not a request
     out.macs.push_back(std::move(mac).value());
   }
   HA_TRY(out.seed_iso, fields.string("seed_iso"));

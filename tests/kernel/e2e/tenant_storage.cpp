@@ -25,11 +25,11 @@ constexpr const char* kFsUuid = "7e4a0c1d-44ab-4c5e-9f00-0000000000e4";
 constexpr const char* kMdUuid = "7e4a0c1d:44ab4c5e:9f000000:000000d4";  // mdadm's spelling
 // LVM's UUIDs are 32 of [0-9a-zA-Z] in groups of 6-4-4-4-4-4-6 (lib/uuid/uuid.c id_valid).
 constexpr const char* kPvUuid = "Tenant-PV44-0000-0000-0000-0000-000044";
+// The md array's name, and the name (GPT PARTLABEL) of the partition it is on.
 constexpr const char* kMdName = "tenant-md";
-// The tenant's partitions' names (GPT PARTLABEL) and its VG's LV.
+// The other partitions' names, and the tenant VG's LV.
 constexpr const char* kFsPart = "tenant-fs";
 constexpr const char* kPvPart = "tenant-pv";
-constexpr const char* kMdPart = "tenant-md";
 constexpr const char* kTenantLv = "data";
 constexpr const char* kHostLv = "root";
 
@@ -47,13 +47,9 @@ std::string folded(const std::string& text) {
 }
 
 const std::vector<std::string>& marks() {
-  static const std::vector<std::string> all = {folded(kUuidPrefix),
-                                               folded(kPvUuid),
-                                               folded(kMdName),
-                                               folded(kFsPart),
-                                               folded(kPvPart),
-                                               folded(kMdPart),
-                                               folded(emulated_host::kTenantFsLabel)};
+  static const std::vector<std::string> all = {folded(kUuidPrefix), folded(kPvUuid),
+                                               folded(kMdName),     folded(kFsPart),
+                                               folded(kPvPart),     folded(emulated_host::kTenantFsLabel)};
   return all;
 }
 
@@ -115,7 +111,7 @@ void write_gpt(const std::string& disk) {
                         << "start=2048, size=4096, name=" << kFsPart << ", uuid=" << kUuidPrefix << "000000000001\n"
                         << "size=16384, name=" << kPvPart << ", uuid=" << kUuidPrefix
                         << "000000000002, type=E6D6D379-F507-44C2-A23C-238F2A3DF928\n"
-                        << "size=8192, name=" << kMdPart << ", uuid=" << kUuidPrefix
+                        << "size=8192, name=" << kMdName << ", uuid=" << kUuidPrefix
                         << "000000000003, type=A19D880F-05FC-4D3B-A006-743F0F84911E\n";
   run_ok({"/bin/sh", "-c", "/usr/sbin/sfdisk --quiet --wipe always " + disk + " < " + script.string()});
   // sfdisk has the kernel read the new table (BLKRRPART); devtmpfs makes the nodes.
@@ -125,6 +121,17 @@ void write_gpt(const std::string& disk) {
 
 std::string host_vg_uuid(const HostVg& vg) {
   return trimmed(file_text(vg.uuid_file));
+}
+
+// The device-mapper name LVM gives an LV: VG and LV joined by '-', each '-' within them doubled
+// (lib/misc/lvm-string.c build_dm_name).
+std::string mapper_name(const std::string& vg, const std::string& lv) {
+  std::string name;
+  for (const std::string& part : {vg, lv}) {
+    if (!name.empty()) name += '-';
+    for (const char c : part) name += c == '-' ? std::string("--") : std::string(1, c);
+  }
+  return name;
 }
 
 }  // namespace
@@ -175,7 +182,7 @@ std::vector<std::string> host_vg_problems(const HostVg& vg) {
 std::string host_vg_activation_problem() {
   const auto on = run_command({"/usr/sbin/vgchange", "-ay", kHostVgName}, kLvmEnv);
   if (on.exit_code != 0) return "vgchange -ay " + std::string(kHostVgName) + ": " + on.output;
-  const bool node = fs::exists(std::string("/dev/mapper/gpuhost--vg-") + kHostLv);
+  const bool node = fs::exists("/dev/mapper/" + mapper_name(kHostVgName, kHostLv));
   const auto off = run_command({"/usr/sbin/vgchange", "-an", kHostVgName}, kLvmEnv);
   if (!node) return "no /dev/mapper node for the host's LV after vgchange -ay: " + on.output;
   if (off.exit_code != 0) return "vgchange -an " + std::string(kHostVgName) + ": " + off.output;
@@ -228,10 +235,11 @@ std::vector<std::string> host_traces_of_tenant_storage(const HostVg& own) {
   look("pvs", {"/usr/sbin/pvs", "--noheadings", "-o", "pv_name,pv_uuid,vg_name"}, kLvmEnv);
   // A tenant's VG shows by its name (the host's) and a UUID that is not the host VG's: any VG but
   // the host's own is one.
+  const std::string own_uuid = host_vg_uuid(own);
   const auto vgs = run_command({"/usr/sbin/vgs", "--noheadings", "--separator", "|", "-o", "vg_name,vg_uuid"}, kLvmEnv);
   for (const auto& line : lines_of(vgs.output)) {
     const auto bar = line.find('|');
-    if (bar != std::string::npos && trimmed(line.substr(bar + 1)) != host_vg_uuid(own)) {
+    if (bar != std::string::npos && trimmed(line.substr(bar + 1)) != own_uuid) {
       traces.push_back("vgs: " + trimmed(line) + " (not the host's VG)");
     }
   }
@@ -239,7 +247,7 @@ std::vector<std::string> host_traces_of_tenant_storage(const HostVg& own) {
   for (const auto& line : lines_of(file_text("/proc/mdstat"))) {
     if (line.rfind("md", 0) == 0) traces.push_back("/proc/mdstat: " + line);
   }
-  std::string host_lv_uuid_prefix = "LVM-" + host_vg_uuid(own);
+  std::string host_lv_uuid_prefix = "LVM-" + own_uuid;
   host_lv_uuid_prefix.erase(std::remove(host_lv_uuid_prefix.begin() + 4, host_lv_uuid_prefix.end(), '-'),
                             host_lv_uuid_prefix.end());
   std::error_code ec;

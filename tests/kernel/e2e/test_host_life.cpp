@@ -129,7 +129,8 @@ TEST_CASE(
   REQUIRE(guest::driver_of(tenant) == std::optional<std::string>("nvme"));
   REQUIRE_MESSAGE(mounted_at(kernel::kPersistentMount), "the persistent disk is not mounted: see the console");
   make_host_vg(own_vg());
-  CHECK_MESSAGE(host_vg_problems(own_vg()).empty(), joined(host_vg_problems(own_vg())));
+  const auto before = host_vg_problems(own_vg());
+  CHECK_MESSAGE(before.empty(), joined(before));
   plant_tenant_storage(tenant);
 
   const auto traces = host_traces_of_tenant_storage(own_vg());

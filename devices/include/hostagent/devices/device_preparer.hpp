@@ -119,12 +119,12 @@ struct PreparationOptions {
 // spoofchk the request names (the template's, which win over the host's); a QoS only rides on a VLAN tag.
 sriov::VfSettings vf_settings(const PreparationOptions& options, const std::string& mac, const DeviceRequest& request);
 
-// The OS interfaces hostagent's own preparation works through: tests give it a fake kernel.
 // Where the package's boot hold (packaging/boot/modprobe.conf) reads the held-at-boot list: the
 // default state_directory's. A list kept elsewhere is one the next boot does not see unless the
 // operator points the hold at it; prepare_host_devices says so at every start.
 inline constexpr const char* kBootHoldList = "/var/lib/hostagent/held-at-boot";
 
+// The OS interfaces hostagent's own preparation works through: tests give it a fake kernel.
 struct HostDeviceParts {
   std::filesystem::path sysfs_root = "/";
   std::unique_ptr<SysfsWriter> writer;
