@@ -20,6 +20,8 @@
 //
 // Usage: bench_api [ROUNDS [PHASE_MS]]   (defaults 6 and 500: about 50 s)
 //        bench_api --quick               (1 round of 100 ms: a smoke run for CI)
+//        bench_api --profile PATH SECONDS (GET PATH alone at 64 connections over the unix socket, for
+//                                          `perf record`: the reads alone, no other arm in the profile)
 #include <fcntl.h>
 #include <stdlib.h>
 #include <sys/resource.h>
@@ -158,9 +160,17 @@ struct PhaseResult {
 
 // `count` keep-alive connections, opened once and reused by every phase; closed loop.
 class LoadClient {
+  static constexpr std::size_t kReadBuffer = 64 << 10;  // what a scraper reads with (Prometheus: 32 KiB+)
+
  public:
   LoadClient(const Transport& transport, int count) : transport_(transport) {
-    for (int i = 0; i < count; ++i) connections_.push_back(std::make_unique<Connection>(connect(context_, transport)));
+    for (int i = 0; i < count; ++i) {
+      connections_.push_back(std::make_unique<Connection>(connect(context_, transport)));
+      // Beast reads into what the buffer has room for, at least 512 bytes, and a buffer that never
+      // fills never grows: without room made first, a 34 KB answer is read 512 bytes a call, and the
+      // client's recv(2)s, not the server, would be most of what a large answer costs here.
+      connections_.back()->buffer.reserve(kReadBuffer);
+    }
   }
 
   // GET `target` on every connection until `duration` has passed; every answer must be 200.
@@ -575,16 +585,30 @@ Settings parse_settings(int argc, char** argv) {
   return settings;
 }
 
+// One arm alone, as long as asked: what `perf record` should see of one route.
+void profile_one(const Transport& transport, const std::string& target, int seconds) {
+  LoadClient client(transport, 64);
+  Arm arm{target, {}, {}, 0};
+  arm.add(client.run(target, std::chrono::seconds(std::max(1, seconds))));
+  print_arm(arm, nullptr);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  const Settings settings = parse_settings(argc, argv);
+  const bool profile = argc > 3 && std::strcmp(argv[1], "--profile") == 0;
+  const Settings settings = profile ? Settings{} : parse_settings(argc, argv);
   raise_open_files();
   const bench::ScratchDir scratch("api");
   stderr_to_file(scratch.path() / "daemon.log");
   auto daemon = start_daemon(scratch.path());
   if (!daemon.ok()) fail(daemon.error().message);
   create_vms(daemon->transports[0], scratch.path());
+  if (profile) {
+    profile_one(daemon->transports[0], argv[2], std::atoi(argv[3]));
+    daemon->server->stop();
+    return 0;
+  }
 
   std::printf("REST API: the daemon's service on test:///default (simulated vela2, %d x %s), its HTTP server\n", kVms,
               kVmShape);

@@ -24,6 +24,11 @@ void Histogram::observe(double value) {
 namespace {
 
 void append_escaped(std::string& out, std::string_view value) {
+  // Most values need no escape: appended whole, not a character at a time.
+  if (value.find_first_of("\\\"\n") == std::string_view::npos) {
+    out += value;
+    return;
+  }
   for (const char c : value) {
     if (c == '\\') {
       out += "\\\\";
@@ -92,39 +97,60 @@ void MetricsText::sample(const std::string& name, const Labels& labels, double v
 // name+suffix{labels[,le="LE"]} value: `le` null for none.
 void MetricsText::write_sample(std::string_view name, std::string_view suffix, const Labels& labels, const double* le,
                                double value) {
-  text_ += name;
-  text_ += suffix;
-  if (!labels.empty() || le != nullptr) {
-    char separator = '{';
-    for (const auto& [label, label_value] : labels) {
-      text_ += separator;
-      text_ += label;
-      text_ += "=\"";
-      append_escaped(text_, label_value);
-      text_ += '"';
-      separator = ',';
-    }
-    if (le != nullptr) {
-      text_ += separator;
-      text_ += "le=\"";
-      append_value(text_, *le);
-      text_ += '"';
-    }
-    text_ += '}';
+  append_series(name, suffix, labels, le != nullptr);
+  if (le == nullptr) {
+    text_ += ' ';
+  } else {
+    append_value(text_, *le);
+    text_ += "\"} ";
   }
-  text_ += ' ';
   append_value(text_, value);
   text_ += '\n';
 }
 
+// name+suffix{labels, or name+suffix{labels,le=" when `open_le`, or name+suffix alone: what every
+// sample of a series starts with.
+void MetricsText::append_series(std::string_view name, std::string_view suffix, const Labels& labels, bool open_le) {
+  text_ += name;
+  text_ += suffix;
+  if (labels.empty() && !open_le) return;
+  char separator = '{';
+  for (const auto& [label, label_value] : labels) {
+    text_ += separator;
+    text_ += label;
+    text_ += "=\"";
+    append_escaped(text_, label_value);
+    text_ += '"';
+    separator = ',';
+  }
+  if (open_le) {
+    text_ += separator;
+    text_ += "le=\"";
+  } else {
+    text_ += '}';
+  }
+}
+
+// A histogram's buckets share everything up to le: that prefix is written once and copied per
+// bucket (a scrape is mostly buckets: perf under bench_api --profile /v1/metrics).
 void MetricsText::histogram(const std::string& name, const Labels& labels, const Histogram& histogram) {
+  const std::size_t start = text_.size();
+  append_series(name, "_bucket", labels, true);
+  const std::string prefix = text_.substr(start);
+  text_.resize(start);
   uint64_t cumulative = 0;
+  const auto bucket = [&](double le, uint64_t count) {
+    text_ += prefix;
+    append_value(text_, le);
+    text_ += "\"} ";
+    append_value(text_, static_cast<double>(count));
+    text_ += '\n';
+  };
   for (std::size_t i = 0; i < histogram.bounds().size(); ++i) {
     cumulative += histogram.counts()[i];
-    write_sample(name, "_bucket", labels, &histogram.bounds()[i], static_cast<double>(cumulative));
+    bucket(histogram.bounds()[i], cumulative);
   }
-  constexpr double kInf = std::numeric_limits<double>::infinity();
-  write_sample(name, "_bucket", labels, &kInf, static_cast<double>(histogram.count()));
+  bucket(std::numeric_limits<double>::infinity(), histogram.count());
   write_sample(name, "_sum", labels, nullptr, histogram.sum());
   write_sample(name, "_count", labels, nullptr, static_cast<double>(histogram.count()));
 }

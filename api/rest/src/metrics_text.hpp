@@ -41,10 +41,13 @@ class MetricsText {
   // Families another MetricsText wrote (whole: their HELP, TYPE and samples), kept to be reused.
   void append(const std::string& rendered) { text_ += rendered; }
   const std::string& text() const { return text_; }
+  // Room for `bytes` (what the last scrape took), so a scrape does not grow its text step by step.
+  void reserve(std::size_t bytes) { text_.reserve(bytes); }
 
  private:
   void write_sample(std::string_view name, std::string_view suffix, const Labels& labels, const double* le,
                     double value);
+  void append_series(std::string_view name, std::string_view suffix, const Labels& labels, bool open_le);
 
   std::string text_;
 };

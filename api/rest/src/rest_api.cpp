@@ -39,7 +39,7 @@ class RestApiImpl final : public RestApi {
     auto parsed = parse_request(request);
     if (const auto* error = std::get_if<RouteError>(&parsed)) return detail::route_problem(*error, request);
     const auto& command = std::get<Command>(parsed);
-    detail::RouteContext context{service_, options_, metrics_, events_};
+    detail::RouteContext context{service_, options_, metrics_, events_, vm_list_body_};
     HttpResponse response = detail::run_command(context, command, request);
     if (!is_read_method(request.method)) remember(request, detail::audit_subject(command), response);
     return response;
@@ -103,6 +103,7 @@ class RestApiImpl final : public RestApi {
   std::unique_ptr<detail::AuditLog> audit_;
   detail::ServiceMetrics metrics_;
   detail::EventLog events_;
+  detail::VmListBody vm_list_body_;  // GET /v1/vms, serialised once per version of the list
   uint64_t subscription_ = 0;
   std::mutex mutex_;
   std::map<const HttpRequest*, Remembered> remembered_;

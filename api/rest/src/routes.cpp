@@ -204,9 +204,10 @@ struct Runner {
   HttpResponse operator()(const command::ValidateTemplate& validate) const;
 
   HttpResponse operator()(const command::ListVms& /*unused*/) const {
-    boost::json::array vms;
-    for (const auto& vm : service().list_vms()) vms.push_back(to_json(vm));
-    return json_response(200, boost::json::object{{"vms", std::move(vms)}});
+    HttpResponse response;
+    response.status = 200;
+    response.body = context.vm_list_body.body_of(service().list_vms());
+    return response;
   }
 
   HttpResponse operator()(const command::GetVm& get) const {

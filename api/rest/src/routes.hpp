@@ -7,6 +7,7 @@
 #include "hostagent/api/rest_api.hpp"
 #include "hostagent/api/rest_commands.hpp"
 #include "service_metrics.hpp"
+#include "vm_list_body.hpp"
 
 namespace hostagent::api::detail {
 
@@ -15,6 +16,7 @@ struct RouteContext {
   const RestApiOptions& options;
   ServiceMetrics& metrics;
   EventLog& events;
+  VmListBody& vm_list_body;
 };
 
 HttpResponse run_command(RouteContext& context, const Command& command, const HttpRequest& request);

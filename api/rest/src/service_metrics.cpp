@@ -251,6 +251,7 @@ std::string ServiceMetrics::render(daemon::VmService& service) {
 // their source changed.
 std::string ServiceMetrics::compute(daemon::VmService& service) {
   MetricsText out;
+  out.reserve(last_size_ + last_size_ / 8);
   const auto status = service.status();
   render_vms(out, status.vms_by_state);
   render_status(out, status);
@@ -259,6 +260,7 @@ std::string ServiceMetrics::compute(daemon::VmService& service) {
   render_cleaning(out, service.cleaning());
   out.append(health_text(service.device_health()));
   render_counted(out);
+  last_size_ = out.text().size();
   return out.text();
 }
 

@@ -64,7 +64,8 @@ class ServiceMetrics {
   bool scrape_running_ = false;
   uint64_t scrapes_started_ = 0;
   uint64_t scrapes_finished_ = 0;
-  std::string scrape_text_;  // the last finished scrape's
+  std::string scrape_text_;    // the last finished scrape's
+  std::size_t last_size_ = 0;  // of the last scrape's text: compute() reserves it (one scrape at a time)
 
   std::mutex mutex_;
   std::map<std::pair<std::string, std::string>, Histogram> operation_durations_;  // (kind, result)

@@ -75,6 +75,7 @@ Result<numa::Placement> Ledger::place_and_record(state::VmRecord& record, const 
   entry.record = record;
   entries_.emplace(record.name, std::move(entry));
   ++holdings_version_;
+  ++entries_version_;
   return placement;
 }
 
@@ -137,6 +138,7 @@ void Ledger::release(const std::string& name) {
     if (it->second.managed && it->second.record) devices = it->second.record->allocation.devices;
     entries_.erase(it);
     ++holdings_version_;
+    ++entries_version_;
   }
   publish_devices(name, devices, false);
 }
@@ -163,6 +165,7 @@ void Ledger::adopt(const virt::DomainSummary& domain, std::optional<state::VmRec
   entry.record = std::move(record);
   entry.foreign_holdings = std::move(holdings);
   ++holdings_version_;
+  ++entries_version_;
 }
 
 void Ledger::set_domain(const std::string& name, const std::string& uuid, virt::DomainState state) {
@@ -172,6 +175,7 @@ void Ledger::set_domain(const std::string& name, const std::string& uuid, virt::
   it->second.defined = true;
   if (!uuid.empty()) it->second.uuid = uuid;
   it->second.state = state;
+  ++entries_version_;
 }
 
 void Ledger::set_record(const state::VmRecord& record) {
@@ -180,6 +184,7 @@ void Ledger::set_record(const state::VmRecord& record) {
   if (it == entries_.end()) return;
   it->second.record = record;
   ++holdings_version_;
+  ++entries_version_;
 }
 
 bool Ledger::on_event(const virt::DomainEvent& event) {
@@ -187,6 +192,7 @@ bool Ledger::on_event(const virt::DomainEvent& event) {
   const auto it = entries_.find(event.name);
   if (it == entries_.end()) return event.kind == virt::DomainEventKind::defined;
   it->second.last_event = worded(event);
+  ++entries_version_;
   if (const auto state = state_after(event.kind)) it->second.state = *state;
   if (event.kind == virt::DomainEventKind::resumed) {
     ++it->second.resumed_events;

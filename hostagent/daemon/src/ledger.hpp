@@ -3,6 +3,7 @@
 // so two creates can never be given the same CPU, device or hugepage.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -103,6 +104,9 @@ class Ledger {
 
   std::optional<LedgerEntry> find(const std::string& name) const;
   std::vector<LedgerEntry> entries() const;
+  // Moves with every change to what entries() returns (read before entries(), a later change shows
+  // as a later version): what lets a reader keep what it built from an earlier call.
+  uint64_t entries_version() const { return entries_version_.load(std::memory_order_acquire); }
   std::vector<numa::Allocation> held() const;
   Holdings holdings() const;
   // holdings(), with `free` (what the kernel's pools had free when last read) in the policy as the
@@ -134,6 +138,7 @@ class Ledger {
   std::map<PciAddress, numa::Withheld> withheld_;
   // bumped by every change to an entry's record, to the set of entries, or to what is withheld
   uint64_t holdings_version_ = 0;
+  std::atomic<uint64_t> entries_version_{0};  // bumped under mutex_, read without it
 };
 
 }  // namespace hostagent::daemon

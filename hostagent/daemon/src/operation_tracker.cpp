@@ -218,6 +218,7 @@ void OperationTracker::progress(const std::string& vm, const std::string& operat
   {
     std::lock_guard lock(mutex_);
     progress_by_vm_[vm] = VmProgress{operation, step};
+    ++progress_version_;
     if (number == 0) return;
     const auto it = running_by_vm_.find(vm);
     if (it == running_by_vm_.end()) return;  // reconcile's recoveries run outside any operation
@@ -265,7 +266,7 @@ std::optional<std::string> OperationTracker::running_id(const std::string& vm) {
 
 void OperationTracker::idle(const std::string& vm) {
   std::lock_guard lock(mutex_);
-  progress_by_vm_.erase(vm);
+  if (progress_by_vm_.erase(vm) != 0) ++progress_version_;
 }
 
 std::optional<OperationTracker::VmProgress> OperationTracker::progress_of(const std::string& vm) {
@@ -287,7 +288,7 @@ void OperationTracker::finish(const std::string& id, const Status& outcome) {
     }
     if (const auto running = running_by_vm_.find(view.vm); running != running_by_vm_.end() && running->second == id) {
       running_by_vm_.erase(running);
-      progress_by_vm_.erase(view.vm);
+      if (progress_by_vm_.erase(view.vm) != 0) ++progress_version_;
     }
     ended_.emplace_back(id, clock_.steady_now());
   });

@@ -7,6 +7,7 @@
 // short by the stop, and ends at the next start with what recovery made of it.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -65,6 +66,8 @@ class OperationTracker {
   };
   // nullopt when the VM is idle: then an event about it was not caused by hostagent.
   std::optional<VmProgress> progress_of(const std::string& vm);
+  // Moves with every change to what progress_of() answers, for any VM.
+  uint64_t progress_version() const { return progress_version_.load(std::memory_order_acquire); }
   void finish(const std::string& id, const Status& outcome);
 
   std::optional<OperationView> find(const std::string& id);
@@ -108,6 +111,7 @@ class OperationTracker {
   std::map<std::string, std::chrono::steady_clock::time_point> started_;  // running ones
   std::map<std::string, std::string> running_by_vm_;                      // one at a time per VM (its queue is a FIFO)
   std::map<std::string, VmProgress> progress_by_vm_;                      // busy VMs only
+  std::atomic<uint64_t> progress_version_{0};                             // bumped under mutex_
   std::deque<std::pair<std::string, std::chrono::steady_clock::time_point>> ended_;  // oldest first
 };
 

@@ -87,10 +87,17 @@ class VmServiceImpl final : public VmService {
 
   Result<VmView> get_vm(const VmName& name) override { return current_view(context_, name); }
 
-  std::vector<VmView> list_vms() override {
-    std::vector<VmView> views;
-    for (const auto& entry : context_.ledger.entries()) views.push_back(view_of(context_, entry));
-    return views;
+  // Built again only when the ledger or an operation's progress moved: a control plane polls the
+  // list far more often than VMs change. The version is read before the list is built, so a change
+  // made while it is built shows as a newer version and the next call builds again.
+  VmList list_vms() override {
+    const uint64_t version = context_.ledger.entries_version() + context_.operations.progress_version();
+    std::lock_guard lock(list_mutex_);
+    if (listed_.vms && listed_.version == version) return listed_;
+    auto views = std::make_shared<std::vector<VmView>>();
+    for (const auto& entry : context_.ledger.entries()) views->push_back(view_of(context_, entry));
+    listed_ = VmList{version, std::move(views)};
+    return listed_;
   }
 
   ServiceStatus status() override {
@@ -543,6 +550,8 @@ class VmServiceImpl final : public VmService {
   std::atomic<int> connection_losses_{0};
   std::atomic<bool> ready_{false};
   std::mutex begin_create_mutex_;
+  std::mutex list_mutex_;
+  VmList listed_{0, nullptr};  // the last list_vms(), by its version
   std::mutex host_now_mutex_;
   std::optional<numa::HostModel> host_now_;
   std::chrono::steady_clock::time_point host_now_at_;

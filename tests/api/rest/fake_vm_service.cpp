@@ -51,6 +51,7 @@ void FakeVmService::put_vm(daemon::VmView vm, std::string domain_xml) {
   const std::lock_guard lock(mutex_);
   const std::string name = vm.name;
   vms_[name] = Vm{std::move(vm), std::move(domain_xml)};
+  ++vms_version_;
 }
 
 void FakeVmService::set_status(daemon::ServiceStatus status) {
@@ -192,11 +193,11 @@ void FakeVmService::on_status(std::function<void()> hook) {
   status_hook_ = std::move(hook);
 }
 
-std::vector<daemon::VmView> FakeVmService::list_vms() {
+daemon::VmList FakeVmService::list_vms() {
   const std::lock_guard lock(mutex_);
-  std::vector<daemon::VmView> out;
-  for (const auto& [name, vm] : vms_) out.push_back(vm.view);
-  return out;
+  auto out = std::make_shared<std::vector<daemon::VmView>>();
+  for (const auto& [name, vm] : vms_) out->push_back(vm.view);
+  return {vms_version_, std::move(out)};
 }
 
 // status_ as set, with the VMs counted by state as the service counts its ledger.

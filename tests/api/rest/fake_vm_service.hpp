@@ -61,7 +61,7 @@ class FakeVmService final : public daemon::VmService {
   Result<daemon::VmView> get_vm(const VmName& name) override;
   // The VM's creates and starts among this fake's operations, ended ones, newest first.
   Result<std::vector<daemon::OperationView>> vm_starts(const VmName& name) override;
-  std::vector<daemon::VmView> list_vms() override;
+  daemon::VmList list_vms() override;
   daemon::ServiceStatus status() override;
   uint64_t subscribe(daemon::ServiceEventSink sink) override;
   void unsubscribe(uint64_t id) override;
@@ -103,6 +103,7 @@ class FakeVmService final : public daemon::VmService {
   std::map<std::string, daemon::OperationView> operations_;
   std::vector<std::string> operation_order_;  // oldest first
   std::map<std::string, Vm> vms_;
+  uint64_t vms_version_ = 0;  // moves with every change to vms_, as the service's list version does
   daemon::ServiceStatus status_;
   std::vector<numa::Allocation> held_;
   numa::HostPolicy policy_;

@@ -124,6 +124,27 @@ TEST_CASE("a create is one typed command on the service, answered 202 with the o
   CHECK(ended.at("error").is_null());
 }
 
+// GET /v1/vms's body is kept by the list's version (api/rest/vm_list_body): a VM the service gained
+// after one GET is in the next, and a VM whose state changed is listed as it is now.
+TEST_CASE("GET /v1/vms answers the list as it is now, after the list changed between two reads") {
+  FakeApi api;
+  CHECK(api.request("GET", "/v1/vms").json().at("vms").as_array().empty());
+  api.put_vm("vm1");
+  const auto one = api.request("GET", "/v1/vms").json().at("vms").as_array();
+  REQUIRE(one.size() == 1);
+  CHECK(text(one[0].at("state")) == "running");
+  CHECK(api.request("GET", "/v1/vms").json().at("vms").as_array() == one);  // unchanged: the same answer
+  auto stopped = api.service.get_vm("vm1");
+  REQUIRE(stopped.ok());
+  stopped->state = "shut_off";
+  api.service.put_vm(*stopped, "<domain type='kvm'><name>vm1</name></domain>");
+  api.put_vm("vm2");
+  const auto now = api.request("GET", "/v1/vms").json().at("vms").as_array();
+  REQUIRE(now.size() == 2);
+  CHECK(text(now[0].at("state")) == "shut_off");
+  CHECK(text(now[1].at("name")) == "vm2");
+}
+
 TEST_CASE("each command on a VM reaches the service once, worded as the route says") {
   FakeApi api;
   api.put_vm("vm1");

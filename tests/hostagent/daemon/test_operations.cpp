@@ -363,6 +363,40 @@ TEST_CASE("status counts VMs by state as list_vms words them, and usage's versio
   CHECK(service->status().vms_by_state == counted());
 }
 
+// A control plane polls the list; the service builds it again only when something listed moved.
+TEST_CASE("list_vms keeps its list while nothing changed, and its version moves with a VM's life") {
+  DaemonFixture fixture;
+  auto service = started(fixture);
+  const auto first = service->list_vms();
+  const auto again = service->list_vms();
+  CHECK(again.version == first.version);
+  CHECK(again.vms == first.vms);  // the same list, not built again
+
+  REQUIRE(create_vm(*service, fixture.request("list-0", kOneGpu)).ok());
+  const auto created = service->list_vms();
+  CHECK(created.version != first.version);
+  const auto listed = [](const daemon::VmList& list, const std::string& name) -> std::optional<daemon::VmView> {
+    for (const auto& vm : list) {
+      if (vm.name == name) return vm;
+    }
+    return std::nullopt;
+  };
+  REQUIRE(listed(created, "list-0"));
+  CHECK(listed(created, "list-0")->state == "running");
+
+  REQUIRE(stop_vm(*service, "list-0", true).ok());
+  const auto stopped = service->list_vms();
+  CHECK(stopped.version != created.version);
+  REQUIRE(listed(stopped, "list-0"));
+  CHECK(listed(stopped, "list-0")->state == "shut_off");
+
+  REQUIRE(delete_vm(*service, "list-0").ok());
+  const auto deleted = service->list_vms();
+  CHECK(deleted.version != stopped.version);
+  CHECK_FALSE(listed(deleted, "list-0"));
+  CHECK(deleted.size() == first.size());
+}
+
 TEST_CASE("device health is read from the simulated host's sysfs") {
   DaemonFixture fixture;
   auto service = started(fixture);

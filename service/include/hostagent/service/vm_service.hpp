@@ -88,6 +88,17 @@ struct VmView {
   std::optional<ManagedVmView> record;  // what a managed VM holds
 };
 
+// The VMs, and the version of the list: the same version is the same list, so an answer built from
+// one may be given again while the version stays (GET /v1/vms); any change to a VM's state, record,
+// last event or the operation at work on it moves the version. Iterates like the vector it holds.
+struct VmList {
+  uint64_t version = 0;
+  std::shared_ptr<const std::vector<VmView>> vms = std::make_shared<const std::vector<VmView>>();
+  std::vector<VmView>::const_iterator begin() const { return vms->begin(); }
+  std::vector<VmView>::const_iterator end() const { return vms->end(); }
+  std::size_t size() const { return vms->size(); }
+};
+
 // One phase of a VM's way to a running guest, measured by the create or start that took it there
 // (docs/operations.md, "Timeline"). Phases end one after another: each took `seconds` from the end
 // of the one before, the first from the operation's start.
@@ -269,7 +280,7 @@ class VmService {
   // The VM's last creates and starts (at most 10), newest first, each with its timeline, kept past
   // the operations' hour and across restarts; not_found for a VM that does not exist.
   virtual Result<std::vector<OperationView>> vm_starts(const VmName& name) = 0;
-  virtual std::vector<VmView> list_vms() = 0;
+  virtual VmList list_vms() = 0;
   virtual ServiceStatus status() = 0;
 
   // Events from now on; the returned id unsubscribes. Unsubscribing waits for a running sink.
