@@ -21,10 +21,21 @@ LogContext Operation::log_context() const {
   return {.vm = record_.name, .operation = std::string(state::to_string(entry_.kind))};
 }
 
-Status Operation::begin_step(const std::string& step, int number, int count) {
+// The entry is written when what a crash would leave reconcile to do changes, not before every
+// step: at the first step (from here on an operation is finished forward, or undone whole: every
+// undo is idempotent and touches only what is this record's, vm_steps.hpp), when the record changed
+// under a step, and at commit for an operation that is undone (from there on a crash only finishes
+// it). One write per create and per delete, two for a create that commits.
+bool Operation::must_write(const std::string& step, int number, bool undone) const {
+  if (number == 1 || !(entry_.record == record_)) return true;
+  return undone && step == state::step::commit;
+}
+
+Status Operation::begin_step(const std::string& step, int number, int count, bool undone) {
+  const bool write = must_write(step, number, undone);
   entry_.current_step = step;
   entry_.record = record_;
-  HA_TRY_STATUS(context_.journal.write(entry_));
+  if (write) HA_TRY_STATUS(context_.journal.write(entry_));
   context_.operations.progress(record_.name, std::string(state::to_string(entry_.kind)), step, number, count);
   if (context_.hook) context_.hook->before_step(std::string(state::to_string(entry_.kind)), record_.name, step);
   return ok_status();
@@ -34,14 +45,16 @@ Status Operation::run(const std::vector<Step>& steps, const UndoStep& undo) {
   const int count = static_cast<int>(steps.size()) + 1;  // and commit
   int number = 0;
   for (const auto& step : steps) {
-    if (auto begun = begin_step(step.name, ++number, count); !begun.ok()) return roll_back(begun.error(), false, undo);
+    if (auto begun = begin_step(step.name, ++number, count, bool(undo)); !begun.ok()) {
+      return roll_back(begun.error(), false, undo);
+    }
     const int marks = timeline_ != nullptr ? timeline_->marks() : 0;
     if (auto done = step.run(); !done.ok()) return roll_back(done.error(), true, undo);
     if (timeline_ != nullptr && timeline_->marks() == marks) timeline_->mark(step.name);
     entry_.steps_done.push_back(step.name);
   }
   // Recorded like a step, so a crash from here on finds every step done and only finishes.
-  if (auto committing = begin_step(std::string(state::step::commit), count, count); !committing.ok()) {
+  if (auto committing = begin_step(std::string(state::step::commit), count, count, bool(undo)); !committing.ok()) {
     return roll_back(committing.error(), false, undo);
   }
   if (auto removed = context_.journal.remove(entry_.id); !removed.ok()) {

@@ -1,7 +1,8 @@
-// daemon/operation (private): an operation as a list of named steps, journaled. Before each step
-// the journal says which step is about to run and which are done, so a crash at any point leaves
-// enough on disk to finish or undo the operation (reconcile.cpp). On a failed step, the steps that
-// may have left effects are undone, newest first.
+// daemon/operation (private): an operation as a list of named steps, journaled. Before its first
+// step the journal holds the operation and its record, so a crash at any point leaves enough on
+// disk to finish it or undo it whole (reconcile.cpp); an operation that is undone writes its entry
+// again at commit, after which a crash only finishes it. On a failed step, the steps that may have
+// left effects are undone, newest first.
 #pragma once
 
 #include <functional>
@@ -38,7 +39,8 @@ class Operation {
   bool left_for_reconcile() const { return left_for_reconcile_; }
 
  private:
-  Status begin_step(const std::string& step, int number, int count);
+  bool must_write(const std::string& step, int number, bool undone) const;
+  Status begin_step(const std::string& step, int number, int count, bool undone);
   Status roll_back(const Error& failure, bool failed_step_began, const UndoStep& undo);
   LogContext log_context() const;  // the VM and the operation's kind, for the journal
 

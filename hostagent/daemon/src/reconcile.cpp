@@ -108,11 +108,14 @@ void drop_vanished(Context& context, const std::set<std::string>& listed) {
   }
 }
 
+// Every step of create, newest first, whatever the entry says had begun: a create journals its
+// entry once before its first step (daemon/operation), and each undo is idempotent and touches only
+// what is this record's. An entry an earlier release wrote before each step is undone the same way.
 Status undo_create(Context& context, const state::JournalEntry& entry) {
-  std::vector<std::string> steps;
-  if (!entry.current_step.empty()) steps.push_back(entry.current_step);
-  steps.insert(steps.end(), entry.steps_done.rbegin(), entry.steps_done.rend());
-  for (const auto& step : steps) HA_TRY_STATUS(create_undo(step)(context, entry.record));
+  const auto steps = create_step_names();
+  for (auto step = steps.rbegin(); step != steps.rend(); ++step) {
+    HA_TRY_STATUS(create_undo(*step)(context, entry.record));
+  }
   return ok_status();
 }
 

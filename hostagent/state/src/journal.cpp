@@ -181,9 +181,13 @@ Status Journal::write(const JournalEntry& entry) {
   return durable::replace_file(directory_ / (entry.id + std::string(detail::kJsonSuffix)), to_json_text(entry));
 }
 
+// Unlinked without syncing the directory: the next entry written fsyncs it, and that makes this
+// removal durable too, before the next operation's first step. Until then a removal a power loss
+// undoes brings back an operation that had done all it does (committed, or rolled back whole) and
+// whose name no later operation has touched: recovered again, its idempotent steps find nothing.
 Status Journal::remove(const std::string& id) {
   HA_TRY_STATUS(check_id(id));
-  return durable::remove_file(directory_ / (id + std::string(detail::kJsonSuffix)));
+  return durable::discard_file(directory_ / (id + std::string(detail::kJsonSuffix)));
 }
 
 Result<std::vector<JournalEntry>> Journal::entries() const {

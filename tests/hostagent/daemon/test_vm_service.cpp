@@ -8,6 +8,7 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <mutex>
 #include <set>
 #include <thread>
 
@@ -225,6 +226,57 @@ TEST_CASE("a rollback cut short keeps the reservation and the journal until a re
   CHECK(fixture.journal_files().empty());
   CHECK(test_driver_domains("halfway").empty());
   CHECK(create_vm(*restarted, fixture.request("second", kEightGpus)).ok());
+}
+
+// The journal as each step of create and delete begins: written when what a crash would leave
+// reconcile to do changes (daemon/operation), not before every step.
+class JournalAtEachStep final : public daemon::StepHook {
+ public:
+  explicit JournalAtEachStep(const DaemonFixture& fixture) : fixture_(fixture) {}
+  void before_step(const std::string& operation, const std::string& /*vm*/, const std::string& step) override {
+    const auto files = fixture_.journal_files();
+    const std::lock_guard lock(mutex_);
+    seen_[operation].push_back(
+        {step, files.size() == 1 ? read_text_file(files[0]) : "(" + std::to_string(files.size()) + " entries)"});
+  }
+  std::vector<std::pair<std::string, std::string>> of(const std::string& operation) {
+    const std::lock_guard lock(mutex_);
+    return seen_[operation];
+  }
+
+ private:
+  const DaemonFixture& fixture_;
+  std::mutex mutex_;
+  std::map<std::string, std::vector<std::pair<std::string, std::string>>> seen_;
+};
+
+TEST_CASE("a create journals its entry before its first step and at commit, a delete before its first step only") {
+  DaemonFixture fixture;
+  auto journal = std::make_shared<JournalAtEachStep>(fixture);
+  fixture.hook = journal;
+  auto service = started(fixture);
+  REQUIRE(create_vm(*service, fixture.request("once", kEightGpus)).ok());
+  REQUIRE(delete_vm(*service, "once").ok());
+  CHECK(fixture.journal_files().empty());
+
+  const auto create = journal->of("create");
+  REQUIRE(create.size() == 6);  // disk, seed, prepare_devices, define, start, commit
+  for (std::size_t i = 1; i + 1 < create.size(); ++i) {
+    CAPTURE(create[i].first);
+    CHECK(create[i].second == create[0].second);  // not rewritten: the first step's entry
+  }
+  CHECK(contains(create[0].second, "\"current_step\":\"disk\""));
+  CHECK(create.back().first == "commit");
+  CHECK(contains(create.back().second, "\"current_step\":\"commit\""));
+  CHECK(contains(create.back().second, "\"steps_done\":[\"disk\",\"seed\",\"prepare_devices\",\"define\",\"start\"]"));
+
+  const auto remove = journal->of("delete");
+  REQUIRE(remove.size() == 6);  // destroy, undefine, delete_disk, delete_seed, release_devices, commit
+  CHECK(contains(remove[0].second, "\"kind\":\"delete\""));
+  for (const auto& [step, text] : remove) {
+    CAPTURE(step);
+    CHECK(text == remove[0].second);
+  }
 }
 
 TEST_CASE("a journal entry naming a step this version does not know stops the start, naming the file") {

@@ -25,6 +25,7 @@ struct Allocation {
   // ACS ports relaxed for this VM's peer-to-peer (numa/p2p_isolation.hpp): what lies below them
   // is kept from other VMs while it exists.
   std::vector<PciAddress> p2p_ports;
+  bool operator==(const Allocation&) const = default;
 };
 
 // Why a device is out of placement: a tenant's device not yet cleaned (or being cleaned), or one

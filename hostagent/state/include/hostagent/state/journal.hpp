@@ -1,8 +1,9 @@
-// hostagent/state/journal: operations in flight, on disk. An operation writes its entry before each
-// step it takes and removes it when done, so after a crash the daemon knows, for every interrupted
-// operation, which steps may have left effects, and can finish or roll back each one. One file per
-// operation, replaced atomically (write, fsync, rename, fsync the directory): a crash leaves either
-// the old entry or the new one, never half of one.
+// hostagent/state/journal: operations in flight, on disk. An operation writes its entry before its
+// first step (and a create again at commit) and removes it when done, so after a crash the daemon
+// knows every interrupted operation and the record of what it holds or was making, and can finish
+// it or roll it back whole (daemon/operation says when it writes). One file per operation, replaced
+// atomically (write, fsync, rename, fsync the directory): a crash leaves either the old entry or the
+// new one, never half of one.
 #pragma once
 
 #include <filesystem>
@@ -47,8 +48,8 @@ struct JournalEntry {
   OperationKind kind = OperationKind::create;
   std::string vm;
   std::string started_at;               // RFC 3339, UTC
-  std::vector<std::string> steps_done;  // completed steps, in order
-  std::string current_step;             // begun, not known to be complete: may have partial effects
+  std::vector<std::string> steps_done;  // completed steps, in order, as of the last write
+  std::string current_step;             // begun when last written, not known to be complete
   VmRecord record;                      // what the operation holds or is making
 };
 

@@ -26,6 +26,7 @@ struct VmInputs {
   std::vector<MacAddress> macs;  // VF MACs as requested; empty: derived
   std::string seed_iso;          // the cloud-init NoCloud seed (SSH keys, user data) as a CD-ROM; "" none
   bool user_data = false;        // cloud-init user data was given (kept in the seed, not here)
+  bool operator==(const VmInputs&) const = default;
 };
 
 // A NIC VF's RDMA side as the host saw it at create, while its host driver still held it (the VM
@@ -60,6 +61,7 @@ struct VmRecord {
   std::string nccl_topology;
   // One per NIC VF that had an RDMA device on the host, in placement order. Domain metadata only.
   std::vector<VfRdma> rdma;
+  bool operator==(const VmRecord&) const = default;
 };
 
 // Returns domain_xml with the record written into its <metadata><hostagent:vm> element (created if
