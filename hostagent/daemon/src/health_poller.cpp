@@ -6,8 +6,13 @@
 
 namespace hostagent::daemon {
 
-HealthPoller::HealthPoller(Read read, std::chrono::milliseconds interval)
-    : read_(std::move(read)), interval_(interval), latest_(read_once()), thread_([this] { run(); }) {}
+// Returns once the thread waits for its first interval: from then on, time moved on the clock is
+// time the poller counts (a test's clock, advanced, finds it waiting).
+HealthPoller::HealthPoller(Read read, std::chrono::milliseconds interval, Clock& clock)
+    : read_(std::move(read)), interval_(interval), clock_(clock), latest_(read_once()), thread_([this] { run(); }) {
+  std::unique_lock lock(mutex_);
+  waiting_cv_.wait(lock, [this] { return waiting_; });
+}
 
 HealthPoller::~HealthPoller() {
   {
@@ -32,7 +37,11 @@ HealthPoller::Reading HealthPoller::latest() const {
 // The read runs without the lock, so latest() never waits for sysfs.
 void HealthPoller::run() {
   std::unique_lock lock(mutex_);
-  while (!stop_cv_.wait_for(lock, interval_, [this] { return stopping_; })) {
+  waiting_ = true;  // seen by the constructor once wait_until lets go of the lock
+  waiting_cv_.notify_all();
+  while (true) {
+    clock_.wait_until(stop_cv_, lock, clock_.steady_now() + interval_, [this] { return stopping_; });
+    if (stopping_) return;
     lock.unlock();
     Reading reading = read_once();
     lock.lock();

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "hostagent/common/result.hpp"
+#include "hostagent/daemon/clock.hpp"
 #include "hostagent/numa/device_health.hpp"
 #include "hostagent/service/vm_service.hpp"
 
@@ -21,8 +22,8 @@ class HealthPoller {
  public:
   using Read = std::function<Result<std::vector<numa::DeviceHealth>>()>;
   using Reading = Result<DeviceHealthReading>;
-  // Reads once before it returns, then every `interval` until destroyed.
-  HealthPoller(Read read, std::chrono::milliseconds interval);
+  // Reads once before it returns, then every `interval` of `clock`'s steady time until destroyed.
+  HealthPoller(Read read, std::chrono::milliseconds interval, Clock& clock);
   ~HealthPoller();  // stops the thread and joins it
   HealthPoller(const HealthPoller&) = delete;
   HealthPoller& operator=(const HealthPoller&) = delete;
@@ -36,8 +37,11 @@ class HealthPoller {
 
   const Read read_;
   const std::chrono::milliseconds interval_;
+  Clock& clock_;
   mutable std::mutex mutex_;
   std::condition_variable stop_cv_;
+  std::condition_variable waiting_cv_;
+  bool waiting_ = false;  // the thread has begun waiting
   bool stopping_ = false;
   Reading latest_;
   std::thread thread_;

@@ -319,6 +319,7 @@ class SyncThread final : public PlacementSync {
       : service_(service),
         client_(std::move(client)),
         interval_(config.interval),
+        clock_(*clock),
         converger_(service, *client_, std::move(config), std::move(clock)) {
     // What changes holdings: a VM defined or gone, devices changing hands, cleaning and quarantine.
     // An operation's progress changes nothing Placement sees.
@@ -366,11 +367,12 @@ class SyncThread final : public PlacementSync {
     std::chrono::milliseconds wait{0};
     std::unique_lock lock(mutex_);
     while (!stopping_) {
-      const bool poked = wake_.wait_for(lock, wait, [this] { return stopping_ || poked_; });
+      clock_.wait_until(wake_, lock, clock_.steady_now() + wait, [this] { return stopping_ || poked_; });
       if (stopping_) break;
+      const bool poked = poked_;
       poked_ = false;
       // A quick pass for a change, while the last pass was clean and the interval has not passed.
-      const auto now = std::chrono::steady_clock::now();
+      const auto now = clock_.steady_now();
       const bool full = !poked || !clean_ || now - last_full_ >= interval_;
       if (full) last_full_ = now;
       lock.unlock();
@@ -412,6 +414,7 @@ class SyncThread final : public PlacementSync {
   VmService& service_;
   std::unique_ptr<fleet::PlacementClient> client_;
   std::chrono::milliseconds interval_;
+  Clock& clock_;  // the converger's, which it keeps alive
   PlacementConverger converger_;
   uint64_t subscription_ = 0;
   std::mutex mutex_;

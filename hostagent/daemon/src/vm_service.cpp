@@ -78,7 +78,7 @@ class VmServiceImpl final : public VmService {
             keep_free_pages(free_pages());
             return reading;
           },
-          context_.device_health_interval);
+          context_.device_health_interval, *context_.clock);
     }
     ready_ = true;
     start_after_reboot(starts);

@@ -223,12 +223,34 @@ void ManualClock::wait_until(std::condition_variable& changed, std::unique_lock<
                              std::chrono::steady_clock::time_point deadline, const std::function<bool()>& done) {
   {
     std::lock_guard own(mutex_);
-    waiters_.push_back({&changed, lock.mutex()});
+    waiters_.push_back({&changed, lock.mutex(), deadline});
   }
+  waiting_changed_.notify_all();
   changed.wait(lock, [&] { return done() || steady_now() >= deadline; });
-  std::lock_guard own(mutex_);
-  waiters_.erase(
-      std::find_if(waiters_.begin(), waiters_.end(), [&](const Waiter& w) { return w.changed == &changed; }));
+  {
+    std::lock_guard own(mutex_);
+    waiters_.erase(
+        std::find_if(waiters_.begin(), waiters_.end(), [&](const Waiter& w) { return w.changed == &changed; }));
+  }
+  waiting_changed_.notify_all();
+}
+
+bool ManualClock::settled_locked() const {
+  return std::all_of(waiters_.begin(), waiters_.end(), [&](const Waiter& w) { return w.deadline > now_; });
+}
+
+bool ManualClock::advance_and_settle(std::chrono::milliseconds by) {
+  std::size_t waiting = 0;
+  {
+    std::lock_guard own(mutex_);
+    waiting = waiters_.size();
+  }
+  advance_steady(by);
+  std::unique_lock own(mutex_);
+  // Those the advance woke leave the list and come back with their next deadline; one that leaves
+  // for good (its thread stopping) makes the count short, and the real-time bound ends the wait.
+  return waiting_changed_.wait_for(own, std::chrono::seconds(60),
+                                   [&] { return waiters_.size() >= waiting && settled_locked(); });
 }
 
 void ManualClock::advance_steady(std::chrono::milliseconds by) {

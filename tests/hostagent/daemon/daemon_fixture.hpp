@@ -130,13 +130,21 @@ class ManualClock final : public daemon::Clock {
   void wait_until(std::condition_variable& changed, std::unique_lock<std::mutex>& lock,
                   std::chrono::steady_clock::time_point deadline, const std::function<bool()>& done) override;
   void advance_steady(std::chrono::milliseconds by);
+  // advance_steady, then waits until each thread that was waiting on this clock waits again with a
+  // deadline still ahead (or has stopped waiting for good): what a deadline woke has run and is
+  // idle again, so the test reads its effect without sleeping. False after 60 s of real time.
+  bool advance_and_settle(std::chrono::milliseconds by);
 
  private:
   struct Waiter {
     std::condition_variable* changed;
     std::mutex* mutex;
+    std::chrono::steady_clock::time_point deadline;
   };
+  bool settled_locked() const;
+
   mutable std::mutex mutex_;
+  std::condition_variable waiting_changed_;  // a waiter came or went
   std::chrono::steady_clock::time_point now_{};
   std::chrono::milliseconds slept_{0};
   std::chrono::seconds wall_offset_{0};

@@ -413,8 +413,8 @@ TEST_CASE("device health is read from the simulated host's sysfs") {
 
 TEST_CASE("device health is kept and read again in the background: a link that drops shows without a read") {
   DaemonFixture fixture;
-  fixture.device_health_interval = std::chrono::milliseconds(20);
-  auto service = started(fixture);
+  auto clock = std::make_shared<ManualClock>();
+  auto service = started(fixture, nullptr, clock);
   auto before = service->device_health();
   REQUIRE_MESSAGE(before.ok(), before.error().message);
   const auto& devices = **before;
@@ -427,15 +427,13 @@ TEST_CASE("device health is kept and read again in the background: a link that d
                      gpu->address.to_string() / "current_link_width";
   REQUIRE(std::filesystem::exists(width));
   write_text_file(width, "4\n");
+  REQUIRE(clock->advance_and_settle(fixture.device_health_interval));
+  const auto now = service->device_health();
+  REQUIRE(now.ok());
+  CHECK(*now != *before);  // a new reading
   bool degraded = false;
-  for (int i = 0; i < 500 && !degraded; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    const auto now = service->device_health();
-    REQUIRE(now.ok());
-    if (*now == *before) continue;  // the same reading: the poller has not read since
-    for (const auto& device : **now) {
-      if (device.address == gpu->address) degraded = device.link_degraded;
-    }
+  for (const auto& device : **now) {
+    if (device.address == gpu->address) degraded = device.link_degraded;
   }
   CHECK(degraded);
 }
@@ -443,8 +441,8 @@ TEST_CASE("device health is kept and read again in the background: a link that d
 TEST_CASE(
     "capacity counts the kernel's free hugepages as last read, lower than the accounting when pages went elsewhere") {
   DaemonFixture fixture;
-  fixture.device_health_interval = std::chrono::milliseconds(20);
-  auto service = started(fixture);
+  auto clock = std::make_shared<ManualClock>();
+  auto service = started(fixture, nullptr, clock);
   const auto node0_free = [&] {
     const auto usage = service->usage();
     const auto capacity = numa::capacity(*usage.host, usage.held, usage.policy);
@@ -461,12 +459,9 @@ TEST_CASE(
                     "hugepages" / "hugepages-1048576kB" / "free_hugepages";
   REQUIRE(std::filesystem::exists(file));
   write_text_file(file, "3\n");
-  uint64_t after = before;
-  for (int i = 0; i < 500 && after != 3; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    after = node0_free();
-  }
-  CHECK(after == 3);
+  CHECK(node0_free() == before);  // read with the devices' health, at its next reading
+  REQUIRE(clock->advance_and_settle(fixture.device_health_interval));
+  CHECK(node0_free() == 3);
 }
 
 }  // namespace hostagent::testing
