@@ -41,4 +41,10 @@ std::string layer_of(const Rules& rules, const std::string& path);
 // .h and .in files under each layer's paths; quoted includes only.
 std::vector<std::string> check_tree(const std::filesystem::path& root, const Rules& rules);
 
+// Every problem in the CMakeLists.txt under root (the harness's left out), one line each: a
+// library or program linking one of the tree's libraries whose layer its own may not include, a
+// link none of its files needs (no file of it includes a header the linked library publishes), and
+// a PUBLIC link none of its public headers needs. A target's layer is its first source's.
+std::vector<std::string> check_links(const std::filesystem::path& root, const Rules& rules);
+
 }  // namespace hostagent::testing::layering

@@ -71,6 +71,14 @@ TEST_CASE("the source tree keeps to the layers docs/architecture.md draws") {
   CHECK(parsed->debts.empty());
 }
 
+TEST_CASE("the libraries link only what their layers may include, and only what their files include") {
+  const auto markdown = read_text_file(source_dir() / "docs" / "architecture.md");
+  auto parsed = parse_rules(markdown);
+  REQUIRE_MESSAGE(parsed.ok(), parsed.error().message);
+  const auto problems = check_links(source_dir(), *parsed);
+  for (const auto& problem : problems) FAIL_CHECK(problem);
+}
+
 TEST_CASE("a tree that keeps to the rules has no problem, and the longest path decides a file's layer") {
   TempDir dir;
   write_clean_tree(dir.path());
@@ -108,6 +116,53 @@ TEST_CASE("the checker names a forbidden include, a file in no layer, an unknown
   CHECK(std::any_of(forbidden.begin(), forbidden.end(), [](const std::string& p) {
     return p == "numa/src/placement.cpp (pure) includes \"binder.hpp\" (adapters): pure may include only pure, base";
   }));
+}
+
+// Libraries of kRules' layers: numa (pure) publishes a header that includes common's; vfio
+// (adapters) uses numa in its source only, and links it so.
+void write_linked_tree(const fs::path& root) {
+  write_text_file(root / "common/CMakeLists.txt",
+                  "add_library(hostagent_common src/result.cpp)\n"
+                  "target_include_directories(hostagent_common PUBLIC include)  # (a comment)\n");
+  write_text_file(root / "common/include/hostagent/common/result.hpp", "#pragma once\n");
+  write_text_file(root / "common/src/result.cpp", "#include \"hostagent/common/result.hpp\"\n");
+  write_text_file(root / "numa/CMakeLists.txt",
+                  "add_library(hostagent_numa\n  src/model.cpp)\ntarget_include_directories(hostagent_numa PUBLIC "
+                  "include)\ntarget_link_libraries(hostagent_numa PUBLIC hostagent_common PRIVATE Boost::json)\n");
+  write_text_file(root / "numa/include/hostagent/numa/model.hpp", "#include \"hostagent/common/result.hpp\"\n");
+  write_text_file(root / "numa/src/model.cpp", "#include \"hostagent/numa/model.hpp\"\n");
+  write_text_file(root / "vfio/CMakeLists.txt",
+                  "set(here src)\nadd_library(hostagent_vfio ${here}/binder.cpp)\n"
+                  "target_include_directories(hostagent_vfio PUBLIC include PRIVATE src)\n"
+                  "target_link_libraries(hostagent_vfio PRIVATE hostagent_numa)\n");
+  write_text_file(root / "vfio/include/hostagent/vfio/binder.hpp", "#pragma once\n");
+  write_text_file(root / "vfio/src/binder.cpp",
+                  "#include \"hostagent/vfio/binder.hpp\"\n#include \"hostagent/numa/model.hpp\"\n");
+}
+
+TEST_CASE("the link checker names a forbidden link, a link nothing needs and a PUBLIC link no public header needs") {
+  TempDir dir;
+  write_linked_tree(dir.path());
+  const auto clean = check_links(dir.path(), rules());
+  CHECK_MESSAGE(clean.empty(), (clean.empty() ? "" : clean.front()));
+
+  // pure linking an adapter; an adapter publishing what only its source uses; a link nothing includes.
+  write_text_file(dir.path() / "numa/CMakeLists.txt",
+                  "add_library(hostagent_numa src/model.cpp)\ntarget_include_directories(hostagent_numa PUBLIC "
+                  "include)\ntarget_link_libraries(hostagent_numa PUBLIC hostagent_common PRIVATE hostagent_vfio)\n");
+  write_text_file(
+      dir.path() / "vfio/CMakeLists.txt",
+      "add_library(hostagent_vfio src/binder.cpp)\ntarget_include_directories(hostagent_vfio PUBLIC include)\n"
+      "target_link_libraries(hostagent_vfio hostagent_numa PRIVATE hostagent_common)\n");
+  const auto problems = check_links(dir.path(), rules());
+  CAPTURE(problems);
+  CHECK(problems == std::vector<std::string>{
+                        "numa/CMakeLists.txt: hostagent_numa (pure) links hostagent_vfio (adapters): pure may link "
+                        "only pure, base",
+                        "vfio/CMakeLists.txt: hostagent_vfio (adapters) links hostagent_numa PUBLIC, yet none of its "
+                        "public headers includes a header of it: link it PRIVATE",
+                        "vfio/CMakeLists.txt: hostagent_vfio (adapters) links hostagent_common, yet none of its files "
+                        "includes a header of it: drop the link"});
 }
 
 TEST_CASE("malformed tables are refused, naming the line") {
