@@ -339,7 +339,7 @@ class Churn {
 // ---- the daemon ------------------------------------------------------------------------------
 
 struct Daemon {
-  std::unique_ptr<daemon::VmService> service;
+  std::unique_ptr<service::VmService> service;
   std::unique_ptr<api::RestApi> rest;
   std::unique_ptr<api::HttpServer> server;
   std::vector<Transport> transports;

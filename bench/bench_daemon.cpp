@@ -347,7 +347,7 @@ class SplitTimer {
   Clock::time_point start_;
 };
 
-Status daemon_round(daemon::VmService& service, const daemon::CreateVmRequest& request,
+Status daemon_round(service::VmService& service, const service::CreateVmRequest& request,
                     const TimedHypervisor& hypervisor, DaemonArm& arm) {
   const SplitTimer create(hypervisor);
   HA_TRY(const auto view, create_vm(service, request));
@@ -451,7 +451,7 @@ Result<std::string> renamed_domain(const std::string& defined, const std::string
 struct Backend {
   std::string title;
   config::DaemonConfig config;
-  daemon::CreateVmRequest request{.name = kDaemonVm, .template_name = kQemuTemplate};
+  service::CreateVmRequest request{.name = kDaemonVm, .template_name = kQemuTemplate};
   fs::path own_pool_dir;  // empty: use config.storage_pool as it is
 };
 
@@ -502,7 +502,7 @@ std::vector<BaselineArm> baseline_arms() {
 }
 
 // Interleaved rounds after one untimed round of every arm.
-Status measure(daemon::VmService& service, const TimedHypervisor& hypervisor, const Backend& backend,
+Status measure(service::VmService& service, const TimedHypervisor& hypervisor, const Backend& backend,
                const Baseline& baseline, int rounds, Results& results) {
   results.baselines = baseline_arms();
   const std::size_t arms = results.baselines.size() + 1;
@@ -523,7 +523,7 @@ Status measure(daemon::VmService& service, const TimedHypervisor& hypervisor, co
 }
 
 // One daemon create tells the baseline what to define: the daemon's domain and overlay volume.
-Result<Baseline> prepare_baseline(daemon::VmService& service, const Backend& backend, virConnectPtr conn,
+Result<Baseline> prepare_baseline(service::VmService& service, const Backend& backend, virConnectPtr conn,
                                   virStoragePoolPtr pool, std::size_t& xml_bytes) {
   HA_TRY(const auto view, create_vm(service, backend.request));
   const DomainPtr domain(virDomainLookupByName(conn, view.name.c_str()));

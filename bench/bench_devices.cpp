@@ -225,7 +225,7 @@ struct Fixture {
       : root(written_vela2(scratch / "host")),
         kernel(root),
         drivers(testing::install_pci_driver_model(kernel)),
-        host(take(numa::discover_from_sysfs(root), "discover vela2")) {}
+        host(take(discovery::discover_from_sysfs(root), "discover vela2")) {}
 
   fs::path root;
   testing::FakeKernel kernel;
@@ -525,7 +525,7 @@ struct CleaningArm {
     device_parts.records_directory = scratch / "state" / "devices";
     parts.devices = take(devices::make_host_device_preparer(fixture.host, std::move(device_parts)), "the preparer");
     service = take(daemon::start_service(std::move(parts)), "start the daemon");
-    subscription = service->subscribe([this](const daemon::ServiceEvent& event) {
+    subscription = service->subscribe([this](const service::ServiceEvent& event) {
       if (!event.release) return;
       const std::lock_guard lock(mutex);
       release = *event.release;
@@ -542,9 +542,9 @@ struct CleaningArm {
       const std::lock_guard lock(mutex);
       release.reset();
     }
-    const auto created = take(daemon::create_vm(*service, request), "create " + vm_name);
+    const auto created = take(service::create_vm(*service, request), "create " + vm_name);
     if (created.state != virt::to_string(virt::DomainState::running)) fail(vm_name + " is " + created.state);
-    check(daemon::delete_vm(*service, request.name), "delete " + vm_name);
+    check(service::delete_vm(*service, request.name), "delete " + vm_name);
     std::unique_lock lock(mutex);
     if (!released.wait_for(lock, std::chrono::minutes(5), [this] { return release.has_value(); })) {
       fail(vm_name + ": its release did not end within 5 minutes");
@@ -563,12 +563,12 @@ struct CleaningArm {
   int parallel;
   Fixture fixture;
   std::string vm_name;
-  daemon::CreateVmRequest request;
-  std::unique_ptr<daemon::VmService> service;
+  service::CreateVmRequest request;
+  std::unique_ptr<service::VmService> service;
   uint64_t subscription = 0;
   std::mutex mutex;
   std::condition_variable released;
-  std::optional<daemon::ReleaseCleaningView> release;
+  std::optional<service::ReleaseCleaningView> release;
   std::size_t devices = 0;
   Samples wall, steps;
 };

@@ -84,7 +84,7 @@ int main(int argc, char** argv) {
   }
   size_t functions = 0;
   const double ours = median_ms(runs, [&] {
-    const auto model = hostagent::numa::discover_from_sysfs(root);
+    const auto model = hostagent::discovery::discover_from_sysfs(root);
     if (!model.ok()) {
       std::fprintf(stderr, "discovery failed: %s\n", model.error().message.c_str());
       std::exit(1);

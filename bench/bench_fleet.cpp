@@ -34,7 +34,7 @@ double ms_since(Clock::time_point start) {
   return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
 }
 
-Result<std::unique_ptr<daemon::VmService>> start_service(const ScratchDir& scratch, const std::string& url) {
+Result<std::unique_ptr<service::VmService>> start_service(const ScratchDir& scratch, const std::string& url) {
   auto config = config::embedded_default_config("vela2", scratch.path());
   config.template_directories = {HOSTAGENT_SOURCE_DIR "/vmtemplates/templates"};
   config.placement.url = url;
@@ -95,7 +95,7 @@ void candidates_at(fleet::PlacementClient& placement, int hosts, int rounds) {
 }
 
 // The time a create takes with the sync thread on and off, and (on) until Placement holds it.
-void create_cost(daemon::VmService& service, fleet::PlacementClient& placement, const ScratchDir& scratch,
+void create_cost(service::VmService& service, fleet::PlacementClient& placement, const ScratchDir& scratch,
                  const config::PlacementConfig& config, int rounds) {
   const auto image = scratch.path() / "images" / "boot.raw";
   std::filesystem::create_directories(image.parent_path());
@@ -115,11 +115,11 @@ void create_cost(daemon::VmService& service, fleet::PlacementClient& placement, 
                                           daemon::make_system_clock());
       while (sync->passes() < 1) std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
-    daemon::CreateVmRequest request{.name = VmName::parse("bench-vm", "name").value(),
-                                    .template_name = TemplateName::parse("gx3-16x128x1h100", "template").value(),
-                                    .boot_image = image.string()};
+    service::CreateVmRequest request{.name = VmName::parse("bench-vm", "name").value(),
+                                     .template_name = TemplateName::parse("gx3-16x128x1h100", "template").value(),
+                                     .boot_image = image.string()};
     const auto start = Clock::now();
-    auto created = daemon::create_vm(service, request);
+    auto created = service::create_vm(service, request);
     const double ms = ms_since(start);
     if (!created.ok()) {
       std::fprintf(stderr, "bench_fleet: create: %s\n", created.error().message.c_str());
@@ -134,7 +134,7 @@ void create_cost(daemon::VmService& service, fleet::PlacementClient& placement, 
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(2));
     }
-    (void)daemon::delete_vm(service, request.name);
+    (void)service::delete_vm(service, request.name);
   }
   std::printf(
       "create (test:///, 1 GPU): without Placement %.2f ms, with the sync running %.2f ms (x%.2f); "

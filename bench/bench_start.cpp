@@ -193,8 +193,8 @@ class StartBench {
   void daemon_run(Arm& arm, int threads, int round) {
     const std::string name = kPrefix + std::to_string(threads) + "t-" + std::to_string(round);
     const fs::path console = scratch_ / "console" / (name + ".log");
-    daemon::CreateVmRequest request{.name = checked<VmName>(name),
-                                    .template_name = checked<TemplateName>(template_name(threads))};
+    service::CreateVmRequest request{.name = checked<VmName>(name),
+                                     .template_name = checked<TemplateName>(template_name(threads))};
     const auto start = Clock::now();
     auto begun = service_->begin_create(request);
     if (!begun.ok()) fail("create " + name + ": " + begun.error().message);
@@ -262,7 +262,7 @@ class StartBench {
   const std::map<int, std::string>& launch_details() const { return launch_detail_; }
 
   // The operation's timeline once the daemon saw its guest up (at most 120 s after the console did).
-  std::vector<daemon::TimelinePhase> guest_phases(const std::string& id) {
+  std::vector<service::TimelinePhase> guest_phases(const std::string& id) {
     const auto deadline = Clock::now() + std::chrono::seconds(120);
     for (;;) {
       const auto operation = service_->operation(id);
@@ -317,7 +317,7 @@ class StartBench {
   }
 
   fs::path scratch_;
-  std::unique_ptr<daemon::VmService> service_;
+  std::unique_ptr<service::VmService> service_;
   virConnectPtr conn_ = nullptr;
   std::string baseline_xml_;
   std::map<int, std::string> launch_detail_;

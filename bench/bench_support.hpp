@@ -43,7 +43,7 @@ inline numa::HostModel discover_builtin(const std::string& name) {
   const std::filesystem::path root = mkdtemp(templ);
   const auto spec = simhost::builtin_host(name);
   if (!spec.ok() || !simhost::write_sysfs_tree(*spec, root).ok()) fail("bench", "could not write " + name);
-  auto model = numa::discover_from_sysfs(root);
+  auto model = discovery::discover_from_sysfs(root);
   std::filesystem::remove_all(root);
   if (!model.ok()) fail("bench", model.error().message);
   return std::move(model).value();

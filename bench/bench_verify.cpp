@@ -13,7 +13,7 @@
 
 #include "bench_support.hpp"
 #include "hostagent/common/text_file.hpp"
-#include "hostagent/daemon/install_paths.hpp"
+#include "hostagent/program_support/install_paths.hpp"
 #include "hostagent/verify/verify_guest.hpp"
 #include "render_command.hpp"
 #include "samples.hpp"
@@ -95,7 +95,7 @@ void run_shape(virt::Hypervisor& hypervisor, const std::string& shape, int round
   args.template_ref = shape;
   args.host.simulated = "vela2";
   args.name = "bench-verify-" + std::to_string(getpid());
-  args.template_dirs = {shipped_template_dir()};
+  args.template_dirs = {program_support::shipped_template_dir()};
   std::ostringstream notes;
   const auto placed = ctl::place_and_render(args, notes);
   if (!placed.ok()) fail(kBench, placed.error().message);

@@ -47,7 +47,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
       break;
     }
     case 2:
-      (void)numa::parse_aer_counters(text, "aer_dev_correctable");
+      (void)discovery::parse_aer_counters(text, "aer_dev_correctable");
       break;
     case 3:
       (void)numa::detail::parse_mountinfo(text);

@@ -26,7 +26,7 @@ boost::json::object to_json(const numa::Allocation& allocation) {
           {"p2p_ports", std::move(p2p_ports)}};
 }
 
-boost::json::array to_json(const std::vector<daemon::VfRdmaView>& rdma) {
+boost::json::array to_json(const std::vector<service::VfRdmaView>& rdma) {
   boost::json::array array;
   for (const auto& vf : rdma) {
     boost::json::value gid_index = nullptr;
@@ -43,7 +43,7 @@ boost::json::array to_json(const std::vector<daemon::VfRdmaView>& rdma) {
   return array;
 }
 
-boost::json::object to_json(const daemon::ManagedVmView& record) {
+boost::json::object to_json(const service::ManagedVmView& record) {
   return {{"template", record.template_name},
           {"request_id", record.request_id},
           {"created_at", record.created_at},
@@ -58,7 +58,7 @@ boost::json::object to_json(const daemon::ManagedVmView& record) {
 
 }  // namespace
 
-boost::json::value to_json(const daemon::VmView& vm) {
+boost::json::value to_json(const service::VmView& vm) {
   boost::json::object object{
       {"name", vm.name},           {"uuid", vm.uuid}, {"managed", vm.managed},      {"state", vm.state},
       {"operation", vm.operation}, {"step", vm.step}, {"last_event", vm.last_event}};
@@ -66,7 +66,7 @@ boost::json::value to_json(const daemon::VmView& vm) {
   return object;
 }
 
-boost::json::value to_json(const daemon::ReconcileReport& report) {
+boost::json::value to_json(const service::ReconcileReport& report) {
   return boost::json::object{{"adopted", strings(report.adopted)},        {"foreign", strings(report.foreign)},
                              {"finished", strings(report.finished)},      {"rolled_back", strings(report.rolled_back)},
                              {"released", strings(report.released)},      {"problems", strings(report.problems)},
@@ -74,7 +74,7 @@ boost::json::value to_json(const daemon::ReconcileReport& report) {
                              {"boot_starts", strings(report.boot_starts)}};
 }
 
-boost::json::value to_json(const daemon::ServiceStatus& status) {
+boost::json::value to_json(const service::ServiceStatus& status) {
   return boost::json::object{{"ready", status.ready},
                              {"libvirt_connected", status.libvirt_connected},
                              {"libvirt_connection_losses", status.libvirt_connection_losses},
@@ -84,7 +84,7 @@ boost::json::value to_json(const daemon::ServiceStatus& status) {
                              {"last_reconcile", to_json(status.last_reconcile)}};
 }
 
-boost::json::value to_json(const daemon::OperationView& operation) {
+boost::json::value to_json(const service::OperationView& operation) {
   boost::json::array timeline;
   for (const auto& phase : operation.timeline) {
     timeline.push_back(boost::json::object{
@@ -114,21 +114,21 @@ namespace {
 
 // {"device", "quarantined", "step", "reason", "vm"}: a device taken out of placement, or put back
 // (quarantined false, the rest null).
-boost::json::value quarantine_event_json(const daemon::ServiceEvent& event) {
-  const auto text = [&](const std::string daemon::QuarantineView::*field) {
+boost::json::value quarantine_event_json(const service::ServiceEvent& event) {
+  const auto text = [&](const std::string service::QuarantineView::*field) {
     if (!event.quarantine || ((*event.quarantine).*field).empty()) return boost::json::value(nullptr);
     return boost::json::value((*event.quarantine).*field);
   };
   return boost::json::object{{"device", event.devices.empty() ? boost::json::value(nullptr)
                                                               : boost::json::value(event.devices[0].to_string())},
                              {"quarantined", event.quarantine.has_value()},
-                             {"step", text(&daemon::QuarantineView::step)},
-                             {"reason", text(&daemon::QuarantineView::reason)},
-                             {"vm", text(&daemon::QuarantineView::vm)}};
+                             {"step", text(&service::QuarantineView::step)},
+                             {"reason", text(&service::QuarantineView::reason)},
+                             {"vm", text(&service::QuarantineView::vm)}};
 }
 
 // The step a cleaning failed at, "" when none did.
-std::string failed_step(const daemon::CleaningRecordView& record) {
+std::string failed_step(const service::CleaningRecordView& record) {
   for (const auto& step : record.steps) {
     if (step.result == "failed") return step.name;
   }
@@ -139,7 +139,7 @@ std::string failed_step(const daemon::CleaningRecordView& record) {
 // cleaning under way (state cleaning, step the one running), or its cleaning ended (state free
 // when it came out clean, else quarantined; step the one that failed; the record's outcome and
 // its line in the evidence log).
-boost::json::value cleaning_event_json(const daemon::ServiceEvent& event) {
+boost::json::value cleaning_event_json(const service::ServiceEvent& event) {
   std::optional<PciAddress> device;
   if (!event.devices.empty()) device = event.devices[0];
   std::string vm = event.vm;
@@ -170,37 +170,37 @@ boost::json::value cleaning_event_json(const daemon::ServiceEvent& event) {
 
 }  // namespace
 
-boost::json::value to_json(const daemon::ServiceEvent& event) {
+boost::json::value to_json(const service::ServiceEvent& event) {
   switch (event.kind) {
-    case daemon::ServiceEvent::Kind::operation:
+    case service::ServiceEvent::Kind::operation:
       if (event.operation) return to_json(*event.operation);
       return boost::json::object{{"vm", event.vm}};
-    case daemon::ServiceEvent::Kind::device: {
+    case service::ServiceEvent::Kind::device: {
       boost::json::array devices;
       for (const auto& device : event.devices) devices.emplace_back(device.to_string());
       return boost::json::object{{"vm", event.vm}, {"held", event.held}, {"devices", std::move(devices)}};
     }
-    case daemon::ServiceEvent::Kind::quarantine:
+    case service::ServiceEvent::Kind::quarantine:
       return quarantine_event_json(event);
-    case daemon::ServiceEvent::Kind::cleaning:
+    case service::ServiceEvent::Kind::cleaning:
       return cleaning_event_json(event);
-    case daemon::ServiceEvent::Kind::vm:
+    case service::ServiceEvent::Kind::vm:
       break;
   }
   return boost::json::object{{"vm", event.vm}, {"state", event.vm_state}, {"detail", event.detail}};
 }
 
-const char* event_name(daemon::ServiceEvent::Kind kind) {
+const char* event_name(service::ServiceEvent::Kind kind) {
   switch (kind) {
-    case daemon::ServiceEvent::Kind::operation:
+    case service::ServiceEvent::Kind::operation:
       return "operation";
-    case daemon::ServiceEvent::Kind::device:
+    case service::ServiceEvent::Kind::device:
       return "device";
-    case daemon::ServiceEvent::Kind::quarantine:
+    case service::ServiceEvent::Kind::quarantine:
       return "quarantine";
-    case daemon::ServiceEvent::Kind::cleaning:
+    case service::ServiceEvent::Kind::cleaning:
       return "cleaning";
-    case daemon::ServiceEvent::Kind::vm:
+    case service::ServiceEvent::Kind::vm:
       break;
   }
   return "vm";

@@ -32,7 +32,7 @@ class HostUseReading {
   }
   // Read now, kept for nobody: the cleaning's check before each step.
   Result<std::vector<numa::HostUse>> read() const {
-    HA_TRY(auto uses, numa::detect_host_use(root_));
+    HA_TRY(auto uses, discovery::detect_host_use(root_));
     uses.insert(uses.end(), reserved_.begin(), reserved_.end());
     return uses;
   }

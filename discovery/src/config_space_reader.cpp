@@ -6,32 +6,32 @@ extern "C" {
 
 #include <string>
 
-namespace hostagent::numa::detail {
+namespace hostagent::discovery::detail {
 namespace {
 
-PciePortType port_type_from(unsigned code) {
+numa::PciePortType port_type_from(unsigned code) {
   // PCIe Base Spec 7.5.3.2, Device/Port Type field of the PCI Express Capabilities Register.
   switch (code) {
     case PCI_EXP_TYPE_ENDPOINT:
-      return PciePortType::endpoint;
+      return numa::PciePortType::endpoint;
     case PCI_EXP_TYPE_LEG_END:
-      return PciePortType::legacy_endpoint;
+      return numa::PciePortType::legacy_endpoint;
     case PCI_EXP_TYPE_ROOT_PORT:
-      return PciePortType::root_port;
+      return numa::PciePortType::root_port;
     case PCI_EXP_TYPE_UPSTREAM:
-      return PciePortType::upstream;
+      return numa::PciePortType::upstream;
     case PCI_EXP_TYPE_DOWNSTREAM:
-      return PciePortType::downstream;
+      return numa::PciePortType::downstream;
     case PCI_EXP_TYPE_PCI_BRIDGE:
-      return PciePortType::pcie_to_pci;
+      return numa::PciePortType::pcie_to_pci;
     case PCI_EXP_TYPE_PCIE_BRIDGE:
-      return PciePortType::pci_to_pcie;
+      return numa::PciePortType::pci_to_pcie;
     case PCI_EXP_TYPE_ROOT_INT_EP:
-      return PciePortType::rc_integrated;
+      return numa::PciePortType::rc_integrated;
     case PCI_EXP_TYPE_ROOT_EC:
-      return PciePortType::rc_event_collector;
+      return numa::PciePortType::rc_event_collector;
     default:
-      return PciePortType::unknown;
+      return numa::PciePortType::unknown;
   }
 }
 
@@ -54,11 +54,12 @@ void read_pcie(pci_dev* dev, ConfigSpaceInfo& info) {
 
 void read_extended(pci_dev* dev, ConfigSpaceInfo& info) {
   if (pci_cap* acs = pci_find_cap(dev, PCI_EXT_CAP_ID_ACS, PCI_CAP_EXTENDED); acs != nullptr) {
-    info.acs = AcsState{pci_read_word(dev, acs->addr + PCI_ACS_CAP), pci_read_word(dev, acs->addr + PCI_ACS_CTRL)};
+    info.acs =
+        numa::AcsState{pci_read_word(dev, acs->addr + PCI_ACS_CAP), pci_read_word(dev, acs->addr + PCI_ACS_CTRL)};
   }
   if (pci_cap* ats = pci_find_cap(dev, PCI_EXT_CAP_ID_ATS, PCI_CAP_EXTENDED); ats != nullptr) {
     const uint16_t ctrl = pci_read_word(dev, ats->addr + PCI_ATS_CTRL);
-    info.ats = AtsState{(ctrl & PCI_ATS_CTRL_ENABLE) != 0, PCI_ATS_CTRL_STU(ctrl)};
+    info.ats = numa::AtsState{(ctrl & PCI_ATS_CTRL_ENABLE) != 0, PCI_ATS_CTRL_STU(ctrl)};
   }
 }
 
@@ -108,4 +109,4 @@ ConfigSpaceInfo ConfigSpaceReader::read(const PciAddress& address) const {
   return info;
 }
 
-}  // namespace hostagent::numa::detail
+}  // namespace hostagent::discovery::detail

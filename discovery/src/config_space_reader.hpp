@@ -11,16 +11,16 @@
 #include "hostagent/discovery/libpci_session.hpp"
 #include "hostagent/numa/host_model.hpp"
 
-namespace hostagent::numa::detail {
+namespace hostagent::discovery::detail {
 
 struct ConfigSpaceInfo {
   bool readable = false;  // false: config file missing or shorter than the 64-byte header
   bool has_pcie_capability = false;
-  std::optional<PciePortType> port_type;
-  PcieLink link;
+  std::optional<numa::PciePortType> port_type;
+  numa::PcieLink link;
   std::optional<int> max_read_request_bytes;
-  std::optional<AcsState> acs;
-  std::optional<AtsState> ats;
+  std::optional<numa::AcsState> acs;
+  std::optional<numa::AtsState> ats;
 };
 
 class ConfigSpaceReader {
@@ -36,4 +36,4 @@ class ConfigSpaceReader {
 
 double pcie_speed_gts(int speed_code);  // Link Capabilities/Status speed encoding, 0 if unknown
 
-}  // namespace hostagent::numa::detail
+}  // namespace hostagent::discovery::detail

@@ -9,14 +9,15 @@
 
 #include "hostagent/common/text.hpp"
 
-namespace hostagent::numa {
+namespace hostagent::discovery {
 namespace {
 
 // Bridges (class 06: host, PCI-to-PCI, ...) and PCIe ports carry links for others; health is asked
 // about the devices that do the work.
-bool is_endpoint(const PciFunction& f) {
+bool is_endpoint(const numa::PciFunction& f) {
   if ((f.class_code >> 16) == 0x06) return false;
-  return f.role != PciRole::root_port && f.role != PciRole::switch_upstream && f.role != PciRole::switch_downstream;
+  return f.role != numa::PciRole::root_port && f.role != numa::PciRole::switch_upstream &&
+         f.role != numa::PciRole::switch_downstream;
 }
 
 Error link_speed_error(const std::string& path, const std::string& text) {
@@ -50,7 +51,7 @@ Result<std::optional<int>> read_link_width(const SysfsRoot& sysfs, const std::st
   return std::optional<int>{static_cast<int>(*width)};
 }
 
-Status read_link(const SysfsRoot& sysfs, const std::string& dir, DeviceHealth& health) {
+Status read_link(const SysfsRoot& sysfs, const std::string& dir, numa::DeviceHealth& health) {
   HA_TRY(health.link_speed_gts, read_link_speed(sysfs, dir + "/current_link_speed"));
   HA_TRY(health.link_max_speed_gts, read_link_speed(sysfs, dir + "/max_link_speed"));
   HA_TRY(health.link_width, read_link_width(sysfs, dir + "/current_link_width"));
@@ -69,32 +70,32 @@ Result<std::map<std::string, uint64_t>> read_aer_file(const SysfsRoot& sysfs, co
   return parse_aer_counters(text, sysfs.host_path(path).string());
 }
 
-Status read_aer(const SysfsRoot& sysfs, const std::string& dir, DeviceHealth& health) {
+Status read_aer(const SysfsRoot& sysfs, const std::string& dir, numa::DeviceHealth& health) {
   HA_TRY(health.aer_correctable, read_aer_file(sysfs, dir + "/aer_dev_correctable"));
   HA_TRY(health.aer_nonfatal, read_aer_file(sysfs, dir + "/aer_dev_nonfatal"));
   HA_TRY(health.aer_fatal, read_aer_file(sysfs, dir + "/aer_dev_fatal"));
   return ok_status();
 }
 
-Status read_attributes(const SysfsRoot& sysfs, const std::string& dir, DeviceHealth& health) {
+Status read_attributes(const SysfsRoot& sysfs, const std::string& dir, numa::DeviceHealth& health) {
   HA_TRY_STATUS(read_link(sysfs, dir, health));
   return read_aer(sysfs, dir, health);
 }
 
-DeviceHealth absent(const PciFunction& f) {
-  DeviceHealth health;
+numa::DeviceHealth absent(const numa::PciFunction& f) {
+  numa::DeviceHealth health;
   health.address = f.address;
   health.role = f.role;
   health.present = false;
   return health;
 }
 
-Result<DeviceHealth> read_one(const SysfsRoot& sysfs, const PciFunction& f) {
+Result<numa::DeviceHealth> read_one(const SysfsRoot& sysfs, const numa::PciFunction& f) {
   // The kernel drops the bus/pci/devices link with the device (pci_stop_and_remove_bus_device), and a
   // link whose target went first does not resolve: either way exists() is false.
   const std::string dir = kPciDevicesDir + f.address.to_string();
   if (!sysfs.exists(dir)) return absent(f);
-  DeviceHealth health;
+  numa::DeviceHealth health;
   health.address = f.address;
   health.role = f.role;
   auto read = read_attributes(sysfs, dir, health);
@@ -134,15 +135,16 @@ Result<std::map<std::string, uint64_t>> parse_aer_counters(const std::string& te
   return counters;
 }
 
-Result<std::vector<DeviceHealth>> read_device_health(const SysfsRoot& sysfs, const HostModel& host) {
-  std::vector<DeviceHealth> out;
+Result<std::vector<numa::DeviceHealth>> read_device_health(const SysfsRoot& sysfs, const numa::HostModel& host) {
+  std::vector<numa::DeviceHealth> out;
   for (const auto& f : host.pci_devices) {
     if (!is_endpoint(f)) continue;
     HA_TRY(auto health, read_one(sysfs, f));
     out.push_back(std::move(health));
   }
-  std::sort(out.begin(), out.end(), [](const DeviceHealth& a, const DeviceHealth& b) { return a.address < b.address; });
+  std::sort(out.begin(), out.end(),
+            [](const numa::DeviceHealth& a, const numa::DeviceHealth& b) { return a.address < b.address; });
   return out;
 }
 
-}  // namespace hostagent::numa
+}  // namespace hostagent::discovery

@@ -14,13 +14,13 @@
 #include "hwloc_reader.hpp"
 #include "model_builder.hpp"
 
-namespace hostagent::numa {
+namespace hostagent::discovery {
 namespace {
 
 // The functions hwloc found, as model values, with hwloc's locality kept beside them.
-void adopt_hwloc_pci(const detail::HwlocHost& hwloc, HostModel& model) {
+void adopt_hwloc_pci(const detail::HwlocHost& hwloc, numa::HostModel& model) {
   for (const auto& pci : hwloc.pci) {
-    PciFunction f;
+    numa::PciFunction f;
     f.address = pci.address;
     f.vendor_id = pci.vendor_id;
     f.device_id = pci.device_id;
@@ -41,8 +41,8 @@ Result<std::optional<PciAddress>> read_address_link(const SysfsRoot& sysfs, cons
 }
 
 // resource: one "start end flags" line per BAR, then the ROM (drivers/pci/pci-sysfs.c resource_show).
-Result<std::vector<Bar>> read_bars(const SysfsRoot& sysfs, const std::string& dir) {
-  std::vector<Bar> bars;
+Result<std::vector<numa::Bar>> read_bars(const SysfsRoot& sysfs, const std::string& dir) {
+  std::vector<numa::Bar> bars;
   if (!sysfs.exists(dir + "/resource")) return bars;
   HA_TRY(const auto text, sysfs.read(dir + "/resource"));
   std::istringstream lines(text);
@@ -55,15 +55,15 @@ Result<std::vector<Bar>> read_bars(const SysfsRoot& sysfs, const std::string& di
     }
     if (end == 0 || end < start) continue;
     // include/linux/ioport.h: IORESOURCE_PREFETCH 0x2000, IORESOURCE_MEM_64 0x00100000.
-    bars.push_back(Bar{index, end - start + 1, (flags & 0x00100000) != 0, (flags & 0x2000) != 0});
+    bars.push_back(numa::Bar{index, end - start + 1, (flags & 0x00100000) != 0, (flags & 0x2000) != 0});
   }
   return bars;
 }
 
-Result<std::optional<Sriov>> read_sriov(const SysfsRoot& sysfs, const std::string& dir) {
+Result<std::optional<numa::Sriov>> read_sriov(const SysfsRoot& sysfs, const std::string& dir) {
   HA_TRY(const auto total, sysfs.read_optional_int(dir + "/sriov_totalvfs"));
-  if (!total) return std::optional<Sriov>{};
-  Sriov sriov;
+  if (!total) return std::optional<numa::Sriov>{};
+  numa::Sriov sriov;
   sriov.total_vfs = static_cast<int>(*total);
   HA_TRY(const auto num, sysfs.read_int(dir + "/sriov_numvfs"));
   sriov.num_vfs = static_cast<int>(num);
@@ -71,12 +71,12 @@ Result<std::optional<Sriov>> read_sriov(const SysfsRoot& sysfs, const std::strin
     HA_TRY(const auto vf, read_address_link(sysfs, dir + "/virtfn" + std::to_string(n)));
     if (vf) sriov.vfs.push_back(*vf);
   }
-  return std::optional<Sriov>{std::move(sriov)};
+  return std::optional<numa::Sriov>{std::move(sriov)};
 }
 
 // hwloc already read the ids; sysfs adds the programming interface of the class. Snapshots taken
 // by hwloc-gather-topology may lack some of these files: then hwloc's values stand.
-Status read_identity(const SysfsRoot& sysfs, const std::string& dir, PciFunction& f) {
+Status read_identity(const SysfsRoot& sysfs, const std::string& dir, numa::PciFunction& f) {
   const auto read_field = [&](const char* name, auto apply) -> Status {
     if (!sysfs.exists(dir + "/" + name)) return ok_status();
     HA_TRY(const auto value, sysfs.read_hex(dir + "/" + name));
@@ -91,7 +91,7 @@ Status read_identity(const SysfsRoot& sysfs, const std::string& dir, PciFunction
   return ok_status();
 }
 
-Status read_sysfs_attributes(const SysfsRoot& sysfs, PciFunction& f) {
+Status read_sysfs_attributes(const SysfsRoot& sysfs, numa::PciFunction& f) {
   const std::string dir = kPciDevicesDir + f.address.to_string();
   HA_TRY_STATUS(read_identity(sysfs, dir, f));
   HA_TRY(const auto numa, sysfs.read_optional_int(dir + "/numa_node"));
@@ -107,7 +107,7 @@ Status read_sysfs_attributes(const SysfsRoot& sysfs, PciFunction& f) {
   return ok_status();
 }
 
-void apply_config_space(const detail::ConfigSpaceInfo& info, uintmax_t config_size, PciFunction& f) {
+void apply_config_space(const detail::ConfigSpaceInfo& info, uintmax_t config_size, numa::PciFunction& f) {
   // Unprivileged snapshots hold only the first 64 bytes: no capability list to trust there.
   f.config_space_known = info.readable && config_size >= 256;
   f.port_type = info.port_type;
@@ -124,14 +124,14 @@ Result<uintmax_t> config_size(const SysfsRoot& sysfs, const PciAddress& address)
 }
 
 // Functions that sysfs lists but hwloc left out (it drops some host-bridge functions) still count.
-Status add_missing_functions(const SysfsRoot& sysfs, HostModel& model) {
+Status add_missing_functions(const SysfsRoot& sysfs, numa::HostModel& model) {
   HA_TRY(const auto names, sysfs.list(kPciDevicesDir, true));
   std::set<PciAddress> known;
   for (const auto& f : model.pci_devices) known.insert(f.address);
   for (const auto& name : names) {
     HA_TRY(const auto address, PciAddress::parse(name));
     if (known.count(address) != 0) continue;
-    PciFunction f;
+    numa::PciFunction f;
     f.address = address;
     // The kernel nests a function's directory under its upstream bridge's (drivers/pci/probe.c).
     std::error_code ec;
@@ -146,7 +146,7 @@ Status add_missing_functions(const SysfsRoot& sysfs, HostModel& model) {
 }
 
 // The kernel's cpulist is the truth about which CPUs a node has; hwloc's cpuset is its locality.
-Status read_node_cpus(const SysfsRoot& sysfs, NumaNode& node, std::vector<Cpu>& cpus) {
+Status read_node_cpus(const SysfsRoot& sysfs, numa::NumaNode& node, std::vector<numa::Cpu>& cpus) {
   const std::string path = "/sys/devices/system/node/node" + std::to_string(node.id) + "/cpulist";
   if (!sysfs.exists(path)) return ok_status();
   HA_TRY(const auto text, sysfs.read(path));
@@ -154,7 +154,7 @@ Status read_node_cpus(const SysfsRoot& sysfs, NumaNode& node, std::vector<Cpu>& 
   // On POWER the node mask spans possible CPUs too; keep those that exist.
   node.cpus.clear();
   for (const int id : listed) {
-    if (std::any_of(cpus.begin(), cpus.end(), [&](const Cpu& c) { return c.id == id; })) node.cpus.push_back(id);
+    if (std::any_of(cpus.begin(), cpus.end(), [&](const numa::Cpu& c) { return c.id == id; })) node.cpus.push_back(id);
   }
   node.cpuless = node.cpus.empty();
   for (auto& cpu : cpus) {
@@ -163,7 +163,7 @@ Status read_node_cpus(const SysfsRoot& sysfs, NumaNode& node, std::vector<Cpu>& 
   return ok_status();
 }
 
-Status read_node_memory(const SysfsRoot& sysfs, NumaNode& node) {
+Status read_node_memory(const SysfsRoot& sysfs, numa::NumaNode& node) {
   const std::string dir = "/sys/devices/system/node/node" + std::to_string(node.id);
   if (sysfs.exists(dir + "/meminfo")) {
     HA_TRY(const auto meminfo, sysfs.read(dir + "/meminfo"));
@@ -190,17 +190,17 @@ Status read_node_memory(const SysfsRoot& sysfs, NumaNode& node) {
 
 // hwloc lists online CPUs only. The kernel's present list adds the offline ones, whose core and
 // package ids it still exports (Documentation/ABI/stable/sysfs-devices-system-cpu).
-Status add_offline_cpus(const SysfsRoot& sysfs, std::vector<Cpu>& cpus) {
+Status add_offline_cpus(const SysfsRoot& sysfs, std::vector<numa::Cpu>& cpus) {
   const std::string base = "/sys/devices/system/cpu/";
   if (!sysfs.exists(base + "present")) return ok_status();
   HA_TRY(const auto text, sysfs.read(base + "present"));
   HA_TRY(const auto present, parse_cpu_list(text));
   for (const int id : present) {
-    if (std::any_of(cpus.begin(), cpus.end(), [&](const Cpu& c) { return c.id == id; })) continue;
+    if (std::any_of(cpus.begin(), cpus.end(), [&](const numa::Cpu& c) { return c.id == id; })) continue;
     const std::string topology = base + "cpu" + std::to_string(id) + "/topology/";
     HA_TRY(const auto core, sysfs.read_optional_int(topology + "core_id"));
     HA_TRY(const auto package, sysfs.read_optional_int(topology + "physical_package_id"));
-    Cpu cpu;
+    numa::Cpu cpu;
     cpu.id = id;
     cpu.core = static_cast<int>(core.value_or(id));
     cpu.package = static_cast<int>(package.value_or(0));
@@ -208,25 +208,25 @@ Status add_offline_cpus(const SysfsRoot& sysfs, std::vector<Cpu>& cpus) {
     cpu.online = false;
     cpus.push_back(std::move(cpu));
   }
-  std::sort(cpus.begin(), cpus.end(), [](const Cpu& a, const Cpu& b) { return a.id < b.id; });
+  std::sort(cpus.begin(), cpus.end(), [](const numa::Cpu& a, const numa::Cpu& b) { return a.id < b.id; });
   return ok_status();
 }
 
-void sort_functions(HostModel& model) {
+void sort_functions(numa::HostModel& model) {
   std::sort(model.pci_devices.begin(), model.pci_devices.end(),
-            [](const PciFunction& a, const PciFunction& b) { return a.address < b.address; });
+            [](const numa::PciFunction& a, const numa::PciFunction& b) { return a.address < b.address; });
 }
 
 }  // namespace
 
-Result<HostModel> discover_from_sysfs(const std::filesystem::path& root) {
+Result<numa::HostModel> discover_from_sysfs(const std::filesystem::path& root) {
   HA_TRY(const auto sysfs, SysfsRoot::open(root));
   if (!sysfs.exists("/sys/devices/system/cpu")) {
     return Error{ErrorCode::not_found, sysfs.host_path("/sys/devices/system/cpu").string() +
                                            " does not exist: " + root.string() + " is not a sysfs root"};
   }
   HA_TRY(const auto hwloc, detail::read_hwloc_fsroot(root));
-  HostModel model;
+  numa::HostModel model;
   model.source = "sysfs:" + root.string();
   model.numa_nodes = hwloc.numa_nodes;
   model.cpus = hwloc.cpus;
@@ -251,9 +251,9 @@ Result<HostModel> discover_from_sysfs(const std::filesystem::path& root) {
   return model;
 }
 
-Result<HostModel> discover_from_hwloc_xml(const std::filesystem::path& xml_file) {
+Result<numa::HostModel> discover_from_hwloc_xml(const std::filesystem::path& xml_file) {
   HA_TRY(const auto hwloc, detail::read_hwloc_xml(xml_file));
-  HostModel model;
+  numa::HostModel model;
   model.source = "hwloc-xml:" + xml_file.string();
   model.numa_nodes = hwloc.numa_nodes;
   model.cpus = hwloc.cpus;
@@ -262,16 +262,16 @@ Result<HostModel> discover_from_hwloc_xml(const std::filesystem::path& xml_file)
   return model;
 }
 
-int treat_as_gpus(HostModel& model, const std::vector<std::pair<uint16_t, uint16_t>>& vendor_device_ids) {
+int treat_as_gpus(numa::HostModel& model, const std::vector<std::pair<uint16_t, uint16_t>>& vendor_device_ids) {
   int changed = 0;
   for (auto& f : model.pci_devices) {
-    if (f.is_bridge() || f.role == PciRole::gpu) continue;
+    if (f.is_bridge() || f.role == numa::PciRole::gpu) continue;
     const std::pair<uint16_t, uint16_t> id{f.vendor_id, f.device_id};
     if (std::find(vendor_device_ids.begin(), vendor_device_ids.end(), id) == vendor_device_ids.end()) continue;
-    f.role = PciRole::gpu;
+    f.role = numa::PciRole::gpu;
     ++changed;
   }
   return changed;
 }
 
-}  // namespace hostagent::numa
+}  // namespace hostagent::discovery

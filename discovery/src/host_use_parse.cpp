@@ -5,7 +5,7 @@
 #include <array>
 #include <sstream>
 
-namespace hostagent::numa::detail {
+namespace hostagent::discovery::detail {
 namespace {
 
 std::vector<std::string> words(const std::string& line) {
@@ -89,4 +89,4 @@ std::vector<AddressEntry> parse_if_inet6(const std::string& text) {
   return out;
 }
 
-}  // namespace hostagent::numa::detail
+}  // namespace hostagent::discovery::detail

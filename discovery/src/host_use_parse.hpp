@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-namespace hostagent::numa::detail {
+namespace hostagent::discovery::detail {
 
 struct MountEntry {
   std::string device_number;  // "259:2" (mountinfo's major:minor); "" from /proc/mounts
@@ -40,4 +40,4 @@ struct AddressEntry {
 // says nothing about the host using it.
 std::vector<AddressEntry> parse_if_inet6(const std::string& text);
 
-}  // namespace hostagent::numa::detail
+}  // namespace hostagent::discovery::detail

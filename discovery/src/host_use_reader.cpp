@@ -7,7 +7,7 @@
 #include "host_use_parse.hpp"
 #include "hostagent/common/sysfs_root.hpp"
 
-namespace hostagent::numa {
+namespace hostagent::discovery {
 namespace {
 
 namespace fs = std::filesystem;
@@ -91,7 +91,7 @@ class Tracer {
     return real->filename().string();
   }
 
-  std::vector<HostUse> take() { return std::move(found_); }
+  std::vector<numa::HostUse> take() { return std::move(found_); }
 
  private:
   bool add(const fs::path& real, const std::string& reason) {
@@ -103,7 +103,7 @@ class Tracer {
 
   const SysfsRoot& sysfs_;
   std::set<std::pair<PciAddress, std::string>> seen_;
-  std::vector<HostUse> found_;
+  std::vector<numa::HostUse> found_;
 };
 
 std::string dev_name(const std::string& path) {
@@ -193,7 +193,7 @@ Status trace_network(const SysfsRoot& sysfs, Tracer& tracer) {
 
 }  // namespace
 
-Result<std::vector<HostUse>> detect_host_use(const std::filesystem::path& root) {
+Result<std::vector<numa::HostUse>> detect_host_use(const std::filesystem::path& root) {
   HA_TRY(const auto sysfs, SysfsRoot::open(root));
   Tracer tracer(sysfs);
   HA_TRY_STATUS(trace_mounts(sysfs, tracer));
@@ -203,4 +203,4 @@ Result<std::vector<HostUse>> detect_host_use(const std::filesystem::path& root) 
   return tracer.take();
 }
 
-}  // namespace hostagent::numa
+}  // namespace hostagent::discovery

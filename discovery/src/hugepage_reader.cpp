@@ -3,7 +3,7 @@
 
 #include <string>
 
-namespace hostagent::numa {
+namespace hostagent::discovery {
 
 std::string hugepage_pool_dir(int node, uint64_t page_size_bytes) {
   return "/sys/devices/system/node/node" + std::to_string(node) + "/hugepages/hugepages-" +
@@ -11,7 +11,7 @@ std::string hugepage_pool_dir(int node, uint64_t page_size_bytes) {
 }
 
 Result<std::map<std::pair<int, uint64_t>, uint64_t>> read_free_hugepages(const SysfsRoot& sysfs,
-                                                                         const HostModel& host) {
+                                                                         const numa::HostModel& host) {
   std::map<std::pair<int, uint64_t>, uint64_t> out;
   for (const auto& node : host.numa_nodes) {
     for (const auto& pool : node.hugepages) {
@@ -23,4 +23,4 @@ Result<std::map<std::pair<int, uint64_t>, uint64_t>> read_free_hugepages(const S
   return out;
 }
 
-}  // namespace hostagent::numa
+}  // namespace hostagent::discovery

@@ -11,7 +11,7 @@
 #include <sstream>
 #include <string>
 
-namespace hostagent::numa::detail {
+namespace hostagent::discovery::detail {
 namespace {
 
 struct TopologyDeleter {
@@ -61,7 +61,7 @@ std::vector<int> cpu_node_ids(hwloc_topology_t topology, int pu) {
   return nodes;
 }
 
-void read_distances(hwloc_topology_t topology, std::vector<NumaNode>& nodes) {
+void read_distances(hwloc_topology_t topology, std::vector<numa::NumaNode>& nodes) {
   unsigned count = 1;
   hwloc_distances_s* distances = nullptr;
   if (hwloc_distances_get_by_type(topology, HWLOC_OBJ_NUMANODE, &count, &distances, HWLOC_DISTANCES_KIND_MEANS_LATENCY,
@@ -71,7 +71,7 @@ void read_distances(hwloc_topology_t topology, std::vector<NumaNode>& nodes) {
   }
   for (unsigned i = 0; i < distances->nbobjs; ++i) {
     const int from = static_cast<int>(distances->objs[i]->os_index);
-    auto node = std::find_if(nodes.begin(), nodes.end(), [&](const NumaNode& n) { return n.id == from; });
+    auto node = std::find_if(nodes.begin(), nodes.end(), [&](const numa::NumaNode& n) { return n.id == from; });
     if (node == nodes.end()) continue;
     for (unsigned j = 0; j < distances->nbobjs; ++j) {
       node->distances[static_cast<int>(distances->objs[j]->os_index)] =
@@ -81,11 +81,11 @@ void read_distances(hwloc_topology_t topology, std::vector<NumaNode>& nodes) {
   hwloc_distances_release(topology, distances);
 }
 
-std::vector<NumaNode> read_numa_nodes(hwloc_topology_t topology) {
-  std::vector<NumaNode> nodes;
+std::vector<numa::NumaNode> read_numa_nodes(hwloc_topology_t topology) {
+  std::vector<numa::NumaNode> nodes;
   hwloc_obj_t obj = nullptr;
   while ((obj = hwloc_get_next_obj_by_type(topology, HWLOC_OBJ_NUMANODE, obj)) != nullptr) {
-    NumaNode node;
+    numa::NumaNode node;
     node.id = static_cast<int>(obj->os_index);
     if (!memory_only(obj)) node.cpus = bitmap_ids(obj->cpuset);
     node.cpuless = node.cpus.empty();
@@ -94,7 +94,7 @@ std::vector<NumaNode> read_numa_nodes(hwloc_topology_t topology) {
     for (unsigned i = 1; i < obj->attr->numanode.page_types_len; ++i) {
       const auto& type = obj->attr->numanode.page_types[i];
       if (type.size == 0) continue;
-      node.hugepages.push_back(HugepagePool{type.size, type.count, std::nullopt});
+      node.hugepages.push_back(numa::HugepagePool{type.size, type.count, std::nullopt});
     }
     nodes.push_back(std::move(node));
   }
@@ -103,11 +103,11 @@ std::vector<NumaNode> read_numa_nodes(hwloc_topology_t topology) {
   return nodes;
 }
 
-std::vector<Cpu> read_cpus(hwloc_topology_t topology) {
-  std::vector<Cpu> cpus;
+std::vector<numa::Cpu> read_cpus(hwloc_topology_t topology) {
+  std::vector<numa::Cpu> cpus;
   hwloc_obj_t pu = nullptr;
   while ((pu = hwloc_get_next_obj_by_type(topology, HWLOC_OBJ_PU, pu)) != nullptr) {
-    Cpu cpu;
+    numa::Cpu cpu;
     cpu.id = static_cast<int>(pu->os_index);
     const hwloc_obj_t core = hwloc_get_ancestor_obj_by_type(topology, HWLOC_OBJ_CORE, pu);
     const hwloc_obj_t package = hwloc_get_ancestor_obj_by_type(topology, HWLOC_OBJ_PACKAGE, pu);
@@ -279,4 +279,4 @@ Result<HwlocHost> read_hwloc_xml(const std::filesystem::path& xml_file) {
   return extract(topology.get());
 }
 
-}  // namespace hostagent::numa::detail
+}  // namespace hostagent::discovery::detail

@@ -9,7 +9,7 @@
 #include "hostagent/common/result.hpp"
 #include "hostagent/numa/host_model.hpp"
 
-namespace hostagent::numa::detail {
+namespace hostagent::discovery::detail {
 
 struct HwlocPci {
   PciAddress address;
@@ -24,8 +24,8 @@ struct HwlocPci {
 };
 
 struct HwlocHost {
-  std::vector<NumaNode> numa_nodes;
-  std::vector<Cpu> cpus;
+  std::vector<numa::NumaNode> numa_nodes;
+  std::vector<numa::Cpu> cpus;
   std::vector<HwlocPci> pci;
 };
 
@@ -34,4 +34,4 @@ struct HwlocHost {
 Result<HwlocHost> read_hwloc_fsroot(const std::filesystem::path& root);
 Result<HwlocHost> read_hwloc_xml(const std::filesystem::path& xml_file);
 
-}  // namespace hostagent::numa::detail
+}  // namespace hostagent::discovery::detail

@@ -12,7 +12,7 @@
 
 #include "hostagent/discovery/host_use_reader.hpp"
 
-namespace hostagent::numa {
+namespace hostagent::discovery {
 namespace {
 
 struct SocketDeleter {
@@ -51,4 +51,4 @@ Result<std::vector<InterfaceAddress>> interface_addresses() {
   return out;
 }
 
-}  // namespace hostagent::numa
+}  // namespace hostagent::discovery

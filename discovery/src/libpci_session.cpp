@@ -9,7 +9,7 @@ extern "C" {
 #include <cstdarg>
 #include <cstdio>
 
-namespace hostagent::numa {
+namespace hostagent::discovery {
 namespace {
 
 std::string format_message(const char* format, va_list args) {
@@ -70,4 +70,4 @@ Result<LibpciSession> LibpciSession::open(const std::filesystem::path& sysfs_bus
   return LibpciSession(std::move(access));
 }
 
-}  // namespace hostagent::numa
+}  // namespace hostagent::discovery

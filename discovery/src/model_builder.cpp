@@ -4,22 +4,22 @@
 #include <map>
 #include <set>
 
-namespace hostagent::numa::detail {
+namespace hostagent::discovery::detail {
 namespace {
 
 constexpr uint16_t kVendorNvidia = 0x10de;
 constexpr uint16_t kVendorMellanox = 0x15b3;
 
-PciRole role_from_port_type(PciePortType type) {
+numa::PciRole role_from_port_type(numa::PciePortType type) {
   switch (type) {
-    case PciePortType::root_port:
-      return PciRole::root_port;
-    case PciePortType::upstream:
-      return PciRole::switch_upstream;
-    case PciePortType::downstream:
-      return PciRole::switch_downstream;
+    case numa::PciePortType::root_port:
+      return numa::PciRole::root_port;
+    case numa::PciePortType::upstream:
+      return numa::PciRole::switch_upstream;
+    case numa::PciePortType::downstream:
+      return numa::PciRole::switch_downstream;
     default:
-      return PciRole::other;
+      return numa::PciRole::other;
   }
 }
 
@@ -27,31 +27,32 @@ PciRole role_from_port_type(PciePortType type) {
 // only root port -> upstream port -> downstream ports -> (endpoint | upstream port of a nested switch).
 // A bridge below a port with no bridges under it is a PCIe-to-PCI bridge (a BMC's VGA sits behind
 // one on most servers), not a switch.
-PciRole role_from_structure(const PciFunction* parent, bool has_bridge_children) {
-  if (parent == nullptr) return PciRole::root_port;
-  if (parent->role == PciRole::switch_upstream) return PciRole::switch_downstream;
-  if ((parent->role == PciRole::root_port || parent->role == PciRole::switch_downstream) && has_bridge_children) {
-    return PciRole::switch_upstream;
+numa::PciRole role_from_structure(const numa::PciFunction* parent, bool has_bridge_children) {
+  if (parent == nullptr) return numa::PciRole::root_port;
+  if (parent->role == numa::PciRole::switch_upstream) return numa::PciRole::switch_downstream;
+  if ((parent->role == numa::PciRole::root_port || parent->role == numa::PciRole::switch_downstream) &&
+      has_bridge_children) {
+    return numa::PciRole::switch_upstream;
   }
-  return PciRole::other;
+  return numa::PciRole::other;
 }
 
 using Index = std::map<PciAddress, size_t>;
 
-Index index_of(const std::vector<PciFunction>& functions) {
+Index index_of(const std::vector<numa::PciFunction>& functions) {
   Index index;
   for (size_t i = 0; i < functions.size(); ++i) index[functions[i].address] = i;
   return index;
 }
 
-const PciFunction* parent_of(const std::vector<PciFunction>& functions, const Index& index,
-                             const PciFunction& function) {
+const numa::PciFunction* parent_of(const std::vector<numa::PciFunction>& functions, const Index& index,
+                                   const numa::PciFunction& function) {
   if (!function.parent) return nullptr;
   const auto it = index.find(*function.parent);
   return it == index.end() ? nullptr : &functions[it->second];
 }
 
-void assign_roles_and_chains(std::vector<PciFunction>& functions, const Index& index) {
+void assign_roles_and_chains(std::vector<numa::PciFunction>& functions, const Index& index) {
   // Parents must be classified before children: walk in depth order.
   std::vector<size_t> order(functions.size());
   for (size_t i = 0; i < functions.size(); ++i) {
@@ -77,7 +78,7 @@ void assign_roles_and_chains(std::vector<PciFunction>& functions, const Index& i
   for (auto& function : functions) {
     function.pcie_switch.reset();
     for (const auto& bridge : function.bridge_chain) {
-      if (functions[index.at(bridge)].role == PciRole::switch_upstream) {
+      if (functions[index.at(bridge)].role == numa::PciRole::switch_upstream) {
         function.pcie_switch = bridge;
         break;
       }
@@ -89,7 +90,7 @@ void assign_roles_and_chains(std::vector<PciFunction>& functions, const Index& i
 // _PXM on the root port, seen on 4-socket Westmere and on some EPYC boards): the devices are right,
 // so the bridge takes the node all of them agree on. Devices still without a node inherit from the
 // nearest bridge above that has one, and last from hwloc's locality when that is a single node.
-void resolve_numa_nodes(std::vector<PciFunction>& functions, const Index& index) {
+void resolve_numa_nodes(std::vector<numa::PciFunction>& functions, const Index& index) {
   for (auto& f : functions) {
     f.numa_node.reset();
     if (f.numa_node_reported && *f.numa_node_reported >= 0) f.numa_node = f.numa_node_reported;
@@ -111,15 +112,15 @@ void resolve_numa_nodes(std::vector<PciFunction>& functions, const Index& index)
   }
 }
 
-std::vector<PcieSwitch> build_switches(const std::vector<PciFunction>& functions) {
-  std::vector<PcieSwitch> switches;
+std::vector<numa::PcieSwitch> build_switches(const std::vector<numa::PciFunction>& functions) {
+  std::vector<numa::PcieSwitch> switches;
   for (const auto& f : functions) {
-    if (f.role != PciRole::switch_upstream) continue;
-    PcieSwitch sw;
+    if (f.role != numa::PciRole::switch_upstream) continue;
+    numa::PcieSwitch sw;
     sw.upstream = f.address;
     sw.numa_node = f.numa_node;
     for (const auto& g : functions) {
-      if (g.parent == f.address && g.role == PciRole::switch_downstream) sw.downstream.push_back(g.address);
+      if (g.parent == f.address && g.role == numa::PciRole::switch_downstream) sw.downstream.push_back(g.address);
     }
     for (const auto& g : functions) {
       const bool beneath = std::any_of(g.bridge_chain.begin(), g.bridge_chain.end(), [&](const PciAddress& b) {
@@ -132,15 +133,15 @@ std::vector<PcieSwitch> build_switches(const std::vector<PciFunction>& functions
   return switches;
 }
 
-std::vector<IommuGroup> build_iommu_groups(const std::vector<PciFunction>& functions) {
-  std::map<int, IommuGroup> groups;
+std::vector<numa::IommuGroup> build_iommu_groups(const std::vector<numa::PciFunction>& functions) {
+  std::map<int, numa::IommuGroup> groups;
   for (const auto& f : functions) {
     if (!f.iommu_group) continue;
     auto& group = groups[*f.iommu_group];
     group.id = *f.iommu_group;
     group.members.push_back(f.address);
   }
-  std::vector<IommuGroup> out;
+  std::vector<numa::IommuGroup> out;
   out.reserve(groups.size());
   for (auto& [id, group] : groups) out.push_back(std::move(group));
   return out;
@@ -148,24 +149,24 @@ std::vector<IommuGroup> build_iommu_groups(const std::vector<PciFunction>& funct
 
 }  // namespace
 
-PciRole classify(const PciFunction& f, const PciFunction* parent, bool has_bridge_children) {
+numa::PciRole classify(const numa::PciFunction& f, const numa::PciFunction* parent, bool has_bridge_children) {
   const uint32_t base = f.class_code >> 16;
   const uint32_t base_sub = f.class_code >> 8;
-  if (f.vendor_id == kVendorNvidia && base == 0x03) return PciRole::gpu;  // VGA (0300) or 3D (0302)
-  if (f.vendor_id == kVendorNvidia && base_sub == 0x0680) return PciRole::nvswitch;
-  if (f.vendor_id == kVendorMellanox && base == 0x02) return PciRole::nic;  // Ethernet or InfiniBand
+  if (f.vendor_id == kVendorNvidia && base == 0x03) return numa::PciRole::gpu;  // VGA (0300) or 3D (0302)
+  if (f.vendor_id == kVendorNvidia && base_sub == 0x0680) return numa::PciRole::nvswitch;
+  if (f.vendor_id == kVendorMellanox && base == 0x02) return numa::PciRole::nic;  // Ethernet or InfiniBand
   // 01 08 02 is NVM Express; without config space the programming interface is unknown.
-  if (base_sub == 0x0108 && ((f.class_code & 0xff) == 0x02 || !f.config_space_known)) return PciRole::nvme;
-  if (!f.is_bridge()) return PciRole::other;
+  if (base_sub == 0x0108 && ((f.class_code & 0xff) == 0x02 || !f.config_space_known)) return numa::PciRole::nvme;
+  if (!f.is_bridge()) return numa::PciRole::other;
   if (f.port_type) return role_from_port_type(*f.port_type);
   // Config space without a PCI Express capability: a conventional PCI bridge.
-  if (f.config_space_known) return PciRole::other;
+  if (f.config_space_known) return numa::PciRole::other;
   // 06 04 01 is a subtractive-decode bridge (DMI-to-PCI): never a PCIe port.
-  if (f.class_code == 0x060401) return PciRole::other;
+  if (f.class_code == 0x060401) return numa::PciRole::other;
   return role_from_structure(parent, has_bridge_children);
 }
 
-void finish_model(HostModel& model) {
+void finish_model(numa::HostModel& model) {
   auto& functions = model.pci_devices;
   const Index index = index_of(functions);
   assign_roles_and_chains(functions, index);
@@ -174,4 +175,4 @@ void finish_model(HostModel& model) {
   model.iommu_groups = build_iommu_groups(functions);
 }
 
-}  // namespace hostagent::numa::detail
+}  // namespace hostagent::discovery::detail

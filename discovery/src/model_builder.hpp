@@ -5,12 +5,12 @@
 
 #include "hostagent/numa/host_model.hpp"
 
-namespace hostagent::numa::detail {
+namespace hostagent::discovery::detail {
 
-PciRole classify(const PciFunction& function, const PciFunction* parent, bool has_bridge_children);
+numa::PciRole classify(const numa::PciFunction& function, const numa::PciFunction* parent, bool has_bridge_children);
 
 // Fills role, bridge_chain, pcie_switch, numa_node, then builds switches and iommu_groups. Expects
 // pci_devices sorted by address with what was read (ids, parent, port type, reported node) set.
-void finish_model(HostModel& model);
+void finish_model(numa::HostModel& model);
 
-}  // namespace hostagent::numa::detail
+}  // namespace hostagent::discovery::detail

@@ -34,7 +34,7 @@ Result<HostRoot> load_simulated(const std::string& name) {
   HA_TRY(const auto spec, simhost::builtin_host(name));
   HA_TRY(auto dir, ScratchDir::create());
   HA_TRY_STATUS(simhost::write_sysfs_tree(spec, dir.path()));
-  HA_TRY(auto model, numa::discover_from_sysfs(dir.path()));
+  HA_TRY(auto model, discovery::discover_from_sysfs(dir.path()));
   model.source = "simulated:" + name;  // the scratch path goes with the HostRoot
   const auto root = dir.path();
   return HostRoot{std::move(model), root, std::make_shared<ScratchDir>(std::move(dir))};
@@ -43,7 +43,7 @@ Result<HostRoot> load_simulated(const std::string& name) {
 }  // namespace
 
 Result<numa::HostModel> load_host(const HostSource& source) {
-  if (source.hwloc_xml) return numa::discover_from_hwloc_xml(*source.hwloc_xml);
+  if (source.hwloc_xml) return discovery::discover_from_hwloc_xml(*source.hwloc_xml);
   HA_TRY(auto host, load_host_root(source));
   return std::move(host.model);
 }
@@ -56,7 +56,7 @@ Result<HostRoot> load_host_root(const HostSource& source) {
   }
   if (source.simulated) return load_simulated(*source.simulated);
   const std::filesystem::path root = source.sysfs_root.value_or("/");
-  HA_TRY(auto model, numa::discover_from_sysfs(root));
+  HA_TRY(auto model, discovery::discover_from_sysfs(root));
   return HostRoot{std::move(model), root, nullptr};
 }
 

@@ -9,9 +9,9 @@
 #include "host_check_command.hpp"
 #include "host_source.hpp"
 #include "hostagent/api/host_json.hpp"
-#include "hostagent/daemon/build_info.hpp"
-#include "hostagent/daemon/command_line.hpp"
-#include "hostagent/daemon/install_paths.hpp"
+#include "hostagent/program_support/build_info.hpp"
+#include "hostagent/program_support/command_line.hpp"
+#include "hostagent/program_support/install_paths.hpp"
 #include "render_command.hpp"
 #include "table.hpp"
 #include "template_command.hpp"
@@ -27,7 +27,7 @@ int fail(const hostagent::Error& error) {
 }
 
 std::string simulated_help() {
-  return "Use a built-in simulated host (" + hostagent::simulated_host_list() + ")";
+  return "Use a built-in simulated host (" + hostagent::program_support::simulated_host_list() + ")";
 }
 
 // --sysfs-root, --hwloc-xml and --simulated: one of them, or the live host.
@@ -50,7 +50,7 @@ int run_topology(const HostSource& source, bool as_json) {
 // The whole command line: parsed, then the one command it names run.
 int run(int argc, char** argv) {
   CLI::App app{"hostagentctl: inspect and drive hostagent on a GPU hypervisor host"};
-  app.set_version_flag("--version", hostagent::version_string("hostagentctl"));
+  app.set_version_flag("--version", hostagent::program_support::version_string("hostagentctl"));
   app.require_subcommand(1);
   // The API's connection options (--socket, --json, ...) are the top's, given anywhere on the line.
   app.fallthrough();
@@ -176,11 +176,11 @@ int run(int argc, char** argv) {
   check->add_option("--template-dir", template_dirs, "Operator template directories, over the shipped templates");
   check->add_flag("--json", check_args.json, "Print the checks as JSON");
 
-  if (const auto exit_code = hostagent::parse_command_line(app, argc, argv)) return *exit_code;
+  if (const auto exit_code = hostagent::program_support::parse_command_line(app, argc, argv)) return *exit_code;
   if (const auto status = api_commands.run(std::cout, std::cerr)) return *status;
 
   std::vector<std::filesystem::path> dirs(template_dirs.begin(), template_dirs.end());
-  dirs.push_back(hostagent::shipped_template_dir());
+  dirs.push_back(hostagent::program_support::shipped_template_dir());
   if (topology->parsed()) return run_topology(topology_source, as_json);
   if (render->parsed()) {
     render_args.template_dirs = dirs;
@@ -195,7 +195,7 @@ int run(int argc, char** argv) {
   if (fleet_create->parsed()) return hostagent::ctl::run_fleet_create(fleet_args, std::cout, std::cerr);
   if (validate->parsed()) return hostagent::ctl::run_template_validate(validate_files, dirs, std::cout, std::cerr);
   if (check->parsed()) {
-    check_args.template_dirs.push_back(hostagent::shipped_template_dir());
+    check_args.template_dirs.push_back(hostagent::program_support::shipped_template_dir());
     check_args.template_dirs.insert(check_args.template_dirs.end(), template_dirs.begin(), template_dirs.end());
     return hostagent::ctl::run_host_check(check_args, std::cout, std::cerr);
   }

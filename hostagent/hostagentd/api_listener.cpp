@@ -35,7 +35,7 @@ Result<api::ServerOptions> server_options(const config::ApiConfig& config) {
 
 }  // namespace
 
-Result<std::unique_ptr<ApiListener>> ApiListener::start(const config::DaemonConfig& config, daemon::VmService& service,
+Result<std::unique_ptr<ApiListener>> ApiListener::start(const config::DaemonConfig& config, service::VmService& service,
                                                         std::map<std::filesystem::path, int> inherited) {
   HA_TRY(auto options, server_options(config.api));
   options.inherited_unix_sockets = std::move(inherited);

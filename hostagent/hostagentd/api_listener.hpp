@@ -23,7 +23,7 @@ class ApiListener {
   // Listens on config.api.listen; the service outlives the listener. A unix address whose path is
   // in `inherited` (path -> fd, matched by systemd::inherited_sockets) is served on that fd, which
   // the listener then owns, instead of being bound.
-  static Result<std::unique_ptr<ApiListener>> start(const config::DaemonConfig& config, daemon::VmService& service,
+  static Result<std::unique_ptr<ApiListener>> start(const config::DaemonConfig& config, service::VmService& service,
                                                     std::map<std::filesystem::path, int> inherited = {});
   ~ApiListener();
   ApiListener(const ApiListener&) = delete;

@@ -82,7 +82,7 @@ std::vector<numa::HostUse> reservations(const config::DaemonConfig& config) {
 
 // What discovery found, with the operator's own: the GPUs named by id, the devices reserved.
 numa::HostModel finish_discovery(numa::HostModel model, const config::DaemonConfig& config) {
-  numa::treat_as_gpus(model, gpu_ids(config));
+  discovery::treat_as_gpus(model, gpu_ids(config));
   for (const auto& missing : numa::mark_host_use(model, reservations(config))) {
     log(LogLevel::warning,
         config.source + ": devices.reserved names " + missing.address.to_string() +
@@ -93,7 +93,7 @@ numa::HostModel finish_discovery(numa::HostModel model, const config::DaemonConf
 }
 
 Result<numa::HostModel> discover_live(const config::DaemonConfig& config) {
-  HA_TRY(auto model, numa::discover_from_sysfs(config.sysfs_root));
+  HA_TRY(auto model, discovery::discover_from_sysfs(config.sysfs_root));
   return finish_discovery(std::move(model), config);
 }
 
@@ -106,7 +106,7 @@ Result<numa::HostModel> discover_host(const config::DaemonConfig& config) {
   fs::remove_all(root, ec);
   if (ec) return errno_error(ec.value(), "remove", root.string());
   HA_TRY_STATUS(simhost::write_sysfs_tree(spec, root));
-  HA_TRY(auto model, numa::discover_from_sysfs(root));
+  HA_TRY(auto model, discovery::discover_from_sysfs(root));
   return finish_discovery(std::move(model), config);
 }
 
@@ -126,7 +126,7 @@ Status reserve_hugepages(const config::DaemonConfig& config, ServiceParts& parts
     changed = changed || pool.written;
   }
   if (!changed) return ok_status();
-  HA_TRY(auto model, numa::discover_from_sysfs(parts.host_sysfs_root));
+  HA_TRY(auto model, discovery::discover_from_sysfs(parts.host_sysfs_root));
   parts.host = finish_discovery(std::move(model), config);
   return ok_status();
 }

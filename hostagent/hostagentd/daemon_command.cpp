@@ -19,8 +19,8 @@
 #include "hostagent/common/names.hpp"
 #include "hostagent/config/daemon_config.hpp"
 #include "hostagent/daemon/clock.hpp"
-#include "hostagent/daemon/install_paths.hpp"
 #include "hostagent/daemon/placement_sync.hpp"
+#include "hostagent/program_support/install_paths.hpp"
 #include "hostagent/service/vm_service.hpp"
 #include "hostagent/state/state_lock.hpp"
 #include "hostagent/systemd/log.hpp"
@@ -69,7 +69,7 @@ Result<config::DaemonConfig> load(const DaemonArgs& args, Scratch& scratch) {
     HA_TRY(directory, scratch.make());
   }
   auto embedded = config::embedded_default_config(*args.simulated, directory);
-  embedded.template_directories = {shipped_template_dir()};
+  embedded.template_directories = {program_support::shipped_template_dir()};
   // Made here, so a boot image can be put there before the first create.
   for (const auto& images : embedded.image_directories) {
     std::error_code ec;
@@ -97,7 +97,7 @@ Status apply_listen(const DaemonArgs& args, config::DaemonConfig& config) {
   return ok_status();
 }
 
-int run_exec(daemon::VmService& service, const std::vector<std::string>& commands, std::ostream& out,
+int run_exec(service::VmService& service, const std::vector<std::string>& commands, std::ostream& out,
              std::ostream& err) {
   int status = 0;
   for (const auto& command : commands) {
@@ -176,7 +176,7 @@ std::vector<fs::path> unix_listen_paths(const config::DaemonConfig& config) {
 
 // WATCHDOG=1 every half WatchdogSec while the service answers: status() takes the locks an
 // operation, libvirt's event thread and reconcile take, so a wedged service never returns from it.
-Result<std::unique_ptr<systemd::Watchdog>> start_watchdog(systemd::Notifier& notifier, daemon::VmService& service) {
+Result<std::unique_ptr<systemd::Watchdog>> start_watchdog(systemd::Notifier& notifier, service::VmService& service) {
   HA_TRY(const auto interval, systemd::watchdog_interval());
   if (!interval) return std::unique_ptr<systemd::Watchdog>();
   return systemd::Watchdog::start(notifier, *interval, [&service] {
@@ -185,7 +185,7 @@ Result<std::unique_ptr<systemd::Watchdog>> start_watchdog(systemd::Notifier& not
   });
 }
 
-std::string recovered(const daemon::ServiceStatus& status) {
+std::string recovered(const service::ServiceStatus& status) {
   const auto& report = status.last_reconcile;
   return std::to_string(status.managed_vms) + " VMs, " + std::to_string(status.foreign_domains) + " foreign domains, " +
          std::to_string(report.finished.size() + report.rolled_back.size()) + " interrupted operations recovered";
@@ -223,7 +223,7 @@ Status settle_placement_host(config::DaemonConfig& config) {
 
 // READY=1 once state is reconciled (start_service returned) and the API listens, not before:
 // systemd orders the units that need hostagent after that moment.
-int serve(const config::DaemonConfig& config, daemon::VmService& service, systemd::InheritedSockets inherited,
+int serve(const config::DaemonConfig& config, service::VmService& service, systemd::InheritedSockets inherited,
           systemd::Notifier& notifier, const sigset_t& signals, std::ostream& err) {
   auto watchdog = start_watchdog(notifier, service);
   if (!watchdog.ok()) return fail_start(notifier, err, watchdog.error());

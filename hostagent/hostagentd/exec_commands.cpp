@@ -23,7 +23,7 @@ Error usage(const std::string& command, const std::string& expected) {
   return Error{ErrorCode::invalid_argument, "--exec " + text::quoted(command) + ": expected \"" + expected + "\""};
 }
 
-Result<boost::json::value> view(Result<daemon::VmView> result) {
+Result<boost::json::value> view(Result<service::VmView> result) {
   if (!result.ok()) return std::move(result).error();
   return api::to_json(*result);
 }
@@ -40,13 +40,13 @@ Result<std::vector<std::string>> key_lines(const std::string& file) {
   return keys;
 }
 
-Result<daemon::CreateVmRequest> create_request(const std::string& command, const std::vector<std::string>& args) {
+Result<service::CreateVmRequest> create_request(const std::string& command, const std::vector<std::string>& args) {
   const std::string expected =
       "create NAME TEMPLATE [boot_image=PATH] [request_id=ID] [ssh_key_file=PATH | user_data_file=PATH]";
   if (args.size() < 3) return usage(command, expected);
   HA_TRY(auto name, VmName::parse(args[1], "name"));
   HA_TRY(auto template_name, TemplateName::parse(args[2], "template"));
-  daemon::CreateVmRequest request{.name = std::move(name), .template_name = std::move(template_name)};
+  service::CreateVmRequest request{.name = std::move(name), .template_name = std::move(template_name)};
   for (std::size_t i = 3; i < args.size(); ++i) {
     const auto equals = args[i].find('=');
     const std::string key = args[i].substr(0, equals);
@@ -66,7 +66,7 @@ Result<daemon::CreateVmRequest> create_request(const std::string& command, const
   return request;
 }
 
-Result<boost::json::value> list(daemon::VmService& service) {
+Result<boost::json::value> list(service::VmService& service) {
   boost::json::array vms;
   for (const auto& vm : service.list_vms()) vms.push_back(api::to_json(vm));
   return boost::json::value(std::move(vms));
@@ -74,7 +74,7 @@ Result<boost::json::value> list(daemon::VmService& service) {
 
 }  // namespace
 
-Result<boost::json::value> run_exec_command(daemon::VmService& service, const std::string& command) {
+Result<boost::json::value> run_exec_command(service::VmService& service, const std::string& command) {
   const auto args = words(command);
   const std::string verb = args.empty() ? "" : args[0];
   const bool named = args.size() == 2;

@@ -13,6 +13,6 @@ namespace hostagent::cli {
 // Runs one command ("create NAME TEMPLATE [boot_image=PATH] [request_id=ID] [ssh_key_file=PATH |
 // user_data_file=PATH]", "show NAME", "list",
 // "status", "start NAME", "stop NAME [force]", "reboot NAME", "delete NAME").
-Result<boost::json::value> run_exec_command(daemon::VmService& service, const std::string& command);
+Result<boost::json::value> run_exec_command(service::VmService& service, const std::string& command);
 
 }  // namespace hostagent::cli

@@ -18,7 +18,7 @@ Result<uint64_t> pool_size(const SysfsRoot& sysfs, const std::string& file, cons
 }
 
 Result<PoolReservation> reserve(const SysfsRoot& sysfs, SysfsWriter& writer, const PoolRequest& request) {
-  const std::string file = numa::hugepage_pool_dir(request.node, request.page_size_bytes) + "/nr_hugepages";
+  const std::string file = discovery::hugepage_pool_dir(request.node, request.page_size_bytes) + "/nr_hugepages";
   PoolReservation reservation{request};
   HA_TRY(reservation.before, pool_size(sysfs, file, request));
   reservation.now = reservation.before;

@@ -1,7 +1,7 @@
 // service/vm_service: the commands begun and waited for, for callers with a thread to block.
 #include "hostagent/service/vm_service.hpp"
 
-namespace hostagent::daemon {
+namespace hostagent::service {
 namespace {
 
 // The operation's error when it failed, else the VM as it is now.
@@ -33,4 +33,4 @@ Status delete_vm(VmService& service, const VmName& name) {
   return ok_status();
 }
 
-}  // namespace hostagent::daemon
+}  // namespace hostagent::service

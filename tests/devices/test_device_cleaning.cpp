@@ -37,7 +37,7 @@ std::string gpu_vbios(char fill) {
 
 struct CleaningFixture {
   CleaningFixture() : host(builtin_spec("vela2")), sysfs(*SysfsRoot::open(host.root())) {
-    auto discovered = numa::discover_from_sysfs(host.root());
+    auto discovered = discovery::discover_from_sysfs(host.root());
     REQUIRE_MESSAGE(discovered.ok(), discovered.error().message);
     model = std::move(discovered).value();
     auto made = vfio::make_libpci_config_space(host.root());
@@ -76,7 +76,7 @@ struct CleaningFixture {
             &hygiene,
             &nvme,
             [this]() -> Result<std::vector<numa::HostUse>> {
-              HA_TRY(auto uses, numa::detect_host_use(host.root()));
+              HA_TRY(auto uses, discovery::detect_host_use(host.root()));
               uses.insert(uses.end(), reserved.begin(), reserved.end());
               return uses;
             }};

@@ -105,7 +105,7 @@ class CountingConfigSpace final : public vfio::ConfigSpace {
 };
 
 numa::HostModel discover(const FakeHost& host) {
-  auto model = numa::discover_from_sysfs(host.root());
+  auto model = discovery::discover_from_sysfs(host.root());
   REQUIRE_MESSAGE(model.ok(), model.error().message);
   return std::move(model).value();
 }

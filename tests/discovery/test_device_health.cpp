@@ -10,7 +10,7 @@
 #include "hostagent/simhost/sim_host.hpp"
 #include "test_support.hpp"
 
-namespace hostagent::numa {
+namespace hostagent::discovery {
 namespace {
 
 namespace fs = std::filesystem;
@@ -18,7 +18,7 @@ using testing::TempDir;
 
 struct Host {
   TempDir dir;
-  HostModel model;
+  numa::HostModel model;
   fs::path device(const std::string& address) const { return dir.path() / "sys/bus/pci/devices" / address; }
 };
 
@@ -34,7 +34,7 @@ std::unique_ptr<Host> simulated(const std::string& name) {
   return host;
 }
 
-std::vector<DeviceHealth> health_of(const Host& host) {
+std::vector<numa::DeviceHealth> health_of(const Host& host) {
   const auto sysfs = SysfsRoot::open(host.dir.path());
   REQUIRE_MESSAGE(sysfs.ok(), sysfs.error().message);
   auto health = read_device_health(*sysfs, host.model);
@@ -50,9 +50,9 @@ Error health_error(const Host& host) {
   return health.error();
 }
 
-const DeviceHealth& entry(const std::vector<DeviceHealth>& all, const std::string& address) {
-  const auto it =
-      std::find_if(all.begin(), all.end(), [&](const DeviceHealth& h) { return h.address.to_string() == address; });
+const numa::DeviceHealth& entry(const std::vector<numa::DeviceHealth>& all, const std::string& address) {
+  const auto it = std::find_if(all.begin(), all.end(),
+                               [&](const numa::DeviceHealth& h) { return h.address.to_string() == address; });
   REQUIRE_MESSAGE(it != all.end(), "no health entry for " << address);
   return *it;
 }
@@ -63,7 +63,7 @@ void write_file(const fs::path& path, const std::string& text) {
   REQUIRE(out.good());
 }
 
-bool healthy(const DeviceHealth& h) {
+bool healthy(const numa::DeviceHealth& h) {
   const auto zero = [](const std::map<std::string, uint64_t>& counters) {
     return std::all_of(counters.begin(), counters.end(), [](const auto& kv) { return kv.second == 0; });
   };
@@ -75,8 +75,8 @@ TEST_CASE("every endpoint of vela1 is present with its link at capability and AE
   const auto all = health_of(*host);
   std::size_t endpoints = 0;
   for (const auto& f : host->model.pci_devices) {
-    const bool port = f.role == PciRole::root_port || f.role == PciRole::switch_upstream ||
-                      f.role == PciRole::switch_downstream || (f.class_code >> 16) == 0x06;
+    const bool port = f.role == numa::PciRole::root_port || f.role == numa::PciRole::switch_upstream ||
+                      f.role == numa::PciRole::switch_downstream || (f.class_code >> 16) == 0x06;
     if (port) continue;
     ++endpoints;
     CAPTURE(f.address.to_string());
@@ -90,9 +90,9 @@ TEST_CASE("every endpoint of vela1 is present with its link at capability and AE
   }
   CHECK(all.size() == endpoints);
   CHECK(std::is_sorted(all.begin(), all.end(),
-                       [](const DeviceHealth& a, const DeviceHealth& b) { return a.address < b.address; }));
+                       [](const numa::DeviceHealth& a, const numa::DeviceHealth& b) { return a.address < b.address; }));
   const auto& gpu = entry(all, "0000:19:00.0");
-  CHECK(gpu.role == PciRole::gpu);
+  CHECK(gpu.role == numa::PciRole::gpu);
   CHECK(gpu.link_speed_gts == 16.0);
   CHECK(gpu.link_max_speed_gts == 16.0);
   CHECK(gpu.link_width == 16);
@@ -187,7 +187,7 @@ TEST_CASE("a removed device is reported absent, not as an error") {
     CAPTURE(address);
     const auto& gone = entry(all, address);
     CHECK_FALSE(gone.present);
-    CHECK(gone.role == PciRole::gpu);
+    CHECK(gone.role == numa::PciRole::gpu);
     CHECK_FALSE(gone.link_speed_gts.has_value());
     CHECK(gone.aer_correctable.empty());
   }
@@ -221,7 +221,7 @@ TEST_CASE("unparseable attributes are errors naming the file") {
 TEST_CASE("link speeds in every format the kernel has printed") {
   const auto host = simulated("workstation");
   const auto gpu = std::find_if(host->model.pci_devices.begin(), host->model.pci_devices.end(),
-                                [](const PciFunction& f) { return f.role == PciRole::gpu; });
+                                [](const numa::PciFunction& f) { return f.role == numa::PciRole::gpu; });
   REQUIRE(gpu != host->model.pci_devices.end());
   const auto dir = host->device(gpu->address.to_string());
   struct Case {
@@ -259,4 +259,4 @@ TEST_CASE("parse_aer_counters reads the kernel's lines and names the source on b
 }
 
 }  // namespace
-}  // namespace hostagent::numa
+}  // namespace hostagent::discovery

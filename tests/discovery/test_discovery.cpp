@@ -10,7 +10,7 @@
 #include "hostagent/simhost/sim_host.hpp"
 #include "test_support.hpp"
 
-namespace hostagent::numa {
+namespace hostagent::discovery {
 namespace {
 
 namespace fs = std::filesystem;
@@ -18,7 +18,7 @@ using testing::TempDir;
 
 struct Discovered {
   TempDir dir;
-  HostModel model;
+  numa::HostModel model;
 };
 
 std::unique_ptr<Discovered> discover_builtin(const std::string& name) {
@@ -34,8 +34,8 @@ std::unique_ptr<Discovered> discover_builtin(const std::string& name) {
   return out;
 }
 
-std::vector<const PciFunction*> with_role(const HostModel& model, PciRole role) {
-  std::vector<const PciFunction*> out;
+std::vector<const numa::PciFunction*> with_role(const numa::HostModel& model, numa::PciRole role) {
+  std::vector<const numa::PciFunction*> out;
   for (const auto& f : model.pci_devices) {
     if (f.role == role) out.push_back(&f);
   }
@@ -60,7 +60,7 @@ TEST_CASE(
   CHECK(m.cpus.size() == 96);
   REQUIRE(m.switches.size() == 5);
   // The first switch carries the six NVSwitches of the HGX A100 baseboard and nothing else.
-  const auto nvswitches = with_role(m, PciRole::nvswitch);
+  const auto nvswitches = with_role(m, numa::PciRole::nvswitch);
   CHECK(nvswitches.size() == 6);
   for (const auto* nvswitch : nvswitches) CHECK(nvswitch->pcie_switch == m.switches.front().upstream);
   for (const auto& sw : m.switches) {
@@ -69,28 +69,28 @@ TEST_CASE(
     int gpus = 0, nics = 0, nvmes = 0;
     for (const auto& address : sw.devices) {
       const auto* f = m.find(address);
-      gpus += f->role == PciRole::gpu;
-      nics += f->role == PciRole::nic && !f->physfn;
-      nvmes += f->role == PciRole::nvme;
-      if (f->role != PciRole::switch_downstream) CHECK(f->numa_node == sw.numa_node);
+      gpus += f->role == numa::PciRole::gpu;
+      nics += f->role == numa::PciRole::nic && !f->physfn;
+      nvmes += f->role == numa::PciRole::nvme;
+      if (f->role != numa::PciRole::switch_downstream) CHECK(f->numa_node == sw.numa_node);
     }
     CHECK(gpus == 2);
     CHECK(nics == 2);
     CHECK(nvmes == 2);
   }
-  for (const auto* gpu : with_role(m, PciRole::gpu)) {
+  for (const auto* gpu : with_role(m, numa::PciRole::gpu)) {
     CHECK(gpu->device_id == 0x20b0);
     CHECK(gpu->ats.has_value());  // ATS capability decoded from config space by libpci
     CHECK(gpu->link.speed_gts == 16.0);
     CHECK(gpu->link.width == 16);
     CHECK(gpu->iommu_group.has_value());
     CHECK(gpu->driver == std::optional<std::string>("nvidia"));
-    const auto large = std::any_of(gpu->bars.begin(), gpu->bars.end(), [](const Bar& b) {
+    const auto large = std::any_of(gpu->bars.begin(), gpu->bars.end(), [](const numa::Bar& b) {
       return b.is_64bit && b.prefetchable && b.size_bytes >= (64ULL << 30);
     });
     CHECK(large);
   }
-  for (const auto* port : with_role(m, PciRole::switch_downstream)) CHECK(port->acs.has_value());
+  for (const auto* port : with_role(m, numa::PciRole::switch_downstream)) CHECK(port->acs.has_value());
   // SMT siblings are reported in pairs.
   for (const auto& cpu : m.cpus) CHECK(cpu.siblings.size() == 2);
 }
@@ -99,10 +99,10 @@ TEST_CASE("vela2: 8 switches each with one H100, one ConnectX-7 PF with its VFs,
   const auto host = discover_builtin("vela2");
   const auto& m = host->model;
   CHECK(m.cpus.size() == 192);
-  CHECK(with_role(m, PciRole::gpu).size() == 8);
-  CHECK(with_role(m, PciRole::nvswitch).size() == 4);
+  CHECK(with_role(m, numa::PciRole::gpu).size() == 8);
+  CHECK(with_role(m, numa::PciRole::nvswitch).size() == 4);
   int pfs = 0;
-  for (const auto* nic : with_role(m, PciRole::nic)) {
+  for (const auto* nic : with_role(m, numa::PciRole::nic)) {
     if (nic->physfn) {
       const auto* pf = m.find(*nic->physfn);
       REQUIRE(pf != nullptr);
@@ -117,9 +117,9 @@ TEST_CASE("vela2: 8 switches each with one H100, one ConnectX-7 PF with its VFs,
     CHECK(nic->sriov->vfs.size() == 4);
     REQUIRE(nic->pcie_switch.has_value());
     const auto& sw = *std::find_if(m.switches.begin(), m.switches.end(),
-                                   [&](const PcieSwitch& s) { return s.upstream == *nic->pcie_switch; });
+                                   [&](const numa::PcieSwitch& s) { return s.upstream == *nic->pcie_switch; });
     const auto gpus = std::count_if(sw.devices.begin(), sw.devices.end(),
-                                    [&](const PciAddress& a) { return m.find(a)->role == PciRole::gpu; });
+                                    [&](const PciAddress& a) { return m.find(a)->role == numa::PciRole::gpu; });
     CHECK(gpus == 1);
   }
   CHECK(pfs == 8);
@@ -130,10 +130,10 @@ TEST_CASE("workstation: one NUMA node, a GPU on a root port, no ConnectX") {
   const auto& m = host->model;
   CHECK(m.numa_nodes.size() == 1);
   CHECK(m.switches.empty());
-  const auto gpus = with_role(m, PciRole::gpu);
+  const auto gpus = with_role(m, numa::PciRole::gpu);
   REQUIRE(gpus.size() == 1);
   CHECK_FALSE(gpus[0]->pcie_switch.has_value());
-  CHECK(with_role(m, PciRole::nic).empty());
+  CHECK(with_role(m, numa::PciRole::nic).empty());
   const auto& node = m.numa_nodes[0];
   REQUIRE(node.hugepages.size() >= 1);
   CHECK(node.hugepages[0].page_size_bytes == (2ULL << 20));
@@ -142,9 +142,9 @@ TEST_CASE("workstation: one NUMA node, a GPU on a root port, no ConnectX") {
 TEST_CASE("treat_as_gpus: listed endpoints become GPUs, bridges and other ids keep their role") {
   auto host = discover_builtin("vela2");
   auto& m = host->model;
-  const auto nvmes = with_role(m, PciRole::nvme);
+  const auto nvmes = with_role(m, numa::PciRole::nvme);
   REQUIRE_FALSE(nvmes.empty());
-  const auto gpus_before = with_role(m, PciRole::gpu).size();
+  const auto gpus_before = with_role(m, numa::PciRole::gpu).size();
   const PciAddress nvme = nvmes[0]->address;
   const std::pair<uint16_t, uint16_t> nvme_id{nvmes[0]->vendor_id, nvmes[0]->device_id};
   const auto* port = m.find(*m.find(nvme)->parent);
@@ -156,9 +156,9 @@ TEST_CASE("treat_as_gpus: listed endpoints become GPUs, bridges and other ids ke
       }));
   const int changed = treat_as_gpus(m, {nvme_id, port_id, {0xffff, 0xffff}});
   CHECK(static_cast<std::size_t>(changed) == same_id);
-  CHECK(m.find(nvme)->role == PciRole::gpu);
-  CHECK(m.find(port->address)->role != PciRole::gpu);
-  CHECK(with_role(m, PciRole::gpu).size() == gpus_before + same_id);
+  CHECK(m.find(nvme)->role == numa::PciRole::gpu);
+  CHECK(m.find(port->address)->role != numa::PciRole::gpu);
+  CHECK(with_role(m, numa::PciRole::gpu).size() == gpus_before + same_id);
   CHECK(treat_as_gpus(m, {nvme_id}) == 0);
 }
 
@@ -170,7 +170,7 @@ TEST_CASE("quirk: a GPU and its audio function share one IOMMU group") {
     if (group.members.size() != 2) continue;
     const auto* a = m.find(group.members[0]);
     const auto* b = m.find(group.members[1]);
-    if (a->role == PciRole::gpu && b->class_code >> 8 == 0x0403) {
+    if (a->role == numa::PciRole::gpu && b->class_code >> 8 == 0x0403) {
       found = true;
       CHECK(a->address.function == 0);
       CHECK(b->address.function == 1);
@@ -196,7 +196,7 @@ TEST_CASE("quirk: a switch and root port reporting numa_node=-1 take their devic
 TEST_CASE("quirk: a CPU-less NUMA node is kept and marked") {
   const auto host = discover_builtin("quirks");
   const auto cpuless = std::find_if(host->model.numa_nodes.begin(), host->model.numa_nodes.end(),
-                                    [](const NumaNode& n) { return n.cpuless; });
+                                    [](const numa::NumaNode& n) { return n.cpuless; });
   REQUIRE(cpuless != host->model.numa_nodes.end());
   CHECK(cpuless->cpus.empty());
   CHECK(cpuless->memory_bytes.value_or(0) > 0);
@@ -206,7 +206,7 @@ TEST_CASE("quirk: a CPU-less NUMA node is kept and marked") {
 TEST_CASE("quirk: a GPU link trained below its capability is visible") {
   const auto host = discover_builtin("quirks");
   int degraded = 0;
-  for (const auto* gpu : with_role(host->model, PciRole::gpu)) {
+  for (const auto* gpu : with_role(host->model, numa::PciRole::gpu)) {
     const auto& link = gpu->link;
     REQUIRE(link.speed_gts.has_value());
     REQUIRE(link.max_speed_gts.has_value());
@@ -217,7 +217,7 @@ TEST_CASE("quirk: a GPU link trained below its capability is visible") {
 
 // The first GPU's directory in a fixture tree, to break.
 fs::path first_gpu_dir(const Discovered& host) {
-  const auto gpus = with_role(host.model, PciRole::gpu);
+  const auto gpus = with_role(host.model, numa::PciRole::gpu);
   REQUIRE_FALSE(gpus.empty());
   return host.dir.path() / "sys/bus/pci/devices" / gpus[0]->address.to_string();
 }
@@ -285,4 +285,4 @@ TEST_CASE("the live machine's sysfs (a VM with virtio devices) is discovered") {
 }
 
 }  // namespace
-}  // namespace hostagent::numa
+}  // namespace hostagent::discovery

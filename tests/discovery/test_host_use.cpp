@@ -12,7 +12,7 @@
 #include "hostagent/simhost/sim_host.hpp"
 #include "test_support.hpp"
 
-namespace hostagent::numa {
+namespace hostagent::discovery {
 namespace {
 
 namespace fs = std::filesystem;
@@ -182,8 +182,8 @@ TEST_CASE("host use: a root without /proc detects nothing, and the live host ans
 }
 
 TEST_CASE("host use: reservations add to what was found, once each, and name an address the model lacks") {
-  HostModel model;
-  PciFunction f;
+  numa::HostModel model;
+  numa::PciFunction f;
   f.address = *PciAddress::parse("0000:02:00.0");
   f.host_use = "nvme0n1p2 mounted at /";
   model.pci_devices.push_back(f);
@@ -196,4 +196,4 @@ TEST_CASE("host use: reservations add to what was found, once each, and name an 
 }
 
 }  // namespace
-}  // namespace hostagent::numa
+}  // namespace hostagent::discovery

@@ -4,16 +4,16 @@
 
 #include "model_builder.hpp"
 
-namespace hostagent::numa::detail {
+namespace hostagent::discovery::detail {
 namespace {
 
 PciAddress addr(const char* text) {
   return PciAddress::parse(text).value();
 }
 
-PciFunction bridge(const char* address, std::optional<const char*> parent, std::optional<PciePortType> type,
-                   int reported_node) {
-  PciFunction f;
+numa::PciFunction bridge(const char* address, std::optional<const char*> parent, std::optional<numa::PciePortType> type,
+                         int reported_node) {
+  numa::PciFunction f;
   f.address = addr(address);
   if (parent) f.parent = addr(*parent);
   f.vendor_id = 0x10b5;
@@ -24,9 +24,9 @@ PciFunction bridge(const char* address, std::optional<const char*> parent, std::
   return f;
 }
 
-PciFunction endpoint(const char* address, const char* parent, uint16_t vendor, uint32_t class_code, int reported_node,
-                     bool config_known = true) {
-  PciFunction f;
+numa::PciFunction endpoint(const char* address, const char* parent, uint16_t vendor, uint32_t class_code,
+                           int reported_node, bool config_known = true) {
+  numa::PciFunction f;
   f.address = addr(address);
   f.parent = addr(parent);
   f.vendor_id = vendor;
@@ -37,14 +37,14 @@ PciFunction endpoint(const char* address, const char* parent, uint16_t vendor, u
 }
 
 // Root port 00:01.0 -> switch 01:00.0 -> downstream 02:00.0 (GPU 03:00.0), 02:01.0 (NIC 04:00.0).
-HostModel switch_host(bool with_port_types, int gpu_node, int nic_node) {
-  HostModel model;
-  const auto type = [&](PciePortType t) { return with_port_types ? std::optional(t) : std::nullopt; };
+numa::HostModel switch_host(bool with_port_types, int gpu_node, int nic_node) {
+  numa::HostModel model;
+  const auto type = [&](numa::PciePortType t) { return with_port_types ? std::optional(t) : std::nullopt; };
   model.pci_devices = {
-      bridge("0000:00:01.0", std::nullopt, type(PciePortType::root_port), -1),
-      bridge("0000:01:00.0", "0000:00:01.0", type(PciePortType::upstream), -1),
-      bridge("0000:02:00.0", "0000:01:00.0", type(PciePortType::downstream), -1),
-      bridge("0000:02:01.0", "0000:01:00.0", type(PciePortType::downstream), -1),
+      bridge("0000:00:01.0", std::nullopt, type(numa::PciePortType::root_port), -1),
+      bridge("0000:01:00.0", "0000:00:01.0", type(numa::PciePortType::upstream), -1),
+      bridge("0000:02:00.0", "0000:01:00.0", type(numa::PciePortType::downstream), -1),
+      bridge("0000:02:01.0", "0000:01:00.0", type(numa::PciePortType::downstream), -1),
       endpoint("0000:03:00.0", "0000:02:00.0", 0x10de, 0x030200, gpu_node, with_port_types),
       endpoint("0000:04:00.0", "0000:02:01.0", 0x15b3, 0x020000, nic_node, with_port_types),
   };
@@ -73,11 +73,11 @@ TEST_CASE("roles come from the PCIe port type, and from the tree's shape when co
   for (const bool with_types : {true, false}) {
     CAPTURE(with_types);
     const auto model = switch_host(with_types, 0, 0);
-    CHECK(model.find(addr("0000:00:01.0"))->role == PciRole::root_port);
-    CHECK(model.find(addr("0000:01:00.0"))->role == PciRole::switch_upstream);
-    CHECK(model.find(addr("0000:02:00.0"))->role == PciRole::switch_downstream);
-    CHECK(model.find(addr("0000:03:00.0"))->role == PciRole::gpu);
-    CHECK(model.find(addr("0000:04:00.0"))->role == PciRole::nic);
+    CHECK(model.find(addr("0000:00:01.0"))->role == numa::PciRole::root_port);
+    CHECK(model.find(addr("0000:01:00.0"))->role == numa::PciRole::switch_upstream);
+    CHECK(model.find(addr("0000:02:00.0"))->role == numa::PciRole::switch_downstream);
+    CHECK(model.find(addr("0000:03:00.0"))->role == numa::PciRole::gpu);
+    CHECK(model.find(addr("0000:04:00.0"))->role == numa::PciRole::nic);
     const auto& sw = model.switches.at(0);
     CHECK(sw.upstream == addr("0000:01:00.0"));
     CHECK(sw.downstream == std::vector<PciAddress>{addr("0000:02:00.0"), addr("0000:02:01.0")});
@@ -89,36 +89,37 @@ TEST_CASE("roles come from the PCIe port type, and from the tree's shape when co
 }
 
 TEST_CASE("a bridge below a root port with no bridges beneath it is not a switch") {
-  HostModel model;
+  numa::HostModel model;
   model.pci_devices = {bridge("0000:00:1c.0", std::nullopt, std::nullopt, 0),
                        bridge("0000:04:00.0", "0000:00:1c.0", std::nullopt, 0),
                        endpoint("0000:05:00.0", "0000:04:00.0", 0x102b, 0x030000, 0, false)};
   finish_model(model);
-  CHECK(model.find(addr("0000:04:00.0"))->role == PciRole::other);
+  CHECK(model.find(addr("0000:04:00.0"))->role == numa::PciRole::other);
   CHECK(model.switches.empty());
 }
 
 TEST_CASE("endpoint roles: NVIDIA display and bridge-other classes, ConnectX only, NVMe by programming interface") {
-  const PciFunction root = bridge("0000:00:01.0", std::nullopt, PciePortType::root_port, 0);
-  CHECK(classify(endpoint("0000:01:00.0", "0000:00:01.0", 0x10de, 0x030000, 0), &root, false) == PciRole::gpu);
-  CHECK(classify(endpoint("0000:01:00.0", "0000:00:01.0", 0x10de, 0x068000, 0), &root, false) == PciRole::nvswitch);
-  CHECK(classify(endpoint("0000:01:00.1", "0000:00:01.0", 0x10de, 0x040300, 0), &root, false) == PciRole::other);
-  CHECK(classify(endpoint("0000:01:00.0", "0000:00:01.0", 0x15b3, 0x020700, 0), &root, false) == PciRole::nic);
-  CHECK(classify(endpoint("0000:01:00.0", "0000:00:01.0", 0x8086, 0x020000, 0), &root, false) == PciRole::other);
-  CHECK(classify(endpoint("0000:01:00.0", "0000:00:01.0", 0x144d, 0x010802, 0), &root, false) == PciRole::nvme);
-  CHECK(classify(endpoint("0000:01:00.0", "0000:00:01.0", 0x8086, 0x010801, 0), &root, false) == PciRole::other);
-  PciFunction dmi = bridge("0000:00:1e.0", std::nullopt, std::nullopt, 0);
+  const numa::PciFunction root = bridge("0000:00:01.0", std::nullopt, numa::PciePortType::root_port, 0);
+  CHECK(classify(endpoint("0000:01:00.0", "0000:00:01.0", 0x10de, 0x030000, 0), &root, false) == numa::PciRole::gpu);
+  CHECK(classify(endpoint("0000:01:00.0", "0000:00:01.0", 0x10de, 0x068000, 0), &root, false) ==
+        numa::PciRole::nvswitch);
+  CHECK(classify(endpoint("0000:01:00.1", "0000:00:01.0", 0x10de, 0x040300, 0), &root, false) == numa::PciRole::other);
+  CHECK(classify(endpoint("0000:01:00.0", "0000:00:01.0", 0x15b3, 0x020700, 0), &root, false) == numa::PciRole::nic);
+  CHECK(classify(endpoint("0000:01:00.0", "0000:00:01.0", 0x8086, 0x020000, 0), &root, false) == numa::PciRole::other);
+  CHECK(classify(endpoint("0000:01:00.0", "0000:00:01.0", 0x144d, 0x010802, 0), &root, false) == numa::PciRole::nvme);
+  CHECK(classify(endpoint("0000:01:00.0", "0000:00:01.0", 0x8086, 0x010801, 0), &root, false) == numa::PciRole::other);
+  numa::PciFunction dmi = bridge("0000:00:1e.0", std::nullopt, std::nullopt, 0);
   dmi.class_code = 0x060401;  // subtractive decode
-  CHECK(classify(dmi, nullptr, true) == PciRole::other);
+  CHECK(classify(dmi, nullptr, true) == numa::PciRole::other);
 }
 
 TEST_CASE("IOMMU groups collect their members") {
-  HostModel model;
+  numa::HostModel model;
   auto gpu = endpoint("0000:01:00.0", "0000:00:01.0", 0x10de, 0x030000, 0);
   auto audio = endpoint("0000:01:00.1", "0000:00:01.0", 0x10de, 0x040300, 0);
   gpu.iommu_group = 7;
   audio.iommu_group = 7;
-  model.pci_devices = {bridge("0000:00:01.0", std::nullopt, PciePortType::root_port, 0), gpu, audio};
+  model.pci_devices = {bridge("0000:00:01.0", std::nullopt, numa::PciePortType::root_port, 0), gpu, audio};
   finish_model(model);
   REQUIRE(model.iommu_groups.size() == 1);
   CHECK(model.iommu_groups[0].id == 7);
@@ -126,4 +127,4 @@ TEST_CASE("IOMMU groups collect their members") {
 }
 
 }  // namespace
-}  // namespace hostagent::numa::detail
+}  // namespace hostagent::discovery::detail

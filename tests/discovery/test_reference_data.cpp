@@ -14,14 +14,14 @@
 #include "hostagent/numa/placement.hpp"
 #include "test_support.hpp"
 
-namespace hostagent::numa {
+namespace hostagent::discovery {
 namespace {
 
 namespace fs = std::filesystem;
 using testing::TempDir;
 
-std::map<std::string, const PciFunction*> by_address(const HostModel& model) {
-  std::map<std::string, const PciFunction*> out;
+std::map<std::string, const numa::PciFunction*> by_address(const numa::HostModel& model) {
+  std::map<std::string, const numa::PciFunction*> out;
   for (const auto& f : model.pci_devices) out[f.address.to_string()] = &f;
   return out;
 }
@@ -29,7 +29,7 @@ std::map<std::string, const PciFunction*> by_address(const HostModel& model) {
 // The sysfs snapshot discovered through our reader and hwloc's expected XML for it must tell the same
 // story: the same NUMA nodes with the same CPUs and memory, the same PCI functions on the same
 // parents, and the same locality for each function.
-void check_snapshot_matches_expected(const HostModel& from_sysfs, const HostModel& from_xml) {
+void check_snapshot_matches_expected(const numa::HostModel& from_sysfs, const numa::HostModel& from_xml) {
   REQUIRE(from_sysfs.numa_nodes.size() == from_xml.numa_nodes.size());
   for (size_t i = 0; i < from_xml.numa_nodes.size(); ++i) {
     CAPTURE(from_xml.numa_nodes[i].id);
@@ -44,7 +44,7 @@ void check_snapshot_matches_expected(const HostModel& from_sysfs, const HostMode
     CAPTURE(expected.address.to_string());
     const auto it = sysfs_pci.find(expected.address.to_string());
     REQUIRE(it != sysfs_pci.end());
-    const PciFunction& actual = *it->second;
+    const numa::PciFunction& actual = *it->second;
     CHECK(actual.vendor_id == expected.vendor_id);
     CHECK(actual.device_id == expected.device_id);
     CHECK((actual.class_code >> 8) == (expected.class_code >> 8));
@@ -84,7 +84,7 @@ TEST_CASE("hwloc snapshot 32em64t-2n8c: sysfs discovery agrees with hwloc's expe
   // The ConnectX-3 (15b3:1003) is on node 1, as its numa_node file says.
   const auto* nic = from_sysfs->find(PciAddress::parse("0000:82:00.0").value());
   REQUIRE(nic != nullptr);
-  CHECK(nic->role == PciRole::nic);
+  CHECK(nic->role == numa::PciRole::nic);
   CHECK(nic->numa_node == std::optional<int>(1));
   CHECK(nic->driver == std::optional<std::string>("mlx4_core"));
 }
@@ -161,11 +161,12 @@ TEST_CASE("DGX-2 hwloc export: 16 V100 behind two levels of PCIe switches, 8 per
 
   std::map<int, int> gpus_per_node;
   for (const auto& f : model->pci_devices) {
-    if (f.role != PciRole::gpu) continue;
+    if (f.role != numa::PciRole::gpu) continue;
     CAPTURE(f.address.to_string());
     CHECK(f.device_id == 0x1db8);
     int switch_levels = 0;
-    for (const auto& bridge : f.bridge_chain) switch_levels += model->find(bridge)->role == PciRole::switch_upstream;
+    for (const auto& bridge : f.bridge_chain)
+      switch_levels += model->find(bridge)->role == numa::PciRole::switch_upstream;
     CHECK(switch_levels == 2);
     REQUIRE(f.numa_node.has_value());
     ++gpus_per_node[*f.numa_node];
@@ -175,7 +176,7 @@ TEST_CASE("DGX-2 hwloc export: 16 V100 behind two levels of PCIe switches, 8 per
   }
   CHECK(gpus_per_node == std::map<int, int>{{0, 8}, {1, 8}});
   const auto nvswitches = std::count_if(model->pci_devices.begin(), model->pci_devices.end(),
-                                        [](const PciFunction& f) { return f.role == PciRole::nvswitch; });
+                                        [](const numa::PciFunction& f) { return f.role == numa::PciRole::nvswitch; });
   CHECK(nvswitches == 11);  // the twelfth has an all-zero config space: hwloc reports no ids for it
   CHECK(model->iommu_groups.empty());
 }
@@ -187,12 +188,12 @@ TEST_CASE("DGX-2 hwloc export: an 8-GPU placement makes one clique per parent sw
   if (!data) return;
   const auto model = discover_from_hwloc_xml(*data / "hwloc/nvidiaDGX2.xml");
   REQUIRE_MESSAGE(model.ok(), model.error().message);
-  PlacementRequest request;
+  numa::PlacementRequest request;
   request.vcpus = 4;
   request.memory_bytes = 64ULL << 30;
   request.gpus = 8;
   request.peer_to_peer = true;
-  HostPolicy policy;
+  numa::HostPolicy policy;
   policy.check_hugepages = false;
   const auto placement = place(*model, {}, policy, request);
   REQUIRE_MESSAGE(placement.ok(), placement.error().message);
@@ -203,7 +204,7 @@ TEST_CASE("DGX-2 hwloc export: an 8-GPU placement makes one clique per parent sw
     // The outermost switch upstream port above the GPU (bridge_chain is nearest first).
     std::optional<PciAddress> parent;
     for (const auto& bridge : f->bridge_chain) {
-      if (model->find(bridge)->role == PciRole::switch_upstream) parent = bridge;
+      if (model->find(bridge)->role == numa::PciRole::switch_upstream) parent = bridge;
     }
     REQUIRE(parent.has_value());
     CHECK(parent != f->pcie_switch);  // two levels: the parent is not the GPU's own switch
@@ -267,4 +268,4 @@ TEST_CASE("libvirt's 4-socket Opteron 6172 snapshot: 8 NUMA nodes of 6 cores, no
 }
 
 }  // namespace
-}  // namespace hostagent::numa
+}  // namespace hostagent::discovery

@@ -83,7 +83,7 @@ TEST_CASE(
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
     CHECK(sync->passes() >= 2);
-    auto created = daemon::create_vm(*service, odd.fixture.request("odd-tenant", testing::kOneGpu));
+    auto created = service::create_vm(*service, odd.fixture.request("odd-tenant", testing::kOneGpu));
     CHECK_MESSAGE(created.ok(), created.error().message);
   }
 }

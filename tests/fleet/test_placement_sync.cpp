@@ -25,7 +25,7 @@ struct Fleet {
   std::string url;
   DaemonFixture fixture;
   std::shared_ptr<testing::ManualClock> clock = std::make_shared<testing::ManualClock>();
-  std::unique_ptr<daemon::VmService> service;
+  std::unique_ptr<service::VmService> service;
   std::unique_ptr<PlacementClient> placement;
   std::unique_ptr<daemon::PlacementConverger> converger;
 
@@ -63,7 +63,7 @@ struct Fleet {
     auto request = fixture.request(name, kTwoGpus);
     if (!uuid.empty()) request.uuid = Uuid::parse(uuid, "uuid").value();
     request.claim = claim;
-    auto created = daemon::create_vm(*service, request);
+    auto created = service::create_vm(*service, request);
     REQUIRE_MESSAGE(created.ok(), created.error().message);
     return created->uuid;
   }
@@ -150,7 +150,7 @@ TEST_CASE("a VM's allocation follows its create and its delete") {
   auto state = fleet.placement->consumer(uuid);
   REQUIRE(state.ok());
   CHECK(state->consumer_type == kVmConsumer);
-  REQUIRE(daemon::delete_vm(*fleet.service, testing::vm_name("train-0")).ok());
+  REQUIRE(service::delete_vm(*fleet.service, testing::vm_name("train-0")).ok());
   const auto after_delete = fleet.pass(false);
   CHECK(allocations_of(*fleet.placement, uuid).empty());
   CHECK(after_delete.changes.size() >= 1);
@@ -190,7 +190,7 @@ TEST_CASE("a claimed create gets exactly its claim, and the claim becomes the VM
   // The same UUID again is another VM's: refused before anything is placed.
   auto twin = fleet.fixture.request("train-2", kTwoGpus);
   twin.uuid = Uuid::parse(consumer, "uuid").value();
-  auto refused = daemon::create_vm(*fleet.service, twin);
+  auto refused = service::create_vm(*fleet.service, twin);
   REQUIRE_FALSE(refused.ok());
   CHECK(refused.error().code == ErrorCode::conflict);
 }

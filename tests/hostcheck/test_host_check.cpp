@@ -214,7 +214,7 @@ TEST_CASE("a Max_Read_Request_Size below 256 bytes warns, naming the function") 
     file.write(devctl, 2);
     REQUIRE(file.good());
   }
-  auto rediscovered = numa::discover_from_sysfs(host.dir.path());
+  auto rediscovered = discovery::discover_from_sysfs(host.dir.path());
   REQUIRE(rediscovered.ok());
   host.model = std::move(rediscovered).value();
   const auto check = named(host.checks(), "max read request");

@@ -157,14 +157,7 @@ std::vector<std::string> sources_under(const fs::path& root) {
 
 std::vector<std::string> quoted_includes(const fs::path& file) {
   static const std::regex include(R"re(^\s*#\s*include\s*"([^"]+)")re");
-  std::vector<std::string> out;
-  std::ifstream in(file);
-  std::string line;
-  std::smatch match;
-  while (std::getline(in, line)) {
-    if (std::regex_search(line, match, include)) out.push_back(match[1].str());
-  }
-  return out;
+  return line_matches(file, include);
 }
 
 struct Tree {
@@ -204,6 +197,17 @@ std::string allowed_list(const Layer& layer) {
 }
 
 }  // namespace
+
+std::vector<std::string> line_matches(const fs::path& file, const std::regex& pattern) {
+  std::vector<std::string> out;
+  std::ifstream in(file);
+  std::string line;
+  std::smatch match;
+  while (std::getline(in, line)) {
+    if (std::regex_search(line, match, pattern)) out.push_back(match[1].str());
+  }
+  return out;
+}
 
 Result<Rules> parse_rules(const std::string& markdown) {
   Rules rules;

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <filesystem>
+#include <regex>
 #include <set>
 #include <string>
 #include <utility>
@@ -46,5 +47,14 @@ std::vector<std::string> check_tree(const std::filesystem::path& root, const Rul
 // link none of its files needs (no file of it includes a header the linked library publishes), and
 // a PUBLIC link none of its public headers needs. A target's layer is its first source's.
 std::vector<std::string> check_links(const std::filesystem::path& root, const Rules& rules);
+
+// Every file of a library (as check_links reads them) that declares a hostagent namespace other
+// than its library's: hostagent::X, or one inside it, for a library publishing hostagent/X/
+// headers; common's is hostagent itself. One line each.
+std::vector<std::string> check_namespaces(const std::filesystem::path& root, const Rules& rules);
+
+// The first group of `pattern` in each line of `file` that it matches, in order: how the checks read
+// includes and namespace declarations.
+std::vector<std::string> line_matches(const std::filesystem::path& file, const std::regex& pattern);
 
 }  // namespace hostagent::testing::layering

@@ -178,12 +178,8 @@ std::set<std::string> includes_of(const fs::path& root, const std::set<std::stri
   static const std::regex include(R"re(^\s*#\s*include\s*"([^"]+)")re");
   std::set<std::string> out;
   for (const auto& file : files) {
-    std::ifstream in(root / file);
-    std::string line;
-    std::smatch match;
-    while (std::getline(in, line)) {
-      if (std::regex_search(line, match, include)) out.insert(match[1].str());
-    }
+    const auto found = line_matches(root / file, include);
+    out.insert(found.begin(), found.end());
   }
   return out;
 }
@@ -218,11 +214,69 @@ std::vector<std::string> cmake_files(const fs::path& root, const Rules& rules) {
   return out;
 }
 
-}  // namespace
+// A target's own files: its sources, the headers beside them, and those under its include folders.
+std::set<std::string> own_files(const fs::path& root, const Target& target) {
+  std::set<std::string> files = headers_in(root, target.include_dirs);
+  for (const auto& source : target.sources) {
+    files.insert(source);
+    const auto beside = headers_beside(root, fs::path(source).parent_path());
+    files.insert(beside.begin(), beside.end());
+  }
+  return files;
+}
 
-std::vector<std::string> check_links(const fs::path& root, const Rules& rules) {
+std::map<std::string, Target> targets_of(const fs::path& root, const Rules& rules) {
   std::map<std::string, Target> targets;
   for (const auto& file : cmake_files(root, rules)) read_cmake_file(root, file, rules, targets);
+  return targets;
+}
+
+// The namespace a library's files declare: hostagent::X for the hostagent/X/ folder its public
+// headers are in; common, the base of every layer, is hostagent's own. "" for a target that
+// publishes no hostagent/ folder (a program's pieces).
+std::string namespace_of(const fs::path& root, const Target& target) {
+  for (const auto& header : offered(root, target)) {
+    const auto parts = fs::path(header);
+    auto it = parts.begin();
+    if (it == parts.end() || *it != "hostagent" || ++it == parts.end()) continue;
+    const std::string folder = it->string();
+    return folder == "common" ? "hostagent" : "hostagent::" + folder;
+  }
+  return "";
+}
+
+// hostagent::numa -> hostagent/numa/; hostagent -> hostagent/common/.
+std::string folder_of(const std::string& expected) {
+  if (expected == "hostagent") return "hostagent/common/";
+  return "hostagent/" + expected.substr(std::string("hostagent::").size()) + "/";
+}
+
+std::set<std::string> namespaces_declared(const fs::path& file) {
+  static const std::regex declared(R"(^\s*namespace\s+(hostagent(::[A-Za-z_][A-Za-z0-9_]*)*)\s*\{)");
+  const auto found = line_matches(file, declared);
+  return {found.begin(), found.end()};
+}
+
+}  // namespace
+
+std::vector<std::string> check_namespaces(const fs::path& root, const Rules& rules) {
+  std::set<std::string> problems;  // a header two libraries publish is judged once per library
+  for (const auto& [name, target] : targets_of(root, rules)) {
+    const std::string expected = namespace_of(root, target);
+    if (target.layer.empty() || expected.empty()) continue;
+    for (const auto& file : own_files(root, target)) {
+      for (const auto& declared : namespaces_declared(root / file)) {
+        if (declared == expected || declared.rfind(expected + "::", 0) == 0) continue;
+        problems.insert(file + ": namespace " + declared + ", yet " + name + " publishes its headers as " +
+                        folder_of(expected) + ": declare " + expected + " (or one inside it)");
+      }
+    }
+  }
+  return {problems.begin(), problems.end()};
+}
+
+std::vector<std::string> check_links(const fs::path& root, const Rules& rules) {
+  const auto targets = targets_of(root, rules);
   std::vector<std::string> problems;
   for (const auto& [name, target] : targets) {
     if (target.layer.empty()) continue;
@@ -230,13 +284,7 @@ std::vector<std::string> check_links(const fs::path& root, const Rules& rules) {
     for (const auto& candidate : rules.layers) {
       if (candidate.name == target.layer) layer = &candidate;
     }
-    std::set<std::string> own_files = headers_in(root, target.include_dirs);
-    for (const auto& source : target.sources) {
-      own_files.insert(source);
-      const auto beside = headers_beside(root, fs::path(source).parent_path());
-      own_files.insert(beside.begin(), beside.end());
-    }
-    const auto included = includes_of(root, own_files);
+    const auto included = includes_of(root, own_files(root, target));
     const auto published = includes_of(root, headers_in(root, target.public_dirs));
     for (const auto& [library, is_public] : target.links) {
       const auto linked = targets.find(library);

@@ -71,11 +71,20 @@ TEST_CASE("the source tree keeps to the layers docs/architecture.md draws") {
   CHECK(parsed->debts.empty());
 }
 
-TEST_CASE("the libraries link only what their layers may include, and only what their files include") {
-  const auto markdown = read_text_file(source_dir() / "docs" / "architecture.md");
-  auto parsed = parse_rules(markdown);
+// docs/architecture.md's tables, as the checks of the real tree read them.
+Rules tree_rules() {
+  auto parsed = parse_rules(read_text_file(source_dir() / "docs" / "architecture.md"));
   REQUIRE_MESSAGE(parsed.ok(), parsed.error().message);
-  const auto problems = check_links(source_dir(), *parsed);
+  return std::move(parsed).value();
+}
+
+TEST_CASE("the libraries link only what their layers may include, and only what their files include") {
+  const auto problems = check_links(source_dir(), tree_rules());
+  for (const auto& problem : problems) FAIL_CHECK(problem);
+}
+
+TEST_CASE("each library's files declare the namespace of the folder its headers are published in") {
+  const auto problems = check_namespaces(source_dir(), tree_rules());
   for (const auto& problem : problems) FAIL_CHECK(problem);
 }
 
@@ -163,6 +172,23 @@ TEST_CASE("the link checker names a forbidden link, a link nothing needs and a P
                         "public headers includes a header of it: link it PRIVATE",
                         "vfio/CMakeLists.txt: hostagent_vfio (adapters) links hostagent_common, yet none of its files "
                         "includes a header of it: drop the link"});
+}
+
+TEST_CASE("the namespace checker names a file declaring another library's namespace") {
+  TempDir dir;
+  write_linked_tree(dir.path());
+  write_text_file(dir.path() / "common/src/result.cpp", "namespace hostagent::text {\n}  // common: hostagent's own\n");
+  write_text_file(dir.path() / "numa/src/model.cpp", "namespace hostagent::numa::detail {\n}\n");
+  CHECK(check_namespaces(dir.path(), rules()).empty());
+  // vfio's source in numa's namespace; its public header in a namespace of no library.
+  write_text_file(dir.path() / "vfio/src/binder.cpp",
+                  "#include \"hostagent/vfio/binder.hpp\"\nnamespace hostagent::numa {\n}\n");
+  write_text_file(dir.path() / "vfio/include/hostagent/vfio/binder.hpp", "  namespace hostagent {\n}\n");
+  CHECK(check_namespaces(dir.path(), rules()) ==
+        std::vector<std::string>{"vfio/include/hostagent/vfio/binder.hpp: namespace hostagent, yet hostagent_vfio "
+                                 "publishes its headers as hostagent/vfio/: declare hostagent::vfio (or one inside it)",
+                                 "vfio/src/binder.cpp: namespace hostagent::numa, yet hostagent_vfio publishes its "
+                                 "headers as hostagent/vfio/: declare hostagent::vfio (or one inside it)"});
 }
 
 TEST_CASE("malformed tables are refused, naming the line") {

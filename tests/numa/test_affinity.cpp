@@ -13,7 +13,7 @@ HostModel discover_vela1(const testing::TempDir& dir) {
   const auto spec = simhost::builtin_host("vela1");
   REQUIRE(spec.ok());
   REQUIRE(simhost::write_sysfs_tree(*spec, dir.path()).ok());
-  auto model = discover_from_sysfs(dir.path());
+  auto model = discovery::discover_from_sysfs(dir.path());
   REQUIRE_MESSAGE(model.ok(), model.error().message);
   return std::move(*model);
 }

@@ -31,7 +31,7 @@ std::unique_ptr<SharedHost> discover_spec(const simhost::HostSpec& spec) {
   auto out = std::make_unique<SharedHost>();
   const auto written = simhost::write_sysfs_tree(spec, out->dir.path());
   REQUIRE_MESSAGE(written.ok(), written.error().message);
-  auto model = discover_from_sysfs(out->dir.path());
+  auto model = discovery::discover_from_sysfs(out->dir.path());
   REQUIRE_MESSAGE(model.ok(), model.error().message);
   out->model = std::move(model).value();
   return out;

@@ -186,7 +186,7 @@ std::unique_ptr<Host> discover_uncached(const std::string& name, int vfs_per_pf)
   if (vfs_per_pf > 0) enable_vfs(*spec, vfs_per_pf);
   const auto written = simhost::write_sysfs_tree(*spec, out->dir.path());
   REQUIRE_MESSAGE(written.ok(), written.error().message);
-  auto model = numa::discover_from_sysfs(out->dir.path());
+  auto model = discovery::discover_from_sysfs(out->dir.path());
   REQUIRE_MESSAGE(model.ok(), model.error().message);
   out->model = std::move(model).value();
   return out;

@@ -260,7 +260,7 @@ const numa::HostModel* dgx2() {
   const auto data = reference_data_or_skip();
   if (!data) return nullptr;
   static const auto model = [&] {
-    auto discovered = numa::discover_from_hwloc_xml(*data / "hwloc/nvidiaDGX2.xml");
+    auto discovered = discovery::discover_from_hwloc_xml(*data / "hwloc/nvidiaDGX2.xml");
     REQUIRE_MESSAGE(discovered.ok(), discovered.error().message);
     return std::move(discovered).value();
   }();

@@ -137,7 +137,7 @@ TEST_CASE("discovery reads the VFs the model created as it reads a host's") {
   Vela2 host;
   REQUIRE(numvfs(host, "0\n").ok());
   REQUIRE(numvfs(host, "6\n").ok());
-  const auto model = numa::discover_from_sysfs(host.dir.path());
+  const auto model = discovery::discover_from_sysfs(host.dir.path());
   REQUIRE(model.ok());
   const auto* pf = model->find(numa::PciAddress::parse(kPf).value());
   REQUIRE(pf != nullptr);

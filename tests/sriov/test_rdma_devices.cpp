@@ -43,7 +43,7 @@ TEST_CASE("the sysfs reader finds every RDMA device of vela2 with its PCI functi
   const auto devices = read_rdma_devices_sysfs(host.sysfs());
   REQUIRE(devices.ok());
   CHECK(devices->size() == 40);  // 8 PFs and their 32 VFs
-  const auto model = numa::discover_from_sysfs(host.dir.path()).value();
+  const auto model = discovery::discover_from_sysfs(host.dir.path()).value();
   for (const auto& device : *devices) {
     CAPTURE(device.name);
     REQUIRE(device.pci.has_value());
@@ -125,7 +125,7 @@ TEST_CASE("one function's RDMA devices are those registered under it, and a func
   }
   CHECK(with_rdma == 40);
   // A GPU registers no RDMA device.
-  const auto model = numa::discover_from_sysfs(host.dir.path()).value();
+  const auto model = discovery::discover_from_sysfs(host.dir.path()).value();
   for (const auto& function : model.pci_devices) {
     if (function.role != numa::PciRole::gpu) continue;
     const auto none = read_rdma_devices_of(host.sysfs(), function.address);

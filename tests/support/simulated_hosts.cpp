@@ -12,7 +12,7 @@ numa::HostModel discover_simulated(const std::string& name, const TempDir& dir) 
   REQUIRE_MESSAGE(spec.ok(), spec.error().message);
   const auto written = simhost::write_sysfs_tree(*spec, dir.path());
   REQUIRE_MESSAGE(written.ok(), written.error().message);
-  auto model = numa::discover_from_sysfs(dir.path());
+  auto model = discovery::discover_from_sysfs(dir.path());
   REQUIRE_MESSAGE(model.ok(), model.error().message);
   model->source = "simulated:" + name;
   return std::move(model).value();

@@ -49,7 +49,7 @@ struct Host {
   }
   std::map<std::string, std::string> snapshot() const { return testing::snapshot_tree(dir.path()); }
   // A second, independent reader: the host as discovery (numa's libpci reader) now sees it.
-  numa::HostModel rediscover() const { return numa::discover_from_sysfs(dir.path()).value(); }
+  numa::HostModel rediscover() const { return discovery::discover_from_sysfs(dir.path()).value(); }
 };
 
 // A ConfigSpace over another that fails the Nth write, or keeps some bits as they are on every write
@@ -395,7 +395,7 @@ TEST_CASE("a port without ACS and a device without ATS are left out of the plan"
   }
   testing::TempDir dir;
   REQUIRE(simhost::write_sysfs_tree(spec, dir.path()).ok());
-  const auto model = numa::discover_from_sysfs(dir.path()).value();
+  const auto model = discovery::discover_from_sysfs(dir.path()).value();
   auto config = make_libpci_config_space(dir.path()).value();
   const auto plan = p2p_needs(model, {at("0000:83:00.0"), at("0000:84:00.0")}, *config).value();
   const std::vector<RegisterChange> expected{{at("0000:80:02.0"), Register::acs_control, 0x001d, 0x005d},

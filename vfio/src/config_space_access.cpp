@@ -40,7 +40,7 @@ using DevicePtr = std::unique_ptr<pci_dev, DeviceDeleter>;
 
 class LibpciConfigSpace final : public ConfigSpace {
  public:
-  LibpciConfigSpace(numa::LibpciSession session, std::filesystem::path bus_pci)
+  LibpciConfigSpace(discovery::LibpciSession session, std::filesystem::path bus_pci)
       : session_(std::move(session)), bus_pci_(std::move(bus_pci)) {}
 
   Result<uint16_t> read16(const numa::PciAddress& device, int offset) override {
@@ -59,7 +59,8 @@ class LibpciConfigSpace final : public ConfigSpace {
     int written = 0;
     // pci_write_word converts to little-endian and pwrite()s the config file, which the kernel
     // turns into config cycles (pci_write_config in drivers/pci/pci-sysfs.c).
-    if (!numa::LibpciSession::call([raw, offset, value, &written] { written = pci_write_word(raw, offset, value); }) ||
+    if (!discovery::LibpciSession::call(
+            [raw, offset, value, &written] { written = pci_write_word(raw, offset, value); }) ||
         written == 0) {
       return failure("write " + hex(value) + " to", device, offset);
     }
@@ -75,7 +76,7 @@ class LibpciConfigSpace final : public ConfigSpace {
     pci_cap* cap = nullptr;
     // A 256-byte config file (conventional PCI) reads as no extended capabilities: libpci's chain
     // walk stops at the failed read of 0x100 (lib/caps.c, pci_scan_ext_caps).
-    if (!numa::LibpciSession::call(
+    if (!discovery::LibpciSession::call(
             [raw, cap_id, &cap] { cap = pci_find_cap(raw, static_cast<unsigned>(cap_id), PCI_CAP_EXTENDED); })) {
       return failure("walk the extended capabilities of", device, 0x100);
     }
@@ -95,7 +96,7 @@ class LibpciConfigSpace final : public ConfigSpace {
     const DevicePtr dev = open(device);
     pci_dev* raw = dev.get();
     int read = 0;
-    if (!numa::LibpciSession::call(
+    if (!discovery::LibpciSession::call(
             [raw, offset, buf, length, &read] { read = pci_read_block(raw, offset, buf, length); }) ||
         read == 0) {
       return failure("read", device, offset);
@@ -105,7 +106,7 @@ class LibpciConfigSpace final : public ConfigSpace {
 
   Error failure(const std::string& operation, const numa::PciAddress& device, int offset) const {
     const std::string file = (bus_pci_ / "devices" / device.to_string() / "config").string();
-    const auto& said = numa::LibpciSession::report();
+    const auto& said = discovery::LibpciSession::report();
     std::string why = said.message.empty() ? "the file is shorter than the register" : said.message;
     ErrorCode code = ErrorCode::io_error;
     if (said.err == ENOENT) {
@@ -121,7 +122,7 @@ class LibpciConfigSpace final : public ConfigSpace {
   }
 
   std::mutex mutex_;
-  numa::LibpciSession session_;
+  discovery::LibpciSession session_;
   std::filesystem::path bus_pci_;
 };
 
@@ -129,7 +130,7 @@ class LibpciConfigSpace final : public ConfigSpace {
 
 Result<std::unique_ptr<ConfigSpace>> make_libpci_config_space(const std::filesystem::path& sysfs_root) {
   const std::filesystem::path bus_pci = sysfs_root / "sys" / "bus" / "pci";
-  HA_TRY(auto session, numa::LibpciSession::open(bus_pci));
+  HA_TRY(auto session, discovery::LibpciSession::open(bus_pci));
   return std::unique_ptr<ConfigSpace>(std::make_unique<LibpciConfigSpace>(std::move(session), bus_pci));
 }
 

@@ -9,8 +9,8 @@
 
 namespace hostagent::api::detail {
 
-std::string event_frame(uint64_t id, const daemon::ServiceEvent& event) {
-  const boost::json::value data = event.kind == daemon::ServiceEvent::Kind::operation && event.operation
+std::string event_frame(uint64_t id, const service::ServiceEvent& event) {
+  const boost::json::value data = event.kind == service::ServiceEvent::Kind::operation && event.operation
                                       ? operation_json(*event.operation)
                                       : api::to_json(event);
   // serialize() escapes control characters, so the data stays on one line as the format needs.
@@ -64,10 +64,10 @@ void ServiceEventStream::wait(std::function<void()> wake) {
   if (wake) wake();
 }
 
-EventLog::EventLog(daemon::VmService& service, std::size_t retained, uint64_t first_id)
+EventLog::EventLog(service::VmService& service, std::size_t retained, uint64_t first_id)
     : service_(service), retained_limit_(retained), first_id_(first_id), next_id_(first_id) {
   // The sink holds `this`: the destructor unsubscribes, which waits for a running sink, first.
-  subscription_ = service_.subscribe([this](const daemon::ServiceEvent& event) { publish(event); });
+  subscription_ = service_.subscribe([this](const service::ServiceEvent& event) { publish(event); });
 }
 
 EventLog::~EventLog() {
@@ -77,7 +77,7 @@ EventLog::~EventLog() {
 // Under the log's lock from numbering to the last stream's queue, so every stream sees the ids in
 // order whichever of the service's threads the events come from. A stream's push takes only its
 // own lock and posts its wake: it never calls back here.
-void EventLog::publish(const daemon::ServiceEvent& event) {
+void EventLog::publish(const service::ServiceEvent& event) {
   const std::lock_guard lock(mutex_);
   const uint64_t id = next_id_++;
   std::string frame = event_frame(id, event);

@@ -21,7 +21,7 @@
 namespace hostagent::api::detail {
 
 // "id: N\nevent: NAME\ndata: JSON\n\n". Operation errors are problem objects, as in the API's answers.
-std::string event_frame(uint64_t id, const daemon::ServiceEvent& event);
+std::string event_frame(uint64_t id, const service::ServiceEvent& event);
 // The overflow frame, without an id: it stands for frames that were never sent.
 std::string overflow_frame(uint64_t dropped);
 // The reset frame, without an id: what the client missed is not known; it should re-read what it
@@ -50,7 +50,7 @@ class EventLog {
   // Subscribed to `service` until destroyed. Ids start at `first_id`: the daemon passes its start
   // time in microseconds since the epoch, so ids also increase across restarts (a run makes far
   // fewer events than it lives microseconds). The last `retained` frames are kept.
-  EventLog(daemon::VmService& service, std::size_t retained, uint64_t first_id);
+  EventLog(service::VmService& service, std::size_t retained, uint64_t first_id);
   ~EventLog();
   EventLog(const EventLog&) = delete;
   EventLog& operator=(const EventLog&) = delete;
@@ -61,10 +61,10 @@ class EventLog {
   std::shared_ptr<ServiceEventStream> open(std::size_t capacity, std::optional<uint64_t> last_seen);
 
  private:
-  void publish(const daemon::ServiceEvent& event);
+  void publish(const service::ServiceEvent& event);
   std::vector<std::string> missed_since(uint64_t last_seen) const;  // under mutex_
 
-  daemon::VmService& service_;
+  service::VmService& service_;
   const std::size_t retained_limit_;
   const uint64_t first_id_;
   uint64_t subscription_ = 0;

@@ -23,7 +23,7 @@ boost::json::value optional_value(const std::optional<T>& value) {
   return boost::json::value_from(*value);
 }
 
-boost::json::value step_json(const daemon::CleaningStepView& step) {
+boost::json::value step_json(const service::CleaningStepView& step) {
   return boost::json::object{{"name", step.name},
                              {"result", step.result},
                              {"detail", step.detail},
@@ -34,7 +34,7 @@ boost::json::value step_json(const daemon::CleaningStepView& step) {
 
 // "scrub skipped: not scrubbed: no scrubber configured": each step that did not pass, worded for
 // the operator who gives the device to the next tenant.
-boost::json::array cleaning_marks(const daemon::CleaningRecordView& record) {
+boost::json::array cleaning_marks(const service::CleaningRecordView& record) {
   boost::json::array marks;
   for (const auto& step : record.steps) {
     if (step.result == "passed") continue;
@@ -43,7 +43,7 @@ boost::json::array cleaning_marks(const daemon::CleaningRecordView& record) {
   return marks;
 }
 
-boost::json::value last_cleaning_json(const daemon::CleaningRecordView& record) {
+boost::json::value last_cleaning_json(const service::CleaningRecordView& record) {
   return boost::json::object{{"sequence", record.sequence},
                              {"outcome", record.outcome},
                              {"vm", text_or_null(record.vm)},
@@ -53,7 +53,7 @@ boost::json::value last_cleaning_json(const daemon::CleaningRecordView& record) 
 
 }  // namespace
 
-boost::json::value operation_json(const daemon::OperationView& operation) {
+boost::json::value operation_json(const service::OperationView& operation) {
   boost::json::value json = api::to_json(operation);
   if (operation.error) {
     boost::system::error_code ec;
@@ -63,7 +63,7 @@ boost::json::value operation_json(const daemon::OperationView& operation) {
   return json;
 }
 
-boost::json::value quarantine_json(const daemon::QuarantineView& entry) {
+boost::json::value quarantine_json(const service::QuarantineView& entry) {
   return boost::json::object{{"address", entry.address.to_string()},
                              {"step", entry.step},
                              {"reason", entry.reason},
@@ -71,7 +71,7 @@ boost::json::value quarantine_json(const daemon::QuarantineView& entry) {
                              {"since", entry.since}};
 }
 
-boost::json::value cleaning_json(const daemon::CleaningView& entry) {
+boost::json::value cleaning_json(const service::CleaningView& entry) {
   return boost::json::object{{"address", entry.address.to_string()},
                              {"vm", text_or_null(entry.vm)},
                              {"since", entry.since},
@@ -79,7 +79,7 @@ boost::json::value cleaning_json(const daemon::CleaningView& entry) {
                              {"step", text_or_null(entry.step)}};
 }
 
-boost::json::value cleaning_record_json(const daemon::CleaningRecordView& record) {
+boost::json::value cleaning_record_json(const service::CleaningRecordView& record) {
   boost::json::array steps;
   for (const auto& step : record.steps) steps.push_back(step_json(step));
   return boost::json::object{{"sequence", record.sequence},
@@ -94,7 +94,7 @@ boost::json::value cleaning_record_json(const daemon::CleaningRecordView& record
                              {"sha256", record.sha256}};
 }
 
-boost::json::value history_json(const daemon::DeviceHistoryView& history) {
+boost::json::value history_json(const service::DeviceHistoryView& history) {
   boost::json::array cleanings;
   for (const auto& record : history.cleanings) cleanings.push_back(cleaning_record_json(record));
   return boost::json::object{

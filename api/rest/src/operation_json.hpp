@@ -12,27 +12,27 @@ namespace hostagent::api::detail {
 
 // api::to_json(OperationView) with a failed operation's error as an RFC 9457 problem object whose
 // instance is the operation's URL.
-boost::json::value operation_json(const daemon::OperationView& operation);
+boost::json::value operation_json(const service::OperationView& operation);
 
 // A quarantined device: address, step, reason, vm (null when none), since.
-boost::json::value quarantine_json(const daemon::QuarantineView& entry);
+boost::json::value quarantine_json(const service::QuarantineView& entry);
 
 // A device marked for cleaning: address, vm, since, held_by, step (each text null when "").
-boost::json::value cleaning_json(const daemon::CleaningView& entry);
+boost::json::value cleaning_json(const service::CleaningView& entry);
 
 // One cleaning as the evidence log holds it, its steps and the digests that chain it.
-boost::json::value cleaning_record_json(const daemon::CleaningRecordView& record);
+boost::json::value cleaning_record_json(const service::CleaningRecordView& record);
 
 // Every cleaning of a device, and whether the log's chain vouches for them: {"address",
 // "cleanings", "chain": {"whole", "broken"}}.
-boost::json::value history_json(const daemon::DeviceHistoryView& history);
+boost::json::value history_json(const service::DeviceHistoryView& history);
 
 // What the service knows of one device beyond the host model: each null or nullptr when none.
 struct DeviceStatus {
   std::optional<std::string> held_by = {};
-  const daemon::QuarantineView* quarantine = nullptr;
-  const daemon::CleaningView* cleaning = nullptr;
-  const daemon::CleaningRecordView* last_cleaning = nullptr;
+  const service::QuarantineView* quarantine = nullptr;
+  const service::CleaningView* cleaning = nullptr;
+  const service::CleaningRecordView* last_cleaning = nullptr;
 };
 
 // free, held, host, cleaning or quarantined: held wins (a held device is marked for cleaning from

@@ -19,12 +19,12 @@ constexpr std::string_view kOperationsPrefix = "/v1/operations/";
 
 class RestApiImpl final : public RestApi {
  public:
-  RestApiImpl(daemon::VmService& service, RestApiOptions options, std::unique_ptr<detail::AuditLog> audit)
+  RestApiImpl(service::VmService& service, RestApiOptions options, std::unique_ptr<detail::AuditLog> audit)
       : service_(service),
         options_(std::move(options)),
         audit_(std::move(audit)),
         events_(service_, options_.event_retained_frames, first_event_id(options_)) {
-    subscription_ = service_.subscribe([this](const daemon::ServiceEvent& event) { metrics_.on_event(event); });
+    subscription_ = service_.subscribe([this](const service::ServiceEvent& event) { metrics_.on_event(event); });
   }
   ~RestApiImpl() override { service_.unsubscribe(subscription_); }
   RestApiImpl(const RestApiImpl&) = delete;
@@ -98,7 +98,7 @@ class RestApiImpl final : public RestApi {
     return found;
   }
 
-  daemon::VmService& service_;
+  service::VmService& service_;
   const RestApiOptions options_;
   std::unique_ptr<detail::AuditLog> audit_;
   detail::ServiceMetrics metrics_;
@@ -115,7 +115,7 @@ std::vector<std::string> RestApi::probe_paths() {
   return {std::string(kLivePath), std::string(kReadyPath)};
 }
 
-Result<std::unique_ptr<RestApi>> RestApi::make(daemon::VmService& service, RestApiOptions options) {
+Result<std::unique_ptr<RestApi>> RestApi::make(service::VmService& service, RestApiOptions options) {
   HA_TRY(auto audit, detail::AuditLog::open(options.audit_log));
   return std::unique_ptr<RestApi>(new RestApiImpl(service, std::move(options), std::move(audit)));
 }

@@ -154,7 +154,7 @@ std::optional<RouteError> check_guest_access(const CreateText& create) {
 }
 
 // The checked request, or the first refusal in the order the fields are listed.
-std::variant<daemon::CreateVmRequest, RouteError> create_request(CreateText create) {
+std::variant<service::CreateVmRequest, RouteError> create_request(CreateText create) {
   auto name = checked<VmName>(create.name, "name");
   if (auto* error = std::get_if<RouteError>(&name)) return std::move(*error);
   auto template_name = checked<TemplateName>(create.template_name, "template");
@@ -177,15 +177,15 @@ std::variant<daemon::CreateVmRequest, RouteError> create_request(CreateText crea
   if (!create.claim.empty() && !uuid) {
     return bad("uuid", "uuid: a create with placement needs the UUID of the consumer that claimed it");
   }
-  return daemon::CreateVmRequest{.name = std::get<VmName>(std::move(name)),
-                                 .template_name = std::get<TemplateName>(std::move(template_name)),
-                                 .request_id = std::move(create.request_id),
-                                 .boot_image = std::move(create.boot_image),
-                                 .macs = std::move(macs),
-                                 .ssh_authorized_keys = std::move(create.ssh_authorized_keys),
-                                 .user_data = std::move(create.user_data),
-                                 .uuid = std::move(uuid),
-                                 .claim = std::move(create.claim)};
+  return service::CreateVmRequest{.name = std::get<VmName>(std::move(name)),
+                                  .template_name = std::get<TemplateName>(std::move(template_name)),
+                                  .request_id = std::move(create.request_id),
+                                  .boot_image = std::move(create.boot_image),
+                                  .macs = std::move(macs),
+                                  .ssh_authorized_keys = std::move(create.ssh_authorized_keys),
+                                  .user_data = std::move(create.user_data),
+                                  .uuid = std::move(uuid),
+                                  .claim = std::move(create.claim)};
 }
 
 ParsedRequest create_vm(const HttpRequest& request, const Params& /*params*/) {
@@ -207,7 +207,7 @@ ParsedRequest create_vm(const HttpRequest& request, const Params& /*params*/) {
   }
   auto checked_request = create_request(std::move(create));
   if (auto* error = std::get_if<RouteError>(&checked_request)) return std::move(*error);
-  return Command{command::CreateVm{std::get<daemon::CreateVmRequest>(std::move(checked_request))}};
+  return Command{command::CreateVm{std::get<service::CreateVmRequest>(std::move(checked_request))}};
 }
 
 ParsedRequest list_devices(const HttpRequest& request, const Params& /*params*/) {

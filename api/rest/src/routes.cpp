@@ -32,7 +32,7 @@ HttpResponse xml_response(std::string xml) {
 }
 
 // 202 with the operation and where to poll it.
-HttpResponse accepted(const Result<daemon::OperationView>& operation, const HttpRequest& request) {
+HttpResponse accepted(const Result<service::OperationView>& operation, const HttpRequest& request) {
   if (!operation.ok()) return service_problem(operation.error(), request);
   HttpResponse response = json_response(202, operation_json(*operation));
   response.headers.emplace_back("Location", "/v1/operations/" + operation->id);
@@ -46,7 +46,7 @@ HttpResponse json_or_problem(const Result<T>& result, const HttpRequest& request
 }
 
 // "" when no VM holds it.
-std::map<PciAddress, std::string> holders(const daemon::HostUsage& usage) {
+std::map<PciAddress, std::string> holders(const service::HostUsage& usage) {
   std::map<PciAddress, std::string> held_by;
   for (const auto& allocation : usage.held) {
     for (const auto& device : allocation.devices) held_by.emplace(device, allocation.vm);
@@ -71,11 +71,11 @@ const View* find_entry(const std::map<PciAddress, View>& entries, const PciAddre
 // its quarantine, its cleaning and its last cleaning.
 struct DeviceFacts {
   std::map<PciAddress, std::string> held_by;
-  std::map<PciAddress, daemon::QuarantineView> quarantine;
-  std::map<PciAddress, daemon::CleaningView> cleaning;
-  std::map<PciAddress, daemon::CleaningRecordView> last_cleaning;
+  std::map<PciAddress, service::QuarantineView> quarantine;
+  std::map<PciAddress, service::CleaningView> cleaning;
+  std::map<PciAddress, service::CleaningRecordView> last_cleaning;
 
-  DeviceFacts(daemon::VmService& service, const daemon::HostUsage& usage)
+  DeviceFacts(service::VmService& service, const service::HostUsage& usage)
       : held_by(holders(usage)),
         quarantine(by_address(service.quarantined())),
         cleaning(by_address(service.cleaning())),
@@ -103,7 +103,7 @@ struct Runner {
   RouteContext& context;
   const HttpRequest& request;
 
-  daemon::VmService& service() const { return context.service; }
+  service::VmService& service() const { return context.service; }
 
   HttpResponse operator()(const command::Live& /*unused*/) const {
     return json_response(200, boost::json::object{{"status", "ok"}});

@@ -12,7 +12,7 @@
 namespace hostagent::api::detail {
 
 struct RouteContext {
-  daemon::VmService& service;
+  service::VmService& service;
   const RestApiOptions& options;
   ServiceMetrics& metrics;
   EventLog& events;

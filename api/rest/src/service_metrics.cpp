@@ -38,7 +38,7 @@ void render_vms(MetricsText& out, const std::map<std::string, int>& by_state) {
   for (const auto& [state, count] : by_state) out.sample("hostagent_vms", {{"state", state}}, count);
 }
 
-void render_status(MetricsText& out, const daemon::ServiceStatus& status) {
+void render_status(MetricsText& out, const service::ServiceStatus& status) {
   out.family("hostagent_operations_in_flight", "Operations queued or running.", "gauge");
   out.sample("hostagent_operations_in_flight", {}, status.operations_in_flight);
   out.family("hostagent_libvirt_connected", "1 while the connection to libvirtd is up.", "gauge");
@@ -70,7 +70,7 @@ void render_capacity(MetricsText& out, const numa::Capacity& capacity) {
 }
 
 // By the step that failed: a run of failed resets says something a single failed bind does not.
-void render_quarantine(MetricsText& out, const std::vector<daemon::QuarantineView>& quarantined) {
+void render_quarantine(MetricsText& out, const std::vector<service::QuarantineView>& quarantined) {
   std::map<std::string, int> by_step;
   for (const auto& entry : quarantined) ++by_step[entry.step];
   out.family("hostagent_devices_quarantined",
@@ -78,7 +78,7 @@ void render_quarantine(MetricsText& out, const std::vector<daemon::QuarantineVie
   for (const auto& [step, count] : by_step) out.sample("hostagent_devices_quarantined", {{"step", step}}, count);
 }
 
-void render_cleaning(MetricsText& out, const std::vector<daemon::CleaningView>& cleaning) {
+void render_cleaning(MetricsText& out, const std::vector<service::CleaningView>& cleaning) {
   out.family("hostagent_devices_cleaning",
              "Tenants' devices out of placement until their cleaning passes, held by a VM or not.", "gauge");
   out.sample("hostagent_devices_cleaning", {}, static_cast<double>(cleaning.size()));
@@ -148,16 +148,16 @@ void render_connections(MetricsText& out, const ConnectionStats& stats) {
 
 ServiceMetrics::ServiceMetrics() : release_cleanings_(cleaning_step_bounds()), request_durations_(request_bounds()) {}
 
-void ServiceMetrics::on_event(const daemon::ServiceEvent& event) {
+void ServiceMetrics::on_event(const service::ServiceEvent& event) {
   if (event.release) {
     std::lock_guard lock(mutex_);
     release_cleanings_.observe(event.release->seconds);
   }
-  if (event.kind == daemon::ServiceEvent::Kind::cleaning && event.cleaned) {
+  if (event.kind == service::ServiceEvent::Kind::cleaning && event.cleaned) {
     on_cleaned(*event.cleaned);
     return;
   }
-  if (event.kind != daemon::ServiceEvent::Kind::operation || !event.operation) return;
+  if (event.kind != service::ServiceEvent::Kind::operation || !event.operation) return;
   const auto& operation = *event.operation;
   if (operation.state != "succeeded" && operation.state != "failed") return;
   std::lock_guard lock(mutex_);
@@ -191,7 +191,7 @@ void ServiceMetrics::on_event(const daemon::ServiceEvent& event) {
 
 // Once per record: the evidence log's sequence names a cleaning, as an id names an operation. A
 // skipped step did not run: its zero would only drag the step's distribution down.
-void ServiceMetrics::on_cleaned(const daemon::CleaningRecordView& record) {
+void ServiceMetrics::on_cleaned(const service::CleaningRecordView& record) {
   std::lock_guard lock(mutex_);
   if (!cleaned_.insert(record.sequence).second) return;
   cleaned_order_.push_back(record.sequence);
@@ -225,7 +225,7 @@ void ServiceMetrics::on_request(const std::string& method, unsigned status, std:
 // shares with every other that arrived meanwhile. So each answer was computed after its request
 // arrived (never stale), and a flood of scrapes costs one computation at a time, not one per
 // handler thread: the rest of the API keeps the other cores.
-std::string ServiceMetrics::render(daemon::VmService& service) {
+std::string ServiceMetrics::render(service::VmService& service) {
   std::unique_lock lock(scrape_mutex_);
   const uint64_t wanted = scrapes_started_ + 1;  // the first to start after this one arrived
   while (scrapes_finished_ < wanted) {
@@ -249,7 +249,7 @@ std::string ServiceMetrics::render(daemon::VmService& service) {
 // From what the service keeps: counts, the ledger's holdings and the poller's last health reading;
 // nothing here reads libvirt or sysfs. The sections that cost most are rendered again only when
 // their source changed.
-std::string ServiceMetrics::compute(daemon::VmService& service) {
+std::string ServiceMetrics::compute(service::VmService& service) {
   MetricsText out;
   out.reserve(last_size_ + last_size_ / 8);
   const auto status = service.status();
@@ -266,7 +266,7 @@ std::string ServiceMetrics::compute(daemon::VmService& service) {
 
 // capacity() walks every function of the host, and labels are formatted per node: on vela2 that is
 // most of a scrape (perf under bench_api), yet it changes only when a VM takes or gives something.
-const std::string& ServiceMetrics::capacity_text(const daemon::HostUsage& usage) {
+const std::string& ServiceMetrics::capacity_text(const service::HostUsage& usage) {
   if (usage.host == nullptr) {
     capacity_.reset();
     return empty_;
@@ -282,10 +282,10 @@ const std::string& ServiceMetrics::capacity_text(const daemon::HostUsage& usage)
   return capacity_->text;
 }
 
-// A reading is a new object each time the poller reads (daemon::DeviceHealthReading): the same
+// A reading is a new object each time the poller reads (service::DeviceHealthReading): the same
 // address, the same devices.
-const std::string& ServiceMetrics::health_text(const Result<daemon::DeviceHealthReading>& health) {
-  const daemon::DeviceHealthReading reading = health.ok() ? *health : nullptr;
+const std::string& ServiceMetrics::health_text(const Result<service::DeviceHealthReading>& health) {
+  const service::DeviceHealthReading reading = health.ok() ? *health : nullptr;
   if (reading == nullptr || reading != health_reading_) {
     MetricsText out;
     render_health(out, reading ? *reading : std::vector<numa::DeviceHealth>{});

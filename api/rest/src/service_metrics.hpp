@@ -29,18 +29,18 @@ class ServiceMetrics {
   // and a create's or start's phases, when it succeeded, in the phase histogram.
   // A cleaning event that ended (once per record sequence): its outcome counted, each step that ran
   // observed in the step histogram.
-  void on_event(const daemon::ServiceEvent& event);
+  void on_event(const service::ServiceEvent& event);
   void on_request(const std::string& method, unsigned status, std::chrono::nanoseconds latency);
   // The HTTP server's connection budget, read at each scrape from now on.
   void watch_connections(std::function<ConnectionStats()> read);
   // The exposition text, computed after the call began; reads the service (may block on libvirt).
-  std::string render(daemon::VmService& service);
+  std::string render(service::VmService& service);
 
  private:
-  std::string compute(daemon::VmService& service);
-  void on_cleaned(const daemon::CleaningRecordView& record);
-  const std::string& capacity_text(const daemon::HostUsage& usage);
-  const std::string& health_text(const Result<daemon::DeviceHealthReading>& health);
+  std::string compute(service::VmService& service);
+  void on_cleaned(const service::CleaningRecordView& record);
+  const std::string& capacity_text(const service::HostUsage& usage);
+  const std::string& health_text(const Result<service::DeviceHealthReading>& health);
   void render_counted(MetricsText& out);
 
   // Sections compute() reuses while their source is unchanged; only the one computation running
@@ -55,7 +55,7 @@ class ServiceMetrics {
     std::string text;
   };
   std::optional<CapacitySection> capacity_;
-  daemon::DeviceHealthReading health_reading_;  // the one health_text_ shows; held, so its address is not reused
+  service::DeviceHealthReading health_reading_;  // the one health_text_ shows; held, so its address is not reused
   std::string health_text_;
   const std::string empty_;
 

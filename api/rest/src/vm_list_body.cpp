@@ -7,7 +7,7 @@
 
 namespace hostagent::api::detail {
 
-std::string VmListBody::body_of(const daemon::VmList& list) {
+std::string VmListBody::body_of(const service::VmList& list) {
   std::lock_guard lock(mutex_);
   if (made_ && version_ == list.version) return body_;
   boost::json::array vms;

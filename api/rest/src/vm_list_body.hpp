@@ -1,5 +1,5 @@
 // api/rest, private: GET /v1/vms's body, kept with the version of the list it was made from
-// (daemon::VmList): a control plane polls the list far more often than VMs change, and the JSON is
+// (service::VmList): a control plane polls the list far more often than VMs change, and the JSON is
 // most of what the answer costs, so it is serialised once per version, not once per request.
 #pragma once
 
@@ -14,7 +14,7 @@ namespace hostagent::api::detail {
 class VmListBody {
  public:
   // The body for `list`: the kept one when it was made from the same version.
-  std::string body_of(const daemon::VmList& list);
+  std::string body_of(const service::VmList& list);
 
  private:
   std::mutex mutex_;

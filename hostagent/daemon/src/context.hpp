@@ -79,10 +79,10 @@ struct Context {
   GuestWatch guest_watch{*clock, *hypervisor, operations};
   std::atomic<uint64_t> operations_started{0};
   std::mutex report_mutex;
-  ReconcileReport last_reconcile;
+  service::ReconcileReport last_reconcile;
 };
 
 // The VM as the API shows it: the ledger's entry, with what the VM is doing now.
-VmView view_of(Context& context, const LedgerEntry& entry);
+service::VmView view_of(Context& context, const LedgerEntry& entry);
 
 }  // namespace hostagent::daemon

@@ -40,7 +40,8 @@ std::string hostname_of(const std::string& name) {
   return label.empty() ? "vm" : label;
 }
 
-state::VmRecord new_record(Context& context, const CreateVmRequest& request, const vmtemplates::VmTemplate& shape) {
+state::VmRecord new_record(Context& context, const service::CreateVmRequest& request,
+                           const vmtemplates::VmTemplate& shape) {
   state::VmRecord record;
   record.name = request.name;
   // Chosen here, not by libvirt, so the journal knows it before libvirt does and rollback can tell
@@ -71,7 +72,7 @@ state::VmRecord new_record(Context& context, const CreateVmRequest& request, con
 class CreateRun {
  public:
   CreateRun(Context& context, vmtemplates::VmTemplate shape, numa::Placement placement, state::VmRecord& record,
-            const CreateVmRequest& request, Timeline& timeline)
+            const service::CreateVmRequest& request, Timeline& timeline)
       : context_(context),
         shape_(std::move(shape)),
         placement_(std::move(placement)),
@@ -222,7 +223,7 @@ class CreateRun {
   vmtemplates::VmTemplate shape_;
   numa::Placement placement_;
   state::VmRecord& record_;
-  const CreateVmRequest& request_;
+  const service::CreateVmRequest& request_;
   std::string disk_path_;                             // where the disk step makes the overlay; "" without one
   std::string domain_xml_;                            // rendered before the first step, with the record in its metadata
   std::vector<render::GuestFileContent> nccl_files_;  // the seed's vendor files, rendered with the guest
@@ -230,7 +231,7 @@ class CreateRun {
 };
 
 // A retried create (same request id) of a VM that exists: the VM, not a conflict.
-std::optional<VmView> earlier_create(Context& context, const CreateVmRequest& request) {
+std::optional<service::VmView> earlier_create(Context& context, const service::CreateVmRequest& request) {
   if (request.request_id.empty()) return std::nullopt;
   const auto entry = context.ledger.find(request.name);
   if (!entry || !entry->record || entry->record->request_id != request.request_id) return std::nullopt;
@@ -256,7 +257,7 @@ StepEffect create_undo(std::string_view step) {
 
 // The image a request names, as the file it resolves to inside images.directories: a request
 // never makes a host file (/etc/shadow, another tenant's disk) the backing image of a guest's disk.
-Result<std::string> requested_image(const Context& context, const CreateVmRequest& request) {
+Result<std::string> requested_image(const Context& context, const service::CreateVmRequest& request) {
   // An image is as large as it is; only what it is, a regular file beneath those directories, is checked.
   HA_TRY(const auto image,
          open_inside(request.boot_image, AllowedDirectories{context.config.image_directories, "images.directories"},
@@ -285,7 +286,7 @@ Status check_macs(const vmtemplates::VmTemplate& shape, const std::vector<MacAdd
 
 }  // namespace
 
-Status check_create_request(const Context& context, const CreateVmRequest& request) {
+Status check_create_request(const Context& context, const service::CreateVmRequest& request) {
   if (!request.boot_image.empty()) {
     if (auto image = requested_image(context, request); !image.ok()) return image.error();
   }
@@ -309,7 +310,7 @@ Status check_create_request(const Context& context, const CreateVmRequest& reque
   return ok_status();
 }
 
-Result<VmView> create_vm(Context& context, const CreateVmRequest& request) {
+Result<service::VmView> create_vm(Context& context, const service::CreateVmRequest& request) {
   HA_TRY_STATUS(check_create_request(context, request));
   if (auto earlier = earlier_create(context, request)) return *earlier;
   HA_TRY(auto shape, find_template(context, request.template_name));

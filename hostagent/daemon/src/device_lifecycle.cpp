@@ -16,8 +16,8 @@ namespace {
 using state::DeviceState;
 using state::DeviceStateEntry;
 
-QuarantineView quarantine_view(const DeviceStateEntry& device) {
-  return QuarantineView{device.address, device.step, device.reason, device.vm, device.since};
+service::QuarantineView quarantine_view(const DeviceStateEntry& device) {
+  return service::QuarantineView{device.address, device.step, device.reason, device.vm, device.since};
 }
 
 // What happened to a quarantined device: the step and the account.
@@ -66,11 +66,11 @@ double seconds_between(const std::string& from, const std::string& to) {
   return std::chrono::duration<double>(*end - *start).count();
 }
 
-CleaningRecordView record_view(const state::EvidenceRecord& record) {
+service::CleaningRecordView record_view(const state::EvidenceRecord& record) {
   const auto& evidence = record.evidence;
-  CleaningRecordView view{record.sequence,        evidence.device,     evidence.role,        evidence.vm,
-                          evidence.outcome,       evidence.started_at, evidence.finished_at, {},
-                          record.previous_sha256, record.sha256};
+  service::CleaningRecordView view{record.sequence,        evidence.device,     evidence.role,        evidence.vm,
+                                   evidence.outcome,       evidence.started_at, evidence.finished_at, {},
+                                   record.previous_sha256, record.sha256};
   for (const auto& step : evidence.steps) {
     view.steps.push_back({step.name, step.result, step.detail, step.started_at, step.finished_at,
                           seconds_between(step.started_at, step.finished_at)});
@@ -218,7 +218,7 @@ void DeviceLifecycle::quarantine(const PciAddress& address, const std::string& s
                                  const std::string& vm) {
   DeviceStateEntry device{address, DeviceState::quarantined, step,
                           reason,  state::holder_name(vm),   rfc3339(parts_.clock.now())};
-  std::optional<ReleaseCleaningView> release;  // a device in cleaning ends its part of its VM's release
+  std::optional<service::ReleaseCleaningView> release;  // a device in cleaning ends its part of its VM's release
   std::string released_by;
   {
     const std::lock_guard lock(mutex_);
@@ -263,7 +263,7 @@ Status DeviceLifecycle::check_on_bus(const PciAddress& address, const std::strin
                                         ", and stays quarantined until it is back"};
 }
 
-Result<QuarantineView> DeviceLifecycle::clear(const PciAddress& address, const std::string& principal) {
+Result<service::QuarantineView> DeviceLifecycle::clear(const PciAddress& address, const std::string& principal) {
   HA_TRY_STATUS(check_on_bus(address, "cleared"));
   DeviceStateEntry cleared;
   {
@@ -289,26 +289,27 @@ Result<QuarantineView> DeviceLifecycle::clear(const PciAddress& address, const s
   return quarantine_view(cleared);
 }
 
-std::vector<QuarantineView> DeviceLifecycle::quarantined() const {
+std::vector<service::QuarantineView> DeviceLifecycle::quarantined() const {
   const std::lock_guard lock(mutex_);
-  std::vector<QuarantineView> out;
+  std::vector<service::QuarantineView> out;
   for (const auto& device : devices_) {
     if (device.state == DeviceState::quarantined) out.push_back(quarantine_view(device));
   }
   return out;
 }
 
-std::vector<CleaningView> DeviceLifecycle::cleaning() const {
+std::vector<service::CleaningView> DeviceLifecycle::cleaning() const {
   const auto held = held_devices(parts_.ledger.held());
   const std::lock_guard lock(mutex_);
-  std::vector<CleaningView> out;
+  std::vector<service::CleaningView> out;
   for (const auto& device : devices_) {
     if (device.state == DeviceState::cleaning) out.push_back(cleaning_view_locked(device, held));
   }
   return out;
 }
 
-Result<CleaningView> DeviceLifecycle::request_cleaning(const PciAddress& address, const std::string& principal) {
+Result<service::CleaningView> DeviceLifecycle::request_cleaning(const PciAddress& address,
+                                                                const std::string& principal) {
   const auto* function = parts_.host.find(address);
   if (function == nullptr || !placed_role(function->role)) {
     return Error{ErrorCode::not_found, "this host has no device " + address.to_string() + " to give to a VM"};
@@ -324,7 +325,7 @@ Result<CleaningView> DeviceLifecycle::request_cleaning(const PciAddress& address
     return Error{ErrorCode::conflict,
                  "device " + address.to_string() + " is held by vm " + vm + ": it is cleaned when the VM lets it go"};
   }
-  CleaningView view;
+  service::CleaningView view;
   {
     const std::lock_guard lock(mutex_);
     const auto* found = find_entry(devices_, address);
@@ -344,9 +345,9 @@ Result<CleaningView> DeviceLifecycle::request_cleaning(const PciAddress& address
   return view;
 }
 
-Result<DeviceHistoryView> DeviceLifecycle::history(const PciAddress& address) const {
+Result<service::DeviceHistoryView> DeviceLifecycle::history(const PciAddress& address) const {
   HA_TRY(const auto chain, evidence_->read());
-  DeviceHistoryView view{address, {}, chain.broken};
+  service::DeviceHistoryView view{address, {}, chain.broken};
   for (const auto& record : chain.records) {
     if (record.evidence.device == address) view.cleanings.push_back(record_view(record));
   }
@@ -356,7 +357,7 @@ Result<DeviceHistoryView> DeviceLifecycle::history(const PciAddress& address) co
   return view;
 }
 
-std::map<PciAddress, CleaningRecordView> DeviceLifecycle::last_cleanings() const {
+std::map<PciAddress, service::CleaningRecordView> DeviceLifecycle::last_cleanings() const {
   const std::lock_guard lock(mutex_);
   return last_;
 }
@@ -385,21 +386,21 @@ void DeviceLifecycle::note_waiting_locked(const DeviceStateEntry& entry) {
 }
 
 // The device left cleaning (cleaned, or quarantined): its release's figures once it was the last.
-std::optional<ReleaseCleaningView> DeviceLifecycle::end_in_release_locked(const std::string& vm,
-                                                                          const PciAddress& address,
-                                                                          double steps_seconds) {
+std::optional<service::ReleaseCleaningView> DeviceLifecycle::end_in_release_locked(const std::string& vm,
+                                                                                   const PciAddress& address,
+                                                                                   double steps_seconds) {
   const auto release = releases_.find(vm);
   if (release == releases_.end() || release->second.left.erase(address) == 0) return std::nullopt;
   release->second.devices += 1;
   release->second.steps_seconds += steps_seconds;
   if (!release->second.left.empty()) return std::nullopt;
   const std::chrono::duration<double> wall = parts_.clock.steady_now() - release->second.began;
-  ReleaseCleaningView view{release->second.devices, wall.count(), release->second.steps_seconds};
+  service::ReleaseCleaningView view{release->second.devices, wall.count(), release->second.steps_seconds};
   releases_.erase(release);
   return view;
 }
 
-void DeviceLifecycle::log_release(const std::string& vm, const ReleaseCleaningView& release) {
+void DeviceLifecycle::log_release(const std::string& vm, const service::ReleaseCleaningView& release) {
   char figures[128];
   std::snprintf(figures, sizeof figures, "%zu devices cleaned in %.3f s, their steps %.3f s together", release.devices,
                 release.seconds, release.steps_seconds);
@@ -643,11 +644,11 @@ void DeviceLifecycle::conclude(const std::vector<Cleaned>& cleaned) {
     }
     return;
   }
-  std::vector<CleaningRecordView> views;
+  std::vector<service::CleaningRecordView> views;
   views.reserve(appended->size());
   for (const auto& record : *appended) views.push_back(record_view(record));
   bool freed = true;
-  std::vector<std::optional<ReleaseCleaningView>> releases(cleaned.size());
+  std::vector<std::optional<service::ReleaseCleaningView>> releases(cleaned.size());
   {
     const std::lock_guard lock(mutex_);
     auto next = devices_;
@@ -682,7 +683,7 @@ void DeviceLifecycle::conclude(const std::vector<Cleaned>& cleaned) {
   }
 }
 
-void DeviceLifecycle::log_clean(const Cleaned& cleaned, const CleaningRecordView& view) {
+void DeviceLifecycle::log_clean(const Cleaned& cleaned, const service::CleaningRecordView& view) {
   std::string marks;
   for (const auto& step : cleaned.evidence.steps) {
     if (step.result != "passed") marks += "; " + step.name + " " + step.result + ": " + step.detail;
@@ -695,7 +696,7 @@ void DeviceLifecycle::log_clean(const Cleaned& cleaned, const CleaningRecordView
 
 // The step a device's cleaning is in ("" when none), for the views, and published.
 void DeviceLifecycle::set_running(const PciAddress& address, const std::string& step) {
-  std::optional<CleaningView> view;
+  std::optional<service::CleaningView> view;
   std::string vm;
   {
     const std::lock_guard lock(mutex_);
@@ -730,18 +731,18 @@ void DeviceLifecycle::tell_ledger_locked() {
   parts_.ledger.set_withheld(std::move(withheld));
 }
 
-CleaningView DeviceLifecycle::cleaning_view_locked(const DeviceStateEntry& entry,
-                                                   const std::set<PciAddress>& held) const {
-  CleaningView view{entry.address, entry.vm, entry.since, "", ""};
+service::CleaningView DeviceLifecycle::cleaning_view_locked(const DeviceStateEntry& entry,
+                                                            const std::set<PciAddress>& held) const {
+  service::CleaningView view{entry.address, entry.vm, entry.since, "", ""};
   if (held.count(entry.address) != 0) view.held_by = entry.vm.empty() ? "a VM" : entry.vm;
   if (const auto running = running_.find(entry.address); running != running_.end()) view.step = running->second;
   return view;
 }
 
-void DeviceLifecycle::publish_quarantine(const PciAddress& address, const std::optional<QuarantineView>& entry,
-                                         std::optional<ReleaseCleaningView> release) {
-  ServiceEvent event;
-  event.kind = ServiceEvent::Kind::quarantine;
+void DeviceLifecycle::publish_quarantine(const PciAddress& address, const std::optional<service::QuarantineView>& entry,
+                                         std::optional<service::ReleaseCleaningView> release) {
+  service::ServiceEvent event;
+  event.kind = service::ServiceEvent::Kind::quarantine;
   event.vm = entry ? entry->vm : "";
   event.devices = {address};
   event.quarantine = entry;
@@ -750,10 +751,11 @@ void DeviceLifecycle::publish_quarantine(const PciAddress& address, const std::o
 }
 
 void DeviceLifecycle::publish_cleaning(const PciAddress& address, const std::string& vm,
-                                       std::optional<CleaningView> cleaning, std::optional<CleaningRecordView> cleaned,
-                                       std::optional<ReleaseCleaningView> release) {
-  ServiceEvent event;
-  event.kind = ServiceEvent::Kind::cleaning;
+                                       std::optional<service::CleaningView> cleaning,
+                                       std::optional<service::CleaningRecordView> cleaned,
+                                       std::optional<service::ReleaseCleaningView> release) {
+  service::ServiceEvent event;
+  event.kind = service::ServiceEvent::Kind::cleaning;
   event.vm = vm;
   event.devices = {address};
   event.cleaning = std::move(cleaning);

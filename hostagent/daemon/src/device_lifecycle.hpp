@@ -99,14 +99,14 @@ class DeviceLifecycle {
   void note_health(const std::vector<numa::DeviceHealth>& health);
   // not_found when the device is not quarantined; a file that cannot be written changes nothing. A
   // device a VM held, or was being given, goes back through cleaning; any other is free at once.
-  Result<QuarantineView> clear(const PciAddress& address, const std::string& principal);
-  std::vector<QuarantineView> quarantined() const;
+  Result<service::QuarantineView> clear(const PciAddress& address, const std::string& principal);
+  std::vector<service::QuarantineView> quarantined() const;
 
-  std::vector<CleaningView> cleaning() const;
+  std::vector<service::CleaningView> cleaning() const;
   // An operator's: clean a free or quarantined device again (VmService::clean_device).
-  Result<CleaningView> request_cleaning(const PciAddress& address, const std::string& principal);
-  Result<DeviceHistoryView> history(const PciAddress& address) const;
-  std::map<PciAddress, CleaningRecordView> last_cleanings() const;
+  Result<service::CleaningView> request_cleaning(const PciAddress& address, const std::string& principal);
+  Result<service::DeviceHistoryView> history(const PciAddress& address) const;
+  std::map<PciAddress, service::CleaningRecordView> last_cleanings() const;
 
  private:
   struct Run;     // one device's cleaning, on a thread of its own (device_lifecycle.cpp)
@@ -132,16 +132,17 @@ class DeviceLifecycle {
   std::chrono::steady_clock::time_point next_deadline_locked(const Runs& runs,
                                                              std::chrono::steady_clock::time_point retry_at) const;
   void conclude(const std::vector<Cleaned>& cleaned);
-  void log_clean(const Cleaned& cleaned, const CleaningRecordView& view);
+  void log_clean(const Cleaned& cleaned, const service::CleaningRecordView& view);
   void set_running(const PciAddress& address, const std::string& step);
   Status write_locked(std::vector<state::DeviceStateEntry> next);
   void tell_ledger_locked();
-  CleaningView cleaning_view_locked(const state::DeviceStateEntry& entry, const std::set<PciAddress>& held) const;
-  void publish_quarantine(const PciAddress& address, const std::optional<QuarantineView>& entry,
-                          std::optional<ReleaseCleaningView> release = std::nullopt);
-  void publish_cleaning(const PciAddress& address, const std::string& vm, std::optional<CleaningView> cleaning,
-                        std::optional<CleaningRecordView> cleaned,
-                        std::optional<ReleaseCleaningView> release = std::nullopt);
+  service::CleaningView cleaning_view_locked(const state::DeviceStateEntry& entry,
+                                             const std::set<PciAddress>& held) const;
+  void publish_quarantine(const PciAddress& address, const std::optional<service::QuarantineView>& entry,
+                          std::optional<service::ReleaseCleaningView> release = std::nullopt);
+  void publish_cleaning(const PciAddress& address, const std::string& vm, std::optional<service::CleaningView> cleaning,
+                        std::optional<service::CleaningRecordView> cleaned,
+                        std::optional<service::ReleaseCleaningView> release = std::nullopt);
   // One VM's devices let go together, from the first seen waiting to the last cleaned or quarantined.
   struct Release {
     std::chrono::steady_clock::time_point began;
@@ -150,9 +151,9 @@ class DeviceLifecycle {
     double steps_seconds = 0;   // the steps of those ended, summed
   };
   void note_waiting_locked(const state::DeviceStateEntry& entry);
-  std::optional<ReleaseCleaningView> end_in_release_locked(const std::string& vm, const PciAddress& address,
-                                                           double steps_seconds);
-  void log_release(const std::string& vm, const ReleaseCleaningView& release);
+  std::optional<service::ReleaseCleaningView> end_in_release_locked(const std::string& vm, const PciAddress& address,
+                                                                    double steps_seconds);
+  void log_release(const std::string& vm, const service::ReleaseCleaningView& release);
   void run_thread();
   Status check_on_bus(const PciAddress& address, const std::string& what) const;
 
@@ -161,7 +162,7 @@ class DeviceLifecycle {
   mutable std::mutex mutex_;  // taken before the ledger's, never after; never with Shared's
   std::vector<state::DeviceStateEntry> devices_;
   std::map<PciAddress, std::string> running_;  // each device being cleaned: its step now
-  std::map<PciAddress, CleaningRecordView> last_;
+  std::map<PciAddress, service::CleaningRecordView> last_;
   std::map<std::string, Release> releases_;  // by VM: its release's devices still cleaning
   std::mutex managed_mutex_;                 // libvirt's managed hostdevs: one pass of clean_waiting at a time
   std::shared_ptr<Shared> shared_;

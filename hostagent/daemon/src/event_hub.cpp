@@ -3,7 +3,7 @@
 
 namespace hostagent::daemon {
 
-uint64_t EventHub::subscribe(ServiceEventSink sink) {
+uint64_t EventHub::subscribe(service::ServiceEventSink sink) {
   std::lock_guard lock(mutex_);
   const uint64_t id = next_id_++;
   sinks_.emplace(id, std::move(sink));
@@ -15,7 +15,7 @@ void EventHub::unsubscribe(uint64_t id) {
   sinks_.erase(id);
 }
 
-void EventHub::publish(const ServiceEvent& event) {
+void EventHub::publish(const service::ServiceEvent& event) {
   std::lock_guard lock(mutex_);
   for (const auto& [id, sink] : sinks_) sink(event);
 }

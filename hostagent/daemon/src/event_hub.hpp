@@ -13,15 +13,15 @@ namespace hostagent::daemon {
 
 class EventHub {
  public:
-  uint64_t subscribe(ServiceEventSink sink);
+  uint64_t subscribe(service::ServiceEventSink sink);
   void unsubscribe(uint64_t id);
   // Never called with another lock of the daemon's held: a sink may take the API's locks.
-  void publish(const ServiceEvent& event);
+  void publish(const service::ServiceEvent& event);
 
  private:
   std::mutex mutex_;
   uint64_t next_id_ = 1;
-  std::map<uint64_t, ServiceEventSink> sinks_;
+  std::map<uint64_t, service::ServiceEventSink> sinks_;
 };
 
 }  // namespace hostagent::daemon

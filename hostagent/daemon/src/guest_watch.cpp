@@ -188,8 +188,8 @@ void GuestWatch::ask_agent(Watched& watched) {
 void GuestWatch::mark(Watched& watched, std::string_view phase, std::string detail) {
   const auto now = clock_.steady_now();
   operations_.late_phase(watched.request.operation,
-                         TimelinePhase{std::string(phase), rfc3339_ms(clock_.now()),
-                                       seconds_between(watched.last_mark, now), std::move(detail)});
+                         service::TimelinePhase{std::string(phase), rfc3339_ms(clock_.now()),
+                                                seconds_between(watched.last_mark, now), std::move(detail)});
   watched.last_mark = now;
 }
 

@@ -26,7 +26,7 @@ HealthPoller::~HealthPoller() {
 HealthPoller::Reading HealthPoller::read_once() const {
   auto reading = read_();
   if (!reading.ok()) return reading.error();
-  return DeviceHealthReading(std::make_shared<const std::vector<numa::DeviceHealth>>(std::move(*reading)));
+  return service::DeviceHealthReading(std::make_shared<const std::vector<numa::DeviceHealth>>(std::move(*reading)));
 }
 
 HealthPoller::Reading HealthPoller::latest() const {

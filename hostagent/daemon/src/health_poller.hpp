@@ -21,7 +21,7 @@ namespace hostagent::daemon {
 class HealthPoller {
  public:
   using Read = std::function<Result<std::vector<numa::DeviceHealth>>()>;
-  using Reading = Result<DeviceHealthReading>;
+  using Reading = Result<service::DeviceHealthReading>;
   // Reads once before it returns, then every `interval` of `clock`'s steady time until destroyed.
   HealthPoller(Read read, std::chrono::milliseconds interval, Clock& clock);
   ~HealthPoller();  // stops the thread and joins it

@@ -145,8 +145,8 @@ void Ledger::release(const std::string& name) {
 
 void Ledger::publish_devices(const std::string& vm, const std::vector<PciAddress>& devices, bool held) {
   if (devices.empty()) return;
-  ServiceEvent event;
-  event.kind = ServiceEvent::Kind::device;
+  service::ServiceEvent event;
+  event.kind = service::ServiceEvent::Kind::device;
   event.vm = vm;
   event.devices = devices;
   event.held = held;

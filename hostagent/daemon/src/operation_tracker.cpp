@@ -10,7 +10,7 @@
 namespace hostagent::daemon {
 namespace {
 
-state::OperationRecord record_of(const OperationView& view) {
+state::OperationRecord record_of(const service::OperationView& view) {
   std::vector<state::PhaseRecord> timeline;
   for (const auto& phase : view.timeline) timeline.push_back({phase.name, phase.ended_at, phase.seconds, phase.detail});
   return state::OperationRecord{view.id,
@@ -33,8 +33,8 @@ state::OperationRecord record_of(const OperationView& view) {
 
 }  // namespace
 
-OperationView view_of(const state::OperationRecord& record) {
-  OperationView view;
+service::OperationView view_of(const state::OperationRecord& record) {
+  service::OperationView view;
   view.id = record.id;
   view.kind = record.kind;
   view.vm = record.vm;
@@ -65,17 +65,17 @@ uint64_t sequence_of(const std::string& id) {
   return n;
 }
 
-bool ended(const OperationView& view) {
+bool ended(const service::OperationView& view) {
   return view.state == "succeeded" || view.state == "failed";
 }
 
 }  // namespace
 
-Status OperationTracker::load(const std::function<Status(const OperationView&)>& interrupted) {
+Status OperationTracker::load(const std::function<Status(const service::OperationView&)>& interrupted) {
   if (store_ == nullptr) return ok_status();
   HA_TRY(auto records, store_->records());
   const auto now = clock_.now();
-  std::vector<OperationView> kept;
+  std::vector<service::OperationView> kept;
   std::vector<std::string> expired;
   for (const auto& record : records) {
     auto view = view_of(record);
@@ -94,7 +94,7 @@ Status OperationTracker::load(const std::function<Status(const OperationView&)>&
     }
   }
   // list() orders them as they were submitted; the forgetting goes by when each ended.
-  std::sort(kept.begin(), kept.end(), [](const OperationView& a, const OperationView& b) {
+  std::sort(kept.begin(), kept.end(), [](const service::OperationView& a, const service::OperationView& b) {
     if (timestamp_before(a.submitted_at, b.submitted_at)) return true;
     if (timestamp_before(b.submitted_at, a.submitted_at)) return false;
     return sequence_of(a.id) < sequence_of(b.id);  // the same second: one run's, in its order
@@ -120,12 +120,12 @@ Status OperationTracker::load(const std::function<Status(const OperationView&)>&
   return ok_status();
 }
 
-void OperationTracker::insert_locked(const OperationView& view) {
+void OperationTracker::insert_locked(const service::OperationView& view) {
   operations_[view.id] = view;
   order_[view.id] = next_order_++;
 }
 
-void OperationTracker::persist(const OperationView& view) {
+void OperationTracker::persist(const service::OperationView& view) {
   if (store_ == nullptr) return;
   if (auto written = store_->write(record_of(view)); !written.ok()) {
     log(LogLevel::warning, "operation " + view.id + " could not be kept on disk (" + written.error().message +
@@ -138,7 +138,7 @@ void OperationTracker::persist_latest(const std::string& id) {
   // Two writers of one ended operation (its end, a late phase) each write what is newest when they
   // hold persist_mutex_, so the last file written has every phase.
   const std::lock_guard writing(persist_mutex_);
-  std::optional<OperationView> latest;
+  std::optional<service::OperationView> latest;
   {
     std::lock_guard lock(mutex_);
     const auto it = operations_.find(id);
@@ -152,7 +152,7 @@ void OperationTracker::persist_latest(const std::string& id) {
 // A create that failed made no VM; every other ended create or start is the VM's history, but a
 // start that found no VM (gone since it was asked for): that would be a file for a VM that does not
 // exist. A domain the daemon did not make never gets a start (VmService refuses it at once).
-void OperationTracker::keep_start(const OperationView& view) {
+void OperationTracker::keep_start(const service::OperationView& view) {
   const bool missing = view.error && view.error->code == ErrorCode::not_found;
   const bool start = (view.kind == "start" && !missing) || (view.kind == "create" && view.state == "succeeded");
   if (starts_ == nullptr || !start || view.finished_at.empty()) return;
@@ -169,9 +169,9 @@ void OperationTracker::remove_records(const std::vector<std::string>& ids) {
   }
 }
 
-OperationView OperationTracker::enqueue(const std::string& kind, const std::string& vm, const std::string& request_id,
-                                        const std::string& template_name) {
-  OperationView view;
+service::OperationView OperationTracker::enqueue(const std::string& kind, const std::string& vm,
+                                                 const std::string& request_id, const std::string& template_name) {
+  service::OperationView view;
   std::vector<std::string> forgotten;
   {
     std::lock_guard lock(mutex_);
@@ -204,7 +204,7 @@ std::string OperationTracker::run_tag(std::chrono::system_clock::time_point star
 
 void OperationTracker::start(const std::string& id) {
   const auto now = clock_.now();
-  publish(update(id, [&](OperationView& view) {
+  publish(update(id, [&](service::OperationView& view) {
     view.state = "running";
     view.started_at = rfc3339(now);
     running_by_vm_[view.vm] = id;
@@ -224,14 +224,14 @@ void OperationTracker::progress(const std::string& vm, const std::string& operat
     if (it == running_by_vm_.end()) return;  // reconcile's recoveries run outside any operation
     id = it->second;
   }
-  publish(update(id, [&](OperationView& view) {
+  publish(update(id, [&](service::OperationView& view) {
     view.step = step;
     view.step_number = number;
     view.step_count = count;
   }));
 }
 
-void OperationTracker::phase(const std::string& vm, TimelinePhase phase) {
+void OperationTracker::phase(const std::string& vm, service::TimelinePhase phase) {
   std::string id;
   {
     std::lock_guard lock(mutex_);
@@ -239,11 +239,11 @@ void OperationTracker::phase(const std::string& vm, TimelinePhase phase) {
     if (it == running_by_vm_.end()) return;  // reconcile's recoveries run outside any operation
     id = it->second;
   }
-  publish(update(id, [&](OperationView& view) { view.timeline.push_back(std::move(phase)); }));
+  publish(update(id, [&](service::OperationView& view) { view.timeline.push_back(std::move(phase)); }));
 }
 
-void OperationTracker::late_phase(const std::string& id, TimelinePhase phase) {
-  std::optional<OperationView> view;
+void OperationTracker::late_phase(const std::string& id, service::TimelinePhase phase) {
+  std::optional<service::OperationView> view;
   bool ended = false;
   {
     std::lock_guard lock(mutex_);
@@ -278,7 +278,7 @@ std::optional<OperationTracker::VmProgress> OperationTracker::progress_of(const 
 
 void OperationTracker::finish(const std::string& id, const Status& outcome) {
   const auto now = clock_.now();
-  const auto ended_view = update(id, [&](OperationView& view) {
+  const auto ended_view = update(id, [&](service::OperationView& view) {
     view.state = outcome.ok() ? "succeeded" : "failed";
     if (!outcome.ok()) view.error = outcome.error();
     view.finished_at = rfc3339(now);
@@ -301,8 +301,8 @@ void OperationTracker::finish(const std::string& id, const Status& outcome) {
   ended_cv_.notify_all();
 }
 
-std::optional<OperationView> OperationTracker::find(const std::string& id) {
-  std::optional<OperationView> found;
+std::optional<service::OperationView> OperationTracker::find(const std::string& id) {
+  std::optional<service::OperationView> found;
   std::vector<std::string> forgotten;
   {
     std::lock_guard lock(mutex_);
@@ -314,7 +314,7 @@ std::optional<OperationView> OperationTracker::find(const std::string& id) {
   return found;
 }
 
-std::optional<OperationView> OperationTracker::wait_ended(const std::string& id) {
+std::optional<service::OperationView> OperationTracker::wait_ended(const std::string& id) {
   std::unique_lock lock(mutex_);
   while (true) {
     const auto it = operations_.find(id);
@@ -324,8 +324,8 @@ std::optional<OperationView> OperationTracker::wait_ended(const std::string& id)
   }
 }
 
-std::vector<OperationView> OperationTracker::list() {
-  std::vector<std::pair<uint64_t, OperationView>> numbered;
+std::vector<service::OperationView> OperationTracker::list() {
+  std::vector<std::pair<uint64_t, service::OperationView>> numbered;
   std::vector<std::string> forgotten;
   {
     std::lock_guard lock(mutex_);
@@ -334,14 +334,14 @@ std::vector<OperationView> OperationTracker::list() {
   }
   remove_records(forgotten);
   std::sort(numbered.begin(), numbered.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
-  std::vector<OperationView> views;
+  std::vector<service::OperationView> views;
   views.reserve(numbered.size());
   for (auto& [number, view] : numbered) views.push_back(std::move(view));
   return views;
 }
 
-std::optional<OperationView> OperationTracker::update(const std::string& id,
-                                                      const std::function<void(OperationView&)>& change) {
+std::optional<service::OperationView> OperationTracker::update(
+    const std::string& id, const std::function<void(service::OperationView&)>& change) {
   std::lock_guard lock(mutex_);
   const auto it = operations_.find(id);
   HA_ASSERT(it != operations_.end());  // an operation is forgotten only after it ended
@@ -363,10 +363,10 @@ std::vector<std::string> OperationTracker::forget_old_locked() {
   return forgotten;
 }
 
-void OperationTracker::publish(const std::optional<OperationView>& view) {
+void OperationTracker::publish(const std::optional<service::OperationView>& view) {
   if (!view) return;
-  ServiceEvent event;
-  event.kind = ServiceEvent::Kind::operation;
+  service::ServiceEvent event;
+  event.kind = service::ServiceEvent::Kind::operation;
   event.vm = view->vm;
   event.operation = view;
   events_.publish(event);

@@ -26,7 +26,7 @@
 namespace hostagent::daemon {
 
 // An operation as its record on disk holds it (the start history's too).
-OperationView view_of(const state::OperationRecord& record);
+service::OperationView view_of(const state::OperationRecord& record);
 
 class OperationTracker {
  public:
@@ -42,20 +42,20 @@ class OperationTracker {
   // At start, after reconcile and before any enqueue: the operations an earlier run left, those
   // ended within the hour kept; one that never ended ends now with what `interrupted` says it came
   // to. Fails when a record cannot be read.
-  Status load(const std::function<Status(const OperationView&)>& interrupted);
+  Status load(const std::function<Status(const service::OperationView&)>& interrupted);
 
-  OperationView enqueue(const std::string& kind, const std::string& vm, const std::string& request_id,
-                        const std::string& template_name);
+  service::OperationView enqueue(const std::string& kind, const std::string& vm, const std::string& request_id,
+                                 const std::string& template_name);
   void start(const std::string& id);
   // What `vm` is doing: `operation` at `step` (reconcile's recovery of one, too). When the VM has a
   // running operation and number > 0, that operation's view is at step `number` of `count`.
   void progress(const std::string& vm, const std::string& operation, const std::string& step, int number = 0,
                 int count = 0);
   // The running operation of `vm` ended a phase of its timeline; published like a step.
-  void phase(const std::string& vm, TimelinePhase phase);
+  void phase(const std::string& vm, service::TimelinePhase phase);
   // A phase seen after its operation may have ended (the guest's own: daemon/guest_watch): added to
   // that operation, kept with its record, published. Nothing when the operation is forgotten.
-  void late_phase(const std::string& id, TimelinePhase phase);
+  void late_phase(const std::string& id, service::TimelinePhase phase);
   // The id of the operation `vm` runs now; nullopt when none.
   std::optional<std::string> running_id(const std::string& vm);
   // `vm` is doing nothing now. finish() says so too, for an operation that ended without saying it.
@@ -70,30 +70,31 @@ class OperationTracker {
   uint64_t progress_version() const { return progress_version_.load(std::memory_order_acquire); }
   void finish(const std::string& id, const Status& outcome);
 
-  std::optional<OperationView> find(const std::string& id);
+  std::optional<service::OperationView> find(const std::string& id);
   // The operation once it has ended and its end has been published to the event sinks, so a waiter
   // that also subscribed has seen every event of it; nullopt when it is unknown (or was forgotten
   // before it could be seen ended: 1000 newer operations ended first).
-  std::optional<OperationView> wait_ended(const std::string& id);
-  std::vector<OperationView> list();  // newest first
+  std::optional<service::OperationView> wait_ended(const std::string& id);
+  std::vector<service::OperationView> list();  // newest first
 
  private:
   // Each returns the view to publish, taken under the lock; publishing happens after it is released.
-  std::optional<OperationView> update(const std::string& id, const std::function<void(OperationView&)>& change);
+  std::optional<service::OperationView> update(const std::string& id,
+                                               const std::function<void(service::OperationView&)>& change);
   // Forgets ended operations past the hour or beyond kKeptEnded; returns their ids, whose records
   // the caller removes once the lock is released.
   std::vector<std::string> forget_old_locked();
   void remove_records(const std::vector<std::string>& ids);
-  void persist(const OperationView& view);
+  void persist(const service::OperationView& view);
   // Writes the operation as it is now (nothing once forgotten), and into its VM's start history.
   void persist_latest(const std::string& id);
-  void keep_start(const OperationView& view);
-  void insert_locked(const OperationView& view);
+  void keep_start(const service::OperationView& view);
+  void insert_locked(const service::OperationView& view);
   // Ids are "op-RUN-N": N counts this run's operations, RUN is the microsecond this run began in
   // base 36, so an id never names two operations across restarts (the audit log, a control plane's
   // records and the journal's files keep them).
   static std::string run_tag(std::chrono::system_clock::time_point start);
-  void publish(const std::optional<OperationView>& view);
+  void publish(const std::optional<service::OperationView>& view);
 
   Clock& clock_;
   EventHub& events_;
@@ -107,7 +108,7 @@ class OperationTracker {
   uint64_t next_ = 1;
   uint64_t next_order_ = 1;                // list()'s order: loaded ones first, as they were submitted
   std::map<std::string, uint64_t> order_;  // by id
-  std::map<std::string, OperationView> operations_;
+  std::map<std::string, service::OperationView> operations_;
   std::map<std::string, std::chrono::steady_clock::time_point> started_;  // running ones
   std::map<std::string, std::string> running_by_vm_;                      // one at a time per VM (its queue is a FIFO)
   std::map<std::string, VmProgress> progress_by_vm_;                      // busy VMs only

@@ -47,7 +47,7 @@ struct Managed {
   std::map<std::string, std::string> name_of;
 };
 
-Managed managed_vms(VmService& service) {
+Managed managed_vms(service::VmService& service) {
   Managed out;
   for (const auto& vm : service.list_vms()) {
     if (!vm.managed || !vm.record || vm.uuid.empty()) continue;
@@ -59,13 +59,13 @@ Managed managed_vms(VmService& service) {
 
 }  // namespace
 
-PlacementConverger::PlacementConverger(VmService& service, fleet::PlacementClient& placement,
+PlacementConverger::PlacementConverger(service::VmService& service, fleet::PlacementClient& placement,
                                        config::PlacementConfig config, std::shared_ptr<Clock> clock)
     : service_(service), placement_(placement), config_(std::move(config)), clock_(std::move(clock)) {}
 
 Result<SyncReport> PlacementConverger::run_once(bool full) {
   const auto managed = managed_vms(service_);
-  const HostUsage usage = service_.usage();
+  const service::HostUsage usage = service_.usage();
   const auto capacity = numa::capacity(*usage.host, usage.held, usage.policy);
   fleet::TreeInput input{config_.host_name, usage.host, &capacity, &usage.held, usage.policy.housekeeping_cpus,
                          managed.uuid_of};
@@ -314,8 +314,8 @@ namespace {
 
 class SyncThread final : public PlacementSync {
  public:
-  SyncThread(VmService& service, std::unique_ptr<fleet::PlacementClient> client, config::PlacementConfig config,
-             std::shared_ptr<Clock> clock)
+  SyncThread(service::VmService& service, std::unique_ptr<fleet::PlacementClient> client,
+             config::PlacementConfig config, std::shared_ptr<Clock> clock)
       : service_(service),
         client_(std::move(client)),
         interval_(config.interval),
@@ -323,8 +323,8 @@ class SyncThread final : public PlacementSync {
         converger_(service, *client_, std::move(config), std::move(clock)) {
     // What changes holdings: a VM defined or gone, devices changing hands, cleaning and quarantine.
     // An operation's progress changes nothing Placement sees.
-    subscription_ = service_.subscribe([this](const ServiceEvent& event) {
-      if (event.kind != ServiceEvent::Kind::operation) poke();
+    subscription_ = service_.subscribe([this](const service::ServiceEvent& event) {
+      if (event.kind != service::ServiceEvent::Kind::operation) poke();
     });
     thread_ = std::thread([this] { loop(); });
   }
@@ -411,7 +411,7 @@ class SyncThread final : public PlacementSync {
     for (const auto& problem : report->problems) log(LogLevel::warning, "placement: " + problem);
   }
 
-  VmService& service_;
+  service::VmService& service_;
   std::unique_ptr<fleet::PlacementClient> client_;
   std::chrono::milliseconds interval_;
   Clock& clock_;  // the converger's, which it keeps alive
@@ -431,7 +431,7 @@ class SyncThread final : public PlacementSync {
 
 }  // namespace
 
-std::unique_ptr<PlacementSync> PlacementSync::start(VmService& service,
+std::unique_ptr<PlacementSync> PlacementSync::start(service::VmService& service,
                                                     std::unique_ptr<fleet::PlacementClient> placement,
                                                     const config::PlacementConfig& config,
                                                     std::shared_ptr<Clock> clock) {

@@ -44,7 +44,7 @@ Result<bool> wait_for_shut_off(Context& context, const std::string& name) {
   }
 }
 
-Result<VmView> finish(Context& context, const std::string& name) {
+Result<service::VmView> finish(Context& context, const std::string& name) {
   context.operations.idle(name);
   HA_TRY_STATUS(refresh(context, name));
   return current_view(context, name);
@@ -52,7 +52,7 @@ Result<VmView> finish(Context& context, const std::string& name) {
 
 }  // namespace
 
-Result<VmView> start_vm(Context& context, const std::string& name) {
+Result<service::VmView> start_vm(Context& context, const std::string& name) {
   HA_TRY(const auto record, managed_record(context, name));
   Timeline timeline(context, name);
   step(context, name, "start", "prepare_devices", 1, 2);
@@ -81,7 +81,7 @@ Result<VmView> start_vm(Context& context, const std::string& name) {
   return finish(context, name);
 }
 
-Result<VmView> stop_vm(Context& context, const std::string& name, bool force) {
+Result<service::VmView> stop_vm(Context& context, const std::string& name, bool force) {
   HA_TRY_STATUS(managed_record(context, name));
   auto outcome = [&]() -> Status {
     if (!force) {
@@ -104,7 +104,7 @@ Result<VmView> stop_vm(Context& context, const std::string& name, bool force) {
   return finish(context, name);
 }
 
-Result<VmView> reboot_vm(Context& context, const std::string& name) {
+Result<service::VmView> reboot_vm(Context& context, const std::string& name) {
   HA_TRY_STATUS(managed_record(context, name));
   step(context, name, "reboot", "reboot");
   if (auto rebooted = context.hypervisor->reboot(name); !rebooted.ok()) {
@@ -114,7 +114,7 @@ Result<VmView> reboot_vm(Context& context, const std::string& name) {
   return finish(context, name);
 }
 
-Result<VmView> current_view(Context& context, const std::string& name) {
+Result<service::VmView> current_view(Context& context, const std::string& name) {
   const auto entry = context.ledger.find(name);
   if (!entry) return Error{ErrorCode::not_found, "no VM named " + name};
   return view_of(context, *entry);

@@ -35,7 +35,8 @@ constexpr uint64_t kDefaultHugepageBytes = 2ULL << 20U;
 // A domain hostagent did not make is never changed, but what it holds is held: placement must not
 // give a VM the CPUs it is pinned to, its passthrough functions or its hugepages. What cannot be
 // read is not counted, and the report says so; what it may use without pinning is logged.
-std::optional<numa::Allocation> foreign_holdings(Context& context, const std::string& name, ReconcileReport& report) {
+std::optional<numa::Allocation> foreign_holdings(Context& context, const std::string& name,
+                                                 service::ReconcileReport& report) {
   const std::string whose = "domain " + name + " (not hostagent's): ";
   auto xml = context.hypervisor->domain_xml(name);
   if (!xml.ok()) {
@@ -51,11 +52,11 @@ std::optional<numa::Allocation> foreign_holdings(Context& context, const std::st
   return std::move(holdings->allocation);
 }
 
-void adopt_foreign(Context& context, const virt::DomainSummary& domain, ReconcileReport& report) {
+void adopt_foreign(Context& context, const virt::DomainSummary& domain, service::ReconcileReport& report) {
   context.ledger.adopt(domain, std::nullopt, foreign_holdings(context, domain.name, report));
 }
 
-void adopt(Context& context, const virt::DomainSummary& domain, ReconcileReport& report) {
+void adopt(Context& context, const virt::DomainSummary& domain, service::ReconcileReport& report) {
   if (!domain.metadata) {
     adopt_foreign(context, domain, report);
     report.foreign.push_back(domain.name);
@@ -126,7 +127,7 @@ Status finish_delete(Context& context, const state::JournalEntry& entry) {
 
 // Seeds and start histories of VMs gone while the daemon was down (undefined outside hostagent, or
 // a delete whose tidying a crash cut short): at start, whatever no VM in the ledger owns.
-void release_unheld_files(Context& context, ReconcileReport& report) {
+void release_unheld_files(Context& context, service::ReconcileReport& report) {
   std::set<std::string> seeds;
   std::set<std::string> vms;
   for (const auto& entry : context.ledger.entries()) {
@@ -159,7 +160,7 @@ void release_unheld_files(Context& context, ReconcileReport& report) {
   }
 }
 
-void release_unheld_volumes(Context& context, ReconcileReport& report) {
+void release_unheld_volumes(Context& context, service::ReconcileReport& report) {
   const auto& pool = context.config.storage_pool;
   auto volumes = context.hypervisor->list_volumes(pool);
   if (!volumes.ok()) {
@@ -182,7 +183,7 @@ void release_unheld_volumes(Context& context, ReconcileReport& report) {
 
 }  // namespace
 
-Status sync_domains(Context& context, ReconcileReport& report, bool initial) {
+Status sync_domains(Context& context, service::ReconcileReport& report, bool initial) {
   HA_TRY(const auto domains, context.hypervisor->list());
   std::set<std::string> listed;
   for (const auto& domain : domains) {
@@ -202,7 +203,7 @@ Status sync_domains(Context& context, ReconcileReport& report, bool initial) {
   return ok_status();
 }
 
-void recover(Context& context, const state::JournalEntry& entry, ReconcileReport& report) {
+void recover(Context& context, const state::JournalEntry& entry, service::ReconcileReport& report) {
   // Marked busy, so the events this recovery causes are not taken for changes made outside hostagent.
   context.operations.progress(entry.vm, "recover", std::string(state::to_string(entry.kind)));
   Status done = ok_status();
@@ -233,7 +234,7 @@ void recover(Context& context, const state::JournalEntry& entry, ReconcileReport
       {.vm = entry.vm, .operation = std::string(state::to_string(entry.kind))});
 }
 
-void release_unheld(Context& context, ReconcileReport& report) {
+void release_unheld(Context& context, service::ReconcileReport& report) {
   release_unheld_volumes(context, report);
   release_unheld_files(context, report);
   auto devices = context.devices->release_unheld(context.ledger.held());
@@ -244,8 +245,8 @@ void release_unheld(Context& context, ReconcileReport& report) {
   for (const auto& device : *devices) report.released.push_back("device " + device);
 }
 
-Result<ReconcileReport> reconcile(Context& context) {
-  ReconcileReport report;
+Result<service::ReconcileReport> reconcile(Context& context) {
+  service::ReconcileReport report;
   HA_TRY_STATUS(sync_domains(context, report, true));
   // libvirt lists domains in no particular order; the report is read by people, and compared.
   std::sort(report.adopted.begin(), report.adopted.end());

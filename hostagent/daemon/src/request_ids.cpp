@@ -73,7 +73,7 @@ std::optional<state::CreateRequestRecord> RequestIds::find_operation(const std::
   return std::nullopt;
 }
 
-std::map<std::string, std::string> request_fingerprints(const CreateVmRequest& request) {
+std::map<std::string, std::string> request_fingerprints(const service::CreateVmRequest& request) {
   json::array macs;
   for (const auto& mac : request.macs) macs.emplace_back(mac.str());
   json::array keys;
@@ -101,7 +101,7 @@ std::map<std::string, std::string> request_fingerprints(const CreateVmRequest& r
   return out;
 }
 
-std::string differing_fields(const CreateVmRequest& request, const state::CreateRequestRecord& record) {
+std::string differing_fields(const service::CreateVmRequest& request, const state::CreateRequestRecord& record) {
   std::string differ;
   const auto note = [&differ](const std::string& field) { differ += (differ.empty() ? "" : ", ") + field; };
   if (record.fingerprints.empty()) {
@@ -118,7 +118,7 @@ std::string differing_fields(const CreateVmRequest& request, const state::Create
   return differ;
 }
 
-Status RequestIds::accept(const OperationView& create, std::map<std::string, std::string> fingerprints) {
+Status RequestIds::accept(const service::OperationView& create, std::map<std::string, std::string> fingerprints) {
   state::CreateRequestRecord record;
   record.fingerprints = std::move(fingerprints);
   record.operation = create.id;
@@ -194,8 +194,8 @@ void RequestIds::forget_expired_locked() {
   }
 }
 
-OperationView operation_of(const state::CreateRequestRecord& record) {
-  OperationView view;
+service::OperationView operation_of(const state::CreateRequestRecord& record) {
+  service::OperationView view;
   view.id = record.operation;
   view.kind = "create";
   view.vm = record.vm;

@@ -24,10 +24,10 @@ namespace hostagent::daemon {
 // Each field of a create request by the SHA-256 of its value as the service received it: what a
 // replay of its request id is compared with (issue 43: a replay that matched on name and template
 // alone was answered with a create of another uuid, image, keys or MACs).
-std::map<std::string, std::string> request_fingerprints(const CreateVmRequest& request);
+std::map<std::string, std::string> request_fingerprints(const service::CreateVmRequest& request);
 // The fields whose fingerprints differ, in order ("uuid, macs"); "" when they match. A record of an
 // earlier release (no fingerprints) is compared on its VM and template alone.
-std::string differing_fields(const CreateVmRequest& request, const state::CreateRequestRecord& record);
+std::string differing_fields(const service::CreateVmRequest& request, const state::CreateRequestRecord& record);
 
 class RequestIds {
  public:
@@ -48,7 +48,7 @@ class RequestIds {
 
   // Before the create runs: durably, or the create must not run (a restart would forget the id).
   // `fingerprints`: the request's, which a replay must match.
-  Status accept(const OperationView& create, std::map<std::string, std::string> fingerprints);
+  Status accept(const service::OperationView& create, std::map<std::string, std::string> fingerprints);
   // When it ends. A write that fails is logged: a restart settles the record from what exists.
   void ended(const std::string& operation, const Status& outcome);
   // The VM the create with this request id made is gone (`how`: "deleted by operation op-..").
@@ -67,6 +67,6 @@ class RequestIds {
 
 // The create's operation as the API shows it, from its record (the tracker forgets ended
 // operations after an hour, and a restart forgets them all).
-OperationView operation_of(const state::CreateRequestRecord& record);
+service::OperationView operation_of(const state::CreateRequestRecord& record);
 
 }  // namespace hostagent::daemon

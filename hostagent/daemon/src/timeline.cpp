@@ -24,7 +24,7 @@ void Timeline::mark(std::string_view phase, std::string detail) {
   last_ = now;
   ++marks_;
   context_.operations.phase(
-      vm_, TimelinePhase{std::string(phase), rfc3339_ms(context_.clock->now()), seconds, std::move(detail)});
+      vm_, service::TimelinePhase{std::string(phase), rfc3339_ms(context_.clock->now()), seconds, std::move(detail)});
 }
 
 Status resume_watched(Context& context, Timeline& timeline, const std::string& vm,

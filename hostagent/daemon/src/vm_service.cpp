@@ -25,7 +25,7 @@ namespace {
 // The queue of work that spans VMs (syncing with libvirt). No VM can be named "" .
 const std::string kHostQueue;
 
-class VmServiceImpl final : public VmService {
+class VmServiceImpl final : public service::VmService {
  public:
   VmServiceImpl(ServiceParts parts, state::Journal journal, state::CreateRequests requests,
                 state::OperationRecords operations, state::StartHistory starts, numa::HostPolicy policy)
@@ -58,7 +58,8 @@ class VmServiceImpl final : public VmService {
     HA_TRY(auto report, reconcile(context_));
     // What waits is cleaned now, a cleaning a restart cut short again, then what VMs let go.
     context_.lifecycle.start();
-    HA_TRY_STATUS(context_.operations.load([this](const OperationView& cut) { return interrupted_outcome(cut); }));
+    HA_TRY_STATUS(
+        context_.operations.load([this](const service::OperationView& cut) { return interrupted_outcome(cut); }));
     repair_running(report);
     const auto starts = after_reboot(report);
     for (const auto& problem : report.problems) log(LogLevel::warning, "reconcile: " + problem);
@@ -85,23 +86,23 @@ class VmServiceImpl final : public VmService {
     return ok_status();
   }
 
-  Result<VmView> get_vm(const VmName& name) override { return current_view(context_, name); }
+  Result<service::VmView> get_vm(const VmName& name) override { return current_view(context_, name); }
 
   // Built again only when the ledger or an operation's progress moved: a control plane polls the
   // list far more often than VMs change. The version is read before the list is built, so a change
   // made while it is built shows as a newer version and the next call builds again.
-  VmList list_vms() override {
+  service::VmList list_vms() override {
     const uint64_t version = context_.ledger.entries_version() + context_.operations.progress_version();
     std::lock_guard lock(list_mutex_);
     if (listed_.vms && listed_.version == version) return listed_;
-    auto views = std::make_shared<std::vector<VmView>>();
+    auto views = std::make_shared<std::vector<service::VmView>>();
     for (const auto& entry : context_.ledger.entries()) views->push_back(view_of(context_, entry));
-    listed_ = VmList{version, std::move(views)};
+    listed_ = service::VmList{version, std::move(views)};
     return listed_;
   }
 
-  ServiceStatus status() override {
-    ServiceStatus status;
+  service::ServiceStatus status() override {
+    service::ServiceStatus status;
     status.ready = ready_.load();
     status.libvirt_connected = context_.hypervisor->connected();
     status.libvirt_connection_losses = connection_losses_.load();
@@ -115,7 +116,7 @@ class VmServiceImpl final : public VmService {
     return status;
   }
 
-  Result<OperationView> begin_create(const CreateVmRequest& request) override {
+  Result<service::OperationView> begin_create(const service::CreateVmRequest& request) override {
     HA_TRY_STATUS(check_create_request(context_, request));
     // One at a time from the check to the enqueue: two replays racing get one operation.
     std::unique_lock lock(begin_create_mutex_);
@@ -141,25 +142,25 @@ class VmServiceImpl final : public VmService {
     });
     return operation;
   }
-  Result<OperationView> begin_start(const VmName& name) override {
+  Result<service::OperationView> begin_start(const VmName& name) override {
     HA_TRY_STATUS(ours(name));
     const auto operation = enqueue("start", name);
     queue(operation.id, name, [this, name] { return daemon::start_vm(context_, name); });
     return operation;
   }
-  Result<OperationView> begin_stop(const VmName& name, bool force) override {
+  Result<service::OperationView> begin_stop(const VmName& name, bool force) override {
     HA_TRY_STATUS(ours(name));
     const auto operation = enqueue("stop", name);
     queue(operation.id, name, [this, name, force] { return daemon::stop_vm(context_, name, force); });
     return operation;
   }
-  Result<OperationView> begin_reboot(const VmName& name) override {
+  Result<service::OperationView> begin_reboot(const VmName& name) override {
     HA_TRY_STATUS(ours(name));
     const auto operation = enqueue("reboot", name);
     queue(operation.id, name, [this, name] { return daemon::reboot_vm(context_, name); });
     return operation;
   }
-  Result<OperationView> begin_delete(const VmName& name) override {
+  Result<service::OperationView> begin_delete(const VmName& name) override {
     HA_TRY_STATUS(ours(name));
     const auto operation = enqueue("delete", name);
     queue(operation.id, name, [this, name, id = operation.id] {
@@ -172,36 +173,38 @@ class VmServiceImpl final : public VmService {
     return operation;
   }
 
-  Result<OperationView> wait(const std::string& id) override {
+  Result<service::OperationView> wait(const std::string& id) override {
     if (auto ended = context_.operations.wait_ended(id)) return *ended;
     return recorded_operation(id);
   }
 
-  Result<OperationView> operation(const std::string& id) override {
+  Result<service::OperationView> operation(const std::string& id) override {
     if (auto found = context_.operations.find(id)) return *found;
     return recorded_operation(id);
   }
-  std::vector<OperationView> operations() override { return context_.operations.list(); }
+  std::vector<service::OperationView> operations() override { return context_.operations.list(); }
 
-  uint64_t subscribe(ServiceEventSink sink) override { return context_.events.subscribe(std::move(sink)); }
+  uint64_t subscribe(service::ServiceEventSink sink) override { return context_.events.subscribe(std::move(sink)); }
   void unsubscribe(uint64_t id) override { context_.events.unsubscribe(id); }
 
-  HostUsage usage() override {
+  service::HostUsage usage() override {
     auto holdings = context_.ledger.holdings_with(free_pages());
-    return HostUsage{&context_.host, std::move(holdings.held), holdings.version, std::move(holdings.policy)};
+    return service::HostUsage{&context_.host, std::move(holdings.held), holdings.version, std::move(holdings.policy)};
   }
-  std::vector<QuarantineView> quarantined() override { return context_.lifecycle.quarantined(); }
-  Result<QuarantineView> clear_quarantine(const PciAddress& address, const std::string& principal) override {
+  std::vector<service::QuarantineView> quarantined() override { return context_.lifecycle.quarantined(); }
+  Result<service::QuarantineView> clear_quarantine(const PciAddress& address, const std::string& principal) override {
     return context_.lifecycle.clear(address, principal);
   }
-  std::vector<CleaningView> cleaning() override { return context_.lifecycle.cleaning(); }
-  Result<CleaningView> clean_device(const PciAddress& address, const std::string& principal) override {
+  std::vector<service::CleaningView> cleaning() override { return context_.lifecycle.cleaning(); }
+  Result<service::CleaningView> clean_device(const PciAddress& address, const std::string& principal) override {
     return context_.lifecycle.request_cleaning(address, principal);
   }
-  Result<DeviceHistoryView> device_history(const PciAddress& address) override {
+  Result<service::DeviceHistoryView> device_history(const PciAddress& address) override {
     return context_.lifecycle.history(address);
   }
-  std::map<PciAddress, CleaningRecordView> last_cleanings() override { return context_.lifecycle.last_cleanings(); }
+  std::map<PciAddress, service::CleaningRecordView> last_cleanings() override {
+    return context_.lifecycle.last_cleanings();
+  }
   const std::map<std::string, vmtemplates::VmTemplate>& templates() const override { return context_.templates; }
 
   Result<std::string> domain_xml(const VmName& name) override {
@@ -251,7 +254,7 @@ class VmServiceImpl final : public VmService {
   }
 
   // The poller's last reading: a scrape never waits for sysfs.
-  Result<DeviceHealthReading> device_health() override {
+  Result<service::DeviceHealthReading> device_health() override {
     if (!health_) return Error{ErrorCode::unsupported, "device health: this host model was not read from sysfs"};
     return health_->latest();
   }
@@ -269,11 +272,11 @@ class VmServiceImpl final : public VmService {
 
   Result<std::vector<numa::DeviceHealth>> read_device_health() const {
     HA_TRY(const auto sysfs, SysfsRoot::open(context_.host_sysfs_root));
-    return numa::read_device_health(sysfs, context_.host);
+    return discovery::read_device_health(sysfs, context_.host);
   }
 
  private:
-  OperationView enqueue(const std::string& kind, const std::string& name) {
+  service::OperationView enqueue(const std::string& kind, const std::string& name) {
     // A start's phases are observed per template (the metrics), as a create's are.
     std::string template_name;
     if (kind == "start") {
@@ -295,7 +298,7 @@ class VmServiceImpl final : public VmService {
   }
 
   static Status status_of(const Status& status) { return status; }
-  static Status status_of(const Result<VmView>& result) {
+  static Status status_of(const Result<service::VmView>& result) {
     if (!result.ok()) return result.error();
     return ok_status();
   }
@@ -319,7 +322,7 @@ class VmServiceImpl final : public VmService {
   }
 
   // A create replayed with its request id must ask for the same VM, field for field.
-  static Status same_create(const CreateVmRequest& request, const state::CreateRequestRecord& record) {
+  static Status same_create(const service::CreateVmRequest& request, const state::CreateRequestRecord& record) {
     const auto differ = differing_fields(request, record);
     if (differ.empty()) return ok_status();
     return Error{ErrorCode::conflict, "request_id: " + text::quoted(request.request_id) + " was used to create VM " +
@@ -329,11 +332,11 @@ class VmServiceImpl final : public VmService {
 
   // The create this request id already named, answered rather than run again: its operation while
   // the VM it made exists or it failed; a conflict once that VM is gone. nullopt: the id is new.
-  Result<std::optional<OperationView>> earlier_create(const CreateVmRequest& request) {
+  Result<std::optional<service::OperationView>> earlier_create(const service::CreateVmRequest& request) {
     auto record = context_.requests.find(request.request_id);
     if (!record) {
       HA_TRY_STATUS(check_request_id_unused(request));
-      return std::optional<OperationView>();
+      return std::optional<service::OperationView>();
     }
     HA_TRY_STATUS(same_create(request, *record));
     if (record->outcome == state::CreateOutcome::created && !made_by(record->vm, record->request_id)) {
@@ -359,7 +362,7 @@ class VmServiceImpl final : public VmService {
 
   // An operation the tracker forgot (an hour after it ended, or 1000 newer): creates with a request id are
   // recorded until their id's window closes.
-  Result<OperationView> recorded_operation(const std::string& id) {
+  Result<service::OperationView> recorded_operation(const std::string& id) {
     if (auto record = context_.requests.find_operation(id)) return operation_of(*record);
     return Error{ErrorCode::not_found,
                  "no operation " + id +
@@ -367,11 +370,11 @@ class VmServiceImpl final : public VmService {
                      std::to_string(RequestIds::kWindow.count() / 24) + " days after it failed or its VM went)"};
   }
 
-  Result<std::vector<OperationView>> vm_starts(const VmName& name) override {
+  Result<std::vector<service::OperationView>> vm_starts(const VmName& name) override {
     const auto entry = context_.ledger.find(name.str());
     if (!entry || !entry->defined) return Error{ErrorCode::not_found, "no VM named " + text::quoted(name.str())};
     HA_TRY(const auto records, context_.start_history.starts(name.str()));
-    std::vector<OperationView> starts;
+    std::vector<service::OperationView> starts;
     starts.reserve(records.size());
     for (const auto& record : records) starts.push_back(view_of(record));
     return starts;
@@ -379,7 +382,7 @@ class VmServiceImpl final : public VmService {
 
   // A name in use is a conflict now rather than an operation that fails in the queue, unless the VM
   // is this very create's (a replay with its request id, answered above).
-  Status check_name_free(const CreateVmRequest& request) const {
+  Status check_name_free(const service::CreateVmRequest& request) const {
     const auto entry = context_.ledger.find(request.name);
     if (!entry || !entry->defined) return ok_status();
     if (!request.request_id.empty() && entry->record && entry->record->request_id == request.request_id) {
@@ -395,7 +398,7 @@ class VmServiceImpl final : public VmService {
   // The UUID, the MACs and the claim, as reserve() will judge them: a refusal now is the API's 409
   // or 400, not a queued create that fails (a create racing this one can still take them first,
   // and then this one fails in the queue with the same words).
-  Status check_holdings_free(const CreateVmRequest& request) const {
+  Status check_holdings_free(const service::CreateVmRequest& request) const {
     const ReserveClaim claim{context_.config.placement.host_name, &request.claim};
     return context_.ledger.check_create(request.uuid ? request.uuid->str() : std::string(), request.macs,
                                         request.claim.empty() ? nullptr : &claim);
@@ -403,7 +406,7 @@ class VmServiceImpl final : public VmService {
 
   // A VM made before its create's request record was kept (an older hostagent) has the id in its
   // own record.
-  Status check_request_id_unused(const CreateVmRequest& request) {
+  Status check_request_id_unused(const service::CreateVmRequest& request) {
     for (const auto& entry : context_.ledger.entries()) {
       if (!entry.record || entry.record->request_id != request.request_id) continue;
       state::CreateRequestRecord older;  // its VM and template are all such a VM's record says
@@ -414,7 +417,7 @@ class VmServiceImpl final : public VmService {
     return ok_status();
   }
 
-  void set_report(ReconcileReport report) {
+  void set_report(service::ReconcileReport report) {
     std::lock_guard lock(context_.report_mutex);
     context_.last_reconcile = std::move(report);
   }
@@ -427,8 +430,8 @@ class VmServiceImpl final : public VmService {
     }
     // A guest that powered itself off, or crashed, is no longer running: the record follows.
     queues_.post(kHostQueue, [this] { power_.save(context_.ledger.entries()); });
-    ServiceEvent changed;
-    changed.kind = ServiceEvent::Kind::vm;
+    service::ServiceEvent changed;
+    changed.kind = service::ServiceEvent::Kind::vm;
     changed.vm = event.name;
     const auto entry = context_.ledger.find(event.name);
     changed.vm_state = entry ? worded_state(*entry) : "absent";
@@ -456,7 +459,7 @@ class VmServiceImpl final : public VmService {
   // delete is what recovery made of it (a create is kept only whole, a delete always finished), so
   // whether the VM exists says; a start, stop or reboot is not journaled, and the VM's state now
   // says what it did, except a start cut between launch and resume, which is finished.
-  Status interrupted_outcome(const OperationView& cut) {
+  Status interrupted_outcome(const service::OperationView& cut) {
     const auto entry = context_.ledger.find(cut.vm);
     const bool exists = entry && entry->defined && entry->managed;
     if ((cut.kind == "create" && exists) || (cut.kind == "delete" && !exists)) return ok_status();
@@ -479,7 +482,7 @@ class VmServiceImpl final : public VmService {
 
   // A running VM's devices, as its record says they were prepared: a PF driver reloaded while the
   // daemon was down blanks the VFs under a running guest. Only what differs is written.
-  void repair_running(ReconcileReport& report) {
+  void repair_running(service::ReconcileReport& report) {
     for (const auto& entry : context_.ledger.entries()) {
       if (!entry.managed || !entry.record || entry.state != virt::DomainState::running) continue;
       auto repaired = reapply_devices(context_, *entry.record);
@@ -493,7 +496,7 @@ class VmServiceImpl final : public VmService {
   }
 
   // After a host reboot, the VMs operations.on_host_boot starts again; none after a restart alone.
-  std::vector<std::string> after_reboot(ReconcileReport& report) {
+  std::vector<std::string> after_reboot(service::ReconcileReport& report) {
     const auto before = power_.reboot_record();
     if (!before) return {};
     report.host_rebooted = true;
@@ -522,7 +525,7 @@ class VmServiceImpl final : public VmService {
 
   // Events may have been missed while libvirt was away, or a domain changed outside hostagent.
   void resync() {
-    ReconcileReport report;
+    service::ReconcileReport report;
     if (auto synced = sync_domains(context_, report, false); !synced.ok()) {
       log(LogLevel::warning, "sync with libvirt failed: " + synced.error().message);
     }
@@ -538,7 +541,7 @@ class VmServiceImpl final : public VmService {
     }
     for (const auto& entry : *entries) {
       queues_.post(entry.vm, [this, entry] {
-        ReconcileReport report;
+        service::ReconcileReport report;
         recover(context_, entry, report);
         for (const auto& problem : report.problems) log(LogLevel::warning, problem);
       });
@@ -551,7 +554,7 @@ class VmServiceImpl final : public VmService {
   std::atomic<bool> ready_{false};
   std::mutex begin_create_mutex_;
   std::mutex list_mutex_;
-  VmList listed_{0, nullptr};  // the last list_vms(), by its version
+  service::VmList listed_{0, nullptr};  // the last list_vms(), by its version
   std::mutex host_now_mutex_;
   std::optional<numa::HostModel> host_now_;
   std::chrono::steady_clock::time_point host_now_at_;
@@ -573,8 +576,8 @@ Status create_console_log_directory(const std::filesystem::path& directory) {
   return ok_status();
 }
 
-ManagedVmView managed_view(const numa::HostModel& host, const state::VmRecord& record) {
-  ManagedVmView view;
+service::ManagedVmView managed_view(const numa::HostModel& host, const state::VmRecord& record) {
+  service::ManagedVmView view;
   view.template_name = record.template_name;
   view.request_id = record.request_id;
   view.created_at = record.created_at;
@@ -587,8 +590,8 @@ ManagedVmView managed_view(const numa::HostModel& host, const state::VmRecord& r
   view.nccl_topology = record.nccl_topology;
   view.nvlink = numa::nvlink_summary(host, record.allocation);
   for (const auto& vf : record.rdma) {
-    view.rdma.push_back(VfRdmaView{vf.vf, vf.device, vf.port, vf.state, vf.link_layer, vf.roce_v2_gid_index,
-                                   vf.node_guid, vf.port_guid});
+    view.rdma.push_back(service::VfRdmaView{vf.vf, vf.device, vf.port, vf.state, vf.link_layer, vf.roce_v2_gid_index,
+                                            vf.node_guid, vf.port_guid});
   }
   return view;
 }
@@ -599,7 +602,7 @@ Ledger::HugepageReader hugepage_reader(const std::filesystem::path& sysfs_root, 
   if (sysfs_root.empty()) return {};
   return [sysfs_root, &host]() -> Result<std::map<std::pair<int, uint64_t>, uint64_t>> {
     HA_TRY(const auto sysfs, SysfsRoot::open(sysfs_root));
-    return numa::read_free_hugepages(sysfs, host);
+    return discovery::read_free_hugepages(sysfs, host);
   };
 }
 
@@ -611,8 +614,8 @@ std::function<bool(const PciAddress&)> device_on_bus(const std::filesystem::path
   };
 }
 
-VmView view_of(Context& context, const LedgerEntry& entry) {
-  VmView view;
+service::VmView view_of(Context& context, const LedgerEntry& entry) {
+  service::VmView view;
   view.name = entry.name;
   // A managed VM's UUID is chosen at create, before libvirt has its domain: the same from the start.
   view.uuid = entry.uuid.empty() && entry.record ? entry.record->uuid : entry.uuid;
@@ -627,7 +630,7 @@ VmView view_of(Context& context, const LedgerEntry& entry) {
   return view;
 }
 
-Result<std::unique_ptr<VmService>> start_service(ServiceParts parts) {
+Result<std::unique_ptr<service::VmService>> start_service(ServiceParts parts) {
   HA_ASSERT(parts.hypervisor && parts.devices && parts.clock);
   HA_TRY(auto journal, state::Journal::open(parts.config.state_directory / "journal"));
   HA_TRY(auto requests, state::CreateRequests::open(parts.config.state_directory / "requests"));
@@ -640,7 +643,7 @@ Result<std::unique_ptr<VmService>> start_service(ServiceParts parts) {
   auto service = std::make_unique<VmServiceImpl>(std::move(parts), std::move(journal), std::move(requests),
                                                  std::move(operations), std::move(starts), std::move(policy));
   HA_TRY_STATUS(service->begin());
-  return std::unique_ptr<VmService>(std::move(service));
+  return std::unique_ptr<service::VmService>(std::move(service));
 }
 
 }  // namespace hostagent::daemon

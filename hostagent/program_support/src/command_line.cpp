@@ -1,11 +1,11 @@
 // hostagent/command_line: parsing with CLI11, help refused beside unknown words.
-#include "hostagent/daemon/command_line.hpp"
+#include "hostagent/program_support/command_line.hpp"
 
 #include <CLI/CLI.hpp>
 
 #include "hostagent/simhost/sim_host.hpp"
 
-namespace hostagent {
+namespace hostagent::program_support {
 
 std::optional<int> parse_command_line(CLI::App& app, int argc, char** argv) {
   try {
@@ -31,4 +31,4 @@ std::string simulated_host_list() {
   return names;
 }
 
-}  // namespace hostagent
+}  // namespace hostagent::program_support

@@ -1,9 +1,9 @@
 // hostagent/install_paths: the shipped templates, relative to the running executable.
-#include "hostagent/daemon/install_paths.hpp"
+#include "hostagent/program_support/install_paths.hpp"
 
 #include <system_error>
 
-namespace hostagent {
+namespace hostagent::program_support {
 
 namespace fs = std::filesystem;
 
@@ -18,4 +18,4 @@ fs::path shipped_template_dir() {
   return exe.parent_path().parent_path() / "share" / "hostagent" / "templates";
 }
 
-}  // namespace hostagent
+}  // namespace hostagent::program_support

@@ -31,7 +31,7 @@ class ApiFixture : public ApiServer {
   // Polls GET /v1/operations/{id} until it has ended (or a minute passes); returns the last answer.
   boost::json::value wait_operation(const std::string& id);
 
-  daemon::VmService& service() { return *service_; }
+  service::VmService& service() { return *service_; }
   // The hypervisor double the service runs with (valid after start()).
   FaultyHypervisor& hypervisor() { return *hypervisor_; }
   DaemonFixture& daemon() { return daemon_; }
@@ -39,7 +39,7 @@ class ApiFixture : public ApiServer {
  private:
   DaemonFixture daemon_;
   FaultyHypervisor* hypervisor_ = nullptr;
-  std::unique_ptr<daemon::VmService> service_;
+  std::unique_ptr<service::VmService> service_;
 };
 
 }  // namespace hostagent::testing

@@ -36,7 +36,7 @@ ApiServer::~ApiServer() {
   stop_serving();
 }
 
-void ApiServer::serve(daemon::VmService& service, api::RestApiOptions options, api::ServerLimits limits) {
+void ApiServer::serve(service::VmService& service, api::RestApiOptions options, api::ServerLimits limits) {
   options.audit_log = audit_log_;
   auto api = api::RestApi::make(service, std::move(options));
   REQUIRE_MESSAGE(api.ok(), api.error().message);

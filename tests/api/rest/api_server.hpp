@@ -48,7 +48,7 @@ class ApiServer {
 
   // Starts the routes over `service` (which outlives the server) and the server; fails the calling
   // test case on an error. The audit log is the server's own.
-  void serve(daemon::VmService& service, api::RestApiOptions options, api::ServerLimits limits = {});
+  void serve(service::VmService& service, api::RestApiOptions options, api::ServerLimits limits = {});
   // Stops the server, then the routes. Idempotent.
   void stop_serving();
 

@@ -29,7 +29,7 @@ void FakeVmService::refuse_next(Error error) {
 }
 
 void FakeVmService::end(const std::string& id, std::optional<Error> error) {
-  daemon::ServiceEvent event;
+  service::ServiceEvent event;
   {
     const std::lock_guard lock(mutex_);
     const auto it = operations_.find(id);
@@ -39,7 +39,7 @@ void FakeVmService::end(const std::string& id, std::optional<Error> error) {
     operation.error = std::move(error);
     operation.started_at = kSubmittedAt;
     operation.finished_at = kSubmittedAt;
-    event.kind = daemon::ServiceEvent::Kind::operation;
+    event.kind = service::ServiceEvent::Kind::operation;
     event.vm = operation.vm;
     event.operation = operation;
   }
@@ -47,14 +47,14 @@ void FakeVmService::end(const std::string& id, std::optional<Error> error) {
   publish(event);
 }
 
-void FakeVmService::put_vm(daemon::VmView vm, std::string domain_xml) {
+void FakeVmService::put_vm(service::VmView vm, std::string domain_xml) {
   const std::lock_guard lock(mutex_);
   const std::string name = vm.name;
   vms_[name] = Vm{std::move(vm), std::move(domain_xml)};
   ++vms_version_;
 }
 
-void FakeVmService::set_status(daemon::ServiceStatus status) {
+void FakeVmService::set_status(service::ServiceStatus status) {
   const std::lock_guard lock(mutex_);
   status_ = std::move(status);
 }
@@ -77,12 +77,12 @@ void FakeVmService::set_device_health(std::vector<numa::DeviceHealth> health) {
 }
 
 // Under sinks_mutex_, so that unsubscribe waits for a running sink, as the interface promises.
-void FakeVmService::publish(const daemon::ServiceEvent& event) {
+void FakeVmService::publish(const service::ServiceEvent& event) {
   const std::lock_guard lock(sinks_mutex_);
   for (const auto& [id, sink] : sinks_) sink(event);
 }
 
-std::vector<daemon::CreateVmRequest> FakeVmService::creates() const {
+std::vector<service::CreateVmRequest> FakeVmService::creates() const {
   const std::lock_guard lock(mutex_);
   return creates_;
 }
@@ -98,8 +98,8 @@ std::optional<Error> FakeVmService::take_refusal() {
   return refusal;
 }
 
-daemon::OperationView& FakeVmService::queue(const std::string& kind, const std::string& vm) {
-  daemon::OperationView operation;
+service::OperationView& FakeVmService::queue(const std::string& kind, const std::string& vm) {
+  service::OperationView operation;
   operation.id = "op-" + std::to_string(operations_.size() + 1);
   operation.kind = kind;
   operation.vm = vm;
@@ -109,7 +109,7 @@ daemon::OperationView& FakeVmService::queue(const std::string& kind, const std::
   return operations_[operation.id] = operation;
 }
 
-Result<daemon::OperationView> FakeVmService::begin_create(const daemon::CreateVmRequest& request) {
+Result<service::OperationView> FakeVmService::begin_create(const service::CreateVmRequest& request) {
   const std::lock_guard lock(mutex_);
   creates_.push_back(request);
   if (auto refusal = take_refusal()) return *refusal;
@@ -120,8 +120,8 @@ Result<daemon::OperationView> FakeVmService::begin_create(const daemon::CreateVm
 }
 
 // The service's own checks, before any queue: a scripted refusal, then a VM that does not exist.
-Result<daemon::OperationView> FakeVmService::known_vm_command(const std::string& kind, const std::string& name,
-                                                              const std::string& worded) {
+Result<service::OperationView> FakeVmService::known_vm_command(const std::string& kind, const std::string& name,
+                                                               const std::string& worded) {
   const std::lock_guard lock(mutex_);
   commands_.push_back(worded);
   if (auto refusal = take_refusal()) return *refusal;
@@ -129,23 +129,23 @@ Result<daemon::OperationView> FakeVmService::known_vm_command(const std::string&
   return queue(kind, name);
 }
 
-Result<daemon::OperationView> FakeVmService::begin_start(const VmName& name) {
+Result<service::OperationView> FakeVmService::begin_start(const VmName& name) {
   return known_vm_command("start", name, "start " + name.str());
 }
 
-Result<daemon::OperationView> FakeVmService::begin_stop(const VmName& name, bool force) {
+Result<service::OperationView> FakeVmService::begin_stop(const VmName& name, bool force) {
   return known_vm_command("stop", name, "stop " + name.str() + (force ? " force" : ""));
 }
 
-Result<daemon::OperationView> FakeVmService::begin_reboot(const VmName& name) {
+Result<service::OperationView> FakeVmService::begin_reboot(const VmName& name) {
   return known_vm_command("reboot", name, "reboot " + name.str());
 }
 
-Result<daemon::OperationView> FakeVmService::begin_delete(const VmName& name) {
+Result<service::OperationView> FakeVmService::begin_delete(const VmName& name) {
   return known_vm_command("delete", name, "delete " + name.str());
 }
 
-Result<daemon::OperationView> FakeVmService::wait(const std::string& id) {
+Result<service::OperationView> FakeVmService::wait(const std::string& id) {
   std::unique_lock lock(mutex_);
   if (operations_.count(id) == 0) return unknown_operation(id);
   ended_.wait(lock, [&] {
@@ -155,31 +155,31 @@ Result<daemon::OperationView> FakeVmService::wait(const std::string& id) {
   return operations_.at(id);
 }
 
-Result<daemon::OperationView> FakeVmService::operation(const std::string& id) {
+Result<service::OperationView> FakeVmService::operation(const std::string& id) {
   const std::lock_guard lock(mutex_);
   const auto it = operations_.find(id);
   if (it == operations_.end()) return unknown_operation(id);
   return it->second;
 }
 
-std::vector<daemon::OperationView> FakeVmService::operations() {
+std::vector<service::OperationView> FakeVmService::operations() {
   const std::lock_guard lock(mutex_);
-  std::vector<daemon::OperationView> out;
+  std::vector<service::OperationView> out;
   for (auto it = operation_order_.rbegin(); it != operation_order_.rend(); ++it) out.push_back(operations_.at(*it));
   return out;
 }
 
-Result<daemon::VmView> FakeVmService::get_vm(const VmName& name) {
+Result<service::VmView> FakeVmService::get_vm(const VmName& name) {
   const std::lock_guard lock(mutex_);
   const auto it = vms_.find(name);
   if (it == vms_.end()) return Error{ErrorCode::not_found, "no VM named " + name.str()};
   return it->second.view;
 }
 
-Result<std::vector<daemon::OperationView>> FakeVmService::vm_starts(const VmName& name) {
+Result<std::vector<service::OperationView>> FakeVmService::vm_starts(const VmName& name) {
   const std::lock_guard lock(mutex_);
   if (vms_.find(name) == vms_.end()) return Error{ErrorCode::not_found, "no VM named " + name.str()};
-  std::vector<daemon::OperationView> out;
+  std::vector<service::OperationView> out;
   for (auto it = operation_order_.rbegin(); it != operation_order_.rend(); ++it) {
     const auto& operation = operations_.at(*it);
     const bool start = operation.kind == "create" || operation.kind == "start";
@@ -193,15 +193,15 @@ void FakeVmService::on_status(std::function<void()> hook) {
   status_hook_ = std::move(hook);
 }
 
-daemon::VmList FakeVmService::list_vms() {
+service::VmList FakeVmService::list_vms() {
   const std::lock_guard lock(mutex_);
-  auto out = std::make_shared<std::vector<daemon::VmView>>();
+  auto out = std::make_shared<std::vector<service::VmView>>();
   for (const auto& [name, vm] : vms_) out->push_back(vm.view);
   return {vms_version_, std::move(out)};
 }
 
 // status_ as set, with the VMs counted by state as the service counts its ledger.
-daemon::ServiceStatus FakeVmService::status() {
+service::ServiceStatus FakeVmService::status() {
   std::function<void()> hook;
   {
     const std::lock_guard lock(mutex_);
@@ -215,7 +215,7 @@ daemon::ServiceStatus FakeVmService::status() {
   return status;
 }
 
-uint64_t FakeVmService::subscribe(daemon::ServiceEventSink sink) {
+uint64_t FakeVmService::subscribe(service::ServiceEventSink sink) {
   const std::lock_guard lock(sinks_mutex_);
   const uint64_t id = next_sink_++;
   sinks_[id] = std::move(sink);
@@ -227,22 +227,22 @@ void FakeVmService::unsubscribe(uint64_t id) {
   sinks_.erase(id);
 }
 
-void FakeVmService::quarantine(daemon::QuarantineView entry) {
+void FakeVmService::quarantine(service::QuarantineView entry) {
   const std::lock_guard lock(mutex_);
   quarantined_.push_back(std::move(entry));
 }
 
-std::vector<daemon::QuarantineView> FakeVmService::quarantined() {
+std::vector<service::QuarantineView> FakeVmService::quarantined() {
   const std::lock_guard lock(mutex_);
   return quarantined_;
 }
 
-Result<daemon::QuarantineView> FakeVmService::clear_quarantine(const PciAddress& address,
-                                                               const std::string& principal) {
+Result<service::QuarantineView> FakeVmService::clear_quarantine(const PciAddress& address,
+                                                                const std::string& principal) {
   const std::lock_guard lock(mutex_);
   commands_.push_back("clear-quarantine " + address.to_string() + " by " + principal);
   const auto it = std::find_if(quarantined_.begin(), quarantined_.end(),
-                               [&](const daemon::QuarantineView& q) { return q.address == address; });
+                               [&](const service::QuarantineView& q) { return q.address == address; });
   if (it == quarantined_.end())
     return Error{ErrorCode::not_found, "device " + address.to_string() + " is not quarantined"};
   auto cleared = *it;
@@ -250,23 +250,23 @@ Result<daemon::QuarantineView> FakeVmService::clear_quarantine(const PciAddress&
   return cleared;
 }
 
-void FakeVmService::mark_cleaning(daemon::CleaningView entry) {
+void FakeVmService::mark_cleaning(service::CleaningView entry) {
   const std::lock_guard lock(mutex_);
   cleaning_.push_back(std::move(entry));
 }
 
-void FakeVmService::set_history(daemon::DeviceHistoryView history) {
+void FakeVmService::set_history(service::DeviceHistoryView history) {
   const std::lock_guard lock(mutex_);
   const PciAddress address = history.address;
   histories_.insert_or_assign(address, std::move(history));
 }
 
-std::vector<daemon::CleaningView> FakeVmService::cleaning() {
+std::vector<service::CleaningView> FakeVmService::cleaning() {
   const std::lock_guard lock(mutex_);
   return cleaning_;
 }
 
-Result<daemon::CleaningView> FakeVmService::clean_device(const PciAddress& address, const std::string& principal) {
+Result<service::CleaningView> FakeVmService::clean_device(const PciAddress& address, const std::string& principal) {
   const std::lock_guard lock(mutex_);
   commands_.push_back("clean-device " + address.to_string() + " by " + principal);
   if (auto refusal = take_refusal()) return *refusal;
@@ -282,31 +282,31 @@ Result<daemon::CleaningView> FakeVmService::clean_device(const PciAddress& addre
   if (std::any_of(cleaning_.begin(), cleaning_.end(), [&](const auto& c) { return c.address == address; })) {
     return Error{ErrorCode::conflict, "device " + address.to_string() + " is already being cleaned"};
   }
-  cleaning_.push_back(daemon::CleaningView{address, "", kSubmittedAt, "", ""});
+  cleaning_.push_back(service::CleaningView{address, "", kSubmittedAt, "", ""});
   return cleaning_.back();
 }
 
-Result<daemon::DeviceHistoryView> FakeVmService::device_history(const PciAddress& address) {
+Result<service::DeviceHistoryView> FakeVmService::device_history(const PciAddress& address) {
   const std::lock_guard lock(mutex_);
   if (const auto it = histories_.find(address); it != histories_.end()) return it->second;
   if (host_.find(address) == nullptr) {
     return Error{ErrorCode::not_found, "device: no device at " + address.to_string() + " and no cleaning of one"};
   }
-  return daemon::DeviceHistoryView{address, {}, ""};
+  return service::DeviceHistoryView{address, {}, ""};
 }
 
-std::map<PciAddress, daemon::CleaningRecordView> FakeVmService::last_cleanings() {
+std::map<PciAddress, service::CleaningRecordView> FakeVmService::last_cleanings() {
   const std::lock_guard lock(mutex_);
-  std::map<PciAddress, daemon::CleaningRecordView> last;
+  std::map<PciAddress, service::CleaningRecordView> last;
   for (const auto& [address, history] : histories_) {
     if (!history.cleanings.empty()) last.emplace(address, history.cleanings.back());
   }
   return last;
 }
 
-daemon::HostUsage FakeVmService::usage() {
+service::HostUsage FakeVmService::usage() {
   const std::lock_guard lock(mutex_);
-  return daemon::HostUsage{&host_, held_, usage_version_, policy_};
+  return service::HostUsage{&host_, held_, usage_version_, policy_};
 }
 
 const std::map<std::string, vmtemplates::VmTemplate>& FakeVmService::templates() const {
@@ -327,7 +327,7 @@ Result<std::string> FakeVmService::nccl_topology(const VmName& name) {
   return it->second.view.record->nccl_topology;
 }
 
-Result<daemon::DeviceHealthReading> FakeVmService::device_health() {
+Result<service::DeviceHealthReading> FakeVmService::device_health() {
   const std::lock_guard lock(mutex_);
   return health_;
 }

@@ -19,7 +19,7 @@
 
 namespace hostagent::testing {
 
-class FakeVmService final : public daemon::VmService {
+class FakeVmService final : public service::VmService {
  public:
   FakeVmService(numa::HostModel host, std::map<std::string, vmtemplates::VmTemplate> templates);
 
@@ -29,70 +29,70 @@ class FakeVmService final : public daemon::VmService {
   // Ends a queued operation: succeeded, or failed with `error`; wakes wait() and publishes it.
   void end(const std::string& id, std::optional<Error> error = std::nullopt);
   // What get_vm, list_vms, domain_xml and nccl_topology answer for vm.name.
-  void put_vm(daemon::VmView vm, std::string domain_xml = "");
-  void set_status(daemon::ServiceStatus status);
+  void put_vm(service::VmView vm, std::string domain_xml = "");
+  void set_status(service::ServiceStatus status);
   void set_held(std::vector<numa::Allocation> held);
   void set_policy(numa::HostPolicy policy);  // what usage() says placement is told
   void set_device_health(std::vector<numa::DeviceHealth> health);
-  void quarantine(daemon::QuarantineView entry);   // what quarantined() lists, and clear_quarantine clears
-  void mark_cleaning(daemon::CleaningView entry);  // what cleaning() lists; clean_device refuses it (conflict)
+  void quarantine(service::QuarantineView entry);   // what quarantined() lists, and clear_quarantine clears
+  void mark_cleaning(service::CleaningView entry);  // what cleaning() lists; clean_device refuses it (conflict)
   // What device_history answers for history.address, and what last_cleanings() holds for it: the
   // last of its cleanings, when it has any.
-  void set_history(daemon::DeviceHistoryView history);
+  void set_history(service::DeviceHistoryView history);
   // Called at the start of every status(), outside the fake's lock (a test's probe into a read).
   void on_status(std::function<void()> hook);
   // To every subscriber, on the calling thread, as the service's threads do.
-  void publish(const daemon::ServiceEvent& event);
+  void publish(const service::ServiceEvent& event);
 
   // --- what the API asked for
-  std::vector<daemon::CreateVmRequest> creates() const;
+  std::vector<service::CreateVmRequest> creates() const;
   // Every other command, worded: "start vm1", "stop vm1 force", "reboot vm1", "delete vm1".
   std::vector<std::string> commands() const;
 
-  // --- daemon::VmService
-  Result<daemon::OperationView> begin_create(const daemon::CreateVmRequest& request) override;
-  Result<daemon::OperationView> begin_start(const VmName& name) override;
-  Result<daemon::OperationView> begin_stop(const VmName& name, bool force) override;
-  Result<daemon::OperationView> begin_reboot(const VmName& name) override;
-  Result<daemon::OperationView> begin_delete(const VmName& name) override;
-  Result<daemon::OperationView> wait(const std::string& id) override;
-  Result<daemon::OperationView> operation(const std::string& id) override;
-  std::vector<daemon::OperationView> operations() override;
-  Result<daemon::VmView> get_vm(const VmName& name) override;
+  // --- service::VmService
+  Result<service::OperationView> begin_create(const service::CreateVmRequest& request) override;
+  Result<service::OperationView> begin_start(const VmName& name) override;
+  Result<service::OperationView> begin_stop(const VmName& name, bool force) override;
+  Result<service::OperationView> begin_reboot(const VmName& name) override;
+  Result<service::OperationView> begin_delete(const VmName& name) override;
+  Result<service::OperationView> wait(const std::string& id) override;
+  Result<service::OperationView> operation(const std::string& id) override;
+  std::vector<service::OperationView> operations() override;
+  Result<service::VmView> get_vm(const VmName& name) override;
   // The VM's creates and starts among this fake's operations, ended ones, newest first.
-  Result<std::vector<daemon::OperationView>> vm_starts(const VmName& name) override;
-  daemon::VmList list_vms() override;
-  daemon::ServiceStatus status() override;
-  uint64_t subscribe(daemon::ServiceEventSink sink) override;
+  Result<std::vector<service::OperationView>> vm_starts(const VmName& name) override;
+  service::VmList list_vms() override;
+  service::ServiceStatus status() override;
+  uint64_t subscribe(service::ServiceEventSink sink) override;
   void unsubscribe(uint64_t id) override;
-  daemon::HostUsage usage() override;  // held_ and policy_, at usage_version_
-  std::vector<daemon::QuarantineView> quarantined() override;
+  service::HostUsage usage() override;  // held_ and policy_, at usage_version_
+  std::vector<service::QuarantineView> quarantined() override;
   // Clears an entry quarantine() made; "clear-quarantine ADDRESS by PRINCIPAL" is in commands().
-  Result<daemon::QuarantineView> clear_quarantine(const PciAddress& address, const std::string& principal) override;
-  std::vector<daemon::CleaningView> cleaning() override;
+  Result<service::QuarantineView> clear_quarantine(const PciAddress& address, const std::string& principal) override;
+  std::vector<service::CleaningView> cleaning() override;
   // As the service's contract says: not_found for a device the host does not have, conflict for
   // one a VM holds (set_held) or one already cleaning; else marked (a quarantined one stays
   // quarantined). "clean-device ADDRESS by PRINCIPAL" is in commands().
-  Result<daemon::CleaningView> clean_device(const PciAddress& address, const std::string& principal) override;
+  Result<service::CleaningView> clean_device(const PciAddress& address, const std::string& principal) override;
   // set_history's; an empty history for a device of the host that has none; else not_found.
-  Result<daemon::DeviceHistoryView> device_history(const PciAddress& address) override;
-  std::map<PciAddress, daemon::CleaningRecordView> last_cleanings() override;
+  Result<service::DeviceHistoryView> device_history(const PciAddress& address) override;
+  std::map<PciAddress, service::CleaningRecordView> last_cleanings() override;
   const std::map<std::string, vmtemplates::VmTemplate>& templates() const override;
   Result<std::string> domain_xml(const VmName& name) override;
   Result<std::string> nccl_topology(const VmName& name) override;
-  Result<daemon::DeviceHealthReading> device_health() override;  // the last set_device_health's, one object
+  Result<service::DeviceHealthReading> device_health() override;  // the last set_device_health's, one object
   numa::HostModel host_now() override;
 
  private:
   struct Vm {
-    daemon::VmView view;
+    service::VmView view;
     std::string domain_xml;
   };
   // Under mutex_: the scripted refusal, once; a new queued operation of `kind` on `vm`.
   std::optional<Error> take_refusal();
-  daemon::OperationView& queue(const std::string& kind, const std::string& vm);
-  Result<daemon::OperationView> known_vm_command(const std::string& kind, const std::string& name,
-                                                 const std::string& worded);
+  service::OperationView& queue(const std::string& kind, const std::string& vm);
+  Result<service::OperationView> known_vm_command(const std::string& kind, const std::string& name,
+                                                  const std::string& worded);
 
   const numa::HostModel host_;
   const std::map<std::string, vmtemplates::VmTemplate> templates_;
@@ -100,23 +100,23 @@ class FakeVmService final : public daemon::VmService {
   mutable std::mutex mutex_;
   std::condition_variable ended_;
   std::optional<Error> refusal_;
-  std::map<std::string, daemon::OperationView> operations_;
+  std::map<std::string, service::OperationView> operations_;
   std::vector<std::string> operation_order_;  // oldest first
   std::map<std::string, Vm> vms_;
   uint64_t vms_version_ = 0;  // moves with every change to vms_, as the service's list version does
-  daemon::ServiceStatus status_;
+  service::ServiceStatus status_;
   std::vector<numa::Allocation> held_;
   numa::HostPolicy policy_;
   uint64_t usage_version_ = 0;  // bumped by set_held and set_policy, as the ledger's is
-  daemon::DeviceHealthReading health_ = std::make_shared<const std::vector<numa::DeviceHealth>>();
-  std::vector<daemon::CreateVmRequest> creates_;
+  service::DeviceHealthReading health_ = std::make_shared<const std::vector<numa::DeviceHealth>>();
+  std::vector<service::CreateVmRequest> creates_;
   std::vector<std::string> commands_;
-  std::vector<daemon::QuarantineView> quarantined_;
-  std::vector<daemon::CleaningView> cleaning_;
-  std::map<PciAddress, daemon::DeviceHistoryView> histories_;
+  std::vector<service::QuarantineView> quarantined_;
+  std::vector<service::CleaningView> cleaning_;
+  std::map<PciAddress, service::DeviceHistoryView> histories_;
 
   std::mutex sinks_mutex_;  // apart from mutex_: a sink runs under it
-  std::map<uint64_t, daemon::ServiceEventSink> sinks_;
+  std::map<uint64_t, service::ServiceEventSink> sinks_;
   uint64_t next_sink_ = 1;
   std::function<void()> status_hook_;
 };

@@ -45,7 +45,7 @@ TEST_CASE("audit_line: valid JSON and UTF-8 even when the principal and target h
 }
 
 TEST_CASE("audit_subject: a create names its VM, template and request id, a VM's verbs its name") {
-  const auto create = audit_subject(command::CreateVm{daemon::CreateVmRequest{
+  const auto create = audit_subject(command::CreateVm{service::CreateVmRequest{
       .name = VmName("c-1"), .template_name = TemplateName("gx3-16x128x1h100"), .request_id = "r-1"}});
   CHECK(create.vm == "c-1");
   CHECK(create.template_name == "gx3-16x128x1h100");

@@ -14,8 +14,8 @@
 namespace hostagent::api::detail {
 
 TEST_CASE("an event frame is id, event name, one line of JSON and a blank line") {
-  daemon::ServiceEvent vm;
-  vm.kind = daemon::ServiceEvent::Kind::vm;
+  service::ServiceEvent vm;
+  vm.kind = service::ServiceEvent::Kind::vm;
   vm.vm = "train-0";
   vm.vm_state = "running";
   vm.detail = "started (booted)\nwith a newline";
@@ -23,17 +23,17 @@ TEST_CASE("an event frame is id, event name, one line of JSON and a blank line")
         "id: 41\nevent: vm\ndata: {\"vm\":\"train-0\",\"state\":\"running\",\"detail\":\"started (booted)\\nwith a "
         "newline\"}\n\n");
 
-  daemon::ServiceEvent device;
-  device.kind = daemon::ServiceEvent::Kind::device;
+  service::ServiceEvent device;
+  device.kind = service::ServiceEvent::Kind::device;
   device.vm = "train-0";
   device.held = true;
   device.devices = {PciAddress::parse("0000:17:00.0").value()};
   CHECK(event_frame(43, device) ==
         "id: 43\nevent: device\ndata: {\"vm\":\"train-0\",\"held\":true,\"devices\":[\"0000:17:00.0\"]}\n\n");
 
-  daemon::ServiceEvent operation;
-  operation.kind = daemon::ServiceEvent::Kind::operation;
-  operation.operation = daemon::OperationView{};
+  service::ServiceEvent operation;
+  operation.kind = service::ServiceEvent::Kind::operation;
+  operation.operation = service::OperationView{};
   operation.operation->id = "op-3";
   operation.operation->state = "failed";
   operation.operation->error = Error{ErrorCode::does_not_fit, "needs 8 GPUs"};

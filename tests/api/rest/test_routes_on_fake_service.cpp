@@ -37,12 +37,12 @@ struct FakeApi {
   }
   // A VM the fake holds, managed, with a record.
   void put_vm(const std::string& name) {
-    daemon::VmView vm;
+    service::VmView vm;
     vm.name = name;
     vm.uuid = "7d3c0a52-8f5e-4a3b-9c1d-2e4f6a8b0c1d";
     vm.managed = true;
     vm.state = "running";
-    vm.record = daemon::ManagedVmView{};
+    vm.record = service::ManagedVmView{};
     vm.record->template_name = "gx3-16x128x1h100";
     service.put_vm(vm, "<domain type='kvm'><name>" + name + "</name></domain>");
   }
@@ -59,15 +59,15 @@ std::vector<PciAddress> some_gpus(FakeApi& api, std::size_t count) {
   return gpus;
 }
 
-daemon::CleaningStepView cleaning_step(const std::string& name, const std::string& result, const std::string& detail,
-                                       double seconds) {
-  return daemon::CleaningStepView{name, result, detail, "2026-12-05T09:00:00Z", "2026-12-05T09:00:01Z", seconds};
+service::CleaningStepView cleaning_step(const std::string& name, const std::string& result, const std::string& detail,
+                                        double seconds) {
+  return service::CleaningStepView{name, result, detail, "2026-12-05T09:00:00Z", "2026-12-05T09:00:01Z", seconds};
 }
 
 // One cleaning as the evidence log would hold it.
-daemon::CleaningRecordView cleaning_record(uint64_t sequence, const PciAddress& address, const std::string& outcome,
-                                           std::vector<daemon::CleaningStepView> steps) {
-  daemon::CleaningRecordView record;
+service::CleaningRecordView cleaning_record(uint64_t sequence, const PciAddress& address, const std::string& outcome,
+                                            std::vector<service::CleaningStepView> steps) {
+  service::CleaningRecordView record;
   record.sequence = sequence;
   record.address = address;
   record.role = "gpu";
@@ -83,7 +83,7 @@ daemon::CleaningRecordView cleaning_record(uint64_t sequence, const PciAddress& 
 
 // Publishes until `wanted` has come (the stream subscribes when its request is handled); returns
 // all the stream sent so far.
-std::string publish_until_seen(FakeApi& api, EventStreamReader& stream, const daemon::ServiceEvent& event,
+std::string publish_until_seen(FakeApi& api, EventStreamReader& stream, const service::ServiceEvent& event,
                                const std::string& wanted) {
   std::string seen;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
@@ -212,13 +212,13 @@ TEST_CASE("a failed operation reports its error as the problem its code maps to"
 
 TEST_CASE("a VM is answered with what the service holds for it, and its files from the service") {
   FakeApi api;
-  daemon::VmView vm;
+  service::VmView vm;
   vm.name = "train-0";
   vm.uuid = "7d3c0a52-8f5e-4a3b-9c1d-2e4f6a8b0c1d";
   vm.managed = true;
   vm.state = "running";
   vm.last_event = "started (booted)";
-  daemon::ManagedVmView record;
+  service::ManagedVmView record;
   record.template_name = "gx3-16x128x1h100";
   record.request_id = "r-7";
   record.created_at = "2026-12-02T09:00:00Z";
@@ -230,8 +230,8 @@ TEST_CASE("a VM is answered with what the service holds for it, and its files fr
   record.allocation.cpus = {4, 5, 6, 7};
   record.allocation.devices = {PciAddress::parse("0000:1b:00.0").value()};
   record.nccl_topology = "<system version=\"1\"/>";
-  record.rdma = {daemon::VfRdmaView{PciAddress::parse("0000:1b:00.2").value(), "mlx5_12", 1, "ACTIVE", "Ethernet", 3,
-                                    "0c42:a103:0012:3456", ""}};
+  record.rdma = {service::VfRdmaView{PciAddress::parse("0000:1b:00.2").value(), "mlx5_12", 1, "ACTIVE", "Ethernet", 3,
+                                     "0c42:a103:0012:3456", ""}};
   vm.record = record;
   api.service.put_vm(vm, "<domain type='kvm'/>");
 
@@ -257,7 +257,7 @@ TEST_CASE("a VM is answered with what the service holds for it, and its files fr
 TEST_CASE("ready follows the service's status: 503 with one Retry-After, live stays 200") {
   FakeApi api;
   CHECK(api.request("GET", "/v1/health/ready").status == 200);
-  daemon::ServiceStatus status;
+  service::ServiceStatus status;
   status.ready = true;
   status.libvirt_connected = false;
   api.service.set_status(status);
@@ -278,8 +278,8 @@ TEST_CASE("an event the service publishes reaches a stream client as one frame")
   auto stream = EventStreamReader::open(api.server.socket_path());
   REQUIRE_MESSAGE(stream.ok(), stream.error().message);
   CHECK((*stream)->status() == 200);
-  daemon::ServiceEvent event;
-  event.kind = daemon::ServiceEvent::Kind::vm;
+  service::ServiceEvent event;
+  event.kind = service::ServiceEvent::Kind::vm;
   event.vm = "train-0";
   event.vm_state = "running";
   event.detail = "started (booted)";
@@ -423,11 +423,11 @@ TEST_CASE("a quarantine event reaches a stream client with the device and why") 
   FakeApi api;
   auto stream = EventStreamReader::open(api.server.socket_path());
   REQUIRE_MESSAGE(stream.ok(), stream.error().message);
-  daemon::ServiceEvent event;
-  event.kind = daemon::ServiceEvent::Kind::quarantine;
+  service::ServiceEvent event;
+  event.kind = service::ServiceEvent::Kind::quarantine;
   event.vm = "train-0";
   event.devices = {*PciAddress::parse("0000:18:00.0")};
-  event.quarantine = daemon::QuarantineView{event.devices[0], "bind to vfio-pci", "did not bind", "train-0", "t"};
+  event.quarantine = service::QuarantineView{event.devices[0], "bind to vfio-pci", "did not bind", "train-0", "t"};
   std::string seen;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
   while (seen.find("event: quarantine\n") == std::string::npos && std::chrono::steady_clock::now() < deadline) {
@@ -617,18 +617,18 @@ TEST_CASE("cleaning events reach a stream client: cleaning while it runs, then f
   auto stream = EventStreamReader::open(api.server.socket_path());
   REQUIRE_MESSAGE(stream.ok(), stream.error().message);
   const auto gpu = *PciAddress::parse("0000:18:00.0");
-  daemon::ServiceEvent running;
-  running.kind = daemon::ServiceEvent::Kind::cleaning;
+  service::ServiceEvent running;
+  running.kind = service::ServiceEvent::Kind::cleaning;
   running.vm = "train-0";
   running.devices = {gpu};
-  running.cleaning = daemon::CleaningView{gpu, "train-0", "2026-12-05T09:00:00Z", "", "reset"};
+  running.cleaning = service::CleaningView{gpu, "train-0", "2026-12-05T09:00:00Z", "", "reset"};
   const std::string running_data =
       R"(data: {"device":"0000:18:00.0","vm":"train-0","state":"cleaning","step":"reset","outcome":null,"sequence":null})";
   auto seen = publish_until_seen(api, **stream, running, running_data);
   CHECK_MESSAGE(seen.find("event: cleaning\n" + running_data) != std::string::npos, seen);
 
-  daemon::ServiceEvent clean;
-  clean.kind = daemon::ServiceEvent::Kind::cleaning;
+  service::ServiceEvent clean;
+  clean.kind = service::ServiceEvent::Kind::cleaning;
   clean.devices = {gpu};
   clean.cleaned = cleaning_record(5, gpu, "clean", {cleaning_step("reset", "passed", "flr", 0.5)});
   const std::string clean_data =
@@ -636,7 +636,7 @@ TEST_CASE("cleaning events reach a stream client: cleaning while it runs, then f
   seen = publish_until_seen(api, **stream, clean, clean_data);
   CHECK_MESSAGE(seen.find(clean_data) != std::string::npos, seen);
 
-  daemon::ServiceEvent failed = clean;
+  service::ServiceEvent failed = clean;
   failed.cleaned = cleaning_record(
       6, gpu, "quarantined",
       {cleaning_step("reset", "passed", "flr", 0.5), cleaning_step("erase", "failed", "pattern mismatch", 3)});
@@ -656,8 +656,8 @@ TEST_CASE(
   api.service.mark_cleaning({gpus[0], "train-0", "2026-12-05T08:00:00Z", "", ""});
   api.service.mark_cleaning({gpus[1], "train-0", "2026-12-05T08:00:00Z", "train-0", ""});
   api.service.quarantine({gpus[2], "reset", "did not come back", "", "2026-12-05T08:20:00Z"});
-  daemon::ServiceEvent ended;
-  ended.kind = daemon::ServiceEvent::Kind::cleaning;
+  service::ServiceEvent ended;
+  ended.kind = service::ServiceEvent::Kind::cleaning;
   ended.devices = {gpus[0]};
   ended.cleaned = cleaning_record(
       7, gpus[0], "clean",
@@ -665,7 +665,7 @@ TEST_CASE(
   api.service.publish(ended);
   api.service.publish(ended);  // the same record again (a resumed stream, a retry): observed once
   ended.cleaned = cleaning_record(8, gpus[2], "quarantined", {cleaning_step("reset", "failed", "link down", 2)});
-  ended.release = daemon::ReleaseCleaningView{3, 42.5, 97.0};  // the last of train-0's devices
+  ended.release = service::ReleaseCleaningView{3, 42.5, 97.0};  // the last of train-0's devices
   api.service.publish(ended);
 
   const auto metrics = api.request("GET", "/v1/metrics").body;

@@ -64,7 +64,7 @@ TEST_CASE("a scrape shows what changed before it: capacity, device health and VM
   service.set_device_health({health});
   CHECK(sample_value(metrics.render(service), degraded) == 0);
 
-  daemon::VmView running;
+  service::VmView running;
   running.name = "vm-0";
   running.state = "running";
   service.put_vm(running);
@@ -82,7 +82,7 @@ TEST_CASE("phases added after an operation ended are observed once each") {
   TempDir host_dir;
   FakeVmService service{discover_simulated("vela2", host_dir), {}};
   api::detail::ServiceMetrics metrics;
-  daemon::OperationView create;
+  service::OperationView create;
   create.id = "op-1";
   create.kind = "create";
   create.template_name = "t";
@@ -90,8 +90,8 @@ TEST_CASE("phases added after an operation ended are observed once each") {
   create.duration_seconds = 2;
   create.timeline = {{"launch", "2026-12-05T10:00:01Z", 1.5, ""}, {"resume", "2026-12-05T10:00:01Z", 0.01, ""}};
   const auto publish = [&] {
-    daemon::ServiceEvent event;
-    event.kind = daemon::ServiceEvent::Kind::operation;
+    service::ServiceEvent event;
+    event.kind = service::ServiceEvent::Kind::operation;
     event.operation = create;
     metrics.on_event(event);
   };

@@ -115,8 +115,8 @@ Status RecordingPreparer::release(const std::string& vm, const numa::Allocation&
   return ok_status();
 }
 
-EventsOfKind::EventsOfKind(daemon::VmService& service, daemon::ServiceEvent::Kind kind) : service_(service) {
-  id_ = service_.subscribe([this, kind](const daemon::ServiceEvent& event) {
+EventsOfKind::EventsOfKind(service::VmService& service, service::ServiceEvent::Kind kind) : service_(service) {
+  id_ = service_.subscribe([this, kind](const service::ServiceEvent& event) {
     if (event.kind != kind) return;
     {
       std::lock_guard lock(mutex_);
@@ -126,7 +126,7 @@ EventsOfKind::EventsOfKind(daemon::VmService& service, daemon::ServiceEvent::Kin
   });
 }
 
-bool EventsOfKind::wait_for(const std::function<bool(const std::vector<daemon::ServiceEvent>&)>& done) const {
+bool EventsOfKind::wait_for(const std::function<bool(const std::vector<service::ServiceEvent>&)>& done) const {
   std::unique_lock lock(mutex_);
   return arrived_.wait_for(lock, std::chrono::seconds(60), [&] { return done(events_); });
 }
@@ -135,7 +135,7 @@ EventsOfKind::~EventsOfKind() {
   service_.unsubscribe(id_);
 }
 
-std::vector<daemon::ServiceEvent> EventsOfKind::events() const {
+std::vector<service::ServiceEvent> EventsOfKind::events() const {
   std::lock_guard lock(mutex_);
   return events_;
 }
@@ -311,7 +311,7 @@ DaemonFixture::~DaemonFixture() {
   }
 }
 
-daemon::CreateVmRequest DaemonFixture::request(const std::string& name, const std::string& template_name) const {
+service::CreateVmRequest DaemonFixture::request(const std::string& name, const std::string& template_name) const {
   // In the embedded default's images.directories: the one place a request's boot_image may lie.
   const auto image = scratch_.path() / "images" / "boot.raw";
   if (!fs::exists(image)) {
@@ -319,9 +319,9 @@ daemon::CreateVmRequest DaemonFixture::request(const std::string& name, const st
     std::ofstream(image, std::ios::binary).close();
     fs::resize_file(image, 1ULL << 30);
   }
-  return daemon::CreateVmRequest{.name = testing::vm_name(name),
-                                 .template_name = testing::template_name(template_name),
-                                 .boot_image = image.string()};
+  return service::CreateVmRequest{.name = testing::vm_name(name),
+                                  .template_name = testing::template_name(template_name),
+                                  .boot_image = image.string()};
 }
 
 config::DaemonConfig DaemonFixture::config() const {
@@ -336,8 +336,8 @@ config::DaemonConfig DaemonFixture::config() const {
   return config;
 }
 
-Result<std::unique_ptr<daemon::VmService>> DaemonFixture::start(FaultyHypervisor** faulty,
-                                                                const std::shared_ptr<ManualClock>& clock) {
+Result<std::unique_ptr<service::VmService>> DaemonFixture::start(FaultyHypervisor** faulty,
+                                                                 const std::shared_ptr<ManualClock>& clock) {
   HA_TRY(auto parts, cli::assemble_parts(config()));
   auto wrapper = std::make_unique<FaultyHypervisor>(std::move(parts.hypervisor));
   if (faulty != nullptr) *faulty = wrapper.get();
@@ -350,8 +350,8 @@ Result<std::unique_ptr<daemon::VmService>> DaemonFixture::start(FaultyHypervisor
   return daemon::start_service(std::move(parts));
 }
 
-std::unique_ptr<daemon::VmService> started(DaemonFixture& fixture, FaultyHypervisor** faulty,
-                                           const std::shared_ptr<ManualClock>& clock) {
+std::unique_ptr<service::VmService> started(DaemonFixture& fixture, FaultyHypervisor** faulty,
+                                            const std::shared_ptr<ManualClock>& clock) {
   auto service = fixture.start(faulty, clock);
   REQUIRE_MESSAGE(service.ok(), service.error().message);
   return std::move(service).value();
@@ -361,7 +361,7 @@ std::vector<fs::path> DaemonFixture::journal_files() const {
   return files_in(scratch_.path() / "state" / "journal");
 }
 
-daemon::OperationView wait_for(daemon::VmService& service, const std::string& id) {
+service::OperationView wait_for(service::VmService& service, const std::string& id) {
   auto ended = service.wait(id);
   REQUIRE_MESSAGE(ended.ok(), ended.error().message);
   return *ended;

@@ -168,13 +168,13 @@ class DaemonFixture {
   config::DaemonConfig config() const;
   // A create request with a boot image of the fixture's (a sparse raw file: the simulated host has
   // no OS images, and the templates ask for one).
-  daemon::CreateVmRequest request(const std::string& name, const std::string& template_name) const;
+  service::CreateVmRequest request(const std::string& name, const std::string& template_name) const;
 
   // Starts a service; `faulty` and `preparer` (when non-null) receive the doubles it runs with.
   // The service's step hook (daemon/step_hook): null, none.
   std::shared_ptr<daemon::StepHook> hook;
-  Result<std::unique_ptr<daemon::VmService>> start(FaultyHypervisor** faulty = nullptr,
-                                                   const std::shared_ptr<ManualClock>& clock = nullptr);
+  Result<std::unique_ptr<service::VmService>> start(FaultyHypervisor** faulty = nullptr,
+                                                    const std::shared_ptr<ManualClock>& clock = nullptr);
   std::shared_ptr<RecordingPreparer::Shared> devices() const { return devices_; }
   // libvirt itself, as another of its clients: what is done here is done outside hostagent.
   virt::Hypervisor& libvirt() const;
@@ -200,30 +200,30 @@ class DaemonFixture {
 // The service's events of one kind, published while it lives, in order.
 class EventsOfKind {
  public:
-  EventsOfKind(daemon::VmService& service, daemon::ServiceEvent::Kind kind);
+  EventsOfKind(service::VmService& service, service::ServiceEvent::Kind kind);
   ~EventsOfKind();
   EventsOfKind(const EventsOfKind&) = delete;
   EventsOfKind& operator=(const EventsOfKind&) = delete;
-  std::vector<daemon::ServiceEvent> events() const;
+  std::vector<service::ServiceEvent> events() const;
   // Until `done` holds of the events so far, told by each event; false after 60 s without it (a
   // bound for a failing test, never a wait the passing one relies on).
-  bool wait_for(const std::function<bool(const std::vector<daemon::ServiceEvent>&)>& done) const;
+  bool wait_for(const std::function<bool(const std::vector<service::ServiceEvent>&)>& done) const;
 
  private:
-  daemon::VmService& service_;
+  service::VmService& service_;
   uint64_t id_ = 0;
   mutable std::mutex mutex_;
   mutable std::condition_variable arrived_;
-  std::vector<daemon::ServiceEvent> events_;
+  std::vector<service::ServiceEvent> events_;
 };
 
 // fixture.start(...) that fails the test case, with the service's message, when the service does not start.
-std::unique_ptr<daemon::VmService> started(DaemonFixture& fixture, FaultyHypervisor** faulty = nullptr,
-                                           const std::shared_ptr<ManualClock>& clock = nullptr);
+std::unique_ptr<service::VmService> started(DaemonFixture& fixture, FaultyHypervisor** faulty = nullptr,
+                                            const std::shared_ptr<ManualClock>& clock = nullptr);
 
 // The operation once it has ended (and its events are published); fails the test case on an
 // unknown id.
-daemon::OperationView wait_for(daemon::VmService& service, const std::string& id);
+service::OperationView wait_for(service::VmService& service, const std::string& id);
 
 // Domains named `prefix`* that libvirt's test:///default holds right now (it is shared by every
 // connection in the process).

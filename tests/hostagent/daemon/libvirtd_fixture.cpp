@@ -114,7 +114,7 @@ fs::path LibvirtdFixture::console_log(const std::string& vm) const {
   return scratch_.path() / "console" / (vm + ".log");
 }
 
-Result<std::unique_ptr<daemon::VmService>> LibvirtdFixture::start_service() const {
+Result<std::unique_ptr<service::VmService>> LibvirtdFixture::start_service() const {
   HA_TRY(const auto config, config::load_config(config_file_));
   HA_TRY(auto parts, cli::assemble_parts(config));
   return daemon::start_service(std::move(parts));

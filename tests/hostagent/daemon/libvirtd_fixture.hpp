@@ -39,7 +39,7 @@ class LibvirtdFixture {
   static constexpr const char* kPool = "hostagent-test-pool";
 
   // A service in this process on the same configuration: what a restarted daemon does.
-  Result<std::unique_ptr<daemon::VmService>> start_service() const;
+  Result<std::unique_ptr<service::VmService>> start_service() const;
 
   // libvirt's and the kernel's view, not hostagent's.
   bool domain_exists(const std::string& name) const;

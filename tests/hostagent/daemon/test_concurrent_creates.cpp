@@ -52,12 +52,12 @@ int capacity(const numa::HostModel& host, const vmtemplates::VmTemplate& shape) 
 struct Outcome {
   int created = 0;
   std::vector<std::string> refusals;  // messages of the failures that were not does_not_fit
-  std::vector<daemon::VmView> vms;
+  std::vector<service::VmView> vms;
 };
 
 // Every create begun before any is waited for: they race for the host on the operation threads.
-Outcome create_all_at_once(const DaemonFixture& fixture, daemon::VmService& service, const std::string& shape) {
-  std::vector<daemon::OperationView> begun;
+Outcome create_all_at_once(const DaemonFixture& fixture, service::VmService& service, const std::string& shape) {
+  std::vector<service::OperationView> begun;
   for (int i = 0; i < kRequests; ++i) {
     auto operation = service.begin_create(fixture.request("many-" + std::to_string(i), shape));
     REQUIRE_MESSAGE(operation.ok(), operation.error().message);

@@ -54,8 +54,8 @@ struct Expected {
 // asked (issue 43: a replay must be the whole request; the keys are the file's lines, as --exec
 // reads them): its operation, succeeded when the VM was kept, failed when it was rolled back; a
 // conflict once a delete took the VM. Nothing is queued.
-void check_replay(const LibvirtdFixture& fixture, daemon::VmService& service, const Expected& expected) {
-  daemon::CreateVmRequest request{.name = kVm, .template_name = LibvirtdFixture::kTemplate};
+void check_replay(const LibvirtdFixture& fixture, service::VmService& service, const Expected& expected) {
+  service::CreateVmRequest request{.name = kVm, .template_name = LibvirtdFixture::kTemplate};
   request.request_id = kRequestId;
   std::istringstream keys(read_text_file(fixture.authorized_keys()));
   for (std::string line; std::getline(keys, line);) {

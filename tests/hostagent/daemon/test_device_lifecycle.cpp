@@ -46,7 +46,7 @@ class HeldCleaning {
 };
 
 // Until the cleaning thread has nothing left (bounded: a failure here names what still waits).
-void wait_until_cleaned(daemon::VmService& service) {
+void wait_until_cleaned(service::VmService& service) {
   for (int i = 0; i < 1000 && !service.cleaning().empty(); ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
@@ -95,15 +95,15 @@ class StopSeen final : public daemon::StepHook {
 };
 
 // A one-GPU VM made: its GPU.
-PciAddress one_gpu_vm(DaemonFixture& fixture, daemon::VmService& service, const std::string& name) {
+PciAddress one_gpu_vm(DaemonFixture& fixture, service::VmService& service, const std::string& name) {
   auto vm = create_vm(service, fixture.request(name, kOneGpu));
   REQUIRE_MESSAGE(vm.ok(), vm.error().message);
   return vm->record->allocation.devices.front();
 }
 
 // Whether `device`'s cleaning has begun its reset, among the cleaning events seen.
-bool reset_begun(const std::vector<daemon::ServiceEvent>& events, const PciAddress& device) {
-  return std::any_of(events.begin(), events.end(), [&](const daemon::ServiceEvent& event) {
+bool reset_begun(const std::vector<service::ServiceEvent>& events, const PciAddress& device) {
+  return std::any_of(events.begin(), events.end(), [&](const service::ServiceEvent& event) {
     return event.cleaning && event.cleaning->address == device && event.cleaning->step == "reset";
   });
 }
@@ -129,7 +129,7 @@ TEST_CASE("a deleted VM's devices are cleaned before they are placed again, each
   }
   CHECK(cleaned(fixture).empty());
 
-  const EventsOfKind events(*service, daemon::ServiceEvent::Kind::cleaning);
+  const EventsOfKind events(*service, service::ServiceEvent::Kind::cleaning);
   REQUIRE(delete_vm(*service, vm_name("tenant-a")).ok());
   // The libvirt-managed host skips nothing it could do, so the cleaning ends with the delete.
   CHECK(service->cleaning().empty());
@@ -157,9 +157,9 @@ TEST_CASE("a deleted VM's devices are cleaned before they are placed again, each
   // Each device: its cleaning begun (a step named), then ended with its record.
   const auto published = events.events();
   const auto ended = std::count_if(published.begin(), published.end(),
-                                   [](const daemon::ServiceEvent& event) { return event.cleaned.has_value(); });
+                                   [](const service::ServiceEvent& event) { return event.cleaned.has_value(); });
   CHECK(ended == static_cast<long>(devices.size()));
-  CHECK(std::any_of(published.begin(), published.end(), [](const daemon::ServiceEvent& event) {
+  CHECK(std::any_of(published.begin(), published.end(), [](const service::ServiceEvent& event) {
     return event.cleaning && event.cleaning->step == "reset";
   }));
   // Free again: eight GPUs fit, the cleaned one among them.
@@ -216,7 +216,7 @@ TEST_CASE("on a host that cleans on its own thread, a released device stays out 
   const auto under_way = service->cleaning();
   CHECK(under_way.size() == devices);
   CHECK(std::all_of(under_way.begin(), under_way.end(),
-                    [](const daemon::CleaningView& view) { return view.held_by.empty(); }));
+                    [](const service::CleaningView& view) { return view.held_by.empty(); }));
   const auto usage = service->usage();
   CHECK(usage.policy.withheld.size() == under_way.size());
 
@@ -266,18 +266,18 @@ TEST_CASE("the devices a VM lets go are cleaned all at once, as many at a time a
     const auto devices = vm->record->allocation.devices.size();
     REQUIRE(devices >= 8);
     const HeldCleaning held(fixture);
-    const EventsOfKind cleanings(*service, daemon::ServiceEvent::Kind::cleaning);
+    const EventsOfKind cleanings(*service, service::ServiceEvent::Kind::cleaning);
     REQUIRE(delete_vm(*service, vm_name("tenant-a")).ok());
     const auto at_once = parallel == 0 ? devices : static_cast<std::size_t>(parallel);
     REQUIRE(resets_waiting_reach(fixture, at_once));
     // Each reset under way is published as it begins (the supervisor tells it, after the thread).
-    REQUIRE(cleanings.wait_for([&](const std::vector<daemon::ServiceEvent>& events) {
-      return std::count_if(events.begin(), events.end(), [](const daemon::ServiceEvent& event) {
+    REQUIRE(cleanings.wait_for([&](const std::vector<service::ServiceEvent>& events) {
+      return std::count_if(events.begin(), events.end(), [](const service::ServiceEvent& event) {
                return event.cleaning && event.cleaning->step == "reset";
              }) == static_cast<std::ptrdiff_t>(at_once);
     }));
     const auto under_way = service->cleaning();
-    CHECK(std::count_if(under_way.begin(), under_way.end(), [](const daemon::CleaningView& view) {
+    CHECK(std::count_if(under_way.begin(), under_way.end(), [](const service::CleaningView& view) {
             return view.step == "reset";
           }) == static_cast<std::ptrdiff_t>(at_once));
     held.release();
@@ -300,17 +300,17 @@ TEST_CASE("a reset that never returns is quarantined at its deadline while the o
   const auto devices = vm->record->allocation.devices;
   const auto wedged = devices.front();
   set_stuck(fixture, {wedged});
-  const EventsOfKind cleanings(*service, daemon::ServiceEvent::Kind::cleaning);
-  const EventsOfKind quarantines(*service, daemon::ServiceEvent::Kind::quarantine);
+  const EventsOfKind cleanings(*service, service::ServiceEvent::Kind::cleaning);
+  const EventsOfKind quarantines(*service, service::ServiceEvent::Kind::quarantine);
   REQUIRE(delete_vm(*service, vm_name("tenant-a")).ok());
   // Every other device is cleaned while the wedged one's reset waits: no clock moved for that.
-  const auto freed = [&](const std::vector<daemon::ServiceEvent>& events) {
-    return std::count_if(events.begin(), events.end(), [](const daemon::ServiceEvent& e) { return e.cleaned; }) ==
+  const auto freed = [&](const std::vector<service::ServiceEvent>& events) {
+    return std::count_if(events.begin(), events.end(), [](const service::ServiceEvent& e) { return e.cleaned; }) ==
            static_cast<std::ptrdiff_t>(devices.size() - 1);
   };
   REQUIRE(cleanings.wait_for(freed));
-  REQUIRE(
-      cleanings.wait_for([&](const std::vector<daemon::ServiceEvent>& events) { return reset_begun(events, wedged); }));
+  REQUIRE(cleanings.wait_for(
+      [&](const std::vector<service::ServiceEvent>& events) { return reset_begun(events, wedged); }));
   const auto still = service->cleaning();
   REQUIRE(still.size() == 1);
   CHECK(still.front().address == wedged);
@@ -336,9 +336,9 @@ TEST_CASE("a reset that never returns is quarantined at its deadline while the o
   // The release ended with its last device: all of them, from the delete to the deadline's 2 minutes
   // (the steady clock moved for nothing else), told once.
   REQUIRE(cleanings.wait_for([](const auto& events) {
-    return std::any_of(events.begin(), events.end(), [](const daemon::ServiceEvent& e) { return e.release; });
+    return std::any_of(events.begin(), events.end(), [](const service::ServiceEvent& e) { return e.release; });
   }));
-  std::vector<daemon::ReleaseCleaningView> releases;
+  std::vector<service::ReleaseCleaningView> releases;
   for (const auto& events : {cleanings.events(), quarantines.events()}) {
     for (const auto& event : events)
       if (event.release) releases.push_back(*event.release);
@@ -393,11 +393,11 @@ TEST_CASE("a cleaning step's hook runs within the step's deadline: one that neve
   const auto devices = vm->record->allocation.devices;
   const auto gpu = devices.front();
   held->hold(gpu);
-  const EventsOfKind cleanings(*service, daemon::ServiceEvent::Kind::cleaning);
-  const EventsOfKind quarantines(*service, daemon::ServiceEvent::Kind::quarantine);
+  const EventsOfKind cleanings(*service, service::ServiceEvent::Kind::cleaning);
+  const EventsOfKind quarantines(*service, service::ServiceEvent::Kind::quarantine);
   REQUIRE(delete_vm(*service, vm_name("tenant-a")).ok());
   // The others cleaned, and the held one in its reset: only its deadline is then to pass.
-  REQUIRE(cleanings.wait_for([&](const std::vector<daemon::ServiceEvent>& events) {
+  REQUIRE(cleanings.wait_for([&](const std::vector<service::ServiceEvent>& events) {
     const auto cleaned = std::count_if(events.begin(), events.end(), [](const auto& e) { return e.cleaned; });
     return reset_begun(events, gpu) && cleaned == static_cast<std::ptrdiff_t>(devices.size() - 1);
   }));
@@ -424,10 +424,10 @@ TEST_CASE("a stop during a reset that never returns waits only until its deadlin
   const auto gpu = one_gpu_vm(fixture, *service, "tenant-a");
   set_stuck(fixture, {gpu});
   {
-    const EventsOfKind cleanings(*service, daemon::ServiceEvent::Kind::cleaning);
+    const EventsOfKind cleanings(*service, service::ServiceEvent::Kind::cleaning);
     REQUIRE(delete_vm(*service, vm_name("tenant-a")).ok());
     REQUIRE(
-        cleanings.wait_for([&](const std::vector<daemon::ServiceEvent>& events) { return reset_begun(events, gpu); }));
+        cleanings.wait_for([&](const std::vector<service::ServiceEvent>& events) { return reset_begun(events, gpu); }));
   }
   // The stop, on a thread of its own: it waits for the reset; once it does, the deadline passes.
   std::thread stopping([&service] { service.reset(); });

@@ -82,7 +82,7 @@ struct Watching {
     CHECK(watch->watched().empty());
   }
 
-  std::vector<daemon::TimelinePhase> phases(const std::string& id) { return operations.find(id)->timeline; }
+  std::vector<service::TimelinePhase> phases(const std::string& id) { return operations.find(id)->timeline; }
 
   // A bound on each wait for the thread, in real time: a test that hangs fails, none is timed.
   static constexpr std::chrono::seconds kBound{30};

@@ -33,7 +33,7 @@ void reboot_host(DaemonFixture& fixture) {
 }
 
 // Waits for every operation the service holds, and returns the VMs' states by name.
-std::map<std::string, std::string> settled(daemon::VmService& service) {
+std::map<std::string, std::string> settled(service::VmService& service) {
   for (const auto& operation : service.operations()) wait_for(service, operation.id);
   std::map<std::string, std::string> states;
   for (const auto& vm : service.list_vms()) {
@@ -59,7 +59,7 @@ TEST_CASE("after a host reboot, restore starts the VMs that were running, device
   CHECK(settled(*service) == std::map<std::string, std::string>{{"kept", "running"}, {"parked", "shut_off"}});
   CHECK(reapplied(fixture) == std::vector<std::string>{"kept"});
   // This run's: the creates and the stop from before the reboot are listed too.
-  std::vector<daemon::OperationView> starts;
+  std::vector<service::OperationView> starts;
   for (const auto& operation : service->operations()) {
     if (operation.kind == "start") starts.push_back(operation);
   }

@@ -11,18 +11,18 @@
 namespace hostagent::testing {
 namespace {
 
-std::unique_ptr<daemon::VmService> service_on(const LibvirtdFixture& fixture) {
+std::unique_ptr<service::VmService> service_on(const LibvirtdFixture& fixture) {
   auto service = fixture.start_service();
   REQUIRE_MESSAGE(service.ok(), service.error().message);
   return std::move(service).value();
 }
 
-daemon::CreateVmRequest guest(const VmName& name) {
-  return daemon::CreateVmRequest{.name = name, .template_name = LibvirtdFixture::kTemplate};
+service::CreateVmRequest guest(const VmName& name) {
+  return service::CreateVmRequest{.name = name, .template_name = LibvirtdFixture::kTemplate};
 }
 
 // The newest operation of that kind on the VM.
-daemon::OperationView newest(daemon::VmService& service, const std::string& kind, const std::string& vm) {
+service::OperationView newest(service::VmService& service, const std::string& kind, const std::string& vm) {
   for (const auto& operation : service.operations()) {
     if (operation.kind == kind && operation.vm == vm) return operation;
   }
@@ -32,7 +32,7 @@ daemon::OperationView newest(daemon::VmService& service, const std::string& kind
 
 // The operation once its guest was seen up (the last phase of its timeline, added after the
 // operation ended), waiting as long as a TCG boot may take.
-daemon::OperationView after_guest_up(daemon::VmService& service, const std::string& id) {
+service::OperationView after_guest_up(service::VmService& service, const std::string& id) {
   for (int i = 0; i < 360; ++i) {
     auto operation = service.operation(id);
     REQUIRE_MESSAGE(operation.ok(), operation.error().message);
@@ -47,7 +47,7 @@ daemon::OperationView after_guest_up(daemon::VmService& service, const std::stri
 // (launch: its memory zeroed and pinned) takes measurable time, and so do the guest's firmware and
 // kernel (kernel: from the resume to the console's "Linux version"; up: from there to the test
 // guest's agent answering).
-void check_timeline(const daemon::OperationView& operation, std::vector<std::string> phases) {
+void check_timeline(const service::OperationView& operation, std::vector<std::string> phases) {
   phases.insert(phases.end(), {"launch", "resume", "kernel", "up"});
   std::vector<std::string> names;
   double total = 0;
@@ -165,7 +165,7 @@ TEST_CASE("libvirtd restarted under a running daemon: it reconnects and its stat
 
   restart_libvirtd();
   // Bounded wait: the service notices the loss through libvirt's close callback or keepalive.
-  daemon::ServiceStatus status;
+  service::ServiceStatus status;
   for (int i = 0; i < 600; ++i) {
     status = service->status();
     if (status.libvirt_connection_losses > 0 && status.libvirt_connected && status.operations_in_flight == 0) break;

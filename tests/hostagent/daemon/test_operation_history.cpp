@@ -121,14 +121,14 @@ TEST_CASE("a start cut short between launch and resume is finished at the next s
   CHECK(fixture.libvirt().lookup("halted")->state == virt::DomainState::running);
 }
 
-std::vector<std::string> phase_names(const daemon::OperationView& operation) {
+std::vector<std::string> phase_names(const service::OperationView& operation) {
   std::vector<std::string> names;
   for (const auto& phase : operation.timeline) names.push_back(phase.name);
   return names;
 }
 
 // Each phase ends no earlier than the one before, and lasts no longer than the operation.
-void check_phases_in_order(const daemon::OperationView& operation) {
+void check_phases_in_order(const service::OperationView& operation) {
   REQUIRE_FALSE(operation.timeline.empty());
   double total = 0;
   for (std::size_t i = 0; i < operation.timeline.size(); ++i) {

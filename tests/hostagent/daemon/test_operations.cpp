@@ -23,8 +23,8 @@ namespace {
 // Collects every event the service publishes while it lives.
 class EventLog {
  public:
-  explicit EventLog(daemon::VmService& service)
-      : service_(service), id_(service.subscribe([this](const daemon::ServiceEvent& event) {
+  explicit EventLog(service::VmService& service)
+      : service_(service), id_(service.subscribe([this](const service::ServiceEvent& event) {
           std::lock_guard lock(mutex_);
           events_.push_back(event);
         })) {}
@@ -32,14 +32,14 @@ class EventLog {
   EventLog(const EventLog&) = delete;
   EventLog& operator=(const EventLog&) = delete;
 
-  std::vector<daemon::ServiceEvent> events() {
+  std::vector<service::ServiceEvent> events() {
     std::lock_guard lock(mutex_);
     return events_;
   }
 
   // Polls for up to 10 s: libvirt delivers lifecycle events on its own thread, so the event of a
   // step may land after the operation that caused it has ended.
-  bool eventually(const std::function<bool(const daemon::ServiceEvent&)>& match) {
+  bool eventually(const std::function<bool(const service::ServiceEvent&)>& match) {
     for (int i = 0; i < 1000; ++i) {
       for (const auto& event : events()) {
         if (match(event)) return true;
@@ -50,9 +50,9 @@ class EventLog {
   }
 
  private:
-  daemon::VmService& service_;
+  service::VmService& service_;
   std::mutex mutex_;
-  std::vector<daemon::ServiceEvent> events_;
+  std::vector<service::ServiceEvent> events_;
   uint64_t id_;
 };
 
@@ -85,7 +85,7 @@ TEST_CASE("a create answers at once with an operation that runs step by step to 
   std::vector<std::string> states;
   bool devices_held = false;
   for (const auto& event : log.events()) {
-    if (event.kind == daemon::ServiceEvent::Kind::operation && event.operation->id == begun->id) {
+    if (event.kind == service::ServiceEvent::Kind::operation && event.operation->id == begun->id) {
       states.push_back(event.operation->state);
       // A step's event, and its phase's ending (the timeline) with the same step number.
       const int step = event.operation->step_number;
@@ -93,7 +93,7 @@ TEST_CASE("a create answers at once with an operation that runs step by step to 
         steps.push_back(step);
       }
     }
-    if (event.kind == daemon::ServiceEvent::Kind::device && event.vm == "op-0" && event.held) {
+    if (event.kind == service::ServiceEvent::Kind::device && event.vm == "op-0" && event.held) {
       devices_held = !event.devices.empty();
     }
   }
@@ -102,8 +102,8 @@ TEST_CASE("a create answers at once with an operation that runs step by step to 
   CHECK(states.front() == "queued");
   CHECK(states.back() == "succeeded");
   CHECK(devices_held);
-  CHECK(log.eventually([](const daemon::ServiceEvent& event) {
-    return event.kind == daemon::ServiceEvent::Kind::vm && event.vm == "op-0" && event.vm_state == "running";
+  CHECK(log.eventually([](const service::ServiceEvent& event) {
+    return event.kind == service::ServiceEvent::Kind::vm && event.vm == "op-0" && event.vm_state == "running";
   }));
 
   auto listed = service->operations();
@@ -125,7 +125,7 @@ TEST_CASE("a failed operation says why, and a delete releases the devices it hel
   CHECK(deleted.state == "succeeded");
   bool released = false;
   for (const auto& event : log.events()) {
-    if (event.kind == daemon::ServiceEvent::Kind::device && event.vm == "gone-0" && !event.held) released = true;
+    if (event.kind == service::ServiceEvent::Kind::device && event.vm == "gone-0" && !event.held) released = true;
   }
   CHECK(released);
 
@@ -177,7 +177,7 @@ TEST_CASE("a create whose UUID or MACs another VM has, or whose claim the host c
   first.macs = {MacAddress::parse("52:54:00:ab:cd:ef", "macs[0]").value()};
   REQUIRE(create_vm(*service, first).ok());
 
-  const auto refused = [&](const daemon::CreateVmRequest& request, ErrorCode code, const std::string& field) {
+  const auto refused = [&](const service::CreateVmRequest& request, ErrorCode code, const std::string& field) {
     const auto operations = service->operations().size();
     auto begun = service->begin_create(request);
     REQUIRE_FALSE(begun.ok());
@@ -375,7 +375,7 @@ TEST_CASE("list_vms keeps its list while nothing changed, and its version moves 
   REQUIRE(create_vm(*service, fixture.request("list-0", kOneGpu)).ok());
   const auto created = service->list_vms();
   CHECK(created.version != first.version);
-  const auto listed = [](const daemon::VmList& list, const std::string& name) -> std::optional<daemon::VmView> {
+  const auto listed = [](const service::VmList& list, const std::string& name) -> std::optional<service::VmView> {
     for (const auto& vm : list) {
       if (vm.name == name) return vm;
     }

@@ -19,7 +19,7 @@ bool holds(const numa::Allocation& allocation, const PciAddress& device) {
 }
 
 // A one-GPU create whose GPU does not bind: returns that GPU, quarantined.
-PciAddress fail_a_bind(DaemonFixture& fixture, daemon::VmService& service, const std::string& name) {
+PciAddress fail_a_bind(DaemonFixture& fixture, service::VmService& service, const std::string& name) {
   {
     std::lock_guard lock(fixture.devices()->mutex);
     fixture.devices()->fault_first_device = true;
@@ -37,7 +37,7 @@ TEST_CASE("a GPU the kernel would not bind is quarantined: never placed again, a
   PciAddress gpu;
   {
     auto service = started(fixture);
-    const EventsOfKind events(*service, daemon::ServiceEvent::Kind::quarantine);
+    const EventsOfKind events(*service, service::ServiceEvent::Kind::quarantine);
     gpu = fail_a_bind(fixture, *service, "first");
     const auto entry = service->quarantined().front();
     CHECK(entry.step == "bind to vfio-pci");
@@ -78,7 +78,7 @@ TEST_CASE("a GPU the kernel would not bind is quarantined: never placed again, a
 
   // The operator clears it: placed again, and the next start agrees.
   {
-    const EventsOfKind events(*service, daemon::ServiceEvent::Kind::quarantine);
+    const EventsOfKind events(*service, service::ServiceEvent::Kind::quarantine);
     const auto cleared = service->clear_quarantine(gpu, "uid:0");
     REQUIRE_MESSAGE(cleared.ok(), cleared.error().message);
     CHECK(cleared->vm == "first");

@@ -11,7 +11,7 @@
 namespace hostagent::testing {
 namespace {
 
-daemon::CreateVmRequest with_id(const DaemonFixture& fixture, const std::string& name, const std::string& id) {
+service::CreateVmRequest with_id(const DaemonFixture& fixture, const std::string& name, const std::string& id) {
   auto request = fixture.request(name, kOneGpu);
   request.request_id = id;
   return request;
@@ -77,7 +77,7 @@ TEST_CASE("a replay must ask for the whole create again: any field that differs 
   REQUIRE_MESSAGE(first.ok(), first.error().message);
   REQUIRE(wait_for(*service, first->id).state == "succeeded");
 
-  std::vector<std::pair<std::string, daemon::CreateVmRequest>> others;
+  std::vector<std::pair<std::string, service::CreateVmRequest>> others;
   auto uuid = request;
   uuid.uuid = "0b6f3f0e-8a0c-4d4e-9d55-6f1f3f2e1a02";
   others.emplace_back("uuid", uuid);

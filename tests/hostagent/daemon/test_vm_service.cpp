@@ -199,7 +199,7 @@ TEST_CASE("a guest that cannot be rendered is refused before anything is made") 
 
 // A service whose next create fails at start and whose rollback cannot undefine the domain: that
 // create stays in the journal for the next start to finish.
-std::unique_ptr<daemon::VmService> service_that_leaves_a_create(DaemonFixture& fixture) {
+std::unique_ptr<service::VmService> service_that_leaves_a_create(DaemonFixture& fixture) {
   FaultyHypervisor* faulty = nullptr;
   auto service = started(fixture, &faulty);
   faulty->fail("start_paused", ErrorCode::internal, 1);
@@ -303,7 +303,7 @@ TEST_CASE("a journal entry naming a step this version does not know stops the st
 
 TEST_CASE("a restarted daemon adopts its VMs, reports foreign domains and keeps allocations") {
   DaemonFixture fixture;
-  std::vector<daemon::VmView> made;
+  std::vector<service::VmView> made;
   {
     auto service = started(fixture);
     for (const std::string name : {"keep-0", "keep-1"}) {

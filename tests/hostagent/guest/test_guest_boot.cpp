@@ -138,7 +138,7 @@ std::optional<RenderedTestGuest> render_here(const fs::path& dir, const TestGues
                                              const render::GuestOptions& options) {
   auto shape = vmtemplates::load_template_file(write_test_guest_template(dir, "test-guest", guest), {});
   REQUIRE_MESSAGE(shape.ok(), (shape.ok() ? "" : shape.error().message));
-  const auto host = numa::discover_from_sysfs("/");
+  const auto host = discovery::discover_from_sysfs("/");
   REQUIRE_MESSAGE(host.ok(), (host.ok() ? "" : host.error().message));
   const auto placement = numa::place(*host, {}, numa::HostPolicy{}, placement_request(*shape));
   if (!placement_or_skip(placement)) return std::nullopt;

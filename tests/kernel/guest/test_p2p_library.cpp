@@ -18,7 +18,7 @@ namespace host = emulated_host;
 
 const numa::HostModel& model() {
   static const numa::HostModel discovered = [] {
-    auto found = numa::discover_from_sysfs("/");
+    auto found = discovery::discover_from_sysfs("/");
     REQUIRE_MESSAGE(found.ok(), found.error().message);
     return std::move(found).value();
   }();

@@ -8,17 +8,17 @@
 
 namespace hostagent::api {
 
-boost::json::value to_json(const daemon::VmView& vm);
-boost::json::value to_json(const daemon::ReconcileReport& report);
-boost::json::value to_json(const daemon::ServiceStatus& status);
+boost::json::value to_json(const service::VmView& vm);
+boost::json::value to_json(const service::ReconcileReport& report);
+boost::json::value to_json(const service::ServiceStatus& status);
 // An operation; a failed one's error is {"code", "message"} here (the REST API makes it a problem).
-boost::json::value to_json(const daemon::OperationView& operation);
+boost::json::value to_json(const service::OperationView& operation);
 // The `data` of an event: vm {"vm", "state", "detail"}, operation (the operation), device {"vm",
 // "held", "devices"}, quarantine {"device", "quarantined", "step", "reason", "vm"}, cleaning
 // {"device", "vm", "state", "step", "outcome", "sequence"}.
-boost::json::value to_json(const daemon::ServiceEvent& event);
+boost::json::value to_json(const service::ServiceEvent& event);
 // "vm", "operation", "device", "quarantine", "cleaning": the event's name in an event stream.
-const char* event_name(daemon::ServiceEvent::Kind kind);
+const char* event_name(service::ServiceEvent::Kind kind);
 
 // A text field as the views write it: "" (none) as JSON null.
 boost::json::value text_or_null(const std::string& text);

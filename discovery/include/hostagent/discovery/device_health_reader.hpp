@@ -13,14 +13,14 @@
 #include "hostagent/numa/device_health.hpp"
 #include "hostagent/numa/host_model.hpp"
 
-namespace hostagent::numa {
+namespace hostagent::discovery {
 
 // One entry per endpoint in `host` (bridges and switch ports aside), in address order. A device
 // whose directory is gone is reported with present = false, not as an error; an attribute that
 // exists but cannot be parsed is a parse_error naming the file.
-Result<std::vector<DeviceHealth>> read_device_health(const SysfsRoot& sysfs, const HostModel& host);
+Result<std::vector<numa::DeviceHealth>> read_device_health(const SysfsRoot& sysfs, const numa::HostModel& host);
 
 // Parses one aer_dev_* file's text; parse_error naming `source` on a line that is not "NAME COUNT".
 Result<std::map<std::string, uint64_t>> parse_aer_counters(const std::string& text, const std::string& source);
 
-}  // namespace hostagent::numa
+}  // namespace hostagent::discovery

@@ -15,10 +15,10 @@
 #include "hostagent/common/result.hpp"
 #include "hostagent/numa/host_use.hpp"
 
-namespace hostagent::numa {
+namespace hostagent::discovery {
 
 // One entry per (function, reason); a function used several ways has several.
-Result<std::vector<HostUse>> detect_host_use(const std::filesystem::path& root);
+Result<std::vector<numa::HostUse>> detect_host_use(const std::filesystem::path& root);
 
 // The live host's interfaces with a global-scope address, over rtnetlink (libnl-route-3): name and
 // address ("eno1", "10.0.0.5/24"). What /proc/net/route cannot show: an address whose prefix
@@ -29,4 +29,4 @@ struct InterfaceAddress {
 };
 Result<std::vector<InterfaceAddress>> interface_addresses();
 
-}  // namespace hostagent::numa
+}  // namespace hostagent::discovery

@@ -11,7 +11,7 @@
 #include "hostagent/common/sysfs_root.hpp"
 #include "hostagent/numa/host_model.hpp"
 
-namespace hostagent::numa {
+namespace hostagent::discovery {
 
 // A node's pool of one page size: /sys/devices/system/node/nodeN/hugepages/hugepages-SIZEkB
 // (Documentation/admin-guide/mm/hugetlbpage.rst), where nr_hugepages and free_hugepages are.
@@ -20,6 +20,7 @@ std::string hugepage_pool_dir(int node, uint64_t page_size_bytes);
 // free_hugepages of every pool the model knows, by {node, page size in bytes}
 // (/sys/devices/system/node/nodeN/hugepages/hugepages-SIZEkB/, Documentation/admin-guide/mm/
 // hugetlbpage.rst). A pool whose file is gone is left out; one that cannot be read is an error.
-Result<std::map<std::pair<int, uint64_t>, uint64_t>> read_free_hugepages(const SysfsRoot& sysfs, const HostModel& host);
+Result<std::map<std::pair<int, uint64_t>, uint64_t>> read_free_hugepages(const SysfsRoot& sysfs,
+                                                                         const numa::HostModel& host);
 
-}  // namespace hostagent::numa
+}  // namespace hostagent::discovery

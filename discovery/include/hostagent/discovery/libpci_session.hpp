@@ -15,7 +15,7 @@
 
 struct pci_access;
 
-namespace hostagent::numa {
+namespace hostagent::discovery {
 
 // What libpci last said on this thread, since the current guarded call began.
 struct LibpciReport {
@@ -62,4 +62,4 @@ class LibpciSession {
   std::unique_ptr<pci_access, AccessDeleter> access_;
 };
 
-}  // namespace hostagent::numa
+}  // namespace hostagent::discovery

@@ -26,7 +26,7 @@
 #include "hostagent/numa/placement.hpp"
 #include "hostagent/vmtemplates/vm_template.hpp"
 
-namespace hostagent::daemon {
+namespace hostagent::service {
 
 // Names and MACs arrive checked (common/names, common/hardware_ids): the edge that took the text in
 // built them, so the service never sees a name that breaks the rule.
@@ -327,4 +327,4 @@ Result<VmView> stop_vm(VmService& service, const VmName& name, bool force);
 Result<VmView> reboot_vm(VmService& service, const VmName& name);
 Status delete_vm(VmService& service, const VmName& name);
 
-}  // namespace hostagent::daemon
+}  // namespace hostagent::service

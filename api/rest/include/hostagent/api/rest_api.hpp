@@ -28,7 +28,7 @@ struct RestApiOptions {
 class RestApi {
  public:
   // The service outlives the RestApi.
-  static Result<std::unique_ptr<RestApi>> make(daemon::VmService& service, RestApiOptions options);
+  static Result<std::unique_ptr<RestApi>> make(service::VmService& service, RestApiOptions options);
   virtual ~RestApi() = default;
   // The paths the server serves on probation (ServerOptions::probe_paths): the health probes.
   static std::vector<std::string> probe_paths();

@@ -60,7 +60,7 @@ struct GetVm {
   VmName name;
 };
 struct CreateVm {
-  daemon::CreateVmRequest request;
+  service::CreateVmRequest request;
 };
 struct StartVm {
   VmName name;

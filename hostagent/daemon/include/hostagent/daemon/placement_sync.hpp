@@ -37,7 +37,7 @@ struct SyncReport {
 // One pass's logic, apart from its thread: tests drive it against a real Placement.
 class PlacementConverger {
  public:
-  PlacementConverger(VmService& service, fleet::PlacementClient& placement, config::PlacementConfig config,
+  PlacementConverger(service::VmService& service, fleet::PlacementClient& placement, config::PlacementConfig config,
                      std::shared_ptr<Clock> clock);
   // unavailable when Placement cannot be reached (nothing after that point was tried); other
   // failures are the report's problems. A full pass (at start, every placement.interval, after a
@@ -58,7 +58,7 @@ class PlacementConverger {
                      SyncReport& report);
   void settle_unknown(const std::string& consumer, SyncReport& report);
 
-  VmService& service_;
+  service::VmService& service_;
   fleet::PlacementClient& placement_;
   config::PlacementConfig config_;
   std::shared_ptr<Clock> clock_;
@@ -79,7 +79,8 @@ class PlacementConverger {
 class PlacementSync {
  public:
   // `placement` is the composition root's (cli::placement_client), owned by the sync from here.
-  static std::unique_ptr<PlacementSync> start(VmService& service, std::unique_ptr<fleet::PlacementClient> placement,
+  static std::unique_ptr<PlacementSync> start(service::VmService& service,
+                                              std::unique_ptr<fleet::PlacementClient> placement,
                                               const config::PlacementConfig& config, std::shared_ptr<Clock> clock);
   virtual ~PlacementSync() = default;
   // The last pass's report and when it ended; nullopt before the first.

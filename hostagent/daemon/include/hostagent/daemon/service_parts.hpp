@@ -44,6 +44,6 @@ struct ServiceParts {
 
 // Opens the journal, subscribes to libvirt's events and reconciles: returns once the state is
 // known, before anyone is served.
-Result<std::unique_ptr<VmService>> start_service(ServiceParts parts);
+Result<std::unique_ptr<service::VmService>> start_service(ServiceParts parts);
 
 }  // namespace hostagent::daemon

@@ -6,7 +6,7 @@
 #include <optional>
 #include <string>
 
-namespace hostagent {
+namespace hostagent::program_support {
 
 // CLI11_PARSE, except that help asked for beside words no command knows is an error: CLI11 answers
 // --help before it looks at the other arguments, so "hostagentctl UNKNOWN --help" would print the
@@ -17,4 +17,4 @@ std::optional<int> parse_command_line(CLI::App& app, int argc, char** argv);
 // The built-in simulated hosts, for --simulated's help: "vela1, vela2, ...".
 std::string simulated_host_list();
 
-}  // namespace hostagent
+}  // namespace hostagent::program_support

@@ -3,7 +3,7 @@
 
 #include <filesystem>
 
-namespace hostagent {
+namespace hostagent::program_support {
 
 // The shipped templates: PREFIX/share/hostagent/templates, PREFIX being the directory above the
 // running executable's. Installed, that is /usr for /usr/sbin/hostagentd and /usr/bin/hostagentctl;
@@ -12,4 +12,4 @@ namespace hostagent {
 // ones the packages carry, and their compile lines name no path of the checkout.
 std::filesystem::path shipped_template_dir();
 
-}  // namespace hostagent
+}  // namespace hostagent::program_support
