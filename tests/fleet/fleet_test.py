@@ -84,7 +84,7 @@ state_directory: {self.dir}/state
 console_log_directory: {self.dir}/console
 operations: {{workers: 4}}
 api: {{listen: ["unix:{self.sock}"], audit_log: ""}}
-placement: {{url: "{placement}", host_name: {self.name}, token_file: {work}/token, claim_grace: 2m}}
+placement: {{url: "{placement}", host_name: {self.name}, token_file: {work}/token, claim_grace: 2m, interval: 15s}}
 """)
 
     def start(self):
@@ -314,6 +314,9 @@ def run_phase(args, work, hosts, roots, kill_every, tag):
     for host in hosts:
         host.wait_ready(time.monotonic() + 120)
     settle_began = time.monotonic()
+    # A claim a killed host never took is removed by the first full pass after claim_grace (2 min)
+    # from when that host's sync first saw it: within grace + interval (15 s) + a pass of the
+    # restart. 180 s leaves a minute for the passes of 50 hosts on a loaded machine.
     problems = settle(args, hosts, roots, time.monotonic() + 180)
     created = [r for r in results if r["ok"]]
     latencies = sorted(r["seconds"] for r in created)

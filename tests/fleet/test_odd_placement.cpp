@@ -76,13 +76,18 @@ TEST_CASE(
     auto sync_client = cli::placement_client(odd.fixture.placement);
     REQUIRE_MESSAGE(sync_client.ok(), sync_client.error().message);
     auto sync = daemon::PlacementSync::start(*service, std::move(sync_client).value(), odd.fixture.placement, clock);
-    // A failed pass is followed by another after 1 s (the sync's back-off): two of them show the
-    // thread survived the first. Bounded: 30 s.
+    // The first pass runs at once; a failed one is followed by another after 1 s of the sync's
+    // clock (its back-off): two of them show the thread survived the first. The first pass is
+    // HTTP to the odd server, waited for (bounded: 30 s); the back-off is the clock's, advanced.
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-    while (sync->passes() < 2 && std::chrono::steady_clock::now() < deadline) {
+    while (sync->passes() < 1 && std::chrono::steady_clock::now() < deadline) {
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
-    CHECK(sync->passes() >= 2);
+    REQUIRE(sync->passes() == 1);
+    REQUIRE(clock->advance_and_settle(std::chrono::milliseconds(999)));
+    CHECK(sync->passes() == 1);  // the back-off is not over
+    REQUIRE(clock->advance_and_settle(std::chrono::milliseconds(1)));
+    CHECK(sync->passes() == 2);
     auto created = service::create_vm(*service, odd.fixture.request("odd-tenant", testing::kOneGpu));
     CHECK_MESSAGE(created.ok(), created.error().message);
   }
