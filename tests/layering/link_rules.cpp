@@ -1,6 +1,7 @@
 // The link and namespace checks: each CMakeLists.txt of the layers read for its libraries, what
 // each publishes and links, and each library's sources for the namespace they declare.
 #include <algorithm>
+#include <cctype>
 #include <fstream>
 #include <map>
 #include <regex>
@@ -24,12 +25,8 @@ std::string read_all(const fs::path& file) {
   return text.str();
 }
 
-// CMake's commands as written: name(arg arg ...), comments dropped, quotes kept out of the args.
-// Enough of the language for the tree's own files: no bracket arguments, no nested calls.
-std::vector<Command> commands_of(const std::string& text) {
-  std::vector<Command> out;
-  std::size_t at = 0;
-  static const std::regex head(R"(([A-Za-z_][A-Za-z0-9_]*)\s*\()");
+// The text with CMake's line comments dropped ('#' outside a quoted argument, to the line's end).
+std::string without_comments(const std::string& text) {
   std::string clean;
   bool quoted = false;
   for (std::size_t i = 0; i < text.size(); ++i) {
@@ -39,30 +36,43 @@ std::vector<Command> commands_of(const std::string& text) {
     }
     if (i < text.size()) clean += text[i];
   }
+  return clean;
+}
+
+// The arguments from `at` (just past a command's '(') to its closing ')', split at white space,
+// quotes left out; `at` ends past the ')'.
+std::vector<std::string> arguments_from(const std::string& text, std::size_t& at) {
+  std::vector<std::string> args;
+  std::string arg;
+  int depth = 1;
+  for (; at < text.size(); ++at) {
+    const char c = text[at];
+    if (c == '(') ++depth;
+    if (c == ')' && --depth == 0) break;
+    if (std::isspace(static_cast<unsigned char>(c)) != 0) {
+      if (!arg.empty()) args.push_back(arg);
+      arg.clear();
+    } else if (c != '"') {
+      arg += c;
+    }
+  }
+  if (!arg.empty()) args.push_back(arg);
+  ++at;
+  return args;
+}
+
+// CMake's commands as written: name(arg arg ...). Enough of the language for the tree's own files:
+// no bracket arguments, no nested calls.
+std::vector<Command> commands_of(const std::string& text) {
+  static const std::regex head(R"(([A-Za-z_][A-Za-z0-9_]*)\s*\()");
+  const std::string clean = without_comments(text);
+  std::vector<Command> out;
+  std::size_t at = 0;
   std::smatch match;
   while (at < clean.size() &&
          std::regex_search(clean.cbegin() + static_cast<std::ptrdiff_t>(at), clean.cend(), match, head)) {
-    Command command{match[1].str(), {}};
-    std::size_t i = at + static_cast<std::size_t>(match.position(0) + match.length(0));
-    int depth = 1;
-    std::string arg;
-    const auto flush = [&] {
-      if (!arg.empty()) command.args.push_back(arg);
-      arg.clear();
-    };
-    for (; i < clean.size() && depth > 0; ++i) {
-      const char c = clean[i];
-      if (c == '(') ++depth;
-      if (c == ')' && --depth == 0) break;
-      if (std::isspace(static_cast<unsigned char>(c)) != 0) {
-        flush();
-      } else if (c != '"') {
-        arg += c;
-      }
-    }
-    flush();
-    out.push_back(std::move(command));
-    at = i + 1;
+    at += static_cast<std::size_t>(match.position(0) + match.length(0));
+    out.push_back({match[1].str(), arguments_from(clean, at)});
   }
   return out;
 }
