@@ -84,13 +84,6 @@ void render_cleaning(MetricsText& out, const std::vector<service::CleaningView>&
   out.sample("hostagent_devices_cleaning", {}, static_cast<double>(cleaning.size()));
 }
 
-// What placement withholds and why: capacity's counts change with it, whatever the ledger's version.
-std::map<PciAddress, numa::Withheld::Why> withheld_reasons(const numa::HostPolicy& policy) {
-  std::map<PciAddress, numa::Withheld::Why> out;
-  for (const auto& [address, withheld] : policy.withheld) out.emplace(address, withheld.why);
-  return out;
-}
-
 // TOTAL_ERR_* is the kernel's own sum; older kernels without it get the sum of the lines.
 double aer_total(const std::map<std::string, uint64_t>& counters, const std::string& total_key) {
   const auto it = counters.find(total_key);
@@ -271,13 +264,13 @@ const std::string& ServiceMetrics::capacity_text(const service::HostUsage& usage
     capacity_.reset();
     return empty_;
   }
-  auto withheld = withheld_reasons(usage.policy);
+  // The version moves with what is held and what placement withholds (service::HostUsage); the
+  // kernel's free hugepages, read apart, are compared.
   if (!capacity_ || capacity_->host != usage.host || capacity_->version != usage.version ||
-      capacity_->unclaimed != usage.policy.unclaimed_hugepages || capacity_->withheld != withheld) {
+      capacity_->unclaimed != usage.policy.unclaimed_hugepages) {
     MetricsText out;
     render_capacity(out, numa::capacity(*usage.host, usage.held, usage.policy));
-    capacity_ =
-        CapacitySection{usage.host, usage.version, usage.policy.unclaimed_hugepages, std::move(withheld), out.text()};
+    capacity_ = CapacitySection{usage.host, usage.version, usage.policy.unclaimed_hugepages, out.text()};
   }
   return capacity_->text;
 }

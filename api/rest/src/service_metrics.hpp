@@ -50,8 +50,6 @@ class ServiceMetrics {
     uint64_t version = 0;  // HostUsage::version
     // What the kernel's pools had free: it changes with no change of version (a process on hugetlbfs).
     std::map<std::pair<int, uint64_t>, uint64_t> unclaimed;
-    // What placement withholds (cleaning, quarantined): it changes with no change of version.
-    std::map<PciAddress, numa::Withheld::Why> withheld;
     std::string text;
   };
   std::optional<CapacitySection> capacity_;

@@ -225,7 +225,7 @@ using DeviceHealthReading = std::shared_ptr<const std::vector<numa::DeviceHealth
 struct HostUsage {
   const numa::HostModel* host = nullptr;  // the service's; lives as long as the service
   std::vector<numa::Allocation> held;     // one per VM holding anything
-  uint64_t version = 0;                   // changes whenever `held` may have: one version, one `held`
+  uint64_t version = 0;                   // changes whenever `held` or policy.withheld may have
   numa::HostPolicy policy;                // what placement is told (housekeeping CPUs), for capacity
 };
 
