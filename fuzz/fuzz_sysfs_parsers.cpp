@@ -50,19 +50,19 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
       (void)discovery::parse_aer_counters(text, "aer_dev_correctable");
       break;
     case 3:
-      (void)numa::detail::parse_mountinfo(text);
+      (void)discovery::detail::parse_mountinfo(text);
       break;
     case 4:
-      (void)numa::detail::parse_mounts(text);
+      (void)discovery::detail::parse_mounts(text);
       break;
     case 5:
-      (void)numa::detail::parse_swaps(text);
+      (void)discovery::detail::parse_swaps(text);
       break;
     case 6:
-      (void)numa::detail::parse_routes(text);
+      (void)discovery::detail::parse_routes(text);
       break;
     default:
-      (void)numa::detail::parse_if_inet6(text);
+      (void)discovery::detail::parse_if_inet6(text);
   }
   return 0;
 }
