@@ -155,11 +155,6 @@ std::vector<std::string> sources_under(const fs::path& root) {
   return out;
 }
 
-std::vector<std::string> quoted_includes(const fs::path& file) {
-  static const std::regex include(R"re(^\s*#\s*include\s*"([^"]+)")re");
-  return line_matches(file, include);
-}
-
 struct Tree {
   fs::path root;
   std::vector<std::string> sources;
@@ -183,6 +178,13 @@ Result<std::string> resolve(const Tree& tree, const std::string& from, const std
                                         ": include it by its path below an include directory"};
 }
 
+}  // namespace
+
+std::vector<std::string> quoted_includes(const fs::path& file) {
+  static const std::regex include(R"re(^\s*#\s*include\s*"([^"]+)")re");
+  return line_matches(file, include);
+}
+
 const Layer* find_layer(const Rules& rules, const std::string& name) {
   for (const auto& layer : rules.layers) {
     if (layer.name == name) return &layer;
@@ -195,8 +197,6 @@ std::string allowed_list(const Layer& layer) {
   for (const auto& name : layer.may_include) out += ", " + name;
   return out;
 }
-
-}  // namespace
 
 std::vector<std::string> line_matches(const fs::path& file, const std::regex& pattern) {
   std::vector<std::string> out;

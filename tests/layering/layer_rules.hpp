@@ -53,6 +53,13 @@ std::vector<std::string> check_links(const std::filesystem::path& root, const Ru
 // headers; common's is hostagent itself. One line each.
 std::vector<std::string> check_namespaces(const std::filesystem::path& root, const Rules& rules);
 
+// The quoted includes of a file, as written, in order.
+std::vector<std::string> quoted_includes(const std::filesystem::path& file);
+// The layer named `name`; null for none.
+const Layer* find_layer(const Rules& rules, const std::string& name);
+// "layer, what it may include, ...": the words of a forbidden edge's problem.
+std::string allowed_list(const Layer& layer);
+
 // The first group of `pattern` in each line of `file` that it matches, in order: how the checks read
 // includes and namespace declarations.
 std::vector<std::string> line_matches(const std::filesystem::path& file, const std::regex& pattern);

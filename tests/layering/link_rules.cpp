@@ -185,10 +185,9 @@ std::set<std::string> offered(const fs::path& root, const Target& target) {
 }
 
 std::set<std::string> includes_of(const fs::path& root, const std::set<std::string>& files) {
-  static const std::regex include(R"re(^\s*#\s*include\s*"([^"]+)")re");
   std::set<std::string> out;
   for (const auto& file : files) {
-    const auto found = line_matches(root / file, include);
+    const auto found = quoted_includes(root / file);
     out.insert(found.begin(), found.end());
   }
   return out;
@@ -196,12 +195,6 @@ std::set<std::string> includes_of(const fs::path& root, const std::set<std::stri
 
 bool any_of_in(const std::set<std::string>& wanted, const std::set<std::string>& have) {
   return std::any_of(wanted.begin(), wanted.end(), [&](const std::string& item) { return have.count(item) != 0; });
-}
-
-std::string allowed(const Layer& layer) {
-  std::string out = layer.name;
-  for (const auto& name : layer.may_include) out += ", " + name;
-  return out;
 }
 
 // The CMakeLists.txt under the root but the harness's (which may link anything): the libraries and
@@ -290,10 +283,7 @@ std::vector<std::string> check_links(const fs::path& root, const Rules& rules) {
   std::vector<std::string> problems;
   for (const auto& [name, target] : targets) {
     if (target.layer.empty()) continue;
-    const Layer* layer = nullptr;
-    for (const auto& candidate : rules.layers) {
-      if (candidate.name == target.layer) layer = &candidate;
-    }
+    const Layer* layer = find_layer(rules, target.layer);
     const auto included = includes_of(root, own_files(root, target));
     const auto published = includes_of(root, headers_in(root, target.public_dirs));
     for (const auto& [library, is_public] : target.links) {
@@ -302,7 +292,7 @@ std::vector<std::string> check_links(const fs::path& root, const Rules& rules) {
       const std::string& to = linked->second.layer;
       const std::string where = target.cmake_file + ": " + name + " (" + target.layer + ") links " + library;
       if (to != target.layer && layer->may_include.count(to) == 0) {
-        problems.push_back(where + " (" + to + "): " + target.layer + " may link only " + allowed(*layer));
+        problems.push_back(where + " (" + to + "): " + target.layer + " may link only " + allowed_list(*layer));
         continue;
       }
       const auto headers = offered(root, linked->second);
