@@ -515,7 +515,7 @@ struct CleaningArm {
     auto parts = take(cli::assemble_parts(config), "assemble the daemon");
     parts.config.devices.preparation = "hostagent";
     parts.host = fixture.host;
-    parts.host_sysfs_root = fixture.root;
+    parts.readers = take(cli::sysfs_readers(fixture.root), "the readers of the fixture");
     devices::HostDeviceParts device_parts;
     device_parts.sysfs_root = fixture.root;
     device_parts.writer = std::make_unique<CountingWriter>(fixture.kernel);

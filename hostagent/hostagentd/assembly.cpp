@@ -5,18 +5,23 @@
 #include <string_view>
 #include <system_error>
 
+#include "hostagent/cloudinit/nocloud_seed.hpp"
 #include "hostagent/common/sysfs_writer.hpp"
 #include "hostagent/common/text_file.hpp"
 #include "hostagent/devices/device_preparer.hpp"
+#include "hostagent/discovery/device_health_reader.hpp"
 #include "hostagent/discovery/discovery.hpp"
+#include "hostagent/discovery/hugepage_reader.hpp"
 #include "hostagent/hugepages/hugepage_pools.hpp"
 #include "hostagent/numa/host_use.hpp"
 #include "hostagent/nvme/nvme_controller.hpp"
 #include "hostagent/simhost/sim_host.hpp"
+#include "hostagent/sriov/rdma_devices.hpp"
 #include "hostagent/sriov/vf_netlink.hpp"
 #include "hostagent/state/vm_record.hpp"
 #include "hostagent/systemd/log.hpp"
 #include "hostagent/vfio/config_space_access.hpp"
+#include "hostagent/vfio/p2p_settings.hpp"
 
 namespace hostagent::cli {
 namespace {
@@ -113,12 +118,12 @@ Result<numa::HostModel> discover_host(const config::DaemonConfig& config) {
 // host.hugepages: each pool raised before anything is placed (never lowered), what the kernel gave
 // logged, and the model read again when a pool changed. At every start: the pools are the kernel's
 // and outlive the daemon, so a restart finds them held and writes nothing.
-Status reserve_hugepages(const config::DaemonConfig& config, ServiceParts& parts) {
+Status reserve_hugepages(const config::DaemonConfig& config, const fs::path& sysfs_root, ServiceParts& parts) {
   if (config.host_hugepages.empty()) return ok_status();
   std::vector<hugepages::PoolRequest> requests;
   for (const auto& pool : config.host_hugepages) requests.push_back({pool.node, pool.page_size_bytes, pool.pages});
-  HA_TRY(const auto sysfs, SysfsRoot::open(parts.host_sysfs_root));
-  const auto writer = make_sysfs_writer(parts.host_sysfs_root);
+  HA_TRY(const auto sysfs, SysfsRoot::open(sysfs_root));
+  const auto writer = make_sysfs_writer(sysfs_root);
   HA_TRY(const auto reserved, hugepages::reserve_pools(sysfs, *writer, requests));
   bool changed = false;
   for (const auto& pool : reserved) {
@@ -126,7 +131,7 @@ Status reserve_hugepages(const config::DaemonConfig& config, ServiceParts& parts
     changed = changed || pool.written;
   }
   if (!changed) return ok_status();
-  HA_TRY(auto model, discovery::discover_from_sysfs(parts.host_sysfs_root));
+  HA_TRY(auto model, discovery::discover_from_sysfs(sysfs_root));
   parts.host = finish_discovery(std::move(model), config);
   return ok_status();
 }
@@ -230,8 +235,9 @@ Result<daemon::ServiceParts> assemble_parts(const config::DaemonConfig& config, 
   HA_TRY(parts.host, discover_host(config));
   report("host discovered: " + std::to_string(parts.host.numa_nodes.size()) + " NUMA nodes, " +
          std::to_string(parts.host.pci_devices.size()) + " PCI functions");
-  parts.host_sysfs_root = config.simulated_host.empty() ? config.sysfs_root : simulated_root(config);
-  HA_TRY_STATUS(reserve_hugepages(config, parts));
+  const fs::path sysfs_root = config.simulated_host.empty() ? config.sysfs_root : simulated_root(config);
+  HA_TRY(parts.readers, sysfs_readers(sysfs_root));
+  HA_TRY_STATUS(reserve_hugepages(config, sysfs_root, parts));
   HA_TRY(parts.templates, load_templates(config));
   parts.host_id = machine_id();
   parts.boot_id = boot_id();
@@ -251,6 +257,27 @@ Result<daemon::ServiceParts> assemble_parts(const config::DaemonConfig& config, 
   log(LogLevel::info, "host: " + std::to_string(parts.host.numa_nodes.size()) + " NUMA nodes; " +
                           std::to_string(parts.templates.size()) + " templates; libvirt " + config.libvirt_uri);
   return parts;
+}
+
+Result<daemon::HostReaders> sysfs_readers(const fs::path& sysfs_root) {
+  daemon::HostReaders readers;
+  readers.write_seed = cloudinit::write_nocloud_seed;
+  HA_TRY(const auto sysfs, SysfsRoot::open(sysfs_root));
+  readers.free_hugepages = [sysfs](const numa::HostModel& host) { return discovery::read_free_hugepages(sysfs, host); };
+  readers.on_bus = [sysfs](const PciAddress& address) {
+    return sysfs.exists("/sys/bus/pci/devices/" + address.to_string());
+  };
+  readers.device_health = [sysfs](const numa::HostModel& host) { return discovery::read_device_health(sysfs, host); };
+  // libpci is opened at each read: a reading is rare (GET /v1/host, at most once a second), and
+  // libpci caches what it read of a device's config space.
+  readers.p2p_state = [sysfs](const numa::HostModel& host) -> Result<std::vector<vfio::P2pState>> {
+    HA_TRY(const auto config, vfio::make_libpci_config_space(sysfs.root()));
+    return vfio::current_state(host, *config);
+  };
+  readers.rdma_devices_of = [sysfs](const PciAddress& function) {
+    return sriov::read_rdma_devices_of(sysfs, function);
+  };
+  return readers;
 }
 
 Result<std::unique_ptr<fleet::PlacementClient>> placement_client(const config::PlacementConfig& config) {

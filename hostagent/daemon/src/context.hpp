@@ -27,20 +27,12 @@
 
 namespace hostagent::daemon {
 
-// What the host's hugepage pools have free now, read from sysfs_root at each placement; none
-// (the accounting alone) for a host not read from sysfs.
-Ledger::HugepageReader hugepage_reader(const std::filesystem::path& sysfs_root, const numa::HostModel& host);
-
-// Whether a PCI device's directory is under sysfs_root's /sys/bus/pci/devices now; null for a host
-// not read from sysfs.
-std::function<bool(const PciAddress&)> device_on_bus(const std::filesystem::path& sysfs_root);
-
 struct Context {
   Context(ServiceParts parts, state::Journal journal_in, state::CreateRequests requests_in,
           state::OperationRecords operation_records_in, state::StartHistory start_history_in, numa::HostPolicy policy)
       : config(std::move(parts.config)),
         host(std::move(parts.host)),
-        host_sysfs_root(std::move(parts.host_sysfs_root)),
+        readers(std::move(parts.readers)),
         device_health_interval(parts.device_health_interval),
         templates(std::move(parts.templates)),
         host_id(std::move(parts.host_id)),
@@ -51,15 +43,15 @@ struct Context {
         journal(std::move(journal_in)),
         operation_records(std::move(operation_records_in)),
         start_history(std::move(start_history_in)),
-        ledger(host, std::move(policy), events, hugepage_reader(host_sysfs_root, host)),
+        ledger(host, std::move(policy), events, readers.free_hugepages),
         lifecycle({config.state_directory / "device_states.json", config.state_directory / "cleaning_evidence.jsonl",
-                   host, *devices, ledger, events, *clock, hook, device_on_bus(host_sysfs_root), config.hygiene}),
+                   host, *devices, ledger, events, *clock, hook, readers.on_bus, config.hygiene}),
         operations(*clock, events, &operation_records, &start_history),
         requests(std::move(requests_in), *clock) {}
 
   const config::DaemonConfig config;
   const numa::HostModel host;
-  const std::filesystem::path host_sysfs_root;
+  const HostReaders readers;
   const std::chrono::milliseconds device_health_interval;
   const std::map<std::string, vmtemplates::VmTemplate> templates;
   const std::string host_id;

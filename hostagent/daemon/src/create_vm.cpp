@@ -133,9 +133,8 @@ class CreateRun {
       HA_TRY(disk_path_, context_.hypervisor->volume_path(record_.inputs.disk_pool, record_.inputs.disk_volume));
       shape_.boot.image = disk_path_;  // the domain boots its own overlay, never the shared image
     }
-    if (!context_.host_sysfs_root.empty()) {
-      HA_TRY(const auto sysfs, SysfsRoot::open(context_.host_sysfs_root));
-      HA_TRY(record_.rdma, read_vf_rdma(sysfs, placement_));
+    if (context_.readers.rdma_devices_of) {
+      HA_TRY(record_.rdma, read_vf_rdma(context_.readers.rdma_devices_of, placement_));
     }
     HA_TRY(const auto guest, render::render_guest(context_.host, shape_, placement_, guest_options()));
     record_.nccl_topology = guest.nccl_topology_xml;
@@ -168,7 +167,7 @@ class CreateRun {
     std::error_code ec;
     fs::create_directories(iso.parent_path(), ec);
     if (ec) return errno_error(ec.value(), "create directory", iso.parent_path().string());
-    return cloudinit::write_nocloud_seed(iso, seed);
+    return context_.readers.write_seed(iso, seed);
   }
 
   Status prepare_devices() {

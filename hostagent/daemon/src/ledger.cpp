@@ -264,7 +264,7 @@ void Ledger::set_withheld(std::map<PciAddress, numa::Withheld> withheld) {
 // placement that goes by it.
 Result<numa::HostPolicy> Ledger::policy_now_locked() const {
   if (!free_hugepages_) return policy_with_locked(std::nullopt);
-  HA_TRY(auto free, free_hugepages_());
+  HA_TRY(auto free, free_hugepages_(host_));
   return policy_with_locked(std::move(free));
 }
 

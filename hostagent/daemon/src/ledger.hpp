@@ -16,6 +16,7 @@
 
 #include "event_hub.hpp"
 #include "hostagent/common/result.hpp"
+#include "hostagent/daemon/host_readers.hpp"
 #include "hostagent/fleet/provider_tree.hpp"
 #include "hostagent/numa/host_model.hpp"
 #include "hostagent/numa/placement.hpp"
@@ -68,9 +69,8 @@ class Ledger {
   // Devices changing hands are published to `events` (after the ledger's lock is released).
   // free_hugepages, when given, reads what the kernel's pools have free now, at each placement
   // (numa::HostPolicy::unclaimed_hugepages).
-  // Free hugepages by {host node, page size in bytes}.
-  using FreePages = std::map<std::pair<int, uint64_t>, uint64_t>;
-  using HugepageReader = std::function<Result<FreePages>()>;
+  using FreePages = HostReaders::FreePages;
+  using HugepageReader = decltype(HostReaders::free_hugepages);
   Ledger(const numa::HostModel& host, numa::HostPolicy policy, EventHub& events, HugepageReader free_hugepages = {})
       : host_(host), policy_(std::move(policy)), events_(events), free_hugepages_(std::move(free_hugepages)) {}
 

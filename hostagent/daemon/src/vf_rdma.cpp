@@ -1,8 +1,6 @@
 // daemon/vf_rdma: the RDMA side of a placement's NIC VFs (see vf_rdma.hpp).
 #include "vf_rdma.hpp"
 
-#include "hostagent/sriov/rdma_devices.hpp"
-
 namespace hostagent::daemon {
 namespace {
 
@@ -23,12 +21,13 @@ state::VfRdma entry_of(const numa::PciAddress& vf, const sriov::RdmaDevice& devi
 
 }  // namespace
 
-Result<std::vector<state::VfRdma>> read_vf_rdma(const SysfsRoot& sysfs, const numa::Placement& placement) {
+Result<std::vector<state::VfRdma>> read_vf_rdma(const decltype(HostReaders::rdma_devices_of)& devices_of,
+                                                const numa::Placement& placement) {
   std::vector<state::VfRdma> out;
   auto nics = numa::placed_vfs(placement);
   for (const auto& nic : placement.whole_nics) nics.push_back(nic.address);  // an HCA given whole: the same
   for (const auto& vf : nics) {
-    HA_TRY(const auto devices, sriov::read_rdma_devices_of(sysfs, vf));
+    HA_TRY(const auto devices, devices_of(vf));
     if (devices.empty() || devices.front().ports.empty()) continue;
     out.push_back(entry_of(vf, devices.front()));
   }

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "hostagent/common/result.hpp"
-#include "hostagent/common/sysfs_root.hpp"
+#include "hostagent/daemon/host_readers.hpp"
 #include "hostagent/numa/placement.hpp"
 #include "hostagent/state/vm_record.hpp"
 
@@ -14,6 +14,8 @@ namespace hostagent::daemon {
 
 // One entry per NIC VF with an RDMA device registered under it, in placement order (each GPU's
 // VFs, then the extra VFs). A VF created unprobed, or already on vfio-pci, has none: not an error.
-Result<std::vector<state::VfRdma>> read_vf_rdma(const SysfsRoot& sysfs, const numa::Placement& placement);
+// Each function's devices are what `devices_of` reads (HostReaders::rdma_devices_of).
+Result<std::vector<state::VfRdma>> read_vf_rdma(const decltype(HostReaders::rdma_devices_of)& devices_of,
+                                                const numa::Placement& placement);
 
 }  // namespace hostagent::daemon

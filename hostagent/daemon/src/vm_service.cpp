@@ -5,15 +5,10 @@
 #include "daemon_log.hpp"
 #include "health_poller.hpp"
 #include "host_boot.hpp"
-#include "hostagent/common/sysfs_root.hpp"
 #include "hostagent/common/text.hpp"
 #include "hostagent/daemon/service_parts.hpp"
-#include "hostagent/discovery/device_health_reader.hpp"
-#include "hostagent/discovery/hugepage_reader.hpp"
 #include "hostagent/numa/nvlink.hpp"
 #include "hostagent/service/vm_service.hpp"
-#include "hostagent/vfio/config_space_access.hpp"
-#include "hostagent/vfio/p2p_settings.hpp"
 #include "operations.hpp"
 #include "reconcile.hpp"
 #include "vm_queues.hpp"
@@ -69,14 +64,14 @@ class VmServiceImpl final : public service::VmService {
                             " interrupted operations recovered");
     set_report(std::move(report));
     context_.requests.settle([this](const std::string& vm, const std::string& id) { return made_by(vm, id); });
-    if (!context_.host_sysfs_root.empty()) {
+    if (context_.readers.device_health) {
       // The kernel's free hugepages are read with the devices' health, so that capacity (and a
       // scrape) reads memory; a placement reads them again itself.
       health_ = std::make_unique<HealthPoller>(
-          [this, free_pages = hugepage_reader(context_.host_sysfs_root, context_.host)] {
-            auto reading = read_device_health();
+          [this] {
+            auto reading = context_.readers.device_health(context_.host);
             if (reading.ok()) context_.lifecycle.note_health(*reading);
-            keep_free_pages(free_pages());
+            if (context_.readers.free_hugepages) keep_free_pages(context_.readers.free_hugepages(context_.host));
             return reading;
           },
           context_.device_health_interval, *context_.clock);
@@ -235,10 +230,8 @@ class VmServiceImpl final : public service::VmService {
 
   numa::HostModel read_host_now() {
     numa::HostModel host = context_.host;
-    if (context_.host_sysfs_root.empty()) return host;
-    auto config = vfio::make_libpci_config_space(context_.host_sysfs_root);
-    auto states =
-        config.ok() ? vfio::current_state(host, **config) : Result<std::vector<vfio::P2pState>>(config.error());
+    if (!context_.readers.p2p_state) return host;
+    const auto states = context_.readers.p2p_state(host);
     if (!states.ok()) {
       log(LogLevel::warning, "host: ACS/ATS as discovered, config space unreadable: " + states.error().message);
       return host;
@@ -268,11 +261,6 @@ class VmServiceImpl final : public service::VmService {
   std::optional<Ledger::FreePages> free_pages() const {
     const std::lock_guard lock(free_pages_mutex_);
     return free_pages_;
-  }
-
-  Result<std::vector<numa::DeviceHealth>> read_device_health() const {
-    HA_TRY(const auto sysfs, SysfsRoot::open(context_.host_sysfs_root));
-    return discovery::read_device_health(sysfs, context_.host);
   }
 
  private:
@@ -598,22 +586,6 @@ service::ManagedVmView managed_view(const numa::HostModel& host, const state::Vm
 
 }  // namespace
 
-Ledger::HugepageReader hugepage_reader(const std::filesystem::path& sysfs_root, const numa::HostModel& host) {
-  if (sysfs_root.empty()) return {};
-  return [sysfs_root, &host]() -> Result<std::map<std::pair<int, uint64_t>, uint64_t>> {
-    HA_TRY(const auto sysfs, SysfsRoot::open(sysfs_root));
-    return discovery::read_free_hugepages(sysfs, host);
-  };
-}
-
-std::function<bool(const PciAddress&)> device_on_bus(const std::filesystem::path& sysfs_root) {
-  if (sysfs_root.empty()) return {};
-  return [sysfs_root](const PciAddress& address) {
-    std::error_code ec;
-    return std::filesystem::exists(sysfs_root / "sys/bus/pci/devices" / address.to_string(), ec);
-  };
-}
-
 service::VmView view_of(Context& context, const LedgerEntry& entry) {
   service::VmView view;
   view.name = entry.name;
@@ -631,7 +603,7 @@ service::VmView view_of(Context& context, const LedgerEntry& entry) {
 }
 
 Result<std::unique_ptr<service::VmService>> start_service(ServiceParts parts) {
-  HA_ASSERT(parts.hypervisor && parts.devices && parts.clock);
+  HA_ASSERT(parts.hypervisor && parts.devices && parts.clock && parts.readers.write_seed);
   HA_TRY(auto journal, state::Journal::open(parts.config.state_directory / "journal"));
   HA_TRY(auto requests, state::CreateRequests::open(parts.config.state_directory / "requests"));
   HA_TRY(auto operations, state::OperationRecords::open(parts.config.state_directory / "operations"));

@@ -347,6 +347,7 @@ Result<std::unique_ptr<service::VmService>> DaemonFixture::start(FaultyHyperviso
   parts.hook = hook;
   parts.device_health_interval = device_health_interval;
   parts.boot_id = boot_id;
+  if (change_readers) change_readers(parts.readers);
   return daemon::start_service(std::move(parts));
 }
 

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "assembly.hpp"
+#include "hostagent/daemon/host_readers.hpp"
 #include "hostagent/daemon/step_hook.hpp"
 #include "hostagent/service/vm_service.hpp"
 #include "test_support.hpp"
@@ -186,6 +187,9 @@ class DaemonFixture {
   config::PlacementConfig placement;                  // the placement section
   // How often the service reads device health again (ServiceParts::device_health_interval).
   std::chrono::milliseconds device_health_interval{10000};
+  // Changes the readers the composition root made (ServiceParts::readers) before the service
+  // starts: a test varies what the daemon reads of the host without writing its sysfs tree.
+  std::function<void(daemon::HostReaders&)> change_readers;
   const std::filesystem::path& scratch() const { return scratch_.path(); }
   // The journal's entries on disk.
   std::vector<std::filesystem::path> journal_files() const;

@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <filesystem>
@@ -462,6 +463,34 @@ TEST_CASE(
   CHECK(node0_free() == before);  // read with the devices' health, at its next reading
   REQUIRE(clock->advance_and_settle(fixture.device_health_interval));
   CHECK(node0_free() == 3);
+}
+
+TEST_CASE(
+    "what the daemon reads of the host is the reader it was given: free hugepages from a reader, no sysfs "
+    "written") {
+  DaemonFixture fixture;
+  std::atomic<uint64_t> reads{0};
+  fixture.change_readers = [&reads](daemon::HostReaders& readers) {
+    readers.free_hugepages = [sysfs = readers.free_hugepages, &reads](const numa::HostModel& host) {
+      ++reads;
+      auto free = sysfs(host);
+      if (free.ok()) {
+        for (auto& [pool, pages] : *free) {
+          if (pool.first == 0 && pool.second == 1ULL << 30) pages = 2;  // all but two taken outside hostagent
+        }
+      }
+      return free;
+    };
+  };
+  auto service = started(fixture, nullptr, std::make_shared<ManualClock>());
+  const auto usage = service->usage();
+  const auto capacity = numa::capacity(*usage.host, usage.held, usage.policy);
+  const auto& pools = capacity.nodes.at(0).hugepages;
+  const auto gib =
+      std::find_if(pools.begin(), pools.end(), [](const auto& pool) { return pool.page_size_bytes == 1ULL << 30; });
+  REQUIRE(gib != pools.end());
+  CHECK(gib->free == 2);
+  CHECK(reads >= 1);
 }
 
 }  // namespace hostagent::testing

@@ -4,7 +4,6 @@
 #pragma once
 
 #include <chrono>
-#include <filesystem>
 #include <map>
 #include <memory>
 #include <string>
@@ -12,6 +11,7 @@
 #include "hostagent/common/result.hpp"
 #include "hostagent/config/daemon_config.hpp"
 #include "hostagent/daemon/clock.hpp"
+#include "hostagent/daemon/host_readers.hpp"
 #include "hostagent/daemon/step_hook.hpp"
 #include "hostagent/devices/device_preparer.hpp"
 #include "hostagent/numa/host_model.hpp"
@@ -25,8 +25,9 @@ namespace hostagent::daemon {
 struct ServiceParts {
   config::DaemonConfig config;
   numa::HostModel host;
-  std::filesystem::path host_sysfs_root;  // the sysfs the host was read from, for device health; "" none
-  // How often device health is read again from host_sysfs_root (HealthPoller): what /v1/metrics
+  // What the daemon reads from the running host beyond the model, and the seed writer.
+  HostReaders readers;
+  // How often device health is read again (readers.device_health, HealthPoller): what /v1/metrics
   // reports is at most this old.
   std::chrono::milliseconds device_health_interval{10000};
   std::map<std::string, vmtemplates::VmTemplate> templates;
