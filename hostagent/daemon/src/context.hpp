@@ -29,7 +29,7 @@ namespace hostagent::daemon {
 
 struct Context {
   Context(ServiceParts parts, state::Journal journal_in, state::CreateRequests requests_in,
-          state::OperationRecords operation_records_in, state::StartHistory start_history_in, numa::HostPolicy policy)
+          state::OperationRecords operation_records_in, numa::HostPolicy policy)
       : config(std::move(parts.config)),
         host(std::move(parts.host)),
         readers(std::move(parts.readers)),
@@ -42,11 +42,10 @@ struct Context {
         hook(std::move(parts.hook)),
         journal(std::move(journal_in)),
         operation_records(std::move(operation_records_in)),
-        start_history(std::move(start_history_in)),
         ledger(host, std::move(policy), events, readers.free_hugepages),
         lifecycle({config.state_directory / "device_states.json", config.state_directory / "cleaning_evidence.jsonl",
                    host, *devices, ledger, events, *clock, hook, readers.on_bus, config.hygiene}),
-        operations(*clock, events, &operation_records, &start_history),
+        operations(*clock, events, &operation_records),
         requests(std::move(requests_in), *clock) {}
 
   const config::DaemonConfig config;
@@ -61,7 +60,6 @@ struct Context {
   const std::shared_ptr<StepHook> hook;
   state::Journal journal;
   state::OperationRecords operation_records;  // before operations, which writes to it
-  state::StartHistory start_history;          // the same
   EventHub events;
   Ledger ledger;                // refers to host and events: declared after them
   DeviceLifecycle lifecycle;    // refers to host, devices, ledger, events and clock

@@ -24,10 +24,9 @@ Status delete_vm(Context& context, const std::string& name) {
   Operation operation(context, state::OperationKind::remove, record);
   HA_TRY_STATUS(operation.run(steps, nullptr));
   release_vm(context, name);
-  // Tidiness, not safety: a history a crash leaves here is replaced by the next create of the name.
-  if (auto forgotten = context.start_history.forget(name); !forgotten.ok()) {
-    log(LogLevel::warning, forgotten.error().message, {.vm = name, .operation = "delete"});
-  }
+  // Tidiness, not safety: a history a crash leaves here is replaced by the next create of the name,
+  // or forgotten at the next start when no VM has the name.
+  context.operations.forget_starts(name);
   log(LogLevel::info, "deleted " + name, {.vm = name, .operation = "delete"});
   return ok_status();
 }

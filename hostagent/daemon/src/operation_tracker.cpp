@@ -71,12 +71,40 @@ bool ended(const service::OperationView& view) {
 
 }  // namespace
 
-Status OperationTracker::load(const std::function<Status(const service::OperationView&)>& interrupted) {
+// Records of an earlier release's start history that the store lacks are written to it, then the
+// file goes. A file that cannot be read stays, said in the log: the VM's history lacks it, and the
+// daemon starts.
+void OperationTracker::move_older_starts(state::StartHistory& older, std::vector<state::OperationRecord>& records) {
+  auto vms = older.vms();
+  if (!vms.ok()) {
+    log(LogLevel::warning, "the older start histories stay unread: " + vms.error().message);
+    return;
+  }
+  std::set<std::string> known;
+  for (const auto& record : records) known.insert(record.id);
+  for (const auto& vm : *vms) {
+    auto starts = older.starts(vm);
+    Status moved = starts.ok() ? ok_status() : Status(starts.error());
+    for (const auto& start : starts.ok() ? *starts : std::vector<state::OperationRecord>{}) {
+      if (!moved.ok() || known.count(start.id) != 0) continue;
+      moved = store_->write(start);
+      if (moved.ok()) records.push_back(start);
+      known.insert(start.id);
+    }
+    if (moved.ok()) moved = older.forget(vm);
+    if (!moved.ok())
+      log(LogLevel::warning, "the start history of " + vm + " stays where it was: " + moved.error().message);
+  }
+}
+
+Status OperationTracker::load(const std::function<Status(const service::OperationView&)>& interrupted,
+                              state::StartHistory* older_starts) {
   if (store_ == nullptr) return ok_status();
   HA_TRY(auto records, store_->records());
+  if (older_starts != nullptr) move_older_starts(*older_starts, records);
   const auto now = clock_.now();
   std::vector<service::OperationView> kept;
-  std::vector<std::string> expired;
+  std::vector<service::OperationView> past_hour;
   for (const auto& record : records) {
     auto view = view_of(record);
     if (!ended(view)) {
@@ -87,11 +115,7 @@ Status OperationTracker::load(const std::function<Status(const service::Operatio
       persist(view);
     }
     const auto finished = time_of(view.finished_at).value_or(now);
-    if (now - finished > kKeptFor) {
-      expired.push_back(view.id);
-    } else {
-      kept.push_back(std::move(view));
-    }
+    (now - finished > kKeptFor ? past_hour : kept).push_back(std::move(view));
   }
   // list() orders them as they were submitted; the forgetting goes by when each ended.
   std::sort(kept.begin(), kept.end(), [](const service::OperationView& a, const service::OperationView& b) {
@@ -105,7 +129,15 @@ Status OperationTracker::load(const std::function<Status(const service::Operatio
     ends.emplace_back(view.id, clock_.steady_now() - std::chrono::duration_cast<std::chrono::nanoseconds>(age));
   }
   std::sort(ends.begin(), ends.end(), [](const auto& a, const auto& b) { return a.second < b.second; });
-  std::vector<std::string> forgotten;
+  // Each VM's history is made again from its starts on disk, in the order they ended.
+  std::vector<service::OperationView> by_end = past_hour;
+  by_end.insert(by_end.end(), kept.begin(), kept.end());
+  std::sort(by_end.begin(), by_end.end(), [](const service::OperationView& a, const service::OperationView& b) {
+    if (timestamp_before(a.finished_at, b.finished_at)) return true;
+    if (timestamp_before(b.finished_at, a.finished_at)) return false;
+    return sequence_of(a.id) < sequence_of(b.id);
+  });
+  std::vector<std::string> removed;
   {
     std::lock_guard lock(mutex_);
     for (const auto& view : kept) {
@@ -113,10 +145,19 @@ Status OperationTracker::load(const std::function<Status(const service::Operatio
       announced_.insert(view.id);
     }
     ended_.insert(ended_.begin(), ends.begin(), ends.end());
-    forgotten = forget_old_locked();
+    for (const auto& view : by_end) {
+      auto let_go = keep_start_locked(view);
+      removed.insert(removed.end(), let_go.begin(), let_go.end());
+    }
+    auto forgotten = forget_old_locked();
+    removed.insert(removed.end(), forgotten.begin(), forgotten.end());
+    for (const auto& view : past_hour) {
+      if (kept_starts_.count(view.id) == 0) removed.push_back(view.id);
+    }
   }
-  expired.insert(expired.end(), forgotten.begin(), forgotten.end());
-  remove_records(expired);
+  std::sort(removed.begin(), removed.end());
+  removed.erase(std::unique(removed.begin(), removed.end()), removed.end());
+  remove_records(removed);
   return ok_status();
 }
 
@@ -134,32 +175,89 @@ void OperationTracker::persist(const service::OperationView& view) {
 }
 
 void OperationTracker::persist_latest(const std::string& id) {
-  if (store_ == nullptr) return;
   // Two writers of one ended operation (its end, a late phase) each write what is newest when they
   // hold persist_mutex_, so the last file written has every phase.
   const std::lock_guard writing(persist_mutex_);
   std::optional<service::OperationView> latest;
+  std::vector<std::string> let_go;
   {
     std::lock_guard lock(mutex_);
     const auto it = operations_.find(id);
-    if (it != operations_.end()) latest = it->second;
+    if (it == operations_.end()) return;
+    latest = it->second;
+    let_go = keep_start_locked(*latest);
   }
-  if (!latest) return;
   persist(*latest);
-  keep_start(*latest);
+  remove_records(let_go);
 }
 
+namespace {
+
 // A create that failed made no VM; every other ended create or start is the VM's history, but a
-// start that found no VM (gone since it was asked for): that would be a file for a VM that does not
-// exist. A domain the daemon did not make never gets a start (VmService refuses it at once).
-void OperationTracker::keep_start(const service::OperationView& view) {
+// start that found no VM (gone since it was asked for): that would be a history of a VM that does
+// not exist. A domain the daemon did not make never gets a start (VmService refuses it at once).
+bool is_start(const service::OperationView& view) {
   const bool missing = view.error && view.error->code == ErrorCode::not_found;
   const bool start = (view.kind == "start" && !missing) || (view.kind == "create" && view.state == "succeeded");
-  if (starts_ == nullptr || !start || view.finished_at.empty()) return;
-  if (auto kept = starts_->record(record_of(view)); !kept.ok()) {
-    log(LogLevel::warning, "the start history of " + view.vm + " could not be kept (" + kept.error().message +
-                               "): vm show loses operation " + view.id + " after the hour");
+  return start && !view.finished_at.empty();
+}
+
+}  // namespace
+
+std::vector<std::string> OperationTracker::keep_start_locked(const service::OperationView& view) {
+  std::vector<std::string> removed;
+  if (!is_start(view)) return removed;
+  auto& history = starts_by_vm_[view.vm];
+  const auto same = std::find_if(history.begin(), history.end(), [&](const auto& kept) { return kept.id == view.id; });
+  if (same != history.end()) {
+    *same = view;  // in its place: its phases came after it ended
+    return removed;
   }
+  // A create begins its VM's history: what is there is an earlier VM's of that name (a delete a
+  // crash cut short before it forgot them).
+  while (view.kind == "create" && !history.empty()) {
+    let_go_locked(history.front(), removed);
+    history.pop_front();
+  }
+  history.push_back(view);
+  kept_starts_.insert(view.id);
+  while (history.size() > kKeptStarts) {
+    let_go_locked(history.front(), removed);
+    history.pop_front();
+  }
+  return removed;
+}
+
+// A start leaves the history: its record goes too once the operation is past the hour.
+void OperationTracker::let_go_locked(const service::OperationView& start, std::vector<std::string>& removed) {
+  kept_starts_.erase(start.id);
+  if (operations_.count(start.id) == 0) removed.push_back(start.id);
+}
+
+std::vector<service::OperationView> OperationTracker::starts_of(const std::string& vm) {
+  std::lock_guard lock(mutex_);
+  const auto it = starts_by_vm_.find(vm);
+  if (it == starts_by_vm_.end()) return {};
+  return {it->second.rbegin(), it->second.rend()};
+}
+
+void OperationTracker::forget_starts(const std::string& vm) {
+  std::vector<std::string> removed;
+  {
+    std::lock_guard lock(mutex_);
+    const auto it = starts_by_vm_.find(vm);
+    if (it == starts_by_vm_.end()) return;
+    for (const auto& start : it->second) let_go_locked(start, removed);
+    starts_by_vm_.erase(it);
+  }
+  remove_records(removed);
+}
+
+std::vector<std::string> OperationTracker::vms_with_starts() {
+  std::lock_guard lock(mutex_);
+  std::vector<std::string> vms;
+  for (const auto& [vm, history] : starts_by_vm_) vms.push_back(vm);
+  return vms;
 }
 
 void OperationTracker::remove_records(const std::vector<std::string>& ids) {
@@ -357,7 +455,7 @@ std::vector<std::string> OperationTracker::forget_old_locked() {
     operations_.erase(id);
     order_.erase(id);
     announced_.erase(id);
-    forgotten.push_back(id);
+    if (kept_starts_.count(id) == 0) forgotten.push_back(id);  // a start's record stays with its history
     ended_.pop_front();
   }
   return forgotten;

@@ -4,7 +4,9 @@
 // ended ones are kept for an hour (at most kKeptEnded of them) so a control plane that polls late
 // still learns the outcome. Each is written to disk when queued and when it ends
 // (state/operation_records), so that history survives a restart: one that never ended was cut
-// short by the stop, and ends at the next start with what recovery made of it.
+// short by the stop, and ends at the next start with what recovery made of it. A VM's last
+// kKeptStarts creates and starts are its start history: kept past the hour, their records with
+// them, until the VM goes (forget_starts). That record is the one write of a start's end.
 #pragma once
 
 #include <atomic>
@@ -32,17 +34,25 @@ class OperationTracker {
  public:
   static constexpr std::size_t kKeptEnded = 1000;
   static constexpr std::chrono::hours kKeptFor{1};
+  static constexpr std::size_t kKeptStarts = 10;  // per VM: its start history
 
-  // store: where operations are kept across restarts; starts: each VM's last creates and starts,
-  // kept past the hour; null keeps them in memory only, and no history.
-  OperationTracker(Clock& clock, EventHub& events, state::OperationRecords* store = nullptr,
-                   state::StartHistory* starts = nullptr)
-      : clock_(clock), events_(events), store_(store), starts_(starts), run_(run_tag(clock.now())) {}
+  // store: where operations are kept across restarts; null keeps them in memory only.
+  OperationTracker(Clock& clock, EventHub& events, state::OperationRecords* store = nullptr)
+      : clock_(clock), events_(events), store_(store), run_(run_tag(clock.now())) {}
 
   // At start, after reconcile and before any enqueue: the operations an earlier run left, those
-  // ended within the hour kept; one that never ended ends now with what `interrupted` says it came
-  // to. Fails when a record cannot be read.
-  Status load(const std::function<Status(const service::OperationView&)>& interrupted);
+  // ended within the hour kept, and each VM's starts; one that never ended ends now with what
+  // `interrupted` says it came to. Fails when a record cannot be read. older_starts: the start
+  // history an earlier release wrote apart, its records moved into the store first.
+  Status load(const std::function<Status(const service::OperationView&)>& interrupted,
+              state::StartHistory* older_starts = nullptr);
+
+  // The VM's start history, newest first: its create, then each start, as they ended.
+  std::vector<service::OperationView> starts_of(const std::string& vm);
+  // The VM is gone: its history goes, with the records of its starts past the hour.
+  void forget_starts(const std::string& vm);
+  // The VMs that have a start history.
+  std::vector<std::string> vms_with_starts();
 
   service::OperationView enqueue(const std::string& kind, const std::string& vm, const std::string& request_id,
                                  const std::string& template_name);
@@ -82,13 +92,18 @@ class OperationTracker {
   std::optional<service::OperationView> update(const std::string& id,
                                                const std::function<void(service::OperationView&)>& change);
   // Forgets ended operations past the hour or beyond kKeptEnded; returns their ids, whose records
-  // the caller removes once the lock is released.
+  // the caller removes once the lock is released, but for the starts a VM's history keeps.
   std::vector<std::string> forget_old_locked();
   void remove_records(const std::vector<std::string>& ids);
   void persist(const service::OperationView& view);
-  // Writes the operation as it is now (nothing once forgotten), and into its VM's start history.
+  // Writes the operation as it is now (nothing once forgotten), and keeps it in its VM's start
+  // history when it is one.
   void persist_latest(const std::string& id);
-  void keep_start(const service::OperationView& view);
+  // Returns the ids whose records the caller removes once the lock is released: those the history
+  // let go that are past the hour.
+  std::vector<std::string> keep_start_locked(const service::OperationView& view);
+  void let_go_locked(const service::OperationView& start, std::vector<std::string>& removed);
+  void move_older_starts(state::StartHistory& older, std::vector<state::OperationRecord>& records);
   void insert_locked(const service::OperationView& view);
   // Ids are "op-RUN-N": N counts this run's operations, RUN is the microsecond this run began in
   // base 36, so an id never names two operations across restarts (the audit log, a control plane's
@@ -99,7 +114,6 @@ class OperationTracker {
   Clock& clock_;
   EventHub& events_;
   state::OperationRecords* const store_;
-  state::StartHistory* const starts_;
   std::mutex mutex_;
   std::mutex persist_mutex_;          // taken before mutex_, never inside it
   std::condition_variable ended_cv_;  // notified by finish() once the end is published
@@ -114,6 +128,9 @@ class OperationTracker {
   std::map<std::string, VmProgress> progress_by_vm_;                      // busy VMs only
   std::atomic<uint64_t> progress_version_{0};                             // bumped under mutex_
   std::deque<std::pair<std::string, std::chrono::steady_clock::time_point>> ended_;  // oldest first
+  // Each VM's start history, oldest first; a record stays on disk while it is here or in operations_.
+  std::map<std::string, std::deque<service::OperationView>> starts_by_vm_;
+  std::set<std::string> kept_starts_;  // the ids in starts_by_vm_
 };
 
 }  // namespace hostagent::daemon

@@ -80,9 +80,7 @@ void forget_vm_files(Context& context, const state::VmRecord& record) {
   if (auto removed = delete_seed(context, record); !removed.ok()) {
     log(LogLevel::warning, "the seed of " + record.name + " stays: " + removed.error().message, {.vm = record.name});
   }
-  if (auto forgotten = context.start_history.forget(record.name); !forgotten.ok()) {
-    log(LogLevel::warning, forgotten.error().message, {.vm = record.name});
-  }
+  context.operations.forget_starts(record.name);
 }
 
 // A domain undefined outside hostagent (virsh undefine, another tool): its devices are released at
@@ -125,13 +123,12 @@ Status finish_delete(Context& context, const state::JournalEntry& entry) {
   return ok_status();
 }
 
-// Seeds and start histories of VMs gone while the daemon was down (undefined outside hostagent, or
-// a delete whose tidying a crash cut short): at start, whatever no VM in the ledger owns.
+// Seeds of VMs gone while the daemon was down (undefined outside hostagent, or a delete whose
+// tidying a crash cut short): at start, whatever no VM in the ledger owns. Their start histories
+// are the operation tracker's, forgotten once it has loaded them (VmService::begin).
 void release_unheld_files(Context& context, service::ReconcileReport& report) {
   std::set<std::string> seeds;
-  std::set<std::string> vms;
   for (const auto& entry : context.ledger.entries()) {
-    vms.insert(entry.name);
     if (entry.record) seeds.insert(entry.record->inputs.seed_iso);
   }
   const auto directory = context.config.state_directory / "seeds";
@@ -144,19 +141,6 @@ void release_unheld_files(Context& context, service::ReconcileReport& report) {
       continue;
     }
     report.released.push_back("seed " + it->path().filename().string());
-  }
-  auto histories = context.start_history.vms();
-  if (!histories.ok()) {
-    report.problems.push_back(histories.error().message);
-    return;
-  }
-  for (const auto& vm : *histories) {
-    if (vms.count(vm) != 0) continue;
-    if (auto forgotten = context.start_history.forget(vm); !forgotten.ok()) {
-      report.problems.push_back(forgotten.error().message);
-      continue;
-    }
-    report.released.push_back("start history of " + vm);
   }
 }
 

@@ -23,10 +23,9 @@ const std::string kHostQueue;
 class VmServiceImpl final : public service::VmService {
  public:
   VmServiceImpl(ServiceParts parts, state::Journal journal, state::CreateRequests requests,
-                state::OperationRecords operations, state::StartHistory starts, numa::HostPolicy policy)
+                state::OperationRecords operations, numa::HostPolicy policy)
       : power_(parts.config.state_directory / "power.json", parts.boot_id),
-        context_(std::move(parts), std::move(journal), std::move(requests), std::move(operations), std::move(starts),
-                 std::move(policy)),
+        context_(std::move(parts), std::move(journal), std::move(requests), std::move(operations), std::move(policy)),
         queues_(context_.config.operation_workers) {}
 
   ~VmServiceImpl() override {
@@ -53,8 +52,7 @@ class VmServiceImpl final : public service::VmService {
     HA_TRY(auto report, reconcile(context_));
     // What waits is cleaned now, a cleaning a restart cut short again, then what VMs let go.
     context_.lifecycle.start();
-    HA_TRY_STATUS(
-        context_.operations.load([this](const service::OperationView& cut) { return interrupted_outcome(cut); }));
+    HA_TRY_STATUS(load_operations(report));
     repair_running(report);
     const auto starts = after_reboot(report);
     for (const auto& problem : report.problems) log(LogLevel::warning, "reconcile: " + problem);
@@ -78,6 +76,28 @@ class VmServiceImpl final : public service::VmService {
     }
     ready_ = true;
     start_after_reboot(starts);
+    return ok_status();
+  }
+
+  // The operations and start histories an earlier run left (and the history an older release kept
+  // apart, in starts/, moved in and its directory removed); then the histories of VMs that are gone.
+  Status load_operations(service::ReconcileReport& report) {
+    const auto interrupted = [this](const service::OperationView& cut) { return interrupted_outcome(cut); };
+    const auto older_directory = context_.config.state_directory / "starts";
+    std::error_code ec;
+    if (!std::filesystem::exists(older_directory, ec)) {
+      HA_TRY_STATUS(context_.operations.load(interrupted));
+    } else {
+      HA_TRY(auto older, state::StartHistory::open(older_directory));
+      HA_TRY_STATUS(context_.operations.load(interrupted, &older));
+      std::filesystem::remove(older_directory, ec);  // not empty: a file that could not be moved stays
+    }
+    for (const auto& vm : context_.operations.vms_with_starts()) {
+      const auto entry = context_.ledger.find(vm);
+      if (entry && entry->defined) continue;
+      context_.operations.forget_starts(vm);
+      report.released.push_back("start history of " + vm);
+    }
     return ok_status();
   }
 
@@ -361,11 +381,7 @@ class VmServiceImpl final : public service::VmService {
   Result<std::vector<service::OperationView>> vm_starts(const VmName& name) override {
     const auto entry = context_.ledger.find(name.str());
     if (!entry || !entry->defined) return Error{ErrorCode::not_found, "no VM named " + text::quoted(name.str())};
-    HA_TRY(const auto records, context_.start_history.starts(name.str()));
-    std::vector<service::OperationView> starts;
-    starts.reserve(records.size());
-    for (const auto& record : records) starts.push_back(view_of(record));
-    return starts;
+    return context_.operations.starts_of(name.str());
   }
 
   // A name in use is a conflict now rather than an operation that fails in the queue, unless the VM
@@ -607,13 +623,12 @@ Result<std::unique_ptr<service::VmService>> start_service(ServiceParts parts) {
   HA_TRY(auto journal, state::Journal::open(parts.config.state_directory / "journal"));
   HA_TRY(auto requests, state::CreateRequests::open(parts.config.state_directory / "requests"));
   HA_TRY(auto operations, state::OperationRecords::open(parts.config.state_directory / "operations"));
-  HA_TRY(auto starts, state::StartHistory::open(parts.config.state_directory / "starts"));
   HA_TRY_STATUS(create_console_log_directory(parts.config.console_log_directory));
   numa::HostPolicy policy;
   policy.housekeeping_cpus = parts.config.housekeeping_cpus;
   policy.releasable_drivers = parts.config.devices.releasable_drivers;
   auto service = std::make_unique<VmServiceImpl>(std::move(parts), std::move(journal), std::move(requests),
-                                                 std::move(operations), std::move(starts), std::move(policy));
+                                                 std::move(operations), std::move(policy));
   HA_TRY_STATUS(service->begin());
   return std::unique_ptr<service::VmService>(std::move(service));
 }

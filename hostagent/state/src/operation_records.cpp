@@ -6,8 +6,8 @@
 //    "error": "", "submitted_at": "...", "started_at": "...", "finished_at": "...",
 //    "duration_seconds": 1.25, "timeline": [{"phase": "launch", "ended_at": "...", "seconds": 0.8,
 //    "detail": ""}, ...]}
-// "timeline" may be absent: records written before it was kept have none. The start history keeps the
-// same records, each VM's in one file.
+// "timeline" may be absent: records written before it was kept have none. The start history of
+// earlier releases kept the same records, each VM's in one file (read to be moved, never written).
 #include "hostagent/state/operation_records.hpp"
 
 #include <algorithm>
@@ -206,39 +206,10 @@ std::filesystem::path StartHistory::file_of(const std::string& vm) const {
   return directory_ / (vm + std::string(detail::kJsonSuffix));
 }
 
-Status StartHistory::record(const OperationRecord& record) {
-  if (auto problem = operation_problem(record); !problem.empty()) {
-    return Error{ErrorCode::invalid_argument, "start history: " + problem};
-  }
-  std::vector<OperationRecord> kept;
-  if (std::filesystem::exists(file_of(record.vm))) {
-    HA_TRY(kept, read_starts(file_of(record.vm), record.vm));
-  }
-  // A create begins its VM's history: what was submitted before it is an earlier VM's of that name
-  // (a file its delete did not get to remove).
-  std::erase_if(kept, [&](const OperationRecord& earlier) {
-    return record.kind == "create" && timestamp_before(earlier.submitted_at, record.submitted_at);
-  });
-  const auto same =
-      std::find_if(kept.begin(), kept.end(), [&](const auto& earlier) { return earlier.id == record.id; });
-  if (same != kept.end()) {
-    *same = record;  // in its place: its phases came after it ended
-  } else {
-    kept.push_back(record);
-  }
-  if (kept.size() > kKept) kept.erase(kept.begin(), kept.end() - static_cast<std::ptrdiff_t>(kKept));
-  json::array starts;
-  for (const auto& start : kept) starts.push_back(operation_object(start));
-  const json::object document{{"vm", record.vm}, {"starts", std::move(starts)}};
-  return durable::replace_file(file_of(record.vm), json::serialize(document) + "\n");
-}
-
 Result<std::vector<OperationRecord>> StartHistory::starts(const std::string& vm) const {
   if (!is_name(vm)) return Error{ErrorCode::invalid_argument, "start history of " + text::quoted(vm) + ": not a name"};
   if (!std::filesystem::exists(file_of(vm))) return std::vector<OperationRecord>{};
-  HA_TRY(auto kept, read_starts(file_of(vm), vm));
-  std::reverse(kept.begin(), kept.end());
-  return kept;
+  return read_starts(file_of(vm), vm);
 }
 
 Status StartHistory::forget(const std::string& vm) {
@@ -271,7 +242,7 @@ Status OperationRecords::remove(const std::string& id) {
   if (!detail::is_file_id(id)) {
     return Error{ErrorCode::invalid_argument, "operation record " + text::quoted(id) + " is not an id"};
   }
-  return durable::remove_file(directory_ / (id + std::string(detail::kJsonSuffix)));
+  return durable::discard_file(directory_ / (id + std::string(detail::kJsonSuffix)));
 }
 
 Result<std::vector<OperationRecord>> OperationRecords::records() const {

@@ -4,9 +4,11 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <boost/json.hpp>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <thread>
 #include <vector>
@@ -186,21 +188,32 @@ TEST_CASE("a create's and a start's timelines name every phase in order, and sur
   CHECK(phase_names(*start) == std::vector<std::string>{"prepare_devices", "launch", "resume"});
 }
 
+bool has_record(const DaemonFixture& fixture, const std::string& id) {
+  return std::filesystem::exists(fixture.config().state_directory / "operations" / (id + ".json"));
+}
+
 // The operations go after an hour; a VM's creates and starts stay in its history, across a
-// restart, until it is deleted (GET /v1/vms/NAME/starts, hostagentctl vm show).
-TEST_CASE("a VM's starts outlive the operations' hour and a restart, and go with the VM") {
+// restart, until it is deleted (GET /v1/vms/NAME/starts, hostagentctl vm show). The history is the
+// operations' own records, kept: a start's end is written once.
+TEST_CASE("a VM's starts outlive the operations' hour and a restart, in their own records, and go with the VM") {
   DaemonFixture fixture;
   const auto clock = std::make_shared<ManualClock>();
   std::vector<std::string> ids;
+  std::string stop_id;
   {
     auto service = started(fixture, nullptr, clock);
     ids.push_back(service->begin_create(fixture.request("kept", kOneGpu))->id);
     REQUIRE(wait_for(*service, ids.back()).state == "succeeded");
-    REQUIRE(wait_for(*service, service->begin_stop(vm_name("kept"), true)->id).state == "succeeded");
+    stop_id = service->begin_stop(vm_name("kept"), true)->id;
+    REQUIRE(wait_for(*service, stop_id).state == "succeeded");
     ids.push_back(service->begin_start(vm_name("kept"))->id);
     REQUIRE(wait_for(*service, ids.back()).state == "succeeded");
     clock->sleep_for(std::chrono::hours(2));
+    clock->advance_wall(std::chrono::hours(2));
     CHECK(service->operations().empty());  // past the hour
+    CHECK_FALSE(has_record(fixture, stop_id));
+    CHECK(has_record(fixture, ids[0]));
+    CHECK(has_record(fixture, ids[1]));
     const auto starts = service->vm_starts(vm_name("kept"));
     REQUIRE_MESSAGE(starts.ok(), starts.error().message);
     REQUIRE(starts->size() == 2);
@@ -213,27 +226,97 @@ TEST_CASE("a VM's starts outlive the operations' hour and a restart, and go with
   REQUIRE(starts.ok());
   CHECK(starts->size() == 2);
   CHECK(phase_names(starts->at(0)) == std::vector<std::string>{"prepare_devices", "launch", "resume"});
+  CHECK(service->operations().empty());  // still past the hour: a history is not an operation again
   REQUIRE(delete_vm(*service, vm_name("kept")).ok());
   CHECK(service->vm_starts(vm_name("kept")).error().code == ErrorCode::not_found);
-  CHECK_FALSE(std::filesystem::exists(fixture.config().state_directory / "starts" / "kept.json"));
+  CHECK_FALSE(has_record(fixture, ids[0]));
+  CHECK_FALSE(has_record(fixture, ids[1]));
+  CHECK_FALSE(std::filesystem::exists(fixture.config().state_directory / "starts"));
+}
+
+TEST_CASE("a VM's history keeps its ten newest starts, and the records of the older ones past the hour go") {
+  DaemonFixture fixture;
+  const auto clock = std::make_shared<ManualClock>();
+  auto service = started(fixture, nullptr, clock);
+  std::vector<std::string> ids{service->begin_create(fixture.request("busy", kOneGpu))->id};
+  REQUIRE(wait_for(*service, ids.back()).state == "succeeded");
+  for (int i = 0; i < 11; ++i) {
+    clock->sleep_for(std::chrono::hours(2));  // each start's neighbours are past the hour
+    REQUIRE(wait_for(*service, service->begin_stop(vm_name("busy"), true)->id).state == "succeeded");
+    ids.push_back(service->begin_start(vm_name("busy"))->id);
+    REQUIRE(wait_for(*service, ids.back()).state == "succeeded");
+  }
+  const auto starts = service->vm_starts(vm_name("busy"));
+  REQUIRE(starts.ok());
+  REQUIRE(starts->size() == 10);
+  CHECK(starts->front().id == ids.back());
+  CHECK(starts->back().id == ids[2]);
+  CHECK_FALSE(has_record(fixture, ids[0]));  // the create and the first start: out of the history
+  CHECK_FALSE(has_record(fixture, ids[1]));
+  for (std::size_t i = 2; i < ids.size(); ++i) CHECK(has_record(fixture, ids[i]));
+}
+
+// Releases before this one kept each VM's starts apart, in starts/NAME.json, beside the records.
+// The first start of this one moves them into the operation records and removes the directory.
+TEST_CASE("an earlier release's start history is moved into the operation records at start, and read as before") {
+  DaemonFixture fixture;
+  const auto clock = std::make_shared<ManualClock>();
+  const auto state_directory = fixture.config().state_directory;
+  std::string create_id;
+  {
+    auto service = started(fixture, nullptr, clock);
+    create_id = service->begin_create(fixture.request("upgraded", kOneGpu))->id;
+    REQUIRE(wait_for(*service, create_id).state == "succeeded");
+  }
+  // As the earlier release left it: the create's record in both places, and an older start's in
+  // the history alone (its operation's hour had passed).
+  std::ifstream file(state_directory / "operations" / (create_id + ".json"));
+  const std::string create_text((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+  auto older = boost::json::parse(create_text).as_object();
+  older["id"] = "op-older-7";
+  older["kind"] = "start";
+  older["template"] = "";
+  older["submitted_at"] = older["finished_at"];
+  older["started_at"] = older["finished_at"];
+  std::filesystem::create_directories(state_directory / "starts");
+  std::ofstream(state_directory / "starts" / "upgraded.json")
+      << R"({"vm":"upgraded","starts":[)" << create_text.substr(0, create_text.size() - 1) << ","
+      << boost::json::serialize(older) << "]}\n";
+  auto service = started(fixture, nullptr, clock);
+  const auto starts = service->vm_starts(vm_name("upgraded"));
+  REQUIRE_MESSAGE(starts.ok(), starts.error().message);
+  REQUIRE(starts->size() == 2);
+  CHECK(starts->at(0).id == "op-older-7");
+  CHECK(starts->at(1).id == create_id);
+  CHECK(has_record(fixture, "op-older-7"));
+  CHECK_FALSE(std::filesystem::exists(state_directory / "starts"));
+  REQUIRE(delete_vm(*service, vm_name("upgraded")).ok());
+  CHECK(has_record(fixture, "op-older-7"));  // an operation of the last hour, as its times say
+  clock->sleep_for(std::chrono::hours(2));
+  CHECK(service->operations().empty());
+  CHECK_FALSE(has_record(fixture, "op-older-7"));
 }
 
 // Issue 43, defect 11: a VM removed outside hostagent left its seed (the tenant's keys and user
 // data) and its start history behind, and a start of a missing or foreign VM made a history.
 TEST_CASE("a VM removed outside hostagent takes its seed and start history with it, running or not") {
   DaemonFixture fixture;
+  const auto clock = std::make_shared<ManualClock>();
   const auto state = fixture.config().state_directory;
   const auto with_seed = [&](const std::string& name) {
     auto request = fixture.request(name, kOneGpu);
     request.ssh_authorized_keys = {"ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIFake " + name};
     return request;
   };
+  std::string live_create;
+  std::string down_create;
   {
-    auto service = started(fixture);
-    REQUIRE(create_vm(*service, with_seed("outside-live")).ok());
-    REQUIRE(create_vm(*service, with_seed("outside-down")).ok());
+    auto service = started(fixture, nullptr, clock);
+    live_create = service->begin_create(with_seed("outside-live"))->id;
+    down_create = service->begin_create(with_seed("outside-down"))->id;
+    REQUIRE(wait_for(*service, live_create).state == "succeeded");
+    REQUIRE(wait_for(*service, down_create).state == "succeeded");
     REQUIRE(std::filesystem::exists(state / "seeds" / "outside-live.iso"));
-    REQUIRE(std::filesystem::exists(state / "starts" / "outside-live.json"));
     // While the daemon runs: libvirt's event, then the sync.
     REQUIRE(fixture.libvirt().destroy("outside-live").ok());
     REQUIRE(fixture.libvirt().undefine("outside-live").ok());
@@ -241,21 +324,26 @@ TEST_CASE("a VM removed outside hostagent takes its seed and start history with 
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
     CHECK_FALSE(std::filesystem::exists(state / "seeds" / "outside-live.iso"));
-    CHECK_FALSE(std::filesystem::exists(state / "starts" / "outside-live.json"));
+    // Its create stays an operation for the hour, then goes: no history keeps it.
+    clock->sleep_for(std::chrono::hours(2));
+    clock->advance_wall(std::chrono::hours(2));
+    CHECK(service->operations().empty());
+    CHECK_FALSE(has_record(fixture, live_create));
+    CHECK(has_record(fixture, down_create));  // outside-down's history
     // A start of a VM that is not there, or not hostagent's, is refused at once: no history.
     CHECK(service->begin_start(vm_name("outside-live")).error().code == ErrorCode::not_found);
     CHECK(service->begin_start(vm_name("test")).error().code == ErrorCode::conflict);  // the driver's own
-    CHECK_FALSE(std::filesystem::exists(state / "starts" / "test.json"));
+    CHECK(service->operations().empty());
   }
   // While the daemon is down: found at the next start.
   REQUIRE(fixture.libvirt().destroy("outside-down").ok());
   REQUIRE(fixture.libvirt().undefine("outside-down").ok());
-  auto service = started(fixture);
+  auto service = started(fixture, nullptr, clock);
   const auto released = service->status().last_reconcile.released;
   CHECK(std::find(released.begin(), released.end(), "seed outside-down.iso") != released.end());
   CHECK(std::find(released.begin(), released.end(), "start history of outside-down") != released.end());
   CHECK_FALSE(std::filesystem::exists(state / "seeds" / "outside-down.iso"));
-  CHECK_FALSE(std::filesystem::exists(state / "starts" / "outside-down.json"));
+  CHECK_FALSE(has_record(fixture, down_create));
 }
 
 TEST_CASE("an operation record that cannot be read stops the start, naming the file") {

@@ -1,8 +1,10 @@
 // Operation records: what is written is read back whole; write refuses what read would refuse.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <fstream>
 #include <functional>
+#include <iterator>
 #include <string>
 #include <utility>
 #include <vector>
@@ -119,44 +121,44 @@ std::vector<std::string> ids(const std::vector<OperationRecord>& records) {
   return out;
 }
 
-TEST_CASE("a VM's start history: newest first, an id replaced in place, the ten newest kept, forgotten whole") {
+// As releases before this one wrote a VM's start history: each record's own JSON (the operation
+// records' writer), in a list, oldest first.
+void write_older_history(const std::filesystem::path& directory, const std::string& vm,
+                         const std::vector<OperationRecord>& starts) {
+  hostagent::testing::TempDir written;
+  auto records = OperationRecords::open(written.path()).value();
+  std::string list;
+  for (const auto& start : starts) {
+    REQUIRE(records.write(start).ok());
+    std::ifstream file(written.path() / (start.id + ".json"));
+    std::string text((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+    while (!text.empty() && text.back() == '\n') text.pop_back();
+    list += (list.empty() ? "" : ",") + text;
+  }
+  std::ofstream(directory / (vm + ".json")) << R"({"vm":")" << vm << R"(","starts":[)" << list << "]}\n";
+}
+
+TEST_CASE("an earlier release's start history is read oldest first, by VM, and forgotten whole") {
   hostagent::testing::TempDir dir;
   auto history = StartHistory::open(dir.path() / "starts").value();
   CHECK(history.starts("train-0").value().empty());
-  REQUIRE(history.record(start_of("train-0", "create", 1)).ok());
-  REQUIRE(history.record(start_of("train-0", "start", 2)).ok());
-  REQUIRE(history.record(start_of("other", "start", 3)).ok());
-  CHECK(ids(history.starts("train-0").value()) == std::vector<std::string>{"op-run-2", "op-run-1"});
-  // The guest's phases came after the create ended: the same id, its timeline longer, in its place.
-  auto later = start_of("train-0", "create", 1);
-  later.timeline.push_back({"up", "2026-12-04T10:00:09Z", 6.5, "guest agent answered"});
-  REQUIRE(history.record(later).ok());
+  auto create = start_of("train-0", "create", 1);
+  create.timeline.push_back({"up", "2026-12-04T10:00:09Z", 6.5, "guest agent answered"});
+  write_older_history(dir.path() / "starts", "train-0", {create, start_of("train-0", "start", 2)});
+  write_older_history(dir.path() / "starts", "other", {start_of("other", "start", 3)});
   const auto read = history.starts("train-0").value();
-  REQUIRE(read.size() == 2);
-  CHECK(read.back() == later);
-  for (int n = 4; n < 16; ++n) REQUIRE(history.record(start_of("train-0", "start", n)).ok());
-  const auto kept = history.starts("train-0").value();
-  REQUIRE(kept.size() == StartHistory::kKept);
-  CHECK(kept.front().id == "op-run-15");
-  CHECK(kept.back().id == "op-run-6");
+  CHECK(ids(read) == std::vector<std::string>{"op-run-1", "op-run-2"});
+  CHECK(read.front() == create);
+  auto vms = history.vms().value();
+  std::sort(vms.begin(), vms.end());
+  CHECK(vms == std::vector<std::string>{"other", "train-0"});
   REQUIRE(history.forget("train-0").ok());
   CHECK(history.starts("train-0").value().empty());
   CHECK(ids(history.starts("other").value()) == std::vector<std::string>{"op-run-3"});
   CHECK(history.forget("train-0").ok());  // absent: fine
 }
 
-// A delete that did not remove the file (a crash after its commit) leaves an earlier VM's starts:
-// the next VM of that name begins its own.
-TEST_CASE("a create begins its VM's history: an earlier VM's starts of the same name go") {
-  hostagent::testing::TempDir dir;
-  auto history = StartHistory::open(dir.path()).value();
-  REQUIRE(history.record(start_of("train-0", "create", 1)).ok());
-  REQUIRE(history.record(start_of("train-0", "start", 2)).ok());
-  REQUIRE(history.record(start_of("train-0", "create", 5)).ok());
-  CHECK(ids(history.starts("train-0").value()) == std::vector<std::string>{"op-run-5"});
-}
-
-TEST_CASE("a start history that cannot be read is an error naming the file, and a bad record is refused") {
+TEST_CASE("a start history that cannot be read is an error naming the file, and so is a bad record in one") {
   hostagent::testing::TempDir dir;
   auto history = StartHistory::open(dir.path()).value();
   std::ofstream(dir.path() / "train-0.json") << R"({"vm":"train-1","starts":[]})";
@@ -165,9 +167,14 @@ TEST_CASE("a start history that cannot be read is an error naming the file, and 
   CHECK(read.error().code == ErrorCode::parse_error);
   CHECK(read.error().message.find((dir.path() / "train-0.json").string()) != std::string::npos);
   CHECK(read.error().message.find("field 'vm' differs from the file name") != std::string::npos);
-  auto bad = start_of("train-2", "start", 1);
-  bad.state = "paused";
-  CHECK(history.record(bad).error().code == ErrorCode::invalid_argument);
+  write_older_history(dir.path(), "train-2", {start_of("train-2", "start", 1)});
+  {
+    std::ifstream file(dir.path() / "train-2.json");
+    std::string text((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+    text.replace(text.find(R"("state":"failed")"), 16, R"("state":"paused")");
+    std::ofstream(dir.path() / "train-2.json") << text;
+  }
+  CHECK(history.starts("train-2").error().code == ErrorCode::parse_error);
   CHECK(history.starts("../etc").error().code == ErrorCode::invalid_argument);
 }
 

@@ -1,7 +1,8 @@
 // hostagent/state/operation_records: the operations a control plane polls, on disk, so that the
 // recent history survives a restart of the daemon: one JSON file per operation, named by its id
 // (unique across restarts), written when it is queued and again when it ends. After a restart, an
-// operation whose file says it never ended was cut short by the stop.
+// operation whose file says it never ended was cut short by the stop. A VM's last creates and
+// starts are kept past the operations' hour, until the VM is deleted: its start history.
 #pragma once
 
 #include <filesystem>
@@ -47,7 +48,9 @@ class OperationRecords {
   static Result<OperationRecords> open(const std::filesystem::path& directory);
 
   Status write(const OperationRecord& record);
-  Status remove(const std::string& id);  // absent: ok
+  // Absent: ok. Without a directory fsync: a record a power loss brings back is an operation past
+  // its hour, or a start of a VM that is gone, and the next start forgets it again.
+  Status remove(const std::string& id);
   // Every record on disk. A file that cannot be parsed is an error naming it and the field.
   Result<std::vector<OperationRecord>> records() const;
 
@@ -56,23 +59,22 @@ class OperationRecords {
   std::filesystem::path directory_;
 };
 
-// Each VM's last starts (its create, then each start, as their operations ended, with the guest's
-// later phases), kept beyond the operations' hour and across restarts until the VM is deleted: one
-// JSON file per VM, <name>.json, {"vm": NAME, "starts": [record, ...]} oldest first.
+// The start history as releases before this one wrote it: each VM's last starts in one JSON file,
+// <name>.json, {"vm": NAME, "starts": [record, ...]} oldest first, beside the operation records
+// that held the same starts. A VM's starts are now its operation records, kept until it is deleted
+// (daemon/operation_tracker); these files are read once, at the first start of this release, their
+// records moved into operation records and the files removed. Nothing writes them.
 class StartHistory {
  public:
-  static constexpr std::size_t kKept = 10;  // per VM; the oldest goes first
+  static constexpr std::size_t kKept = 10;  // per VM, what the older release kept
 
   // Creates the directory (mode 0700) when missing.
   static Result<StartHistory> open(const std::filesystem::path& directory);
 
-  // Adds the operation to its VM's history, or replaces the entry with its id (a phase came later).
-  // A create drops what was submitted before it: an earlier VM's of the same name.
-  Status record(const OperationRecord& record);
-  // Newest first; none for a VM with no history.
+  // Oldest first; none for a VM with no file.
   Result<std::vector<OperationRecord>> starts(const std::string& vm) const;
   Status forget(const std::string& vm);  // absent: ok
-  // The VMs that have a history on disk: what a restart sweeps of VMs that are gone.
+  // The VMs that have a file.
   Result<std::vector<std::string>> vms() const;
 
  private:
