@@ -42,6 +42,7 @@ class ServiceMetrics {
   const std::string& capacity_text(const service::HostUsage& usage);
   const std::string& health_text(const Result<service::DeviceHealthReading>& health);
   void render_counted(MetricsText& out);
+  void render_observed_locked(MetricsText& out) const;  // the histograms and counts of what ended
 
   // Sections compute() reuses while their source is unchanged; only the one computation running
   // touches them (render() runs one at a time).
@@ -79,6 +80,11 @@ class ServiceMetrics {
   std::deque<uint64_t> cleaned_order_;  // oldest first, to forget them
   Histogram request_durations_;
   std::function<ConnectionStats()> connections_;  // unset until the server runs
+  // Moves with each observation of what ended (operations, phases, cleanings, releases); the text
+  // render_observed_locked() last wrote, and the version it was written at.
+  uint64_t observed_version_ = 1;
+  uint64_t observed_text_version_ = 0;
+  std::string observed_text_;
 };
 
 }  // namespace hostagent::api::detail

@@ -46,7 +46,7 @@ state::VmRecord new_record(Context& context, const service::CreateVmRequest& req
   record.name = request.name;
   // Chosen here, not by libvirt, so the journal knows it before libvirt does and rollback can tell
   // our domain from a same-named one.
-  record.uuid = request.uuid ? request.uuid->str() : random_uuid();
+  record.uuid = request.uuid ? *request.uuid : Uuid::parse(random_uuid(), "uuid").value();
   record.template_name = shape.name;
   record.request_id = request.request_id;
   record.created_at = rfc3339(context.clock->now());
@@ -155,7 +155,7 @@ class CreateRun {
 
   Status make_seed() {
     cloudinit::NoCloudSeed seed;
-    seed.instance_id = record_.uuid;
+    seed.instance_id = record_.uuid.str();
     seed.hostname = hostname_of(record_.name);
     seed.ssh_authorized_keys = request_.ssh_authorized_keys;
     seed.user_data = request_.user_data;
@@ -187,10 +187,7 @@ class CreateRun {
   render::GuestOptions guest_options() const {
     render::GuestOptions options;
     options.name = record_.name;
-    // The record's UUID: the request's Uuid or random_uuid(), so always one by the rule. The record
-    // keeps it as text (its readers check it as text only, issue 45 goes on): one that is not a
-    // UUID would leave libvirt to choose.
-    if (auto uuid = Uuid::parse(record_.uuid, "uuid"); uuid.ok()) options.uuid = std::move(uuid).value();
+    options.uuid = record_.uuid;  // never left to libvirt: the journal knows it before the define
     options.host_id = context_.host_id;
     options.domain_type = context_.config.domain_type;
     options.emulator = context_.config.emulator;

@@ -104,7 +104,7 @@ Result<VmInputs> inputs_from_json(const JsonFields& fields) {
 
 json::object record_to_json(const VmRecord& record) {
   return json::object{{"name", record.name},
-                      {"uuid", record.uuid},
+                      {"uuid", record.uuid.str()},
                       {"template", record.template_name},
                       {"request_id", record.request_id},
                       {"created_at", record.created_at},
@@ -115,7 +115,10 @@ json::object record_to_json(const VmRecord& record) {
 Result<VmRecord> record_from_json(const JsonFields& fields) {
   VmRecord out;
   HA_TRY(out.name, fields.string("name"));
-  HA_TRY(out.uuid, fields.string("uuid"));
+  HA_TRY(const auto uuid, fields.string("uuid"));
+  auto checked = Uuid::parse(uuid, "uuid");
+  if (!checked.ok()) return json_fields::parse_failure("field 'uuid': " + checked.error().message);
+  out.uuid = std::move(checked).value();
   HA_TRY(out.template_name, fields.string("template"));
   HA_TRY(out.request_id, fields.string("request_id"));
   HA_TRY(out.created_at, fields.string("created_at"));

@@ -187,7 +187,10 @@ Status read_identity(pugi::xml_node vm, VmRecord& out) {
   HA_TRY(out.template_name, required_attribute(template_element, "name"));
   HA_TRY(const auto record, required_child(vm, "record"));
   HA_TRY(out.name, required_attribute(record, "name"));
-  out.uuid = record.attribute("uuid").value();
+  HA_TRY(const std::string uuid, required_attribute(record, "uuid"));
+  auto checked = Uuid::parse(uuid, "uuid");
+  if (!checked.ok()) return bad_record("<" + std::string(record.name()) + "> " + checked.error().message);
+  out.uuid = std::move(checked).value();
   out.request_id = record.attribute("request-id").value();
   HA_TRY(out.created_at, required_attribute(record, "created-at"));
   return ok_status();

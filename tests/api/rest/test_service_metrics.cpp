@@ -114,6 +114,54 @@ TEST_CASE("phases added after an operation ended are observed once each") {
                      "hostagent_operation_duration_seconds_count{kind=\"create\",result=\"succeeded\"}") == 1);
 }
 
+// What ended is kept rendered between scrapes: each kind of observation must show in the next.
+TEST_CASE("a scrape shows what ended since the one before: an operation, a cleaning, a release, and each request") {
+  TempDir host_dir;
+  FakeVmService service{discover_simulated("vela2", host_dir), {}};
+  api::detail::ServiceMetrics metrics;
+  const auto value = [&](const std::string& series) { return sample_value(metrics.render(service), series); };
+  const std::string stops = R"(hostagent_operation_duration_seconds_count{kind="stop",result="succeeded"})";
+  const std::string cleaned = R"(hostagent_device_cleanings_total{outcome="clean"})";
+  const std::string releases = "hostagent_device_release_cleaning_seconds_count";
+  const std::string gets = R"(hostagent_http_requests_total{method="GET",code="200"})";
+  CHECK(value(stops) == -1);
+  CHECK(value(cleaned) == -1);
+  CHECK(value(releases) == 0);
+  CHECK(value(gets) == -1);
+
+  service::ServiceEvent stop;
+  stop.kind = service::ServiceEvent::Kind::operation;
+  stop.operation = service::OperationView{};
+  stop.operation->id = "op-2";
+  stop.operation->kind = "stop";
+  stop.operation->state = "succeeded";
+  metrics.on_event(stop);
+  CHECK(value(stops) == 1);
+
+  service::ServiceEvent cleaning;
+  cleaning.kind = service::ServiceEvent::Kind::cleaning;
+  cleaning.cleaned = service::CleaningRecordView{};
+  cleaning.cleaned->sequence = 1;
+  cleaning.cleaned->role = "gpu";
+  cleaning.cleaned->outcome = "clean";
+  cleaning.cleaned->steps = {{"reset", "passed", "", "", "", 0.5}};
+  metrics.on_event(cleaning);
+  CHECK(value(cleaned) == 1);
+  CHECK(value(R"(hostagent_device_cleaning_step_seconds_count{step="reset",role="gpu"})") == 1);
+
+  service::ServiceEvent release;
+  release.kind = service::ServiceEvent::Kind::device;
+  release.release = service::ReleaseCleaningView{2, 1.5, 1.0};
+  metrics.on_event(release);
+  CHECK(value(releases) == 1);
+  CHECK(value(stops) == 1);  // unchanged, from the text kept
+
+  metrics.on_request("GET", 200, std::chrono::milliseconds(1));
+  CHECK(value(gets) == 1);
+  metrics.on_request("GET", 200, std::chrono::milliseconds(1));
+  CHECK(value(gets) == 2);
+}
+
 TEST_CASE("concurrent scrapes share computations, one at a time, and none answers with a count older than itself") {
   TempDir host_dir;
   FakeVmService service{discover_simulated("vela2", host_dir), {}};

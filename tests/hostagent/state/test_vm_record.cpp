@@ -2,9 +2,11 @@
 // element libvirt returns, whatever prefix the namespace carries, with every value escaped.
 #include <doctest/doctest.h>
 
+#include <cctype>
 #include <fstream>
 #include <iterator>
 #include <sstream>
+#include <string>
 #include <vector>
 
 #include "record_fixture.hpp"
@@ -324,6 +326,7 @@ TEST_CASE("embedding sets the template name, overwriting render's or creating th
 TEST_CASE("empty optional fields are left out and come back empty") {
   VmRecord record;
   record.name = "vm1";
+  record.uuid = "53de1e96-5e2d-4b83-9b47-78fb492f724d";
   record.template_name = "t";
   record.created_at = "2026-01-01T00:00:00Z";
   record.allocation.vm = "vm1";
@@ -337,6 +340,34 @@ TEST_CASE("empty optional fields are left out and come back empty") {
   const auto parsed = parse_record(*embedded);
   REQUIRE(parsed.ok());
   check_same(*parsed, record);
+}
+
+// One UUID rule from the request to the record: what is read back is a Uuid, in its one spelling.
+TEST_CASE(
+    "a record's UUID is read by the UUID rule: upper case in its normal spelling, not a UUID refused, nil never "
+    "written") {
+  VmRecord record = full_record("vm1");
+  auto embedded = embed_record("<domain><name>vm1</name></domain>", record);
+  REQUIRE(embedded.ok());
+  const std::string uuid = record.uuid.str();
+  std::string upper = uuid;
+  for (auto& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  REQUIRE(upper != uuid);
+  const auto spelled = [&](const std::string& text) {
+    std::string xml = *embedded;
+    xml.replace(xml.find("uuid='" + uuid + "'"), uuid.size() + 7, "uuid='" + text + "'");
+    return parse_record(xml);
+  };
+  const auto read = spelled(upper);
+  REQUIRE_MESSAGE(read.ok(), read.error().message);
+  CHECK(read->uuid == record.uuid);
+  const auto malformed = spelled("53de1e96-5e2d-4b83-9b47");
+  REQUIRE_FALSE(malformed.ok());
+  CHECK(malformed.error().message.find("uuid") != std::string::npos);
+  record.uuid = "00000000-0000-0000-0000-000000000000";
+  const auto nil = embed_record("<domain><name>vm1</name></domain>", record);
+  REQUIRE_FALSE(nil.ok());
+  CHECK(nil.error().message.find("nil UUID") != std::string::npos);
 }
 
 }  // namespace

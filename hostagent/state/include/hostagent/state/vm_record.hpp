@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "hostagent/common/hardware_ids.hpp"
+#include "hostagent/common/names.hpp"
 #include "hostagent/common/result.hpp"
 #include "hostagent/numa/placement.hpp"
 
@@ -49,8 +50,10 @@ struct VfRdma {
 struct VmRecord {
   std::string name;
   // The domain's UUID, chosen by hostagent before the define: rollback and recovery touch a domain
-  // only when its UUID is this one, never a same-named domain someone else made.
-  std::string uuid;
+  // only when its UUID is this one, never a same-named domain someone else made. Checked where it
+  // came in (the request, or random_uuid) and on reading; the nil UUID only while a record is being
+  // made: no record holding it is written.
+  Uuid uuid{"00000000-0000-0000-0000-000000000000"};
   std::string template_name;
   std::string request_id;  // the caller's id for the create, for idempotent retries; "" none
   std::string created_at;  // RFC 3339, UTC
