@@ -33,7 +33,6 @@ struct Context {
       : config(std::move(parts.config)),
         host(std::move(parts.host)),
         readers(std::move(parts.readers)),
-        device_health_interval(parts.device_health_interval),
         templates(std::move(parts.templates)),
         host_id(std::move(parts.host_id)),
         hypervisor(std::move(parts.hypervisor)),
@@ -51,7 +50,6 @@ struct Context {
   const config::DaemonConfig config;
   const numa::HostModel host;
   const HostReaders readers;
-  const std::chrono::milliseconds device_health_interval;
   const std::map<std::string, vmtemplates::VmTemplate> templates;
   const std::string host_id;
   const std::unique_ptr<virt::Hypervisor> hypervisor;

@@ -3,8 +3,8 @@
 #include <algorithm>
 
 #include "daemon_log.hpp"
-#include "health_poller.hpp"
 #include "host_boot.hpp"
+#include "host_watch.hpp"
 #include "hostagent/common/text.hpp"
 #include "hostagent/daemon/service_parts.hpp"
 #include "hostagent/numa/nvlink.hpp"
@@ -23,13 +23,14 @@ const std::string kHostQueue;
 class VmServiceImpl final : public service::VmService {
  public:
   VmServiceImpl(ServiceParts parts, state::Journal journal, state::CreateRequests requests,
-                state::OperationRecords operations, numa::HostPolicy policy)
+                state::OperationRecords operations, numa::HostPolicy policy, std::chrono::milliseconds health_interval)
       : power_(parts.config.state_directory / "power.json", parts.boot_id),
         context_(std::move(parts), std::move(journal), std::move(requests), std::move(operations), std::move(policy)),
+        host_watch_(context_.host, context_.readers, context_.lifecycle, *context_.clock, health_interval),
         queues_(context_.config.operation_workers) {}
 
   ~VmServiceImpl() override {
-    health_.reset();  // its thread reads the host model
+    host_watch_.stop();  // its thread reads the host model and tells the lifecycle
     // Events stop first: the sinks point into the ledger, which goes before the hypervisor does.
     context_.hypervisor->subscribe(nullptr, nullptr);
     queues_.join();
@@ -62,18 +63,7 @@ class VmServiceImpl final : public service::VmService {
                             " interrupted operations recovered");
     set_report(std::move(report));
     context_.requests.settle([this](const std::string& vm, const std::string& id) { return made_by(vm, id); });
-    if (context_.readers.device_health) {
-      // The kernel's free hugepages are read with the devices' health, so that capacity (and a
-      // scrape) reads memory; a placement reads them again itself.
-      health_ = std::make_unique<HealthPoller>(
-          [this] {
-            auto reading = context_.readers.device_health(context_.host);
-            if (reading.ok()) context_.lifecycle.note_health(*reading);
-            if (context_.readers.free_hugepages) keep_free_pages(context_.readers.free_hugepages(context_.host));
-            return reading;
-          },
-          context_.device_health_interval, *context_.clock);
-    }
+    host_watch_.start();
     ready_ = true;
     start_after_reboot(starts);
     return ok_status();
@@ -203,7 +193,7 @@ class VmServiceImpl final : public service::VmService {
   void unsubscribe(uint64_t id) override { context_.events.unsubscribe(id); }
 
   service::HostUsage usage() override {
-    auto holdings = context_.ledger.holdings_with(free_pages());
+    auto holdings = context_.ledger.holdings_with(host_watch_.free_pages());
     return service::HostUsage{&context_.host, std::move(holdings.held), holdings.version, std::move(holdings.policy)};
   }
   std::vector<service::QuarantineView> quarantined() override { return context_.lifecycle.quarantined(); }
@@ -236,52 +226,8 @@ class VmServiceImpl final : public service::VmService {
     }
     return entry->record->nccl_topology;
   }
-  // Read at most once a second: the read touches every function's config space (thousands of
-  // small reads on a large host), and a report a second old is as good to a control plane.
-  numa::HostModel host_now() override {
-    std::lock_guard lock(host_now_mutex_);
-    const auto now = context_.clock->steady_now();
-    if (!host_now_ || now - host_now_at_ >= std::chrono::seconds(1)) {
-      host_now_ = read_host_now();
-      host_now_at_ = now;
-    }
-    return *host_now_;
-  }
-
-  numa::HostModel read_host_now() {
-    numa::HostModel host = context_.host;
-    if (!context_.readers.p2p_state) return host;
-    const auto states = context_.readers.p2p_state(host);
-    if (!states.ok()) {
-      log(LogLevel::warning, "host: ACS/ATS as discovered, config space unreadable: " + states.error().message);
-      return host;
-    }
-    for (const auto& state : *states) {
-      const auto f = std::find_if(host.pci_devices.begin(), host.pci_devices.end(),
-                                  [&](const numa::PciFunction& p) { return p.address == state.device; });
-      if (f == host.pci_devices.end()) continue;
-      if (f->acs && state.acs_control) f->acs->control = *state.acs_control;
-      if (f->ats && state.ats_enabled) f->ats->enabled = *state.ats_enabled;
-    }
-    return host;
-  }
-
-  // The poller's last reading: a scrape never waits for sysfs.
-  Result<service::DeviceHealthReading> device_health() override {
-    if (!health_) return Error{ErrorCode::unsupported, "device health: this host model was not read from sysfs"};
-    return health_->latest();
-  }
-
-  // The last reading of the kernel's free hugepages; nullopt before one, or after one failed.
-  void keep_free_pages(Result<Ledger::FreePages> read) {
-    if (!read.ok()) log(LogLevel::warning, "capacity: free hugepages unreadable: " + read.error().message);
-    const std::lock_guard lock(free_pages_mutex_);
-    free_pages_ = read.ok() ? std::optional(std::move(read).value()) : std::nullopt;
-  }
-  std::optional<Ledger::FreePages> free_pages() const {
-    const std::lock_guard lock(free_pages_mutex_);
-    return free_pages_;
-  }
+  numa::HostModel host_now() override { return host_watch_.host_now(); }
+  Result<service::DeviceHealthReading> device_health() override { return host_watch_.device_health(); }
 
  private:
   service::OperationView enqueue(const std::string& kind, const std::string& name) {
@@ -554,18 +500,13 @@ class VmServiceImpl final : public service::VmService {
 
   PowerKeeper power_;  // before context_: built from the parts context_ takes
   Context context_;
+  HostWatch host_watch_;  // after context_, whose members it reads; stopped first
   std::atomic<int> connection_losses_{0};
   std::atomic<bool> ready_{false};
   std::mutex begin_create_mutex_;
   std::mutex list_mutex_;
   service::VmList listed_{0, nullptr};  // the last list_vms(), by its version
-  std::mutex host_now_mutex_;
-  std::optional<numa::HostModel> host_now_;
-  std::chrono::steady_clock::time_point host_now_at_;
-  mutable std::mutex free_pages_mutex_;
-  std::optional<Ledger::FreePages> free_pages_;  // the health poller's last reading of the kernel's pools
-  std::unique_ptr<HealthPoller> health_;         // null without a sysfs to read
-  VmQueues queues_;                              // after context_: destroyed (joined) before it
+  VmQueues queues_;                     // after context_: destroyed (joined) before it
 };
 
 // libvirt opens each VM's serial log in it and fails the start when it is missing
@@ -627,8 +568,9 @@ Result<std::unique_ptr<service::VmService>> start_service(ServiceParts parts) {
   numa::HostPolicy policy;
   policy.housekeeping_cpus = parts.config.housekeeping_cpus;
   policy.releasable_drivers = parts.config.devices.releasable_drivers;
+  const auto health_interval = parts.device_health_interval;
   auto service = std::make_unique<VmServiceImpl>(std::move(parts), std::move(journal), std::move(requests),
-                                                 std::move(operations), std::move(policy));
+                                                 std::move(operations), std::move(policy), health_interval);
   HA_TRY_STATUS(service->begin());
   return std::unique_ptr<service::VmService>(std::move(service));
 }
