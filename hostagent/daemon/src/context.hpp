@@ -66,8 +66,6 @@ struct Context {
   // Refers to clock, hypervisor and operations; its thread stops before they go.
   GuestWatch guest_watch{*clock, *hypervisor, operations};
   std::atomic<uint64_t> operations_started{0};
-  std::mutex report_mutex;
-  service::ReconcileReport last_reconcile;
 };
 
 // The VM as the API shows it: the ledger's entry, with what the VM is doing now.

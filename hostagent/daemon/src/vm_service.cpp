@@ -116,8 +116,8 @@ class VmServiceImpl final : public service::VmService {
     status.foreign_domains = counts.foreign;
     status.vms_by_state = std::move(counts.by_state);
     status.operations_in_flight = queues_.pending();
-    std::lock_guard lock(context_.report_mutex);
-    status.last_reconcile = context_.last_reconcile;
+    std::lock_guard lock(report_mutex_);
+    status.last_reconcile = last_reconcile_;
     return status;
   }
 
@@ -368,8 +368,8 @@ class VmServiceImpl final : public service::VmService {
   }
 
   void set_report(service::ReconcileReport report) {
-    std::lock_guard lock(context_.report_mutex);
-    context_.last_reconcile = std::move(report);
+    std::lock_guard lock(report_mutex_);
+    last_reconcile_ = std::move(report);
   }
 
   // On libvirt's event thread: only the ledger's lock, never a libvirt call.
@@ -504,6 +504,8 @@ class VmServiceImpl final : public service::VmService {
   std::atomic<int> connection_losses_{0};
   std::atomic<bool> ready_{false};
   std::mutex begin_create_mutex_;
+  std::mutex report_mutex_;
+  service::ReconcileReport last_reconcile_;  // the start's; under report_mutex_
   std::mutex list_mutex_;
   service::VmList listed_{0, nullptr};  // the last list_vms(), by its version
   VmQueues queues_;                     // after context_: destroyed (joined) before it
