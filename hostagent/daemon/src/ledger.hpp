@@ -70,7 +70,7 @@ class Ledger {
   // free_hugepages, when given, reads what the kernel's pools have free now, at each placement
   // (numa::HostPolicy::unclaimed_hugepages).
   using FreePages = HostReaders::FreePages;
-  using HugepageReader = decltype(HostReaders::free_hugepages);
+  using HugepageReader = HostReaders::FreePagesReader;
   Ledger(const numa::HostModel& host, numa::HostPolicy policy, EventHub& events, HugepageReader free_hugepages = {})
       : host_(host), policy_(std::move(policy)), events_(events), free_hugepages_(std::move(free_hugepages)) {}
 

@@ -69,11 +69,21 @@ bool ended(const service::OperationView& view) {
   return view.state == "succeeded" || view.state == "failed";
 }
 
+// Orders operations by one of their timestamps; within one second, by their ids' sequence (one
+// run's operations, in its order).
+auto in_order_of(std::string service::OperationView::*when) {
+  return [when](const service::OperationView& a, const service::OperationView& b) {
+    if (timestamp_before(a.*when, b.*when)) return true;
+    if (timestamp_before(b.*when, a.*when)) return false;
+    return sequence_of(a.id) < sequence_of(b.id);
+  };
+}
+
 }  // namespace
 
-// Records of an earlier release's start history that the store lacks are written to it, then the
-// file goes. A file that cannot be read stays, said in the log: the VM's history lacks it, and the
-// daemon starts.
+// Each VM's file of an earlier release's start history: the records the store lacks are written to
+// it, then the file goes. A file that cannot be read or moved stays, said in the log: the VM's
+// history lacks it, and the daemon starts.
 void OperationTracker::move_older_starts(state::StartHistory& older, std::vector<state::OperationRecord>& records) {
   auto vms = older.vms();
   if (!vms.ok()) {
@@ -83,18 +93,22 @@ void OperationTracker::move_older_starts(state::StartHistory& older, std::vector
   std::set<std::string> known;
   for (const auto& record : records) known.insert(record.id);
   for (const auto& vm : *vms) {
-    auto starts = older.starts(vm);
-    Status moved = starts.ok() ? ok_status() : Status(starts.error());
-    for (const auto& start : starts.ok() ? *starts : std::vector<state::OperationRecord>{}) {
-      if (!moved.ok() || known.count(start.id) != 0) continue;
-      moved = store_->write(start);
-      if (moved.ok()) records.push_back(start);
-      known.insert(start.id);
-    }
-    if (moved.ok()) moved = older.forget(vm);
-    if (!moved.ok())
+    if (auto moved = move_older_history(older, vm, known, records); !moved.ok()) {
       log(LogLevel::warning, "the start history of " + vm + " stays where it was: " + moved.error().message);
+    }
   }
+}
+
+Status OperationTracker::move_older_history(state::StartHistory& older, const std::string& vm,
+                                            std::set<std::string>& known,
+                                            std::vector<state::OperationRecord>& records) {
+  HA_TRY(const auto starts, older.starts(vm));
+  for (const auto& start : starts) {
+    if (!known.insert(start.id).second) continue;  // its operation's own record is on disk
+    HA_TRY_STATUS(store_->write(start));
+    records.push_back(start);
+  }
+  return older.forget(vm);
 }
 
 Status OperationTracker::load(const std::function<Status(const service::OperationView&)>& interrupted,
@@ -118,11 +132,7 @@ Status OperationTracker::load(const std::function<Status(const service::Operatio
     (now - finished > kKeptFor ? past_hour : kept).push_back(std::move(view));
   }
   // list() orders them as they were submitted; the forgetting goes by when each ended.
-  std::sort(kept.begin(), kept.end(), [](const service::OperationView& a, const service::OperationView& b) {
-    if (timestamp_before(a.submitted_at, b.submitted_at)) return true;
-    if (timestamp_before(b.submitted_at, a.submitted_at)) return false;
-    return sequence_of(a.id) < sequence_of(b.id);  // the same second: one run's, in its order
-  });
+  std::sort(kept.begin(), kept.end(), in_order_of(&service::OperationView::submitted_at));
   std::vector<std::pair<std::string, std::chrono::steady_clock::time_point>> ends;
   for (const auto& view : kept) {
     const auto age = now - time_of(view.finished_at).value_or(now);
@@ -132,11 +142,7 @@ Status OperationTracker::load(const std::function<Status(const service::Operatio
   // Each VM's history is made again from its starts on disk, in the order they ended.
   std::vector<service::OperationView> by_end = past_hour;
   by_end.insert(by_end.end(), kept.begin(), kept.end());
-  std::sort(by_end.begin(), by_end.end(), [](const service::OperationView& a, const service::OperationView& b) {
-    if (timestamp_before(a.finished_at, b.finished_at)) return true;
-    if (timestamp_before(b.finished_at, a.finished_at)) return false;
-    return sequence_of(a.id) < sequence_of(b.id);
-  });
+  std::sort(by_end.begin(), by_end.end(), in_order_of(&service::OperationView::finished_at));
   std::vector<std::string> removed;
   {
     std::lock_guard lock(mutex_);
@@ -145,18 +151,14 @@ Status OperationTracker::load(const std::function<Status(const service::Operatio
       announced_.insert(view.id);
     }
     ended_.insert(ended_.begin(), ends.begin(), ends.end());
-    for (const auto& view : by_end) {
-      auto let_go = keep_start_locked(view);
-      removed.insert(removed.end(), let_go.begin(), let_go.end());
-    }
-    auto forgotten = forget_old_locked();
-    removed.insert(removed.end(), forgotten.begin(), forgotten.end());
+    // What a history lets go here is past the hour (the rest is in operations_ already), so the
+    // records removed are those past the hour that no history kept, and those forgetting drops.
+    for (const auto& view : by_end) (void)keep_start_locked(view);
+    removed = forget_old_locked();
     for (const auto& view : past_hour) {
       if (kept_starts_.count(view.id) == 0) removed.push_back(view.id);
     }
   }
-  std::sort(removed.begin(), removed.end());
-  removed.erase(std::unique(removed.begin(), removed.end()), removed.end());
   remove_records(removed);
   return ok_status();
 }

@@ -104,6 +104,8 @@ class OperationTracker {
   std::vector<std::string> keep_start_locked(const service::OperationView& view);
   void let_go_locked(const service::OperationView& start, std::vector<std::string>& removed);
   void move_older_starts(state::StartHistory& older, std::vector<state::OperationRecord>& records);
+  Status move_older_history(state::StartHistory& older, const std::string& vm, std::set<std::string>& known,
+                            std::vector<state::OperationRecord>& records);
   void insert_locked(const service::OperationView& view);
   // Ids are "op-RUN-N": N counts this run's operations, RUN is the microsecond this run began in
   // base 36, so an id never names two operations across restarts (the audit log, a control plane's

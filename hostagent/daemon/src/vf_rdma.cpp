@@ -21,7 +21,7 @@ state::VfRdma entry_of(const numa::PciAddress& vf, const sriov::RdmaDevice& devi
 
 }  // namespace
 
-Result<std::vector<state::VfRdma>> read_vf_rdma(const decltype(HostReaders::rdma_devices_of)& devices_of,
+Result<std::vector<state::VfRdma>> read_vf_rdma(const HostReaders::RdmaDevicesReader& devices_of,
                                                 const numa::Placement& placement) {
   std::vector<state::VfRdma> out;
   auto nics = numa::placed_vfs(placement);

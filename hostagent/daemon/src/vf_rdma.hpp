@@ -15,7 +15,7 @@ namespace hostagent::daemon {
 // One entry per NIC VF with an RDMA device registered under it, in placement order (each GPU's
 // VFs, then the extra VFs). A VF created unprobed, or already on vfio-pci, has none: not an error.
 // Each function's devices are what `devices_of` reads (HostReaders::rdma_devices_of).
-Result<std::vector<state::VfRdma>> read_vf_rdma(const decltype(HostReaders::rdma_devices_of)& devices_of,
+Result<std::vector<state::VfRdma>> read_vf_rdma(const HostReaders::RdmaDevicesReader& devices_of,
                                                 const numa::Placement& placement);
 
 }  // namespace hostagent::daemon

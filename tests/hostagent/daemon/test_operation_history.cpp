@@ -8,7 +8,6 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
-#include <iterator>
 #include <string>
 #include <thread>
 #include <vector>
@@ -208,7 +207,7 @@ TEST_CASE("a VM's starts outlive the operations' hour and a restart, in their ow
     REQUIRE(wait_for(*service, stop_id).state == "succeeded");
     ids.push_back(service->begin_start(vm_name("kept"))->id);
     REQUIRE(wait_for(*service, ids.back()).state == "succeeded");
-    clock->sleep_for(std::chrono::hours(2));
+    clock->advance_steady(std::chrono::hours(2));
     clock->advance_wall(std::chrono::hours(2));
     CHECK(service->operations().empty());  // past the hour
     CHECK_FALSE(has_record(fixture, stop_id));
@@ -241,7 +240,7 @@ TEST_CASE("a VM's history keeps its ten newest starts, and the records of the ol
   std::vector<std::string> ids{service->begin_create(fixture.request("busy", kOneGpu))->id};
   REQUIRE(wait_for(*service, ids.back()).state == "succeeded");
   for (int i = 0; i < 11; ++i) {
-    clock->sleep_for(std::chrono::hours(2));  // each start's neighbours are past the hour
+    clock->advance_steady(std::chrono::hours(2));  // each start's neighbours are past the hour
     REQUIRE(wait_for(*service, service->begin_stop(vm_name("busy"), true)->id).state == "succeeded");
     ids.push_back(service->begin_start(vm_name("busy"))->id);
     REQUIRE(wait_for(*service, ids.back()).state == "succeeded");
@@ -270,18 +269,16 @@ TEST_CASE("an earlier release's start history is moved into the operation record
   }
   // As the earlier release left it: the create's record in both places, and an older start's in
   // the history alone (its operation's hour had passed).
-  std::ifstream file(state_directory / "operations" / (create_id + ".json"));
-  const std::string create_text((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+  const std::string create_text = read_text_file(state_directory / "operations" / (create_id + ".json"));
   auto older = boost::json::parse(create_text).as_object();
   older["id"] = "op-older-7";
   older["kind"] = "start";
   older["template"] = "";
   older["submitted_at"] = older["finished_at"];
   older["started_at"] = older["finished_at"];
-  std::filesystem::create_directories(state_directory / "starts");
-  std::ofstream(state_directory / "starts" / "upgraded.json")
-      << R"({"vm":"upgraded","starts":[)" << create_text.substr(0, create_text.size() - 1) << ","
-      << boost::json::serialize(older) << "]}\n";
+  write_text_file(state_directory / "starts" / "upgraded.json", R"({"vm":"upgraded","starts":[)" +
+                                                                    create_text.substr(0, create_text.size() - 1) +
+                                                                    "," + boost::json::serialize(older) + "]}\n");
   auto service = started(fixture, nullptr, clock);
   const auto starts = service->vm_starts(vm_name("upgraded"));
   REQUIRE_MESSAGE(starts.ok(), starts.error().message);
@@ -292,7 +289,7 @@ TEST_CASE("an earlier release's start history is moved into the operation record
   CHECK_FALSE(std::filesystem::exists(state_directory / "starts"));
   REQUIRE(delete_vm(*service, vm_name("upgraded")).ok());
   CHECK(has_record(fixture, "op-older-7"));  // an operation of the last hour, as its times say
-  clock->sleep_for(std::chrono::hours(2));
+  clock->advance_steady(std::chrono::hours(2));
   CHECK(service->operations().empty());
   CHECK_FALSE(has_record(fixture, "op-older-7"));
 }
@@ -325,7 +322,7 @@ TEST_CASE("a VM removed outside hostagent takes its seed and start history with 
     }
     CHECK_FALSE(std::filesystem::exists(state / "seeds" / "outside-live.iso"));
     // Its create stays an operation for the hour, then goes: no history keeps it.
-    clock->sleep_for(std::chrono::hours(2));
+    clock->advance_steady(std::chrono::hours(2));
     clock->advance_wall(std::chrono::hours(2));
     CHECK(service->operations().empty());
     CHECK_FALSE(has_record(fixture, live_create));

@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <fstream>
 #include <functional>
-#include <iterator>
 #include <string>
 #include <utility>
 #include <vector>
@@ -130,12 +129,12 @@ void write_older_history(const std::filesystem::path& directory, const std::stri
   std::string list;
   for (const auto& start : starts) {
     REQUIRE(records.write(start).ok());
-    std::ifstream file(written.path() / (start.id + ".json"));
-    std::string text((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+    std::string text = hostagent::testing::read_text_file(written.path() / (start.id + ".json"));
     while (!text.empty() && text.back() == '\n') text.pop_back();
     list += (list.empty() ? "" : ",") + text;
   }
-  std::ofstream(directory / (vm + ".json")) << R"({"vm":")" << vm << R"(","starts":[)" << list << "]}\n";
+  hostagent::testing::write_text_file(directory / (vm + ".json"),
+                                      R"({"vm":")" + vm + R"(","starts":[)" + list + "]}\n");
 }
 
 TEST_CASE("an earlier release's start history is read oldest first, by VM, and forgotten whole") {
@@ -168,12 +167,9 @@ TEST_CASE("a start history that cannot be read is an error naming the file, and 
   CHECK(read.error().message.find((dir.path() / "train-0.json").string()) != std::string::npos);
   CHECK(read.error().message.find("field 'vm' differs from the file name") != std::string::npos);
   write_older_history(dir.path(), "train-2", {start_of("train-2", "start", 1)});
-  {
-    std::ifstream file(dir.path() / "train-2.json");
-    std::string text((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
-    text.replace(text.find(R"("state":"failed")"), 16, R"("state":"paused")");
-    std::ofstream(dir.path() / "train-2.json") << text;
-  }
+  auto text = hostagent::testing::read_text_file(dir.path() / "train-2.json");
+  text.replace(text.find(R"("state":"failed")"), 16, R"("state":"paused")");
+  hostagent::testing::write_text_file(dir.path() / "train-2.json", text);
   CHECK(history.starts("train-2").error().code == ErrorCode::parse_error);
   CHECK(history.starts("../etc").error().code == ErrorCode::invalid_argument);
 }

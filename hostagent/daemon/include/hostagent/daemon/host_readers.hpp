@@ -26,7 +26,8 @@ struct HostReaders {
   // Free 1 GiB and 2 MiB pages now, by (NUMA node, page size in bytes). Empty: placement counts
   // pages by its own accounting alone (a host not read from sysfs).
   using FreePages = std::map<std::pair<int, uint64_t>, uint64_t>;
-  std::function<Result<FreePages>(const numa::HostModel&)> free_hugepages;
+  using FreePagesReader = std::function<Result<FreePages>(const numa::HostModel&)>;
+  FreePagesReader free_hugepages;
   // Whether a PCI function is on the bus now (a device cleaned is proven back before it is
   // offered again). Empty: every function is.
   std::function<bool(const PciAddress&)> on_bus;
@@ -37,7 +38,8 @@ struct HostReaders {
   std::function<Result<std::vector<vfio::P2pState>>(const numa::HostModel&)> p2p_state;
   // The RDMA devices registered under a NIC function, read at create while the host's driver still
   // holds its VFs. Empty: none (a host without RDMA).
-  std::function<Result<std::vector<sriov::RdmaDevice>>(const PciAddress&)> rdma_devices_of;
+  using RdmaDevicesReader = std::function<Result<std::vector<sriov::RdmaDevice>>(const PciAddress&)>;
+  RdmaDevicesReader rdma_devices_of;
   // Writes a VM's NoCloud seed image. Required: every create that has a seed writes it here.
   std::function<Status(const std::filesystem::path&, const cloudinit::NoCloudSeed&)> write_seed;
 };
