@@ -17,16 +17,16 @@ namespace {
 
 namespace fs = std::filesystem;
 
-Error unknown_template(const Context& context, const std::string& name) {
+Error unknown_template(const Facts& facts, const std::string& name) {
   std::string known;
-  for (const auto& [template_name, shape] : context.templates) known += (known.empty() ? "" : ", ") + template_name;
+  for (const auto& [template_name, shape] : facts.templates) known += (known.empty() ? "" : ", ") + template_name;
   return Error{ErrorCode::not_found, "template: no template named " + text::quoted(name) + "; known: " + known};
 }
 
-Result<vmtemplates::VmTemplate> find_template(const Context& context, const std::string& name) {
-  const auto it = context.templates.find(name);
-  if (it != context.templates.end()) return it->second;
-  return unknown_template(context, name);
+Result<vmtemplates::VmTemplate> find_template(const Facts& facts, const std::string& name) {
+  const auto it = facts.templates.find(name);
+  if (it != facts.templates.end()) return it->second;
+  return unknown_template(facts, name);
 }
 
 // The guest's hostname: the VM's name as an RFC 1123 label ('.' and '_' become '-').
@@ -40,7 +40,7 @@ std::string hostname_of(const std::string& name) {
   return label.empty() ? "vm" : label;
 }
 
-state::VmRecord new_record(Context& context, const service::CreateVmRequest& request,
+state::VmRecord new_record(VmWork& work, const service::CreateVmRequest& request,
                            const vmtemplates::VmTemplate& shape) {
   state::VmRecord record;
   record.name = request.name;
@@ -49,7 +49,7 @@ state::VmRecord new_record(Context& context, const service::CreateVmRequest& req
   record.uuid = request.uuid ? *request.uuid : Uuid::parse(random_uuid(), "uuid").value();
   record.template_name = shape.name;
   record.request_id = request.request_id;
-  record.created_at = rfc3339(context.clock->now());
+  record.created_at = rfc3339(work.recording.clock.now());
   record.inputs.boot_image = shape.boot.image;
   record.inputs.macs.assign(request.macs.begin(), request.macs.end());
   // A template MTU for VFs the guest has reaches the guest through the seed's network-config.
@@ -59,11 +59,11 @@ state::VmRecord new_record(Context& context, const service::CreateVmRequest& req
   const bool nccl_files = shape.gpus.count > 0;
   if (!request.ssh_authorized_keys.empty() || !request.user_data.empty() || !shape.boot.cloud_init.empty() ||
       guest_mtu || nccl_files) {
-    record.inputs.seed_iso = (context.config.state_directory / "seeds" / (request.name.str() + ".iso")).string();
+    record.inputs.seed_iso = (work.facts.config.state_directory / "seeds" / (request.name.str() + ".iso")).string();
     record.inputs.user_data = !request.user_data.empty();
   }
   if (!shape.boot.image.empty()) {
-    record.inputs.disk_pool = context.config.storage_pool;
+    record.inputs.disk_pool = work.facts.config.storage_pool;
     record.inputs.disk_volume = "hostagent-" + request.name.str() + ".qcow2";
   }
   return record;
@@ -71,9 +71,9 @@ state::VmRecord new_record(Context& context, const service::CreateVmRequest& req
 
 class CreateRun {
  public:
-  CreateRun(Context& context, vmtemplates::VmTemplate shape, numa::Placement placement, state::VmRecord& record,
+  CreateRun(VmWork& work, vmtemplates::VmTemplate shape, numa::Placement placement, state::VmRecord& record,
             const service::CreateVmRequest& request, Timeline& timeline)
-      : context_(context),
+      : work_(work),
         shape_(std::move(shape)),
         placement_(std::move(placement)),
         record_(record),
@@ -114,9 +114,9 @@ class CreateRun {
         steps.push_back({std::string(row.name), [this, &row] { return (this->*row.run)(); }});
       }
     }
-    Operation operation(context_, state::OperationKind::create, record_, &timeline_);
+    Operation operation(work_.recording, state::OperationKind::create, record_, &timeline_);
     auto status =
-        operation.run(steps, [this](const std::string& step) { return create_undo(step)(context_, record_); });
+        operation.run(steps, [this](const std::string& step) { return create_undo(step)(work_.effects, record_); });
     unfinished = operation.left_for_reconcile();
     return status;
   }
@@ -130,13 +130,13 @@ class CreateRun {
   // disk will lie, and the VFs' RDMA ports (read before prepare takes the VFs from their driver).
   Status render_guest() {
     if (has_disk(record_)) {
-      HA_TRY(disk_path_, context_.hypervisor->volume_path(record_.inputs.disk_pool, record_.inputs.disk_volume));
+      HA_TRY(disk_path_, work_.effects.hypervisor.volume_path(record_.inputs.disk_pool, record_.inputs.disk_volume));
       shape_.boot.image = disk_path_;  // the domain boots its own overlay, never the shared image
     }
-    if (context_.readers.rdma_devices_of) {
-      HA_TRY(record_.rdma, read_vf_rdma(context_.readers.rdma_devices_of, placement_));
+    if (work_.facts.readers.rdma_devices_of) {
+      HA_TRY(record_.rdma, read_vf_rdma(work_.facts.readers.rdma_devices_of, placement_));
     }
-    HA_TRY(const auto guest, render::render_guest(context_.host, shape_, placement_, guest_options()));
+    HA_TRY(const auto guest, render::render_guest(work_.facts.host, shape_, placement_, guest_options()));
     record_.nccl_topology = guest.nccl_topology_xml;
     nccl_files_ = render::guest_nccl_files(guest);
     HA_TRY(domain_xml_, state::embed_record(guest.domain_xml, record_));
@@ -144,8 +144,8 @@ class CreateRun {
   }
 
   Status make_disk() {
-    HA_TRY(const auto path, context_.hypervisor->create_overlay(record_.inputs.disk_pool, record_.inputs.disk_volume,
-                                                                record_.inputs.boot_image));
+    HA_TRY(const auto path, work_.effects.hypervisor.create_overlay(
+                                record_.inputs.disk_pool, record_.inputs.disk_volume, record_.inputs.boot_image));
     if (path != disk_path_) {
       return Error{ErrorCode::internal, "disk: libvirt made " + record_.inputs.disk_volume + " at " + path +
                                             ", not at " + disk_path_ + " where the rendered guest boots from"};
@@ -167,12 +167,12 @@ class CreateRun {
     std::error_code ec;
     fs::create_directories(iso.parent_path(), ec);
     if (ec) return errno_error(ec.value(), "create directory", iso.parent_path().string());
-    return context_.readers.write_seed(iso, seed);
+    return work_.facts.readers.write_seed(iso, seed);
   }
 
   Status prepare_devices() {
     // Marked before any device is touched: however the VM lets them go, they are cleaned first.
-    HA_TRY_STATUS(context_.lifecycle.mark_used(record_.name, record_.allocation.devices));
+    HA_TRY_STATUS(work_.effects.lifecycle.mark_used(record_.name, record_.allocation.devices));
     devices::DeviceRequest request;
     HA_TRY(request.vf_macs, render::vf_mac_addresses(shape_, placement_, guest_options()));
     request.vlan = shape_.nics.vf.vlan;
@@ -181,41 +181,42 @@ class CreateRun {
     request.mtu = shape_.nics.vf.mtu;
     // Each stage a phase of its own; a preparer that reports none leaves prepare_devices one phase.
     request.on_stage = [this](std::string_view stage, std::string detail) { timeline_.mark(stage, std::move(detail)); };
-    return context_.devices->prepare(record_.name, placement_, request);
+    return work_.effects.devices.prepare(record_.name, placement_, request);
   }
 
   render::GuestOptions guest_options() const {
     render::GuestOptions options;
     options.name = record_.name;
     options.uuid = record_.uuid;  // never left to libvirt: the journal knows it before the define
-    options.host_id = context_.host_id;
-    options.domain_type = context_.config.domain_type;
-    options.emulator = context_.config.emulator;
-    options.managed_hostdevs = context_.devices->libvirt_manages_hostdevs();
+    options.host_id = work_.facts.host_id;
+    options.domain_type = work_.facts.config.domain_type;
+    options.emulator = work_.facts.config.emulator;
+    options.managed_hostdevs = work_.effects.devices.libvirt_manages_hostdevs();
     options.vf_macs = record_.inputs.macs;
     options.seed_iso = record_.inputs.seed_iso;
     for (const auto& rdma : record_.rdma) {
       options.nic_rdma[rdma.vf] = {rdma.node_guid, rdma.roce_v2_gid_index, rdma.link_layer};
     }
-    if (const auto console = console_log_path(context_.config, record_.name)) options.console_log = console->string();
+    if (const auto console = console_log_path(work_.facts.config, record_.name))
+      options.console_log = console->string();
     return options;
   }
 
   Status define() {
-    HA_TRY(const auto uuid, context_.hypervisor->define(domain_xml_));
-    context_.ledger.set_domain(record_.name, uuid, virt::DomainState::shut_off);
+    HA_TRY(const auto uuid, work_.effects.hypervisor.define(domain_xml_));
+    work_.effects.ledger.set_domain(record_.name, uuid, virt::DomainState::shut_off);
     return ok_status();
   }
 
   Status start() {
-    HA_TRY_STATUS(context_.hypervisor->start_paused(record_.name));
+    HA_TRY_STATUS(work_.effects.hypervisor.start_paused(record_.name));
     timeline_.mark(kLaunchPhase, launch_detail(shape_, placement_));
-    HA_TRY_STATUS(resume_watched(context_, timeline_, record_.name, shape_.boot.watch));
-    context_.ledger.set_domain(record_.name, "", virt::DomainState::running);
+    HA_TRY_STATUS(resume_watched(work_, timeline_, record_.name, shape_.boot.watch));
+    work_.effects.ledger.set_domain(record_.name, "", virt::DomainState::running);
     return ok_status();
   }
 
-  Context& context_;
+  VmWork& work_;
   vmtemplates::VmTemplate shape_;
   numa::Placement placement_;
   state::VmRecord& record_;
@@ -227,11 +228,11 @@ class CreateRun {
 };
 
 // A retried create (same request id) of a VM that exists: the VM, not a conflict.
-std::optional<service::VmView> earlier_create(Context& context, const service::CreateVmRequest& request) {
+std::optional<service::VmView> earlier_create(VmWork& work, const service::CreateVmRequest& request) {
   if (request.request_id.empty()) return std::nullopt;
-  const auto entry = context.ledger.find(request.name);
+  const auto entry = work.effects.ledger.find(request.name);
   if (!entry || !entry->record || entry->record->request_id != request.request_id) return std::nullopt;
-  return view_of(context, *entry);
+  return view_of(work.facts.host, work.recording.operations, *entry);
 }
 
 }  // namespace
@@ -253,10 +254,10 @@ StepEffect create_undo(std::string_view step) {
 
 // The image a request names, as the file it resolves to inside images.directories: a request
 // never makes a host file (/etc/shadow, another tenant's disk) the backing image of a guest's disk.
-Result<std::string> requested_image(const Context& context, const service::CreateVmRequest& request) {
+Result<std::string> requested_image(const Facts& facts, const service::CreateVmRequest& request) {
   // An image is as large as it is; only what it is, a regular file beneath those directories, is checked.
   HA_TRY(const auto image,
-         open_inside(request.boot_image, AllowedDirectories{context.config.image_directories, "images.directories"},
+         open_inside(request.boot_image, AllowedDirectories{facts.config.image_directories, "images.directories"},
                      "boot_image", FileLimits{0, false}));
   return image.path.string();
 }
@@ -282,17 +283,17 @@ Status check_macs(const vmtemplates::VmTemplate& shape, const std::vector<MacAdd
 
 }  // namespace
 
-Status check_create_request(const Context& context, const service::CreateVmRequest& request) {
+Status check_create_request(const Facts& facts, const service::CreateVmRequest& request) {
   if (!request.boot_image.empty()) {
-    if (auto image = requested_image(context, request); !image.ok()) return image.error();
+    if (auto image = requested_image(facts, request); !image.ok()) return image.error();
   }
   if (!request.ssh_authorized_keys.empty() && !request.user_data.empty()) {
     return field_error("user_data", "give ssh_authorized_keys or user_data, not both; put the keys in your user data");
   }
-  const auto shape = context.templates.find(request.template_name);
-  if (shape == context.templates.end()) return unknown_template(context, request.template_name);
+  const auto shape = facts.templates.find(request.template_name);
+  if (shape == facts.templates.end()) return unknown_template(facts, request.template_name);
   HA_TRY_STATUS(check_macs(shape->second, request.macs));
-  if (!request.claim.empty() && context.config.placement.url.empty()) {
+  if (!request.claim.empty() && facts.config.placement.url.empty()) {
     return field_error("placement",
                        "this host publishes to no Placement (placement.url is not set), so it has no "
                        "claim to honour; create without placement, or configure the fleet");
@@ -306,33 +307,33 @@ Status check_create_request(const Context& context, const service::CreateVmReque
   return ok_status();
 }
 
-Result<service::VmView> create_vm(Context& context, const service::CreateVmRequest& request) {
-  HA_TRY_STATUS(check_create_request(context, request));
-  if (auto earlier = earlier_create(context, request)) return *earlier;
-  HA_TRY(auto shape, find_template(context, request.template_name));
+Result<service::VmView> create_vm(VmWork& work, const service::CreateVmRequest& request) {
+  HA_TRY_STATUS(check_create_request(work.facts, request));
+  if (auto earlier = earlier_create(work, request)) return *earlier;
+  HA_TRY(auto shape, find_template(work.facts, request.template_name));
   if (!request.boot_image.empty()) {
-    HA_TRY(shape.boot.image, requested_image(context, request));
+    HA_TRY(shape.boot.image, requested_image(work.facts, request));
   }
-  Timeline timeline(context, request.name);
-  auto record = new_record(context, request, shape);
-  context.operations.progress(request.name, "create", "reserve");
-  const ReserveClaim claim{context.config.placement.host_name, &request.claim};
+  Timeline timeline(work.recording, request.name);
+  auto record = new_record(work, request, shape);
+  work.recording.operations.progress(request.name, "create", "reserve");
+  const ReserveClaim claim{work.facts.config.placement.host_name, &request.claim};
   HA_TRY(auto placement,
-         context.ledger.reserve(record, placement_request(shape), request.claim.empty() ? nullptr : &claim));
+         work.effects.ledger.reserve(record, placement_request(shape), request.claim.empty() ? nullptr : &claim));
   timeline.mark("placement");
-  CreateRun run(context, std::move(shape), std::move(placement), record, request, timeline);
+  CreateRun run(work, std::move(shape), std::move(placement), record, request, timeline);
   bool unfinished = false;
   if (auto created = run.run(unfinished); !created.ok()) {
     // Rolled back: what was reserved goes back. Rollback incomplete: it stays held until reconcile
     // has undone the rest, so nothing half-released is ever given to another VM.
-    if (!unfinished) release_vm(context, request.name);
+    if (!unfinished) release_vm(work.effects, request.name);
     return std::move(created).error();
   }
-  context.ledger.set_record(record);
-  context.operations.idle(request.name);
+  work.effects.ledger.set_record(record);
+  work.recording.operations.idle(request.name);
   log(LogLevel::info, "created " + request.name.str() + " from template " + record.template_name,
       {.vm = request.name, .operation = "create"});
-  return current_view(context, request.name);
+  return current_view(work, request.name);
 }
 
 }  // namespace hostagent::daemon

@@ -8,8 +8,8 @@
 
 namespace hostagent::daemon {
 
-Status delete_vm(Context& context, const std::string& name) {
-  const auto entry = context.ledger.find(name);
+Status delete_vm(Effects& effects, Recording& recording, const std::string& name) {
+  const auto entry = effects.ledger.find(name);
   if (!entry) return Error{ErrorCode::not_found, "no VM named " + name};
   if (!entry->managed || !entry->record) {
     return Error{
@@ -19,14 +19,14 @@ Status delete_vm(Context& context, const std::string& name) {
   auto record = *entry->record;
   std::vector<Step> steps;
   for (const auto& step : delete_steps()) {
-    steps.push_back({std::string(step.name), [&context, &record, &step] { return step.run(context, record); }});
+    steps.push_back({std::string(step.name), [&effects, &record, &step] { return step.run(effects, record); }});
   }
-  Operation operation(context, state::OperationKind::remove, record);
+  Operation operation(recording, state::OperationKind::remove, record);
   HA_TRY_STATUS(operation.run(steps, nullptr));
-  release_vm(context, name);
+  release_vm(effects, name);
   // Tidiness, not safety: a history a crash leaves here is replaced by the next create of the name,
   // or forgotten at the next start when no VM has the name.
-  context.operations.forget_starts(name);
+  recording.operations.forget_starts(name);
   log(LogLevel::info, "deleted " + name, {.vm = name, .operation = "delete"});
   return ok_status();
 }

@@ -5,10 +5,10 @@
 
 namespace hostagent::daemon {
 
-Operation::Operation(Context& context, state::OperationKind kind, state::VmRecord& record, Timeline* timeline)
-    : context_(context), record_(record), timeline_(timeline) {
-  const auto now = context.clock->now();
-  const auto serial = context.operations_started.fetch_add(1);
+Operation::Operation(Recording& recording, state::OperationKind kind, state::VmRecord& record, Timeline* timeline)
+    : recording_(recording), record_(record), timeline_(timeline) {
+  const auto now = recording.clock.now();
+  const auto serial = recording.serial.fetch_add(1);
   entry_.id = std::string(state::to_string(kind)) + "." + record.name + "." +
               std::to_string(std::chrono::duration_cast<std::chrono::microseconds>(now.time_since_epoch()).count()) +
               "." + std::to_string(serial);
@@ -35,9 +35,10 @@ Status Operation::begin_step(const std::string& step, int number, int count, boo
   const bool write = must_write(step, number, undone);
   entry_.current_step = step;
   entry_.record = record_;
-  if (write) HA_TRY_STATUS(context_.journal.write(entry_));
-  context_.operations.progress(record_.name, std::string(state::to_string(entry_.kind)), step, number, count);
-  if (context_.hook) context_.hook->before_step(std::string(state::to_string(entry_.kind)), record_.name, step);
+  if (write) HA_TRY_STATUS(recording_.journal.write(entry_));
+  recording_.operations.progress(record_.name, std::string(state::to_string(entry_.kind)), step, number, count);
+  if (recording_.hook != nullptr)
+    recording_.hook->before_step(std::string(state::to_string(entry_.kind)), record_.name, step);
   return ok_status();
 }
 
@@ -57,7 +58,7 @@ Status Operation::run(const std::vector<Step>& steps, const UndoStep& undo) {
   if (auto committing = begin_step(std::string(state::step::commit), count, count, bool(undo)); !committing.ok()) {
     return roll_back(committing.error(), false, undo);
   }
-  if (auto removed = context_.journal.remove(entry_.id); !removed.ok()) {
+  if (auto removed = recording_.journal.remove(entry_.id); !removed.ok()) {
     // Done, but a stale entry stays: reconcile sees every step done and only removes it.
     log(LogLevel::warning,
         "operation " + entry_.id + " finished but its journal entry stays: " + removed.error().message, log_context());
@@ -89,7 +90,7 @@ Status Operation::roll_back(const Error& failure, bool failed_step_began, const 
     return Error{failure.code, failure.message + " (rollback incomplete:" + incomplete +
                                    " hostagent retries it when libvirt is reachable and at its next start)"};
   }
-  if (auto removed = context_.journal.remove(entry_.id); !removed.ok()) {
+  if (auto removed = recording_.journal.remove(entry_.id); !removed.ok()) {
     log(LogLevel::warning, what + " rolled back but its journal entry stays: " + removed.error().message,
         log_context());
   }

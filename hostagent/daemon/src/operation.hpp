@@ -9,10 +9,10 @@
 #include <string>
 #include <vector>
 
-#include "context.hpp"
 #include "daemon_log.hpp"
 #include "hostagent/state/journal.hpp"
 #include "timeline.hpp"
+#include "vm_work.hpp"
 
 namespace hostagent::daemon {
 
@@ -28,7 +28,7 @@ class Operation {
  public:
   // `timeline`, when given, gets each step's end as a phase of its name (unless the step marked
   // its own phases).
-  Operation(Context& context, state::OperationKind kind, state::VmRecord& record, Timeline* timeline = nullptr);
+  Operation(Recording& recording, state::OperationKind kind, state::VmRecord& record, Timeline* timeline = nullptr);
 
   // Runs the steps in order. On failure with an undo, rolls back and removes the journal entry when
   // the rollback completed (else keeps it, for reconcile to finish). Without an undo (operations
@@ -44,7 +44,7 @@ class Operation {
   Status roll_back(const Error& failure, bool failed_step_began, const UndoStep& undo);
   LogContext log_context() const;  // the VM and the operation's kind, for the journal
 
-  Context& context_;
+  Recording& recording_;
   state::VmRecord& record_;
   Timeline* const timeline_;
   state::JournalEntry entry_;

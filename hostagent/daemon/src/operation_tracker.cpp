@@ -378,22 +378,36 @@ std::optional<OperationTracker::VmProgress> OperationTracker::progress_of(const 
 
 void OperationTracker::finish(const std::string& id, const Status& outcome) {
   const auto now = clock_.now();
-  const auto ended_view = update(id, [&](service::OperationView& view) {
+  const auto steady_now = clock_.steady_now();
+  const auto end = [&](service::OperationView& view) {
     view.state = outcome.ok() ? "succeeded" : "failed";
     if (!outcome.ok()) view.error = outcome.error();
     view.finished_at = rfc3339(now);
     if (const auto started = started_.find(id); started != started_.end()) {
-      view.duration_seconds = std::chrono::duration<double>(clock_.steady_now() - started->second).count();
-      started_.erase(started);
+      view.duration_seconds = std::chrono::duration<double>(steady_now - started->second).count();
     }
+  };
+  service::OperationView ended_view;
+  {
+    std::lock_guard lock(mutex_);
+    const auto it = operations_.find(id);
+    HA_ASSERT(it != operations_.end());  // an operation is forgotten only after it ended
+    ended_view = it->second;
+    end(ended_view);
+  }
+  // Its observers (the metrics, the event streams) hear of the end before a reader can see it: a
+  // client that polled the operation to its end and then scrapes finds it counted.
+  publish(ended_view);
+  update(id, [&](service::OperationView& view) {
+    end(view);  // onto the view as it is now: a guest phase may have come in meanwhile
+    started_.erase(id);
     if (const auto running = running_by_vm_.find(view.vm); running != running_by_vm_.end() && running->second == id) {
       running_by_vm_.erase(running);
       if (progress_by_vm_.erase(view.vm) != 0) ++progress_version_;
     }
-    ended_.emplace_back(id, clock_.steady_now());
+    ended_.emplace_back(id, steady_now);
   });
-  if (ended_view) persist_latest(id);
-  publish(ended_view);
+  persist_latest(id);
   {
     std::lock_guard lock(mutex_);
     announced_.insert(id);

@@ -11,8 +11,8 @@ namespace {
 
 constexpr std::chrono::milliseconds kPollInterval{200};
 
-Result<state::VmRecord> managed_record(Context& context, const std::string& name) {
-  const auto entry = context.ledger.find(name);
+Result<state::VmRecord> managed_record(Ledger& ledger, const std::string& name) {
+  const auto entry = ledger.find(name);
   if (!entry) return Error{ErrorCode::not_found, "no VM named " + name};
   if (!entry->managed || !entry->record) {
     return Error{ErrorCode::conflict, "domain " + name + " was not made by hostagent: it is reported, never changed"};
@@ -21,103 +21,103 @@ Result<state::VmRecord> managed_record(Context& context, const std::string& name
 }
 
 // Power operations have one step, or two for a graceful stop that has to be forced.
-void step(Context& context, const std::string& name, const std::string& operation, const std::string& step_name,
+void step(Recording& recording, const std::string& name, const std::string& operation, const std::string& step_name,
           int number = 1, int count = 1) {
-  context.operations.progress(name, operation, step_name, number, count);
-  if (context.hook) context.hook->before_step(operation, name, step_name);
+  recording.operations.progress(name, operation, step_name, number, count);
+  if (recording.hook != nullptr) recording.hook->before_step(operation, name, step_name);
 }
 
-Result<virt::DomainState> refresh(Context& context, const std::string& name) {
-  HA_TRY(const auto domain, context.hypervisor->lookup(name));
-  context.ledger.set_domain(name, domain.uuid, domain.state);
+Result<virt::DomainState> refresh(Effects& effects, const std::string& name) {
+  HA_TRY(const auto domain, effects.hypervisor.lookup(name));
+  effects.ledger.set_domain(name, domain.uuid, domain.state);
   return domain.state;
 }
 
 // Waits up to the stop timeout for the guest to power itself off after the ACPI request.
-Result<bool> wait_for_shut_off(Context& context, const std::string& name) {
-  const auto deadline = context.clock->steady_now() + context.config.stop_timeout;
+Result<bool> wait_for_shut_off(VmWork& work, const std::string& name) {
+  const auto deadline = work.recording.clock.steady_now() + work.facts.config.stop_timeout;
   for (;;) {
-    HA_TRY(const auto state, refresh(context, name));
+    HA_TRY(const auto state, refresh(work.effects, name));
     if (state == virt::DomainState::shut_off) return true;
-    if (context.clock->steady_now() >= deadline) return false;
-    context.clock->sleep_for(kPollInterval);
+    if (work.recording.clock.steady_now() >= deadline) return false;
+    work.recording.clock.sleep_for(kPollInterval);
   }
 }
 
-Result<service::VmView> finish(Context& context, const std::string& name) {
-  context.operations.idle(name);
-  HA_TRY_STATUS(refresh(context, name));
-  return current_view(context, name);
+Result<service::VmView> finish(VmWork& work, const std::string& name) {
+  work.recording.operations.idle(name);
+  HA_TRY_STATUS(refresh(work.effects, name));
+  return current_view(work, name);
 }
 
 }  // namespace
 
-Result<service::VmView> start_vm(Context& context, const std::string& name) {
-  HA_TRY(const auto record, managed_record(context, name));
-  Timeline timeline(context, name);
-  step(context, name, "start", "prepare_devices", 1, 2);
+Result<service::VmView> start_vm(VmWork& work, const std::string& name) {
+  HA_TRY(const auto record, managed_record(work.effects.ledger, name));
+  Timeline timeline(work.recording, name);
+  step(work.recording, name, "start", "prepare_devices", 1, 2);
   auto outcome = [&]() -> Status {
-    HA_TRY(const auto state, refresh(context, name));
+    HA_TRY(const auto state, refresh(work.effects, name));
     // Starting a running VM is done already: a retried request must not fail.
     if (state == virt::DomainState::running) return ok_status();
     // Its devices may not be as prepared (a host reboot undoes all of it; the domain's hostdevs are
     // managed='no', so libvirt would start QEMU on devices still with their host drivers).
-    HA_TRY_STATUS(reapply_devices(context, record));
+    HA_TRY_STATUS(reapply_devices(work.effects, record));
     timeline.mark("prepare_devices");
-    step(context, name, "start", "start", 2, 2);
-    HA_TRY_STATUS(context.hypervisor->start_paused(name));
+    step(work.recording, name, "start", "start", 2, 2);
+    HA_TRY_STATUS(work.effects.hypervisor.start_paused(name));
     timeline.mark(kLaunchPhase);
     // The template the VM was made from says how its boot is watched, if the host still has it.
-    const auto shape = context.templates.find(record.template_name);
+    const auto shape = work.facts.templates.find(record.template_name);
     HA_TRY_STATUS(
-        resume_watched(context, timeline, name,
-                       shape != context.templates.end() ? shape->second.boot.watch : vmtemplates::BootWatch{}));
+        resume_watched(work, timeline, name,
+                       shape != work.facts.templates.end() ? shape->second.boot.watch : vmtemplates::BootWatch{}));
     return ok_status();
   }();
   if (!outcome.ok()) {
-    context.operations.idle(name);
+    work.recording.operations.idle(name);
     return std::move(outcome).error();
   }
-  return finish(context, name);
+  return finish(work, name);
 }
 
-Result<service::VmView> stop_vm(Context& context, const std::string& name, bool force) {
-  HA_TRY_STATUS(managed_record(context, name));
+Result<service::VmView> stop_vm(VmWork& work, const std::string& name, bool force) {
+  HA_TRY_STATUS(managed_record(work.effects.ledger, name));
   auto outcome = [&]() -> Status {
     if (!force) {
-      step(context, name, "stop", "shutdown", 1, 2);
-      HA_TRY_STATUS(context.hypervisor->shutdown(name));
-      HA_TRY(const bool off, wait_for_shut_off(context, name));
+      step(work.recording, name, "stop", "shutdown", 1, 2);
+      HA_TRY_STATUS(work.effects.hypervisor.shutdown(name));
+      HA_TRY(const bool off, wait_for_shut_off(work, name));
       if (off) return ok_status();
       log(LogLevel::warning,
-          name + " did not power off within " + std::to_string(context.config.stop_timeout.count()) +
+          name + " did not power off within " + std::to_string(work.facts.config.stop_timeout.count()) +
               " ms of the ACPI request: forcing",
           {.vm = name, .operation = "stop"});
     }
-    step(context, name, "stop", "destroy", force ? 1 : 2, force ? 1 : 2);
-    return context.hypervisor->destroy(name);
+    step(work.recording, name, "stop", "destroy", force ? 1 : 2, force ? 1 : 2);
+    return work.effects.hypervisor.destroy(name);
   }();
   if (!outcome.ok()) {
-    context.operations.idle(name);
+    work.recording.operations.idle(name);
     return std::move(outcome).error();
   }
-  return finish(context, name);
+  return finish(work, name);
 }
 
-Result<service::VmView> reboot_vm(Context& context, const std::string& name) {
-  HA_TRY_STATUS(managed_record(context, name));
-  step(context, name, "reboot", "reboot");
-  if (auto rebooted = context.hypervisor->reboot(name); !rebooted.ok()) {
-    context.operations.idle(name);
+Result<service::VmView> reboot_vm(VmWork& work, const std::string& name) {
+  HA_TRY_STATUS(managed_record(work.effects.ledger, name));
+  step(work.recording, name, "reboot", "reboot");
+  if (auto rebooted = work.effects.hypervisor.reboot(name); !rebooted.ok()) {
+    work.recording.operations.idle(name);
     return std::move(rebooted).error();
   }
-  return finish(context, name);
+  return finish(work, name);
 }
 
-Result<service::VmView> current_view(Context& context, const std::string& name) {
-  const auto entry = context.ledger.find(name);
+Result<service::VmView> current_view(VmWork& work, const std::string& name) {
+  const auto entry = work.effects.ledger.find(name);
   if (!entry) return Error{ErrorCode::not_found, "no VM named " + name};
-  return view_of(context, *entry);
+  return view_of(work.facts.host, work.recording.operations, *entry);
 }
 
 }  // namespace hostagent::daemon

@@ -4,23 +4,23 @@
 // libvirt reconnects: the same, against a ledger that may have missed events while it was away.
 #pragma once
 
-#include "context.hpp"
+#include "vm_work.hpp"
 
 namespace hostagent::daemon {
 
 // Lists libvirt's domains into the ledger. `initial`: the ledger is empty (daemon start); later
 // syncs also drop managed VMs whose domain vanished outside hostagent while no operation ran.
-Status sync_domains(Context& context, service::ReconcileReport& report, bool initial);
+Status sync_domains(VmWork& work, service::ReconcileReport& report, bool initial);
 
 // Finishes (delete, or a create that had started its domain) or undoes (any other create) one
 // interrupted operation, then removes its journal entry.
-void recover(Context& context, const state::JournalEntry& entry, service::ReconcileReport& report);
+void recover(VmWork& work, const state::JournalEntry& entry, service::ReconcileReport& report);
 
 // Deletes disks nothing holds and has the device preparer give back devices nothing holds.
-void release_unheld(Context& context, service::ReconcileReport& report);
+void release_unheld(VmWork& work, service::ReconcileReport& report);
 
 // All of the above, in that order: the daemon's start. Fails when libvirt cannot list its domains
 // or a journal entry cannot be read: serving on a ledger that may be wrong could give a device twice.
-Result<service::ReconcileReport> reconcile(Context& context);
+Result<service::ReconcileReport> reconcile(VmWork& work);
 
 }  // namespace hostagent::daemon

@@ -7,9 +7,9 @@
 #include <string>
 #include <string_view>
 
-#include "context.hpp"
 #include "hostagent/numa/placement.hpp"
 #include "hostagent/vmtemplates/vm_template.hpp"
+#include "vm_work.hpp"
 
 namespace hostagent::daemon {
 
@@ -28,12 +28,12 @@ class Timeline;
 // Runs the VM QEMU started paused and marks kResumePhase; from there its guest's own phases are
 // watched (daemon/guest_watch) as `watch` says, for the operation `vm` runs now. No watch on the
 // test driver, which runs no guest.
-Status resume_watched(Context& context, Timeline& timeline, const std::string& vm, const vmtemplates::BootWatch& watch);
+Status resume_watched(VmWork& work, Timeline& timeline, const std::string& vm, const vmtemplates::BootWatch& watch);
 
 class Timeline {
  public:
   // Begins now: the first phase is measured from here.
-  Timeline(Context& context, std::string vm);
+  Timeline(Recording& recording, std::string vm);
 
   void mark(std::string_view phase, std::string detail = "");
   // How many phases have been marked: a step that marks its own phases is not marked again.
@@ -42,7 +42,7 @@ class Timeline {
   std::chrono::steady_clock::time_point last_mark() const { return last_; }
 
  private:
-  Context& context_;
+  Recording& recording_;
   std::string vm_;
   std::chrono::steady_clock::time_point last_;
   int marks_ = 0;

@@ -1,16 +1,21 @@
 // daemon/vm_service: the service: queues operations per VM, follows libvirt's events, reconciles at
 // start and after libvirt comes back.
 #include <algorithm>
+#include <atomic>
+#include <memory>
 
 #include "daemon_log.hpp"
+#include "event_hub.hpp"
 #include "host_boot.hpp"
 #include "host_watch.hpp"
 #include "hostagent/common/text.hpp"
 #include "hostagent/daemon/service_parts.hpp"
 #include "hostagent/numa/nvlink.hpp"
 #include "hostagent/service/vm_service.hpp"
+#include "hostagent/state/create_requests.hpp"
 #include "operations.hpp"
 #include "reconcile.hpp"
+#include "request_ids.hpp"
 #include "vm_queues.hpp"
 #include "vm_steps.hpp"
 
@@ -20,19 +25,63 @@ namespace {
 // The queue of work that spans VMs (syncing with libvirt). No VM can be named "" .
 const std::string kHostQueue;
 
+// What the service owns for its operations, in the order it must be built: each member refers only
+// to those above it. Functions are given parts of it (vm_work.hpp), never the whole.
+struct Owners {
+  Owners(ServiceParts parts, state::Journal journal_in, state::CreateRequests requests_in,
+         state::OperationRecords operation_records_in, numa::HostPolicy policy)
+      : facts{std::move(parts.config), std::move(parts.host), std::move(parts.readers), std::move(parts.templates),
+              std::move(parts.host_id)},
+        hypervisor(std::move(parts.hypervisor)),
+        devices(std::move(parts.devices)),
+        clock(std::move(parts.clock)),
+        hook(std::move(parts.hook)),
+        journal(std::move(journal_in)),
+        operation_records(std::move(operation_records_in)),
+        ledger(facts.host, std::move(policy), events, facts.readers.free_hugepages),
+        lifecycle({facts.config.state_directory / "device_states.json",
+                   facts.config.state_directory / "cleaning_evidence.jsonl", facts.host, *devices, ledger, events,
+                   *clock, hook, facts.readers.on_bus, facts.config.hygiene}),
+        operations(*clock, events, &operation_records),
+        requests(std::move(requests_in), *clock) {}
+
+  // The parts the operations are given.
+  VmWork work() {
+    return VmWork{facts, Effects{*hypervisor, *devices, ledger, lifecycle},
+                  Recording{*clock, hook.get(), journal, operations, operations_started}, guest_watch};
+  }
+
+  const Facts facts;
+  const std::unique_ptr<virt::Hypervisor> hypervisor;
+  const std::unique_ptr<devices::DevicePreparer> devices;
+  const std::shared_ptr<Clock> clock;
+  const std::shared_ptr<StepHook> hook;
+  state::Journal journal;
+  state::OperationRecords operation_records;  // before operations, which writes to it
+  EventHub events;
+  Ledger ledger;                // refers to facts and events
+  DeviceLifecycle lifecycle;    // refers to facts, devices, ledger, events and clock
+  OperationTracker operations;  // refers to clock, events and operation_records
+  RequestIds requests;          // refers to clock
+  // Refers to clock, hypervisor and operations; its thread stops before they go.
+  GuestWatch guest_watch{*clock, *hypervisor, operations};
+  std::atomic<uint64_t> operations_started{0};  // the serial in each journal entry's name
+};
+
 class VmServiceImpl final : public service::VmService {
  public:
   VmServiceImpl(ServiceParts parts, state::Journal journal, state::CreateRequests requests,
                 state::OperationRecords operations, numa::HostPolicy policy, std::chrono::milliseconds health_interval)
       : power_(parts.config.state_directory / "power.json", parts.boot_id),
-        context_(std::move(parts), std::move(journal), std::move(requests), std::move(operations), std::move(policy)),
-        host_watch_(context_.host, context_.readers, context_.lifecycle, *context_.clock, health_interval),
-        queues_(context_.config.operation_workers) {}
+        owners_(std::move(parts), std::move(journal), std::move(requests), std::move(operations), std::move(policy)),
+        work_(owners_.work()),
+        host_watch_(owners_.facts.host, owners_.facts.readers, owners_.lifecycle, *owners_.clock, health_interval),
+        queues_(owners_.facts.config.operation_workers) {}
 
   ~VmServiceImpl() override {
     host_watch_.stop();  // its thread reads the host model and tells the lifecycle
     // Events stop first: the sinks point into the ledger, which goes before the hypervisor does.
-    context_.hypervisor->subscribe(nullptr, nullptr);
+    owners_.hypervisor->subscribe(nullptr, nullptr);
     queues_.join();
   }
   VmServiceImpl(const VmServiceImpl&) = delete;
@@ -40,19 +89,19 @@ class VmServiceImpl final : public service::VmService {
 
   Status begin() {
     // Before anything changes: an unreadable record stops the start with nothing touched.
-    HA_TRY_STATUS(context_.requests.load());
+    HA_TRY_STATUS(owners_.requests.load());
     HA_TRY_STATUS(power_.load());
-    HA_TRY_STATUS(context_.lifecycle.load());
+    HA_TRY_STATUS(owners_.lifecycle.load());
     // Before reconcile, whose repair of running VMs binds groups too.
-    context_.devices->report_faults_to([this](const devices::DeviceFault& fault) {
-      context_.lifecycle.quarantine(fault.address, fault.step, fault.reason, fault.vm);
+    owners_.devices->report_faults_to([this](const devices::DeviceFault& fault) {
+      owners_.lifecycle.quarantine(fault.address, fault.step, fault.reason, fault.vm);
     });
     // Subscribed before reconcile lists the domains, so no change between the two goes unseen.
-    context_.hypervisor->subscribe([this](const virt::DomainEvent& event) { on_domain_event(event); },
-                                   [this](virt::ConnectionEvent event) { on_connection_event(event); });
-    HA_TRY(auto report, reconcile(context_));
+    owners_.hypervisor->subscribe([this](const virt::DomainEvent& event) { on_domain_event(event); },
+                                  [this](virt::ConnectionEvent event) { on_connection_event(event); });
+    HA_TRY(auto report, reconcile(work_));
     // What waits is cleaned now, a cleaning a restart cut short again, then what VMs let go.
-    context_.lifecycle.start();
+    owners_.lifecycle.start();
     HA_TRY_STATUS(load_operations(report));
     repair_running(report);
     const auto starts = after_reboot(report);
@@ -62,7 +111,7 @@ class VmServiceImpl final : public service::VmService {
                             std::to_string(report.finished.size() + report.rolled_back.size()) +
                             " interrupted operations recovered");
     set_report(std::move(report));
-    context_.requests.settle([this](const std::string& vm, const std::string& id) { return made_by(vm, id); });
+    owners_.requests.settle([this](const std::string& vm, const std::string& id) { return made_by(vm, id); });
     host_watch_.start();
     ready_ = true;
     start_after_reboot(starts);
@@ -73,35 +122,36 @@ class VmServiceImpl final : public service::VmService {
   // apart, in starts/, moved in and its directory removed); then the histories of VMs that are gone.
   Status load_operations(service::ReconcileReport& report) {
     const auto interrupted = [this](const service::OperationView& cut) { return interrupted_outcome(cut); };
-    const auto older_directory = context_.config.state_directory / "starts";
+    const auto older_directory = owners_.facts.config.state_directory / "starts";
     std::error_code ec;
     if (!std::filesystem::exists(older_directory, ec)) {
-      HA_TRY_STATUS(context_.operations.load(interrupted));
+      HA_TRY_STATUS(owners_.operations.load(interrupted));
     } else {
       HA_TRY(auto older, state::StartHistory::open(older_directory));
-      HA_TRY_STATUS(context_.operations.load(interrupted, &older));
+      HA_TRY_STATUS(owners_.operations.load(interrupted, &older));
       std::filesystem::remove(older_directory, ec);  // not empty: a file that could not be moved stays
     }
-    for (const auto& vm : context_.operations.vms_with_starts()) {
-      const auto entry = context_.ledger.find(vm);
+    for (const auto& vm : owners_.operations.vms_with_starts()) {
+      const auto entry = owners_.ledger.find(vm);
       if (entry && entry->defined) continue;
-      context_.operations.forget_starts(vm);
+      owners_.operations.forget_starts(vm);
       report.released.push_back("start history of " + vm);
     }
     return ok_status();
   }
 
-  Result<service::VmView> get_vm(const VmName& name) override { return current_view(context_, name); }
+  Result<service::VmView> get_vm(const VmName& name) override { return current_view(work_, name); }
 
   // Built again only when the ledger or an operation's progress moved: a control plane polls the
   // list far more often than VMs change. The version is read before the list is built, so a change
   // made while it is built shows as a newer version and the next call builds again.
   service::VmList list_vms() override {
-    const uint64_t version = context_.ledger.entries_version() + context_.operations.progress_version();
+    const uint64_t version = owners_.ledger.entries_version() + owners_.operations.progress_version();
     std::lock_guard lock(list_mutex_);
     if (listed_.vms && listed_.version == version) return listed_;
     auto views = std::make_shared<std::vector<service::VmView>>();
-    for (const auto& entry : context_.ledger.entries()) views->push_back(view_of(context_, entry));
+    for (const auto& entry : owners_.ledger.entries())
+      views->push_back(view_of(owners_.facts.host, owners_.operations, entry));
     listed_ = service::VmList{version, std::move(views)};
     return listed_;
   }
@@ -109,9 +159,9 @@ class VmServiceImpl final : public service::VmService {
   service::ServiceStatus status() override {
     service::ServiceStatus status;
     status.ready = ready_.load();
-    status.libvirt_connected = context_.hypervisor->connected();
+    status.libvirt_connected = owners_.hypervisor->connected();
     status.libvirt_connection_losses = connection_losses_.load();
-    auto counts = context_.ledger.counts();
+    auto counts = owners_.ledger.counts();
     status.managed_vms = counts.managed;
     status.foreign_domains = counts.foreign;
     status.vms_by_state = std::move(counts.by_state);
@@ -122,7 +172,7 @@ class VmServiceImpl final : public service::VmService {
   }
 
   Result<service::OperationView> begin_create(const service::CreateVmRequest& request) override {
-    HA_TRY_STATUS(check_create_request(context_, request));
+    HA_TRY_STATUS(check_create_request(owners_.facts, request));
     // One at a time from the check to the enqueue: two replays racing get one operation.
     std::unique_lock lock(begin_create_mutex_);
     if (!request.request_id.empty()) {
@@ -131,18 +181,18 @@ class VmServiceImpl final : public service::VmService {
     }
     HA_TRY_STATUS(check_name_free(request));
     HA_TRY_STATUS(check_holdings_free(request));
-    auto operation = context_.operations.enqueue("create", request.name, request.request_id, request.template_name);
+    auto operation = owners_.operations.enqueue("create", request.name, request.request_id, request.template_name);
     if (!request.request_id.empty()) {
-      if (auto accepted = context_.requests.accept(operation, request_fingerprints(request)); !accepted.ok()) {
-        context_.operations.finish(operation.id, accepted);  // never ran: nothing to undo
+      if (auto accepted = owners_.requests.accept(operation, request_fingerprints(request)); !accepted.ok()) {
+        owners_.operations.finish(operation.id, accepted);  // never ran: nothing to undo
         return accepted.error();
       }
     }
     lock.unlock();
     queue(operation.id, request.name, [this, request, id = operation.id] {
-      auto created = daemon::create_vm(context_, request);
+      auto created = daemon::create_vm(work_, request);
       // Before the tracker says it ended: a replay that saw the end finds the record ended too.
-      if (!request.request_id.empty()) context_.requests.ended(id, status_of(created));
+      if (!request.request_id.empty()) owners_.requests.ended(id, status_of(created));
       return created;
     });
     return operation;
@@ -150,74 +200,75 @@ class VmServiceImpl final : public service::VmService {
   Result<service::OperationView> begin_start(const VmName& name) override {
     HA_TRY_STATUS(ours(name));
     const auto operation = enqueue("start", name);
-    queue(operation.id, name, [this, name] { return daemon::start_vm(context_, name); });
+    queue(operation.id, name, [this, name] { return daemon::start_vm(work_, name); });
     return operation;
   }
   Result<service::OperationView> begin_stop(const VmName& name, bool force) override {
     HA_TRY_STATUS(ours(name));
     const auto operation = enqueue("stop", name);
-    queue(operation.id, name, [this, name, force] { return daemon::stop_vm(context_, name, force); });
+    queue(operation.id, name, [this, name, force] { return daemon::stop_vm(work_, name, force); });
     return operation;
   }
   Result<service::OperationView> begin_reboot(const VmName& name) override {
     HA_TRY_STATUS(ours(name));
     const auto operation = enqueue("reboot", name);
-    queue(operation.id, name, [this, name] { return daemon::reboot_vm(context_, name); });
+    queue(operation.id, name, [this, name] { return daemon::reboot_vm(work_, name); });
     return operation;
   }
   Result<service::OperationView> begin_delete(const VmName& name) override {
     HA_TRY_STATUS(ours(name));
     const auto operation = enqueue("delete", name);
     queue(operation.id, name, [this, name, id = operation.id] {
-      const auto entry = context_.ledger.find(name);
+      const auto entry = owners_.ledger.find(name);
       const std::string request_id = entry && entry->record ? entry->record->request_id : "";
-      auto deleted = daemon::delete_vm(context_, name);
-      if (deleted.ok() && !request_id.empty()) context_.requests.gone(request_id, "deleted by operation " + id);
+      auto deleted = daemon::delete_vm(work_.effects, work_.recording, name);
+      if (deleted.ok() && !request_id.empty()) owners_.requests.gone(request_id, "deleted by operation " + id);
       return deleted;
     });
     return operation;
   }
 
   Result<service::OperationView> wait(const std::string& id) override {
-    if (auto ended = context_.operations.wait_ended(id)) return *ended;
+    if (auto ended = owners_.operations.wait_ended(id)) return *ended;
     return recorded_operation(id);
   }
 
   Result<service::OperationView> operation(const std::string& id) override {
-    if (auto found = context_.operations.find(id)) return *found;
+    if (auto found = owners_.operations.find(id)) return *found;
     return recorded_operation(id);
   }
-  std::vector<service::OperationView> operations() override { return context_.operations.list(); }
+  std::vector<service::OperationView> operations() override { return owners_.operations.list(); }
 
-  uint64_t subscribe(service::ServiceEventSink sink) override { return context_.events.subscribe(std::move(sink)); }
-  void unsubscribe(uint64_t id) override { context_.events.unsubscribe(id); }
+  uint64_t subscribe(service::ServiceEventSink sink) override { return owners_.events.subscribe(std::move(sink)); }
+  void unsubscribe(uint64_t id) override { owners_.events.unsubscribe(id); }
 
   service::HostUsage usage() override {
-    auto holdings = context_.ledger.holdings_with(host_watch_.free_pages());
-    return service::HostUsage{&context_.host, std::move(holdings.held), holdings.version, std::move(holdings.policy)};
+    auto holdings = owners_.ledger.holdings_with(host_watch_.free_pages());
+    return service::HostUsage{&owners_.facts.host, std::move(holdings.held), holdings.version,
+                              std::move(holdings.policy)};
   }
-  std::vector<service::QuarantineView> quarantined() override { return context_.lifecycle.quarantined(); }
+  std::vector<service::QuarantineView> quarantined() override { return owners_.lifecycle.quarantined(); }
   Result<service::QuarantineView> clear_quarantine(const PciAddress& address, const std::string& principal) override {
-    return context_.lifecycle.clear(address, principal);
+    return owners_.lifecycle.clear(address, principal);
   }
-  std::vector<service::CleaningView> cleaning() override { return context_.lifecycle.cleaning(); }
+  std::vector<service::CleaningView> cleaning() override { return owners_.lifecycle.cleaning(); }
   Result<service::CleaningView> clean_device(const PciAddress& address, const std::string& principal) override {
-    return context_.lifecycle.request_cleaning(address, principal);
+    return owners_.lifecycle.request_cleaning(address, principal);
   }
   Result<service::DeviceHistoryView> device_history(const PciAddress& address) override {
-    return context_.lifecycle.history(address);
+    return owners_.lifecycle.history(address);
   }
   std::map<PciAddress, service::CleaningRecordView> last_cleanings() override {
-    return context_.lifecycle.last_cleanings();
+    return owners_.lifecycle.last_cleanings();
   }
-  const std::map<std::string, vmtemplates::VmTemplate>& templates() const override { return context_.templates; }
+  const std::map<std::string, vmtemplates::VmTemplate>& templates() const override { return owners_.facts.templates; }
 
   Result<std::string> domain_xml(const VmName& name) override {
     HA_TRY_STATUS(known(name));
-    return context_.hypervisor->domain_xml(name);
+    return owners_.hypervisor->domain_xml(name);
   }
   Result<std::string> nccl_topology(const VmName& name) override {
-    const auto entry = context_.ledger.find(name);
+    const auto entry = owners_.ledger.find(name);
     if (!entry) return Error{ErrorCode::not_found, "no VM named " + name.str()};
     if (!entry->record || entry->record->nccl_topology.empty()) {
       return Error{ErrorCode::not_found,
@@ -234,20 +285,20 @@ class VmServiceImpl final : public service::VmService {
     // A start's phases are observed per template (the metrics), as a create's are.
     std::string template_name;
     if (kind == "start") {
-      const auto entry = context_.ledger.find(name);
+      const auto entry = owners_.ledger.find(name);
       if (entry && entry->record) template_name = entry->record->template_name;
     }
-    return context_.operations.enqueue(kind, name, "", template_name);
+    return owners_.operations.enqueue(kind, name, "", template_name);
   }
 
   // Runs `run` on the VM's queue as the operation `id`; the tracker keeps its outcome.
   template <typename Run>
   void queue(const std::string& id, const std::string& name, Run run) {
     queues_.post(name, [this, id, run = std::move(run)] {
-      context_.operations.start(id);
+      owners_.operations.start(id);
       auto outcome = status_of(run());
-      power_.save(context_.ledger.entries());
-      context_.operations.finish(id, outcome);
+      power_.save(owners_.ledger.entries());
+      owners_.operations.finish(id, outcome);
     });
   }
 
@@ -258,7 +309,7 @@ class VmServiceImpl final : public service::VmService {
   }
 
   Status known(const std::string& name) const {
-    if (!context_.ledger.find(name)) return Error{ErrorCode::not_found, "no VM named " + name};
+    if (!owners_.ledger.find(name)) return Error{ErrorCode::not_found, "no VM named " + name};
     return ok_status();
   }
 
@@ -266,7 +317,7 @@ class VmServiceImpl final : public service::VmService {
   // not make is refused now (409), as the operation itself would refuse it, and no operation,
   // record or start history is made for it.
   Status ours(const std::string& name) const {
-    const auto entry = context_.ledger.find(name);
+    const auto entry = owners_.ledger.find(name);
     if (!entry) return Error{ErrorCode::not_found, "no VM named " + name};
     if (!entry->managed) {
       return Error{ErrorCode::conflict, "domain " + text::quoted(name) +
@@ -287,7 +338,7 @@ class VmServiceImpl final : public service::VmService {
   // The create this request id already named, answered rather than run again: its operation while
   // the VM it made exists or it failed; a conflict once that VM is gone. nullopt: the id is new.
   Result<std::optional<service::OperationView>> earlier_create(const service::CreateVmRequest& request) {
-    auto record = context_.requests.find(request.request_id);
+    auto record = owners_.requests.find(request.request_id);
     if (!record) {
       HA_TRY_STATUS(check_request_id_unused(request));
       return std::optional<service::OperationView>();
@@ -295,8 +346,8 @@ class VmServiceImpl final : public service::VmService {
     HA_TRY_STATUS(same_create(request, *record));
     if (record->outcome == state::CreateOutcome::created && !made_by(record->vm, record->request_id)) {
       // Deleted by a recovery that finished a delete, or undefined outside hostagent.
-      context_.requests.gone(record->request_id, "removed outside hostagent, or by a delete its recovery finished");
-      record = context_.requests.find(request.request_id);
+      owners_.requests.gone(record->request_id, "removed outside hostagent, or by a delete its recovery finished");
+      record = owners_.requests.find(request.request_id);
     }
     if (record->outcome == state::CreateOutcome::gone) {
       return Error{ErrorCode::conflict, "request_id: " + text::quoted(request.request_id) + " created VM " +
@@ -304,20 +355,20 @@ class VmServiceImpl final : public service::VmService {
                                             "), which is gone since " + record->gone_at + ": " + record->error +
                                             "; a new VM needs a new request id"};
     }
-    if (auto live = context_.operations.find(record->operation)) return std::optional(*live);
+    if (auto live = owners_.operations.find(record->operation)) return std::optional(*live);
     return std::optional(operation_of(*record));
   }
 
   // Whether VM `vm` exists and was made by the create that carried `request_id`.
   bool made_by(const std::string& vm, const std::string& request_id) const {
-    const auto entry = context_.ledger.find(vm);
+    const auto entry = owners_.ledger.find(vm);
     return entry && entry->defined && entry->record && entry->record->request_id == request_id;
   }
 
   // An operation the tracker forgot (an hour after it ended, or 1000 newer): creates with a request id are
   // recorded until their id's window closes.
   Result<service::OperationView> recorded_operation(const std::string& id) {
-    if (auto record = context_.requests.find_operation(id)) return operation_of(*record);
+    if (auto record = owners_.requests.find_operation(id)) return operation_of(*record);
     return Error{ErrorCode::not_found,
                  "no operation " + id +
                      " (operations are kept for an hour after they end, across restarts; a create with a request id " +
@@ -325,15 +376,15 @@ class VmServiceImpl final : public service::VmService {
   }
 
   Result<std::vector<service::OperationView>> vm_starts(const VmName& name) override {
-    const auto entry = context_.ledger.find(name.str());
+    const auto entry = owners_.ledger.find(name.str());
     if (!entry || !entry->defined) return Error{ErrorCode::not_found, "no VM named " + text::quoted(name.str())};
-    return context_.operations.starts_of(name.str());
+    return owners_.operations.starts_of(name.str());
   }
 
   // A name in use is a conflict now rather than an operation that fails in the queue, unless the VM
   // is this very create's (a replay with its request id, answered above).
   Status check_name_free(const service::CreateVmRequest& request) const {
-    const auto entry = context_.ledger.find(request.name);
+    const auto entry = owners_.ledger.find(request.name);
     if (!entry || !entry->defined) return ok_status();
     if (!request.request_id.empty() && entry->record && entry->record->request_id == request.request_id) {
       return ok_status();
@@ -349,15 +400,15 @@ class VmServiceImpl final : public service::VmService {
   // or 400, not a queued create that fails (a create racing this one can still take them first,
   // and then this one fails in the queue with the same words).
   Status check_holdings_free(const service::CreateVmRequest& request) const {
-    const ReserveClaim claim{context_.config.placement.host_name, &request.claim};
-    return context_.ledger.check_create(request.uuid ? request.uuid->str() : std::string(), request.macs,
-                                        request.claim.empty() ? nullptr : &claim);
+    const ReserveClaim claim{owners_.facts.config.placement.host_name, &request.claim};
+    return owners_.ledger.check_create(request.uuid ? request.uuid->str() : std::string(), request.macs,
+                                       request.claim.empty() ? nullptr : &claim);
   }
 
   // A VM made before its create's request record was kept (an older hostagent) has the id in its
   // own record.
   Status check_request_id_unused(const service::CreateVmRequest& request) {
-    for (const auto& entry : context_.ledger.entries()) {
+    for (const auto& entry : owners_.ledger.entries()) {
       if (!entry.record || entry.record->request_id != request.request_id) continue;
       state::CreateRequestRecord older;  // its VM and template are all such a VM's record says
       older.vm = entry.name;
@@ -374,20 +425,20 @@ class VmServiceImpl final : public service::VmService {
 
   // On libvirt's event thread: only the ledger's lock, never a libvirt call.
   void on_domain_event(const virt::DomainEvent& event) {
-    context_.guest_watch.on_event(event);
-    if (context_.ledger.on_event(event) && !context_.operations.progress_of(event.name)) {
+    owners_.guest_watch.on_event(event);
+    if (owners_.ledger.on_event(event) && !owners_.operations.progress_of(event.name)) {
       queues_.post(kHostQueue, [this] { resync(); });
     }
     // A guest that powered itself off, or crashed, is no longer running: the record follows.
-    queues_.post(kHostQueue, [this] { power_.save(context_.ledger.entries()); });
+    queues_.post(kHostQueue, [this] { power_.save(owners_.ledger.entries()); });
     service::ServiceEvent changed;
     changed.kind = service::ServiceEvent::Kind::vm;
     changed.vm = event.name;
-    const auto entry = context_.ledger.find(event.name);
+    const auto entry = owners_.ledger.find(event.name);
     changed.vm_state = entry ? worded_state(*entry) : "absent";
     if (event.kind == virt::DomainEventKind::undefined) changed.vm_state = "absent";
     changed.detail = entry ? entry->last_event : std::string(virt::to_string(event.kind));
-    context_.events.publish(changed);
+    owners_.events.publish(changed);
   }
 
   void on_connection_event(virt::ConnectionEvent event) {
@@ -401,7 +452,7 @@ class VmServiceImpl final : public service::VmService {
     queues_.post(kHostQueue, [this] { resync(); });
     queues_.post(kHostQueue, [this] {
       recover_journal();
-      ready_ = context_.hypervisor->connected();
+      ready_ = owners_.hypervisor->connected();
     });
   }
 
@@ -410,7 +461,7 @@ class VmServiceImpl final : public service::VmService {
   // whether the VM exists says; a start, stop or reboot is not journaled, and the VM's state now
   // says what it did, except a start cut between launch and resume, which is finished.
   Status interrupted_outcome(const service::OperationView& cut) {
-    const auto entry = context_.ledger.find(cut.vm);
+    const auto entry = owners_.ledger.find(cut.vm);
     const bool exists = entry && entry->defined && entry->managed;
     if ((cut.kind == "create" && exists) || (cut.kind == "delete" && !exists)) return ok_status();
     if (cut.kind == "start" && exists && entry->state == virt::DomainState::paused) return resume_cut_start(cut.vm);
@@ -423,8 +474,8 @@ class VmServiceImpl final : public service::VmService {
   // A start cut short between QEMU's paused launch and its resume left the VM paused, and nothing
   // else would run it: hostagent pauses a VM nowhere else, so the start is finished here.
   Status resume_cut_start(const std::string& vm) {
-    HA_TRY_STATUS(context_.hypervisor->resume(vm));
-    context_.ledger.set_domain(vm, "", virt::DomainState::running);
+    HA_TRY_STATUS(owners_.hypervisor->resume(vm));
+    owners_.ledger.set_domain(vm, "", virt::DomainState::running);
     log(LogLevel::info, vm + " was left paused by a start hostagentd's stop cut short: resumed",
         {.vm = vm, .operation = "start"});
     return ok_status();
@@ -433,9 +484,9 @@ class VmServiceImpl final : public service::VmService {
   // A running VM's devices, as its record says they were prepared: a PF driver reloaded while the
   // daemon was down blanks the VFs under a running guest. Only what differs is written.
   void repair_running(service::ReconcileReport& report) {
-    for (const auto& entry : context_.ledger.entries()) {
+    for (const auto& entry : owners_.ledger.entries()) {
       if (!entry.managed || !entry.record || entry.state != virt::DomainState::running) continue;
-      auto repaired = reapply_devices(context_, *entry.record);
+      auto repaired = reapply_devices(work_.effects, *entry.record);
       if (!repaired.ok()) {
         report.problems.push_back(entry.name + ": its devices are not as prepared, and putting them back failed: " +
                                   repaired.error().message);
@@ -450,9 +501,9 @@ class VmServiceImpl final : public service::VmService {
     const auto before = power_.reboot_record();
     if (!before) return {};
     report.host_rebooted = true;
-    report.boot_starts = boot_starts(context_.config.on_host_boot, *before, context_.ledger.entries());
+    report.boot_starts = boot_starts(owners_.facts.config.on_host_boot, *before, owners_.ledger.entries());
     log(LogLevel::info, "the host rebooted since hostagentd last ran (boot " + before->boot_id +
-                            "): operations.on_host_boot " + context_.config.on_host_boot + " starts " +
+                            "): operations.on_host_boot " + owners_.facts.config.on_host_boot + " starts " +
                             std::to_string(report.boot_starts.size()) + " VMs (" +
                             std::to_string(before->running.size()) + " were running)");
     return report.boot_starts;
@@ -465,18 +516,18 @@ class VmServiceImpl final : public service::VmService {
     for (const auto& name : starts) {
       const auto operation = enqueue("start", name);
       queue(operation.id, name, [this, name] {
-        auto started = daemon::start_vm(context_, name);
-        power_.boot_start_ended(context_.ledger.entries());
+        auto started = daemon::start_vm(work_, name);
+        power_.boot_start_ended(owners_.ledger.entries());
         return started;
       });
     }
-    power_.save(context_.ledger.entries());
+    power_.save(owners_.ledger.entries());
   }
 
   // Events may have been missed while libvirt was away, or a domain changed outside hostagent.
   void resync() {
     service::ReconcileReport report;
-    if (auto synced = sync_domains(context_, report, false); !synced.ok()) {
+    if (auto synced = sync_domains(work_, report, false); !synced.ok()) {
       log(LogLevel::warning, "sync with libvirt failed: " + synced.error().message);
     }
   }
@@ -484,7 +535,7 @@ class VmServiceImpl final : public service::VmService {
   // Operations left in the journal (a rollback or delete cut short by libvirt going away) are
   // recovered on their VM's queue, so they never race a newer operation on the same VM.
   void recover_journal() {
-    auto entries = context_.journal.entries();
+    auto entries = owners_.journal.entries();
     if (!entries.ok()) {
       log(LogLevel::error, "journal unreadable: " + entries.error().message);
       return;
@@ -492,15 +543,16 @@ class VmServiceImpl final : public service::VmService {
     for (const auto& entry : *entries) {
       queues_.post(entry.vm, [this, entry] {
         service::ReconcileReport report;
-        recover(context_, entry, report);
+        recover(work_, entry, report);
         for (const auto& problem : report.problems) log(LogLevel::warning, problem);
       });
     }
   }
 
-  PowerKeeper power_;  // before context_: built from the parts context_ takes
-  Context context_;
-  HostWatch host_watch_;  // after context_, whose members it reads; stopped first
+  PowerKeeper power_;  // before owners_: built from the parts owners_ takes
+  Owners owners_;
+  VmWork work_;           // refers into owners_
+  HostWatch host_watch_;  // after owners_, whose members it reads; stopped first
   std::atomic<int> connection_losses_{0};
   std::atomic<bool> ready_{false};
   std::mutex begin_create_mutex_;
@@ -508,7 +560,7 @@ class VmServiceImpl final : public service::VmService {
   service::ReconcileReport last_reconcile_;  // the start's; under report_mutex_
   std::mutex list_mutex_;
   service::VmList listed_{0, nullptr};  // the last list_vms(), by its version
-  VmQueues queues_;                     // after context_: destroyed (joined) before it
+  VmQueues queues_;                     // after owners_: destroyed (joined) before it
 };
 
 // libvirt opens each VM's serial log in it and fails the start when it is missing
@@ -545,19 +597,19 @@ service::ManagedVmView managed_view(const numa::HostModel& host, const state::Vm
 
 }  // namespace
 
-service::VmView view_of(Context& context, const LedgerEntry& entry) {
+service::VmView view_of(const numa::HostModel& host, OperationTracker& operations, const LedgerEntry& entry) {
   service::VmView view;
   view.name = entry.name;
   // A managed VM's UUID is chosen at create, before libvirt has its domain: the same from the start.
   view.uuid = entry.uuid.empty() && entry.record ? entry.record->uuid : entry.uuid;
   view.managed = entry.managed;
   view.state = worded_state(entry);
-  if (const auto progress = context.operations.progress_of(entry.name)) {
+  if (const auto progress = operations.progress_of(entry.name)) {
     view.operation = progress->operation;
     view.step = progress->step;
   }
   view.last_event = entry.last_event;
-  if (entry.record) view.record = managed_view(context.host, *entry.record);
+  if (entry.record) view.record = managed_view(host, *entry.record);
   return view;
 }
 

@@ -9,8 +9,8 @@ namespace hostagent::daemon {
 namespace {
 
 // Whether the domain called record.name is the one this record made. Absent: false.
-Result<bool> is_ours(Context& context, const state::VmRecord& record) {
-  auto domain = context.hypervisor->lookup(record.name);
+Result<bool> is_ours(Effects& effects, const state::VmRecord& record) {
+  auto domain = effects.hypervisor.lookup(record.name);
   if (!domain.ok()) {
     if (domain.error().code == ErrorCode::not_found) return false;
     return std::move(domain).error();
@@ -25,25 +25,25 @@ Result<bool> is_ours(Context& context, const state::VmRecord& record) {
 
 }  // namespace
 
-Status destroy_if_ours(Context& context, const state::VmRecord& record) {
-  HA_TRY(const bool ours, is_ours(context, record));
-  return ours ? context.hypervisor->destroy(record.name) : ok_status();
+Status destroy_if_ours(Effects& effects, const state::VmRecord& record) {
+  HA_TRY(const bool ours, is_ours(effects, record));
+  return ours ? effects.hypervisor.destroy(record.name) : ok_status();
 }
 
-Status undefine_if_ours(Context& context, const state::VmRecord& record) {
-  HA_TRY(const bool ours, is_ours(context, record));
+Status undefine_if_ours(Effects& effects, const state::VmRecord& record) {
+  HA_TRY(const bool ours, is_ours(effects, record));
   if (!ours) return ok_status();
   // A running persistent domain that is undefined keeps running as a transient one: stop it first.
-  HA_TRY_STATUS(context.hypervisor->destroy(record.name));
-  return context.hypervisor->undefine(record.name);
+  HA_TRY_STATUS(effects.hypervisor.destroy(record.name));
+  return effects.hypervisor.undefine(record.name);
 }
 
-Status delete_disk(Context& context, const state::VmRecord& record) {
+Status delete_disk(Effects& effects, const state::VmRecord& record) {
   if (record.inputs.disk_volume.empty()) return ok_status();
-  return context.hypervisor->delete_volume(record.inputs.disk_pool, record.inputs.disk_volume);
+  return effects.hypervisor.delete_volume(record.inputs.disk_pool, record.inputs.disk_volume);
 }
 
-Status delete_seed(Context& /*context*/, const state::VmRecord& record) {
+Status delete_seed(Effects& /*effects*/, const state::VmRecord& record) {
   if (record.inputs.seed_iso.empty()) return ok_status();
   std::error_code ec;
   std::filesystem::remove(record.inputs.seed_iso, ec);  // absent: false, no error
@@ -51,25 +51,25 @@ Status delete_seed(Context& /*context*/, const state::VmRecord& record) {
   return ok_status();
 }
 
-Status release_devices(Context& context, const state::VmRecord& record) {
-  return context.devices->release(record.name, record.allocation);
+Status release_devices(Effects& effects, const state::VmRecord& record) {
+  return effects.devices.release(record.name, record.allocation);
 }
 
-Result<std::vector<std::string>> reapply_devices(Context& context, const state::VmRecord& record) {
-  HA_TRY(auto repaired, context.devices->reapply(record.name, record.allocation));
+Result<std::vector<std::string>> reapply_devices(Effects& effects, const state::VmRecord& record) {
+  HA_TRY(auto repaired, effects.devices.reapply(record.name, record.allocation));
   for (const auto& repair : repaired) {
     log(LogLevel::warning, "devices of " + record.name + " were not as prepared: " + repair, {.vm = record.name});
   }
   return repaired;
 }
 
-Status no_effect(Context& /*context*/, const state::VmRecord& /*record*/) {
+Status no_effect(Effects& /*effects*/, const state::VmRecord& /*record*/) {
   return ok_status();
 }
 
-void release_vm(Context& context, const std::string& name) {
-  context.ledger.release(name);
-  context.lifecycle.released();
+void release_vm(Effects& effects, const std::string& name) {
+  effects.ledger.release(name);
+  effects.lifecycle.released();
 }
 
 const std::vector<DeleteStep>& delete_steps() {

@@ -8,12 +8,12 @@
 #include <string_view>
 #include <vector>
 
-#include "context.hpp"
+#include "vm_work.hpp"
 
 namespace hostagent::daemon {
 
 // A step's effect on the VM a record describes.
-using StepEffect = Status (*)(Context& context, const state::VmRecord& record);
+using StepEffect = Status (*)(Effects& effects, const state::VmRecord& record);
 
 // Create's steps (disk, seed, prepare_devices, define, start: create_vm.cpp's table, where each
 // one's run needs the shape and placement), by name in run order.
@@ -30,18 +30,18 @@ struct DeleteStep {
 const std::vector<DeleteStep>& delete_steps();
 
 // The effects the tables are made of.
-Status destroy_if_ours(Context& context, const state::VmRecord& record);
-Status undefine_if_ours(Context& context, const state::VmRecord& record);
-Status delete_disk(Context& context, const state::VmRecord& record);
-Status delete_seed(Context& context, const state::VmRecord& record);
-Status release_devices(Context& context, const state::VmRecord& record);
+Status destroy_if_ours(Effects& effects, const state::VmRecord& record);
+Status undefine_if_ours(Effects& effects, const state::VmRecord& record);
+Status delete_disk(Effects& effects, const state::VmRecord& record);
+Status delete_seed(Effects& effects, const state::VmRecord& record);
+Status release_devices(Effects& effects, const state::VmRecord& record);
 // Not a table's step: the VM's devices put back as prepared (DevicePreparer::reapply) before its
 // domain starts, and at reconcile for a running one. Each repair is logged; returns them.
-Result<std::vector<std::string>> reapply_devices(Context& context, const state::VmRecord& record);
-Status no_effect(Context& context, const state::VmRecord& record);
+Result<std::vector<std::string>> reapply_devices(Effects& effects, const state::VmRecord& record);
+Status no_effect(Effects& effects, const state::VmRecord& record);
 
 // Not a step: the VM's reservation let go in the ledger, after its steps are done or undone. Its
 // devices, marked when they were prepared, go to cleaning (daemon/device_lifecycle), not to free.
-void release_vm(Context& context, const std::string& name);
+void release_vm(Effects& effects, const std::string& name);
 
 }  // namespace hostagent::daemon
