@@ -25,7 +25,9 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -152,41 +154,46 @@ class TimedHypervisor final : public virt::Hypervisor {
     real_->subscribe(std::move(on_domain), std::move(on_connection));
   }
   bool connected() const override { return real_->connected(); }
+  // Time and calls per method so far: which of libvirt's calls the daemon's share goes to.
+  std::map<std::string, std::pair<int64_t, int64_t>> by_method() const {
+    const std::lock_guard lock(mutex_);
+    return by_method_;
+  }
   Result<std::string> define(const std::string& xml) override {
-    return timed([&] { return real_->define(xml); });
+    return timed("define", [&] { return real_->define(xml); });
   }
   Status start(const std::string& name) override {
-    return timed([&] { return real_->start(name); });
+    return timed("start", [&] { return real_->start(name); });
   }
   Status start_paused(const std::string& name) override {
-    return timed([&] { return real_->start_paused(name); });
+    return timed("start_paused", [&] { return real_->start_paused(name); });
   }
   Status resume(const std::string& name) override {
-    return timed([&] { return real_->resume(name); });
+    return timed("resume", [&] { return real_->resume(name); });
   }
   Status agent_ping(const std::string& name) override {
-    return timed([&] { return real_->agent_ping(name); });
+    return timed("agent_ping", [&] { return real_->agent_ping(name); });
   }
   Result<std::string> create_transient(const std::string& xml) override {
-    return timed([&] { return real_->create_transient(xml); });
+    return timed("create_transient", [&] { return real_->create_transient(xml); });
   }
   Status shutdown(const std::string& name) override {
-    return timed([&] { return real_->shutdown(name); });
+    return timed("shutdown", [&] { return real_->shutdown(name); });
   }
   Status destroy(const std::string& name) override {
-    return timed([&] { return real_->destroy(name); });
+    return timed("destroy", [&] { return real_->destroy(name); });
   }
   Status reboot(const std::string& name) override {
-    return timed([&] { return real_->reboot(name); });
+    return timed("reboot", [&] { return real_->reboot(name); });
   }
   Status undefine(const std::string& name) override {
-    return timed([&] { return real_->undefine(name); });
+    return timed("undefine", [&] { return real_->undefine(name); });
   }
   Result<virt::DomainSummary> lookup(const std::string& name) override {
-    return timed([&] { return real_->lookup(name); });
+    return timed("lookup", [&] { return real_->lookup(name); });
   }
   Result<std::vector<virt::DomainSummary>> list() override {
-    auto all = timed([&] { return real_->list(); });
+    auto all = timed("list", [&] { return real_->list(); });
     if (!all.ok()) return all;
     std::vector<virt::DomainSummary> seen;
     for (auto& domain : *all) {
@@ -195,35 +202,42 @@ class TimedHypervisor final : public virt::Hypervisor {
     return seen;
   }
   Result<std::string> domain_xml(const std::string& name) override {
-    return timed([&] { return real_->domain_xml(name); });
+    return timed("domain_xml", [&] { return real_->domain_xml(name); });
   }
   Result<std::string> volume_path(const std::string& pool, const std::string& volume) override {
     return real_->volume_path(pool, volume);
   }
   Result<std::string> create_overlay(const std::string& pool, const std::string& volume,
                                      const std::string& backing) override {
-    return timed([&] { return real_->create_overlay(pool, volume, backing); });
+    return timed("create_overlay", [&] { return real_->create_overlay(pool, volume, backing); });
   }
   Status delete_volume(const std::string& pool, const std::string& volume) override {
-    return timed([&] { return real_->delete_volume(pool, volume); });
+    return timed("delete_volume", [&] { return real_->delete_volume(pool, volume); });
   }
   Result<std::vector<std::string>> list_volumes(const std::string& pool) override {
-    return timed([&] { return real_->list_volumes(pool); });
+    return timed("list_volumes", [&] { return real_->list_volumes(pool); });
   }
 
  private:
   static bool hidden(const std::string& name) { return name == kBaselineVm; }
 
   template <typename Call>
-  auto timed(const Call& call) -> decltype(call()) {
+  auto timed(const char* method, const Call& call) -> decltype(call()) {
     const auto start = Clock::now();
     auto result = call();
-    libvirt_ns_ += ns_since(start);
+    const int64_t spent = ns_since(start);
+    libvirt_ns_ += spent;
+    const std::lock_guard lock(mutex_);
+    auto& [ns, calls] = by_method_[method];
+    ns += spent;
+    ++calls;
     return result;
   }
 
   std::unique_ptr<virt::Hypervisor> real_;
   std::atomic<int64_t> libvirt_ns_{0};
+  mutable std::mutex mutex_;
+  std::map<std::string, std::pair<int64_t, int64_t>> by_method_;  // name -> (ns, calls)
 };
 
 // ---- what the benchmark made in libvirt, removed whatever happens ------------------------------
@@ -455,9 +469,12 @@ struct Backend {
   fs::path own_pool_dir;  // empty: use config.storage_pool as it is
 };
 
+using MethodTimes = std::map<std::string, std::pair<int64_t, int64_t>>;  // name -> (ns, calls)
+
 struct Results {
   std::size_t xml_bytes = 0;
   DaemonArm daemon;
+  MethodTimes libvirt_calls;  // the daemon's, over the timed rounds
   std::vector<BaselineArm> baselines;
 };
 
@@ -490,6 +507,12 @@ void print_results(const Backend& backend, const Results& results, int rounds) {
   }
   print_split("create", results.daemon.create, rounds);
   print_split("delete", results.daemon.remove, rounds);
+  std::printf("  daemon's libvirt calls per create+delete (calls, ms):");
+  for (const auto& [method, spent] : results.libvirt_calls) {
+    std::printf(" %s %.1f, %.2f;", method.c_str(), static_cast<double>(spent.second) / rounds,
+                static_cast<double>(spent.first) / 1e6 / rounds);
+  }
+  std::printf("\n");
 }
 
 std::vector<BaselineArm> baseline_arms() {
@@ -516,8 +539,14 @@ Status measure(service::VmService& service, const TimedHypervisor& hypervisor, c
     arm.create.ms.clear();
     arm.remove.ms.clear();
   }
+  const auto before = hypervisor.by_method();
   for (int round = 0; round < rounds; ++round) {
     for (std::size_t i = 0; i < arms; ++i) HA_TRY_STATUS(run_arm((round + i) % arms, results.daemon));
+  }
+  for (const auto& [method, spent] : hypervisor.by_method()) {
+    const auto earlier = before.find(method);
+    const auto [ns, calls] = earlier == before.end() ? std::pair<int64_t, int64_t>{} : earlier->second;
+    if (spent.second > calls) results.libvirt_calls[method] = {spent.first - ns, spent.second - calls};
   }
   return ok_status();
 }

@@ -41,6 +41,8 @@ class MetricsText {
   // Families another MetricsText wrote (whole: their HELP, TYPE and samples), kept to be reused.
   void append(const std::string& rendered) { text_ += rendered; }
   const std::string& text() const { return text_; }
+  // The text, moved out: what a finished scrape answers with, without a copy of it.
+  std::string take() && { return std::move(text_); }
   // Room for `bytes` (what the last scrape took), so a scrape does not grow its text step by step.
   void reserve(std::size_t bytes) { text_.reserve(bytes); }
 

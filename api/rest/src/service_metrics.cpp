@@ -257,7 +257,7 @@ std::string ServiceMetrics::compute(service::VmService& service) {
   out.append(health_text(service.device_health()));
   render_counted(out);
   last_size_ = out.text().size();
-  return out.text();
+  return std::move(out).take();
 }
 
 // capacity() walks every function of the host, and labels are formatted per node: on vela2 that is

@@ -299,6 +299,13 @@ std::vector<service::QuarantineView> DeviceLifecycle::quarantined() const {
 }
 
 std::vector<service::CleaningView> DeviceLifecycle::cleaning() const {
+  // Every scrape asks, and mostly nothing is cleaning: the ledger's holdings (a copy of every VM's
+  // allocation) are read only when something is. Read before mutex_ is taken, as everywhere here.
+  {
+    const std::lock_guard lock(mutex_);
+    const auto is_cleaning = [](const auto& device) { return device.state == DeviceState::cleaning; };
+    if (std::none_of(devices_.begin(), devices_.end(), is_cleaning)) return {};
+  }
   const auto held = held_devices(parts_.ledger.held());
   const std::lock_guard lock(mutex_);
   std::vector<service::CleaningView> out;
