@@ -219,16 +219,15 @@ class HostDevicePreparer final : public DevicePreparer {
     return repaired;
   }
 
-  // A VF to configure: where its record is, how to reach it, what it gets.
+  // A VF to configure: how to reach it, what it gets.
   struct VfPlan {
-    std::size_t record_index = 0;
     VfPlace place;
     sriov::VfSettings wanted;
   };
 
   // Reads first (what each group is on now, each VF's place and settings, the registers
-  // peer-to-peer needs), then one durable record naming all of it, then the changes: one record
-  // write ahead of them all rather than two per device, since every undo is idempotent anyway.
+  // peer-to-peer needs), then one durable record naming all of it, then the changes: the record's
+  // one write, ahead of them all rather than two per device, since every undo is idempotent anyway.
   Status prepare_locked(DeviceRecord& record, const numa::Placement& placement, const DeviceRequest& request) {
     const auto devices = passthrough_devices(placement);
     // A VM without devices has no stages to tell apart: its preparation stays one phase.
@@ -248,15 +247,11 @@ class HostDevicePreparer final : public DevicePreparer {
     }
     stage("bind_groups", std::to_string(groups.size()) + " IOMMU groups to vfio-pci");
     for (const auto& vf : vfs) {
-      HA_TRY(auto configured, sriov::configure(*parts_.netlink, vf.place.pf_netdev, vf.place.index, vf.wanted));
-      auto& recorded = record.vfs[vf.record_index];
-      // A VF configured by this VM before keeps the settings it had before that.
-      if (recorded.previous == sriov::VfState{}) recorded.previous = configured.previous;
+      HA_TRY_STATUS(sriov::configure(*parts_.netlink, vf.place.pf_netdev, vf.place.index, vf.wanted));
     }
     stage("configure_vfs", std::to_string(vfs.size()) + " VFs configured over netlink");
     ledger_.acquire(record.owner, record.p2p);
     HA_TRY_STATUS(vfio::apply_p2p(*parts_.config_space, record.p2p));
-    HA_TRY_STATUS(records_.write(record));  // the VFs' earlier settings, for an operator reading the record
     stage("peer_to_peer", std::to_string(record.p2p.size()) + " ACS/ATS registers set");
     return ok_status();
   }
@@ -372,11 +367,18 @@ class HostDevicePreparer final : public DevicePreparer {
         return r.pf_netdev == place.pf_netdev && r.vf == place.index;
       });
       if (recorded == record.vfs.end()) {
-        record.vfs.push_back(sriov::VfConfigRecord{place.pf_netdev, place.index, wanted, {}});
+        // What the VF had before this VM, read now so the record written ahead of the changes has
+        // it (an operator reads it there; release resets to neutral, sriov::neutral_settings).
+        auto previous = parts_.netlink->read(place.pf_netdev, place.index);
+        if (!previous.ok()) {
+          return Error{previous.error().code, "read VF " + vf.to_string() + " (" + place.pf_netdev + " vf " +
+                                                  std::to_string(place.index) + "): " + previous.error().message};
+        }
+        record.vfs.push_back(sriov::VfConfigRecord{place.pf_netdev, place.index, wanted, *previous});
         recorded = record.vfs.end() - 1;
       }
       recorded->applied = wanted;
-      plans.push_back(VfPlan{static_cast<std::size_t>(recorded - record.vfs.begin()), place, wanted});
+      plans.push_back(VfPlan{place, wanted});
     }
     return plans;
   }

@@ -1,9 +1,13 @@
 // service/vm_service: the daemon's command interface, the one the REST API drives. Each
-// command is an operation on one VM: a sequence of journaled steps that rolls back on failure.
+// command on a VM is an operation: a sequence of journaled steps that rolls back on failure.
 // Commands for one VM run in the order they arrive; commands for different VMs run in parallel, and
-// placement is serialized so nothing is given twice. Thread-safe. A command has one form: begun, it
-// answers at once with its operation, which wait() follows to its end; the free functions below
-// do both for a caller that has a thread to block (hostagentd --exec, tests, benchmarks). The
+// placement is serialized so nothing is given twice. Thread-safe. A VM's command has one form:
+// begun, it answers at once with its operation, which wait() follows to its end; the free functions
+// below do both for a caller that has a thread to block (hostagentd --exec, tests, benchmarks).
+// A device's two commands answer with the device's own record instead, never an operation:
+// clean_device begins the device's cleaning and answers with it (followed in cleaning(), its events
+// and the evidence log, the cleaning's one record: as an operation too it would be written twice),
+// and clear_quarantine changes the device's state at once and answers with what it cleared. The
 // interface the edges drive: it names values of the pure layer and its own, nothing of the
 // adapters or of the daemon's state; service_parts.hpp starts one.
 #pragma once
