@@ -50,8 +50,8 @@ void spread_subdirectories(const std::string& directory) {
 const std::string& tests_parent() {
   static const std::string parent = [] {
     const char* tmpdir = std::getenv("TMPDIR");
-    const std::string base = tmpdir != nullptr && *tmpdir != '\0' ? tmpdir : "/tmp";
-    const std::string path = base + "/hostagent-tests-" + std::to_string(::getuid());
+    std::string base = tmpdir != nullptr && *tmpdir != '\0' ? tmpdir : "/tmp";
+    std::string path = base + "/hostagent-tests-" + std::to_string(::getuid());
     ::mkdir(path.c_str(), 0711);  // EEXIST: checked below, like any other
     struct stat st {};
     if (::lstat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != ::getuid()) return base;
