@@ -327,7 +327,7 @@ void ServiceMetrics::render_counted(MetricsText& out) {
   if (observed_text_version_ != observed_version_) {
     MetricsText observed;
     render_observed_locked(observed);
-    observed_text_ = observed.text();
+    observed_text_ = std::move(observed).take();
     observed_text_version_ = observed_version_;
   }
   out.append(observed_text_);

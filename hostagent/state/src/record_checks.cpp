@@ -92,7 +92,7 @@ std::string text_problem(std::string_view field, std::string_view value) {
 std::string record_problem(const VmRecord& record) {
   if (auto problem = required_text_problem("name", record.name); !problem.empty()) return problem;
   if (auto problem = required_text_problem("template_name", record.template_name); !problem.empty()) return problem;
-  if (record.uuid == VmRecord().uuid) return "uuid: the nil UUID is no VM's (choose one at create)";
+  if (record.uuid == kNilUuid) return "uuid: the nil UUID is no VM's (choose one at create)";
   if (auto problem = text_problem("request_id", record.request_id); !problem.empty()) return problem;
   if (!is_utc_timestamp(record.created_at)) {
     return "created_at " + text::quoted(record.created_at) +

@@ -47,13 +47,16 @@ struct VfRdma {
   bool operator==(const VfRdma&) const = default;
 };
 
+// The nil UUID (RFC 9562): a record's UUID while the record is being made, and never a VM's.
+inline constexpr char kNilUuid[] = "00000000-0000-0000-0000-000000000000";
+
 struct VmRecord {
   std::string name;
   // The domain's UUID, chosen by hostagent before the define: rollback and recovery touch a domain
   // only when its UUID is this one, never a same-named domain someone else made. Checked where it
   // came in (the request, or random_uuid) and on reading; the nil UUID only while a record is being
   // made: no record holding it is written.
-  Uuid uuid{"00000000-0000-0000-0000-000000000000"};
+  Uuid uuid{kNilUuid};
   std::string template_name;
   std::string request_id;  // the caller's id for the create, for idempotent retries; "" none
   std::string created_at;  // RFC 3339, UTC
