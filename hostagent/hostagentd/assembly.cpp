@@ -105,12 +105,12 @@ Result<numa::HostModel> discover_live(const config::DaemonConfig& config) {
 Result<numa::HostModel> discover_host(const config::DaemonConfig& config) {
   if (config.simulated_host.empty()) return discover_live(config);
   HA_TRY(const auto spec, simhost::builtin_host(config.simulated_host));
-  // Written fresh at every start: a simulated host has no state of its own to keep.
+  // Kept across restarts, as a real host's sysfs is (a pool the daemon raised stays raised), and
+  // written again when missing, cut short, or made by other writers or for another host.
   const fs::path root = simulated_root(config);
-  std::error_code ec;
-  fs::remove_all(root, ec);
-  if (ec) return errno_error(ec.value(), "remove", root.string());
-  HA_TRY_STATUS(simhost::write_sysfs_tree(spec, root));
+  HA_TRY(const bool written, simhost::ensure_sysfs_tree(spec, root));
+  log(LogLevel::info, "simulated host " + config.simulated_host + ": " + root.string() +
+                          (written ? " written" : " kept from the last start"));
   HA_TRY(auto model, discovery::discover_from_sysfs(root));
   return finish_discovery(std::move(model), config);
 }

@@ -1,7 +1,10 @@
 // simhost/sysfs_writer: write_sysfs_tree, the entry point. It checks the whole spec before it
 // writes anything, so a bad spec leaves no half-written tree behind, then hands the parts to
 // system_writer.cpp, pci_writer.cpp, net_writer.cpp and host_use_writer.cpp.
+#include <cerrno>
+#include <fstream>
 #include <set>
+#include <sstream>
 #include <system_error>
 
 #include "hostagent/simhost/sim_host.hpp"
@@ -60,20 +63,65 @@ Status prepare_root(const fs::path& root) {
   return ok_status();
 }
 
-}  // namespace
-
-Status write_sysfs_tree(const HostSpec& spec, const std::filesystem::path& root) {
+Result<detail::PciPlan> checked_plan(const HostSpec& spec) {
   HA_TRY_STATUS(check_nodes(spec));
-  HA_TRY(const auto plan, detail::plan_pci(spec));
+  HA_TRY(auto plan, detail::plan_pci(spec));
   HA_TRY_STATUS(detail::check_host_use(spec, plan));
-  HA_TRY_STATUS(prepare_root(root));
+  return plan;
+}
+
+void write_parts(detail::TreeWriter& writer, const HostSpec& spec, const detail::PciPlan& plan) {
   const auto cpus = detail::layout_cpus(spec);
-  detail::TreeWriter writer(root);
   detail::write_system(writer, spec, cpus);
   detail::write_pci(writer, spec, plan, cpus);
   detail::write_network(writer, plan);
   detail::write_host_use(writer, spec, plan);
+}
+
+// ensure_sysfs_tree's record of the tree under a root: the host's name and the tree's digest. A
+// file beside sys/ and proc/, which discovery never reads.
+constexpr const char* kStampName = ".simhost-tree";
+
+std::string read_stamp(const fs::path& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return in ? text.str() : "";
+}
+
+}  // namespace
+
+Status write_sysfs_tree(const HostSpec& spec, const std::filesystem::path& root) {
+  HA_TRY(const auto plan, checked_plan(spec));
+  HA_TRY_STATUS(prepare_root(root));
+  detail::TreeWriter writer(root);
+  write_parts(writer, spec, plan);
   return writer.status();
+}
+
+Result<std::string> tree_digest(const HostSpec& spec) {
+  HA_TRY(const auto plan, checked_plan(spec));
+  auto writer = detail::TreeWriter::digesting();
+  write_parts(writer, spec, plan);
+  return writer.digest();
+}
+
+Result<bool> ensure_sysfs_tree(const HostSpec& spec, const std::filesystem::path& root) {
+  HA_TRY(const auto digest, tree_digest(spec));
+  const std::string stamp = spec.name + " " + digest + "\n";
+  const fs::path stamp_path = root / kStampName;
+  if (read_stamp(stamp_path) == stamp) return false;
+  std::error_code ec;
+  fs::remove_all(root, ec);
+  if (ec) return errno_error(ec.value(), "remove", root.string());
+  HA_TRY_STATUS(write_sysfs_tree(spec, root));
+  // Last: a tree cut short (the daemon killed while writing it) has no stamp, so the next start
+  // writes it again.
+  std::ofstream out(stamp_path, std::ios::trunc);
+  out << stamp;
+  out.close();
+  if (!out) return errno_error(errno != 0 ? errno : EIO, "write", stamp_path.string());
+  return true;
 }
 
 }  // namespace hostagent::simhost

@@ -5,8 +5,30 @@
 #include <fstream>
 #include <system_error>
 
+#include "hostagent/common/sha256.hpp"
+
 namespace hostagent::simhost::detail {
 namespace fs = std::filesystem;
+
+TreeWriter TreeWriter::digesting() {
+  TreeWriter writer{fs::path()};
+  writer.digesting_ = true;
+  return writer;
+}
+
+// Each call as its kind, its path and its contents, each ended by a 0 byte so that no two calls'
+// bytes run together into a third's.
+void TreeWriter::keep(char kind, const std::string& kernel_path, const uint8_t* data, std::size_t size) {
+  calls_ += kind;
+  calls_ += kernel_path;
+  calls_ += '\0';
+  calls_.append(reinterpret_cast<const char*>(data), size);
+  calls_ += '\0';
+}
+
+std::string TreeWriter::digest() const {
+  return digesting_ ? sha256_hex(calls_) : "";
+}
 
 fs::path TreeWriter::host(const std::string& kernel_path) const {
   return root_ / fs::path(kernel_path).relative_path();
@@ -26,6 +48,10 @@ bool TreeWriter::make_parent(const fs::path& path) {
 }
 
 void TreeWriter::dir(const std::string& kernel_path) {
+  if (digesting_) {
+    keep('d', kernel_path, nullptr, 0);
+    return;
+  }
   if (failed_) return;
   std::error_code ec;
   fs::create_directories(host(kernel_path), ec);
@@ -37,6 +63,10 @@ void TreeWriter::file(const std::string& kernel_path, const std::string& content
 }
 
 void TreeWriter::binary(const std::string& kernel_path, const std::vector<uint8_t>& contents) {
+  if (digesting_) {
+    keep('f', kernel_path, contents.data(), contents.size());
+    return;
+  }
   const fs::path path = host(kernel_path);
   if (failed_ || !make_parent(path)) return;
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
@@ -47,6 +77,10 @@ void TreeWriter::binary(const std::string& kernel_path, const std::vector<uint8_
 }
 
 void TreeWriter::link(const std::string& kernel_path, const std::string& target_kernel_path) {
+  if (digesting_) {
+    keep('l', kernel_path, reinterpret_cast<const uint8_t*>(target_kernel_path.data()), target_kernel_path.size());
+    return;
+  }
   const fs::path path = host(kernel_path);
   if (failed_ || !make_parent(path)) return;
   const fs::path from = fs::path(kernel_path).parent_path();

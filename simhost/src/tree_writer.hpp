@@ -4,6 +4,7 @@
 // plumbing.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <filesystem>
 #include <string>
@@ -16,6 +17,9 @@ namespace hostagent::simhost::detail {
 class TreeWriter {
  public:
   explicit TreeWriter(std::filesystem::path root) : root_(std::move(root)) {}
+  // A writer that writes nothing and keeps each call instead, for digest(): the tree's
+  // fingerprint, which changes whenever what the writers would write changes.
+  static TreeWriter digesting();
 
   void dir(const std::string& kernel_path);
   // Writes contents as is (the caller adds the newline the kernel ends an attribute with).
@@ -26,13 +30,19 @@ class TreeWriter {
   void link(const std::string& kernel_path, const std::string& target_kernel_path);
 
   Status status() const;
+  // The SHA-256 of the calls so far (common/sha256), 64 hex digits; "" for a writer that writes.
+  std::string digest() const;
 
  private:
   std::filesystem::path host(const std::string& kernel_path) const;
   bool make_parent(const std::filesystem::path& path);
   void fail(int err, const std::string& operation, const std::filesystem::path& path);
 
+  void keep(char kind, const std::string& kernel_path, const uint8_t* data, std::size_t size);
+
   std::filesystem::path root_;
+  bool digesting_ = false;
+  std::string calls_;  // what a digesting writer was asked to write (about 2 MB for vela2)
   bool failed_ = false;
   Error error_{ErrorCode::internal, ""};
 };

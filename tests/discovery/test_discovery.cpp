@@ -8,6 +8,7 @@
 #include "hostagent/api/host_json.hpp"
 #include "hostagent/discovery/discovery.hpp"
 #include "hostagent/simhost/sim_host.hpp"
+#include "simulated_hosts.hpp"
 #include "test_support.hpp"
 
 namespace hostagent::discovery {
@@ -16,13 +17,23 @@ namespace {
 namespace fs = std::filesystem;
 using testing::TempDir;
 
+// A built-in host's model, read from its shared tree (tests/support/simulated_hosts.hpp).
 struct Discovered {
-  TempDir dir;
   numa::HostModel model;
 };
 
 std::unique_ptr<Discovered> discover_builtin(const std::string& name) {
-  auto out = std::make_unique<Discovered>();
+  return std::make_unique<Discovered>(Discovered{testing::discover_shared(name)});
+}
+
+// A built-in host written to a tree of the test's own, which the test breaks.
+struct Written {
+  TempDir dir;
+  numa::HostModel model;
+};
+
+std::unique_ptr<Written> written_builtin(const std::string& name) {
+  auto out = std::make_unique<Written>();
   const auto spec = simhost::builtin_host(name);
   REQUIRE_MESSAGE(spec.ok(), spec.error().message);
   const auto written = simhost::write_sysfs_tree(*spec, out->dir.path());
@@ -216,14 +227,14 @@ TEST_CASE("quirk: a GPU link trained below its capability is visible") {
 }
 
 // The first GPU's directory in a fixture tree, to break.
-fs::path first_gpu_dir(const Discovered& host) {
+fs::path first_gpu_dir(const Written& host) {
   const auto gpus = with_role(host.model, numa::PciRole::gpu);
   REQUIRE_FALSE(gpus.empty());
   return host.dir.path() / "sys/bus/pci/devices" / gpus[0]->address.to_string();
 }
 
 TEST_CASE("garbage in a sysfs attribute is an error naming the file") {
-  const auto host = discover_builtin("workstation");
+  const auto host = written_builtin("workstation");
   const auto numa_node = first_gpu_dir(*host) / "numa_node";
   fs::remove(numa_node);
   std::ofstream(numa_node) << "zero\n";
@@ -235,7 +246,7 @@ TEST_CASE("garbage in a sysfs attribute is an error naming the file") {
 }
 
 TEST_CASE("an unreadable sysfs attribute is an error naming the file") {
-  const auto host = discover_builtin("workstation");
+  const auto host = written_builtin("workstation");
   const auto vendor = first_gpu_dir(*host) / "vendor";
   // Root reads through any mode bits, so make the attribute a directory: read(2) fails with EISDIR.
   fs::remove(vendor);

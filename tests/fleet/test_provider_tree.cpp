@@ -17,8 +17,7 @@ namespace {
 using hostagent::testing::kGiB;
 
 struct Host {
-  testing::TempDir dir;
-  numa::HostModel model = testing::discover_simulated("vela2", dir);
+  numa::HostModel model = testing::discover_shared("vela2");
   numa::HostPolicy policy;
   std::vector<numa::Allocation> held;
 

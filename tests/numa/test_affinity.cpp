@@ -1,26 +1,14 @@
 // numa/affinity: the relation the topology report prints and the guest check holds a guest to.
 #include <doctest/doctest.h>
 
-#include "hostagent/discovery/discovery.hpp"
 #include "hostagent/numa/affinity.hpp"
-#include "hostagent/simhost/sim_host.hpp"
-#include "test_support.hpp"
+#include "simulated_hosts.hpp"
 
 namespace hostagent::numa {
 namespace {
 
-HostModel discover_vela1(const testing::TempDir& dir) {
-  const auto spec = simhost::builtin_host("vela1");
-  REQUIRE(spec.ok());
-  REQUIRE(simhost::write_sysfs_tree(*spec, dir.path()).ok());
-  auto model = discovery::discover_from_sysfs(dir.path());
-  REQUIRE_MESSAGE(model.ok(), model.error().message);
-  return std::move(*model);
-}
-
 TEST_CASE("affinity: PIX under a shared switch, NODE across root complexes, SYS across nodes") {
-  testing::TempDir dir;
-  const auto model = discover_vela1(dir);
+  const auto model = testing::discover_shared("vela1");
   std::vector<const PciFunction*> gpus, nics;
   for (const auto& f : model.pci_devices) {
     if (f.role == PciRole::gpu) gpus.push_back(&f);

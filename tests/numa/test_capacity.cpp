@@ -180,8 +180,7 @@ TEST_CASE("capacity counts CPUs, devices and hugepages free as placement would")
 }
 
 TEST_CASE("capacity on vela2 is the boundary of what placement accepts") {
-  testing::TempDir dir;
-  const auto host = testing::discover_simulated("vela2", dir);
+  const auto host = testing::discover_shared("vela2");
   numa::HostPolicy policy;
   policy.housekeeping_cpus = {0, 1};
   std::vector<numa::Allocation> held;

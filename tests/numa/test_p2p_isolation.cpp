@@ -24,8 +24,7 @@ PciAddress at(const char* text) {
 }
 
 const HostModel& vela2() {
-  static const testing::TempDir dir;
-  static const HostModel model = testing::discover_simulated("vela2", dir);
+  static const HostModel model = testing::discover_shared("vela2");
   return model;
 }
 

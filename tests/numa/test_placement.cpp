@@ -14,6 +14,7 @@
 #include "hostagent/numa/nvlink.hpp"
 #include "hostagent/numa/placement.hpp"
 #include "hostagent/simhost/sim_host.hpp"
+#include "simulated_hosts.hpp"
 #include "test_support.hpp"
 
 namespace hostagent::numa {
@@ -23,17 +24,12 @@ using hostagent::testing::kGiB;
 using hostagent::testing::kMiB;
 
 struct SharedHost {
-  testing::TempDir dir;
   HostModel model;
 };
 
 std::unique_ptr<SharedHost> discover_spec(const simhost::HostSpec& spec) {
   auto out = std::make_unique<SharedHost>();
-  const auto written = simhost::write_sysfs_tree(spec, out->dir.path());
-  REQUIRE_MESSAGE(written.ok(), written.error().message);
-  auto model = discovery::discover_from_sysfs(out->dir.path());
-  REQUIRE_MESSAGE(model.ok(), model.error().message);
-  out->model = std::move(model).value();
+  out->model = testing::discover_shared(spec);
   return out;
 }
 

@@ -11,6 +11,7 @@
 
 #include "hostagent/discovery/discovery.hpp"
 #include "hostagent/simhost/sim_host.hpp"
+#include "simulated_hosts.hpp"
 
 namespace hostagent::render::testing {
 namespace {
@@ -184,11 +185,7 @@ std::unique_ptr<Host> discover_uncached(const std::string& name, int vfs_per_pf)
   auto spec = simhost::builtin_host(name);
   REQUIRE_MESSAGE(spec.ok(), spec.error().message);
   if (vfs_per_pf > 0) enable_vfs(*spec, vfs_per_pf);
-  const auto written = simhost::write_sysfs_tree(*spec, out->dir.path());
-  REQUIRE_MESSAGE(written.ok(), written.error().message);
-  auto model = discovery::discover_from_sysfs(out->dir.path());
-  REQUIRE_MESSAGE(model.ok(), model.error().message);
-  out->model = std::move(model).value();
+  out->model = testing::discover_shared(*spec);
   return out;
 }
 

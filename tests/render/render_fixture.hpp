@@ -25,8 +25,7 @@ using namespace hostagent::testing;
 constexpr uint64_t GiB = 1ULL << 30;
 
 struct Host {
-  TempDir dir;
-  numa::HostModel model;
+  numa::HostModel model;  // discovered from its shared tree (tests/support/simulated_hosts.hpp)
 };
 
 // A built-in simulated host; `vfs_per_pf` > 0 enables that many VFs on every SR-IOV PF that has

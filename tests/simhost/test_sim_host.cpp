@@ -524,6 +524,54 @@ TEST_CASE("errors: the root must be empty") {
   CHECK(status.error().message.find(root.string()) != std::string::npos);
 }
 
+// ----- kept trees (ensure_sysfs_tree) --------------------------------------------------------------
+
+TEST_CASE("tree digest: the same spec gives the same digest, and any change to what is written another") {
+  const auto spec = small_spec();
+  const auto first = tree_digest(spec);
+  REQUIRE(first.ok());
+  CHECK(first->size() == 64);
+  CHECK(tree_digest(small_spec()).value() == *first);
+  auto fewer_cores = small_spec();
+  fewer_cores.nodes[0].cores = 1;
+  CHECK(tree_digest(fewer_cores).value() != *first);
+  auto other_nic = small_spec();
+  other_nic.functions.back().device ^= 1;  // one byte of one config space file
+  CHECK(tree_digest(other_nic).value() != *first);
+  CHECK_FALSE(tree_digest(HostSpec{}).ok());  // checked as write_sysfs_tree checks it
+}
+
+TEST_CASE("ensure: a tree is written once, then kept with what was written into it, as a kernel's state is") {
+  const TempDir dir;
+  const fs::path root = dir.path() / "root";
+  const auto written = ensure_sysfs_tree(small_spec(), root);
+  REQUIRE(written.ok());
+  CHECK(*written);
+  const fs::path pages = root / "sys/devices/system/node/node0/meminfo";
+  REQUIRE(fs::exists(pages));
+  hostagent::testing::write_text_file(pages, "changed by the daemon\n");
+  const auto again = ensure_sysfs_tree(small_spec(), root);
+  REQUIRE(again.ok());
+  CHECK_FALSE(*again);
+  CHECK(hostagent::testing::read_text_file(pages) == "changed by the daemon\n");
+}
+
+TEST_CASE("ensure: another spec's tree, a tree cut short, and stray files are replaced by the whole tree") {
+  const TempDir dir;
+  const fs::path root = dir.path() / "root";
+  auto other = small_spec();
+  other.nodes[0].cores = 1;
+  REQUIRE(ensure_sysfs_tree(other, root).value());
+  CHECK(ensure_sysfs_tree(small_spec(), root).value());  // another spec: written again
+  CHECK(fs::exists(root / "sys/devices/system/cpu/cpu3"));
+
+  fs::remove(root / ".simhost-tree");  // as a daemon killed before the stamp leaves it
+  fs::create_directories(root / "stray");
+  CHECK(ensure_sysfs_tree(small_spec(), root).value());
+  CHECK_FALSE(fs::exists(root / "stray"));
+  CHECK_FALSE(ensure_sysfs_tree(small_spec(), root).value());
+}
+
 // ----- lspci -------------------------------------------------------------------------------------
 
 struct Lspci {

@@ -64,6 +64,11 @@ const std::string& tests_parent() {
 
 }  // namespace
 
+const fs::path& tests_scratch_parent() {
+  static const fs::path parent = tests_parent();
+  return parent;
+}
+
 TempDir::TempDir() {
   std::string templ = tests_parent() + "/hostagent-test-XXXXXX";
   if (mkdtemp(templ.data()) == nullptr) throw std::runtime_error("mkdtemp failed");

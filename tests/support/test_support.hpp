@@ -53,6 +53,10 @@ class Gate {
   bool open_ = false;
 };
 
+// $TMPDIR/hostagent-tests-UID (test_support.cpp says why), where every TempDir is made; $TMPDIR
+// itself when that cannot be this user's directory.
+const std::filesystem::path& tests_scratch_parent();
+
 // A fresh directory under $TMPDIR, removed with everything in it when this goes out of scope.
 class TempDir {
  public:

@@ -24,8 +24,7 @@ std::map<std::string, vmtemplates::VmTemplate> shipped_templates() {
 }
 
 struct FakeApi {
-  TempDir host_dir;
-  FakeVmService service{discover_simulated("vela2", host_dir), shipped_templates()};
+  FakeVmService service{discover_shared("vela2"), shipped_templates()};
   ApiServer server;
 
   FakeApi() { server.serve(service, api::RestApiOptions{}); }

@@ -26,8 +26,7 @@ double sample_value(const std::string& text, const std::string& series) {
 }
 
 TEST_CASE("a scrape shows what changed before it: capacity, device health and VM states") {
-  TempDir host_dir;
-  FakeVmService service{discover_simulated("vela2", host_dir), {}};
+  FakeVmService service{discover_shared("vela2"), {}};
   api::detail::ServiceMetrics metrics;
   const auto usage = service.usage();
   REQUIRE(usage.host != nullptr);
@@ -79,8 +78,7 @@ TEST_CASE("a scrape shows what changed before it: capacity, device health and VM
 // The guest's phases (kernel, up) are added to an operation after it ended: each is observed once,
 // as it comes, and the operation's duration once.
 TEST_CASE("phases added after an operation ended are observed once each") {
-  TempDir host_dir;
-  FakeVmService service{discover_simulated("vela2", host_dir), {}};
+  FakeVmService service{discover_shared("vela2"), {}};
   api::detail::ServiceMetrics metrics;
   service::OperationView create;
   create.id = "op-1";
@@ -116,8 +114,7 @@ TEST_CASE("phases added after an operation ended are observed once each") {
 
 // What ended is kept rendered between scrapes: each kind of observation must show in the next.
 TEST_CASE("a scrape shows what ended since the one before: an operation, a cleaning, a release, and each request") {
-  TempDir host_dir;
-  FakeVmService service{discover_simulated("vela2", host_dir), {}};
+  FakeVmService service{discover_shared("vela2"), {}};
   api::detail::ServiceMetrics metrics;
   const auto value = [&](const std::string& series) { return sample_value(metrics.render(service), series); };
   const std::string stops = R"(hostagent_operation_duration_seconds_count{kind="stop",result="succeeded"})";
@@ -163,8 +160,7 @@ TEST_CASE("a scrape shows what ended since the one before: an operation, a clean
 }
 
 TEST_CASE("concurrent scrapes share computations, one at a time, and none answers with a count older than itself") {
-  TempDir host_dir;
-  FakeVmService service{discover_simulated("vela2", host_dir), {}};
+  FakeVmService service{discover_shared("vela2"), {}};
   api::detail::ServiceMetrics metrics;
   std::atomic<int> computing{0};
   std::atomic<int> most_at_once{0};

@@ -336,8 +336,32 @@ config::DaemonConfig DaemonFixture::config() const {
   return config;
 }
 
+fs::path DaemonFixture::host_tree() const {
+  return config().state_directory / "simulated-host";
+}
+
+fs::path DaemonFixture::own_host_tree() {
+  REQUIRE_MESSAGE(!shared_tree_, "own_host_tree() after the first start: the services already read the shared tree");
+  own_tree_ = true;
+  return host_tree();
+}
+
+// The shared tree at the place the daemon writes its own: it finds simhost's stamp there and keeps
+// it (ensure_sysfs_tree).
+void DaemonFixture::link_shared_tree() {
+  shared_tree_.emplace(simulated_host_);
+  std::error_code ec;
+  fs::create_directories(host_tree().parent_path(), ec);
+  fs::create_directory_symlink(shared_tree_->root(), host_tree(), ec);
+  REQUIRE_MESSAGE(!ec, "link " << host_tree().string() << ": " << ec.message());
+}
+
 Result<std::unique_ptr<service::VmService>> DaemonFixture::start(FaultyHypervisor** faulty,
                                                                  const std::shared_ptr<ManualClock>& clock) {
+  REQUIRE_MESSAGE((hugepages.empty() || !shared_tree_),
+                  "host.hugepages raises pools in the host's tree, which an earlier start shared: call "
+                  "own_host_tree() before the first start");
+  if (!own_tree_ && hugepages.empty() && !shared_tree_) link_shared_tree();
   HA_TRY(auto parts, cli::assemble_parts(config()));
   auto wrapper = std::make_unique<FaultyHypervisor>(std::move(parts.hypervisor));
   if (faulty != nullptr) *faulty = wrapper.get();

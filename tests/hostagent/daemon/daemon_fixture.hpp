@@ -20,6 +20,7 @@
 #include "hostagent/daemon/host_readers.hpp"
 #include "hostagent/daemon/step_hook.hpp"
 #include "hostagent/service/vm_service.hpp"
+#include "simulated_hosts.hpp"
 #include "test_support.hpp"
 
 namespace hostagent::testing {
@@ -191,12 +192,22 @@ class DaemonFixture {
   // starts: a test varies what the daemon reads of the host without writing its sysfs tree.
   std::function<void(daemon::HostReaders&)> change_readers;
   const std::filesystem::path& scratch() const { return scratch_.path(); }
+  // The simulated host's sysfs tree the services read, at the state directory's simulated-host:
+  // shared with other tests and read only (SharedHostTree checks it when the fixture ends) unless
+  // the test calls this before its first start, and it must when it writes the tree. A fixture
+  // with `hugepages` gets a tree of its own too: the daemon raises the pools in it. Returns its path.
+  std::filesystem::path own_host_tree();
   // The journal's entries on disk.
   std::vector<std::filesystem::path> journal_files() const;
 
  private:
+  std::filesystem::path host_tree() const;
+  void link_shared_tree();
+
   std::string simulated_host_;
   TempDir scratch_;
+  bool own_tree_ = false;
+  std::optional<SharedHostTree> shared_tree_;  // the tree the services read, when shared
   std::vector<std::filesystem::path> template_dirs_;
   std::shared_ptr<RecordingPreparer::Shared> devices_ = std::make_shared<RecordingPreparer::Shared>();
 };

@@ -82,8 +82,7 @@ void create_concurrently(const std::string& name, const char* yaml) {
   TempDir templates;
   std::ofstream(templates.path() / (name + ".yaml")) << yaml;
   fixture.add_template_dir(templates.path());
-  TempDir host_dir;
-  const auto host = discover_simulated("vela2", host_dir);
+  const auto host = discover_shared("vela2");
   const auto shape = vmtemplates::load_template_file(templates.path() / (name + ".yaml"), {});
   REQUIRE(shape.ok());
   const int fits = capacity(host, *shape);

@@ -119,8 +119,7 @@ TEST_CASE("a foreign domain named outside hostagent's rule has its devices marke
 
 // The simulated host's free_hugepages of the 1 GiB pool on each node, as the kernel would report
 // after pages were taken outside hostagent.
-void set_kernel_free(const DaemonFixture& fixture, int pages) {
-  const auto root = fixture.config().state_directory / "simulated-host";
+void set_kernel_free(const std::filesystem::path& root, int pages) {
   for (const int node : {0, 1}) {
     const auto file = root / ("sys/devices/system/node/node" + std::to_string(node) +
                               "/hugepages/hugepages-1048576kB/free_hugepages");
@@ -131,8 +130,9 @@ void set_kernel_free(const DaemonFixture& fixture, int pages) {
 
 TEST_CASE("hugepages the kernel no longer has free are not placed, and the refusal says so") {
   DaemonFixture fixture;
+  const auto tree = fixture.own_host_tree();
   auto service = started(fixture);
-  set_kernel_free(fixture, 4);
+  set_kernel_free(tree, 4);
   const auto refused = create_vm(*service, fixture.request("big", kOneGpu));
   REQUIRE_FALSE(refused.ok());
   CHECK(refused.error().code == ErrorCode::does_not_fit);
@@ -140,7 +140,7 @@ TEST_CASE("hugepages the kernel no longer has free are not placed, and the refus
                 refused.error().message);
   CHECK(test_driver_domains("big").empty());
 
-  set_kernel_free(fixture, 900);
+  set_kernel_free(tree, 900);
   auto placed = create_vm(*service, fixture.request("big", kOneGpu));
   REQUIRE_MESSAGE(placed.ok(), placed.error().message);
 }

@@ -414,6 +414,7 @@ TEST_CASE("device health is read from the simulated host's sysfs") {
 
 TEST_CASE("device health is kept and read again in the background: a link that drops shows without a read") {
   DaemonFixture fixture;
+  const auto tree = fixture.own_host_tree();
   auto clock = std::make_shared<ManualClock>();
   auto service = started(fixture, nullptr, clock);
   auto before = service->device_health();
@@ -424,8 +425,7 @@ TEST_CASE("device health is kept and read again in the background: a link that d
   REQUIRE(gpu != devices.end());
   CHECK_FALSE(gpu->link_degraded);
   // The link retrains at x4 (the simulated host's tree, as the kernel would show it).
-  const auto width = fixture.scratch() / "state" / "simulated-host" / "sys" / "bus" / "pci" / "devices" /
-                     gpu->address.to_string() / "current_link_width";
+  const auto width = tree / "sys" / "bus" / "pci" / "devices" / gpu->address.to_string() / "current_link_width";
   REQUIRE(std::filesystem::exists(width));
   write_text_file(width, "4\n");
   REQUIRE(clock->advance_and_settle(fixture.device_health_interval));
@@ -442,6 +442,7 @@ TEST_CASE("device health is kept and read again in the background: a link that d
 TEST_CASE(
     "capacity counts the kernel's free hugepages as last read, lower than the accounting when pages went elsewhere") {
   DaemonFixture fixture;
+  const auto tree = fixture.own_host_tree();
   auto clock = std::make_shared<ManualClock>();
   auto service = started(fixture, nullptr, clock);
   const auto node0_free = [&] {
@@ -456,8 +457,8 @@ TEST_CASE(
   const uint64_t before = node0_free();
   REQUIRE(before > 3);
   // Something outside hostagent (a process on hugetlbfs) took all but 3 of node 0's 1 GiB pages.
-  const auto file = fixture.scratch() / "state" / "simulated-host" / "sys" / "devices" / "system" / "node" / "node0" /
-                    "hugepages" / "hugepages-1048576kB" / "free_hugepages";
+  const auto file =
+      tree / "sys" / "devices" / "system" / "node" / "node0" / "hugepages" / "hugepages-1048576kB" / "free_hugepages";
   REQUIRE(std::filesystem::exists(file));
   write_text_file(file, "3\n");
   CHECK(node0_free() == before);  // read with the devices' health, at its next reading

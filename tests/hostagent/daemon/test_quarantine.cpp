@@ -112,14 +112,14 @@ TEST_CASE("a device quarantined twice keeps its first account") {
 
 TEST_CASE("a GPU gone from the bus is quarantined by the health poller, naming the VM that held it") {
   DaemonFixture fixture;
+  const auto tree = fixture.own_host_tree();
   auto clock = std::make_shared<ManualClock>();
   auto service = started(fixture, nullptr, clock);
   auto holder = create_vm(*service, fixture.request("holder", kOneGpu));
   REQUIRE_MESSAGE(holder.ok(), holder.error().message);
   const PciAddress gpu = holder->record->allocation.devices.front();
   // The kernel drops the bus/pci/devices link with the device.
-  const auto link =
-      fixture.scratch() / "state" / "simulated-host" / "sys" / "bus" / "pci" / "devices" / gpu.to_string();
+  const auto link = tree / "sys" / "bus" / "pci" / "devices" / gpu.to_string();
   REQUIRE(std::filesystem::exists(std::filesystem::symlink_status(link)));
   std::filesystem::remove(link);
   CHECK(service->quarantined().empty());  // seen at the poller's next reading

@@ -554,6 +554,7 @@ TEST_CASE("SSH keys reach the guest in a cloud-init seed, which goes with the VM
 
 TEST_CASE("host_now reads ACS and ATS from config space as they are now, at most once a second") {
   DaemonFixture fixture;
+  const auto tree = fixture.own_host_tree();
   auto clock = std::make_shared<ManualClock>();
   auto service = started(fixture, nullptr, clock);
   const auto discovered = service->usage();
@@ -564,7 +565,7 @@ TEST_CASE("host_now reads ACS and ATS from config space as they are now, at most
   CHECK(service->host_now().find(port->address)->acs->control == port->acs->control);
 
   // What device preparation does to a port, done here by hand on the simulated host's tree.
-  auto config = vfio::make_libpci_config_space(fixture.config().state_directory / "simulated-host");
+  auto config = vfio::make_libpci_config_space(tree);
   REQUIRE_MESSAGE(config.ok(), config.error().message);
   const auto acs = (*config)->find_ext_capability(port->address, 0x0d);  // PCI_EXT_CAP_ID_ACS
   REQUIRE(acs.ok());
@@ -597,6 +598,7 @@ uint64_t pool_total(const numa::HostModel& host, int node, uint64_t page_size) {
 TEST_CASE("host.hugepages raises a node's pool at start, and what placement sees is the raised pool") {
   constexpr uint64_t k1G = 1ULL << 30;
   DaemonFixture fixture;
+  fixture.own_host_tree();  // the first start reads the tree the second raises a pool in
   const auto before = pool_total(started(fixture)->host_now(), 1, k1G);
   fixture.hugepages = {{1, k1G, before + 4}};
   auto service = started(fixture);

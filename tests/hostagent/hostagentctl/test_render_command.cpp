@@ -43,9 +43,9 @@ TEST_CASE("every shipped template on every simulated host: golden placement, dom
   const auto shapes = vmtemplates::load_template_dirs({testing::shipped_templates_dir()});
   REQUIRE_MESSAGE(shapes.ok(), shapes.error().message);
   REQUIRE(shapes->size() >= 5);
+  const testing::TempDir dir;  // the domains handed to virt-xml-validate
   for (const auto& host_name : simhost::builtin_host_names()) {
-    testing::TempDir dir;
-    const auto host = testing::discover_simulated(host_name, dir);
+    const auto host = testing::discover_shared(host_name);
     for (const auto& entry : *shapes) {
       // Named copies: doctest's CAPTURE is a lambda, and clang 14 cannot capture structured bindings.
       const std::string& name = entry.first;

@@ -13,16 +13,14 @@ namespace {
 TEST_CASE("golden topology report for every simulated host") {
   for (const auto& name : simhost::builtin_host_names()) {
     CAPTURE(name);
-    testing::TempDir dir;
-    const auto diff = testing::compare_golden("topology/" + name + ".txt",
-                                              render_topology_report(testing::discover_simulated(name, dir)));
+    const auto diff =
+        testing::compare_golden("topology/" + name + ".txt", render_topology_report(testing::discover_shared(name)));
     CHECK_MESSAGE(diff.empty(), diff);
   }
 }
 
 TEST_CASE("a link trained below its capability is flagged in the report") {
-  testing::TempDir dir;
-  const auto report = render_topology_report(testing::discover_simulated("quirks", dir));
+  const auto report = render_topology_report(testing::discover_shared("quirks"));
   CHECK(report.find("8 GT/s x8 (DEGRADED: capable of 16 GT/s x16)") != std::string::npos);
   CHECK(report.find("no CPUs") != std::string::npos);
 }

@@ -103,4 +103,14 @@ Result<HostSpec> builtin_host(const std::string& name);
 // (a parent that does not exist, a VF without its PF) with a message naming the function.
 Status write_sysfs_tree(const HostSpec& spec, const std::filesystem::path& root);
 
+// What write_sysfs_tree would write for spec, as a SHA-256 (64 hex digits): any change to the spec
+// or to the writers changes it. Nothing is written.
+Result<std::string> tree_digest(const HostSpec& spec);
+
+// The tree under root as write_sysfs_tree writes it, kept when root already holds it (the name and
+// digest it was written with, in root/.simhost-tree): a simulated host's kernel state (a pool
+// raised, a link retrained) outlives a daemon restart, as a real host's does. Anything else at
+// root is removed first. True when it wrote the tree.
+Result<bool> ensure_sysfs_tree(const HostSpec& spec, const std::filesystem::path& root);
+
 }  // namespace hostagent::simhost
