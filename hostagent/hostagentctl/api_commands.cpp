@@ -471,6 +471,11 @@ void ApiCommands::add_vm_commands() {
       [this](Context& c) { return show_text(c, vm_target(args_.name) + "/nccl-topology"); })
       ->add_option("name", args_.name, "VM name")
       ->required();
+  auto* log = add(*vm, "console-log", "The end of a VM's serial console log", [this](Context& c) {
+    return show_text(c, vm_target(args_.name) + "/console/log?tail=" + std::to_string(args_.tail));
+  });
+  log->add_option("name", args_.name, "VM name")->required();
+  log->add_option("--tail", args_.tail, "How many lines, from the end (the daemon checks the range)");
 }
 
 void ApiCommands::add_vm_change(CLI::App& vm, const std::string& verb, const std::string& help) {

@@ -280,6 +280,27 @@ ParsedRequest validate_template(const HttpRequest& request, const Params& /*para
   return Command{command::ValidateTemplate{request.body}};
 }
 
+// ?tail=N: the last N lines of the VM's console log.
+ParsedRequest get_console_log(const HttpRequest& request, const Params& params) {
+  if (auto error = no_query(request, {"tail"})) return std::move(*error);
+  auto name = checked<VmName>(params.at(0), "name");
+  if (auto* error = std::get_if<RouteError>(&name)) return std::move(*error);
+  command::GetConsoleLog get{std::get<VmName>(std::move(name))};
+  if (const auto it = request.query.find("tail"); it != request.query.end()) {
+    const std::string& text = it->second;
+    std::size_t lines = 0;
+    const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), lines);
+    if (text.empty() || error != std::errc() || end != text.data() + text.size() || lines < 1 ||
+        lines > service::kMaxConsoleTailLines) {
+      return bad("tail", "query parameter tail: found " + text::quoted(text) +
+                             ", expected a whole number of lines from 1 to " +
+                             std::to_string(service::kMaxConsoleTailLines));
+    }
+    get.tail = lines;
+  }
+  return Command{std::move(get)};
+}
+
 ParsedRequest get_operation(const HttpRequest& request, const Params& params) {
   if (auto error = no_query(request)) return std::move(*error);
   if (!is_name(params.at(0))) {
@@ -339,6 +360,7 @@ constexpr auto kRoutes = std::to_array<Route>({
     {"/v1/vms/{}/domain-xml", "GET", named_vm<command::GetDomainXml>},
     {"/v1/vms/{}/nccl-topology", "GET", named_vm<command::GetNcclTopology>},
     {"/v1/vms/{}/starts", "GET", named_vm<command::GetVmStarts>},
+    {"/v1/vms/{}/console/log", "GET", get_console_log},
     {"/v1/operations", "GET", plain<command::ListOperations>},
     {"/v1/operations/{}", "GET", get_operation},
     {"/v1/events", "GET", stream_events},

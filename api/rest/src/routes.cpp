@@ -242,6 +242,18 @@ struct Runner {
     return xml_response(std::move(xml).value());
   }
 
+  // Text as the guest wrote it (any bytes); X-Console-Log-Bytes: the log's size, for a reader
+  // that follows it.
+  HttpResponse operator()(const command::GetConsoleLog& get) const {
+    auto log = service().console_log(get.name, get.tail);
+    if (!log.ok()) return service_problem(log.error(), request);
+    HttpResponse response;
+    response.content_type = "text/plain";  // no charset: a guest's console writes any bytes
+    response.body = std::move(log->text);
+    response.headers.emplace_back("X-Console-Log-Bytes", std::to_string(log->file_bytes));
+    return response;
+  }
+
   HttpResponse operator()(const command::GetVmStarts& get) const {
     auto starts = service().vm_starts(get.name);
     if (!starts.ok()) return service_problem(starts.error(), request);

@@ -50,7 +50,7 @@ void FakeVmService::end(const std::string& id, std::optional<Error> error) {
 void FakeVmService::put_vm(service::VmView vm, std::string domain_xml) {
   const std::lock_guard lock(mutex_);
   const std::string name = vm.name;
-  vms_[name] = Vm{std::move(vm), std::move(domain_xml)};
+  vms_[name] = Vm{std::move(vm), std::move(domain_xml), ""};
   ++vms_version_;
 }
 
@@ -325,6 +325,25 @@ Result<std::string> FakeVmService::nccl_topology(const VmName& name) {
   const auto it = vms_.find(name);
   if (it == vms_.end() || !it->second.view.record) return Error{ErrorCode::not_found, "no VM named " + name.str()};
   return it->second.view.record->nccl_topology;
+}
+
+Result<service::ConsoleLogView> FakeVmService::console_log(const VmName& name, std::size_t lines) {
+  const std::lock_guard lock(mutex_);
+  const auto it = vms_.find(name);
+  if (it == vms_.end() || !it->second.view.managed) return Error{ErrorCode::not_found, "no VM named " + name.str()};
+  const std::string& log = it->second.console_log;
+  std::size_t begin = log.size();
+  std::size_t breaks = 0;
+  for (std::size_t i = log.size(); i > 0; --i) {
+    if (log[i - 1] == '\n' && i != log.size() && ++breaks == lines) break;
+    begin = i - 1;
+  }
+  return service::ConsoleLogView{log.substr(begin), log.size(), begin == 0};
+}
+
+void FakeVmService::set_console_log(const std::string& vm, std::string text) {
+  const std::lock_guard lock(mutex_);
+  vms_.at(vm).console_log = std::move(text);
 }
 
 Result<service::DeviceHealthReading> FakeVmService::device_health() {

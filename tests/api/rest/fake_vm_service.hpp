@@ -80,6 +80,9 @@ class FakeVmService final : public service::VmService {
   const std::map<std::string, vmtemplates::VmTemplate>& templates() const override;
   Result<std::string> domain_xml(const VmName& name) override;
   Result<std::string> nccl_topology(const VmName& name) override;
+  // The last `lines` lines of what set_console_log gave the VM; not_found for a VM it does not hold.
+  Result<service::ConsoleLogView> console_log(const VmName& name, std::size_t lines) override;
+  void set_console_log(const std::string& vm, std::string text);
   Result<service::DeviceHealthReading> device_health() override;  // the last set_device_health's, one object
   numa::HostModel host_now() override;
 
@@ -87,6 +90,7 @@ class FakeVmService final : public service::VmService {
   struct Vm {
     service::VmView view;
     std::string domain_xml;
+    std::string console_log;
   };
   // Under mutex_: the scripted refusal, once; a new queued operation of `kind` on `vm`.
   std::optional<Error> take_refusal();

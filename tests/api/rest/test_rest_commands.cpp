@@ -18,6 +18,11 @@ HttpRequest make(const std::string& method, const std::string& path, const std::
   return request;
 }
 
+HttpRequest with_query(HttpRequest request, const std::string& key, const std::string& value) {
+  request.query[key] = value;
+  return request;
+}
+
 template <typename T>
 T command_of(const HttpRequest& request) {
   auto parsed = parse_request(request);
@@ -54,6 +59,9 @@ TEST_CASE("parse_request routes every resource of docs/api.md to its command") {
   CHECK(command_of<command::DeleteVm>(make("DELETE", "/v1/vms/train-0")).name == "train-0");
   CHECK(command_of<command::GetDomainXml>(make("GET", "/v1/vms/a.b_c-1/domain-xml")).name == "a.b_c-1");
   CHECK(command_of<command::GetNcclTopology>(make("GET", "/v1/vms/v/nccl-topology")).name == "v");
+  CHECK(command_of<command::GetConsoleLog>(make("GET", "/v1/vms/v/console/log")).tail == 100);
+  CHECK(command_of<command::GetConsoleLog>(with_query(make("GET", "/v1/vms/v/console/log"), "tail", "10000")).tail ==
+        10000);
   command_of<command::ListOperations>(make("GET", "/v1/operations"));
   CHECK(command_of<command::GetOperation>(make("GET", "/v1/operations/op-12")).id == "op-12");
   command_of<command::StreamEvents>(make("GET", "/v1/events"));
@@ -232,6 +240,13 @@ TEST_CASE("parse_request checks path segments and query parameters") {
   CHECK(decoded.detail.find("\\x01") != std::string::npos);  // control bytes never reach the detail raw
   CHECK(error_of(make("GET", "/v1/devices/17:00.0")).field == "address");
   CHECK(error_of(make("GET", "/v1/operations/op 1")).field == "id");
+  for (const std::string tail : {"0", "10001", "ten", "", "-1", "5x"}) {
+    CAPTURE(tail);
+    const auto refused = error_of(with_query(make("GET", "/v1/vms/v/console/log"), "tail", tail));
+    CHECK(refused.field == "tail");
+    CHECK(refused.detail.find("from 1 to 10000") != std::string::npos);
+  }
+  CHECK(error_of(with_query(make("GET", "/v1/vms/v/console/log"), "lines", "5")).field == "lines");
   CHECK(error_of(make("GET", "/v1/templates/..")).field == "name");
 
   auto devices = make("GET", "/v1/devices");

@@ -251,6 +251,15 @@ TEST_CASE("a VM is answered with what the service holds for it, and its files fr
   CHECK(xml.body == "<domain type='kvm'/>");
   CHECK(api.request("GET", "/v1/vms/train-0/nccl-topology").body == "<system version=\"1\"/>");
   check_problem(api.request("GET", "/v1/vms/ghost"), 404, "not_found");
+
+  api.service.set_console_log("train-0", "[    0.000000] Linux version 6.1\nlogin: \x01\xff\n");
+  const auto log = api.request("GET", "/v1/vms/train-0/console/log?tail=1");
+  CHECK(log.status == 200);
+  CHECK(log.content_type == "text/plain");
+  CHECK(log.body == "login: \x01\xff\n");  // as the guest wrote it, bytes that are no UTF-8 too
+  CHECK(log.headers.at("x-console-log-bytes") == "43");
+  CHECK(api.request("GET", "/v1/vms/train-0/console/log").body.find("Linux version") == 15);
+  check_problem(api.request("GET", "/v1/vms/ghost/console/log"), 404, "not_found");
 }
 
 TEST_CASE("ready follows the service's status: 503 with one Retry-After, live stays 200") {

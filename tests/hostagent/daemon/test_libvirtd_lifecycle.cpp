@@ -2,6 +2,8 @@
 // own NUMA cell, on hugepages; and libvirtd restarted under a running service.
 #include <doctest/doctest.h>
 
+#include <algorithm>
+
 #include <thread>
 
 #include "libvirtd_fixture.hpp"
@@ -112,6 +114,15 @@ TEST_CASE("a guest boots under QEMU and goes through stop, start and delete with
   const auto seed = find_test_guest_seed(console);
   REQUIRE_MESSAGE(seed.has_value(), "the guest showed no seed; console: " << fixture->console_log(name).string());
   CHECK(seed->label == "cidata");
+  // The service's tail of the same log (GET /v1/vms/{name}/console/log): its last lines, as the
+  // file held them when read (read again after: the guest may have printed more).
+  const auto tail = service->console_log(name, 3);
+  REQUIRE_MESSAGE(tail.ok(), tail.error().message);
+  CHECK_FALSE(tail->text.empty());
+  CHECK(std::count(tail->text.begin(), tail->text.end(), '\n') <= 3);
+  CHECK(tail->file_bytes >= console.size());
+  CHECK_MESSAGE(read_text_file(fixture->console_log(name)).find(tail->text) != std::string::npos, tail->text);
+  CHECK(service->console_log("no-such-vm", 3).error().code == ErrorCode::not_found);
   REQUIRE(seed->files.count("meta-data") == 1);
   CHECK_MESSAGE(seed->files.at("meta-data").find("instance-id: \"" + vm->uuid + "\"") != std::string::npos,
                 seed->files.at("meta-data"));

@@ -494,4 +494,18 @@ TEST_CASE(
   CHECK(reads >= 1);
 }
 
+TEST_CASE("a console log is asked of a VM hostagent made, and a test:/// guest's is empty") {
+  DaemonFixture fixture;
+  auto service = started(fixture);
+  auto vm = create_vm(*service, fixture.request("quiet", kOneGpu));
+  REQUIRE_MESSAGE(vm.ok(), vm.error().message);
+  const auto none = service->console_log(vm_name("quiet"), 10);
+  REQUIRE_MESSAGE(none.ok(), none.error().message);
+  CHECK(none->text.empty());
+  CHECK(none->whole);
+  const auto unknown = service->console_log(vm_name("nobody"), 10);
+  REQUIRE_FALSE(unknown.ok());
+  CHECK(unknown.error().code == ErrorCode::not_found);
+}
+
 }  // namespace hostagent::testing

@@ -2,6 +2,7 @@
 // files, which are small and read once, and for outputs written whole.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <filesystem>
 #include <string>
@@ -15,6 +16,16 @@ namespace hostagent {
 // most max_bytes. ErrorCode::not_found when it does not exist, invalid_argument when it is not a
 // regular file or is larger, io_error when it cannot be read.
 Result<std::string> read_text_file(const std::filesystem::path& file, std::uintmax_t max_bytes = kMaxTextFileBytes);
+
+// The end of a log that grows (a guest's serial console as virtlogd writes it): its last `lines`
+// lines, within its last `max_bytes` bytes, and its size when read. A file of any size is read
+// this way; a line cut by max_bytes is left out whole. Opened as read_text_file opens a file.
+struct TextTail {
+  std::string text;
+  std::uintmax_t file_bytes = 0;
+  bool whole = false;  // text is the whole file
+};
+Result<TextTail> read_text_tail(const std::filesystem::path& file, std::size_t lines, std::size_t max_bytes);
 
 // A token file (api.token_file, placement.token_file, --token-file): one word on one line; the
 // whitespace around it (the newline an editor adds) is not the token. "" for no file; an empty

@@ -179,6 +179,16 @@ struct CleaningRecordView {
 };
 
 // Every cleaning of one device, oldest first, from the evidence log.
+// The end of a VM's serial console log: what the guest printed, as virtlogd keeps it (the log
+// rotates: this is the current file's end).
+struct ConsoleLogView {
+  std::string text;         // the last lines asked for, within kConsoleTailBytes
+  uint64_t file_bytes = 0;  // the log's size when read
+  bool whole = false;       // text is the whole log
+};
+inline constexpr std::size_t kMaxConsoleTailLines = 10000;
+inline constexpr std::size_t kConsoleTailBytes = 1U << 20U;
+
 struct DeviceHistoryView {
   PciAddress address;
   std::vector<CleaningRecordView> cleanings;
@@ -315,6 +325,10 @@ class VmService {
   // the VM at create. not_found for a VM hostagent did not make.
   virtual Result<std::string> domain_xml(const VmName& name) = 0;
   virtual Result<std::string> nccl_topology(const VmName& name) = 0;
+  // The last `lines` lines (1 to kMaxConsoleTailLines) of the VM's console log. not_found for a VM
+  // hostagent did not make; an empty text while its guest has printed nothing, and always on
+  // libvirt's test driver, whose domains print nothing.
+  virtual Result<ConsoleLogView> console_log(const VmName& name, std::size_t lines) = 0;
   // Every PCI device's health (link trained below its capability, AER counters, gone), from sysfs:
   // the latest reading, never null when ok.
   virtual Result<DeviceHealthReading> device_health() = 0;
