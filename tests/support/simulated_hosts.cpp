@@ -95,7 +95,7 @@ fs::path shared_root(const simhost::HostSpec& spec) {
   const auto digest = simhost::tree_digest(spec);
   REQUIRE_MESSAGE(digest.ok(), digest.error().message);
   const fs::path dir = tests_scratch_parent() / "simulated";
-  const fs::path root = dir / (spec.name + "-" + *digest);
+  fs::path root = dir / (spec.name + "-" + *digest);
   std::error_code ec;
   if (fs::exists(root / kManifest, ec)) {
     fs::last_write_time(root, fs::file_time_type::clock::now(), ec);  // used: kept from prune_unused
