@@ -39,6 +39,7 @@ class TreeBuilder {
     count_devices();
     count_managed();
     for (auto& provider : tree_.providers) drop_empty(provider);
+    drop_zero(tree_.host_holds);
     return std::move(tree_);
   }
 
@@ -59,9 +60,9 @@ class TreeBuilder {
     root.traits.insert(kHostTrait);
   }
 
-  // VCPU: the node's CPUs placement may pin (online, not housekeeping). Reserved: those a foreign
-  // domain holds; a managed VM's are its allocation. Memory likewise, per hugepage pool; pages gone
-  // from the pool outside hostagent are reserved too.
+  // VCPU: the node's CPUs placement may pin (online, not housekeeping). Those a foreign domain
+  // holds are the host's; a managed VM's are its allocation. Memory likewise, per hugepage pool;
+  // pages gone from the pool outside hostagent are the host's too.
   void add_node(const numa::NodeCapacity& node) {
     const std::string root = tree_.root_uuid();
     Provider& provider =
@@ -75,8 +76,9 @@ class TreeBuilder {
       if (rc == nullptr) continue;
       const auto page_mib = static_cast<int64_t>(pool.page_size_bytes / kMiB);
       const auto total = static_cast<int64_t>(pool.total) * page_mib;
-      // Free as placement counts it; the managed VMs' pages are added back as allocations below.
-      provider.inventories[rc] = {total, total - static_cast<int64_t>(pool.free) * page_mib, total, page_mib};
+      // Free as placement counts it; the managed VMs' pages move to their allocations below.
+      provider.inventories[rc] = {total, 0, total, page_mib};
+      tree_.host_holds[provider.uuid][rc] = total - static_cast<int64_t>(pool.free) * page_mib;
     }
   }
 
@@ -140,7 +142,7 @@ class TreeBuilder {
     return kGpu;
   }
 
-  // Totals, and reserved for what is neither free nor a managed VM's.
+  // Totals, and the host's holding of what is neither free nor a managed VM's.
   void count_devices() {
     for (const auto& device : in_.capacity->devices) {
       const DeviceCount& count = tree_.devices.at(device.address);
@@ -152,11 +154,11 @@ class TreeBuilder {
         record.max_unit = record.total;
       }
       const bool managed = device.use == numa::DeviceUse::held && managed_.count(device.holder) != 0;
-      if (device.use != numa::DeviceUse::free && !managed) ++provider.inventories[rc].reserved;
+      if (device.use != numa::DeviceUse::free && !managed) ++tree_.host_holds[provider.uuid][rc];
     }
   }
 
-  // Each managed VM's holdings as its allocation; CPUs held by a foreign domain are reserved.
+  // Each managed VM's holdings as its allocation; CPUs held by a foreign domain are the host's.
   void count_managed() {
     std::map<int, int> node_of_cpu;
     for (const auto& node : in_.host->numa_nodes) {
@@ -173,7 +175,7 @@ class TreeBuilder {
         if (managed) {
           ++usage[provider->second][kVcpu];
         } else {
-          ++at(provider->second).inventories[kVcpu].reserved;
+          ++tree_.host_holds[provider->second][kVcpu];
         }
       }
       if (!managed) continue;
@@ -186,7 +188,7 @@ class TreeBuilder {
     }
   }
 
-  // A managed VM's pages: its allocation, taken back out of what add_node reserved.
+  // A managed VM's pages: its allocation, taken back out of what add_node gave the host.
   void add_pages(const numa::Allocation& allocation, ProviderResources& usage) {
     const char* rc = memory_class(allocation.hugepage_size_bytes);
     if (rc == nullptr) return;
@@ -196,8 +198,16 @@ class TreeBuilder {
       if (provider == tree_.node_provider.end() || pages == 0) continue;
       const auto mib = static_cast<int64_t>(pages) * page_mib;
       usage[provider->second][rc] += mib;
-      auto& record = at(provider->second).inventories[rc];
-      record.reserved = std::max<int64_t>(0, record.reserved - mib);
+      auto& host = tree_.host_holds[provider->second][rc];
+      host = std::max<int64_t>(0, host - mib);
+    }
+  }
+
+  // Placement refuses an amount below 1 in an allocation: nothing of a class is no entry.
+  static void drop_zero(ProviderResources& resources) {
+    for (auto it = resources.begin(); it != resources.end();) {
+      std::erase_if(it->second, [](const auto& entry) { return entry.second < 1; });
+      it = it->second.empty() ? resources.erase(it) : std::next(it);
     }
   }
 
@@ -223,6 +233,29 @@ bool is_placement_name(std::string_view text) {
   });
 }
 
+bool is_managed_trait(std::string_view trait) {
+  const auto starts = [trait](std::string_view prefix) { return trait.substr(0, prefix.size()) == prefix; };
+  return trait == kHostTrait || starts(std::string(kHostTrait) + "_") || starts("CUSTOM_PCI_") || trait == kNumaTrait;
+}
+
+std::set<std::string> merged_traits(const std::set<std::string>& current, const std::set<std::string>& wanted) {
+  std::set<std::string> out = wanted;
+  for (const auto& trait : current) {
+    if (!is_managed_trait(trait)) out.insert(trait);
+  }
+  return out;
+}
+
+std::map<std::string, InventoryRecord> merged_inventories(const std::map<std::string, InventoryRecord>& current,
+                                                          const std::map<std::string, InventoryRecord>& wanted) {
+  auto out = wanted;
+  for (auto& [rc, record] : out) {
+    const auto now = current.find(rc);
+    if (now != current.end()) record.reserved = std::min(now->second.reserved, record.total);
+  }
+  return out;
+}
+
 std::string model_trait(uint16_t vendor_id, uint16_t device_id) {
   return "CUSTOM_PCI_" + hex4(vendor_id) + "_" + hex4(device_id);
 }
@@ -243,6 +276,10 @@ std::string provider_uuid(const std::string& host_name, const std::string& eleme
   hex[16] = kVariant[std::stoi(hex.substr(16, 1), nullptr, 16) & 3];  // variant 10xx
   return hex.substr(0, 8) + "-" + hex.substr(8, 4) + "-" + hex.substr(12, 4) + "-" + hex.substr(16, 4) + "-" +
          hex.substr(20);
+}
+
+std::string host_consumer_uuid(const std::string& host_name) {
+  return provider_uuid(host_name, "consumer/host");
 }
 
 ProviderTree provider_tree(const TreeInput& input) {

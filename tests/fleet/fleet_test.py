@@ -263,14 +263,14 @@ def check_host(args, host, roots):
             if numa.get("MEMORY_MB", 0) != held_mib:
                 problems.append(f"{host.name} node {node['node']}: Placement MEMORY_MB used {numa.get('MEMORY_MB', 0)}, "
                                 f"host holds {held_mib}")
+    # Everything not free is used in Placement: a VM's allocation, or the host's own consumer's
+    # (devices cleaning or quarantined among it).
     gpus_used = sum(u.get("PGPU", 0) for u in usages.values())
-    gpus_held = capacity["totals"]["gpus"]["total"] - capacity["totals"]["gpus"]["free"] - \
-        capacity["totals"]["gpus"]["cleaning"] - capacity["totals"]["gpus"]["quarantined"]
+    gpus_held = capacity["totals"]["gpus"]["total"] - capacity["totals"]["gpus"]["free"]
     if gpus_used != gpus_held:
         problems.append(f"{host.name}: Placement PGPU used {gpus_used}, host holds {gpus_held}")
     vfs_used = sum(u.get("SRIOV_NET_VF", 0) for u in usages.values())
-    vfs_held = capacity["totals"]["vfs"]["total"] - capacity["totals"]["vfs"]["free"] - \
-        capacity["totals"]["vfs"]["cleaning"] - capacity["totals"]["vfs"]["quarantined"]
+    vfs_held = capacity["totals"]["vfs"]["total"] - capacity["totals"]["vfs"]["free"]
     if vfs_used != vfs_held:
         problems.append(f"{host.name}: Placement SRIOV_NET_VF used {vfs_used}, host holds {vfs_held}")
     return problems

@@ -133,8 +133,45 @@ TEST_CASE("a pass publishes the host as its capacity says, and the next changes 
     CHECK((*state)->inventories == wanted.inventories);
     CHECK((*state)->traits == wanted.traits);
   }
+  // What the host holds itself (vela2's boot disk among it) is the host consumer's allocation.
+  REQUIRE_FALSE(tree.host_holds.empty());
+  CHECK(allocations_of(*fleet.placement, host_consumer_uuid(fleet.fixture.placement.host_name)) == tree.host_holds);
   CHECK(fleet.pass().changes.empty());
   CHECK(fleet.pass(false).changes.empty());
+}
+
+TEST_CASE("an operator's trait and reserved value on the host's providers survive ten passes") {
+  const auto url = testing::placement_url();
+  if (!url) return;
+  Fleet fleet(*url);
+  fleet.pass();
+  const auto tree = fleet.tree();
+  const std::string root = tree.root_uuid();
+  const std::string numa0 = tree.providers[1].uuid;
+  // As an operator disables a host the way Nova does, and keeps CPUs back on a node.
+  REQUIRE(fleet.placement->ensure_trait("CUSTOM_RACK_A7").ok());
+  auto state = fleet.placement->provider(root);
+  REQUIRE(state.ok());
+  auto traits = (*state)->traits;
+  traits.insert({"COMPUTE_STATUS_DISABLED", "CUSTOM_RACK_A7"});
+  REQUIRE(fleet.placement->set_traits(root, (*state)->generation, traits).ok());
+  auto node = fleet.placement->provider(numa0);
+  REQUIRE(node.ok());
+  auto inventories = (*node)->inventories;
+  inventories.at(kVcpu).reserved = 8;
+  REQUIRE(fleet.placement->set_inventories(numa0, (*node)->generation, inventories).ok());
+
+  fleet.create("after");  // a change the passes write, beside the operator's marks
+  for (int pass = 0; pass < 10; ++pass) fleet.pass(pass % 2 == 0);
+  const auto after = fleet.placement->provider(root);
+  REQUIRE(after.ok());
+  CHECK((*after)->traits.count("COMPUTE_STATUS_DISABLED") == 1);
+  CHECK((*after)->traits.count("CUSTOM_RACK_A7") == 1);
+  CHECK((*after)->traits.count(kHostTrait) == 1);
+  const auto node_after = fleet.placement->provider(numa0);
+  REQUIRE(node_after.ok());
+  CHECK((*node_after)->inventories.at(kVcpu).reserved == 8);
+  CHECK((*node_after)->inventories.at(kVcpu).total == fleet.tree().providers[1].inventories.at(kVcpu).total);
 }
 
 TEST_CASE("a VM's allocation follows its create and its delete") {
@@ -234,7 +271,9 @@ TEST_CASE("a restart reconciles both ways: a VM made meanwhile is written, one g
   REQUIRE(numa.ok());
   REQUIRE(numa->has_value());
   auto drifted = (*numa)->inventories;
-  drifted[kVcpu].reserved = 7;
+  drifted[kVcpu].total = 200;
+  drifted[kVcpu].max_unit = 200;
+  drifted[kVcpu].reserved = 7;  // the operator's: kept
   REQUIRE(fleet.placement->set_inventories((*numa)->uuid, (*numa)->generation, drifted).ok());
   // The restarted daemon's first pass (a converger of its own: it knows nothing of the first).
   daemon::PlacementConverger restarted(*fleet.service, *fleet.placement, fleet.fixture.placement, fleet.clock);
@@ -244,11 +283,13 @@ TEST_CASE("a restart reconciles both ways: a VM made meanwhile is written, one g
   CHECK(allocations_of(*fleet.placement, gone).empty());
   auto fixed = fleet.placement->provider(tree.providers[1].uuid);
   REQUIRE(fixed.ok());
-  CHECK((*fixed)->inventories == fleet.tree().providers[1].inventories);
+  auto wanted = fleet.tree().providers[1].inventories;
+  wanted[kVcpu].reserved = 7;
+  CHECK((*fixed)->inventories == wanted);
   std::string said;
   for (const auto& change : report->changes) said += change + "\n";
   CHECK(said.find("its VM is gone") != std::string::npos);
-  CHECK(said.find("VCPU 96 (7 reserved) -> 96") != std::string::npos);
+  CHECK(said.find("VCPU 200 (7 reserved) -> 96 (7 reserved)") != std::string::npos);
 }
 
 TEST_CASE("with Placement away a pass says so, and the host's creates go on") {

@@ -98,7 +98,10 @@ TEST_CASE("the tree's totals are the host's capacity, and its UUIDs are stable a
   CHECK(sum_of(tree, kGpu, &InventoryRecord::total) == capacity.totals.gpus.total);
   CHECK(sum_of(tree, kVf, &InventoryRecord::total) == capacity.totals.vfs.total);
   CHECK(sum_of(tree, kNvme, &InventoryRecord::total) == capacity.totals.nvme.total);
-  CHECK(sum_of(tree, kNvme, &InventoryRecord::reserved) == capacity.totals.nvme.total - capacity.totals.nvme.free);
+  // The host's own NVMe (its boot disk) is the host's allocation, and no inventory is reserved.
+  CHECK(used(tree.host_holds, kNvme) == capacity.totals.nvme.total - capacity.totals.nvme.free);
+  CHECK(used(tree.host_holds, kNvme) > 0);
+  for (const auto& rc : {kVcpu, kGpu, kVf, kNvme, kMemory1G}) CHECK(sum_of(tree, rc, &InventoryRecord::reserved) == 0);
   CHECK(host.tree().root_uuid() == tree.root_uuid());
   CHECK(provider_uuid("vela2-08", "root") != tree.root_uuid());
 }
@@ -123,7 +126,7 @@ TEST_CASE("a VF counts on a GPU under its own switch, so a GPU's group finds its
   CHECK(checked > 0);
 }
 
-TEST_CASE("a managed VM's holdings are its allocation, and a foreign domain's are reserved") {
+TEST_CASE("a managed VM's holdings are its allocation, and a foreign domain's are the host's") {
   Host host;
   auto placed = numa::place(host.model, host.held, host.policy, two_gpus());
   REQUIRE(placed.ok());
@@ -137,28 +140,54 @@ TEST_CASE("a managed VM's holdings are its allocation, and a foreign domain's ar
   CHECK(used(allocation, kVf) == 2);
   CHECK(used(allocation, kVcpu) == 32);
   CHECK(used(allocation, kMemory1G) == 256 * 1024);
-  CHECK(sum_of(managed, kGpu, &InventoryRecord::reserved) == 0);
-  CHECK(sum_of(managed, kVcpu, &InventoryRecord::reserved) == 0);
-  CHECK(sum_of(managed, kMemory1G, &InventoryRecord::reserved) == 0);
+  CHECK(used(managed.host_holds, kGpu) == 0);
+  CHECK(used(managed.host_holds, kVcpu) == 0);
+  CHECK(used(managed.host_holds, kMemory1G) == 0);
 
   const auto foreign = host.tree();
   CHECK(foreign.allocations.empty());
-  CHECK(sum_of(foreign, kGpu, &InventoryRecord::reserved) == 2);
-  CHECK(sum_of(foreign, kVf, &InventoryRecord::reserved) == 2);
-  CHECK(sum_of(foreign, kVcpu, &InventoryRecord::reserved) == 32);
-  CHECK(sum_of(foreign, kMemory1G, &InventoryRecord::reserved) == 256 * 1024);
+  CHECK(used(foreign.host_holds, kGpu) == 2);
+  CHECK(used(foreign.host_holds, kVf) == 2);
+  CHECK(used(foreign.host_holds, kVcpu) == 32);
+  CHECK(used(foreign.host_holds, kMemory1G) == 256 * 1024);
+  for (const auto& rc : {kVcpu, kGpu, kVf, kMemory1G}) CHECK(sum_of(foreign, rc, &InventoryRecord::reserved) == 0);
+  CHECK(host_consumer_uuid("vela2-07") != host_consumer_uuid("vela2-08"));
+  CHECK(host_consumer_uuid("vela2-07") != foreign.root_uuid());
 }
 
-TEST_CASE("a device in cleaning or quarantine is reserved on its provider") {
+TEST_CASE("a device in cleaning or quarantine is the host's on its provider") {
   Host host;
   const auto gpu = PciAddress::parse("0000:18:00.0").value();
   host.policy.withheld[gpu] = {numa::Withheld::Why::cleaning, "cleaning after train-0"};
   auto tree = host.tree();
-  CHECK(named(tree, "vela2-07_gpu_0000:18:00.0").inventories.at(kGpu).reserved == 1);
+  const std::string provider = named(tree, "vela2-07_gpu_0000:18:00.0").uuid;
+  CHECK(tree.host_holds.at(provider).at(kGpu) == 1);
   host.policy.withheld[gpu] = {numa::Withheld::Why::quarantined, "reset failed"};
   tree = host.tree();
-  CHECK(named(tree, "vela2-07_gpu_0000:18:00.0").inventories.at(kGpu).reserved == 1);
-  CHECK(sum_of(tree, kGpu, &InventoryRecord::reserved) == 1);
+  CHECK(tree.host_holds.at(provider).at(kGpu) == 1);
+  CHECK(used(tree.host_holds, kGpu) == 1);
+  CHECK(sum_of(tree, kGpu, &InventoryRecord::reserved) == 0);
+}
+
+TEST_CASE("a pass keeps what is not hostagent's: other traits, and each inventory's reserved within its total") {
+  const std::set<std::string> current{kHostTrait, "CUSTOM_HOSTAGENT_SLOT_9", "CUSTOM_PCI_10DE_0000",
+                                      "COMPUTE_STATUS_DISABLED", "CUSTOM_RACK_A7"};
+  const std::set<std::string> wanted{kHostTrait, slot_trait(0)};
+  CHECK(merged_traits(current, wanted) ==
+        std::set<std::string>{kHostTrait, slot_trait(0), "COMPUTE_STATUS_DISABLED", "CUSTOM_RACK_A7"});
+  CHECK(is_managed_trait(kNumaTrait));
+  CHECK(is_managed_trait(model_trait(0x10de, 0x2330)));
+  CHECK_FALSE(is_managed_trait("CUSTOM_HOSTAGENTX"));
+  CHECK_FALSE(is_managed_trait("COMPUTE_STATUS_DISABLED"));
+
+  const std::map<std::string, InventoryRecord> now{{kVcpu, {96, 8, 96, 1}}, {kGpu, {1, 1, 1, 1}}, {kVf, {4, 6, 4, 1}}};
+  const std::map<std::string, InventoryRecord> want{
+      {kVcpu, {94, 0, 94, 1}}, {kVf, {2, 0, 2, 1}}, {kNvme, {1, 0, 1, 1}}};
+  const auto merged = merged_inventories(now, want);
+  CHECK(merged.at(kVcpu) == InventoryRecord{94, 8, 94, 1});  // the operator's 8 kept
+  CHECK(merged.at(kVf) == InventoryRecord{2, 2, 2, 1});      // lowered to the new total
+  CHECK(merged.at(kNvme) == InventoryRecord{1, 0, 1, 1});
+  CHECK(merged.count(kGpu) == 0);  // a class the host no longer has goes, reserved or not
 }
 
 TEST_CASE("a claim lets placement take exactly what it names, and the host's placement then equals it") {

@@ -61,10 +61,26 @@ Managed managed_vms(service::VmService& service) {
 
 PlacementConverger::PlacementConverger(service::VmService& service, fleet::PlacementClient& placement,
                                        config::PlacementConfig config, std::shared_ptr<Clock> clock)
-    : service_(service), placement_(placement), config_(std::move(config)), clock_(std::move(clock)) {}
+    : service_(service),
+      placement_(placement),
+      config_(std::move(config)),
+      clock_(std::move(clock)),
+      host_consumer_(fleet::host_consumer_uuid(config_.host_name)) {}
+
+const fleet::ProviderResources* PlacementConverger::wanted_of(const fleet::ProviderTree& tree,
+                                                              const std::string& consumer) const {
+  if (consumer == host_consumer_) return &tree.host_holds;
+  const auto it = tree.allocations.find(consumer);
+  return it == tree.allocations.end() ? nullptr : &it->second;
+}
 
 Result<SyncReport> PlacementConverger::run_once(bool full) {
   const auto managed = managed_vms(service_);
+  // Every VM listed is remembered (here and where a pass asks again below), not only those a tree
+  // held: a VM made and deleted while a pass ran, whose allocation that pass read (recording its
+  // providers' generations), is otherwise in no tree and on no changed provider when it goes, and
+  // its allocation would stay (the fleet test found two, 255 s after their deletes).
+  for (const auto& [uuid, name] : managed.name_of) known_vms_.insert(uuid);
   const service::HostUsage usage = service_.usage();
   const auto capacity = numa::capacity(*usage.host, usage.held, usage.policy);
   fleet::TreeInput input{config_.host_name, usage.host, &capacity, &usage.held, usage.policy.housekeeping_cpus,
@@ -93,20 +109,33 @@ Result<SyncReport> PlacementConverger::run_once(bool full) {
   for (const auto& consumer : known_vms_) {
     if (tree.allocations.count(consumer) == 0) unknown.insert(consumer);
   }
+  std::vector<ConsumerWrite> refused;  // tried again below, once what they need may have been freed
+  const auto write = [&](ConsumerWrite consumer) {
+    const auto synced = synced_consumers_.find(consumer.consumer);
+    if (synced != synced_consumers_.end() && synced->second == *consumer.wanted) return;
+    if (sync_consumer(consumer, report)) refused.push_back(std::move(consumer));
+  };
   for (const auto& [consumer, wanted] : tree.allocations) {
-    const auto synced = synced_consumers_.find(consumer);
-    if (synced == synced_consumers_.end() || synced->second != wanted) {
-      sync_consumer(consumer, wanted, managed.name_of.count(consumer) ? managed.name_of.at(consumer) : consumer,
-                    report);
-    }
+    const auto name = managed.name_of.find(consumer);
+    write({consumer, &wanted, name == managed.name_of.end() ? consumer : name->second, fleet::kVmConsumer});
     known_vms_.insert(consumer);
   }
   // A VM made while this pass ran is not in `tree`: asked again now, so that its allocation (a claim
   // the control plane already handed over to it) is not taken for a gone VM's.
   if (!unknown.empty()) {
-    for (const auto& [uuid, name] : managed_vms(service_).name_of) unknown.erase(uuid);
+    for (const auto& [uuid, name] : managed_vms(service_).name_of) {
+      unknown.erase(uuid);
+      known_vms_.insert(uuid);  // the pass recorded its providers' generations: when it goes, it is known
+    }
   }
   for (const auto& consumer : unknown) settle_unknown(consumer, report);
+  // The host's own holdings after the removals, and then once more each write Placement refused:
+  // a device passes from a gone VM to a cleaning, or from a cleaning to a new VM, and the write
+  // that takes it fits only once the one that lets it go is made.
+  write({host_consumer_, &tree.host_holds, "the host's own holdings", fleet::kHostConsumer});
+  for (const auto& again : refused) {
+    if (auto problem = sync_consumer(again, report)) report.problems.push_back(*problem);
+  }
   report.consumers = static_cast<int>(tree.allocations.size());
   return report;
 }
@@ -157,9 +186,11 @@ void PlacementConverger::sync_provider(const fleet::Provider& wanted, SyncReport
       state = std::optional<fleet::ProviderState>(std::move(created).value());
     }
     int64_t generation = (*state)->generation;
-    const std::string diff = inventory_diff((*state)->inventories, wanted.inventories);
+    // Each inventory's `reserved` as Placement has it: the operator's (fleet::merged_inventories).
+    const auto inventories = fleet::merged_inventories((*state)->inventories, wanted.inventories);
+    const std::string diff = inventory_diff((*state)->inventories, inventories);
     if (!diff.empty()) {
-      auto written = placement_.set_inventories(wanted.uuid, generation, wanted.inventories);
+      auto written = placement_.set_inventories(wanted.uuid, generation, inventories);
       if (!written.ok() && written.error().code == ErrorCode::conflict) continue;
       if (!written.ok()) {
         report.problems.push_back("inventory of " + wanted.name + ": " + written.error().message);
@@ -168,8 +199,10 @@ void PlacementConverger::sync_provider(const fleet::Provider& wanted, SyncReport
       generation = *written;
       report.changes.push_back("inventory of " + wanted.name + ": " + diff);
     }
-    if ((*state)->traits != wanted.traits) {
-      auto written = placement_.set_traits(wanted.uuid, generation, wanted.traits);
+    // Merged, never replaced: a trait someone else put on the provider stays (fleet::merged_traits).
+    const auto traits = fleet::merged_traits((*state)->traits, wanted.traits);
+    if ((*state)->traits != traits) {
+      auto written = placement_.set_traits(wanted.uuid, generation, traits);
       if (!written.ok() && written.error().code == ErrorCode::conflict) continue;
       if (!written.ok()) {
         report.problems.push_back("traits of " + wanted.name + ": " + written.error().message);
@@ -224,49 +257,46 @@ Status PlacementConverger::read_changed_allocations(const fleet::ProviderTree& t
     HA_TRY(const auto held, placement_.provider_allocations(uuid));
     generations_[uuid] = held.generation;
     for (const auto& [consumer, resources] : held.consumers) {
-      const auto wanted = tree.allocations.find(consumer);
-      if (wanted == tree.allocations.end()) {
+      const auto* wanted = wanted_of(tree, consumer);
+      if (wanted == nullptr) {
         unknown.insert(consumer);
         continue;
       }
-      const auto part = wanted->second.find(uuid);
-      if (part == wanted->second.end() || part->second != resources) synced_consumers_.erase(consumer);
+      const auto part = wanted->find(uuid);
+      if (part == wanted->end() || part->second != resources) synced_consumers_.erase(consumer);
     }
     for (const auto& [consumer, wanted] : tree.allocations) {
       if (wanted.count(uuid) != 0 && held.consumers.count(consumer) == 0) synced_consumers_.erase(consumer);
+    }
+    if (tree.host_holds.count(uuid) != 0 && held.consumers.count(host_consumer_) == 0) {
+      synced_consumers_.erase(host_consumer_);
     }
   }
   changed_.clear();
   return ok_status();
 }
 
-// The VM's allocation as the host holds it, under consumer type HOSTAGENT_VM: a claim the VM took
-// becomes the VM's, unit for unit what the claim named.
-void PlacementConverger::sync_consumer(const std::string& consumer, const fleet::ProviderResources& wanted,
-                                       const std::string& vm, SyncReport& report) {
+// What the host holds for `consumer` (a managed VM's, or the host's own, of `type`), written as the
+// consumer's allocation: a claim the VM took becomes the VM's, unit for unit what the claim named.
+std::optional<std::string> PlacementConverger::sync_consumer(const ConsumerWrite& write, SyncReport& report) {
   for (int attempt = 0; attempt < kGenerationRetries; ++attempt) {
-    auto state = placement_.consumer(consumer);
-    if (!state.ok()) {
-      report.problems.push_back("read allocation of " + vm + ": " + state.error().message);
-      return;
+    auto state = placement_.consumer(write.consumer);
+    if (!state.ok()) return "read allocation of " + write.label + ": " + state.error().message;
+    if (state->allocations == *write.wanted && (write.wanted->empty() || state->consumer_type == write.type)) {
+      synced_consumers_[write.consumer] = *write.wanted;
+      return std::nullopt;
     }
-    if (state->allocations == wanted && state->consumer_type == fleet::kVmConsumer) {
-      synced_consumers_[consumer] = wanted;
-      return;
-    }
-    auto written = placement_.write_allocations(fleet::rewrite_of(consumer, *state, wanted, fleet::kVmConsumer));
+    auto written = placement_.write_allocations(fleet::rewrite_of(write.consumer, *state, *write.wanted, write.type));
     if (!written.ok() && written.error().code == ErrorCode::conflict) continue;
-    if (!written.ok()) {
-      report.problems.push_back("allocation of " + vm + ": " + written.error().message);
-      return;
-    }
-    synced_consumers_[consumer] = wanted;
-    claims_seen_.erase(consumer);
-    report.changes.push_back("allocation of " + vm + " written (" + std::to_string(wanted.size()) + " providers)" +
+    if (!written.ok()) return "allocation of " + write.label + ": " + written.error().message;
+    synced_consumers_[write.consumer] = *write.wanted;
+    claims_seen_.erase(write.consumer);
+    report.changes.push_back("allocation of " + write.label + " written (" + std::to_string(write.wanted->size()) +
+                             " providers)" +
                              (state->consumer_type == fleet::kClaimConsumer ? ": its claim taken" : ""));
-    return;
+    return std::nullopt;
   }
-  report.problems.push_back("allocation of " + vm + ": its generation kept moving; the next pass tries again");
+  return "allocation of " + write.label + ": its generation kept moving; the next pass tries again";
 }
 
 // An allocation on this host no VM of it holds: a VM deleted (now, or while the daemon was down),

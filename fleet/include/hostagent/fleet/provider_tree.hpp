@@ -36,9 +36,19 @@ inline constexpr const char* kRdmaTrait = "CUSTOM_HOSTAGENT_RDMA";  // its VFs' 
 // Consumer types: what the host wrote for one of its VMs, and what a control plane claims first.
 inline constexpr const char* kVmConsumer = "HOSTAGENT_VM";
 inline constexpr const char* kClaimConsumer = "HOSTAGENT_CLAIM";
+// What the host holds outside its managed VMs, as one consumer per host (host_consumer_uuid).
+inline constexpr const char* kHostConsumer = "HOSTAGENT_HOST";
 
 // Placement's rule for a resource class or trait: upper-case letters, digits and '_', at most 255.
 bool is_placement_name(std::string_view text);
+
+// True for a trait hostagent decides on its own providers: those it writes (CUSTOM_HOSTAGENT and
+// CUSTOM_HOSTAGENT_*, the model traits CUSTOM_PCI_*, HW_NUMA_ROOT). Any other trait there (an
+// operator's, Nova's COMPUTE_STATUS_DISABLED) is someone else's, and a sync pass keeps it.
+bool is_managed_trait(std::string_view trait);
+// The traits a provider is to carry: `current` (what Placement holds) less the managed traits
+// `wanted` lacks, plus `wanted`.
+std::set<std::string> merged_traits(const std::set<std::string>& current, const std::set<std::string>& wanted);
 
 // "CUSTOM_PCI_10DE_2330": a GPU's model, as Nova names a PCI device's class.
 std::string model_trait(uint16_t vendor_id, uint16_t device_id);
@@ -64,6 +74,12 @@ struct Provider {
   std::set<std::string> traits;
 };
 
+// The inventories a provider is to have: `wanted` (totals, units, steps), each with the `reserved`
+// Placement holds for it (`current`), lowered to the total where the total fell below it. Reserved
+// is the operator's: hostagent never sets it (ProviderTree::host_holds).
+std::map<std::string, InventoryRecord> merged_inventories(const std::map<std::string, InventoryRecord>& current,
+                                                          const std::map<std::string, InventoryRecord>& wanted);
+
 // Where one device counts: a unit of `resource_class` on `provider`.
 struct DeviceCount {
   std::string provider;
@@ -76,6 +92,11 @@ struct ProviderTree {
   std::map<PciAddress, DeviceCount> devices;             // every device listed in the capacity
   std::map<int, std::string> node_provider;              // NUMA node with CPUs -> its provider
   std::map<std::string, ProviderResources> allocations;  // managed VM's UUID (the consumer) -> what it uses
+  // What is neither free nor a managed VM's: the host's own devices and the groups they share, a
+  // foreign domain's CPUs and devices, devices cleaning or quarantined, and pages gone from the
+  // pools outside hostagent. The allocation of the host's own consumer (host_consumer_uuid), not
+  // `reserved`: Placement's `reserved` is the operator's, and a sync pass never writes it.
+  ProviderResources host_holds;
 
   const Provider* find(const std::string& uuid) const;
   const std::string& root_uuid() const { return providers.front().uuid; }
@@ -90,9 +111,13 @@ struct TreeInput {
   std::map<std::string, std::string> managed;  // VM name -> UUID: their holdings are allocations
 };
 
-// The tree and the allocations of the managed VMs. What is not free and not a managed VM's
-// (host use, foreign domains, cleaning, quarantine, pages taken outside hostagent) is reserved.
+// The tree, the allocations of the managed VMs, and what the host holds outside them (host_holds).
+// Every inventory's `reserved` is 0 here: the sync keeps whatever Placement has there.
 ProviderTree provider_tree(const TreeInput& input);
+
+// The consumer whose allocation is a host's host_holds: a UUID like provider_uuid's, from the
+// host's name.
+std::string host_consumer_uuid(const std::string& host_name);
 
 // The stable UUID of one provider: RFC 9562 version 8 (a name-based UUID from SHA-256, since the
 // project's one digest is SHA-256), from "hostagent-placement" and the host's name and `element`.

@@ -2,7 +2,9 @@
 // (docs/placement.md, "In step"). Level-triggered: each pass reads what the host holds now (the
 // service's usage, the tree fleet/provider_tree makes of it) and what Placement holds, and writes
 // the difference: providers, inventories and traits, then each managed VM's allocation (consumer =
-// its UUID), then the removal of allocations no VM holds. A pass runs at start, after every change
+// its UUID) and the host's own (fleet::ProviderTree::host_holds), then the removal of allocations
+// no VM holds. It merges: a trait it does not manage and each inventory's `reserved` are left as
+// Placement has them, so an operator's marks survive every pass. A pass runs at start, after every change
 // the service announces, at placement.interval, and again with a backoff while Placement cannot be
 // reached. Nothing the host's own API does waits for it: a create goes on while Placement is away,
 // and the next pass catches up.
@@ -54,14 +56,25 @@ class PlacementConverger {
   void remove_strays(const fleet::ProviderTree& tree, const std::map<std::string, fleet::ListedProvider>& listed,
                      SyncReport& report);
   Status read_changed_allocations(const fleet::ProviderTree& tree, std::set<std::string>& unknown);
-  void sync_consumer(const std::string& consumer, const fleet::ProviderResources& wanted, const std::string& vm,
-                     SyncReport& report);
+  // One consumer's allocation as the host holds it: a managed VM's, or the host's own.
+  struct ConsumerWrite {
+    std::string consumer;
+    const fleet::ProviderResources* wanted = nullptr;
+    std::string label;  // for the report: the VM's name, or what the consumer is
+    const char* type = fleet::kVmConsumer;
+  };
+  // Written (a claim the VM took becomes the VM's, unit for unit); the problem when it was not.
+  std::optional<std::string> sync_consumer(const ConsumerWrite& write, SyncReport& report);
+  // What the tree wants `consumer` to hold: a managed VM's allocation or the host's own; null for
+  // any other consumer.
+  const fleet::ProviderResources* wanted_of(const fleet::ProviderTree& tree, const std::string& consumer) const;
   void settle_unknown(const std::string& consumer, SyncReport& report);
 
   service::VmService& service_;
   fleet::PlacementClient& placement_;
   config::PlacementConfig config_;
   std::shared_ptr<Clock> clock_;
+  std::string host_consumer_;        // the consumer of the host's own holdings (fleet::host_consumer_uuid)
   std::set<std::string> ensured_;    // custom classes and traits created this run
   std::set<std::string> known_vms_;  // consumers that were this host's VMs in an earlier pass
   // What Placement was last seen or made to hold: providers by UUID, managed VMs' allocations by
