@@ -53,6 +53,10 @@ Result<TextTail> read_text_tail(const std::filesystem::path& file, std::size_t l
   return TextTail{bytes.substr(begin), opened.size, from == 0 && begin == 0};
 }
 
+std::string_view last_lines(std::string_view text, std::size_t lines) {
+  return text.substr(last_lines_begin(text, lines, false));
+}
+
 Status write_text_file(const std::filesystem::path& file, const std::string& text) {
   std::ofstream out(file, std::ios::binary | std::ios::trunc);
   if (!out) return errno_error(errno, "open", file.string());

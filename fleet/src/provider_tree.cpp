@@ -234,8 +234,8 @@ bool is_placement_name(std::string_view text) {
 }
 
 bool is_managed_trait(std::string_view trait) {
-  const auto starts = [trait](std::string_view prefix) { return trait.substr(0, prefix.size()) == prefix; };
-  return trait == kHostTrait || starts(std::string(kHostTrait) + "_") || starts("CUSTOM_PCI_") || trait == kNumaTrait;
+  return trait == kHostTrait || trait.starts_with("CUSTOM_HOSTAGENT_") || trait.starts_with("CUSTOM_PCI_") ||
+         trait == kNumaTrait;
 }
 
 std::set<std::string> merged_traits(const std::set<std::string>& current, const std::set<std::string>& wanted) {

@@ -1,12 +1,10 @@
 // simhost/sysfs_writer: write_sysfs_tree, the entry point. It checks the whole spec before it
 // writes anything, so a bad spec leaves no half-written tree behind, then hands the parts to
 // system_writer.cpp, pci_writer.cpp, net_writer.cpp and host_use_writer.cpp.
-#include <cerrno>
-#include <fstream>
 #include <set>
-#include <sstream>
 #include <system_error>
 
+#include "hostagent/common/text_file.hpp"
 #include "hostagent/simhost/sim_host.hpp"
 #include "writers.hpp"
 
@@ -82,13 +80,6 @@ void write_parts(detail::TreeWriter& writer, const HostSpec& spec, const detail:
 // file beside sys/ and proc/, which discovery never reads.
 constexpr const char* kStampName = ".simhost-tree";
 
-std::string read_stamp(const fs::path& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return in ? text.str() : "";
-}
-
 }  // namespace
 
 Status write_sysfs_tree(const HostSpec& spec, const std::filesystem::path& root) {
@@ -110,17 +101,14 @@ Result<bool> ensure_sysfs_tree(const HostSpec& spec, const std::filesystem::path
   HA_TRY(const auto digest, tree_digest(spec));
   const std::string stamp = spec.name + " " + digest + "\n";
   const fs::path stamp_path = root / kStampName;
-  if (read_stamp(stamp_path) == stamp) return false;
+  if (const auto was = read_text_file(stamp_path); was.ok() && *was == stamp) return false;
   std::error_code ec;
   fs::remove_all(root, ec);
   if (ec) return errno_error(ec.value(), "remove", root.string());
   HA_TRY_STATUS(write_sysfs_tree(spec, root));
   // Last: a tree cut short (the daemon killed while writing it) has no stamp, so the next start
   // writes it again.
-  std::ofstream out(stamp_path, std::ios::trunc);
-  out << stamp;
-  out.close();
-  if (!out) return errno_error(errno != 0 ? errno : EIO, "write", stamp_path.string());
+  HA_TRY_STATUS(write_text_file(stamp_path, stamp));
   return true;
 }
 

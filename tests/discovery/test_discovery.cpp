@@ -34,14 +34,7 @@ struct Written {
 
 std::unique_ptr<Written> written_builtin(const std::string& name) {
   auto out = std::make_unique<Written>();
-  const auto spec = simhost::builtin_host(name);
-  REQUIRE_MESSAGE(spec.ok(), spec.error().message);
-  const auto written = simhost::write_sysfs_tree(*spec, out->dir.path());
-  REQUIRE_MESSAGE(written.ok(), written.error().message);
-  auto model = discover_from_sysfs(out->dir.path());
-  REQUIRE_MESSAGE(model.ok(), model.error().message);
-  out->model = std::move(model).value();
-  out->model.source = "simulated:" + name;  // the scratch path differs on every run
+  out->model = testing::discover_simulated(name, out->dir);
   return out;
 }
 

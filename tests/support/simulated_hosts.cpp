@@ -20,6 +20,8 @@ namespace fs = std::filesystem;
 // In the shared tree's top, beside sys/ and proc/, where discovery never reads.
 constexpr const char* kManifest = ".manifest";
 
+// The file's bytes, "" when it cannot be read: unlike read_text_file it never throws, since the
+// check of a shared tree runs in a destructor.
 std::string read_all(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);
   std::stringstream text;
@@ -129,17 +131,21 @@ simhost::HostSpec builtin(const std::string& name) {
   return std::move(spec).value();
 }
 
-}  // namespace
-
-numa::HostModel discover_simulated(const std::string& name, const TempDir& dir) {
-  const auto spec = simhost::builtin_host(name);
-  REQUIRE_MESSAGE(spec.ok(), spec.error().message);
-  const auto written = simhost::write_sysfs_tree(*spec, dir.path());
-  REQUIRE_MESSAGE(written.ok(), written.error().message);
-  auto model = discovery::discover_from_sysfs(dir.path());
+// The host discovered from its tree at root; its source reads "simulated:NAME", so outputs do not
+// depend on where the tree lies.
+numa::HostModel discovered(const fs::path& root, const std::string& name) {
+  auto model = discovery::discover_from_sysfs(root);
   REQUIRE_MESSAGE(model.ok(), model.error().message);
   model->source = "simulated:" + name;
   return std::move(model).value();
+}
+
+}  // namespace
+
+numa::HostModel discover_simulated(const std::string& name, const TempDir& dir) {
+  const auto written = simhost::write_sysfs_tree(builtin(name), dir.path());
+  REQUIRE_MESSAGE(written.ok(), written.error().message);
+  return discovered(dir.path(), name);
 }
 
 SharedHostTree::SharedHostTree(const std::string& name) : root_(shared_root(builtin(name))) {}
@@ -163,10 +169,7 @@ numa::HostModel discover_shared(const std::string& name) {
 }
 
 numa::HostModel discover_shared(const simhost::HostSpec& spec) {
-  auto model = discovery::discover_from_sysfs(shared_root(spec));
-  REQUIRE_MESSAGE(model.ok(), model.error().message);
-  model->source = "simulated:" + spec.name;
-  return std::move(model).value();
+  return discovered(shared_root(spec), spec.name);
 }
 
 }  // namespace hostagent::testing

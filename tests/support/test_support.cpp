@@ -44,11 +44,13 @@ void spread_subdirectories(const std::string& directory) {
   ::close(fd);
 }
 
+}  // namespace
+
 // $TMPDIR/hostagent-tests-UID, this user's and spread (above), made once per process: every test's
 // directory is made in it. 0711: QEMU (another user) walks in to the files a test gives a guest.
 // When it cannot be this user's directory, $TMPDIR itself.
-const std::string& tests_parent() {
-  static const std::string parent = [] {
+const fs::path& tests_scratch_parent() {
+  static const fs::path parent = [] {
     const char* tmpdir = std::getenv("TMPDIR");
     std::string base = tmpdir != nullptr && *tmpdir != '\0' ? tmpdir : "/tmp";
     std::string path = base + "/hostagent-tests-" + std::to_string(::getuid());
@@ -62,15 +64,8 @@ const std::string& tests_parent() {
   return parent;
 }
 
-}  // namespace
-
-const fs::path& tests_scratch_parent() {
-  static const fs::path parent = tests_parent();
-  return parent;
-}
-
 TempDir::TempDir() {
-  std::string templ = tests_parent() + "/hostagent-test-XXXXXX";
+  std::string templ = (tests_scratch_parent() / "hostagent-test-XXXXXX").string();
   if (mkdtemp(templ.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
   path_ = templ;
 }

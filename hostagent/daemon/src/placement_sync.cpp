@@ -265,12 +265,12 @@ Status PlacementConverger::read_changed_allocations(const fleet::ProviderTree& t
       const auto part = wanted->find(uuid);
       if (part == wanted->end() || part->second != resources) synced_consumers_.erase(consumer);
     }
-    for (const auto& [consumer, wanted] : tree.allocations) {
+    // A consumer the tree puts here that Placement has not: written again.
+    const auto forget_if_absent = [&](const std::string& consumer, const fleet::ProviderResources& wanted) {
       if (wanted.count(uuid) != 0 && held.consumers.count(consumer) == 0) synced_consumers_.erase(consumer);
-    }
-    if (tree.host_holds.count(uuid) != 0 && held.consumers.count(host_consumer_) == 0) {
-      synced_consumers_.erase(host_consumer_);
-    }
+    };
+    for (const auto& [consumer, wanted] : tree.allocations) forget_if_absent(consumer, wanted);
+    forget_if_absent(host_consumer_, tree.host_holds);
   }
   changed_.clear();
   return ok_status();

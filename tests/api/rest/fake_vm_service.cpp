@@ -5,6 +5,8 @@
 
 #include <algorithm>
 
+#include "hostagent/common/text_file.hpp"
+
 namespace hostagent::testing {
 namespace {
 
@@ -332,13 +334,8 @@ Result<service::ConsoleLogView> FakeVmService::console_log(const VmName& name, s
   const auto it = vms_.find(name);
   if (it == vms_.end() || !it->second.view.managed) return Error{ErrorCode::not_found, "no VM named " + name.str()};
   const std::string& log = it->second.console_log;
-  std::size_t begin = log.size();
-  std::size_t breaks = 0;
-  for (std::size_t i = log.size(); i > 0; --i) {
-    if (log[i - 1] == '\n' && i != log.size() && ++breaks == lines) break;
-    begin = i - 1;
-  }
-  return service::ConsoleLogView{log.substr(begin), log.size(), begin == 0};
+  const auto tail = last_lines(log, lines);  // the service's rule (common/text_file)
+  return service::ConsoleLogView{std::string(tail), log.size(), tail.size() == log.size()};
 }
 
 void FakeVmService::set_console_log(const std::string& vm, std::string text) {

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <string>
+#include <string_view>
 
 #include "hostagent/common/named_file.hpp"
 #include "hostagent/common/result.hpp"
@@ -26,6 +27,9 @@ struct TextTail {
   bool whole = false;  // text is the whole file
 };
 Result<TextTail> read_text_tail(const std::filesystem::path& file, std::size_t lines, std::size_t max_bytes);
+// The last `lines` lines of `text`, each with its line break (the last may lack one): the rule
+// read_text_tail keeps, for text already in memory.
+std::string_view last_lines(std::string_view text, std::size_t lines);
 
 // A token file (api.token_file, placement.token_file, --token-file): one word on one line; the
 // whitespace around it (the newline an editor adds) is not the token. "" for no file; an empty
