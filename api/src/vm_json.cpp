@@ -170,6 +170,17 @@ boost::json::value cleaning_event_json(const service::ServiceEvent& event) {
 
 }  // namespace
 
+boost::json::value to_json(const service::MaintenanceView& maintenance) {
+  boost::json::array vms;
+  for (const auto& vm : maintenance.vms) {
+    vms.push_back(boost::json::object{{"vm", vm.vm}, {"state", vm.state}, {"error", text_or_null(vm.error)}});
+  }
+  return boost::json::object{
+      {"mode", service::to_string(maintenance.mode)},     {"reason", text_or_null(maintenance.reason)},
+      {"principal", text_or_null(maintenance.principal)}, {"since", text_or_null(maintenance.since)},
+      {"deadline", text_or_null(maintenance.deadline)},   {"vms", std::move(vms)}};
+}
+
 boost::json::value to_json(const service::ServiceEvent& event) {
   switch (event.kind) {
     case service::ServiceEvent::Kind::operation:
@@ -184,6 +195,9 @@ boost::json::value to_json(const service::ServiceEvent& event) {
       return quarantine_event_json(event);
     case service::ServiceEvent::Kind::cleaning:
       return cleaning_event_json(event);
+    case service::ServiceEvent::Kind::maintenance:
+      if (event.maintenance) return to_json(*event.maintenance);
+      return to_json(service::MaintenanceView{});
     case service::ServiceEvent::Kind::vm:
       break;
   }
@@ -200,6 +214,8 @@ const char* event_name(service::ServiceEvent::Kind kind) {
       return "quarantine";
     case service::ServiceEvent::Kind::cleaning:
       return "cleaning";
+    case service::ServiceEvent::Kind::maintenance:
+      return "maintenance";
     case service::ServiceEvent::Kind::vm:
       break;
   }

@@ -69,7 +69,9 @@ Result<CandidatesQuery> candidates_query(const numa::PlacementRequest& r, const 
   if (r.memory_bytes % static_cast<uint64_t>(cells) != 0 || per_cell % r.hugepage_size_bytes != 0) {
     return unfit("memory does not split over " + std::to_string(cells) + " NUMA nodes in whole hugepages");
   }
-  std::vector<std::string> query{"root_required=" + std::string(kHostTrait)};
+  // A host in maintenance, or one Nova's way disabled, is no candidate (Placement 1.22's forbidden
+  // traits, 1.35's root_required).
+  std::vector<std::string> query{"root_required=" + std::string(kHostTrait) + ",!" + kDisabledTrait};
   const int per_cell_gpus = r.gpus / cells;
   const std::string model = model_requirement(r, out.custom_traits);
   out.custom_traits.insert(kHostTrait);

@@ -58,6 +58,7 @@ class TreeBuilder {
   void add_root() {
     Provider& root = add("root", in_.host_name, "");
     root.traits.insert(kHostTrait);
+    if (in_.in_maintenance) root.traits.insert(kMaintenanceTrait);
   }
 
   // VCPU: the node's CPUs placement may pin (online, not housekeeping). Those a foreign domain
@@ -242,6 +243,16 @@ std::set<std::string> merged_traits(const std::set<std::string>& current, const 
   std::set<std::string> out = wanted;
   for (const auto& trait : current) {
     if (!is_managed_trait(trait)) out.insert(trait);
+  }
+  const bool marked = current.count(kMaintenanceTrait) != 0;
+  if (wanted.count(kMaintenanceTrait) != 0) {
+    if (current.count(kDisabledTrait) != 0 && !marked) {
+      out.erase(kMaintenanceTrait);
+    } else {
+      out.insert(kDisabledTrait);
+    }
+  } else if (marked) {
+    out.erase(kDisabledTrait);
   }
   return out;
 }

@@ -1,6 +1,9 @@
 // hostagentctl's API commands: wiring to CLI11, one request (or a create and its wait) each.
 #include "api_commands.hpp"
 
+#include <map>
+#include <thread>
+
 #include <unistd.h>
 
 #include <boost/json.hpp>
@@ -228,6 +231,76 @@ int quarantine_clear(Context& context, const std::string& address) {
   return 0;
 }
 
+// The maintenance as the API answers it: an object with a string mode and its vms array.
+Status check_maintenance(const json::value& maintenance, const std::string& where) {
+  HA_TRY_STATUS(check_answer(maintenance, where, "vms"));
+  const auto* mode = maintenance.get_object().if_contains("mode");
+  if (mode == nullptr || !mode->is_string()) {
+    return Error{ErrorCode::parse_error, where + ": the answer has no \"mode\" string"};
+  }
+  return ok_status();
+}
+
+int maintenance_change(Context& context, const std::string& target, const json::object& body) {
+  auto changed = context.client.send_json("POST", target, body);
+  if (!changed.ok()) return fail(context, changed.error());
+  if (auto shaped = check_maintenance(*changed, "POST " + target); !shaped.ok()) return fail(context, shaped.error());
+  if (context.globals.json) {
+    print_json(context, *changed);
+  } else {
+    context.out << render_maintenance(*changed);
+  }
+  return 0;
+}
+
+// Each VM's drain state as it changes, one line each on stderr; true while some stop is under way.
+bool report_drain(Context& context, const json::value& maintenance, std::map<std::string, std::string>& shown) {
+  bool stopping = false;
+  for (const auto& vm : maintenance.get_object().at("vms").get_array()) {
+    const std::string name = display(vm, "vm");
+    const std::string state = display(vm, "state");
+    stopping = stopping || state == "stopping";
+    if (shown[name] == state) continue;
+    shown[name] = state;
+    context.err << "drain " << name << ": " << state
+                << (state == "failed" ? ": " + display(vm, "error") : std::string()) << "\n";
+  }
+  return stopping;
+}
+
+// Begun, then followed (GET /v1/host/maintenance) until the host is drained: 0; 1 when a stop
+// failed and none is under way any more (the VMs that failed were named), or the maintenance
+// changed under the drain (an uncordon).
+int host_drain(Context& context, const std::string& reason, int grace_seconds, bool no_wait) {
+  json::object body{{"reason", reason}};
+  if (grace_seconds > 0) body["grace_seconds"] = grace_seconds;
+  auto view = context.client.send_json("POST", "/v1/host/drain", body);
+  if (!view.ok()) return fail(context, view.error());
+  std::map<std::string, std::string> shown;
+  for (;;) {
+    if (auto shaped = check_maintenance(*view, "/v1/host/maintenance"); !shaped.ok()) {
+      return fail(context, shaped.error());
+    }
+    const bool stopping = report_drain(context, *view, shown);
+    const std::string mode = display(*view, "mode");
+    if (no_wait || mode != "draining" || !stopping) {
+      if (context.globals.json) {
+        print_json(context, *view);
+      } else {
+        context.out << render_maintenance(*view);
+      }
+      if (no_wait || mode == "drained") return 0;
+      if (mode != "draining") return fail(context, {ErrorCode::conflict, "the drain ended: the host is " + mode});
+      return fail(context, {ErrorCode::io_error,
+                            "the host is still draining and no stop is under way (a failed one is named above): "
+                            "drain again, or stop the VM yourself"});
+    }
+    std::this_thread::sleep_for(context.wait.poll_interval);
+    view = context.client.get_json("/v1/host/maintenance");
+    if (!view.ok()) return fail(context, view.error());
+  }
+}
+
 // Answered at once: the cleaning runs in the daemon, its steps come as events.
 int device_clean(Context& context, const std::string& address) {
   auto begun = context.client.send_json("POST", "/v1/devices/" + encode(address) + "/clean", json::object{});
@@ -386,6 +459,25 @@ void ApiCommands::add_host_commands() {
       [](Context& c) { return show(c, "/v1/host", render_host); });
   add(*host, "capacity", "Free CPUs, GPUs, VFs, NVMe and hugepages per NUMA node",
       [](Context& c) { return show(c, "/v1/host/capacity", render_capacity); });
+  add(*host, "maintenance", "Whether the host takes VMs: in service, cordoned, draining or drained, by whom and why",
+      [](Context& c) { return show(c, "/v1/host/maintenance", render_maintenance, "vms"); });
+  add(*host, "cordon", "Take no new VMs (creates refused; its VMs run on); Placement marks it disabled (audited)",
+      [this](Context& c) {
+        return maintenance_change(c, "/v1/host/cordon", json::object{{"reason", args_.reason}});
+      })
+      ->add_option("--reason", args_.reason, "Why, for whoever finds the host cordoned (a ticket, a change)")
+      ->required();
+  auto* drain = add(*host, "drain",
+                    "Cordon, and stop every VM: its guest agent or ACPI, powered off at the deadline; waits until "
+                    "drained (audited)",
+                    [this](Context& c) { return host_drain(c, args_.reason, args_.grace_seconds, args_.no_wait); });
+  drain->add_option("--reason", args_.reason, "Why, for whoever finds the host drained (a ticket, a change)")
+      ->required();
+  drain->add_option("--grace", args_.grace_seconds, "Seconds each guest has to shut down before it is powered off")
+      ->check(CLI::Range(1, 86400));
+  drain->add_flag("--no-wait", args_.no_wait, "Answer once the drain is begun; follow it with host maintenance");
+  add(*host, "uncordon", "Take VMs again (no VM is started) and clear the Placement mark (audited)",
+      [](Context& c) { return maintenance_change(c, "/v1/host/uncordon", json::object{}); });
   auto* devices = add(app_, "devices", "PCI endpoints and the VM holding each", [this](Context& c) {
     std::string query;
     if (!args_.role.empty()) query += "role=" + encode(args_.role);

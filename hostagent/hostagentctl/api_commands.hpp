@@ -69,6 +69,8 @@ class ApiCommands {
     bool force = false;
     bool no_wait = false;
     std::string shell;
+    std::string reason;     // host cordon, drain
+    int grace_seconds = 0;  // host drain: 0 leaves the daemon's default
   };
 
   void add_globals();

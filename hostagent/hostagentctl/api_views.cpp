@@ -327,6 +327,19 @@ std::string render_quarantine(const json::value& quarantine) {
   return table.render();
 }
 
+std::string render_maintenance(const json::value& maintenance) {
+  std::string out = render_fields({{"mode", display(maintenance, "mode")},
+                                   {"reason", display(maintenance, "reason")},
+                                   {"by", display(maintenance, "principal")},
+                                   {"since", display(maintenance, "since")},
+                                   {"deadline", display(maintenance, "deadline")}});
+  const auto& vms = items(member(maintenance, "vms"));
+  if (vms.empty()) return out;
+  Table table({"VM", "DRAIN", "ERROR"});
+  for (const auto& vm : vms) table.add_row({display(vm, "vm"), display(vm, "state"), display(vm, "error")});
+  return out + "\n" + table.render();
+}
+
 std::string render_templates(const json::value& templates) {
   Table table({"NAME", "VCPUS", "MEMORY", "GPUS", "VFS/GPU", "NVME", "DESCRIPTION"});
   for (const auto& shape : items(member(templates, "templates"))) {

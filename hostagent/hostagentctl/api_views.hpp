@@ -21,6 +21,8 @@ std::string render_capacity(const boost::json::value& capacity);
 std::string render_devices(const boost::json::value& devices);
 std::string render_quarantine(const boost::json::value& quarantine);  // GET /v1/quarantine
 std::string render_cleaning(const boost::json::value& cleaning);      // GET /v1/cleaning
+// GET /v1/host/maintenance: the mode, who, when, why; a drain's deadline and its VMs.
+std::string render_maintenance(const boost::json::value& maintenance);
 // GET /v1/devices/{address}/history: each cleaning with its steps; a broken evidence chain loudly.
 std::string render_history(const boost::json::value& history);
 std::string render_templates(const boost::json::value& templates);

@@ -14,6 +14,20 @@ Result<VmView> finished(VmService& service, const VmName& name, const Result<Ope
 
 }  // namespace
 
+std::string_view to_string(MaintenanceMode mode) {
+  switch (mode) {
+    case MaintenanceMode::in_service:
+      return "in_service";
+    case MaintenanceMode::cordoned:
+      return "cordoned";
+    case MaintenanceMode::draining:
+      return "draining";
+    case MaintenanceMode::drained:
+      return "drained";
+  }
+  return "in_service";
+}
+
 Result<VmView> create_vm(VmService& service, const CreateVmRequest& request) {
   return finished(service, request.name, service.begin_create(request));
 }

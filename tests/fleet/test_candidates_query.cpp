@@ -37,7 +37,7 @@ TEST_CASE("eight GPUs: two NUMA groups, each with four GPU groups in its subtree
   CHECK(query->cells == 2);
   CHECK(query->gpu_groups == 8);
   CHECK(query->combinations_per_host == 1);
-  CHECK(has(t, "/allocation_candidates?root_required=CUSTOM_HOSTAGENT&"));
+  CHECK(has(t, "/allocation_candidates?root_required=CUSTOM_HOSTAGENT,!COMPUTE_STATUS_DISABLED&"));
   CHECK(has(t, "resources_N0=VCPU:80,MEMORY_MB:917504,CUSTOM_HOSTAGENT_NVME:4&"));
   CHECK(has(t, "resources_N1=VCPU:80,MEMORY_MB:917504,CUSTOM_HOSTAGENT_NVME:4&"));
   CHECK(has(t,

@@ -174,6 +174,70 @@ TEST_CASE("an operator's trait and reserved value on the host's providers surviv
   CHECK((*node_after)->inventories.at(kVcpu).total == fleet.tree().providers[1].inventories.at(kVcpu).total);
 }
 
+// Placement's candidates for two GPUs in the fleet's host.
+auto candidates_in(const Fleet& fleet) {
+  numa::PlacementRequest two;
+  two.vcpus = 32;
+  two.memory_bytes = 256ULL << 30;
+  two.gpus = 2;
+  two.vfs_per_gpu = 1;
+  QueryOptions options;
+  options.in_tree = fleet.tree().root_uuid();
+  options.max_slots = 8;
+  auto query = candidates_query(two, options);
+  REQUIRE(query.ok());
+  auto answer = fleet.placement->get(query->target);
+  REQUIRE_MESSAGE(answer.ok(), answer.error().message);
+  auto requests = answers::allocation_candidates(*answer);
+  REQUIRE_MESSAGE(requests.ok(), requests.error().message);
+  return std::move(requests).value();
+}
+
+std::set<std::string> root_traits(const Fleet& fleet) {
+  auto root = fleet.placement->provider(fleet.tree().root_uuid());
+  REQUIRE(root.ok());
+  REQUIRE(root->has_value());
+  return (*root)->traits;
+}
+
+TEST_CASE("a cordon takes the host out of the candidates within one pass, and the uncordon brings it back") {
+  const auto url = testing::placement_url();
+  if (!url) return;
+  Fleet fleet(*url);
+  fleet.pass();
+  REQUIRE_FALSE(candidates_in(fleet).empty());
+  REQUIRE(fleet.service->cordon("rack move", "uid:0").ok());
+  fleet.pass(false);  // the quick pass a change pokes
+  CHECK(root_traits(fleet).count(kDisabledTrait) == 1);
+  CHECK(root_traits(fleet).count(kMaintenanceTrait) == 1);
+  CHECK(candidates_in(fleet).empty());
+  REQUIRE(fleet.service->uncordon("uid:0").ok());
+  fleet.pass(false);
+  CHECK(root_traits(fleet).count(kDisabledTrait) == 0);
+  CHECK(root_traits(fleet).count(kMaintenanceTrait) == 0);
+  CHECK_FALSE(candidates_in(fleet).empty());
+}
+
+TEST_CASE("an operator's own COMPUTE_STATUS_DISABLED outlives a cordon and its uncordon") {
+  const auto url = testing::placement_url();
+  if (!url) return;
+  Fleet fleet(*url);
+  fleet.pass();
+  const std::string root = fleet.tree().root_uuid();
+  auto state = fleet.placement->provider(root);
+  REQUIRE(state.ok());
+  auto traits = (*state)->traits;
+  traits.insert(kDisabledTrait);
+  REQUIRE(fleet.placement->set_traits(root, (*state)->generation, traits).ok());
+  REQUIRE(fleet.service->cordon("rack move", "uid:0").ok());
+  fleet.pass();
+  CHECK(root_traits(fleet).count(kMaintenanceTrait) == 0);  // the disabled mark is the operator's
+  REQUIRE(fleet.service->uncordon("uid:0").ok());
+  fleet.pass();
+  CHECK(root_traits(fleet).count(kDisabledTrait) == 1);
+  CHECK(candidates_in(fleet).empty());
+}
+
 TEST_CASE("a VM's allocation follows its create and its delete") {
   const auto url = testing::placement_url();
   if (!url) return;
@@ -198,23 +262,10 @@ TEST_CASE("a claimed create gets exactly its claim, and the claim becomes the VM
   if (!url) return;
   Fleet fleet(*url);
   fleet.pass();
-  numa::PlacementRequest two;
-  two.vcpus = 32;
-  two.memory_bytes = 256ULL << 30;
-  two.gpus = 2;
-  two.vfs_per_gpu = 1;
-  QueryOptions options;
-  options.in_tree = fleet.tree().root_uuid();
-  options.max_slots = 8;
-  auto query = candidates_query(two, options);
-  REQUIRE(query.ok());
-  auto answer = fleet.placement->get(query->target);
-  REQUIRE_MESSAGE(answer.ok(), answer.error().message);
-  auto requests = answers::allocation_candidates(*answer);
-  REQUIRE_MESSAGE(requests.ok(), requests.error().message);
-  REQUIRE(requests->size() >= 2);
+  const auto requests = candidates_in(fleet);
+  REQUIRE(requests.size() >= 2);
   // The last candidate: not what the host's own placement would choose first.
-  const auto claim = std::optional<ProviderResources>(requests->back().allocations);
+  const auto claim = std::optional<ProviderResources>(requests.back().allocations);
   const std::string consumer = random_uuid();
   REQUIRE(fleet.placement->write_allocations({consumer, *claim, std::nullopt, kClaimConsumer}).ok());
   CHECK(fleet.create("train-1", consumer, *claim) == consumer);

@@ -22,9 +22,9 @@ struct Host {
   std::vector<numa::Allocation> held;
 
   numa::Capacity capacity() const { return numa::capacity(model, held, policy); }
-  ProviderTree tree(const std::map<std::string, std::string>& managed = {}) const {
+  ProviderTree tree(const std::map<std::string, std::string>& managed = {}, bool in_maintenance = false) const {
     const auto counted = capacity();
-    return provider_tree({"vela2-07", &model, &counted, &held, policy.housekeeping_cpus, managed});
+    return provider_tree({"vela2-07", &model, &counted, &held, policy.housekeeping_cpus, managed, in_maintenance});
   }
 };
 
@@ -188,6 +188,27 @@ TEST_CASE("a pass keeps what is not hostagent's: other traits, and each inventor
   CHECK(merged.at(kVf) == InventoryRecord{2, 2, 2, 1});      // lowered to the new total
   CHECK(merged.at(kNvme) == InventoryRecord{1, 0, 1, 1});
   CHECK(merged.count(kGpu) == 0);  // a class the host no longer has goes, reserved or not
+}
+
+TEST_CASE("maintenance disables the root Nova's way, and the uncordon takes away only the disabled mark it set") {
+  const std::set<std::string> in_service{kHostTrait};
+  const std::set<std::string> in_maintenance{kHostTrait, kMaintenanceTrait};
+  // The cordon: both marks; the next passes keep them as they are.
+  const auto cordoned = merged_traits({kHostTrait, "CUSTOM_RACK_A7"}, in_maintenance);
+  CHECK(cordoned == std::set<std::string>{kHostTrait, kMaintenanceTrait, kDisabledTrait, "CUSTOM_RACK_A7"});
+  CHECK(merged_traits(cordoned, in_maintenance) == cordoned);
+  // The uncordon: both go, the operator's own trait stays.
+  CHECK(merged_traits(cordoned, in_service) == std::set<std::string>{kHostTrait, "CUSTOM_RACK_A7"});
+  // An operator disabled the host before the cordon: the mark stays theirs, before and after.
+  const std::set<std::string> operators{kHostTrait, kDisabledTrait};
+  CHECK(merged_traits(operators, in_maintenance) == operators);
+  CHECK(merged_traits(operators, in_service) == operators);
+  // The tree marks its root in maintenance, and no other provider.
+  const Host host;
+  const auto tree = host.tree({}, true);
+  CHECK(tree.providers[0].traits.count(kMaintenanceTrait) == 1);
+  for (std::size_t i = 1; i < tree.providers.size(); ++i) CHECK(tree.providers[i].traits.count(kMaintenanceTrait) == 0);
+  CHECK(host.tree().providers[0].traits.count(kMaintenanceTrait) == 0);
 }
 
 TEST_CASE("a claim lets placement take exactly what it names, and the host's placement then equals it") {

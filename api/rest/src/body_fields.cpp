@@ -3,6 +3,9 @@
 
 #include "hostagent/common/names.hpp"
 #include "hostagent/common/paths.hpp"
+#include "hostagent/common/text.hpp"
+
+#include <boost/json/serialize.hpp>
 
 #include <algorithm>
 
@@ -97,6 +100,21 @@ std::optional<RouteError> BodyFields::boolean(std::string_view key, bool& out) c
   return std::nullopt;
 }
 
+std::optional<RouteError> BodyFields::integer(std::string_view key, int64_t& out, int64_t min, int64_t max) const {
+  const std::string field(key);
+  const auto* value = body_.if_contains(key);
+  if (value == nullptr || value->is_null()) return std::nullopt;
+  const std::string expected = "a whole number from " + std::to_string(min) + " to " + std::to_string(max);
+  if (value->is_int64() && value->get_int64() >= min && value->get_int64() <= max) {
+    out = value->get_int64();
+    return std::nullopt;
+  }
+  if (value->is_uint64() || value->is_int64() || value->is_double()) {
+    return bad(field, field + ": found " + boost::json::serialize(*value) + ", expected " + expected);
+  }
+  return wrong_type(field, *value, expected);
+}
+
 std::optional<RouteError> BodyFields::placement_claim(std::string_view key, fleet::ProviderResources& out) const {
   const std::string field = std::string(key) + ".allocations";
   const auto* value = body_.if_contains(key);
@@ -151,6 +169,14 @@ std::optional<RouteError> check_boot_image(const std::string& path) {
   // request's text to one printable line of bounded size.
   if (!absolute_path_problem(path) && printable(path) && path.size() <= 4096) return std::nullopt;
   return bad("boot_image", "boot_image: must be an absolute path on the host without '..' or control characters");
+}
+
+std::optional<RouteError> check_maintenance_reason(const std::string& reason) {
+  const std::string why = text::xml_text_problem(reason, text::XmlText::one_line);
+  if (!reason.empty() && reason.size() <= service::kMaxMaintenanceReasonBytes && why.empty()) return std::nullopt;
+  return bad("reason", "reason: expected why the host goes into maintenance, one line of 1 to " +
+                           std::to_string(service::kMaxMaintenanceReasonBytes) + " bytes of UTF-8" +
+                           (why.empty() ? std::string() : " (it " + why + ")"));
 }
 
 std::optional<RouteError> check_one_line(const std::string& field, const std::string& text) {

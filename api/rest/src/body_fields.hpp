@@ -28,6 +28,8 @@ class BodyFields {
   std::optional<RouteError> text(std::string_view key, std::string& out, bool required) const;
   std::optional<RouteError> texts(std::string_view key, std::vector<std::string>& out) const;
   std::optional<RouteError> boolean(std::string_view key, bool& out) const;
+  // A whole number from min to max; a null or absent field leaves `out` as it is.
+  std::optional<RouteError> integer(std::string_view key, int64_t& out, int64_t min, int64_t max) const;
   // {"allocations": {PROVIDER_UUID: {"resources": {CLASS: AMOUNT}}}}: what Placement granted, as
   // its allocation candidates and GET /allocations/{consumer} write it.
   std::optional<RouteError> placement_claim(std::string_view key, fleet::ProviderResources& out) const;
@@ -41,6 +43,8 @@ class BodyFields {
 std::optional<RouteError> check_request_id(const std::string& request_id);
 // "" or an absolute path without a ".." component or control characters.
 std::optional<RouteError> check_boot_image(const std::string& path);
+// Why a host goes into maintenance: 1 to service::kMaxMaintenanceReasonBytes of UTF-8, one line.
+std::optional<RouteError> check_maintenance_reason(const std::string& reason);
 // One non-empty line of text (an authorized_keys line).
 std::optional<RouteError> check_one_line(const std::string& field, const std::string& text);
 

@@ -128,6 +128,48 @@ ParsedRequest stop_vm(const HttpRequest& request, const Params& params) {
   return Command{std::move(stop)};
 }
 
+// {"reason": "..."}: cordon's body.
+ParsedRequest cordon(const HttpRequest& request, const Params& /*params*/) {
+  if (auto error = no_query(request)) return std::move(*error);
+  auto body = json_body(request, false);
+  if (auto* error = std::get_if<RouteError>(&body)) return std::move(*error);
+  detail::BodyFields fields(std::get<boost::json::object>(body), {"reason"});
+  command::Cordon cordon;
+  if (auto error = fields.check_unknown()) return std::move(*error);
+  if (auto error = fields.text("reason", cordon.reason, true)) return std::move(*error);
+  if (auto error = detail::check_maintenance_reason(cordon.reason)) return std::move(*error);
+  return Command{std::move(cordon)};
+}
+
+// {"reason": "...", "grace_seconds": N}: drain's body.
+ParsedRequest drain(const HttpRequest& request, const Params& /*params*/) {
+  if (auto error = no_query(request)) return std::move(*error);
+  auto body = json_body(request, false);
+  if (auto* error = std::get_if<RouteError>(&body)) return std::move(*error);
+  detail::BodyFields fields(std::get<boost::json::object>(body), {"reason", "grace_seconds"});
+  command::Drain drain;
+  int64_t grace = drain.grace.count();
+  if (auto error = fields.check_unknown()) return std::move(*error);
+  if (auto error = fields.text("reason", drain.reason, true)) return std::move(*error);
+  if (auto error = detail::check_maintenance_reason(drain.reason)) return std::move(*error);
+  if (auto error = fields.integer("grace_seconds", grace, 1, service::kMaxDrainGrace.count())) {
+    return std::move(*error);
+  }
+  drain.grace = std::chrono::seconds(grace);
+  return Command{std::move(drain)};
+}
+
+// No body, or {}: what uncordon is told is only who asked.
+ParsedRequest uncordon(const HttpRequest& request, const Params& /*params*/) {
+  if (auto error = no_query(request)) return std::move(*error);
+  auto body = json_body(request, true);
+  if (auto* error = std::get_if<RouteError>(&body)) return std::move(*error);
+  if (auto error = detail::BodyFields(std::get<boost::json::object>(body), {}).check_unknown()) {
+    return std::move(*error);
+  }
+  return Command{command::Uncordon{}};
+}
+
 // A create's body as it came, before its names and MACs are built from it.
 struct CreateText {
   std::string name, template_name, request_id, boot_image, user_data, uuid;
@@ -340,6 +382,10 @@ constexpr auto kRoutes = std::to_array<Route>({
     {"/v1/status", "GET", plain<command::GetStatus>},
     {"/v1/host", "GET", plain<command::GetHost>},
     {"/v1/host/capacity", "GET", plain<command::GetCapacity>},
+    {"/v1/host/maintenance", "GET", plain<command::GetMaintenance>},
+    {"/v1/host/cordon", "POST", cordon},
+    {"/v1/host/drain", "POST", drain},
+    {"/v1/host/uncordon", "POST", uncordon},
     {"/v1/devices", "GET", list_devices},
     {"/v1/devices/{}", "GET", on_device<command::GetDevice>},
     {"/v1/devices/{}/clean", "POST", device_change<command::CleanDevice>},

@@ -156,6 +156,23 @@ struct Runner {
     return json_response(200, device_json(*f, DeviceFacts(service(), usage).of(get.address)));
   }
 
+  HttpResponse operator()(const command::GetMaintenance& /*unused*/) const {
+    return json_response(200, to_json(service().maintenance()));
+  }
+  HttpResponse operator()(const command::Cordon& cordon) const {
+    return json_or_problem(service().cordon(cordon.reason, request.identity.principal), request);
+  }
+  // 202: the drain is under way. Its stops are operations on their VMs' queues, and its progress
+  // the maintenance's (GET /v1/host/maintenance, maintenance events).
+  HttpResponse operator()(const command::Drain& drain) const {
+    auto drained = service().drain(drain.reason, drain.grace, request.identity.principal);
+    if (!drained.ok()) return service_problem(drained.error(), request);
+    return json_response(202, to_json(*drained));
+  }
+  HttpResponse operator()(const command::Uncordon& /*unused*/) const {
+    return json_or_problem(service().uncordon(request.identity.principal), request);
+  }
+
   HttpResponse operator()(const command::ListQuarantine& /*unused*/) const {
     boost::json::array devices;
     for (const auto& entry : service().quarantined()) devices.push_back(quarantine_json(entry));

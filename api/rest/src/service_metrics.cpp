@@ -48,6 +48,17 @@ void render_status(MetricsText& out, const service::ServiceStatus& status) {
   out.sample("hostagent_libvirt_connection_losses_total", {}, status.libvirt_connection_losses);
 }
 
+// One sample per mode, 1 for the host's: an alert on "cordoned for a day" needs no absent series.
+void render_maintenance(MetricsText& out, const service::MaintenanceView& maintenance) {
+  out.family("hostagent_host_maintenance",
+             "1 for the host's maintenance mode (in_service, cordoned, draining, drained).", "gauge");
+  for (const auto mode : {service::MaintenanceMode::in_service, service::MaintenanceMode::cordoned,
+                          service::MaintenanceMode::draining, service::MaintenanceMode::drained}) {
+    out.sample("hostagent_host_maintenance", {{"mode", std::string(service::to_string(mode))}},
+               maintenance.mode == mode ? 1 : 0);
+  }
+}
+
 void render_capacity(MetricsText& out, const numa::Capacity& capacity) {
   const auto per_node = [&](const std::string& name, const std::string& help, auto value) {
     out.family(name, help, "gauge");
@@ -251,6 +262,7 @@ std::string ServiceMetrics::compute(service::VmService& service) {
   const auto status = service.status();
   render_vms(out, status.vms_by_state);
   render_status(out, status);
+  render_maintenance(out, service.maintenance());
   out.append(capacity_text(service.usage()));
   render_quarantine(out, service.quarantined());
   render_cleaning(out, service.cleaning());

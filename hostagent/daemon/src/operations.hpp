@@ -1,6 +1,7 @@
 // daemon/operations (private): the VM operations, each run on its VM's queue.
 #pragma once
 
+#include <chrono>
 #include <string>
 
 #include "vm_work.hpp"
@@ -14,6 +15,8 @@ Result<service::VmView> create_vm(VmWork& work, const service::CreateVmRequest& 
 Status delete_vm(Effects& effects, Recording& recording, const std::string& name);
 Result<service::VmView> start_vm(VmWork& work, const std::string& name);
 Result<service::VmView> stop_vm(VmWork& work, const std::string& name, bool force);
+// A drain's stop: asked to shut down, powered off at `deadline`. True when it was powered off.
+Result<bool> drain_vm(VmWork& work, const std::string& name, std::chrono::steady_clock::time_point deadline);
 Result<service::VmView> reboot_vm(VmWork& work, const std::string& name);
 
 // The VM as the ledger knows it; not_found for an unknown name.

@@ -26,6 +26,18 @@ std::string describe_change(const std::string& rc, const fleet::InventoryRecord*
 }
 
 // What Placement's inventories lack or have wrong, worded: "" when they match.
+// "+COMPUTE_STATUS_DISABLED -CUSTOM_HOSTAGENT_SLOT_3": what a trait write adds and takes away.
+std::string trait_diff(const std::set<std::string>& before, const std::set<std::string>& after) {
+  std::string out;
+  for (const auto& trait : after) {
+    if (before.count(trait) == 0) out += (out.empty() ? "+" : " +") + trait;
+  }
+  for (const auto& trait : before) {
+    if (after.count(trait) == 0) out += (out.empty() ? "-" : " -") + trait;
+  }
+  return out;
+}
+
 std::string inventory_diff(const std::map<std::string, fleet::InventoryRecord>& have,
                            const std::map<std::string, fleet::InventoryRecord>& want) {
   std::string out;
@@ -83,8 +95,13 @@ Result<SyncReport> PlacementConverger::run_once(bool full) {
   for (const auto& [uuid, name] : managed.name_of) known_vms_.insert(uuid);
   const service::HostUsage usage = service_.usage();
   const auto capacity = numa::capacity(*usage.host, usage.held, usage.policy);
-  fleet::TreeInput input{config_.host_name, usage.host, &capacity, &usage.held, usage.policy.housekeeping_cpus,
-                         managed.uuid_of};
+  fleet::TreeInput input{config_.host_name,
+                         usage.host,
+                         &capacity,
+                         &usage.held,
+                         usage.policy.housekeeping_cpus,
+                         managed.uuid_of,
+                         service_.maintenance().mode != service::MaintenanceMode::in_service};
   // A VM listed after usage() was read holds nothing in it yet: its allocation waits for the next pass.
   for (auto it = input.managed.begin(); it != input.managed.end();) {
     const bool holds =
@@ -208,7 +225,7 @@ void PlacementConverger::sync_provider(const fleet::Provider& wanted, SyncReport
         report.problems.push_back("traits of " + wanted.name + ": " + written.error().message);
         return;
       }
-      report.changes.push_back("traits of " + wanted.name + " set");
+      report.changes.push_back("traits of " + wanted.name + ": " + trait_diff((*state)->traits, traits));
     }
     synced_providers_[wanted.uuid] = wanted;
     changed_.insert(wanted.uuid);  // its allocations are read in a full pass

@@ -33,15 +33,31 @@ Result<virt::DomainState> refresh(Effects& effects, const std::string& name) {
   return domain.state;
 }
 
-// Waits up to the stop timeout for the guest to power itself off after the ACPI request.
-Result<bool> wait_for_shut_off(VmWork& work, const std::string& name) {
-  const auto deadline = work.recording.clock.steady_now() + work.facts.config.stop_timeout;
+// Waits until `deadline` for the guest to power itself off after the shutdown request.
+Result<bool> wait_for_shut_off(VmWork& work, const std::string& name, std::chrono::steady_clock::time_point deadline) {
   for (;;) {
     HA_TRY(const auto state, refresh(work.effects, name));
     if (state == virt::DomainState::shut_off) return true;
     if (work.recording.clock.steady_now() >= deadline) return false;
     work.recording.clock.sleep_for(kPollInterval);
   }
+}
+
+// The guest asked to power off (its agent, else ACPI) and given until `deadline`, then powered off;
+// `force` powers it off at once. True when it was powered off rather than shut down.
+Result<bool> stop_until(VmWork& work, const std::string& name, bool force,
+                        std::chrono::steady_clock::time_point deadline, const std::string& operation) {
+  if (!force) {
+    step(work.recording, name, operation, "shutdown", 1, 2);
+    HA_TRY_STATUS(work.effects.hypervisor.shutdown(name));
+    HA_TRY(const bool off, wait_for_shut_off(work, name, deadline));
+    if (off) return false;
+    log(LogLevel::warning, name + " did not power off by its deadline after the shutdown request: forcing",
+        {.vm = name, .operation = operation});
+  }
+  step(work.recording, name, operation, "destroy", force ? 1 : 2, force ? 1 : 2);
+  HA_TRY_STATUS(work.effects.hypervisor.destroy(name));
+  return true;
 }
 
 Result<service::VmView> finish(VmWork& work, const std::string& name) {
@@ -83,25 +99,21 @@ Result<service::VmView> start_vm(VmWork& work, const std::string& name) {
 
 Result<service::VmView> stop_vm(VmWork& work, const std::string& name, bool force) {
   HA_TRY_STATUS(managed_record(work.effects.ledger, name));
-  auto outcome = [&]() -> Status {
-    if (!force) {
-      step(work.recording, name, "stop", "shutdown", 1, 2);
-      HA_TRY_STATUS(work.effects.hypervisor.shutdown(name));
-      HA_TRY(const bool off, wait_for_shut_off(work, name));
-      if (off) return ok_status();
-      log(LogLevel::warning,
-          name + " did not power off within " + std::to_string(work.facts.config.stop_timeout.count()) +
-              " ms of the ACPI request: forcing",
-          {.vm = name, .operation = "stop"});
-    }
-    step(work.recording, name, "stop", "destroy", force ? 1 : 2, force ? 1 : 2);
-    return work.effects.hypervisor.destroy(name);
-  }();
-  if (!outcome.ok()) {
+  const auto deadline = work.recording.clock.steady_now() + work.facts.config.stop_timeout;
+  if (auto stopped = stop_until(work, name, force, deadline, "stop"); !stopped.ok()) {
     work.recording.operations.idle(name);
-    return std::move(outcome).error();
+    return std::move(stopped).error();
   }
   return finish(work, name);
+}
+
+Result<bool> drain_vm(VmWork& work, const std::string& name, std::chrono::steady_clock::time_point deadline) {
+  HA_TRY_STATUS(managed_record(work.effects.ledger, name));
+  auto stopped = stop_until(work, name, false, deadline, "stop");
+  work.recording.operations.idle(name);
+  if (!stopped.ok()) return std::move(stopped).error();
+  HA_TRY_STATUS(refresh(work.effects, name));
+  return *stopped;
 }
 
 Result<service::VmView> reboot_vm(VmWork& work, const std::string& name) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <memory>
+#include <set>
 
 #include "daemon_log.hpp"
 #include "event_hub.hpp"
@@ -15,6 +16,7 @@
 #include "hostagent/numa/nvlink.hpp"
 #include "hostagent/service/vm_service.hpp"
 #include "hostagent/state/create_requests.hpp"
+#include "maintenance.hpp"
 #include "operations.hpp"
 #include "reconcile.hpp"
 #include "request_ids.hpp"
@@ -45,7 +47,8 @@ struct Owners {
                    facts.config.state_directory / "cleaning_evidence.jsonl", facts.host, *devices, ledger, events,
                    *clock, hook, facts.readers.on_bus, facts.config.hygiene}),
         operations(*clock, events, &operation_records),
-        requests(std::move(requests_in), *clock) {}
+        requests(std::move(requests_in), *clock),
+        maintenance(facts.config.state_directory / "maintenance.json", *clock, events) {}
 
   // The parts the operations are given.
   VmWork work() {
@@ -65,6 +68,7 @@ struct Owners {
   DeviceLifecycle lifecycle;    // refers to facts, devices, ledger, events and clock
   OperationTracker operations;  // refers to clock, events and operation_records
   RequestIds requests;          // refers to clock
+  Maintenance maintenance;      // refers to facts, clock and events
   // Refers to clock, hypervisor and operations; its thread stops before they go.
   GuestWatch guest_watch{*clock, *hypervisor, operations};
   std::atomic<uint64_t> operations_started{0};  // the serial in each journal entry's name
@@ -93,6 +97,7 @@ class VmServiceImpl final : public service::VmService {
     // Before anything changes: an unreadable record stops the start with nothing touched.
     HA_TRY_STATUS(owners_.requests.load());
     HA_TRY_STATUS(power_.load());
+    HA_TRY_STATUS(owners_.maintenance.load());
     HA_TRY_STATUS(owners_.lifecycle.load());
     // Before reconcile, whose repair of running VMs binds groups too.
     owners_.devices->report_faults_to([this](const devices::DeviceFault& fault) {
@@ -117,6 +122,10 @@ class VmServiceImpl final : public service::VmService {
     host_watch_.start();
     ready_ = true;
     start_after_reboot(starts);
+    if (const auto deadline = owners_.maintenance.drain_underway()) {
+      std::lock_guard lock(admission_mutex_);
+      queue_drain(*deadline);  // a drain this daemon's stop cut short
+    }
     return ok_status();
   }
 
@@ -175,12 +184,14 @@ class VmServiceImpl final : public service::VmService {
 
   Result<service::OperationView> begin_create(const service::CreateVmRequest& request) override {
     HA_TRY_STATUS(check_create_request(owners_.facts, request));
-    // One at a time from the check to the enqueue: two replays racing get one operation.
-    std::unique_lock lock(begin_create_mutex_);
+    // One at a time from the check to the enqueue: two replays racing get one operation, and a
+    // drain lists every create queued before it.
+    std::unique_lock lock(admission_mutex_);
     if (!request.request_id.empty()) {
       HA_TRY(auto earlier, earlier_create(request));
       if (earlier) return *earlier;
     }
+    HA_TRY_STATUS(owners_.maintenance.refuse_create());  // after the replay: what was accepted is answered
     HA_TRY_STATUS(check_name_free(request));
     HA_TRY_STATUS(check_holdings_free(request));
     auto operation = owners_.operations.enqueue("create", request.name, request.request_id, request.template_name);
@@ -201,6 +212,8 @@ class VmServiceImpl final : public service::VmService {
   }
   Result<service::OperationView> begin_start(const VmName& name) override {
     HA_TRY_STATUS(ours(name));
+    std::lock_guard lock(admission_mutex_);  // a drain's stop is queued after any start it let in
+    HA_TRY_STATUS(owners_.maintenance.refuse_start(name.str()));
     const auto operation = enqueue("start", name);
     queue(operation.id, name, [this, name] { return daemon::start_vm(work_, name); });
     return operation;
@@ -292,6 +305,21 @@ class VmServiceImpl final : public service::VmService {
     return service::ConsoleLogView{std::move(tail->text), tail->file_bytes, tail->whole};
   }
   numa::HostModel host_now() override { return host_watch_.host_now(); }
+
+  service::MaintenanceView maintenance() override { return owners_.maintenance.view(); }
+  Result<service::MaintenanceView> cordon(const std::string& reason, const std::string& principal) override {
+    return owners_.maintenance.cordon(reason, principal);
+  }
+  Result<service::MaintenanceView> drain(const std::string& reason, std::chrono::seconds grace,
+                                         const std::string& principal) override {
+    std::lock_guard lock(admission_mutex_);
+    HA_TRY(const auto deadline, owners_.maintenance.drain(reason, grace, principal));
+    queue_drain(deadline);
+    return owners_.maintenance.view();
+  }
+  Result<service::MaintenanceView> uncordon(const std::string& principal) override {
+    return owners_.maintenance.uncordon(principal);
+  }
   Result<service::DeviceHealthReading> device_health() override { return host_watch_.device_health(); }
 
  private:
@@ -515,6 +543,12 @@ class VmServiceImpl final : public service::VmService {
     const auto before = power_.reboot_record();
     if (!before) return {};
     report.host_rebooted = true;
+    if (owners_.maintenance.drains()) {
+      log(LogLevel::info, "the host rebooted since hostagentd last ran, and it is " +
+                              std::string(service::to_string(owners_.maintenance.view().mode)) +
+                              ": no VM is started (after the uncordon, start them: hostagentctl vm start NAME)");
+      return {};
+    }
     report.boot_starts = boot_starts(owners_.facts.config.on_host_boot, *before, owners_.ledger.entries());
     log(LogLevel::info, "the host rebooted since hostagentd last ran (boot " + before->boot_id +
                             "): operations.on_host_boot " + owners_.facts.config.on_host_boot + " starts " +
@@ -536,6 +570,37 @@ class VmServiceImpl final : public service::VmService {
       });
     }
     power_.save(owners_.ledger.entries());
+  }
+
+  // A drain's stop for every VM hostagent made and every VM an operation is queued for (a create
+  // whose VM is not defined yet), each on its VM's queue after what it holds; not for those the
+  // drain is stopping already, whose stops keep their deadline. Under admission_mutex_.
+  void queue_drain(std::chrono::steady_clock::time_point deadline) {
+    std::set<std::string> names;
+    for (const auto& entry : owners_.ledger.entries()) {
+      if (entry.managed && entry.defined) names.insert(entry.name);
+    }
+    for (const auto& operation : owners_.operations.list()) {
+      if (operation.state == "queued" || operation.state == "running") names.insert(operation.vm);
+    }
+    for (const auto& name : owners_.maintenance.still_stopping()) names.erase(name);
+    owners_.maintenance.stopping({names.begin(), names.end()});
+    for (const auto& name : names) {
+      const auto operation = enqueue("stop", name);
+      queue(operation.id, name, [this, name, deadline]() -> Status {
+        if (!owners_.ledger.find(name)) {  // a create the drain waited for failed, or a delete came first
+          owners_.maintenance.stop_ended(name, DrainStop::stopped);
+          return ok_status();
+        }
+        auto forced = daemon::drain_vm(work_, name, deadline);
+        if (!forced.ok()) {
+          owners_.maintenance.stop_ended(name, forced.error());
+          return forced.error();
+        }
+        owners_.maintenance.stop_ended(name, *forced ? DrainStop::powered_off : DrainStop::stopped);
+        return ok_status();
+      });
+    }
   }
 
   // Events may have been missed while libvirt was away, or a domain changed outside hostagent.
@@ -569,7 +634,7 @@ class VmServiceImpl final : public service::VmService {
   HostWatch host_watch_;  // after owners_, whose members it reads; stopped first
   std::atomic<int> connection_losses_{0};
   std::atomic<bool> ready_{false};
-  std::mutex begin_create_mutex_;
+  std::mutex admission_mutex_;  // a create's or start's checks and enqueue, and a drain's
   std::mutex report_mutex_;
   service::ReconcileReport last_reconcile_;  // the start's; under report_mutex_
   std::mutex list_mutex_;

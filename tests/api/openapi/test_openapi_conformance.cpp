@@ -481,6 +481,8 @@ TEST_CASE("the event stream is text/event-stream and every event's data matches 
   const auto gpu = quarantine_a_gpu(client, "oas-faulted");
   client.expect(200, "DELETE", "/v1/quarantine/" + gpu);
   client.expect(202, "POST", "/v1/devices/" + gpu + "/clean");
+  client.expect(200, "POST", "/v1/host/cordon", R"({"reason":"oas events"})");
+  client.expect(200, "POST", "/v1/host/uncordon");
 
   // Until a whole frame of each kind has come: a frame's event line can arrive before its data.
   const auto text = (*reader)->read_until(
@@ -489,7 +491,7 @@ TEST_CASE("the event stream is text/event-stream and every event's data matches 
         for (const auto& frame : complete_frames(so_far)) events.insert(parse_frame(frame).event);
         return events.count("vm") != 0 && events.count("operation") != 0 && events.count("device") != 0 &&
                events.count("quarantine") == 2 &&  // quarantined, then cleared
-               events.count("cleaning") != 0;
+               events.count("cleaning") != 0 && events.count("maintenance") == 2;
       },
       std::chrono::seconds(30));
   const auto& schemas =
@@ -504,7 +506,7 @@ TEST_CASE("the event stream is text/event-stream and every event's data matches 
     CHECK_MESSAGE(errors.empty(), joined(errors));
     seen.insert(frame.event);
   }
-  CHECK(seen == std::set<std::string>{"vm", "operation", "device", "quarantine", "cleaning"});
+  CHECK(seen == std::set<std::string>{"vm", "operation", "device", "quarantine", "cleaning", "maintenance"});
 }
 
 TEST_CASE("every documented operation was answered with success somewhere in this suite") {
@@ -542,6 +544,16 @@ TEST_CASE("every documented operation was answered with success somewhere in thi
   client.wait_for(field(deleting, "id"));
   client.expect(200, "GET", "/v1/operations");
   client.expect(200, "GET", "/v1/metrics");
+  // Maintenance: a cordon refuses a create, a drain is begun (202) and refuses a cordon, the
+  // uncordon takes creates again.
+  client.expect(200, "GET", "/v1/host/maintenance");
+  client.expect(400, "POST", "/v1/host/cordon", "{}");
+  client.expect(200, "POST", "/v1/host/cordon", R"({"reason":"oas cover"})");
+  client.expect(409, "POST", "/v1/vms", create_body("oas-cordoned", "req-oas-cordoned", client.boot_image()));
+  client.expect(400, "POST", "/v1/host/drain", R"({"reason":"oas drain","grace_seconds":0})");
+  client.expect(202, "POST", "/v1/host/drain", R"({"reason":"oas drain","grace_seconds":5})");
+  client.expect(409, "POST", "/v1/host/cordon", R"({"reason":"oas again"})");
+  client.expect(200, "POST", "/v1/host/uncordon");
   const auto gpu = quarantine_a_gpu(client, "oas-faulted");
   client.expect(200, "GET", "/v1/devices/" + gpu);
   client.expect(200, "DELETE", "/v1/quarantine/" + gpu);

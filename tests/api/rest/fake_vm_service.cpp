@@ -352,4 +352,39 @@ numa::HostModel FakeVmService::host_now() {
   return host_;
 }
 
+service::MaintenanceView FakeVmService::maintenance() {
+  const std::lock_guard lock(mutex_);
+  return maintenance_;
+}
+
+Result<service::MaintenanceView> FakeVmService::cordon(const std::string& reason, const std::string& principal) {
+  const std::lock_guard lock(mutex_);
+  if (auto refused = take_refusal()) return *refused;
+  commands_.push_back("cordon " + reason + " by " + principal);
+  if (maintenance_.mode == service::MaintenanceMode::draining ||
+      maintenance_.mode == service::MaintenanceMode::drained) {
+    return Error{ErrorCode::conflict, "cordon: the host is draining"};
+  }
+  maintenance_ = {service::MaintenanceMode::cordoned, reason, principal, "2026-12-07T05:00:00Z", "", {}};
+  return maintenance_;
+}
+
+Result<service::MaintenanceView> FakeVmService::drain(const std::string& reason, std::chrono::seconds grace,
+                                                      const std::string& principal) {
+  const std::lock_guard lock(mutex_);
+  if (auto refused = take_refusal()) return *refused;
+  commands_.push_back("drain " + reason + " " + std::to_string(grace.count()) + "s by " + principal);
+  maintenance_ = {
+      service::MaintenanceMode::draining, reason, principal, "2026-12-07T05:00:00Z", "2026-12-07T05:05:00Z", {}};
+  return maintenance_;
+}
+
+Result<service::MaintenanceView> FakeVmService::uncordon(const std::string& principal) {
+  const std::lock_guard lock(mutex_);
+  if (auto refused = take_refusal()) return *refused;
+  commands_.push_back("uncordon by " + principal);
+  maintenance_ = {service::MaintenanceMode::in_service, "", principal, "2026-12-07T05:10:00Z", "", {}};
+  return maintenance_;
+}
+
 }  // namespace hostagent::testing

@@ -85,6 +85,14 @@ class FakeVmService final : public service::VmService {
   void set_console_log(const std::string& vm, std::string text);
   Result<service::DeviceHealthReading> device_health() override;  // the last set_device_health's, one object
   numa::HostModel host_now() override;
+  // The service's rules without its queues: cordon and drain set the mode (a drain lists no VMs;
+  // conflict for a cordon while draining or drained), uncordon puts it back; each is in commands():
+  // "cordon REASON by PRINCIPAL", "drain REASON 300s by PRINCIPAL", "uncordon by PRINCIPAL".
+  service::MaintenanceView maintenance() override;
+  Result<service::MaintenanceView> cordon(const std::string& reason, const std::string& principal) override;
+  Result<service::MaintenanceView> drain(const std::string& reason, std::chrono::seconds grace,
+                                         const std::string& principal) override;
+  Result<service::MaintenanceView> uncordon(const std::string& principal) override;
 
  private:
   struct Vm {
@@ -118,6 +126,7 @@ class FakeVmService final : public service::VmService {
   std::vector<service::QuarantineView> quarantined_;
   std::vector<service::CleaningView> cleaning_;
   std::map<PciAddress, service::DeviceHistoryView> histories_;
+  service::MaintenanceView maintenance_;
 
   std::mutex sinks_mutex_;  // apart from mutex_: a sink runs under it
   std::map<uint64_t, service::ServiceEventSink> sinks_;

@@ -46,6 +46,10 @@ TEST_CASE("parse_request routes every resource of docs/api.md to its command") {
   command_of<command::GetStatus>(make("GET", "/v1/status"));
   command_of<command::GetHost>(make("GET", "/v1/host"));
   command_of<command::GetCapacity>(make("GET", "/v1/host/capacity"));
+  command_of<command::GetMaintenance>(make("GET", "/v1/host/maintenance"));
+  CHECK(command_of<command::Cordon>(make("POST", "/v1/host/cordon", R"({"reason":"r"})")).reason == "r");
+  CHECK(command_of<command::Drain>(make("POST", "/v1/host/drain", R"({"reason":"r"})")).reason == "r");
+  command_of<command::Uncordon>(make("POST", "/v1/host/uncordon", "", ""));
   command_of<command::ListDevices>(make("GET", "/v1/devices"));
   CHECK(command_of<command::GetDevice>(make("GET", "/v1/devices/0000:17:00.0")).address.to_string() == "0000:17:00.0");
   command_of<command::ListTemplates>(make("GET", "/v1/templates"));
@@ -111,6 +115,42 @@ TEST_CASE("parse_request reads stop's force and takes empty or empty-object bodi
   const auto unknown = error_of(make("POST", "/v1/vms/v/start", R"({"force":true})"));
   CHECK(unknown.field == "force");
   CHECK(unknown.detail.find("takes no fields") != std::string::npos);
+}
+
+TEST_CASE("parse_request reads a maintenance's reason and a drain's grace, and names the field it refuses") {
+  CHECK(command_of<command::Cordon>(make("POST", "/v1/host/cordon", R"({"reason":"PSU swap, INC-4411"})")).reason ==
+        "PSU swap, INC-4411");
+  const auto drain = command_of<command::Drain>(make("POST", "/v1/host/drain", R"({"reason":"r"})"));
+  CHECK(drain.grace == service::kDefaultDrainGrace);
+  CHECK(command_of<command::Drain>(make("POST", "/v1/host/drain", R"({"reason":"r","grace_seconds":86400})")).grace ==
+        std::chrono::seconds(86400));
+  CHECK(command_of<command::Drain>(make("POST", "/v1/host/drain", R"({"reason":"r","grace_seconds":1})")).grace ==
+        std::chrono::seconds(1));
+  command_of<command::Uncordon>(make("POST", "/v1/host/uncordon", "{}"));
+  struct Refused {
+    std::string path, body, field, words;
+  };
+  const std::vector<Refused> refused{
+      {"/v1/host/cordon", "{}", "reason", "missing; it is required"},
+      {"/v1/host/cordon", R"({"reason":""})", "reason", "1 to 256 bytes"},
+      {"/v1/host/cordon", R"({"reason":")" + std::string(257, 'x') + R"("})", "reason", "1 to 256 bytes"},
+      {"/v1/host/cordon", R"({"reason":"two\nlines"})", "reason", "one line"},
+      {"/v1/host/cordon", R"({"reason":"r","force":true})", "force", "reason"},
+      {"/v1/host/drain", R"({"reason":"r","grace_seconds":0})", "grace_seconds", "from 1 to 86400"},
+      {"/v1/host/drain", R"({"reason":"r","grace_seconds":86401})", "grace_seconds", "from 1 to 86400"},
+      {"/v1/host/drain", R"({"reason":"r","grace_seconds":1.5})", "grace_seconds", "a whole number"},
+      {"/v1/host/drain", R"({"reason":"r","grace_seconds":"60"})", "grace_seconds", "a whole number"},
+      {"/v1/host/drain", R"({"grace_seconds":60})", "reason", "missing; it is required"},
+      {"/v1/host/uncordon", R"({"reason":"r"})", "reason", "takes no fields"},
+  };
+  for (const auto& r : refused) {
+    CAPTURE(r.body);
+    const auto error = error_of(make("POST", r.path, r.body));
+    CHECK(error.status == 400);
+    CHECK(error.field == r.field);
+    CHECK_MESSAGE(error.detail.find(r.words) != std::string::npos, error.detail);
+  }
+  CHECK(error_of(make("POST", "/v1/host/cordon", "", "")).status == 415);  // a reason is required: a body too
 }
 
 TEST_CASE("parse_request answers 404 for unknown paths and 405 with Allow for a wrong method") {

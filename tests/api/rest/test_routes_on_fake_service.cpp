@@ -427,6 +427,46 @@ TEST_CASE(
   CHECK(text(audited[2].at("principal")).rfind("uid:", 0) == 0);
 }
 
+TEST_CASE("cordon, drain and uncordon reach the service with who asked, answer its maintenance, and are audited") {
+  FakeApi api;
+  const auto shown = api.request("GET", "/v1/host/maintenance").json();
+  CHECK(text(shown.at("mode")) == "in_service");
+  CHECK(shown.at("reason").is_null());
+  check_problem(api.request("POST", "/v1/host/cordon", R"({"reason":"r"})", ApiServer::kReaderToken), 403, "forbidden");
+  CHECK(api.service.commands().empty());
+
+  const auto cordoned = api.request("POST", "/v1/host/cordon", R"({"reason":"PSU swap"})");
+  REQUIRE_MESSAGE(cordoned.status == 200, cordoned.body);
+  CHECK(text(cordoned.json().at("mode")) == "cordoned");
+  CHECK(text(cordoned.json().at("reason")) == "PSU swap");
+  const auto drained = api.request("POST", "/v1/host/drain", R"({"reason":"chassis","grace_seconds":90})");
+  REQUIRE_MESSAGE(drained.status == 202, drained.body);
+  CHECK(text(drained.json().at("mode")) == "draining");
+  CHECK(text(drained.json().at("deadline")) == "2026-12-07T05:05:00Z");
+  // The service's refusal is the API's 409, with its words.
+  const auto refused = check_problem(api.request("POST", "/v1/host/cordon", R"({"reason":"again"})"), 409, "conflict");
+  CHECK(text(refused.at("detail")).find("draining") != std::string::npos);
+  const auto back = api.request("POST", "/v1/host/uncordon");
+  REQUIRE_MESSAGE(back.status == 200, back.body);
+  CHECK(text(back.json().at("mode")) == "in_service");
+  CHECK(api.request("GET", "/v1/metrics").body.find("hostagent_host_maintenance{mode=\"in_service\"} 1\n") !=
+        std::string::npos);
+
+  const auto commands = api.service.commands();
+  REQUIRE(commands.size() == 4);
+  CHECK(commands[0].rfind("cordon PSU swap by uid:", 0) == 0);
+  CHECK(commands[1].rfind("drain chassis 90s by uid:", 0) == 0);
+  CHECK(commands[3].rfind("uncordon by uid:", 0) == 0);
+  std::istringstream lines(read_text_file(api.server.audit_log()));
+  std::vector<std::string> targets;
+  for (std::string line; std::getline(lines, line);) {
+    const auto entry = boost::json::parse(line).as_object();
+    targets.push_back(text(entry.at("target")) + " " + std::to_string(entry.at("status").as_int64()));
+  }
+  CHECK(targets == std::vector<std::string>{"/v1/host/cordon 403", "/v1/host/cordon 200", "/v1/host/drain 202",
+                                            "/v1/host/cordon 409", "/v1/host/uncordon 200"});
+}
+
 TEST_CASE("a quarantine event reaches a stream client with the device and why") {
   FakeApi api;
   auto stream = EventStreamReader::open(api.server.socket_path());

@@ -392,6 +392,15 @@ service::OperationView wait_for(service::VmService& service, const std::string& 
   return *ended;
 }
 
+std::map<std::string, std::string> settled(service::VmService& service) {
+  for (const auto& operation : service.operations()) wait_for(service, operation.id);
+  std::map<std::string, std::string> states;
+  for (const auto& vm : service.list_vms()) {
+    if (vm.managed) states[vm.name] = vm.state;
+  }
+  return states;
+}
+
 std::vector<std::string> test_driver_domains(const std::string& prefix) {
   std::vector<std::string> names;
   auto domains = anchor()->list();

@@ -240,6 +240,9 @@ std::unique_ptr<service::VmService> started(DaemonFixture& fixture, FaultyHyperv
 // unknown id.
 service::OperationView wait_for(service::VmService& service, const std::string& id);
 
+// Waits for every operation the service holds; then the managed VMs' states by name.
+std::map<std::string, std::string> settled(service::VmService& service);
+
 // Domains named `prefix`* that libvirt's test:///default holds right now (it is shared by every
 // connection in the process).
 std::vector<std::string> test_driver_domains(const std::string& prefix);

@@ -32,16 +32,6 @@ void reboot_host(DaemonFixture& fixture) {
   fixture.boot_id = "2b5e0c1a-0000-4000-8000-000000000002";
 }
 
-// Waits for every operation the service holds, and returns the VMs' states by name.
-std::map<std::string, std::string> settled(service::VmService& service) {
-  for (const auto& operation : service.operations()) wait_for(service, operation.id);
-  std::map<std::string, std::string> states;
-  for (const auto& vm : service.list_vms()) {
-    if (vm.managed) states[vm.name] = vm.state;
-  }
-  return states;
-}
-
 std::vector<std::string> reapplied(DaemonFixture& fixture) {
   std::lock_guard lock(fixture.devices()->mutex);
   return fixture.devices()->reapplied;

@@ -294,6 +294,48 @@ TEST_CASE("hostagentctl vm create, list, show and delete against hostagentd's AP
   }
 }
 
+TEST_CASE("hostagentctl host cordon keeps creates out, drain stops the VMs and waits, uncordon takes VMs again") {
+  testing::TempDir dir;
+  Daemon daemon(dir.path());
+  REQUIRE_MESSAGE(daemon.ready(), daemon.log());
+  const auto boot = dir.path() / "state" / "images" / "boot.raw";
+  std::ofstream(boot) << std::string(1 << 16, '\0');
+  const std::vector<std::string> create{"vm",     "create",  "--template",   "gx3-16x128x1h100",
+                                        "--name", "train-0", "--boot-image", boot.string()};
+  const auto created = daemon.run(create);
+  REQUIRE_MESSAGE(created.exit_code == 0, (created.output + daemon.log()));
+
+  const auto cordoned = daemon.run({"host", "cordon", "--reason", "PSU swap, INC-4411"});
+  REQUIRE_MESSAGE(cordoned.exit_code == 0, cordoned.output);
+  CHECK(cordoned.output.find("cordoned") != std::string::npos);
+  auto refused_create = create;
+  refused_create[5] = "train-1";
+  const auto refused = daemon.run(refused_create);
+  CHECK(refused.exit_code == 1);
+  CHECK_MESSAGE(refused.output.find("PSU swap, INC-4411") != std::string::npos, refused.output);
+  const auto shown = daemon.run({"host", "maintenance"});
+  REQUIRE(shown.exit_code == 0);
+  CHECK(shown.output.find("cordoned") != std::string::npos);
+  CHECK(shown.output.find("PSU swap, INC-4411") != std::string::npos);
+
+  // The drain waits until the host is drained, each VM named as its stop ends.
+  const auto drained = daemon.run({"host", "drain", "--reason", "chassis swap", "--grace", "30"});
+  REQUIRE_MESSAGE(drained.exit_code == 0, drained.output);
+  CHECK_MESSAGE(drained.output.find("drain train-0: stopped") != std::string::npos, drained.output);
+  CHECK(drained.output.find("drained") != std::string::npos);
+  const auto vm = boost::json::parse(daemon.run({"vm", "show", "train-0", "--json"}).output);
+  CHECK(vm.at("state").as_string() == "shut_off");
+  const auto start = daemon.run({"vm", "start", "train-0"});
+  CHECK(start.exit_code == 1);
+  CHECK_MESSAGE(start.output.find("drained") != std::string::npos, start.output);
+
+  const auto back = daemon.run({"host", "uncordon", "--json"});
+  REQUIRE_MESSAGE(back.exit_code == 0, back.output);
+  CHECK(boost::json::parse(back.output).at("mode").as_string() == "in_service");
+  CHECK(daemon.run({"vm", "start", "train-0"}).exit_code == 0);
+  CHECK(daemon.run(refused_create).exit_code == 0);
+}
+
 TEST_CASE("hostagentctl quarantine lists what an earlier run quarantined, devices shows it, clear puts it back") {
   testing::TempDir dir;
   // What the daemon wrote before it stopped: a GPU whose bind failed (the simulated host's daemon

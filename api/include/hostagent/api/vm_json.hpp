@@ -17,6 +17,8 @@ boost::json::value to_json(const service::OperationView& operation);
 // "held", "devices"}, quarantine {"device", "quarantined", "step", "reason", "vm"}, cleaning
 // {"device", "vm", "state", "step", "outcome", "sequence"}.
 boost::json::value to_json(const service::ServiceEvent& event);
+// {"mode", "reason", "principal", "since", "deadline", "vms": [{"vm", "state", "error"}]}
+boost::json::value to_json(const service::MaintenanceView& maintenance);
 // "vm", "operation", "device", "quarantine", "cleaning": the event's name in an event stream.
 const char* event_name(service::ServiceEvent::Kind kind);
 

@@ -33,6 +33,12 @@ inline constexpr const char* kHostTrait = "CUSTOM_HOSTAGENT";  // on every root 
 inline constexpr const char* kNumaTrait = "HW_NUMA_ROOT";
 inline constexpr const char* kSwitchTrait = "CUSTOM_HOSTAGENT_PCIE_SWITCH";  // a GPU under a switch: peer-to-peer
 inline constexpr const char* kRdmaTrait = "CUSTOM_HOSTAGENT_RDMA";  // its VFs' NIC has an RDMA device (RoCE, IB)
+// Nova's mark of a compute host that takes no instances (os-traits): its scheduler, and this
+// project's candidates query, forbid it on the root.
+inline constexpr const char* kDisabledTrait = "COMPUTE_STATUS_DISABLED";
+// On a root in maintenance, beside kDisabledTrait when hostagent put that there: what lets the
+// sync take away, at the uncordon, the disabled mark it set and no other (merged_traits).
+inline constexpr const char* kMaintenanceTrait = "CUSTOM_HOSTAGENT_MAINTENANCE";
 // Consumer types: what the host wrote for one of its VMs, and what a control plane claims first.
 inline constexpr const char* kVmConsumer = "HOSTAGENT_VM";
 inline constexpr const char* kClaimConsumer = "HOSTAGENT_CLAIM";
@@ -47,7 +53,11 @@ bool is_placement_name(std::string_view text);
 // operator's, Nova's COMPUTE_STATUS_DISABLED) is someone else's, and a sync pass keeps it.
 bool is_managed_trait(std::string_view trait);
 // The traits a provider is to carry: `current` (what Placement holds) less the managed traits
-// `wanted` lacks, plus `wanted`.
+// `wanted` lacks, plus `wanted`; and kDisabledTrait, which is not managed, as maintenance has it:
+// - wanted holds kMaintenanceTrait: kDisabledTrait is added with it, unless current has
+//   kDisabledTrait without it (an operator disabled the host first: the mark stays theirs, and
+//   kMaintenanceTrait is left off);
+// - current holds kMaintenanceTrait and wanted does not (the uncordon): kDisabledTrait goes with it.
 std::set<std::string> merged_traits(const std::set<std::string>& current, const std::set<std::string>& wanted);
 
 // "CUSTOM_PCI_10DE_2330": a GPU's model, as Nova names a PCI device's class.
@@ -109,6 +119,7 @@ struct TreeInput {
   const std::vector<numa::Allocation>* held = nullptr;  // every holder, managed VMs and foreign domains
   std::vector<int> housekeeping_cpus;
   std::map<std::string, std::string> managed;  // VM name -> UUID: their holdings are allocations
+  bool in_maintenance = false;                 // cordoned, draining or drained: the root carries kMaintenanceTrait
 };
 
 // The tree, the allocations of the managed VMs, and what the host holds outside them (host_holds).

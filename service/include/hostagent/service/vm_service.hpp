@@ -12,6 +12,7 @@
 // adapters or of the daemon's state; service_parts.hpp starts one.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <functional>
@@ -19,6 +20,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "hostagent/common/hardware_ids.hpp"
@@ -209,8 +211,42 @@ struct ReleaseCleaningView {
   double steps_seconds = 0;
 };
 
+// Whether the host takes VMs (docs/maintenance.md). cordoned: creates are refused,
+// the VMs it has run on; draining: cordoned, and each of its VMs is being stopped (gracefully, then
+// forced at the drain's deadline), starts refused too; drained: every VM stopped by the drain, and
+// none started at the host's next boot. Durable across restarts and reboots.
+enum class MaintenanceMode { in_service, cordoned, draining, drained };
+std::string_view to_string(MaintenanceMode mode);
+
+// One VM of a drain: "stopping" (its stop queued or under way), "stopped" (it powered off when
+// asked), "powered_off" (forced at the deadline), "failed" (the stop failed: `error`; it may still
+// run, and drain again tries again).
+struct DrainVmView {
+  std::string vm;
+  std::string state;
+  std::string error;
+  bool operator==(const DrainVmView&) const = default;
+};
+
+struct MaintenanceView {
+  MaintenanceMode mode = MaintenanceMode::in_service;
+  std::string reason;            // the operator's words, as given to cordon or drain ("" in service)
+  std::string principal;         // who made the last change (the API's principal)
+  std::string since;             // when the last change was made (RFC 3339); "" when never in maintenance
+  std::string deadline;          // draining and drained: when the drain forces what still runs (RFC 3339)
+  std::vector<DrainVmView> vms;  // the drain's VMs, by name, as this run of the daemon drove them
+  bool operator==(const MaintenanceView&) const = default;
+};
+
+// A reason given to cordon or drain: 1 to kMaxMaintenanceReasonBytes of UTF-8 without control
+// characters (the edge checks it; the record refuses any other).
+inline constexpr std::size_t kMaxMaintenanceReasonBytes = 256;
+// A drain's grace, from the drain to the deadline at which whatever still runs is powered off.
+inline constexpr std::chrono::seconds kMaxDrainGrace{24 * 3600};
+inline constexpr std::chrono::seconds kDefaultDrainGrace{300};
+
 struct ServiceEvent {
-  enum class Kind { vm, operation, device, quarantine, cleaning };
+  enum class Kind { vm, operation, device, quarantine, cleaning, maintenance };
   Kind kind = Kind::vm;
   std::string vm;                          // the VM concerned
   std::string vm_state;                    // vm: its state after the change ("absent" once gone)
@@ -227,6 +263,8 @@ struct ServiceEvent {
   // cleaning or quarantine: set on the event of the last device of a VM's release to end
   // (ReleaseCleaningView).
   std::optional<ReleaseCleaningView> release;
+  // maintenance: the host's maintenance after the change (a mode changed, or a drained VM's stop ended)
+  std::optional<MaintenanceView> maintenance;
 };
 
 using ServiceEventSink = std::function<void(const ServiceEvent&)>;
@@ -336,6 +374,22 @@ class VmService {
   // device preparation changes them after discovery. When config space cannot be read (a device
   // gone), the discovered values stay, and the device's health says why.
   virtual numa::HostModel host_now() = 0;
+
+  // The host's maintenance now.
+  virtual MaintenanceView maintenance() = 0;
+  // No new VMs from now on: begin_create answers conflict naming the maintenance and its reason.
+  // Cordoning a cordoned host changes its reason; conflict while draining or drained (uncordon ends
+  // those). Logged with who asked.
+  virtual Result<MaintenanceView> cordon(const std::string& reason, const std::string& principal) = 0;
+  // Cordons and stops every VM hostagent made, each on its own queue after what it already had:
+  // gracefully (guest agent, else ACPI) until now + grace, then powered off. begin_start answers
+  // conflict from now on, and the host's next boot starts none of them. When every stop has ended
+  // the mode is drained. A drain again (say, after a stop failed) takes the new reason and deadline
+  // and stops what still runs.
+  virtual Result<MaintenanceView> drain(const std::string& reason, std::chrono::seconds grace,
+                                        const std::string& principal) = 0;
+  // Back in service: creates and starts are taken again. A drain's stops already queued still run.
+  virtual Result<MaintenanceView> uncordon(const std::string& principal) = 0;
 };
 
 // A command begun and waited for: the operation's error when it failed, else the VM as it is now.

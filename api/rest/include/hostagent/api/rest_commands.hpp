@@ -7,6 +7,7 @@
 // through api/problem with `code`, `field` and, for 405, the Allow header.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -30,6 +31,15 @@ struct Ready {};
 struct GetStatus {};
 struct GetHost {};
 struct GetCapacity {};
+struct GetMaintenance {};
+struct Cordon {
+  std::string reason;  // checked: one line, 1 to service::kMaxMaintenanceReasonBytes
+};
+struct Drain {
+  std::string reason;
+  std::chrono::seconds grace = service::kDefaultDrainGrace;  // 1 s to service::kMaxDrainGrace
+};
+struct Uncordon {};
 struct ListDevices {
   std::string role;  // "" for every role, else a numa::PciRole name ("gpu", "nic", ...)
   bool free_only = false;
@@ -101,12 +111,13 @@ struct GetMetrics {};
 
 using Command =
     std::variant<command::Live, command::Ready, command::GetStatus, command::GetHost, command::GetCapacity,
-                 command::ListDevices, command::GetDevice, command::ListQuarantine, command::ClearQuarantine,
-                 command::ListCleaning, command::CleanDevice, command::GetDeviceHistory, command::ListTemplates,
-                 command::GetTemplate, command::ValidateTemplate, command::ListVms, command::GetVm, command::CreateVm,
-                 command::StartVm, command::StopVm, command::RebootVm, command::DeleteVm, command::GetDomainXml,
-                 command::GetNcclTopology, command::GetVmStarts, command::GetConsoleLog, command::ListOperations,
-                 command::GetOperation, command::StreamEvents, command::GetMetrics>;
+                 command::GetMaintenance, command::Cordon, command::Drain, command::Uncordon, command::ListDevices,
+                 command::GetDevice, command::ListQuarantine, command::ClearQuarantine, command::ListCleaning,
+                 command::CleanDevice, command::GetDeviceHistory, command::ListTemplates, command::GetTemplate,
+                 command::ValidateTemplate, command::ListVms, command::GetVm, command::CreateVm, command::StartVm,
+                 command::StopVm, command::RebootVm, command::DeleteVm, command::GetDomainXml, command::GetNcclTopology,
+                 command::GetVmStarts, command::GetConsoleLog, command::ListOperations, command::GetOperation,
+                 command::StreamEvents, command::GetMetrics>;
 
 // Why a request names no command. `code` is a problem code (api/problem.hpp): invalid_argument
 // (400), not_found (404), method_not_allowed (405, with `allow`), unsupported_media_type (415).
