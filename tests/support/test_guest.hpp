@@ -34,6 +34,10 @@ std::optional<TestGuest> build_test_guest(const std::filesystem::path& dir);
 std::filesystem::path write_test_guest_template(const std::filesystem::path& dir, const std::string& name,
                                                 const TestGuest& guest);
 
+// On a guest's kernel command line: the guest runs no agent and ignores the power button, so only
+// a power-off stops it.
+inline constexpr const char* kTestGuestDeaf = "hostagent_test_guest.deaf";
+
 // The guest's console lines, for tests to wait for.
 inline constexpr const char* kTestGuestUp = "hostagent-test-guest: up ";
 // What the guest says on its console when its agent powers it off (guest-shutdown).

@@ -86,8 +86,11 @@ std::unique_ptr<LibvirtdFixture> LibvirtdFixture::make() {
   fs::create_directories(scratch / "templates");
   fs::create_directories(scratch / "console");
   fs::create_directories(scratch / "pool");
-  const auto template_file = write_test_guest_template(scratch / "templates", kTemplate, *guest);
-  add_disk_to_template(template_file, write_base_image(scratch));
+  const auto base_image = write_base_image(scratch);
+  add_disk_to_template(write_test_guest_template(scratch / "templates", kTemplate, *guest), base_image);
+  auto deaf = *guest;
+  deaf.cmdline += std::string(" ") + kTestGuestDeaf;
+  add_disk_to_template(write_test_guest_template(scratch / "templates", kDeafTemplate, deaf), base_image);
   std::ofstream(scratch / "authorized_keys") << "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIBxsmSd5 ci@hostagent\n";
   fixture->uri_ = *uri;
   fixture->config_file_ = scratch / "hostagent.yaml";

@@ -36,6 +36,8 @@ class LibvirtdFixture {
   // The seeds the daemon has written and not removed.
   std::vector<std::filesystem::path> seed_files() const;
   static constexpr char kTemplate[] = "ci-guest";  // boots the test guest, with a disk overlay
+  // The same guest deaf to shutdown requests (kTestGuestDeaf): no agent, no power button.
+  static constexpr char kDeafTemplate[] = "ci-guest-deaf";
   static constexpr const char* kPool = "hostagent-test-pool";
 
   // A service in this process on the same configuration: what a restarted daemon does.

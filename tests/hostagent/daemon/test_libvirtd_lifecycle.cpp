@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <map>
 
 #include <thread>
 
@@ -72,6 +73,20 @@ void check_timeline(const service::OperationView& operation, std::vector<std::st
     for (const auto& phase : operation.timeline) text += " " + phase.name + " " + std::to_string(phase.seconds) + " s;";
     return text;
   }());
+}
+
+// The drain's stops as they end: the maintenance once every stop operation has ended.
+service::MaintenanceView drained(service::VmService& service) {
+  for (const auto& operation : service.operations()) {
+    if (operation.kind == "stop") REQUIRE(service.wait(operation.id).ok());
+  }
+  return service.maintenance();
+}
+
+std::map<std::string, std::string> drain_states(const service::MaintenanceView& view) {
+  std::map<std::string, std::string> states;
+  for (const auto& vm : view.vms) states[vm.vm] = vm.state;
+  return states;
 }
 
 }  // namespace
@@ -158,12 +173,59 @@ TEST_CASE("a guest boots under QEMU and goes through stop, start and delete with
   check_timeline(after_guest_up(*service, newest(*service, "start", name).id), {"prepare_devices"});
   CHECK_FALSE(fixture->wait_for_boot(name, 2, 180).empty());
 
+  // A drain (issue 46): the guest, its agent up again, shuts down through it, well before the deadline.
+  const auto drain = service->drain("ci drain", std::chrono::seconds(120), "uid:0");
+  REQUIRE_MESSAGE(drain.ok(), drain.error().message);
+  const auto view = drained(*service);
+  CHECK(view.mode == service::MaintenanceMode::drained);
+  CHECK(drain_states(view) == std::map<std::string, std::string>{{name.str(), "stopped"}});
+  const auto drain_console = read_text_file(fixture->console_log(name));
+  CHECK_MESSAGE(drain_console.rfind(kTestGuestAgentShutdown) > drain_console.find(kTestGuestAgentShutdown),
+                drain_console);  // a second agent shutdown: the drain's
+  CHECK(drain_console.find(kTestGuestPowerButton) == std::string::npos);
+  REQUIRE(service->uncordon("uid:0").ok());
+
   REQUIRE(delete_vm(*service, name).ok());
   CHECK_FALSE(fixture->domain_exists(name));
   CHECK(fixture->pool_volumes().empty());
   CHECK(fixture->seed_files().empty());
   CHECK(fixture->journal_files().empty());
   CHECK(LibvirtdFixture::free_hugepages_2m() == free_before);
+}
+
+// Issue 46: a guest that ignores every request to shut down (no agent, the power button ignored)
+// is powered off at the drain's deadline, not before; a restart while drained starts nothing. (The
+// guest that obeys its agent is drained at the end of the lifecycle test above.)
+TEST_CASE("a drain powers a deaf guest off at its deadline, and a restart while drained starts nothing") {
+  auto fixture = LibvirtdFixture::make();
+  if (!fixture) return;
+  const VmName deaf = "ci-drain-deaf";
+  fixture->remove_domain(deaf);
+  auto service = service_on(*fixture);
+  const auto created = create_vm(*service, {.name = deaf, .template_name = LibvirtdFixture::kDeafTemplate});
+  REQUIRE_MESSAGE(created.ok(), created.error().message);
+  const auto up = fixture->wait_for_boot(deaf, 1, 180);
+  REQUIRE_MESSAGE(!up.empty(), "console: " << fixture->console_log(deaf).string());
+  CHECK(up.find("power_button=no agent=no") != std::string::npos);
+
+  constexpr auto kGrace = std::chrono::seconds(8);
+  const auto begun_at = std::chrono::steady_clock::now();
+  const auto drain = service->drain("ci drain", kGrace, "uid:0");
+  REQUIRE_MESSAGE(drain.ok(), drain.error().message);
+  const auto view = drained(*service);
+  CHECK(std::chrono::steady_clock::now() - begun_at >= kGrace);  // its whole grace, then the power-off
+  CHECK(view.mode == service::MaintenanceMode::drained);
+  CHECK(drain_states(view) == std::map<std::string, std::string>{{deaf.str(), "powered_off"}});
+  CHECK(service->get_vm(deaf)->state == "shut_off");
+
+  service.reset();
+  service = service_on(*fixture);
+  CHECK(service->maintenance().mode == service::MaintenanceMode::drained);
+  CHECK(service->get_vm(deaf)->state == "shut_off");
+  CHECK(service->begin_start(deaf).error().code == ErrorCode::conflict);
+  REQUIRE(service->uncordon("uid:0").ok());
+  CHECK(service->get_vm(deaf)->state == "shut_off");  // the uncordon starts nothing
+  REQUIRE(delete_vm(*service, deaf).ok());
 }
 
 TEST_CASE("libvirtd restarted under a running daemon: it reconnects and its state stays right") {
