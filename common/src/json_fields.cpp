@@ -126,4 +126,21 @@ Result<std::vector<std::pair<std::string, std::string>>> JsonFields::string_memb
   return out;
 }
 
+Result<int64_t> checked_format(int64_t format, int64_t current) {
+  if (format < 0) return parse_failure("format " + std::to_string(format) + " is no format hostagent writes");
+  if (format > current) {
+    return parse_failure("format " + std::to_string(format) + " is newer than this hostagent reads (up to format " +
+                         std::to_string(current) +
+                         "): a newer release wrote it; upgrade hostagent, or keep the file for that release (this "
+                         "one neither changes nor removes it)");
+  }
+  return format;
+}
+
+Result<int64_t> format_version(const JsonFields& fields, int64_t current) {
+  if (!fields.has(kFormatKey)) return 0;
+  HA_TRY(const int64_t format, fields.integer(kFormatKey));
+  return checked_format(format, current);
+}
+
 }  // namespace hostagent::json_fields

@@ -243,8 +243,11 @@ std::string device_record_to_json(const DeviceRecord& record) {
   }
   json::array p2p;
   for (const auto& c : record.p2p) p2p.emplace_back(change_to_json(c));
-  return json::serialize(json::object{
-      {"owner", record.owner}, {"groups", std::move(groups)}, {"vfs", std::move(vfs)}, {"p2p", std::move(p2p)}});
+  return json::serialize(json::object{{"format", kDeviceRecordFormat},
+                                      {"owner", record.owner},
+                                      {"groups", std::move(groups)},
+                                      {"vfs", std::move(vfs)},
+                                      {"p2p", std::move(p2p)}});
 }
 
 Result<DeviceRecord> device_record_from_json(const std::string& text, const std::string& source) {
@@ -253,6 +256,7 @@ Result<DeviceRecord> device_record_from_json(const std::string& text, const std:
   if (ec) return parse_failure(source + ": not JSON: " + ec.message());
   auto parsed = [&]() -> Result<DeviceRecord> {
     HA_TRY(const auto fields, JsonFields::of(document, ""));
+    HA_TRY_STATUS(json_fields::format_version(fields, kDeviceRecordFormat));
     DeviceRecord record;
     HA_TRY(record.owner, fields.string("owner"));
     if (!owner_ok(record.owner)) return parse_failure("field 'owner' is not a VM name: " + record.owner);

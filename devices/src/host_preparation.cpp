@@ -119,7 +119,8 @@ Result<bool> bind_host_groups(const numa::HostModel& host, const SysfsRoot& sysf
 std::string held_at_boot_text(const numa::HostModel& host, const std::optional<DeviceRecord>& record) {
   std::string text =
       "# Written by hostagentd (devices/host_preparation): the tenant NVMe controllers it keeps on vfio-pci.\n"
-      "# Read at boot by /usr/libexec/hostagent/hold-at-boot before the nvme driver loads.\n";
+      "# Read at boot by /usr/libexec/hostagent/hold-at-boot before the nvme driver loads.\n"
+      "# format 1: one PCI address per line; the reader skips lines starting with #.\n";
   if (!record) return text;
   for (const auto& group : record->groups) {
     for (const auto& member : group.functions) {

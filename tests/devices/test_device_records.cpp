@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "hostagent/devices/device_records.hpp"
+#include "record_formats.hpp"
 #include "test_support.hpp"
 
 namespace hostagent::devices {
@@ -230,6 +231,14 @@ TEST_CASE("the host's record and VM records live side by side") {
   CHECK(same(records.read("train-0"), full_record("train-0")));
   REQUIRE(records.remove(kHostDeviceOwner).ok());
   CHECK(owners(records.all().value()) == std::vector<std::string>{"train-0"});
+}
+
+TEST_CASE("a device record without a format is the release before's, and a newer format is refused") {
+  TempDir dir;
+  auto records = open_records(dir.path() / "devices");
+  REQUIRE(records.write(full_record("vm-a")).ok());
+  hostagent::testing::check_format_rule(records.directory() / "vm-a.devices.json", kDeviceRecordFormat,
+                                        [&] { return records.read("vm-a"); });
 }
 
 }  // namespace

@@ -68,7 +68,8 @@ std::string line_of(uint64_t sequence, const CleaningEvidence& evidence, const s
                                  {"started_at", step.started_at},
                                  {"finished_at", step.finished_at}});
   }
-  return json::serialize(json::object{{"sequence", sequence},
+  return json::serialize(json::object{{"format", kCleaningEvidenceFormat},
+                                      {"sequence", sequence},
                                       {"device", evidence.device.to_string()},
                                       {"role", evidence.role},
                                       {"vm", evidence.vm},
@@ -95,6 +96,7 @@ Result<EvidenceRecord> record_from(const std::string& line) {
   const json::value document = json::parse(line, ec);
   if (ec) return Error{ErrorCode::parse_error, "not JSON: " + ec.message()};
   HA_TRY(const auto fields, json_fields::JsonFields::of(document, ""));
+  HA_TRY_STATUS(json_fields::format_version(fields, kCleaningEvidenceFormat));
   EvidenceRecord record;
   HA_TRY(record.sequence, fields.unsigned_integer("sequence"));
   HA_TRY(const auto device, fields.string("device"));

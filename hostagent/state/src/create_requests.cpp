@@ -60,11 +60,17 @@ std::string record_problem(const CreateRequestRecord& record) {
 }
 
 std::string to_json_text(const CreateRequestRecord& record) {
-  const json::object object{
-      {"operation", record.operation},    {"request_id", record.request_id},     {"vm", record.vm},
-      {"template", record.template_name}, {"submitted_at", record.submitted_at}, {"outcome", to_string(record.outcome)},
-      {"ended_at", record.ended_at},      {"error_code", record.error_code},     {"error", record.error},
-      {"gone_at", record.gone_at}};
+  const json::object object{{"format", kCreateRequestFormat},
+                            {"operation", record.operation},
+                            {"request_id", record.request_id},
+                            {"vm", record.vm},
+                            {"template", record.template_name},
+                            {"submitted_at", record.submitted_at},
+                            {"outcome", to_string(record.outcome)},
+                            {"ended_at", record.ended_at},
+                            {"error_code", record.error_code},
+                            {"error", record.error},
+                            {"gone_at", record.gone_at}};
   json::object fingerprints;
   for (const auto& [field, digest] : record.fingerprints) fingerprints[field] = digest;
   json::object with = object;
@@ -82,6 +88,7 @@ Result<CreateOutcome> outcome_from(const std::string& text) {
 
 Result<CreateRequestRecord> record_from(const json::value& document) {
   HA_TRY(const auto fields, json_fields::JsonFields::of(document, ""));
+  HA_TRY_STATUS(json_fields::format_version(fields, kCreateRequestFormat));
   CreateRequestRecord out;
   HA_TRY(out.operation, fields.string("operation"));
   HA_TRY(out.request_id, fields.string("request_id"));

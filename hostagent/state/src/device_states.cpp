@@ -47,7 +47,7 @@ std::string states_to_json(const std::vector<DeviceStateEntry>& devices) {
                                 {"vm", device.vm},
                                 {"since", device.since}});
   }
-  return json::serialize(json::object{{"devices", std::move(list)}}) + "\n";
+  return json::serialize(json::object{{"format", kDeviceStatesFormat}, {"devices", std::move(list)}}) + "\n";
 }
 
 Result<DeviceStateEntry> state_entry_from(const json::value& value, const std::string& at) {
@@ -71,6 +71,7 @@ Result<DeviceStateEntry> state_entry_from(const json::value& value, const std::s
 
 Result<std::vector<DeviceStateEntry>> states_from(const json::value& document) {
   HA_TRY(const auto fields, json_fields::JsonFields::of(document, ""));
+  HA_TRY_STATUS(json_fields::format_version(fields, kDeviceStatesFormat));
   HA_TRY(const auto* list, fields.array("devices"));
   std::vector<DeviceStateEntry> out;
   for (std::size_t i = 0; i < list->size(); ++i) {

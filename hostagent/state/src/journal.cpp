@@ -80,13 +80,10 @@ std::string entry_problem(const JournalEntry& entry) {
 std::string to_json_text(const JournalEntry& entry) {
   json::array steps;
   for (const auto& step : entry.steps_done) steps.emplace_back(step);
-  const json::object object{{"id", entry.id},
-                            {"kind", to_string(entry.kind)},
-                            {"vm", entry.vm},
-                            {"started_at", entry.started_at},
-                            {"steps_done", std::move(steps)},
-                            {"current_step", entry.current_step},
-                            {"record", detail::record_to_json(entry.record)}};
+  const json::object object{{"format", kJournalFormat},           {"id", entry.id},
+                            {"kind", to_string(entry.kind)},      {"vm", entry.vm},
+                            {"started_at", entry.started_at},     {"steps_done", std::move(steps)},
+                            {"current_step", entry.current_step}, {"record", detail::record_to_json(entry.record)}};
   return json::serialize(object) + "\n";
 }
 
@@ -101,6 +98,7 @@ Result<OperationKind> kind_from(const detail::JsonFields& fields) {
 
 Result<JournalEntry> entry_from(const json::value& document, const std::string& expected_id) {
   HA_TRY(const auto fields, detail::JsonFields::of(document, ""));
+  HA_TRY_STATUS(json_fields::format_version(fields, kJournalFormat));
   JournalEntry out;
   HA_TRY(out.id, fields.string("id"));
   if (out.id != expected_id) {

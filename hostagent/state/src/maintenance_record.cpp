@@ -61,15 +61,7 @@ std::string maintenance_to_json(const MaintenanceRecord& record) {
 
 Result<MaintenanceRecord> maintenance_from(const json::value& document) {
   HA_TRY(const auto fields, json_fields::JsonFields::of(document, ""));
-  HA_TRY(const int64_t format, fields.integer("format"));
-  if (format != kMaintenanceFormat) {
-    return Error{
-        ErrorCode::parse_error,
-        "format " + std::to_string(format) + " is not one this hostagent reads (it reads format " +
-            std::to_string(kMaintenanceFormat) +
-            (format > kMaintenanceFormat ? "; a newer hostagent wrote it: upgrade, or leave it for that release)"
-                                         : ")")};
-  }
+  HA_TRY_STATUS(json_fields::format_version(fields, kMaintenanceFormat));
   MaintenanceRecord out;
   HA_TRY(const auto mode, fields.string("mode"));
   const auto parsed = mode_of(mode);

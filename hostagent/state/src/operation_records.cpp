@@ -114,7 +114,8 @@ Result<std::vector<PhaseRecord>> timeline_from(const json::value& document) {
 }
 
 json::object operation_object(const OperationRecord& r) {
-  return json::object{{"id", r.id},
+  return json::object{{"format", kOperationRecordFormat},
+                      {"id", r.id},
                       {"kind", r.kind},
                       {"vm", r.vm},
                       {"request_id", r.request_id},
@@ -138,6 +139,7 @@ std::string operation_json(const OperationRecord& r) {
 
 Result<OperationRecord> operation_from(const json::value& document) {
   HA_TRY(const auto fields, json_fields::JsonFields::of(document, ""));
+  HA_TRY_STATUS(json_fields::format_version(fields, kOperationRecordFormat));
   OperationRecord out;
   for (const auto& [key, into] :
        {std::pair{"id", &out.id}, std::pair{"kind", &out.kind}, std::pair{"vm", &out.vm},

@@ -34,11 +34,14 @@ std::string power_record_problem(const PowerRecord& record) {
 std::string power_to_json(const PowerRecord& record) {
   json::array running;
   for (const auto& vm : record.running) running.push_back(json::object{{"vm", vm.vm}, {"uuid", vm.uuid}});
-  return json::serialize(json::object{{"boot_id", record.boot_id}, {"running", std::move(running)}}) + "\n";
+  return json::serialize(json::object{
+             {"format", kPowerRecordFormat}, {"boot_id", record.boot_id}, {"running", std::move(running)}}) +
+         "\n";
 }
 
 Result<PowerRecord> power_record_from(const json::value& document) {
   HA_TRY(const auto fields, json_fields::JsonFields::of(document, ""));
+  HA_TRY_STATUS(json_fields::format_version(fields, kPowerRecordFormat));
   PowerRecord out;
   HA_TRY(out.boot_id, fields.string("boot_id"));
   HA_TRY(const auto* running, fields.array("running"));

@@ -182,6 +182,21 @@ Result<uint64_t> unsigned_attribute(pugi::xml_node element, const char* name) {
   return *value;
 }
 
+// The element's format attribute (json_fields::format_version's rule): none is format 0, the
+// releases before formats; a newer one than this release's is refused, never guessed at.
+Status read_format(pugi::xml_node vm) {
+  const auto attribute = vm.attribute("format");
+  if (!attribute) return ok_status();
+  const auto format = detail::parse_unsigned(attribute.value());
+  if (!format || *format > static_cast<uint64_t>(INT64_MAX)) {
+    return bad_record("format " + text::quoted(attribute.value()) + " is not a format version");
+  }
+  if (auto checked = json_fields::checked_format(static_cast<int64_t>(*format), kVmRecordFormat); !checked.ok()) {
+    return bad_record(checked.error().message);
+  }
+  return ok_status();
+}
+
 Status read_identity(pugi::xml_node vm, VmRecord& out) {
   HA_TRY(const auto template_element, required_child(vm, "template"));
   HA_TRY(out.template_name, required_attribute(template_element, "name"));
@@ -305,6 +320,7 @@ Result<std::string> embed_record(const std::string& domain_xml, const VmRecord& 
   }
   HA_TRY(const auto domain, domain_element(doc, record));
   const auto vm = vm_element(domain);
+  set_attribute(vm, "format", std::to_string(kVmRecordFormat));
   write_template(vm, record.template_name);
   remove_record(vm);
   write_identity(vm, record);
@@ -335,6 +351,7 @@ Result<VmRecord> parse_record(const std::string& xml) {
     return Error{ErrorCode::not_found, "no element in namespace " + std::string(kMetadataNamespace) +
                                            " in the XML: the domain was not made by hostagent"};
   }
+  HA_TRY_STATUS(read_format(vm));
   VmRecord out;
   HA_TRY_STATUS(read_identity(vm, out));
   HA_TRY_STATUS(read_allocation(vm, out.allocation));

@@ -9,6 +9,7 @@
 
 #include "hostagent/common/sha256.hpp"
 #include "hostagent/state/cleaning_evidence.hpp"
+#include "record_formats.hpp"
 #include "test_support.hpp"
 
 namespace hostagent::state::testing {
@@ -184,6 +185,27 @@ TEST_CASE("append refuses evidence the reader would refuse, and writes nothing")
     CHECK_MESSAGE(contains(refused.error().message, field), refused.error().message);
   }
   CHECK_FALSE(std::filesystem::exists(file));
+}
+
+TEST_CASE("an evidence line without a format is the release before's, and a newer format breaks the chain there") {
+  TempDir dir;
+  const auto file = dir.path() / "evidence.jsonl";
+  REQUIRE(evidence_log_at(file)->append(cleaning_of("0000:18:00.0", "train-0")).ok());
+  auto line = boost::json::parse(read_text_file(file)).as_object();
+  CHECK(line.at("format") == kCleaningEvidenceFormat);
+  // The first line's chain is the empty text's hash, whatever the line holds: it can be edited alone.
+  line.erase("format");
+  write_text_file(file, boost::json::serialize(line) + "\n");
+  const auto older = evidence_log_at(file)->read();
+  REQUIRE(older.ok());
+  CHECK(older->broken.empty());
+  CHECK(older->records.size() == 1);
+  line["format"] = kCleaningEvidenceFormat + 1;
+  write_text_file(file, boost::json::serialize(line) + "\n");
+  const auto newer = evidence_log_at(file)->read();
+  REQUIRE(newer.ok());
+  CHECK(newer->records.empty());
+  CHECK_MESSAGE(newer->broken.find("format 2 is newer than this hostagent reads") != std::string::npos, newer->broken);
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include "hostagent/state/create_requests.hpp"
+#include "record_formats.hpp"
 #include "test_support.hpp"
 
 namespace hostagent::state::testing {
@@ -155,6 +156,14 @@ TEST_CASE(
   }
   write_text(dir.path() / "op-c-3.json", good);
   CHECK(by_operation(store).size() == 2);
+}
+
+TEST_CASE("a create request record without a format is the release before's, and a newer format is refused") {
+  hostagent::testing::TempDir dir;
+  auto store = opened(dir.path());
+  REQUIRE(store.write(pending("op-7", "req-7")).ok());
+  hostagent::testing::check_format_rule(dir.path() / "op-7.json", kCreateRequestFormat,
+                                        [&] { return store.records(); });
 }
 
 }  // namespace

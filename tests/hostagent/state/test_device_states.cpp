@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "hostagent/state/device_states.hpp"
+#include "record_formats.hpp"
 #include "test_support.hpp"
 
 namespace hostagent::state::testing {
@@ -115,6 +116,13 @@ TEST_CASE("a device's holder is any domain's name: kept as text, or quoted when 
                                             holder_name("tab\tvm"), "2026-12-04T17:20:00Z"}};
   REQUIRE(write_device_states(file, held).ok());
   CHECK(read_device_states(file).value() == held);
+}
+
+TEST_CASE("device states without a format are the release before's, and a newer format is refused") {
+  hostagent::testing::TempDir dir;
+  const auto file = dir.path() / "device_states.json";
+  REQUIRE(write_device_states(file, {bind_failure("0000:18:00.0")}).ok());
+  hostagent::testing::check_format_rule(file, kDeviceStatesFormat, [&] { return read_device_states(file); });
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 
 #include "hostagent/state/journal.hpp"
 #include "record_fixture.hpp"
+#include "record_formats.hpp"
 #include "test_support.hpp"
 
 namespace hostagent::state::testing {
@@ -201,6 +202,13 @@ TEST_CASE("files that are not entries are left alone") {
   CHECK(ids_of(entries_of(journal)) == std::vector<std::string>{"op-1"});
   CHECK(fs::exists(dir.path() / "README"));
   CHECK(fs::exists(dir.path() / "op-1.json~"));
+}
+
+TEST_CASE("a journal entry without a format is the release before's, and a newer format is refused") {
+  hostagent::testing::TempDir dir;
+  auto journal = open_journal(dir.path());
+  REQUIRE(journal.write(full_entry("op-3", "2026-12-01T10:00:00Z")).ok());
+  hostagent::testing::check_format_rule(dir.path() / "op-3.json", kJournalFormat, [&] { return journal.entries(); });
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "hostagent/state/maintenance_record.hpp"
+#include "record_formats.hpp"
 #include "test_support.hpp"
 
 namespace hostagent::state::testing {
@@ -46,17 +47,18 @@ TEST_CASE("a maintenance record that cannot be read names the file and the field
   const std::string tail = R"(, "principal": "p", "since": "2026-12-07T05:00:00Z", "deadline": ""})";
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"{", "not JSON"},
-      {R"({"mode": "cordoned", "reason": "r")" + tail, "format"},
-      {R"({"format": 2, "mode": "cordoned", "reason": "r")" + tail, "format 2 is not one this hostagent reads"},
-      {R"({"format": 2, "mode": "cordoned", "reason": "r")" + tail, "a newer hostagent wrote it"},
-      {R"({"format": 0, "mode": "cordoned", "reason": "r")" + tail, "format 0"},
+      {R"({"format": 2, "mode": "cordoned", "reason": "r")" + tail, "format 2 is newer than this hostagent reads"},
+      {R"({"format": -1, "mode": "cordoned", "reason": "r")" + tail, "format -1"},
+      {R"({"format": "1", "mode": "cordoned", "reason": "r")" + tail, "format"},
       {R"({"format": 1, "mode": "paused", "reason": "r")" + tail, "mode \"paused\""},
       {R"({"format": 1, "mode": "cordoned", "reason": "")" + tail, "reason is empty"},
       {R"({"format": 1, "mode": "draining", "reason": "r")" + tail, "deadline"},
       {R"({"format": 1, "mode": "cordoned", "reason": "r", "principal": "p", "since": "yesterday", "deadline": ""})",
        "since"},
   };
-  for (const auto& [text, named] : cases) {
+  for (const auto& one : cases) {
+    const std::string& text = one.first;
+    const std::string& named = one.second;
     CAPTURE(text);
     std::ofstream(file) << text;
     const auto read = read_maintenance_record(file);
@@ -86,6 +88,13 @@ TEST_CASE("write refuses a maintenance record read would refuse, and leaves the 
     CHECK(written.error().code == ErrorCode::invalid_argument);
   }
   CHECK(read_maintenance_record(file).value() == std::optional(good));
+}
+
+TEST_CASE("a maintenance record without a format reads as format 0, and a newer format is refused") {
+  TempDir dir;
+  const auto file = dir.path() / "maintenance.json";
+  REQUIRE(write_maintenance_record(file, {MaintenanceMode::cordoned, "r", "uid:0", "2026-12-07T05:00:00Z", ""}).ok());
+  hostagent::testing::check_format_rule(file, kMaintenanceFormat, [&] { return read_maintenance_record(file); });
 }
 
 }  // namespace

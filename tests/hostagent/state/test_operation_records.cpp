@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "hostagent/state/operation_records.hpp"
+#include "record_formats.hpp"
 #include "test_support.hpp"
 
 namespace hostagent::state::testing {
@@ -172,6 +173,14 @@ TEST_CASE("a start history that cannot be read is an error naming the file, and 
   hostagent::testing::write_text_file(dir.path() / "train-2.json", text);
   CHECK(history.starts("train-2").error().code == ErrorCode::parse_error);
   CHECK(history.starts("../etc").error().code == ErrorCode::invalid_argument);
+}
+
+TEST_CASE("an operation record without a format is the release before's, and a newer format is refused") {
+  hostagent::testing::TempDir dir;
+  auto records = OperationRecords::open(dir.path()).value();
+  REQUIRE(records.write(ended_start()).ok());
+  hostagent::testing::check_format_rule(dir.path() / "op-mf4a1x2c9k-12.json", kOperationRecordFormat,
+                                        [&] { return records.records(); });
 }
 
 }  // namespace

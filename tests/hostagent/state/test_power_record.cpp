@@ -5,6 +5,7 @@
 #include <fstream>
 
 #include "hostagent/state/power_record.hpp"
+#include "record_formats.hpp"
 #include "test_support.hpp"
 
 namespace hostagent::state::testing {
@@ -63,6 +64,13 @@ TEST_CASE("write refuses a power record read would refuse, and leaves the file a
   REQUIRE_FALSE(refused.ok());
   CHECK(refused.error().message.find("running[0].vm") != std::string::npos);
   CHECK(read_power_record(file).value() == std::optional(good));
+}
+
+TEST_CASE("a power record without a format is the release before's, and a newer format is refused") {
+  TempDir dir;
+  const auto file = dir.path() / "power.json";
+  REQUIRE(write_power_record(file, {"b-1", {{"vm1", "u1"}}}).ok());
+  hostagent::testing::check_format_rule(file, kPowerRecordFormat, [&] { return read_power_record(file); });
 }
 
 }  // namespace

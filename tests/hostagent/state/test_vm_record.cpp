@@ -108,7 +108,7 @@ TEST_CASE("the record's XML has the documented shape") {
       "  <name>vm1</name>\n"
       "  <uuid>6f1c0e2a-5c1b-4d3e-9a0b-1c2d3e4f5a6b</uuid>\n"
       "  <metadata>\n"
-      "    <hostagent:vm xmlns:hostagent='https://hostagent.dev/xmlns/domain/1'>\n"
+      "    <hostagent:vm xmlns:hostagent='https://hostagent.dev/xmlns/domain/1' format='1'>\n"
       "      <hostagent:template name='gx3-32x256x2h100' />\n"
       "      <hostagent:record name='vm1' uuid='53de1e96-5e2d-4b83-9b47-78fb492f724d' request-id='r-17' "
       "created-at='2026-11-29T23:00:00.125Z' />\n"
@@ -130,6 +130,32 @@ TEST_CASE("the record's XML has the documented shape") {
       "  <memory unit='KiB'>1024</memory>\n"
       "</domain>\n";
   CHECK(*embedded == expected);
+}
+
+TEST_CASE("a record without a format is the release before's, and one of a newer format is refused, named") {
+  const auto record = full_record(kGoldenName);
+  const std::string xml = embedded_golden(record);
+  const auto with_format = [&](const char* format) {
+    return edited(xml, [&](pugi::xml_document& doc) {
+      auto vm = find_element(doc.document_element(), "hostagent:vm");
+      REQUIRE(vm);
+      REQUIRE(std::string_view(vm.attribute("format").value()) == std::to_string(kVmRecordFormat));
+      if (format == nullptr) {
+        vm.remove_attribute("format");
+      } else {
+        vm.attribute("format").set_value(format);
+      }
+    });
+  };
+  const auto older = parse_record(with_format(nullptr));
+  REQUIRE_MESSAGE(older.ok(), older.error().message);
+  check_same(*older, record);
+  const auto newer = parse_record(with_format("2"));
+  REQUIRE_FALSE(newer.ok());
+  CHECK(newer.error().code == ErrorCode::parse_error);
+  CHECK_MESSAGE(newer.error().message.find("format 2 is newer than this hostagent reads") != std::string::npos,
+                newer.error().message);
+  CHECK(parse_record(with_format("x1")).error().message.find("is not a format version") != std::string::npos);
 }
 
 TEST_CASE("metadata is created after <uuid>, else after <name>, else first") {
@@ -183,7 +209,7 @@ TEST_CASE("the record parses from the element as libvirt 9 returns it: prefix an
   root.remove_attribute("xmlns");
   std::ostringstream text;
   doc.save(text, "  ", pugi::format_default | pugi::format_no_declaration);
-  CHECK(text.str().rfind("<vm>", 0) == 0);
+  CHECK(text.str().rfind("<vm format=\"1\">", 0) == 0);
   const auto parsed = parse_record(text.str());
   REQUIRE_MESSAGE(parsed.ok(), parsed.error().message);
   check_same(*parsed, full_record(kGoldenName));

@@ -63,4 +63,15 @@ class JsonFields {
   std::string path_;
 };
 
+// The one rule for the version of a file hostagent writes (docs/packaging.md, "Upgrades"): each
+// record carries "format", its layout's version. A release reads its own format and every older
+// one (an older record is read into today's values, and written in today's format at its next
+// write), and refuses a newer one with a parse_error naming both versions: what a newer release
+// meant is never guessed, and the file is never rewritten or removed by a release that cannot
+// read it. A record without "format" is format 0, as the releases before formats wrote it.
+inline constexpr std::string_view kFormatKey = "format";
+Result<int64_t> format_version(const JsonFields& fields, int64_t current);
+// The same rule for a version read elsewhere (an XML attribute): `format` itself, or the refusal.
+Result<int64_t> checked_format(int64_t format, int64_t current);
+
 }  // namespace hostagent::json_fields

@@ -18,6 +18,9 @@
 
 namespace hostagent::devices {
 
+// The version of a device record's layout, written in its "format" (json_fields::format_version).
+inline constexpr int kDeviceRecordFormat = 1;
+
 struct DeviceRecord {
   std::string owner;                       // a VM's name; kHostDeviceOwner for the host's preparation
   std::vector<vfio::GroupBinding> groups;  // bound to vfio-pci by this owner, in bind order

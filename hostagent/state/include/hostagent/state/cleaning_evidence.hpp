@@ -19,6 +19,9 @@
 
 namespace hostagent::state {
 
+// The version of a evidence line's layout, written in its "format" (json_fields::format_version).
+inline constexpr int kCleaningEvidenceFormat = 1;
+
 struct CleaningStep {
   std::string name;    // "reset", "firmware", "erase", "scrub", "vf-neutral"
   std::string result;  // "passed", "failed" or "skipped"

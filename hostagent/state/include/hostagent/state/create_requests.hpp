@@ -14,6 +14,9 @@
 
 namespace hostagent::state {
 
+// The version of a create request record's layout, written in its "format" (json_fields::format_version).
+inline constexpr int kCreateRequestFormat = 1;
+
 // pending: accepted, not ended (after a restart, the daemon decides from what exists);
 // created: the VM was made and exists; failed: nothing was made (rolled back or refused in the
 // queue); gone: the VM was made and no longer exists.
@@ -36,6 +39,7 @@ struct CreateRequestRecord {
   // again, and the digest keeps a tenant's keys and user data out of the file. Empty in records an
   // earlier release wrote, which kept only vm and template.
   std::map<std::string, std::string> fingerprints;
+  bool operator==(const CreateRequestRecord&) const = default;
 };
 
 class CreateRequests {

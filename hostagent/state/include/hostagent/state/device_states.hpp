@@ -21,6 +21,9 @@
 
 namespace hostagent::state {
 
+// The version of a device states file's layout, written in its "format" (json_fields::format_version).
+inline constexpr int kDeviceStatesFormat = 1;
+
 enum class DeviceState {
   cleaning,     // a tenant's since its last cleaning: cleaned once no VM holds it
   quarantined,  // out until an operator clears it

@@ -16,6 +16,9 @@
 
 namespace hostagent::state {
 
+// The version of a journal entry's layout, written in its "format" (json_fields::format_version).
+inline constexpr int kJournalFormat = 1;
+
 enum class OperationKind { create, start, stop, reboot, remove };  // remove is written "delete"
 std::string_view to_string(OperationKind kind) noexcept;
 
@@ -51,6 +54,7 @@ struct JournalEntry {
   std::vector<std::string> steps_done;  // completed steps, in order, as of the last write
   std::string current_step;             // begun when last written, not known to be complete
   VmRecord record;                      // what the operation holds or is making
+  bool operator==(const JournalEntry&) const = default;
 };
 
 class Journal {

@@ -13,6 +13,9 @@
 
 namespace hostagent::state {
 
+// The version of a operation record's layout, written in its "format" (json_fields::format_version).
+inline constexpr int kOperationRecordFormat = 1;
+
 // One phase of a create's or start's way to a running guest (daemon/timeline).
 struct PhaseRecord {
   std::string name;      // placement, render, ..., launch, resume, kernel, up (docs/operations.md)

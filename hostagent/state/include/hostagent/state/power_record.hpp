@@ -14,6 +14,9 @@
 
 namespace hostagent::state {
 
+// The version of a power record's layout, written in its "format" (json_fields::format_version).
+inline constexpr int kPowerRecordFormat = 1;
+
 struct RunningVm {
   std::string vm;
   std::string uuid;  // a same-named VM made since is another VM: it is not started for this one

@@ -18,6 +18,10 @@ namespace hostagent::state {
 
 // The namespace URI of hostagent's metadata element; render/ writes the same one.
 inline constexpr std::string_view kMetadataNamespace = "https://hostagent.dev/xmlns/domain/1";
+// The version of the record's layout, the format attribute of its element: a record of a newer
+// format is unreadable here (json_fields::format_version's rule), and its domain is reported as
+// foreign, never changed.
+inline constexpr int kVmRecordFormat = 1;
 
 // What the caller gave for this VM beyond the template.
 struct VmInputs {
