@@ -201,6 +201,9 @@ class TimedHypervisor final : public virt::Hypervisor {
     }
     return seen;
   }
+  Result<std::vector<virt::DomainStats>> all_stats() override {
+    return timed("all_stats", [&] { return real_->all_stats(); });
+  }
   Result<std::string> domain_xml(const std::string& name) override {
     return timed("domain_xml", [&] { return real_->domain_xml(name); });
   }

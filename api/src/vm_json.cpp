@@ -181,6 +181,41 @@ boost::json::value to_json(const service::MaintenanceView& maintenance) {
       {"deadline", text_or_null(maintenance.deadline)},   {"vms", std::move(vms)}};
 }
 
+boost::json::value to_json(const service::VmStatsView& stats) {
+  const auto or_null = [](const auto& value) {
+    return value ? boost::json::value(*value) : boost::json::value(nullptr);
+  };
+  boost::json::array blocks;
+  for (const auto& b : stats.blocks) {
+    blocks.push_back(boost::json::object{{"device", b.device},
+                                         {"read_bytes", b.read_bytes},
+                                         {"write_bytes", b.write_bytes},
+                                         {"read_requests", b.read_requests},
+                                         {"write_requests", b.write_requests}});
+  }
+  boost::json::array interfaces;
+  for (const auto& n : stats.interfaces) {
+    interfaces.push_back(boost::json::object{{"interface", n.interface},
+                                             {"rx_bytes", n.rx_bytes},
+                                             {"tx_bytes", n.tx_bytes},
+                                             {"rx_packets", n.rx_packets},
+                                             {"tx_packets", n.tx_packets}});
+  }
+  boost::json::object devices;
+  for (const auto& [role, count] : stats.devices) devices[role] = count;
+  return boost::json::object{{"vm", stats.vm},
+                             {"state", stats.state},
+                             {"read_at", stats.read_at},
+                             {"cpu_seconds", or_null(stats.cpu_seconds)},
+                             {"vcpus", or_null(stats.vcpus)},
+                             {"memory_bytes", or_null(stats.memory_bytes)},
+                             {"memory_max_bytes", or_null(stats.memory_max_bytes)},
+                             {"rss_bytes", or_null(stats.rss_bytes)},
+                             {"blocks", std::move(blocks)},
+                             {"interfaces", std::move(interfaces)},
+                             {"devices", std::move(devices)}};
+}
+
 boost::json::value to_json(const service::ServiceEvent& event) {
   switch (event.kind) {
     case service::ServiceEvent::Kind::operation:

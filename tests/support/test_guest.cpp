@@ -44,8 +44,8 @@ constexpr std::string_view kCmdline = "console=ttyS0 earlycon=uart8250,io,0x3f8 
 // ISO 9660 (all =m on Debian).
 // The virtio ones give the QEMU guest agent its port: the domain's org.qemu.guest_agent.0 channel on
 // a virtio-serial controller (virtio_pci, then virtio_console; Debian: CONFIG_VIRTIO_PCI=m,
-// CONFIG_VIRTIO_CONSOLE=m).
-constexpr std::array<const char*, 16> kModules = {"kernel/drivers/acpi/button.ko",
+// CONFIG_VIRTIO_CONSOLE=m); virtio_blk, the VM's disk (CONFIG_VIRTIO_BLK=m), which the guest writes.
+constexpr std::array<const char*, 17> kModules = {"kernel/drivers/acpi/button.ko",
                                                   "kernel/drivers/input/evdev.ko",
                                                   "kernel/drivers/scsi/scsi_common.ko",
                                                   "kernel/drivers/scsi/scsi_mod.ko",
@@ -60,7 +60,8 @@ constexpr std::array<const char*, 16> kModules = {"kernel/drivers/acpi/button.ko
                                                   "kernel/drivers/virtio/virtio_pci_legacy_dev.ko",
                                                   "kernel/drivers/virtio/virtio_pci_modern_dev.ko",
                                                   "kernel/drivers/virtio/virtio_pci.ko",
-                                                  "kernel/drivers/char/virtio_console.ko"};
+                                                  "kernel/drivers/char/virtio_console.ko",
+                                                  "kernel/drivers/block/virtio_blk.ko"};
 
 // The host's QEMU guest agent (Debian's qemu-guest-agent, the same build a Debian guest runs), with
 // the shared objects it loads, found as its dynamic loader finds them.
@@ -348,6 +349,12 @@ for input in /sys/class/input/input*; do
     ) &
   done
 done
+
+# The domain's virtio disk (the overlay of its boot image) gets 1 MiB written before "up", so that
+# its write counters (virConnectGetAllDomainStats' block.N.wr.bytes) have something to show.
+if [ -b /dev/vda ] && $bb dd if=/dev/zero of=/dev/vda bs=64k count=16 conv=fsync 2>/dev/null; then
+  echo "hostagent-test-guest: wrote 1 MiB to vda" >/dev/console
+fi
 
 # What the guest sees, for the tests to compare with its template: online CPUs (/proc/cpuinfo lists
 # those), NUMA nodes with their CPUs, and the memory the kernel manages.

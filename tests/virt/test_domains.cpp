@@ -76,6 +76,75 @@ TEST_CASE("list holds a defined domain with metadata and the driver's own domain
   CHECK(builtin->state == DomainState::running);
 }
 
+TEST_CASE("all_stats answers every domain in one call, with what the driver reports: the test driver's state") {
+  auto hv = connect_hypervisor(kTestUri);
+  const std::string name = unique_name("stats");
+  const DomainGuard guard{*hv, name};
+  define_test_domain(*hv, name);
+  REQUIRE(hv->start(name).ok());
+  auto stats = hv->all_stats();
+  REQUIRE_MESSAGE(stats.ok(), stats.error().message);
+  const auto ours = std::find_if(stats->begin(), stats->end(), [&](const auto& d) { return d.name == name; });
+  REQUIRE(ours != stats->end());
+  CHECK(ours->state == DomainState::running);
+  CHECK_FALSE(ours->cpu_time_ns.has_value());  // libvirt's test driver reports no CPU time
+  REQUIRE(hv->destroy(name).ok());
+  stats = hv->all_stats();
+  REQUIRE(stats.ok());
+  const auto off = std::find_if(stats->begin(), stats->end(), [&](const auto& d) { return d.name == name; });
+  REQUIRE(off != stats->end());
+  CHECK(off->state == DomainState::shut_off);
+}
+
+TEST_CASE("a stats record is read by libvirt's documented field names, and fields it does not know are skipped") {
+  using virt::StatField;
+  const std::vector<StatField> fields{
+      {"state.state", int64_t{1}},
+      {"state.reason", int64_t{1}},
+      {"cpu.time", uint64_t{123456789}},
+      {"cpu.user", uint64_t{100}},
+      {"vcpu.current", uint64_t{16}},
+      {"vcpu.0.state", int64_t{1}},
+      {"balloon.current", uint64_t{1048576}},
+      {"balloon.maximum", uint64_t{2097152}},
+      {"balloon.rss", uint64_t{524288}},
+      {"net.count", uint64_t{1}},
+      {"net.0.name", std::string("vnet3")},
+      {"net.0.rx.bytes", uint64_t{10}},
+      {"net.0.tx.bytes", uint64_t{20}},
+      {"net.0.rx.pkts", uint64_t{1}},
+      {"net.0.tx.pkts", uint64_t{2}},
+      {"block.count", uint64_t{2}},
+      {"block.1.name", std::string("sda")},
+      {"block.1.rd.bytes", uint64_t{7}},
+      {"block.0.name", std::string("vda")},
+      {"block.0.rd.bytes", uint64_t{4096}},
+      {"block.0.wr.bytes", uint64_t{8192}},
+      {"block.0.rd.reqs", uint64_t{3}},
+      {"block.0.wr.reqs", uint64_t{5}},
+      {"block.0.allocation", uint64_t{99}},
+      {"block.x.rd.bytes", uint64_t{1}},
+      {"blocked", uint64_t{1}},
+      {"cpu.time.extra", std::string("x")},
+  };
+  const auto stats = virt::domain_stats_of("vm1", fields);
+  CHECK(stats.name == "vm1");
+  CHECK(stats.state == DomainState::running);
+  CHECK(stats.cpu_time_ns == 123456789U);
+  CHECK(stats.vcpus == 16U);
+  CHECK(stats.balloon_kib == 1048576U);
+  CHECK(stats.balloon_max_kib == 2097152U);
+  CHECK(stats.rss_kib == 524288U);
+  CHECK(stats.blocks == std::vector<virt::BlockStats>{{"vda", 4096, 8192, 3, 5}, {"sda", 7, 0, 0, 0}});
+  CHECK(stats.nets == std::vector<virt::NetStats>{{"vnet3", 10, 20, 1, 2}});
+  // What a driver does not report stays unknown, never 0.
+  const auto bare = virt::domain_stats_of("vm2", {{"state.state", int64_t{5}}});
+  CHECK(bare.state == DomainState::shut_off);
+  CHECK_FALSE(bare.cpu_time_ns.has_value());
+  CHECK_FALSE(bare.rss_kib.has_value());
+  CHECK(bare.blocks.empty());
+}
+
 TEST_CASE("start runs a domain and destroy stops it, twice without complaint") {
   auto hv = connect_hypervisor(kTestUri);
   const std::string name = unique_name("start");

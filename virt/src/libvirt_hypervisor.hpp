@@ -33,6 +33,7 @@ class LibvirtHypervisor final : public Hypervisor {
 
   Result<DomainSummary> lookup(const std::string& name) override;
   Result<std::vector<DomainSummary>> list() override;
+  Result<std::vector<DomainStats>> all_stats() override;
   Result<std::string> domain_xml(const std::string& name) override;
 
   Result<std::string> volume_path(const std::string& pool, const std::string& volume) override;

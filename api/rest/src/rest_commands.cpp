@@ -406,6 +406,7 @@ constexpr auto kRoutes = std::to_array<Route>({
     {"/v1/vms/{}/domain-xml", "GET", named_vm<command::GetDomainXml>},
     {"/v1/vms/{}/nccl-topology", "GET", named_vm<command::GetNcclTopology>},
     {"/v1/vms/{}/starts", "GET", named_vm<command::GetVmStarts>},
+    {"/v1/vms/{}/stats", "GET", named_vm<command::GetVmStats>},
     {"/v1/vms/{}/console/log", "GET", get_console_log},
     {"/v1/operations", "GET", plain<command::ListOperations>},
     {"/v1/operations/{}", "GET", get_operation},

@@ -259,6 +259,16 @@ struct Runner {
     return xml_response(std::move(xml).value());
   }
 
+  // The service's figures of every VM (one libvirt call per kVmStatsMaxAge), this one's picked.
+  HttpResponse operator()(const command::GetVmStats& get) const {
+    auto all = service().vm_stats();
+    if (!all.ok()) return service_problem(all.error(), request);
+    for (const auto& vm : *all) {
+      if (vm.vm == get.name.str()) return json_response(200, to_json(vm));
+    }
+    return not_found("name: no VM named " + text::quoted(get.name.str()) + " that hostagent made", request);
+  }
+
   // Text as the guest wrote it (any bytes); X-Console-Log-Bytes: the log's size, for a reader
   // that follows it.
   HttpResponse operator()(const command::GetConsoleLog& get) const {

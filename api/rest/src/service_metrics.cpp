@@ -48,6 +48,73 @@ void render_status(MetricsText& out, const service::ServiceStatus& status) {
   out.sample("hostagent_libvirt_connection_losses_total", {}, status.libvirt_connection_losses);
 }
 
+// Each VM hostagent made, labelled `vm` (cardinality: the VMs the host holds). A figure libvirt did
+// not report has no sample; with libvirt away, no family at all (hostagent_libvirt_connected says).
+void render_vm_stats(MetricsText& out, const std::vector<service::VmStatsView>& vms) {
+  const auto each = [&](const std::string& name, const std::string& help, const std::string& type, auto emit) {
+    out.family(name, help, type);
+    for (const auto& vm : vms) emit(name, vm);
+  };
+  each("hostagent_vm_state", "1 for each VM hostagent made, labelled with its state.", "gauge",
+       [&](const std::string& name, const service::VmStatsView& vm) {
+         out.sample(name, {{"vm", vm.vm}, {"state", vm.state}}, 1);
+       });
+  each("hostagent_vm_cpu_seconds_total", "CPU time of the VM's QEMU: every vCPU and its own threads.", "counter",
+       [&](const std::string& name, const service::VmStatsView& vm) {
+         if (vm.cpu_seconds) out.sample(name, {{"vm", vm.vm}}, *vm.cpu_seconds);
+       });
+  each("hostagent_vm_vcpus", "The VM's vCPUs online.", "gauge", [&](const std::string& name, const auto& vm) {
+    if (vm.vcpus) out.sample(name, {{"vm", vm.vm}}, static_cast<double>(*vm.vcpus));
+  });
+  each("hostagent_vm_memory_bytes",
+       "The VM's memory: the balloon's size (balloon), its maximum (balloon_max), QEMU's resident set (rss).", "gauge",
+       [&](const std::string& name, const service::VmStatsView& vm) {
+         for (const auto& [kind, value] :
+              {std::pair{"balloon", vm.memory_bytes}, std::pair{"balloon_max", vm.memory_max_bytes},
+               std::pair{"rss", vm.rss_bytes}}) {
+           if (value) out.sample(name, {{"vm", vm.vm}, {"kind", kind}}, static_cast<double>(*value));
+         }
+       });
+  each("hostagent_vm_block_bytes_total", "Bytes the VM read and wrote, per disk as the guest names it.", "counter",
+       [&](const std::string& name, const service::VmStatsView& vm) {
+         for (const auto& b : vm.blocks) {
+           out.sample(name, {{"vm", vm.vm}, {"device", b.device}, {"op", "read"}}, static_cast<double>(b.read_bytes));
+           out.sample(name, {{"vm", vm.vm}, {"device", b.device}, {"op", "write"}}, static_cast<double>(b.write_bytes));
+         }
+       });
+  each(
+      "hostagent_vm_block_requests_total", "Read and write requests of the VM, per disk.", "counter",
+      [&](const std::string& name, const service::VmStatsView& vm) {
+        for (const auto& b : vm.blocks) {
+          out.sample(name, {{"vm", vm.vm}, {"device", b.device}, {"op", "read"}}, static_cast<double>(b.read_requests));
+          out.sample(name, {{"vm", vm.vm}, {"device", b.device}, {"op", "write"}},
+                     static_cast<double>(b.write_requests));
+        }
+      });
+  each("hostagent_vm_network_bytes_total", "Bytes the VM received and sent, per host interface libvirt sees.",
+       "counter", [&](const std::string& name, const service::VmStatsView& vm) {
+         for (const auto& n : vm.interfaces) {
+           out.sample(name, {{"vm", vm.vm}, {"interface", n.interface}, {"direction", "rx"}},
+                      static_cast<double>(n.rx_bytes));
+           out.sample(name, {{"vm", vm.vm}, {"interface", n.interface}, {"direction", "tx"}},
+                      static_cast<double>(n.tx_bytes));
+         }
+       });
+  each("hostagent_vm_network_packets_total", "Packets the VM received and sent, per host interface.", "counter",
+       [&](const std::string& name, const service::VmStatsView& vm) {
+         for (const auto& n : vm.interfaces) {
+           out.sample(name, {{"vm", vm.vm}, {"interface", n.interface}, {"direction", "rx"}},
+                      static_cast<double>(n.rx_packets));
+           out.sample(name, {{"vm", vm.vm}, {"interface", n.interface}, {"direction", "tx"}},
+                      static_cast<double>(n.tx_packets));
+         }
+       });
+  each("hostagent_vm_devices", "PCI functions the VM holds, by role.", "gauge",
+       [&](const std::string& name, const service::VmStatsView& vm) {
+         for (const auto& [role, count] : vm.devices) out.sample(name, {{"vm", vm.vm}, {"role", role}}, count);
+       });
+}
+
 // One sample per mode, 1 for the host's: an alert on "cordoned for a day" needs no absent series.
 void render_maintenance(MetricsText& out, const service::MaintenanceView& maintenance) {
   out.family("hostagent_host_maintenance",
@@ -263,6 +330,7 @@ std::string ServiceMetrics::compute(service::VmService& service) {
   render_vms(out, status.vms_by_state);
   render_status(out, status);
   render_maintenance(out, service.maintenance());
+  if (const auto vms = service.vm_stats(); vms.ok()) render_vm_stats(out, *vms);
   out.append(capacity_text(service.usage()));
   render_quarantine(out, service.quarantined());
   render_cleaning(out, service.cleaning());

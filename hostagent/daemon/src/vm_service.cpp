@@ -306,6 +306,26 @@ class VmServiceImpl final : public service::VmService {
   }
   numa::HostModel host_now() override { return host_watch_.host_now(); }
 
+  // One virConnectGetAllDomainStats for every reader within kVmStatsMaxAge: scrapes and polls from
+  // many clients cost libvirt one call, and a QEMU monitor round trip per VM, per period.
+  Result<std::vector<service::VmStatsView>> vm_stats() override {
+    std::lock_guard lock(stats_mutex_);
+    const auto now = owners_.clock->steady_now();
+    if (stats_read_ && now - *stats_read_ < service::kVmStatsMaxAge) return stats_;
+    HA_TRY(const auto all, owners_.hypervisor->all_stats());
+    const std::string read_at = rfc3339_ms(owners_.clock->now());
+    std::vector<service::VmStatsView> views;
+    for (const auto& domain : all) {
+      const auto entry = owners_.ledger.find(domain.name);
+      if (!entry || !entry->managed || !entry->record) continue;
+      views.push_back(stats_view(domain, *entry, read_at));
+    }
+    std::sort(views.begin(), views.end(), [](const auto& a, const auto& b) { return a.vm < b.vm; });
+    stats_ = std::move(views);
+    stats_read_ = now;
+    return stats_;
+  }
+
   service::MaintenanceView maintenance() override { return owners_.maintenance.view(); }
   Result<service::MaintenanceView> cordon(const std::string& reason, const std::string& principal) override {
     return owners_.maintenance.cordon(reason, principal);
@@ -603,6 +623,31 @@ class VmServiceImpl final : public service::VmService {
     }
   }
 
+  service::VmStatsView stats_view(const virt::DomainStats& domain, const LedgerEntry& entry,
+                                  const std::string& read_at) const {
+    service::VmStatsView view;
+    view.vm = domain.name;
+    view.state = worded_state(entry);
+    view.read_at = read_at;
+    if (domain.cpu_time_ns) view.cpu_seconds = static_cast<double>(*domain.cpu_time_ns) / 1e9;
+    view.vcpus = domain.vcpus;
+    const auto bytes = [](std::optional<uint64_t> kib) { return kib ? std::optional(*kib * 1024) : std::nullopt; };
+    view.memory_bytes = bytes(domain.balloon_kib);
+    view.memory_max_bytes = bytes(domain.balloon_max_kib);
+    view.rss_bytes = bytes(domain.rss_kib);
+    for (const auto& b : domain.blocks) {
+      view.blocks.push_back({b.name, b.read_bytes, b.write_bytes, b.read_requests, b.write_requests});
+    }
+    for (const auto& n : domain.nets) {
+      view.interfaces.push_back({n.name, n.rx_bytes, n.tx_bytes, n.rx_packets, n.tx_packets});
+    }
+    for (const auto& address : entry.record->allocation.devices) {
+      const auto* function = owners_.facts.host.find(address);
+      ++view.devices[function != nullptr ? std::string(numa::to_string(function->role)) : "other"];
+    }
+    return view;
+  }
+
   // Events may have been missed while libvirt was away, or a domain changed outside hostagent.
   void resync() {
     service::ReconcileReport report;
@@ -637,6 +682,9 @@ class VmServiceImpl final : public service::VmService {
   std::mutex admission_mutex_;  // a create's or start's checks and enqueue, and a drain's
   std::mutex report_mutex_;
   service::ReconcileReport last_reconcile_;  // the start's; under report_mutex_
+  std::mutex stats_mutex_;
+  std::optional<std::chrono::steady_clock::time_point> stats_read_;  // under stats_mutex_
+  std::vector<service::VmStatsView> stats_;                          // the last read, under stats_mutex_
   std::mutex list_mutex_;
   service::VmList listed_{0, nullptr};  // the last list_vms(), by its version
   VmQueues queues_;                     // after owners_: destroyed (joined) before it

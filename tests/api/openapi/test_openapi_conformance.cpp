@@ -532,6 +532,8 @@ TEST_CASE("every documented operation was answered with success somewhere in thi
   CHECK(field(conflict, "code") == "conflict");
   client.expect(200, "GET", "/v1/vms/oas-cover/domain-xml");
   client.expect(200, "GET", "/v1/vms/oas-cover/nccl-topology");
+  client.expect(200, "GET", "/v1/vms/oas-cover/stats");
+  client.expect(404, "GET", "/v1/vms/no-such-vm/stats");
   client.expect(200, "GET", "/v1/vms/oas-cover/console/log?tail=20");
   client.expect(400, "GET", "/v1/vms/oas-cover/console/log?tail=0");
   client.expect(404, "GET", "/v1/vms/no-such-vm/console/log");

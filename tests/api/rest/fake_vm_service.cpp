@@ -352,6 +352,16 @@ numa::HostModel FakeVmService::host_now() {
   return host_;
 }
 
+Result<std::vector<service::VmStatsView>> FakeVmService::vm_stats() {
+  const std::lock_guard lock(mutex_);
+  return vm_stats_;
+}
+
+void FakeVmService::set_vm_stats(std::vector<service::VmStatsView> stats) {
+  const std::lock_guard lock(mutex_);
+  vm_stats_ = std::move(stats);
+}
+
 service::MaintenanceView FakeVmService::maintenance() {
   const std::lock_guard lock(mutex_);
   return maintenance_;

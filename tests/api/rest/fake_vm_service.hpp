@@ -88,6 +88,9 @@ class FakeVmService final : public service::VmService {
   // The service's rules without its queues: cordon and drain set the mode (a drain lists no VMs;
   // conflict for a cordon while draining or drained), uncordon puts it back; each is in commands():
   // "cordon REASON by PRINCIPAL", "drain REASON 300s by PRINCIPAL", "uncordon by PRINCIPAL".
+  // What set_vm_stats gave, as it gave it.
+  Result<std::vector<service::VmStatsView>> vm_stats() override;
+  void set_vm_stats(std::vector<service::VmStatsView> stats);
   service::MaintenanceView maintenance() override;
   Result<service::MaintenanceView> cordon(const std::string& reason, const std::string& principal) override;
   Result<service::MaintenanceView> drain(const std::string& reason, std::chrono::seconds grace,
@@ -127,6 +130,7 @@ class FakeVmService final : public service::VmService {
   std::vector<service::CleaningView> cleaning_;
   std::map<PciAddress, service::DeviceHistoryView> histories_;
   service::MaintenanceView maintenance_;
+  std::vector<service::VmStatsView> vm_stats_;
 
   std::mutex sinks_mutex_;  // apart from mutex_: a sink runs under it
   std::map<uint64_t, service::ServiceEventSink> sinks_;

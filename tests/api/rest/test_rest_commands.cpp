@@ -63,6 +63,7 @@ TEST_CASE("parse_request routes every resource of docs/api.md to its command") {
   CHECK(command_of<command::DeleteVm>(make("DELETE", "/v1/vms/train-0")).name == "train-0");
   CHECK(command_of<command::GetDomainXml>(make("GET", "/v1/vms/a.b_c-1/domain-xml")).name == "a.b_c-1");
   CHECK(command_of<command::GetNcclTopology>(make("GET", "/v1/vms/v/nccl-topology")).name == "v");
+  CHECK(command_of<command::GetVmStats>(make("GET", "/v1/vms/v/stats")).name == "v");
   CHECK(command_of<command::GetConsoleLog>(make("GET", "/v1/vms/v/console/log")).tail == 100);
   CHECK(command_of<command::GetConsoleLog>(with_query(make("GET", "/v1/vms/v/console/log"), "tail", "10000")).tail ==
         10000);

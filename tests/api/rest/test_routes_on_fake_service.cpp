@@ -427,6 +427,52 @@ TEST_CASE(
   CHECK(text(audited[2].at("principal")).rfind("uid:", 0) == 0);
 }
 
+TEST_CASE(
+    "a VM's figures are answered as the service reads them, null where libvirt said nothing, and scraped with a vm "
+    "label") {
+  FakeApi api;
+  service::VmStatsView full;
+  full.vm = "train-0";
+  full.state = "running";
+  full.read_at = "2026-12-07T05:00:00.250Z";
+  full.cpu_seconds = 12.5;
+  full.vcpus = 16;
+  full.memory_bytes = 1ULL << 30;
+  full.rss_bytes = 3ULL << 29;
+  full.blocks = {{"vda", 4096, 8192, 1, 2}};
+  full.interfaces = {{"vnet3", 10, 20, 1, 2}};
+  full.devices = {{"gpu", 1}, {"nic", 1}};
+  service::VmStatsView bare;
+  bare.vm = "test-only";
+  bare.state = "shut_off";
+  bare.read_at = full.read_at;
+  api.service.set_vm_stats({full, bare});
+
+  const auto shown = api.request("GET", "/v1/vms/train-0/stats");
+  REQUIRE_MESSAGE(shown.status == 200, shown.body);
+  const auto json = shown.json();
+  CHECK(json.at("cpu_seconds").as_double() == 12.5);
+  CHECK(json.at("vcpus").as_int64() == 16);
+  CHECK(json.at("memory_max_bytes").is_null());
+  CHECK(json.at("blocks").at(0).at("write_bytes").as_int64() == 8192);
+  CHECK(json.at("interfaces").at(0).at("tx_packets").as_int64() == 2);
+  CHECK(json.at("devices").at("gpu").as_int64() == 1);
+  CHECK(api.request("GET", "/v1/vms/test-only/stats").json().at("cpu_seconds").is_null());
+  check_problem(api.request("GET", "/v1/vms/nobody/stats"), 404, "not_found");
+
+  const auto metrics = api.request("GET", "/v1/metrics").body;
+  for (const char* line : {"hostagent_vm_state{vm=\"train-0\",state=\"running\"} 1\n",
+                           "hostagent_vm_cpu_seconds_total{vm=\"train-0\"} 12.5\n",
+                           "hostagent_vm_memory_bytes{vm=\"train-0\",kind=\"rss\"} 1610612736\n",
+                           "hostagent_vm_block_bytes_total{vm=\"train-0\",device=\"vda\",op=\"write\"} 8192\n",
+                           "hostagent_vm_network_bytes_total{vm=\"train-0\",interface=\"vnet3\",direction=\"rx\"} 10\n",
+                           "hostagent_vm_devices{vm=\"train-0\",role=\"gpu\"} 1\n",
+                           "hostagent_vm_state{vm=\"test-only\",state=\"shut_off\"} 1\n"}) {
+    CHECK_MESSAGE(metrics.find(line) != std::string::npos, line);
+  }
+  CHECK(metrics.find("hostagent_vm_cpu_seconds_total{vm=\"test-only\"}") == std::string::npos);
+}
+
 TEST_CASE("cordon, drain and uncordon reach the service with who asked, answer its maintenance, and are audited") {
   FakeApi api;
   const auto shown = api.request("GET", "/v1/host/maintenance").json();

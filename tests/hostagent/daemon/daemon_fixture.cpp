@@ -57,6 +57,9 @@ Status FaultyHypervisor::shutdown(const std::string& name) {
   if (ignore_shutdown_) return ok_status();
   return real_->shutdown(name);
 }
+Result<std::vector<virt::DomainStats>> FaultyHypervisor::all_stats() {
+  HA_FORWARD(all_stats);
+}
 Status FaultyHypervisor::destroy(const std::string& name) {
   HA_FORWARD(destroy, name);
 }

@@ -55,6 +55,7 @@ class FaultyHypervisor final : public virt::Hypervisor {
   Status undefine(const std::string& name) override;
   Result<virt::DomainSummary> lookup(const std::string& name) override { return real_->lookup(name); }
   Result<std::vector<virt::DomainSummary>> list() override { return real_->list(); }
+  Result<std::vector<virt::DomainStats>> all_stats() override;
   Result<std::string> domain_xml(const std::string& name) override { return real_->domain_xml(name); }
   Result<std::string> volume_path(const std::string& pool, const std::string& volume) override {
     return real_->volume_path(pool, volume);

@@ -89,6 +89,36 @@ std::map<std::string, std::string> drain_states(const service::MaintenanceView& 
   return states;
 }
 
+// Issue 46: the VM's figures from a real QEMU: the 1 MiB the guest wrote to its disk before "up",
+// CPU time, memory; and a read past the cache's age shows the CPU time risen.
+void check_stats_move(service::VmService& service, const std::string& name) {
+  const auto one = [&]() -> service::VmStatsView {
+    auto all = service.vm_stats();
+    REQUIRE_MESSAGE(all.ok(), all.error().message);
+    const auto it = std::find_if(all->begin(), all->end(), [&](const auto& vm) { return vm.vm == name; });
+    REQUIRE(it != all->end());
+    return *it;
+  };
+  const auto first = one();
+  REQUIRE(first.cpu_seconds.has_value());
+  CHECK(*first.cpu_seconds > 0);
+  CHECK(first.vcpus == 2U);
+  CHECK(first.memory_bytes.value_or(0) > 0);
+  CHECK(first.rss_bytes.value_or(0) > 0);
+  const auto vda =
+      std::find_if(first.blocks.begin(), first.blocks.end(), [](const auto& b) { return b.device == "vda"; });
+  REQUIRE(vda != first.blocks.end());
+  CHECK(vda->write_bytes >= (1U << 20));
+  // The cache answers until it is kVmStatsMaxAge old; then libvirt is asked again.
+  service::VmStatsView later = first;
+  for (int i = 0; i < 300 && later.read_at == first.read_at; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    later = one();
+  }
+  REQUIRE(later.read_at != first.read_at);
+  CHECK(*later.cpu_seconds > *first.cpu_seconds);
+}
+
 }  // namespace
 
 TEST_CASE("a guest boots under QEMU and goes through stop, start and delete with its pins and pages") {
@@ -123,6 +153,7 @@ TEST_CASE("a guest boots under QEMU and goes through stop, start and delete with
   CHECK(report->nodes == 1);
   CHECK(report->power_button);
   CHECK(LibvirtdFixture::free_hugepages_2m() == free_before - kGuestHugepages2m);
+  check_stats_move(*service, name);
   // The guest mounted its seed CD-ROM and read what cloud-init there would: this VM's instance id
   // and the key the create asked for.
   const auto console = read_text_file(fixture->console_log(name));

@@ -136,6 +136,37 @@ TEST_CASE("a guest that ignores the ACPI request is forced off after the stop ti
   CHECK(clock->slept() >= fixture.config().stop_timeout);
 }
 
+TEST_CASE("a VM's figures come from one libvirt call for every VM, kept for kVmStatsMaxAge") {
+  DaemonFixture fixture;
+  FaultyHypervisor* faulty = nullptr;
+  auto clock = std::make_shared<ManualClock>();
+  auto service = started(fixture, &faulty, clock);
+  REQUIRE(create_vm(*service, fixture.request("a", kOneGpu)).ok());
+  REQUIRE(create_vm(*service, fixture.request("b", kTwoGpus)).ok());
+  const int before = faulty->calls("all_stats");
+  auto stats = service->vm_stats();
+  REQUIRE_MESSAGE(stats.ok(), stats.error().message);
+  REQUIRE(stats->size() == 2);  // hostagent's VMs only: test:///default's own "test" is not one
+  CHECK(stats->at(0).vm == "a");
+  CHECK(stats->at(0).state == "running");
+  CHECK(stats->at(0).devices.at("gpu") == 1);
+  CHECK(stats->at(1).devices.at("gpu") == 2);
+  CHECK_FALSE(stats->at(0).cpu_seconds.has_value());  // the test driver reports the state alone
+  // Within the age, every reader is answered from the one read; past it, libvirt is asked again.
+  REQUIRE(service->vm_stats().ok());
+  CHECK(faulty->calls("all_stats") == before + 1);
+  clock->advance_steady(service::kVmStatsMaxAge);
+  REQUIRE(stop_vm(*service, vm_name("a"), true).ok());
+  stats = service->vm_stats();
+  REQUIRE(stats.ok());
+  CHECK(faulty->calls("all_stats") == before + 2);
+  CHECK(stats->at(0).state == "shut_off");
+  // libvirt away: the error, not figures from before.
+  clock->advance_steady(service::kVmStatsMaxAge);
+  faulty->fail("all_stats", ErrorCode::unavailable, 1);
+  CHECK(service->vm_stats().error().code == ErrorCode::unavailable);
+}
+
 TEST_CASE("force stop skips the ACPI request") {
   DaemonFixture fixture;
   FaultyHypervisor* faulty = nullptr;

@@ -19,6 +19,8 @@ boost::json::value to_json(const service::OperationView& operation);
 boost::json::value to_json(const service::ServiceEvent& event);
 // {"mode", "reason", "principal", "since", "deadline", "vms": [{"vm", "state", "error"}]}
 boost::json::value to_json(const service::MaintenanceView& maintenance);
+// GET /v1/vms/{name}/stats: what libvirt did not report is null.
+boost::json::value to_json(const service::VmStatsView& stats);
 // "vm", "operation", "device", "quarantine", "cleaning": the event's name in an event stream.
 const char* event_name(service::ServiceEvent::Kind kind);
 

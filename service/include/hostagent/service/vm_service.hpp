@@ -211,6 +211,33 @@ struct ReleaseCleaningView {
   double steps_seconds = 0;
 };
 
+// One VM's figures (GET /v1/vms/{name}/stats, the vm-labelled metrics), from libvirt's statistics
+// of every domain read in one call and kept for kVmStatsMaxAge, so that a scrape, a poll and a
+// `vm top` together cost one call, never one per VM. A figure libvirt did not report (its test
+// driver reports only the state) is absent, never 0. Counters run from the VM's QEMU start.
+struct VmBlockStatsView {
+  std::string device;  // the guest's target: "vda"
+  uint64_t read_bytes = 0, write_bytes = 0, read_requests = 0, write_requests = 0;
+};
+struct VmNetStatsView {
+  std::string interface;  // the host side: "vnet3"
+  uint64_t rx_bytes = 0, tx_bytes = 0, rx_packets = 0, tx_packets = 0;
+};
+struct VmStatsView {
+  std::string vm;
+  std::string state;    // as list_vms() words it
+  std::string read_at;  // when libvirt was asked (RFC 3339, ms)
+  std::optional<double> cpu_seconds;
+  std::optional<uint64_t> vcpus;
+  std::optional<uint64_t> memory_bytes;      // the balloon's current size: what the guest has
+  std::optional<uint64_t> memory_max_bytes;  // the balloon's maximum
+  std::optional<uint64_t> rss_bytes;         // QEMU's resident set
+  std::vector<VmBlockStatsView> blocks;
+  std::vector<VmNetStatsView> interfaces;
+  std::map<std::string, int> devices;  // the PCI functions it holds, by role ("gpu": 8)
+};
+inline constexpr std::chrono::seconds kVmStatsMaxAge{5};
+
 // Whether the host takes VMs (docs/maintenance.md). cordoned: creates are refused,
 // the VMs it has run on; draining: cordoned, and each of its VMs is being stopped (gracefully, then
 // forced at the drain's deadline), starts refused too; drained: every VM stopped by the drain, and
@@ -374,6 +401,9 @@ class VmService {
   // device preparation changes them after discovery. When config space cannot be read (a device
   // gone), the discovered values stay, and the device's health says why.
   virtual numa::HostModel host_now() = 0;
+
+  // Every VM hostagent made, by name, with its figures (VmStatsView); unavailable while libvirt is.
+  virtual Result<std::vector<VmStatsView>> vm_stats() = 0;
 
   // The host's maintenance now.
   virtual MaintenanceView maintenance() = 0;

@@ -4,11 +4,13 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <variant>
 #include <vector>
 
 #include "hostagent/common/result.hpp"
@@ -57,6 +59,42 @@ struct DomainEvent {
 
 enum class ConnectionEvent { connected, lost };
 
+// One domain's figures from virConnectGetAllDomainStats, as far as its driver reports them (QEMU:
+// all; libvirt's test driver: the state alone). Counters are since the domain's QEMU started.
+struct BlockStats {
+  std::string name;  // the guest's target ("vda")
+  uint64_t read_bytes = 0, write_bytes = 0, read_requests = 0, write_requests = 0;
+  bool operator==(const BlockStats&) const = default;
+};
+struct NetStats {
+  std::string name;  // the host's interface ("vnet3")
+  uint64_t rx_bytes = 0, tx_bytes = 0, rx_packets = 0, tx_packets = 0;
+  bool operator==(const NetStats&) const = default;
+};
+struct DomainStats {
+  std::string name;
+  DomainState state = DomainState::other;
+  std::optional<uint64_t> cpu_time_ns;      // cpu.time: every vCPU and QEMU's own threads
+  std::optional<uint64_t> vcpus;            // vcpu.current
+  std::optional<uint64_t> balloon_kib;      // balloon.current: what the guest has now
+  std::optional<uint64_t> balloon_max_kib;  // balloon.maximum
+  std::optional<uint64_t> rss_kib;          // balloon.rss: QEMU's resident set
+  std::vector<BlockStats> blocks;
+  std::vector<NetStats> nets;
+  bool operator==(const DomainStats&) const = default;
+};
+
+// A typed parameter of a stats record, as libvirt hands it (virTypedParameter): the field's name
+// and its value; strings for names, numbers for the rest.
+struct StatField {
+  std::string field;
+  std::variant<uint64_t, int64_t, double, std::string> value;
+};
+// The record's fields read into DomainStats (libvirt's documented names: state.state, cpu.time,
+// vcpu.current, balloon.*, block.N.*, net.N.*); fields it does not know are skipped, as a newer
+// libvirt adds them. Pure, for its tests.
+DomainStats domain_stats_of(std::string name, const std::vector<StatField>& fields);
+
 // The longest agent_ping waits for the guest agent's answer (libvirt's default is forever,
 // VIR_DOMAIN_AGENT_RESPONSE_TIMEOUT_BLOCK).
 inline constexpr std::chrono::seconds kAgentTimeout{5};
@@ -104,6 +142,9 @@ class Hypervisor {
   // ErrorCode::not_found when no domain has that name.
   virtual Result<DomainSummary> lookup(const std::string& name) = 0;
   virtual Result<std::vector<DomainSummary>> list() = 0;
+  // Every domain's figures in one call (virConnectGetAllDomainStats: state, CPU, vCPUs, balloon,
+  // block and interface counters), never one call per domain.
+  virtual Result<std::vector<DomainStats>> all_stats() = 0;
   // The live XML of a running domain, the persistent one otherwise.
   virtual Result<std::string> domain_xml(const std::string& name) = 0;
 

@@ -94,6 +94,9 @@ struct GetNcclTopology {
 struct GetVmStarts {
   VmName name;
 };
+struct GetVmStats {
+  VmName name;
+};
 struct GetConsoleLog {
   VmName name;
   std::size_t tail = 100;  // lines, 1 to service::kMaxConsoleTailLines
@@ -116,8 +119,8 @@ using Command =
                  command::CleanDevice, command::GetDeviceHistory, command::ListTemplates, command::GetTemplate,
                  command::ValidateTemplate, command::ListVms, command::GetVm, command::CreateVm, command::StartVm,
                  command::StopVm, command::RebootVm, command::DeleteVm, command::GetDomainXml, command::GetNcclTopology,
-                 command::GetVmStarts, command::GetConsoleLog, command::ListOperations, command::GetOperation,
-                 command::StreamEvents, command::GetMetrics>;
+                 command::GetVmStarts, command::GetVmStats, command::GetConsoleLog, command::ListOperations,
+                 command::GetOperation, command::StreamEvents, command::GetMetrics>;
 
 // Why a request names no command. `code` is a problem code (api/problem.hpp): invalid_argument
 // (400), not_found (404), method_not_allowed (405, with `allow`), unsupported_media_type (415).
