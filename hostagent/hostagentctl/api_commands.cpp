@@ -301,6 +301,42 @@ int host_drain(Context& context, const std::string& reason, int grace_seconds, b
   }
 }
 
+// Each VM hostagent made, by name, with its figures (GET /v1/vms, then GET .../stats of each; the
+// daemon reads libvirt once for all of them). A VM gone between the two is left out.
+Result<std::map<std::string, json::value>> vm_stats_by_name(Context& context) {
+  HA_TRY(const auto listed, context.client.get_json("/v1/vms"));
+  HA_TRY_STATUS(check_answer(listed, "/v1/vms", "vms"));
+  std::map<std::string, json::value> out;
+  for (const auto& vm : listed.get_object().at("vms").get_array()) {
+    const auto* managed = vm.is_object() ? vm.get_object().if_contains("managed") : nullptr;
+    if (managed == nullptr || !managed->is_bool() || !managed->get_bool()) continue;
+    const std::string name = display(vm, "name");
+    auto stats = context.client.get_json(vm_target(name) + "/stats");
+    if (!stats.ok() && stats.error().code == ErrorCode::not_found) continue;
+    HA_TRY(auto value, std::move(stats));
+    out[name] = std::move(value);
+  }
+  return out;
+}
+
+// Two reads `interval` apart (at least the daemon's 5 s cache, so the second is a new one): CPU use
+// between them, and the totals of the second.
+int vm_top(Context& context, int interval_seconds) {
+  auto before = vm_stats_by_name(context);
+  if (!before.ok()) return fail(context, before.error());
+  std::this_thread::sleep_for(std::chrono::seconds(interval_seconds));
+  auto after = vm_stats_by_name(context);
+  if (!after.ok()) return fail(context, after.error());
+  if (context.globals.json) {
+    json::object all;
+    for (auto& [name, value] : *after) all[name] = std::move(value);
+    print_json(context, all);
+  } else {
+    context.out << render_vm_top(*before, *after);
+  }
+  return 0;
+}
+
 // Answered at once: the cleaning runs in the daemon, its steps come as events.
 int device_clean(Context& context, const std::string& address) {
   auto begun = context.client.send_json("POST", "/v1/devices/" + encode(address) + "/clean", json::object{});
@@ -568,6 +604,11 @@ void ApiCommands::add_vm_commands() {
   });
   log->add_option("name", args_.name, "VM name")->required();
   log->add_option("--tail", args_.tail, "How many lines, from the end (the daemon checks the range)");
+  auto* top = add(*vm, "top", "Each VM's CPU use over an interval, memory, disk and network totals",
+                  [this](Context& c) { return vm_top(c, args_.interval_seconds); });
+  top->add_option("--interval", args_.interval_seconds, "Seconds between the two reads (the daemon reads every 5 s)")
+      ->check(CLI::Range(5, 3600))
+      ->capture_default_str();
 }
 
 void ApiCommands::add_vm_change(CLI::App& vm, const std::string& verb, const std::string& help) {

@@ -69,8 +69,9 @@ class ApiCommands {
     bool force = false;
     bool no_wait = false;
     std::string shell;
-    std::string reason;     // host cordon, drain
-    int grace_seconds = 0;  // host drain: 0 leaves the daemon's default
+    std::string reason;        // host cordon, drain
+    int grace_seconds = 0;     // host drain: 0 leaves the daemon's default
+    int interval_seconds = 5;  // vm top
   };
 
   void add_globals();

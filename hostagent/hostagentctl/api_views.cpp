@@ -3,9 +3,14 @@
 
 #include <algorithm>
 #include <boost/json/parse.hpp>
+#include <chrono>
+#include <iomanip>
 #include <map>
+#include <optional>
+#include <sstream>
 
 #include "hostagent/common/text.hpp"
+#include "hostagent/common/time_text.hpp"
 #include "progress.hpp"
 #include "table.hpp"
 
@@ -323,6 +328,49 @@ std::string render_quarantine(const json::value& quarantine) {
   for (const auto& entry : items(member(quarantine, "devices"))) {
     table.add_row({display(entry, "address"), display(entry, "since"), display(entry, "step"), display(entry, "vm"),
                    display(entry, "reason")});
+  }
+  return table.render();
+}
+
+namespace {
+
+// CPU used between two reads, in percent of one CPU; nullopt when either lacks a figure or time.
+std::optional<double> cpu_percent(const json::value& before, const json::value& after) {
+  const auto& b = member(before, "cpu_seconds");
+  const auto& a = member(after, "cpu_seconds");
+  const auto from = time_of(display(before, "read_at"));
+  const auto to = time_of(display(after, "read_at"));
+  if (!b.is_number() || !a.is_number() || !from || !to || *to <= *from) return std::nullopt;
+  const double seconds = std::chrono::duration<double>(*to - *from).count();
+  return 100.0 * (a.to_number<double>() - b.to_number<double>()) / seconds;
+}
+
+}  // namespace
+
+std::string render_vm_top(const std::map<std::string, json::value>& before,
+                          const std::map<std::string, json::value>& after) {
+  Table table({"VM", "STATE", "CPU%", "VCPUS", "MEMORY", "RSS", "DISK READ/WRITTEN", "NET RX/TX"});
+  for (const auto& [name, now] : after) {
+    const auto earlier = before.find(name);
+    const auto cpu = earlier == before.end() ? std::nullopt : cpu_percent(earlier->second, now);
+    std::ostringstream percent;
+    if (cpu) percent << std::fixed << std::setprecision(1) << *cpu;
+    std::uint64_t read = 0, written = 0, rx = 0, tx = 0;
+    for (const auto& block : items(member(now, "blocks"))) {
+      read += unsigned_of(member(block, "read_bytes"));
+      written += unsigned_of(member(block, "write_bytes"));
+    }
+    for (const auto& net : items(member(now, "interfaces"))) {
+      rx += unsigned_of(member(net, "rx_bytes"));
+      tx += unsigned_of(member(net, "tx_bytes"));
+    }
+    const auto bytes_or_dash = [&](const char* key) {
+      const auto& value = member(now, key);
+      return value.is_number() ? format_bytes(unsigned_of(value)) : std::string("-");
+    };
+    table.add_row({name, display(now, "state"), cpu ? percent.str() : "-", display(now, "vcpus"),
+                   bytes_or_dash("memory_bytes"), bytes_or_dash("rss_bytes"),
+                   format_bytes(read) + "/" + format_bytes(written), format_bytes(rx) + "/" + format_bytes(tx)});
   }
   return table.render();
 }

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <boost/json/value.hpp>
+#include <map>
 #include <string>
 
 #include "hostagent/api/api_client.hpp"
@@ -21,6 +22,11 @@ std::string render_capacity(const boost::json::value& capacity);
 std::string render_devices(const boost::json::value& devices);
 std::string render_quarantine(const boost::json::value& quarantine);  // GET /v1/quarantine
 std::string render_cleaning(const boost::json::value& cleaning);      // GET /v1/cleaning
+// Two reads of GET /v1/vms/{name}/stats per VM, `before` and `after` (each VM's document, by name):
+// one row per VM of `after` with its CPU use between the two (100% is one CPU busy), vCPUs,
+// memory, RSS, and its disks' and interfaces' totals; "-" where a figure is unknown.
+std::string render_vm_top(const std::map<std::string, boost::json::value>& before,
+                          const std::map<std::string, boost::json::value>& after);
 // GET /v1/host/maintenance: the mode, who, when, why; a drain's deadline and its VMs.
 std::string render_maintenance(const boost::json::value& maintenance);
 // GET /v1/devices/{address}/history: each cleaning with its steps; a broken evidence chain loudly.

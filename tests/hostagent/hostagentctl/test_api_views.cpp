@@ -41,6 +41,30 @@ json::value view_history(const std::string& broken) {
 
 }  // namespace
 
+TEST_CASE("hostagentctl vm top shows CPU use between two reads, and a dash where libvirt said nothing") {
+  const auto stats = [](const char* read_at, double cpu, uint64_t written) {
+    return json::parse(std::string(R"({"vm":"train-0","state":"running","read_at":")") + read_at +
+                       R"(","cpu_seconds":)" + std::to_string(cpu) +
+                       R"(,"vcpus":16,"memory_bytes":17179869184,"memory_max_bytes":null,"rss_bytes":1073741824,)"
+                       R"("blocks":[{"device":"vda","read_bytes":0,"write_bytes":)" +
+                       std::to_string(written) +
+                       R"(,"read_requests":0,"write_requests":1}],"interfaces":[],"devices":{"gpu":1}})");
+  };
+  const auto bare = json::parse(R"({"vm":"idle","state":"shut_off","read_at":"2026-12-07T05:00:05Z",)"
+                                R"("cpu_seconds":null,"vcpus":null,"memory_bytes":null,"memory_max_bytes":null,)"
+                                R"("rss_bytes":null,"blocks":[],"interfaces":[],"devices":{}})");
+  // 8 CPU seconds in 5 s: 160% (of one CPU, as top counts).
+  const std::string table = render_vm_top({{"train-0", stats("2026-12-07T05:00:00Z", 100, 0)}, {"idle", bare}},
+                                          {{"train-0", stats("2026-12-07T05:00:05Z", 108, 1048576)}, {"idle", bare}});
+  CHECK_MESSAGE(table.find("160.0") != std::string::npos, table);
+  CHECK(table.find("16 GiB") != std::string::npos);
+  CHECK(table.find("0 B/1 MiB") != std::string::npos);
+  const auto idle = table.substr(table.find("idle"));
+  CHECK_MESSAGE(idle.substr(0, idle.find('\n')).find("shut_off  -") != std::string::npos, table);
+  // A VM seen only in the second read has no CPU figure yet.
+  CHECK(render_vm_top({}, {{"train-0", stats("2026-12-07T05:00:05Z", 108, 0)}}).find("160.0") == std::string::npos);
+}
+
 TEST_CASE("hostagentctl operation show lists a create's timeline phase by phase, and none without one") {
   auto operation = json::parse(
       R"({"id":"op-x-3","kind":"create","vm":"train-0","request_id":"","state":"succeeded","step":"commit",)"

@@ -232,6 +232,12 @@ TEST_CASE("hostagentctl vm create, list, show and delete against hostagentd's AP
   CHECK(created.output.find("running") != std::string::npos);
   CHECK(created.output.find("gx3d-160x1792x8h100") != std::string::npos);
 
+  // Two reads 5 s apart (the daemon's cache age): libvirt's test driver reports the state alone.
+  const auto top = daemon.run({"vm", "top", "--interval", "5"});
+  REQUIRE_MESSAGE(top.exit_code == 0, top.output);
+  CHECK(top.output.rfind("VM", 0) == 0);
+  CHECK_MESSAGE(top.output.find("train-0  running  -") != std::string::npos, top.output);
+
   const auto listed = daemon.run({"vm", "list"});
   REQUIRE_MESSAGE(listed.exit_code == 0, listed.output);
   CHECK(listed.output.rfind("NAME", 0) == 0);
