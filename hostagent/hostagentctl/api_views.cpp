@@ -350,7 +350,9 @@ std::optional<double> cpu_percent(const json::value& before, const json::value& 
 std::string render_vm_top(const std::map<std::string, json::value>& before,
                           const std::map<std::string, json::value>& after) {
   Table table({"VM", "STATE", "CPU%", "VCPUS", "MEMORY", "RSS", "DISK READ/WRITTEN", "NET RX/TX"});
-  for (const auto& [name, now] : after) {
+  for (const auto& row : after) {
+    const std::string& name = row.first;
+    const json::value& now = row.second;
     const auto earlier = before.find(name);
     const auto cpu = earlier == before.end() ? std::nullopt : cpu_percent(earlier->second, now);
     std::ostringstream percent;
