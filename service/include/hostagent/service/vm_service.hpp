@@ -414,8 +414,8 @@ class VmService {
   // Cordons and stops every VM hostagent made, each on its own queue after what it already had:
   // gracefully (guest agent, else ACPI) until now + grace, then powered off. begin_start answers
   // conflict from now on, and the host's next boot starts none of them. When every stop has ended
-  // the mode is drained. A drain again (say, after a stop failed) takes the new reason and deadline
-  // and stops what still runs.
+  // without a failure the mode is drained. A drain again (say, after a stop failed) takes the new
+  // reason and deadline and stops what still runs.
   virtual Result<MaintenanceView> drain(const std::string& reason, std::chrono::seconds grace,
                                         const std::string& principal) = 0;
   // Back in service: creates and starts are taken again. A drain's stops already queued still run.
