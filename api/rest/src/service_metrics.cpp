@@ -115,6 +115,24 @@ void render_vm_stats(MetricsText& out, const std::vector<service::VmStatsView>& 
        });
 }
 
+// Which VM (or foreign domain) holds each device: an info metric to join the device families on
+// (`* on(device) group_left(vm) hostagent_device_holder`). Not a label of those families: a device
+// changing hands would start a new series of its counters.
+void render_holders(MetricsText& out, const service::HostUsage& usage) {
+  out.family("hostagent_device_holder", "1 for each PCI function a VM or a foreign domain holds, labelled with it.",
+             "gauge");
+  for (const auto& allocation : usage.held) {
+    for (const auto& address : allocation.devices) {
+      const auto* function = usage.host->find(address);
+      out.sample("hostagent_device_holder",
+                 {{"device", address.to_string()},
+                  {"role", function != nullptr ? numa::to_string(function->role) : "other"},
+                  {"vm", allocation.vm}},
+                 1);
+    }
+  }
+}
+
 // One sample per mode, 1 for the host's: an alert on "cordoned for a day" needs no absent series.
 void render_maintenance(MetricsText& out, const service::MaintenanceView& maintenance) {
   out.family("hostagent_host_maintenance",
@@ -353,6 +371,7 @@ const std::string& ServiceMetrics::capacity_text(const service::HostUsage& usage
       capacity_->unclaimed != usage.policy.unclaimed_hugepages) {
     MetricsText out;
     render_capacity(out, numa::capacity(*usage.host, usage.held, usage.policy));
+    render_holders(out, usage);
     capacity_ = CapacitySection{usage.host, usage.version, usage.policy.unclaimed_hugepages, out.text()};
   }
   return capacity_->text;

@@ -580,6 +580,12 @@ TEST_CASE("a device's state: held wins, then quarantined, then cleaning, then th
   };
   const auto held = device(gpus[0]);
   CHECK(text(held.at("state")) == "held");
+  // The metrics name the holder beside the device, to join the device families on.
+  const std::string holder =
+      "hostagent_device_holder{device=\"" + gpus[0].to_string() + "\",role=\"gpu\",vm=\"train-0\"} 1\n";
+  const auto metrics = api.request("GET", "/v1/metrics").body;
+  CHECK_MESSAGE(metrics.find(holder) != std::string::npos, holder);
+  CHECK(metrics.find("hostagent_device_holder{device=\"" + gpus[1].to_string()) == std::string::npos);
   CHECK(text(held.at("held_by")) == "train-0");
   CHECK(text(held.at("cleaning").at("held_by")) == "train-0");
   CHECK(held.at("cleaning").at("step").is_null());
