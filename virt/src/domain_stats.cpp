@@ -2,6 +2,7 @@
 // typed parameters by their documented names (docs: virConnectGetAllDomainStats, "Domain stats").
 #include <libvirt/virterror.h>
 
+#include <array>
 #include <charconv>
 #include <map>
 
@@ -28,30 +29,29 @@ std::optional<std::pair<std::size_t, std::string_view>> indexed(std::string_view
   return std::pair{index, field.substr(static_cast<std::size_t>(end - field.data()) + 1)};
 }
 
-void read_block(BlockStats& block, std::string_view key, const StatField& field) {
-  if (key == "name") {
-    if (const auto* text = std::get_if<std::string>(&field.value)) block.name = *text;
-    return;
-  }
-  const auto value = as_unsigned(field);
-  if (!value) return;
-  if (key == "rd.bytes") block.read_bytes = *value;
-  if (key == "wr.bytes") block.write_bytes = *value;
-  if (key == "rd.reqs") block.read_requests = *value;
-  if (key == "wr.reqs") block.write_requests = *value;
-}
+// Each indexed group's counters by libvirt's name for them, after "block.N." or "net.N.".
+template <class T>
+using Counters = std::array<std::pair<std::string_view, uint64_t T::*>, 4>;
+constexpr Counters<BlockStats> kBlockCounters{{{"rd.bytes", &BlockStats::read_bytes},
+                                               {"wr.bytes", &BlockStats::write_bytes},
+                                               {"rd.reqs", &BlockStats::read_requests},
+                                               {"wr.reqs", &BlockStats::write_requests}}};
+constexpr Counters<NetStats> kNetCounters{{{"rx.bytes", &NetStats::rx_bytes},
+                                           {"tx.bytes", &NetStats::tx_bytes},
+                                           {"rx.pkts", &NetStats::rx_packets},
+                                           {"tx.pkts", &NetStats::tx_packets}}};
 
-void read_net(NetStats& net, std::string_view key, const StatField& field) {
+// One field of a disk or an interface: its name, or one of its counters.
+template <class T>
+void read_indexed(T& item, std::string_view key, const StatField& field, const Counters<T>& counters) {
   if (key == "name") {
-    if (const auto* text = std::get_if<std::string>(&field.value)) net.name = *text;
+    if (const auto* text = std::get_if<std::string>(&field.value)) item.name = *text;
     return;
   }
   const auto value = as_unsigned(field);
-  if (!value) return;
-  if (key == "rx.bytes") net.rx_bytes = *value;
-  if (key == "tx.bytes") net.tx_bytes = *value;
-  if (key == "rx.pkts") net.rx_packets = *value;
-  if (key == "tx.pkts") net.tx_packets = *value;
+  for (const auto& [counter, member] : counters) {
+    if (value && key == counter) item.*member = *value;
+  }
 }
 
 StatField field_of(const virTypedParameter& param) {
@@ -106,9 +106,9 @@ DomainStats domain_stats_of(std::string name, const std::vector<StatField>& fiel
     } else if (key == "balloon.rss") {
       out.rss_kib = as_unsigned(field);
     } else if (const auto block = indexed(key, "block.")) {
-      read_block(blocks[block->first], block->second, field);
+      read_indexed(blocks[block->first], block->second, field, kBlockCounters);
     } else if (const auto net = indexed(key, "net.")) {
-      read_net(nets[net->first], net->second, field);
+      read_indexed(nets[net->first], net->second, field, kNetCounters);
     }
   }
   for (auto& [index, block] : blocks) out.blocks.push_back(std::move(block));

@@ -117,9 +117,10 @@ fs::path LibvirtdFixture::console_log(const std::string& vm) const {
   return scratch_.path() / "console" / (vm + ".log");
 }
 
-Result<std::unique_ptr<service::VmService>> LibvirtdFixture::start_service() const {
+Result<std::unique_ptr<service::VmService>> LibvirtdFixture::start_service(std::shared_ptr<daemon::Clock> clock) const {
   HA_TRY(const auto config, config::load_config(config_file_));
   HA_TRY(auto parts, cli::assemble_parts(config));
+  if (clock) parts.clock = std::move(clock);
   return daemon::start_service(std::move(parts));
 }
 

@@ -5,13 +5,19 @@
 
 #include <sys/types.h>
 
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "assembly.hpp"
+#include "hostagent/daemon/clock.hpp"
 #include "hostagent/service/vm_service.hpp"
 #include "test_support.hpp"
 
@@ -19,6 +25,25 @@ namespace hostagent::testing {
 
 // The test guest's memory in 2 MiB hugepages: 1 GiB (test_guest.hpp).
 inline constexpr uint64_t kGuestHugepages2m = 512;
+
+// The system's clocks, the steady one moved on by shift() as well: a test moves a service past an
+// age (a cache's) at once, while everything else it does (QEMU, the guest, libvirt) keeps real time.
+class ShiftedClock final : public daemon::Clock {
+ public:
+  std::chrono::system_clock::time_point now() override { return std::chrono::system_clock::now(); }
+  std::chrono::steady_clock::time_point steady_now() override {
+    return std::chrono::steady_clock::now() + shift_.load();
+  }
+  void sleep_for(std::chrono::milliseconds duration) override { std::this_thread::sleep_for(duration); }
+  void wait_until(std::condition_variable& changed, std::unique_lock<std::mutex>& lock,
+                  std::chrono::steady_clock::time_point deadline, const std::function<bool()>& done) override {
+    changed.wait_until(lock, deadline - shift_.load(), done);
+  }
+  void shift(std::chrono::milliseconds by) { shift_ = shift_.load() + by; }
+
+ private:
+  std::atomic<std::chrono::steady_clock::duration> shift_{};
+};
 
 class LibvirtdFixture {
  public:
@@ -40,8 +65,9 @@ class LibvirtdFixture {
   static constexpr char kDeafTemplate[] = "ci-guest-deaf";
   static constexpr const char* kPool = "hostagent-test-pool";
 
-  // A service in this process on the same configuration: what a restarted daemon does.
-  Result<std::unique_ptr<service::VmService>> start_service() const;
+  // A service in this process on the same configuration: what a restarted daemon does; on `clock`
+  // when given (the system's otherwise).
+  Result<std::unique_ptr<service::VmService>> start_service(std::shared_ptr<daemon::Clock> clock = nullptr) const;
 
   // libvirt's and the kernel's view, not hostagent's.
   bool domain_exists(const std::string& name) const;
