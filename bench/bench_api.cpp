@@ -11,7 +11,8 @@
 // connections with 500 stalled connections present (each sent half a request and waits: a
 // slowloris, opened before the arm and closed after it), against the same reads without them,
 // interleaved: what the connection budget's eviction costs the clients it protects. And the health
-// probe alone against the probe while 8 connections scrape /v1/metrics without pause.
+// probe alone against the probe while 8 connections scrape /v1/metrics without pause. Last, a scrape
+// of /v1/metrics with the 8 VMs against one with none (the VMs deleted and made again between arms).
 //
 // wrk is not used: it cannot talk to a unix socket, the daemon's default listener. The generator
 // is one Asio thread driving every connection (closed loop: each connection sends its next request
@@ -577,6 +578,60 @@ void under_churn(const Transport& transport, int connections, const Settings& se
   std::fflush(stdout);
 }
 
+// kVms VMs of kVmShape, made and deleted as one: each making names a generation of its own, since a
+// create's request id is its VM's for good (a repeat would answer the first create, making nothing).
+class VmSet {
+ public:
+  VmSet(const Transport& transport, fs::path image) : client_(transport), image_(std::move(image)) {}
+  void make() {
+    ++generation_;
+    for (int i = 0; i < kVms; ++i) {
+      names_.push_back("bench-scrape-" + std::to_string(generation_) + "-" + std::to_string(i));
+      client_.wait(client_.begin(http::verb::post, "/v1/vms", create_body(names_.back(), kVmShape, image_.string())));
+    }
+  }
+  void remove() {
+    for (const auto& name : names_) client_.wait(client_.begin(http::verb::delete_, "/v1/vms/" + name));
+    names_.clear();
+  }
+  // Adopts VMs made elsewhere, to delete with the set.
+  void adopt(std::vector<std::string> names) { names_ = std::move(names); }
+  bool empty() const { return names_.empty(); }
+
+ private:
+  SyncClient client_;
+  fs::path image_;
+  int generation_ = 0;
+  std::vector<std::string> names_;
+};
+
+// GET /v1/metrics on a host with no VM against the same scrape with kVms (their vm-labelled
+// families: state, CPU, memory, disks, networks, devices), interleaved: the VMs are deleted before
+// each arm without them and made again before each arm with them.
+void scrape_by_vms(const Transport& transport, const fs::path& scratch, const Settings& settings) {
+  Arm none{"/v1/metrics, no VMs", {}, {}, 0};
+  Arm some{"/v1/metrics, " + std::to_string(kVms) + " VMs", {}, {}, 0};
+  VmSet vms(transport, scratch / "images" / "boot.raw");
+  std::vector<std::string> made;
+  for (int i = 0; i < kVms; ++i) made.push_back("bench-vm-" + std::to_string(i));
+  vms.adopt(std::move(made));
+  LoadClient client(transport, 1);
+  interleave(
+      settings,
+      [&] {
+        if (!vms.empty()) vms.remove();
+        none.add(client.run("/v1/metrics", settings.phase));
+      },
+      [&] {
+        if (vms.empty()) vms.make();
+        some.add(client.run("/v1/metrics", settings.phase));
+      });
+  std::printf("  %s, 1 connection\n", transport.name.c_str());
+  print_arm(none, nullptr);
+  print_arm(some, &none);
+  std::fflush(stdout);
+}
+
 Settings parse_settings(int argc, char** argv) {
   Settings settings;
   if (argc > 1 && std::strcmp(argv[1], "--quick") == 0) return {1, std::chrono::milliseconds(100)};
@@ -643,6 +698,10 @@ int main(int argc, char** argv) {
   std::printf("  the server evicted %llu stalled connections in all (api.limits: %d connections, %d reserve)\n",
               static_cast<unsigned long long>(stats.evicted), daemon->options.limits.max_connections,
               daemon->options.limits.health_reserve);
+  std::printf("\nGET /v1/metrics with %d VMs (%s) against the same scrape with none (interleaved: the VMs are\n", kVms,
+              kVmShape);
+  std::printf("deleted and made again between arms); rate/flr, p99/flr and cpu/flr = %d VMs / none\n", kVms);
+  scrape_by_vms(daemon->transports[0], scratch.path(), settings);
   daemon->server->stop();
   return 0;
 }

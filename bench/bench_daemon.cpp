@@ -207,6 +207,10 @@ class TimedHypervisor final : public virt::Hypervisor {
   Result<std::string> domain_xml(const std::string& name) override {
     return timed("domain_xml", [&] { return real_->domain_xml(name); });
   }
+  Result<std::unique_ptr<virt::Console>> open_console(const std::string& name, bool force,
+                                                      virt::ConsoleSinks sinks) override {
+    return real_->open_console(name, force, std::move(sinks));
+  }
   Result<std::string> volume_path(const std::string& pool, const std::string& volume) override {
     return real_->volume_path(pool, volume);
   }

@@ -2,8 +2,10 @@
 #include "api_commands.hpp"
 
 #include <map>
+#include <optional>
 #include <thread>
 
+#include <termios.h>
 #include <unistd.h>
 
 #include <boost/json.hpp>
@@ -12,6 +14,7 @@
 #include "api_views.hpp"
 #include "completion.hpp"
 #include "hostagent/api/host_json.hpp"
+#include "hostagent/common/text.hpp"
 #include "hostagent/common/text_file.hpp"
 #include "table.hpp"
 
@@ -321,6 +324,44 @@ Result<std::map<std::string, json::value>> vm_stats_by_name(Context& context) {
 
 // Two reads `interval` apart (at least the daemon's 5 s cache, so the second is a new one): CPU use
 // between them, and the totals of the second.
+// The terminal in raw mode while a console is attached (cfmakeraw: every key goes to the guest, ^C
+// too), put back as it was however the attachment ends.
+class RawTerminal {
+ public:
+  explicit RawTerminal(int fd) : fd_(fd) {
+    if (::tcgetattr(fd_, &saved_) != 0) return;
+    termios raw = saved_;
+    ::cfmakeraw(&raw);
+    active_ = ::tcsetattr(fd_, TCSANOW, &raw) == 0;
+  }
+  ~RawTerminal() {
+    if (active_) ::tcsetattr(fd_, TCSANOW, &saved_);
+  }
+  RawTerminal(const RawTerminal&) = delete;
+  RawTerminal& operator=(const RawTerminal&) = delete;
+
+ private:
+  int fd_;
+  termios saved_{};
+  bool active_ = false;
+};
+
+// This terminal joined to the VM's serial console until Ctrl-], the end of input, or the server
+// closing it (the guest stopped, another operator took it over: said on stderr).
+int vm_console(Context& context, const std::string& name, bool take_over) {
+  context.out.flush();  // the console writes to the descriptor itself
+  context.err << "Connected to the console of " << text::shown(name) << "; Ctrl-] leaves.\n";
+  context.err.flush();
+  std::optional<RawTerminal> raw;
+  if (::isatty(STDIN_FILENO) == 1) raw.emplace(STDIN_FILENO);
+  const auto reason = context.client.attach(vm_target(name) + "/console" + (take_over ? "?take_over=true" : ""),
+                                            api::ConsoleIo{STDIN_FILENO, STDOUT_FILENO, 0x1d});
+  raw.reset();
+  if (!reason.ok()) return fail(context, reason.error());
+  if (!reason->empty()) context.err << "\nhostagentctl: the console closed: " << text::shown(*reason) << "\n";
+  return 0;
+}
+
 int vm_top(Context& context, int interval_seconds) {
   auto before = vm_stats_by_name(context);
   if (!before.ok()) return fail(context, before.error());
@@ -604,6 +645,10 @@ void ApiCommands::add_vm_commands() {
   });
   log->add_option("name", args_.name, "VM name")->required();
   log->add_option("--tail", args_.tail, "How many lines, from the end (the daemon checks the range)");
+  auto* console = add(*vm, "console", "Attach this terminal to a VM's serial console (Ctrl-] leaves; audited)",
+                      [this](Context& c) { return vm_console(c, args_.name, args_.take_over); });
+  console->add_option("name", args_.name, "VM name")->required();
+  console->add_flag("--take-over", args_.take_over, "End the session another operator holds, and take the console");
   auto* top = add(*vm, "top", "Each VM's CPU use over an interval, memory, disk and network totals",
                   [this](Context& c) { return vm_top(c, args_.interval_seconds); });
   top->add_option("--interval", args_.interval_seconds, "Seconds between the two reads (the daemon reads every 5 s)")

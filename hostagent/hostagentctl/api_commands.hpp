@@ -59,7 +59,8 @@ class ApiCommands {
     std::string role;
     std::string address;  // a PCI address: the device a command is about
     bool free_only = false;
-    int tail = 100;  // vm console-log: lines
+    int tail = 100;          // vm console-log: lines
+    bool take_over = false;  // vm console
     std::string template_name;
     std::string request_id;
     std::string boot_image;

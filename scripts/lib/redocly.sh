@@ -41,15 +41,21 @@ lint() {
   fi
   # No redocly.yaml: the rules are Redocly's recommended set as it ships, nothing turned off. Nor
   # telemetry or update checks: a test reaches no network. Redocly exits 0 on warnings; clean here
-  # means none of either, so the JSON report's totals decide, and only a document with problems is
-  # linted again for a report a person reads.
+  # means none of either, so the JSON report's problems decide, and only a document with problems is
+  # linted again for a report a person reads. One problem is expected, at one place, for a reason
+  # the rule cannot know: the console's success is a WebSocket's 101 (RFC 6455 4.2.2), and
+  # operation-2xx-response counts only 2XX. Anything else, there or elsewhere, fails.
   export REDOCLY_TELEMETRY=off REDOCLY_SUPPRESS_UPDATE_NOTICE=true
   if "$cli" lint --extends=recommended --format=json "$1" 2>/dev/null | python3 -c '
 import json, sys
-totals = json.load(sys.stdin)["totals"]
-errors, warnings = totals["errors"], totals["warnings"]
-print("redocly.sh: %d errors, %d warnings" % (errors, warnings))
-sys.exit(1 if errors + warnings else 0)'; then
+expected = {("operation-2xx-response", "#/paths/~1v1~1vms~1{name}~1console/get/responses")}
+problems = json.load(sys.stdin)["problems"]
+left = [p for p in problems
+        if (p["ruleId"], p["location"][0]["pointer"] if p.get("location") else "") not in expected]
+errors = sum(1 for p in left if p["severity"] == "error")
+print("redocly.sh: %d errors, %d warnings (%d expected: the console WebSocket)" %
+      (errors, len(left) - errors, len(problems) - len(left)))
+sys.exit(1 if left else 0)'; then
     return 0
   fi
   "$cli" lint --extends=recommended --format=stylish "$1" || true

@@ -369,8 +369,12 @@ done
 mem_kib=$($bb awk '/^MemTotal:/ { print $2 }' /proc/meminfo)
 echo "hostagent-test-guest: up cpus=$cpus nodes=$nodes node_cpus=$node_cpus mem_kib=$mem_kib power_button=$power_button agent=$agent" >/dev/console
 
+# A shell on the serial console, for the console tests (the daemon's WebSocket console): what is
+# typed there runs here. It reads ttyS0, where the kernel's console is; one that exits is started
+# again.
 while true; do
-  $bb sleep 3600
+  $bb sh </dev/ttyS0 >/dev/ttyS0 2>&1
+  $bb sleep 1
 done
 )sh";
 }

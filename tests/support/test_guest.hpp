@@ -2,7 +2,7 @@
 // is Debian's own kernel and a few-megabyte initramfs built here (busybox and a shell script as
 // /init), booted directly by QEMU: no disk image, no network, no download. Once up it prints one
 // line on its serial console saying what it sees, and it powers off on the ACPI power button, so
-// a graceful shutdown (virDomainShutdown) ends it.
+// a graceful shutdown (virDomainShutdown) ends it. Then a shell reads its serial console.
 #pragma once
 
 #include <cstdint>

@@ -61,6 +61,7 @@ class Connection {
   // A reference to the live connection, or unavailable ("WHAT: libvirt at URI is not connected").
   Result<ConnPtr> get(std::string_view what) const;
   const LibvirtOptions& options() const { return options_; }
+  const std::shared_ptr<EventLoop>& loop() const { return loop_; }
 
  private:
   struct Attached {

@@ -93,6 +93,22 @@ class Client final : public ApiClient {
                  what + ": the server ended the event stream (is " + options_.server_name + " stopping?)"};
   }
 
+  Result<std::string> attach(const std::string& target, const ConsoleIo& io) override {
+    if (target.empty() || target.front() != '/') {
+      return Error{ErrorCode::invalid_argument, "request target '" + target + "' must start with '/'"};
+    }
+    HA_TRY(auto stream, connect());
+    detail::WebSocketRequest request{
+        host_header(), target, {{"User-Agent", "hostagent-api-client"}}, options_.read_timeout, io};
+    if (!options_.token.empty()) request.headers.emplace_back("Authorization", "Bearer " + options_.token);
+    for (const auto& header : options_.headers) request.headers.push_back(header);
+    const std::string what = "the WebSocket at " + target + " of " + options_.url;
+    HA_TRY(auto outcome, stream->run_websocket(request, what));
+    if (outcome.refused_status == 0) return outcome.close_reason;
+    if (const auto problem = parse_problem(outcome.refused_body)) return problem_error(*problem);
+    return Error{ErrorCode::io_error, what + ": HTTP " + std::to_string(outcome.refused_status)};
+  }
+
  private:
   Result<beast::http::request<beast::http::string_body>> make_request(const std::string& method,
                                                                       const std::string& target,

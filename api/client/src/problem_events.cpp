@@ -28,6 +28,7 @@ ErrorCode error_code_named(const std::string& code, unsigned status) {
       {"too_many_connections", ErrorCode::unavailable},
       {"not_ready", ErrorCode::unavailable},
       {"method_not_allowed", ErrorCode::unsupported},
+      {"upgrade_required", ErrorCode::unsupported},
   };
   if (const auto it = codes.find(code); it != codes.end()) return it->second;
   if (status == 404) return ErrorCode::not_found;

@@ -1,6 +1,8 @@
 // api/transport: connecting over a unix socket, TCP or TLS, and the synchronous-with-deadline calls.
 #include "transport.hpp"
 
+#include "websocket_console.hpp"
+
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 
@@ -64,6 +66,9 @@ class StreamTransport final : public Transport {
   void close() override {
     error_code ignored;
     beast::get_lowest_layer(stream_).socket().close(ignored);
+  }
+  Result<WebSocketOutcome> run_websocket(const WebSocketRequest& request, const std::string& what) override {
+    return run_console(io_, stream_, request, what, [this](auto start) { return run(io_, start); });
   }
 
  private:

@@ -10,6 +10,10 @@
 #include <chrono>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
+
+#include "hostagent/api/api_client.hpp"
 
 #include "client_url.hpp"
 #include "hostagent/common/result.hpp"
@@ -20,6 +24,22 @@ namespace http = boost::beast::http;
 using Deadline = std::chrono::steady_clock::duration;
 using StringResponseParser = http::response_parser<http::string_body>;
 using StreamResponseParser = http::response_parser<http::buffer_body>;
+
+// A WebSocket's opening handshake (RFC 6455 4.1), and the terminal it is then joined to.
+struct WebSocketRequest {
+  std::string host;                                          // the Host header
+  std::string target;                                        // "/v1/vms/vm1/console"
+  std::vector<std::pair<std::string, std::string>> headers;  // Authorization, User-Agent, ...
+  Deadline handshake_timeout{};
+  ConsoleIo io;
+};
+
+// How a WebSocket session went: the server's close reason, or the refusal's status and body.
+struct WebSocketOutcome {
+  unsigned refused_status = 0;  // the handshake was answered with this instead of 101
+  std::string refused_body;
+  std::string close_reason;  // "" when the client ended it
+};
 
 class Transport {
  public:
@@ -33,6 +53,9 @@ class Transport {
   virtual boost::system::error_code read_some(boost::beast::flat_buffer& buffer, StreamResponseParser& parser,
                                               Deadline timeout) = 0;
   virtual void close() = 0;
+  // This connection upgraded to a WebSocket and joined to request.io until either side ends it
+  // (ApiClient::attach). An error for what broke the connection.
+  virtual Result<WebSocketOutcome> run_websocket(const WebSocketRequest& request, const std::string& what) = 0;
 };
 
 struct ConnectSettings {

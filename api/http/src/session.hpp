@@ -27,6 +27,8 @@
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/stream_traits.hpp>
 #include <boost/beast/http.hpp>
+#include <boost/beast/websocket.hpp>
+#include <boost/beast/websocket/ssl.hpp>
 
 #include "auth.hpp"
 #include "event_waker.hpp"
@@ -383,10 +385,16 @@ class Session final : public Connection, public std::enable_shared_from_this<Ses
       response.events.reset();  // a HEAD of a stream: its headers; the stream unsubscribes
       response.content_type = "text/event-stream";
     }
-    if (response.events && !closed_ && !admit_stream(response)) close_after = true;
+    if (response.channel && !is_websocket_upgrade()) {  // an HTTP/1.0 request, say
+      response = problem(426, "upgrade_required", "a WebSocket needs HTTP/1.1 with Upgrade: websocket (RFC 6455 4.1)",
+                         request_ ? request_->path : "/");
+      response.headers.emplace_back("Upgrade", "websocket");
+    }
+    if ((response.events || response.channel) && !closed_ && !admit_stream(response)) close_after = true;
     observe(response.status);
     if (closed_) return;  // the client left while the handler ran
     if (response.events) return start_events(std::move(response));
+    if (response.channel) return start_channel(std::move(response));
     const unsigned version = parser_ && parser_->is_header_done() ? parser_->get().version() : 11;
     auto message = std::make_shared<beast::http::response<beast::http::string_body>>(
         static_cast<beast::http::status>(response.status), version);
@@ -489,6 +497,7 @@ class Session final : public Connection, public std::enable_shared_from_this<Ses
   // in backlog_ (and what comes meanwhile in the stream's own bounded queue, which drops the
   // oldest and says so with its overflow frame, first of the next take).
   void pump() {
+    if (channel_) return pump_channel();
     if (closed_ || writing_) return;
     if (backlog_.empty()) {
       for (auto& frame : events_->take()) backlog_.push_back(std::move(frame));
@@ -559,6 +568,127 @@ class Session final : public Connection, public std::enable_shared_from_this<Ses
                       });
   }
 
+  // ---- WebSocket channels ----------------------------------------------------------------------
+  // The handshake's answer goes out once the handler accepted; then one read (the client's next
+  // message, not read while the channel has no room for the last) and one write (what the channel
+  // has, or a ping once a heartbeat passes in silence, or the close) are outstanding at a time. A
+  // write that the client does not read within request_timeout ends the connection: the channel,
+  // not the socket, holds what waits, and bounds it.
+
+  // The largest message the client may send: a console's typing, or a paste.
+  static constexpr std::size_t kChannelMessageMax = std::size_t{64} << 10U;
+  // A close frame's reason holds 123 bytes (RFC 6455 5.5.1: a control frame's payload is at most
+  // 125, two of them the code).
+  static constexpr std::size_t kCloseReasonMax = 120;
+
+  bool is_websocket_upgrade() const { return parser_ && beast::websocket::is_upgrade(parser_->get()); }
+
+  void start_channel(HttpResponse response) {
+    channel_ = std::move(response.channel);
+    (void)set_send_buffer(socket().native_handle(), limits().event_send_buffer);
+    ws_ = std::make_unique<beast::websocket::stream<Stream&>>(stream_);
+    ws_->binary(true);
+    ws_->read_message_max(kChannelMessageMax);
+    ws_->set_option(beast::websocket::stream_base::decorator(
+        [headers = std::move(response.headers)](beast::websocket::response_type& answer) {
+          for (const auto& [name, value] : headers) answer.insert(name, value);
+        }));
+    writing_ = true;
+    arm(limits().request_timeout);
+    ws_->async_accept(parser_->get(), [self = this->shared_from_this()](const error_code& error) {
+      self->writing_ = false;
+      self->disarm();
+      if (error) return self->finish();
+      self->schedule_heartbeat();
+      self->read_channel();
+      self->pump_channel();
+    });
+  }
+
+  void read_channel() {
+    if (closed_ || reading_) return;
+    reading_ = true;
+    ws_->async_read(ws_in_, [self = this->shared_from_this()](const error_code& error, std::size_t) {
+      self->reading_ = false;
+      if (error) return self->finish();  // the client closed, went away, or broke the protocol
+      const auto data = self->ws_in_.data();
+      self->unput_.append(static_cast<const char*>(data.data()), data.size());
+      self->ws_in_.consume(data.size());
+      self->offer_input();
+    });
+  }
+
+  // The client's bytes to the channel; what it has no room for waits (and the reading with it)
+  // until it wakes the connection.
+  void offer_input() {
+    if (closed_ || unput_.empty()) return;
+    unput_.erase(0, channel_->put(unput_));
+    if (unput_.empty()) return read_channel();
+    await_channel();
+  }
+
+  void await_channel() {
+    if (waiting_ || closed_) return;
+    waiting_ = true;
+    waker_ = std::make_shared<EventWaker>(this->weak_from_this(), stream_.get_executor());
+    channel_->wait(waker_->callback());
+  }
+
+  void pump_channel() {
+    if (closed_) return;
+    offer_input();
+    if (writing_) return;
+    std::string out = channel_->take();
+    if (!out.empty()) return write_channel(std::move(out));
+    if (auto reason = channel_->ended()) return close_channel(*reason);
+    if (heartbeat_due_) {
+      heartbeat_due_ = false;
+      return ping_channel();
+    }
+    await_channel();
+  }
+
+  void write_channel(std::string out) {
+    writing_ = true;
+    pending_ = std::move(out);
+    arm(limits().request_timeout);
+    ws_->async_write(asio::buffer(pending_), [self = this->shared_from_this()](const error_code& error, std::size_t) {
+      self->after_channel_write(error);
+    });
+  }
+
+  // A client that vanished without closing is found when its pings stop being taken.
+  void ping_channel() {
+    writing_ = true;
+    arm(limits().request_timeout);
+    ws_->async_ping({},
+                    [self = this->shared_from_this()](const error_code& error) { self->after_channel_write(error); });
+  }
+
+  void after_channel_write(const error_code& error) {
+    writing_ = false;
+    disarm();
+    if (error) return finish();
+    last_write_ = Clock::now();
+    pump_channel();
+  }
+
+  // The channel ended: its reason in the close frame, cut to fit whole UTF-8 characters.
+  void close_channel(const std::string& reason) {
+    std::string shown = reason.substr(0, std::min(reason.size(), kCloseReasonMax));
+    while (shown.size() < reason.size() && !shown.empty() &&
+           (static_cast<unsigned char>(reason[shown.size()]) & 0xC0U) == 0x80U) {
+      shown.pop_back();
+    }
+    writing_ = true;
+    arm(limits().request_timeout);
+    ws_->async_close(beast::websocket::close_reason(beast::websocket::close_code::normal, shown),
+                     [self = this->shared_from_this()](const error_code&) {
+                       self->writing_ = false;
+                       self->finish();
+                     });
+  }
+
   // ---- the end ---------------------------------------------------------------------------------
 
   void finish() {
@@ -572,7 +702,8 @@ class Session final : public Connection, public std::enable_shared_from_this<Ses
     socket().shutdown(asio::socket_base::shutdown_both, ignored);
     socket().close(ignored);
     if (waker_) waker_->disarm();
-    events_.reset();  // the stream's destructor unsubscribes it from whatever feeds it
+    events_.reset();   // the stream's destructor unsubscribes it from whatever feeds it
+    channel_.reset();  // and the channel's detaches it from what it joins
   }
 
   std::shared_ptr<ServerContext> server_;
@@ -605,6 +736,12 @@ class Session final : public Connection, public std::enable_shared_from_this<Ses
   bool writing_ = false;
   bool waiting_ = false;
   bool heartbeat_due_ = false;
+  // WebSocket channels (waker_, pending_, writing_, waiting_ and heartbeat_due_ as above).
+  std::shared_ptr<ByteChannel> channel_;
+  std::unique_ptr<beast::websocket::stream<Stream&>> ws_;  // on stream_, declared after it: goes first
+  beast::flat_buffer ws_in_;
+  std::string unput_;  // from the client, not yet taken by the channel
+  bool reading_ = false;
 };
 
 }  // namespace hostagent::api::detail

@@ -31,7 +31,8 @@ AuditSubject audit_subject(const Command& command) {
         if constexpr (std::is_same_v<T, command::CreateVm>) {
           return {c.request.name, c.request.template_name, c.request.request_id, ""};
         } else if constexpr (std::is_same_v<T, command::StartVm> || std::is_same_v<T, command::StopVm> ||
-                             std::is_same_v<T, command::RebootVm> || std::is_same_v<T, command::DeleteVm>) {
+                             std::is_same_v<T, command::RebootVm> || std::is_same_v<T, command::DeleteVm> ||
+                             std::is_same_v<T, command::OpenConsole>) {
           return {c.name, "", "", ""};
         } else if constexpr (std::is_same_v<T, command::ClearQuarantine> || std::is_same_v<T, command::CleanDevice>) {
           return {"", "", "", c.address.to_string()};

@@ -31,9 +31,13 @@ class RestApiImpl final : public RestApi {
   RestApiImpl& operator=(const RestApiImpl&) = delete;
 
   HttpResponse handle(const HttpRequest& request) override {
-    // The server refuses a reader's changes first; the same rule again, where the routes are.
-    if (!is_read_method(request.method) && request.identity.role != Role::operator_role) {
-      return problem(403, "forbidden", "a reader may only read (GET); " + request.method + " needs the operator role",
+    // The server refuses a reader's changes first; the same rule again, where the routes are, with
+    // the reads that need the operator too (a console).
+    if (needs_operator(request) && request.identity.role != Role::operator_role) {
+      return problem(403, "forbidden",
+                     is_read_method(request.method)
+                         ? "a VM's console lets its client type into the guest: it needs the operator role"
+                         : "a reader may only read (GET); " + request.method + " needs the operator role",
                      request.target);
     }
     auto parsed = parse_request(request);
@@ -41,7 +45,7 @@ class RestApiImpl final : public RestApi {
     const auto& command = std::get<Command>(parsed);
     detail::RouteContext context{service_, options_, metrics_, events_, vm_list_body_};
     HttpResponse response = detail::run_command(context, command, request);
-    if (!is_read_method(request.method)) remember(request, detail::audit_subject(command), response);
+    if (needs_operator(request)) remember(request, detail::audit_subject(command), response);
     return response;
   }
 
@@ -50,8 +54,9 @@ class RestApiImpl final : public RestApi {
     const HttpRequest& request = *record.request;
     metrics_.on_request(request.method, record.status, record.latency);
     Remembered remembered = take(request);
-    // Reads are not audited; nor is what no known sender attempted (the metrics count it).
-    if (is_read_method(request.method) || !record.authenticated) return;
+    // Reads are not audited (a console is: needs_operator); nor is what no known sender attempted
+    // (the metrics count it).
+    if (!needs_operator(request) || !record.authenticated) return;
     detail::AuditEntry entry{rfc3339(std::chrono::system_clock::now()), &request, record.status,
                              std::move(remembered.subject), std::move(remembered.operation)};
     audit_->write(detail::audit_line(entry));

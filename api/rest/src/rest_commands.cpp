@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <array>
 #include <boost/json/value.hpp>
+#include <cctype>
 #include <charconv>
 #include <optional>
 #include <string_view>
@@ -343,6 +344,59 @@ ParsedRequest get_console_log(const HttpRequest& request, const Params& params) 
   return Command{std::move(get)};
 }
 
+// A header's comma-separated tokens (RFC 9110 5.6.1), compared without case.
+bool has_token(const HttpRequest& request, const std::string& header, std::string_view token) {
+  const auto it = request.headers.find(header);
+  if (it == request.headers.end()) return false;
+  std::size_t start = 0;
+  const std::string& value = it->second;
+  while (start <= value.size()) {
+    const std::size_t comma = std::min(value.find(',', start), value.size());
+    std::string_view item(value.data() + start, comma - start);
+    while (!item.empty() && (item.front() == ' ' || item.front() == '\t')) item.remove_prefix(1);
+    while (!item.empty() && (item.back() == ' ' || item.back() == '\t')) item.remove_suffix(1);
+    if (item.size() == token.size() && std::equal(item.begin(), item.end(), token.begin(), [](char a, char b) {
+          return std::tolower(static_cast<unsigned char>(a)) == std::tolower(static_cast<unsigned char>(b));
+        })) {
+      return true;
+    }
+    start = comma + 1;
+  }
+  return false;
+}
+
+// The opening handshake RFC 6455 4.1 asks of a client: GET, Upgrade: websocket, Connection:
+// upgrade, version 13 and a key.
+bool websocket_upgrade(const HttpRequest& request) {
+  const auto key = request.headers.find("sec-websocket-key");
+  const auto version = request.headers.find("sec-websocket-version");
+  return request.method == "GET" && has_token(request, "upgrade", "websocket") &&
+         has_token(request, "connection", "upgrade") && key != request.headers.end() && !key->second.empty() &&
+         version != request.headers.end() && version->second == "13";
+}
+
+// A console is a WebSocket; ?take_over=true ends the session that holds it.
+ParsedRequest open_console(const HttpRequest& request, const Params& params) {
+  if (auto error = no_query(request, {"take_over"})) return std::move(*error);
+  auto name = checked<VmName>(params.at(0), "name");
+  if (auto* error = std::get_if<RouteError>(&name)) return std::move(*error);
+  command::OpenConsole open{std::get<VmName>(std::move(name))};
+  if (const auto it = request.query.find("take_over"); it != request.query.end()) {
+    if (it->second != "true" && it->second != "false") {
+      return bad("take_over",
+                 "query parameter take_over: found " + text::quoted(it->second) + ", expected true or false");
+    }
+    open.take_over = it->second == "true";
+  }
+  if (!websocket_upgrade(request)) {
+    return RouteError{426, "upgrade_required",
+                      "a VM's console is a WebSocket: send GET with Upgrade: websocket, Connection: upgrade, "
+                      "Sec-WebSocket-Version: 13 and a Sec-WebSocket-Key (RFC 6455), as `hostagentctl vm console` does",
+                      "", ""};
+  }
+  return Command{std::move(open)};
+}
+
 ParsedRequest get_operation(const HttpRequest& request, const Params& params) {
   if (auto error = no_query(request)) return std::move(*error);
   if (!is_name(params.at(0))) {
@@ -407,6 +461,7 @@ constexpr auto kRoutes = std::to_array<Route>({
     {"/v1/vms/{}/nccl-topology", "GET", named_vm<command::GetNcclTopology>},
     {"/v1/vms/{}/starts", "GET", named_vm<command::GetVmStarts>},
     {"/v1/vms/{}/stats", "GET", named_vm<command::GetVmStats>},
+    {"/v1/vms/{}/console", "GET", open_console},
     {"/v1/vms/{}/console/log", "GET", get_console_log},
     {"/v1/operations", "GET", plain<command::ListOperations>},
     {"/v1/operations/{}", "GET", get_operation},
@@ -444,6 +499,11 @@ std::optional<Params> match(std::string_view pattern, const std::vector<std::str
 }
 
 }  // namespace
+
+bool needs_operator(const HttpRequest& request) {
+  if (!is_read_method(request.method)) return true;
+  return match("/v1/vms/{}/console", split(request.path)).has_value();
+}
 
 ParsedRequest parse_request(const HttpRequest& request) {
   const auto segments = split(request.path);

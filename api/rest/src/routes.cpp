@@ -95,6 +95,19 @@ bool is_endpoint(const numa::PciFunction& f) {
          f.role != numa::PciRole::root_port;
 }
 
+// The API's side of a console session: the service's session as the server's byte channel.
+class ConsoleChannel final : public ByteChannel {
+ public:
+  explicit ConsoleChannel(std::shared_ptr<service::ConsoleSession> session) : session_(std::move(session)) {}
+  std::string take() override { return session_->take(); }
+  std::size_t put(std::string_view bytes) override { return session_->put(bytes); }
+  void wait(std::function<void()> wake) override { session_->wait(std::move(wake)); }
+  std::optional<std::string> ended() override { return session_->ended(); }
+
+ private:
+  std::shared_ptr<service::ConsoleSession> session_;
+};
+
 HttpResponse not_found(const std::string& detail, const HttpRequest& request) {
   return service_problem(Error{ErrorCode::not_found, detail}, request);
 }
@@ -281,6 +294,17 @@ struct Runner {
     return response;
   }
 
+  // 101: the server answers the handshake and joins the socket to the session.
+  HttpResponse operator()(const command::OpenConsole& open) const {
+    auto session = service().open_console(open.name, open.take_over, request.identity.principal);
+    if (!session.ok()) return service_problem(session.error(), request);
+    HttpResponse response;
+    response.status = 101;
+    response.content_type.clear();
+    response.channel = std::make_shared<ConsoleChannel>(std::move(session).value());
+    return response;
+  }
+
   HttpResponse operator()(const command::GetVmStarts& get) const {
     auto starts = service().vm_starts(get.name);
     if (!starts.ok()) return service_problem(starts.error(), request);
@@ -370,6 +394,11 @@ HttpResponse run_command(RouteContext& context, const Command& command, const Ht
 HttpResponse route_problem(const RouteError& error, const HttpRequest& request) {
   HttpResponse response = problem(error.status, error.code, error.detail, request.target, error.field);
   if (!error.allow.empty()) response.headers.emplace_back("Allow", error.allow);
+  // RFC 9110 15.5.22: a 426 names the protocol to upgrade to; RFC 6455 4.4, the version spoken.
+  if (error.status == 426) {
+    response.headers.emplace_back("Upgrade", "websocket");
+    response.headers.emplace_back("Sec-WebSocket-Version", "13");
+  }
   return response;
 }
 

@@ -5,6 +5,7 @@
 #include <memory>
 #include <set>
 
+#include "console_sessions.hpp"
 #include "daemon_log.hpp"
 #include "event_hub.hpp"
 #include "guest_watch.hpp"
@@ -69,6 +70,7 @@ struct Owners {
   OperationTracker operations;  // refers to clock, events and operation_records
   RequestIds requests;          // refers to clock
   Maintenance maintenance;      // refers to facts, clock and events
+  ConsoleSessions consoles{*hypervisor, *clock};
   // Refers to clock, hypervisor and operations; its thread stops before they go.
   GuestWatch guest_watch{*clock, *hypervisor, operations};
   std::atomic<uint64_t> operations_started{0};  // the serial in each journal entry's name
@@ -304,14 +306,24 @@ class VmServiceImpl final : public service::VmService {
     if (!tail.ok()) return tail.error();
     return service::ConsoleLogView{std::move(tail->text), tail->file_bytes, tail->whole};
   }
+  Result<std::shared_ptr<service::ConsoleSession>> open_console(const VmName& name, bool take_over,
+                                                                const std::string& principal) override {
+    const auto entry = owners_.ledger.find(name);
+    if (!entry || !entry->managed) {
+      return Error{ErrorCode::not_found, "no VM named " + name.str() + " that hostagent made"};
+    }
+    return owners_.consoles.open(name, take_over, principal);
+  }
   numa::HostModel host_now() override { return host_watch_.host_now(); }
 
-  // One virConnectGetAllDomainStats for every reader within kVmStatsMaxAge: scrapes and polls from
-  // many clients cost libvirt one call, and a QEMU monitor round trip per VM, per period.
+  // One virConnectGetAllDomainStats for every reader within kVmStatsMaxAge while the VMs stay as
+  // they were: scrapes and polls from many clients cost libvirt one call, and a QEMU monitor round
+  // trip per VM, per period; a VM made, deleted or changed is read at once, never shown stale.
   Result<std::vector<service::VmStatsView>> vm_stats() override {
     std::lock_guard lock(stats_mutex_);
     const auto now = owners_.clock->steady_now();
-    if (stats_read_ && now - *stats_read_ < service::kVmStatsMaxAge) return stats_;
+    const uint64_t version = owners_.ledger.entries_version();  // before the read: a change after it reads again
+    if (stats_read_ && stats_version_ == version && now - *stats_read_ < service::kVmStatsMaxAge) return stats_;
     HA_TRY(const auto all, owners_.hypervisor->all_stats());
     const std::string read_at = rfc3339_ms(owners_.clock->now());
     std::vector<service::VmStatsView> views;
@@ -323,6 +335,7 @@ class VmServiceImpl final : public service::VmService {
     std::sort(views.begin(), views.end(), [](const auto& a, const auto& b) { return a.vm < b.vm; });
     stats_ = std::move(views);
     stats_read_ = now;
+    stats_version_ = version;
     return stats_;
   }
 
@@ -685,6 +698,7 @@ class VmServiceImpl final : public service::VmService {
   std::mutex stats_mutex_;
   std::optional<std::chrono::steady_clock::time_point> stats_read_;  // under stats_mutex_
   std::vector<service::VmStatsView> stats_;                          // the last read, under stats_mutex_
+  uint64_t stats_version_ = 0;  // the ledger's entries_version at that read, under stats_mutex_
   std::mutex list_mutex_;
   service::VmList listed_{0, nullptr};  // the last list_vms(), by its version
   VmQueues queues_;                     // after owners_: destroyed (joined) before it

@@ -537,6 +537,9 @@ TEST_CASE("every documented operation was answered with success somewhere in thi
   client.expect(200, "GET", "/v1/vms/oas-cover/console/log?tail=20");
   client.expect(400, "GET", "/v1/vms/oas-cover/console/log?tail=0");
   client.expect(404, "GET", "/v1/vms/no-such-vm/console/log");
+  // The console without the upgrade is 426 as documented; its 101 needs a driver with consoles (see
+  // below).
+  client.expect(426, "GET", "/v1/vms/oas-cover/console");
   for (const char* action : {"stop", "start", "reboot"}) {
     client.wait_for(field(client.expect(202, "POST", std::string("/v1/vms/oas-cover/") + action), "id"));
   }
@@ -575,7 +578,10 @@ TEST_CASE("every documented operation was answered with success somewhere in thi
   for (const auto& operation : shipped_document().operations()) {
     const std::string key = operation.method + " " + operation.path;
     const bool events_served = key == "GET /v1/events" && head.status == 200;
-    if (!events_served && !client.succeeded().contains(key)) missed.push_back(key);
+    // libvirt's test driver has no consoles: the console's 101 is shown against a real libvirtd
+    // (daemon_libvirtd_tests) and over the fake service (api_routes_tests).
+    const bool needs_console = key == "GET /v1/vms/{name}/console";
+    if (!events_served && !needs_console && !client.succeeded().contains(key)) missed.push_back(key);
   }
   CHECK_MESSAGE(missed.empty(), "documented operations never answered with success:" << joined(missed));
 }

@@ -3,6 +3,10 @@
 
 #include <doctest/doctest.h>
 
+#include <poll.h>
+#include <unistd.h>
+
+#include <array>
 #include <boost/json/parse.hpp>
 
 namespace hostagent::testing {
@@ -99,6 +103,52 @@ ApiResponse ApiServer::unix_request(const ClientRequest& request) {
   ClientEndpoint endpoint;
   endpoint.socket_path = socket_path_;
   return send(endpoint, request);
+}
+
+PipedConsole::PipedConsole(const ApiServer& server, const std::string& target) {
+  REQUIRE(::pipe(input_) == 0);
+  REQUIRE(::pipe(output_) == 0);
+  api::ClientOptions options;
+  options.url = "unix:" + server.socket_path().string();
+  auto client = api::ApiClient::make(options);
+  REQUIRE_MESSAGE(client.ok(), client.error().message);
+  client_ = std::move(client).value();
+  thread_ = std::thread([this, target] {
+    auto result = client_->attach(target, api::ConsoleIo{input_[0], output_[1], 0x1d});
+    ::close(output_[1]);  // the reader sees the end
+    result_.set_value(std::move(result));
+  });
+}
+
+PipedConsole::~PipedConsole() {
+  if (input_[1] >= 0) ::close(input_[1]);
+  if (thread_.joinable()) thread_.join();
+  for (const int fd : {input_[0], output_[0]}) ::close(fd);
+}
+
+void PipedConsole::type(const std::string& bytes) {
+  REQUIRE(::write(input_[1], bytes.data(), bytes.size()) == static_cast<ssize_t>(bytes.size()));
+}
+
+std::string PipedConsole::read_until(const std::string& expected) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  std::array<char, 4096> chunk{};
+  while (seen_.find(expected) == std::string::npos) {
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    pollfd ready{output_[0], POLLIN, 0};
+    if (left.count() <= 0 || ::poll(&ready, 1, static_cast<int>(left.count())) != 1) break;
+    const ssize_t got = ::read(output_[0], chunk.data(), chunk.size());
+    if (got <= 0) break;
+    seen_.append(chunk.data(), static_cast<std::size_t>(got));
+  }
+  return seen_;
+}
+
+Result<std::string> PipedConsole::result() {
+  auto future = result_.get_future();
+  REQUIRE(future.wait_for(std::chrono::seconds(30)) == std::future_status::ready);
+  return future.get();
 }
 
 }  // namespace hostagent::testing

@@ -6,10 +6,13 @@
 
 #include <boost/json/value.hpp>
 #include <filesystem>
+#include <future>
 #include <map>
 #include <memory>
 #include <string>
+#include <thread>
 
+#include "hostagent/api/api_client.hpp"
 #include "hostagent/api/http_server.hpp"
 #include "hostagent/api/rest_api.hpp"
 #include "http_client.hpp"
@@ -77,6 +80,30 @@ class ApiServer {
   uint16_t tcp_port_ = 0;
   std::unique_ptr<api::RestApi> api_;
   std::unique_ptr<api::HttpServer> server_;
+};
+
+// hostagentctl's client (ApiClient::attach) joined to two pipes on a thread of its own: the test
+// types into one and reads the console from the other.
+class PipedConsole {
+ public:
+  PipedConsole(const ApiServer& server, const std::string& target);
+  ~PipedConsole();  // closes the input (the client leaves) and joins
+  PipedConsole(const PipedConsole&) = delete;
+  PipedConsole& operator=(const PipedConsole&) = delete;
+
+  void type(const std::string& bytes);
+  // What the console printed so far, read until it holds `expected` or ends (at most 30 s).
+  std::string read_until(const std::string& expected);
+  // How attach() ended (waits at most 30 s).
+  Result<std::string> result();
+
+ private:
+  int input_[2] = {-1, -1};
+  int output_[2] = {-1, -1};
+  std::unique_ptr<api::ApiClient> client_;
+  std::string seen_;
+  std::promise<Result<std::string>> result_;
+  std::thread thread_;
 };
 
 }  // namespace hostagent::testing

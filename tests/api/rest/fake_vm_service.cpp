@@ -343,6 +343,68 @@ void FakeVmService::set_console_log(const std::string& vm, std::string text) {
   vms_.at(vm).console_log = std::move(text);
 }
 
+std::string EchoConsole::take() {
+  const std::lock_guard lock(mutex_);
+  return std::exchange(output_, "");
+}
+
+std::size_t EchoConsole::put(std::string_view bytes) {
+  std::unique_lock lock(mutex_);
+  if (ended_) return 0;
+  typed_.append(bytes);
+  output_.append(bytes);
+  if (output_.size() > service::kConsoleOutputBytes) output_.erase(0, output_.size() - service::kConsoleOutputBytes);
+  wake_locked(lock);
+  return bytes.size();
+}
+
+void EchoConsole::wait(std::function<void()> wake) {
+  std::unique_lock lock(mutex_);
+  wake_ = std::move(wake);
+  if (!output_.empty() || ended_) wake_locked(lock);
+}
+
+std::optional<std::string> EchoConsole::ended() {
+  const std::lock_guard lock(mutex_);
+  return ended_;
+}
+
+void EchoConsole::end(std::string reason) {
+  std::unique_lock lock(mutex_);
+  ended_ = std::move(reason);
+  wake_locked(lock);
+}
+
+std::string EchoConsole::typed() const {
+  const std::lock_guard lock(mutex_);
+  return typed_;
+}
+
+void EchoConsole::wake_locked(std::unique_lock<std::mutex>& lock) {
+  auto wake = std::exchange(wake_, nullptr);
+  lock.unlock();
+  if (wake) wake();
+}
+
+Result<std::shared_ptr<service::ConsoleSession>> FakeVmService::open_console(const VmName& name, bool take_over,
+                                                                             const std::string& principal) {
+  ConsoleOpener opener;
+  {
+    const std::lock_guard lock(mutex_);
+    const auto it = vms_.find(name);
+    if (it == vms_.end() || !it->second.view.managed) return Error{ErrorCode::not_found, "no VM named " + name.str()};
+    commands_.push_back("console " + name.str() + " by " + principal + (take_over ? " take_over" : ""));
+    opener = console_opener_;
+  }
+  if (!opener) return Error{ErrorCode::unsupported, "the fake service was given no console"};
+  return opener(name, take_over);
+}
+
+void FakeVmService::set_console(ConsoleOpener opener) {
+  const std::lock_guard lock(mutex_);
+  console_opener_ = std::move(opener);
+}
+
 Result<service::DeviceHealthReading> FakeVmService::device_health() {
   const std::lock_guard lock(mutex_);
   return health_;

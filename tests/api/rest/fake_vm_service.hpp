@@ -19,6 +19,27 @@
 
 namespace hostagent::testing {
 
+// A console session whose guest echoes what it is sent, as a terminal in canonical mode does, and
+// keeps the session's contract: output bounded (the oldest dropped), wake when output waits or the
+// session ended, nothing taken once ended.
+class EchoConsole final : public service::ConsoleSession {
+ public:
+  std::string take() override;
+  std::size_t put(std::string_view bytes) override;
+  void wait(std::function<void()> wake) override;
+  std::optional<std::string> ended() override;
+  void end(std::string reason);  // the guest stopped, say
+  std::string typed() const;     // all it was sent
+
+ private:
+  void wake_locked(std::unique_lock<std::mutex>& lock);
+  mutable std::mutex mutex_;
+  std::string output_;
+  std::string typed_;
+  std::optional<std::string> ended_;
+  std::function<void()> wake_;
+};
+
 class FakeVmService final : public service::VmService {
  public:
   FakeVmService(numa::HostModel host, std::map<std::string, vmtemplates::VmTemplate> templates);
@@ -83,6 +104,12 @@ class FakeVmService final : public service::VmService {
   // The last `lines` lines of what set_console_log gave the VM; not_found for a VM it does not hold.
   Result<service::ConsoleLogView> console_log(const VmName& name, std::size_t lines) override;
   void set_console_log(const std::string& vm, std::string text);
+  // What the opener set_console gave answers (not_found for a VM the fake does not hold, first);
+  // "console VM by PRINCIPAL[ take_over]" is in commands().
+  Result<std::shared_ptr<service::ConsoleSession>> open_console(const VmName& name, bool take_over,
+                                                                const std::string& principal) override;
+  using ConsoleOpener = std::function<Result<std::shared_ptr<service::ConsoleSession>>(const VmName&, bool)>;
+  void set_console(ConsoleOpener opener);
   Result<service::DeviceHealthReading> device_health() override;  // the last set_device_health's, one object
   numa::HostModel host_now() override;
   // The service's rules without its queues: cordon and drain set the mode (a drain lists no VMs;
@@ -136,6 +163,7 @@ class FakeVmService final : public service::VmService {
   std::map<uint64_t, service::ServiceEventSink> sinks_;
   uint64_t next_sink_ = 1;
   std::function<void()> status_hook_;
+  ConsoleOpener console_opener_;
 };
 
 }  // namespace hostagent::testing

@@ -9,6 +9,8 @@
 #include <set>
 #include <sstream>
 
+#include <unistd.h>
+
 #include "api_server.hpp"
 #include "fake_vm_service.hpp"
 #include "hostagent/vmtemplates/vm_template.hpp"
@@ -511,6 +513,76 @@ TEST_CASE("cordon, drain and uncordon reach the service with who asked, answer i
   }
   CHECK(targets == std::vector<std::string>{"/v1/host/cordon 403", "/v1/host/cordon 200", "/v1/host/drain 202",
                                             "/v1/host/cordon 409", "/v1/host/uncordon 200"});
+}
+
+TEST_CASE("a console is a WebSocket an operator attaches to: typed bytes reach it, its output comes back, audited") {
+  FakeApi api;
+  api.put_vm("vm1");
+  auto echo = std::make_shared<EchoConsole>();
+  api.service.set_console([echo](const VmName&, bool) { return std::shared_ptr<service::ConsoleSession>(echo); });
+  {
+    PipedConsole console(api.server, "/v1/vms/vm1/console");
+    console.type("echo hi\r");
+    CHECK(console.read_until("echo hi\r").find("echo hi\r") != std::string::npos);
+    console.type("ls\x1dnot sent");  // Ctrl-]: what follows it is never sent
+    const auto left = console.result();
+    REQUIRE_MESSAGE(left.ok(), left.error().message);
+    CHECK(left->empty());  // the client left: no reason from the server
+  }
+  CHECK(echo->typed() == "echo hi\rls");
+  CHECK(api.service.commands() == std::vector<std::string>{"console vm1 by uid:" + std::to_string(::getuid())});
+  // The session's end, from the far side: the client is told why.
+  auto ending = std::make_shared<EchoConsole>();
+  api.service.set_console([ending](const VmName&, bool) { return std::shared_ptr<service::ConsoleSession>(ending); });
+  {
+    PipedConsole console(api.server, "/v1/vms/vm1/console?take_over=true");
+    console.type("x");
+    CHECK(console.read_until("x") == "x");
+    ending->end("taken over by uid:0");
+    const auto closed = console.result();
+    REQUIRE_MESSAGE(closed.ok(), closed.error().message);
+    CHECK(*closed == "taken over by uid:0");
+  }
+  CHECK(api.service.commands().back() == "console vm1 by uid:" + std::to_string(::getuid()) + " take_over");
+  // Both opens are in the audit log, with the VM, though they are GETs.
+  std::istringstream lines(read_text_file(api.server.audit_log()));
+  std::vector<std::string> audited;
+  for (std::string line; std::getline(lines, line);) {
+    const auto entry = boost::json::parse(line).as_object();
+    audited.push_back(text(entry.at("method")) + " " + text(entry.at("target")) + " " +
+                      std::to_string(entry.at("status").as_int64()) + " " + text(entry.at("vm")));
+  }
+  CHECK(audited ==
+        std::vector<std::string>{"GET /v1/vms/vm1/console 101 vm1", "GET /v1/vms/vm1/console?take_over=true 101 vm1"});
+}
+
+TEST_CASE("a console is refused before the service without the upgrade or to a reader, and as the service says") {
+  FakeApi api;
+  api.put_vm("vm1");
+  api.service.set_console([](const VmName& name, bool) -> Result<std::shared_ptr<service::ConsoleSession>> {
+    return Error{ErrorCode::conflict, "the serial console of VM " + name.str() + " is held by uid:7"};
+  });
+  const auto plain = api.request("GET", "/v1/vms/vm1/console");
+  check_problem(plain, 426, "upgrade_required");
+  CHECK(plain.headers.at("upgrade") == "websocket");
+  const std::vector<std::pair<std::string, std::string>> upgrade{{"Upgrade", "websocket"},
+                                                                 {"Connection", "Upgrade"},
+                                                                 {"Sec-WebSocket-Version", "13"},
+                                                                 {"Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ=="}};
+  auto reader = upgrade;
+  reader.emplace_back("Authorization", std::string("Bearer ") + ApiServer::kReaderToken);
+  check_problem(api.server.tcp_request(ClientRequest{"GET", "/v1/vms/vm1/console", "", "", reader}), 403, "forbidden");
+  check_problem(api.server.unix_request(ClientRequest{"GET", "/v1/vms/vm1/console?take_over=maybe", "", "", upgrade}),
+                400, "invalid_argument");
+  check_problem(api.server.unix_request(ClientRequest{"GET", "/v1/vms/nope/console", "", "", upgrade}), 404,
+                "not_found");
+  CHECK(api.service.commands().empty());  // none of those reached the service's console
+  // The service's refusal is the client's error, with its words.
+  PipedConsole console(api.server, "/v1/vms/vm1/console");
+  const auto refused = console.result();
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.error().code == ErrorCode::conflict);
+  CHECK(refused.error().message.find("held by uid:7") != std::string::npos);
 }
 
 TEST_CASE("a quarantine event reaches a stream client with the device and why") {

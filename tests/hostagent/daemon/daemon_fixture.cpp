@@ -52,6 +52,94 @@ Status FaultyHypervisor::agent_ping(const std::string& name) {
   HA_FORWARD(agent_ping, name);
 }
 
+class FaultyHypervisor::FakeConsole final : public virt::Console {
+ public:
+  FakeConsole(FaultyHypervisor& owner, std::string vm, std::uint64_t stream)
+      : owner_(owner), vm_(std::move(vm)), stream_(stream) {}
+  ~FakeConsole() override {
+    std::function<void()> released;
+    {
+      const std::lock_guard lock(owner_.mutex_);
+      auto& line = owner_.consoles_[vm_];
+      if (line.stream == stream_) {
+        line.stream = 0;
+        line.sinks = {};
+      }
+      released = std::move(owner_.released_[stream_]);
+      owner_.released_.erase(stream_);
+    }
+    if (released) released();
+  }
+  FakeConsole(const FakeConsole&) = delete;
+  FakeConsole& operator=(const FakeConsole&) = delete;
+
+  // The fake guest reads at once: everything is taken.
+  std::size_t send(std::string_view bytes) override {
+    const std::lock_guard lock(owner_.mutex_);
+    auto& line = owner_.consoles_[vm_];
+    if (line.stream != stream_) return 0;  // ended: forced away
+    line.input.append(bytes);
+    return bytes.size();
+  }
+
+ private:
+  FaultyHypervisor& owner_;
+  const std::string vm_;
+  const std::uint64_t stream_;
+};
+
+Result<std::unique_ptr<virt::Console>> FaultyHypervisor::open_console(const std::string& name, bool force,
+                                                                      virt::ConsoleSinks sinks) {
+  if (auto error = injected("open_console")) return *error;
+  if (!serve_consoles_) return real_->open_console(name, force, std::move(sinks));
+  HA_TRY(const auto domain, real_->lookup(name));
+  if (domain.state != virt::DomainState::running) {
+    return Error{ErrorCode::conflict, "open the serial console of domain " + name + ": domain is not running"};
+  }
+  std::function<void(const std::string&)> forced_away;
+  std::uint64_t stream = 0;
+  {
+    const std::lock_guard lock(mutex_);
+    auto& line = consoles_[name];
+    if (line.stream != 0) {
+      if (!force) {
+        return Error{ErrorCode::conflict, "open the serial console of domain " + name +
+                                              ": another client holds it (Active console session exists)"};
+      }
+      ++forced_;
+      forced_away = std::move(line.sinks.ended);  // libvirt aborts the old stream
+    }
+    stream = next_stream_++;
+    line.stream = stream;
+    released_[stream] = std::move(sinks.released);
+    line.sinks = std::move(sinks);
+  }
+  if (forced_away) forced_away("the console ended: another client forced it open");
+  return std::unique_ptr<virt::Console>(new FakeConsole(*this, name, stream));
+}
+
+void FaultyHypervisor::console_output(const std::string& vm, std::string_view bytes) {
+  std::function<void(std::string_view)> output;
+  {
+    const std::lock_guard lock(mutex_);
+    const auto it = consoles_.find(vm);
+    if (it == consoles_.end() || it->second.stream == 0) return;
+    output = it->second.sinks.output;
+  }
+  if (output) output(bytes);
+}
+
+std::string FaultyHypervisor::console_input(const std::string& vm) const {
+  const std::lock_guard lock(mutex_);
+  const auto it = consoles_.find(vm);
+  return it == consoles_.end() ? "" : it->second.input;
+}
+
+int FaultyHypervisor::forced_console_opens() const {
+  const std::lock_guard lock(mutex_);
+  return forced_;
+}
+
 Status FaultyHypervisor::shutdown(const std::string& name) {
   if (auto error = injected("shutdown")) return *error;
   if (ignore_shutdown_) return ok_status();

@@ -38,6 +38,15 @@ class FaultyHypervisor final : public virt::Hypervisor {
   // connected() answers false while set, as it does while libvirtd is away.
   void report_disconnected(bool disconnected) { disconnected_ = disconnected; }
   int calls(const std::string& method) const;
+  // Serves each running domain a serial console, as libvirt's QEMU driver does and its test driver
+  // does not: one stream per domain (a second open is conflict unless forced, which ends the first
+  // stream: its `ended` sink hears why), the domain running, `released` once the Console goes.
+  void serve_consoles() { serve_consoles_ = true; }
+  // The guest writes on its console (nothing when none is open).
+  void console_output(const std::string& vm, std::string_view bytes);
+  // Everything typed into the VM's console so far, and the opens that were forced.
+  std::string console_input(const std::string& vm) const;
+  int forced_console_opens() const;
 
   void subscribe(virt::DomainEventSink on_domain, virt::ConnectionEventSink on_connection) override {
     real_->subscribe(std::move(on_domain), std::move(on_connection));
@@ -57,6 +66,8 @@ class FaultyHypervisor final : public virt::Hypervisor {
   Result<std::vector<virt::DomainSummary>> list() override { return real_->list(); }
   Result<std::vector<virt::DomainStats>> all_stats() override;
   Result<std::string> domain_xml(const std::string& name) override { return real_->domain_xml(name); }
+  Result<std::unique_ptr<virt::Console>> open_console(const std::string& name, bool force,
+                                                      virt::ConsoleSinks sinks) override;
   Result<std::string> volume_path(const std::string& pool, const std::string& volume) override {
     return real_->volume_path(pool, volume);
   }
@@ -74,6 +85,18 @@ class FaultyHypervisor final : public virt::Hypervisor {
   std::map<std::string, int> calls_;
   bool ignore_shutdown_ = false;
   std::atomic<bool> disconnected_{false};
+  // Consoles: the open stream of each domain (guarded by mutex_).
+  class FakeConsole;
+  struct ConsoleLine {
+    std::uint64_t stream = 0;  // the open stream's id; 0: none
+    virt::ConsoleSinks sinks;
+    std::string input;
+  };
+  bool serve_consoles_ = false;
+  std::map<std::string, ConsoleLine> consoles_;
+  std::map<std::uint64_t, std::function<void()>> released_;  // each stream's, until its Console goes
+  std::uint64_t next_stream_ = 1;
+  int forced_ = 0;
 };
 
 // Records what it prepared; fails prepare or release on request.

@@ -7,6 +7,10 @@
 
 #include <thread>
 
+#include <boost/asio/local/stream_protocol.hpp>
+#include <boost/beast/websocket.hpp>
+
+#include "api_server.hpp"
 #include "libvirtd_fixture.hpp"
 #include "libvirtd_support.hpp"
 #include "test_guest.hpp"
@@ -121,6 +125,72 @@ void check_stats_move(service::VmService& service, ShiftedClock& clock, const st
 
 }  // namespace
 
+// Types `command` into the console's shell until its answer, `expected`, shows (the shell may be a
+// moment behind the guest's "up"); what the console showed.
+std::string run_in_console(PipedConsole& console, const std::string& command, const std::string& expected) {
+  std::string seen;
+  for (int attempt = 0; attempt < 3 && seen.find(expected) == std::string::npos; ++attempt) {
+    console.type(command + "\r");
+    seen = console.read_until(expected);
+  }
+  return seen;
+}
+
+// A WebSocket client of the console that sends and never reads, or vanishes: Beast's own.
+struct RawConsoleClient {
+  boost::asio::io_context io;
+  boost::beast::websocket::stream<boost::asio::local::stream_protocol::socket> ws{io};
+  boost::system::error_code handshake;
+
+  RawConsoleClient(const ApiServer& server, const std::string& target) {
+    ws.next_layer().connect(boost::asio::local::stream_protocol::endpoint(server.socket_path().string()));
+    ws.handshake("localhost", target, handshake);
+    ws.binary(true);
+  }
+};
+
+// Issue 46: the guest's serial console over the daemon's API, on a real socket: a command typed at
+// the guest's shell and its answer read back; a second client refused while the first holds it; a
+// client that stops reading while the guest floods its console, and one that vanishes, leave the
+// guest and the daemon as they were: the next session, without a take-over, answers again.
+void check_console(service::VmService& service, const VmName& name) {
+  ApiServer server;
+  api::ServerLimits limits;
+  limits.request_timeout = std::chrono::seconds(1);  // how long a client that reads nothing is given
+  limits.event_send_buffer = 4096;
+  server.serve(service, api::RestApiOptions{}, limits);
+  const std::string target = "/v1/vms/" + name.str() + "/console";
+  {
+    PipedConsole console(server, target);
+    const auto seen = run_in_console(console, "echo hostagent-console-$((6 * 7))", "hostagent-console-42");
+    CHECK_MESSAGE(seen.find("hostagent-console-42") != std::string::npos, seen);
+    PipedConsole second(server, target);
+    const auto refused = second.result();
+    REQUIRE_FALSE(refused.ok());
+    CHECK(refused.error().code == ErrorCode::conflict);
+  }
+  {
+    RawConsoleClient slow(server, target);
+    REQUIRE_MESSAGE(!slow.handshake, slow.handshake.message());
+    // About 240 KB of output the client never reads: the daemon drops it, never the guest's console.
+    slow.ws.write(
+        boost::asio::buffer(std::string("i=0; while [ $i -lt 3000 ]; do echo flood-$i-"
+                                        "........................................................"
+                                        "...........; i=$((i + 1)); done\r")));
+    RawConsoleClient vanished(server, target + "?take_over=true");
+    REQUIRE_MESSAGE(!vanished.handshake, vanished.handshake.message());
+    vanished.ws.next_layer().close();  // no close frame
+  }
+  PipedConsole after(server, target);
+  const auto seen = run_in_console(after, "echo hostagent-console-after-$((6 * 7))", "hostagent-console-after-42");
+  CHECK_MESSAGE(seen.find("hostagent-console-after-42") != std::string::npos,
+                seen.substr(seen.size() > 2000 ? seen.size() - 2000 : 0));
+  after.type("\x1d");
+  const auto left = after.result();
+  CHECK_MESSAGE(left.ok(), left.error().message);
+  server.stop_serving();
+}
+
 TEST_CASE("a guest boots under QEMU and goes through stop, start and delete with its pins and pages") {
   auto fixture = LibvirtdFixture::make();
   if (!fixture) return;
@@ -156,6 +226,7 @@ TEST_CASE("a guest boots under QEMU and goes through stop, start and delete with
   CHECK(report->power_button);
   CHECK(LibvirtdFixture::free_hugepages_2m() == free_before - kGuestHugepages2m);
   check_stats_move(*service, *clock, name, booting);
+  check_console(*service, name);
   // The guest mounted its seed CD-ROM and read what cloud-init there would: this VM's instance id
   // and the key the create asked for.
   const auto console = read_text_file(fixture->console_log(name));

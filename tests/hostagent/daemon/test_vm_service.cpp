@@ -136,7 +136,7 @@ TEST_CASE("a guest that ignores the ACPI request is forced off after the stop ti
   CHECK(clock->slept() >= fixture.config().stop_timeout);
 }
 
-TEST_CASE("a VM's figures come from one libvirt call for every VM, kept for kVmStatsMaxAge") {
+TEST_CASE("a VM's figures come from one libvirt call for every VM, kept for kVmStatsMaxAge while no VM changes") {
   DaemonFixture fixture;
   FaultyHypervisor* faulty = nullptr;
   auto clock = std::make_shared<ManualClock>();
@@ -155,11 +155,19 @@ TEST_CASE("a VM's figures come from one libvirt call for every VM, kept for kVmS
   // Within the age, every reader is answered from the one read; past it, libvirt is asked again.
   REQUIRE(service->vm_stats().ok());
   CHECK(faulty->calls("all_stats") == before + 1);
+  // A VM deleted within the age is read again at once: its figures are never shown after it went.
+  REQUIRE(delete_vm(*service, vm_name("b")).ok());
+  stats = service->vm_stats();
+  REQUIRE(stats.ok());
+  CHECK(faulty->calls("all_stats") == before + 2);
+  CHECK(stats->size() == 1);
+  REQUIRE(service->vm_stats().ok());
+  CHECK(faulty->calls("all_stats") == before + 2);
   clock->advance_steady(service::kVmStatsMaxAge);
   REQUIRE(stop_vm(*service, vm_name("a"), true).ok());
   stats = service->vm_stats();
   REQUIRE(stats.ok());
-  CHECK(faulty->calls("all_stats") == before + 2);
+  CHECK(faulty->calls("all_stats") == before + 3);
   CHECK(stats->at(0).state == "shut_off");
   // libvirt away: the error, not figures from before.
   clock->advance_steady(service::kVmStatsMaxAge);

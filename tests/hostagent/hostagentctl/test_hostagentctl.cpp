@@ -289,6 +289,12 @@ TEST_CASE("hostagentctl vm create, list, show and delete against hostagentd's AP
   CHECK(ops.front().at("kind").as_string() == "create");
   CHECK(ops.front().at("state").as_string() == "succeeded");
 
+  // The console, through a real hostagentd: libvirt's test driver has none, and the operator is
+  // told so (501), not left waiting; the terminal is never put in raw mode for it.
+  const auto console = daemon.run({"vm", "console", "train-0"});
+  CHECK(console.exit_code == 1);
+  CHECK_MESSAGE(console.output.find("virDomainOpenConsole") != std::string::npos, console.output);
+
   const auto deleted = daemon.run({"vm", "delete", "train-0"});
   REQUIRE_MESSAGE(deleted.exit_code == 0, deleted.output);
   CHECK(deleted.output.find("deleted train-0") != std::string::npos);

@@ -191,6 +191,26 @@ struct ConsoleLogView {
 inline constexpr std::size_t kMaxConsoleTailLines = 10000;
 inline constexpr std::size_t kConsoleTailBytes = 1U << 20U;
 
+// A VM's serial console, joined for one interactive client (the API's WebSocket). The guest's
+// output waits here, at most kConsoleOutputBytes: beyond it the oldest is dropped, and the next
+// take() says how much, so a client that reads slowly or not at all never makes the guest wait.
+class ConsoleSession {
+ public:
+  virtual ~ConsoleSession() = default;  // detaches: the guest and its console go on
+  // The guest's output waiting now; "" when none.
+  virtual std::string take() = 0;
+  // Bytes for the guest; how many it took (fewer when the guest has not read what came before:
+  // offer the rest after a wake). None once ended.
+  virtual std::size_t put(std::string_view bytes) = 0;
+  // `wake` is called once, from any thread, when output waits, input has room again or the session
+  // ended; at once when one of those holds already.
+  virtual void wait(std::function<void()> wake) = 0;
+  // Why the session ended (the guest stopped, another client took the console over), once it has;
+  // take() still gives what the guest wrote before.
+  virtual std::optional<std::string> ended() = 0;
+};
+inline constexpr std::size_t kConsoleOutputBytes = std::size_t{256} << 10U;
+
 struct DeviceHistoryView {
   PciAddress address;
   std::vector<CleaningRecordView> cleanings;
@@ -212,8 +232,9 @@ struct ReleaseCleaningView {
 };
 
 // One VM's figures (GET /v1/vms/{name}/stats, the vm-labelled metrics), from libvirt's statistics
-// of every domain read in one call and kept for kVmStatsMaxAge, so that a scrape, a poll and a
-// `vm top` together cost one call, never one per VM. A figure libvirt did not report (its test
+// of every domain read in one call and kept for kVmStatsMaxAge or until a VM is made, deleted or
+// changes state, so that a scrape, a poll and a `vm top` together cost one call, never one per VM,
+// and a deleted VM's figures are never shown. A figure libvirt did not report (its test
 // driver reports only the state) is absent, never 0. Counters run from the VM's QEMU start.
 struct VmBlockStatsView {
   std::string device;  // the guest's target: "vda"
@@ -394,6 +415,13 @@ class VmService {
   // hostagent did not make; an empty text while its guest has printed nothing, and always on
   // libvirt's test driver, whose domains print nothing.
   virtual Result<ConsoleLogView> console_log(const VmName& name, std::size_t lines) = 0;
+  // The serial console of a running VM hostagent made, for one interactive client at a time: while
+  // another session holds it, conflict naming who and since when, unless `take_over`, which ends
+  // that session ("taken over by PRINCIPAL"). not_found for a VM hostagent did not make; conflict
+  // when it is not running, or when a client outside hostagent holds the console (virsh console).
+  // Logged with who asked.
+  virtual Result<std::shared_ptr<ConsoleSession>> open_console(const VmName& name, bool take_over,
+                                                               const std::string& principal) = 0;
   // Every PCI device's health (link trained below its capability, AER counters, gone), from sysfs:
   // the latest reading, never null when ok.
   virtual Result<DeviceHealthReading> device_health() = 0;

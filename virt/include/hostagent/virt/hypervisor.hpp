@@ -99,6 +99,31 @@ DomainStats domain_stats_of(std::string name, const std::vector<StatField>& fiel
 // VIR_DOMAIN_AGENT_RESPONSE_TIMEOUT_BLOCK).
 inline constexpr std::chrono::seconds kAgentTimeout{5};
 
+// What an open serial console tells its user, on libvirt's event thread: each must be quick, and
+// none may call back into the Hypervisor or the Console (a Console is destroyed elsewhere).
+struct ConsoleSinks {
+  std::function<void(std::string_view bytes)> output;  // what the guest wrote, as it comes
+  // Once, when the console ends: the guest stopped, another client forced it open, libvirtd went.
+  std::function<void(const std::string& reason)> ended;
+  std::function<void()> writable;  // input that was queued has gone to the guest: send() has room again
+  // Once the Console is destroyed and libvirt has let go of its stream (the only sink called after
+  // the destructor): from then on, an open without `force` finds the console free.
+  std::function<void()> released;
+};
+
+// The most input a Console queues for the guest before send() takes no more (a guest that does not
+// read its serial port holds this much of its user's typing, then the user waits).
+inline constexpr std::size_t kConsoleInputBytes = std::size_t{64} << 10U;
+
+// A domain's serial console, open on a non-blocking stream (virDomainOpenConsole): the guest's
+// output reaches the sinks as it comes, whatever its user does, so the guest never waits on them.
+class Console {
+ public:
+  virtual ~Console() = default;  // closes the stream (virStreamAbort); the guest is untouched
+  // Queues bytes for the guest; returns how many it took (0 once ended or full). Never blocks.
+  virtual std::size_t send(std::string_view bytes) = 0;
+};
+
 // Called on libvirt's event thread: must be quick and must not call back into the Hypervisor.
 using DomainEventSink = std::function<void(const DomainEvent&)>;
 using ConnectionEventSink = std::function<void(ConnectionEvent)>;
@@ -147,6 +172,10 @@ class Hypervisor {
   virtual Result<std::vector<DomainStats>> all_stats() = 0;
   // The live XML of a running domain, the persistent one otherwise.
   virtual Result<std::string> domain_xml(const std::string& name) = 0;
+  // The running domain's first serial console (virDomainOpenConsole). Without `force`, a console
+  // another client holds is ErrorCode::conflict; with it, that client's stream is ended (libvirt's
+  // VIR_DOMAIN_CONSOLE_FORCE). A domain not running: ErrorCode::conflict.
+  virtual Result<std::unique_ptr<Console>> open_console(const std::string& name, bool force, ConsoleSinks sinks) = 0;
 
   // Where a volume of that name in `pool` lies, before it exists, so a guest can be rendered before
   // anything is made: the pool's target path and the name, which is what libvirt gives a new volume

@@ -72,6 +72,15 @@ struct ServerEvent {
   std::string data;
 };
 
+// A terminal's two ends, for ApiClient::attach: what is read from `input` goes to the server,
+// what the server sends is written to `output`. `escape` read from input (never sent) ends the
+// session, as does the end of input.
+struct ConsoleIo {
+  int input_fd = 0;
+  int output_fd = 1;
+  char escape = 0x1d;  // Ctrl-], as virsh console
+};
+
 class ApiClient {
  public:
   // Checks the URL and loads the TLS files; connects on the first request.
@@ -105,6 +114,12 @@ class ApiClient {
   // server sends a comment every 15 s.
   virtual Status read_events(const std::string& target, const std::function<bool(const ServerEvent&)>& on_event,
                              std::chrono::milliseconds idle_timeout = std::chrono::seconds(60)) = 0;
+
+  // GET target (/v1/vms/NAME/console) upgraded to a WebSocket on a connection of its own, joined to
+  // `io` until the escape byte or the end of input (ok, "") or until the server closes it (ok, its
+  // reason: "taken over by uid:0", the guest stopped). A refusal (409, 403, 404) is its problem's
+  // Error; unavailable when the server cannot be reached or goes away.
+  virtual Result<std::string> attach(const std::string& target, const ConsoleIo& io) = 0;
 };
 
 // Splits complete frames off the front of buffer (a text/event-stream, "\n\n" between frames; "\r\n"

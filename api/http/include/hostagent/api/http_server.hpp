@@ -10,7 +10,9 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "hostagent/common/listen_address.hpp"
@@ -57,12 +59,37 @@ class EventStream {
   virtual void wait(std::function<void()> wake) = 0;
 };
 
+// A two-way byte channel a request is upgraded to: a WebSocket (RFC 6455) whose messages from the
+// client go to put() and whose binary messages to the client are what take() returns. The server
+// never blocks on it and bounds what it holds of it: what take() returns is written only as fast as
+// the client reads, and a client that reads nothing for request_timeout is disconnected, so the
+// channel must bound its own output (dropping, not waiting). The server destroys it when the client
+// goes away or the server stops.
+class ByteChannel {
+ public:
+  virtual ~ByteChannel() = default;
+  // Bytes waiting for the client now; "" when none.
+  virtual std::string take() = 0;
+  // Bytes from the client; returns how many it took. The rest is offered again after a wake, and
+  // the client's next message is not read until then.
+  virtual std::size_t put(std::string_view bytes) = 0;
+  // `wake` is called once, from any thread, when take() has bytes, put() has room or the channel
+  // ended; at once when one of those holds already.
+  virtual void wait(std::function<void()> wake) = 0;
+  // Why the channel ended, once it has: the server writes what take() still has, then closes the
+  // WebSocket with this reason (its first 120 bytes, as a close frame holds 123).
+  virtual std::optional<std::string> ended() = 0;
+};
+
 struct HttpResponse {
   unsigned status = 200;
   std::string content_type = "application/json";
   std::string body;
   std::vector<std::pair<std::string, std::string>> headers;  // extra: Location, Retry-After, ...
   std::shared_ptr<EventStream> events;  // set: the body is this stream (status 200, text/event-stream)
+  // Set: the request is a WebSocket upgrade the handler accepted (status 101, no body), and the
+  // socket carries this channel from then on. Set only for a request that asked for the upgrade.
+  std::shared_ptr<ByteChannel> channel;
 };
 
 // Runs on the server's handler threads, never on a network thread: it may block (on libvirt).

@@ -18,7 +18,7 @@ unsigned http_status(ErrorCode code);
 //  "code", "field" (when given)}. `code` is the ErrorCode's name or, for the HTTP layer's own
 // problems, one of: unauthenticated, forbidden, method_not_allowed, payload_too_large,
 // unsupported_media_type, invalid_template, header_too_large, too_many_connections, not_ready,
-// not_implemented, request_timeout.
+// not_implemented, request_timeout, upgrade_required.
 HttpResponse problem(unsigned status, const std::string& code, const std::string& detail, const std::string& instance,
                      const std::string& field = "");
 // With the error's field when it is an invalid argument.

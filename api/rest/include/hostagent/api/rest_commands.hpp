@@ -101,6 +101,11 @@ struct GetConsoleLog {
   VmName name;
   std::size_t tail = 100;  // lines, 1 to service::kMaxConsoleTailLines
 };
+// GET /v1/vms/{name}/console with a WebSocket upgrade: the VM's serial console, interactive.
+struct OpenConsole {
+  VmName name;
+  bool take_over = false;  // ?take_over=true: end the session that holds the console and take it
+};
 struct ListOperations {};
 struct GetOperation {
   std::string id;
@@ -119,8 +124,8 @@ using Command =
                  command::CleanDevice, command::GetDeviceHistory, command::ListTemplates, command::GetTemplate,
                  command::ValidateTemplate, command::ListVms, command::GetVm, command::CreateVm, command::StartVm,
                  command::StopVm, command::RebootVm, command::DeleteVm, command::GetDomainXml, command::GetNcclTopology,
-                 command::GetVmStarts, command::GetVmStats, command::GetConsoleLog, command::ListOperations,
-                 command::GetOperation, command::StreamEvents, command::GetMetrics>;
+                 command::GetVmStarts, command::GetVmStats, command::GetConsoleLog, command::OpenConsole,
+                 command::ListOperations, command::GetOperation, command::StreamEvents, command::GetMetrics>;
 
 // Why a request names no command. `code` is a problem code (api/problem.hpp): invalid_argument
 // (400), not_found (404), method_not_allowed (405, with `allow`), unsupported_media_type (415).
@@ -134,6 +139,11 @@ struct RouteError {
 
 // Either the command or why there is none.
 using ParsedRequest = std::variant<Command, RouteError>;
+
+// Whether a request needs the operator role: every change (is_read_method's rule), and a VM's
+// console, which changes nothing the server keeps but lets its client type into the guest. The one
+// owner of that rule: the routes refuse a reader by it, and the audit log records by it.
+bool needs_operator(const HttpRequest& request);
 
 // Routes by path (404 for none), then method (405), then checks the media type of a body (415:
 // application/json for JSON bodies, application/yaml for validate), then parses and checks the
