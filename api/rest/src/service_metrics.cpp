@@ -180,15 +180,6 @@ void render_cleaning(MetricsText& out, const std::vector<service::CleaningView>&
   out.sample("hostagent_devices_cleaning", {}, static_cast<double>(cleaning.size()));
 }
 
-// TOTAL_ERR_* is the kernel's own sum; older kernels without it get the sum of the lines.
-double aer_total(const std::map<std::string, uint64_t>& counters, const std::string& total_key) {
-  const auto it = counters.find(total_key);
-  if (it != counters.end()) return static_cast<double>(it->second);
-  uint64_t sum = 0;
-  for (const auto& [name, count] : counters) sum += count;
-  return static_cast<double>(sum);
-}
-
 void render_health(MetricsText& out, const std::vector<numa::DeviceHealth>& health) {
   out.family("hostagent_device_present", "1 while the PCI device is in sysfs.", "gauge");
   for (const auto& d : health) {
@@ -202,18 +193,13 @@ void render_health(MetricsText& out, const std::vector<numa::DeviceHealth>& heal
   }
   out.family("hostagent_device_aer_errors_total", "PCIe AER errors the kernel counted, by severity.", "counter");
   for (const auto& d : health) {
-    const struct {
-      const std::map<std::string, uint64_t>& counters;
-      const char* severity;
-      const char* total_key;
-    } kinds[] = {{d.aer_correctable, "correctable", "TOTAL_ERR_COR"},
-                 {d.aer_nonfatal, "nonfatal", "TOTAL_ERR_NONFATAL"},
-                 {d.aer_fatal, "fatal", "TOTAL_ERR_FATAL"}};
-    for (const auto& kind : kinds) {
-      if (kind.counters.empty()) continue;
+    for (const numa::AerSeverity severity : numa::kAerSeverities) {
+      if (numa::aer_counters(d, severity).empty()) continue;
       out.sample("hostagent_device_aer_errors_total",
-                 {{"device", d.address.to_string()}, {"role", numa::to_string(d.role)}, {"severity", kind.severity}},
-                 aer_total(kind.counters, kind.total_key));
+                 {{"device", d.address.to_string()},
+                  {"role", numa::to_string(d.role)},
+                  {"severity", numa::to_string(severity)}},
+                 static_cast<double>(numa::aer_total(d, severity)));
     }
   }
 }

@@ -44,8 +44,11 @@ const std::vector<std::string_view> kApiLimitsKeys = {"header_timeout",   "reque
 constexpr int kMaxConnections = 65536;
 const std::vector<std::string_view> kTlsKeys = {"certificate", "key", "client_ca"};  // the files
 const std::vector<std::string_view> kTlsSectionKeys = {"certificate", "key", "client_ca", "operator_common_names"};
-const std::vector<std::string_view> kDevicesKeys = {"preparation", "bind_at_start",      "gpu_ids", "sriov",
-                                                    "vf",          "releasable_drivers", "reserved"};
+const std::vector<std::string_view> kDevicesKeys = {"preparation", "bind_at_start",      "gpu_ids",  "sriov",
+                                                    "vf",          "releasable_drivers", "reserved", "health"};
+const std::vector<std::string_view> kHealthKeys = {"aer_fatal_rise", "aer_nonfatal_rise", "aer_correctable_rise",
+                                                   "link_degraded"};
+constexpr int kMaxAerRise = 1'000'000'000;
 const std::vector<std::string_view> kHygieneKeys = {"firmware", "gpu_scrub", "nvme_erase_timeout", "parallel",
                                                     "deadlines"};
 constexpr int kMaxParallelCleanings = 4096;  // above any host's count of devices a VM takes
@@ -307,6 +310,20 @@ class ConfigReader {
     read_vf(field(devices, "vf"), config.vf);
     read_drivers(field(devices, "releasable_drivers"), config);
     read_reserved(field(devices, "reserved"), config);
+    read_health(field(devices, "health"), config.health);
+  }
+
+  void read_health(const Value& health, numa::HealthThresholds& config) {
+    if (!section(health, "devices.health", kHealthKeys)) return;
+    const auto rise = [&](const char* key, uint64_t& into) {
+      const auto read = check_.whole(field(health, key), std::string("devices.health.") + key, 0, kMaxAerRise);
+      if (read) into = static_cast<uint64_t>(*read);
+    };
+    rise("aer_fatal_rise", config.aer_fatal_rise);
+    rise("aer_nonfatal_rise", config.aer_nonfatal_rise);
+    rise("aer_correctable_rise", config.aer_correctable_rise);
+    config.link_degraded =
+        check_.boolean(field(health, "link_degraded"), "devices.health.link_degraded").value_or(config.link_degraded);
   }
 
   // A list whose items each read with `item`; the whole list is kept only when every item read.

@@ -244,14 +244,20 @@ void DeviceLifecycle::quarantine(const PciAddress& address, const std::string& s
 }
 
 void DeviceLifecycle::note_health(const std::vector<numa::DeviceHealth>& health) {
-  std::vector<numa::Allocation> held;
+  std::vector<numa::DeviceHealth> placed;
+  std::vector<HealthGate::Fault> faults;
   for (const auto& device : health) {
-    if (device.present || !placed_role(device.role)) continue;
-    if (held.empty()) held = parts_.ledger.holdings().held;
-    quarantine(device.address, "health",
-               "gone from the bus: its sysfs directory is missing (surprise removal, a link down, or its VFs disabled)",
-               holder_of(held, device.address));
+    if (!placed_role(device.role)) continue;
+    placed.push_back(device);
+    if (device.present) continue;
+    faults.push_back({device.address,
+                      "gone from the bus: its sysfs directory is missing (surprise removal, a link down, or its VFs "
+                      "disabled)"});
   }
+  for (auto& fault : health_gate_.judge(placed)) faults.push_back(std::move(fault));
+  if (faults.empty()) return;
+  const auto held = parts_.ledger.holdings().held;
+  for (const auto& fault : faults) quarantine(fault.address, "health", fault.reason, holder_of(held, fault.address));
 }
 
 // A device gone from the bus (surprise removal, a link down, its VFs disabled) has nothing to
@@ -280,6 +286,7 @@ Result<service::QuarantineView> DeviceLifecycle::clear(const PciAddress& address
       next.push_back({address, DeviceState::cleaning, "", "", cleared.vm, rfc3339(parts_.clock.now())});
     HA_TRY_STATUS(write_locked(std::move(next)));
   }
+  health_gate_.accept(address);  // what the operator saw of its health is its health from now on
   const bool tenants = !cleared.vm.empty();
   log(LogLevel::warning, "quarantine: " + address.to_string() + " cleared by " + principal_text(principal) +
                              (tenants ? ", to be cleaned, then back in placement" : ", back in placement") +

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "event_hub.hpp"
+#include "health_gate.hpp"
 #include "hostagent/common/result.hpp"
 #include "hostagent/config/daemon_config.hpp"
 #include "hostagent/daemon/clock.hpp"
@@ -68,6 +69,8 @@ class DeviceLifecycle {
     // hygiene.parallel and hygiene.deadlines: how many devices are cleaned at a time, and each
     // step's deadline (cleaning_deadline).
     config::HygieneConfig hygiene = {};
+    // devices.health: when a device's AER counters or link take it out of placement (health_gate).
+    numa::HealthThresholds health = {};
   };
   explicit DeviceLifecycle(Parts parts);
   ~DeviceLifecycle();  // stops the cleaning thread, if started, and joins it
@@ -94,8 +97,9 @@ class DeviceLifecycle {
   // Quarantines a device, unless it already is: the first failure's account is the one kept. A
   // file that cannot be written is logged, and the device is kept out for this run all the same.
   void quarantine(const PciAddress& address, const std::string& step, const std::string& reason, const std::string& vm);
-  // Each device of `health` that is gone from the bus, of a role a VM takes (GPU, NVSwitch, NIC,
-  // NVMe), with the VM holding it named where one does.
+  // Each device of `health` of a role a VM takes (GPU, NVSwitch, NIC, NVMe) that is gone from the
+  // bus, or whose AER counters or link break devices.health (health_gate), with the VM holding it
+  // named where one does: that VM runs on with it; no other is given it until an operator clears it.
   void note_health(const std::vector<numa::DeviceHealth>& health);
   // not_found when the device is not quarantined; a file that cannot be written changes nothing. A
   // device a VM held, or was being given, goes back through cleaning; any other is free at once.
@@ -158,6 +162,7 @@ class DeviceLifecycle {
   Status check_on_bus(const PciAddress& address, const std::string& what) const;
 
   Parts parts_;
+  HealthGate health_gate_{parts_.health};
   std::unique_ptr<state::EvidenceLog> evidence_;
   mutable std::mutex mutex_;  // taken before the ledger's, never after; never with Shared's
   std::vector<state::DeviceStateEntry> devices_;

@@ -46,7 +46,7 @@ struct Owners {
         ledger(facts.host, std::move(policy), events, facts.readers.free_hugepages),
         lifecycle({facts.config.state_directory / "device_states.json",
                    facts.config.state_directory / "cleaning_evidence.jsonl", facts.host, *devices, ledger, events,
-                   *clock, hook, facts.readers.on_bus, facts.config.hygiene}),
+                   *clock, hook, facts.readers.on_bus, facts.config.hygiene, facts.config.devices.health}),
         operations(*clock, events, &operation_records),
         requests(std::move(requests_in), *clock),
         maintenance(facts.config.state_directory / "maintenance.json", *clock, events) {}

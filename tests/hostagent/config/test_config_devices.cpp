@@ -21,6 +21,22 @@ TEST_CASE("devices: an empty file prepares devices with hostagent, binding GPUs 
   CHECK(devices.vf.spoofchk);
   CHECK(devices.vf.link_state == "auto");
   CHECK(devices.vf.max_tx_rate_mbps == 0);
+  // Health that gates placement: fatal and non-fatal AER errors and a downtrained link, by default.
+  CHECK(devices.health == numa::HealthThresholds{1, 1, 0, true});
+}
+
+TEST_CASE("devices.health: each threshold is read, and a wrong one names its key") {
+  const auto health = valid(
+                          "devices:\n"
+                          "  health: {aer_fatal_rise: 0, aer_nonfatal_rise: 10, aer_correctable_rise: 1000,\n"
+                          "           link_degraded: false}\n")
+                          .devices.health;
+  CHECK(health == numa::HealthThresholds{0, 10, 1000, false});
+  CHECK(problems("devices:\n  health: {aer_fatal_rise: -1}\n") ==
+        "c.yaml:2:28: devices.health.aer_fatal_rise: found \"-1\", expected a whole number 0..1000000000");
+  CHECK(problems("devices:\n  health: {link_degraded: maybe}\n").find("devices.health.link_degraded") !=
+        std::string::npos);
+  CHECK(problems("devices:\n  health: {aer_rise: 1}\n").find("aer_fatal_rise") != std::string::npos);
 }
 
 TEST_CASE("devices: every key of a full section is read") {

@@ -424,6 +424,7 @@ config::DaemonConfig DaemonFixture::config() const {
   config.hygiene.parallel = parallel_cleanings;
   config.host_hugepages = hugepages;
   config.placement = placement;
+  config.devices.health = health;
   return config;
 }
 

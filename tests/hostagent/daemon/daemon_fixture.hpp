@@ -210,6 +210,7 @@ class DaemonFixture {
   int parallel_cleanings = 0;                         // hygiene.parallel
   std::vector<config::HugepagePoolConfig> hugepages;  // host.hugepages
   config::PlacementConfig placement;                  // the placement section
+  numa::HealthThresholds health;                      // devices.health
   // How often the service reads device health again (ServiceParts::device_health_interval).
   std::chrono::milliseconds device_health_interval{10000};
   // Changes the readers the composition root made (ServiceParts::readers) before the service

@@ -32,4 +32,38 @@ struct DeviceHealth {
   std::map<std::string, uint64_t> aer_fatal;
 };
 
+enum class AerSeverity { correctable, nonfatal, fatal };
+const char* to_string(AerSeverity severity);  // "correctable", "nonfatal", "fatal"
+inline constexpr AerSeverity kAerSeverities[] = {AerSeverity::correctable, AerSeverity::nonfatal, AerSeverity::fatal};
+
+// The device's AER counters of one severity: empty when it has no AER capability.
+const std::map<std::string, uint64_t>& aer_counters(const DeviceHealth& device, AerSeverity severity);
+// Their total: the kernel's own TOTAL_ERR_* line, or the sum of the lines where an older kernel
+// writes none.
+uint64_t aer_total(const DeviceHealth& device, AerSeverity severity);
+
+// When a device's health takes it out of placement (devices.health, docs/devices.md "Health that
+// gates"): AER errors of a severity that rose by at least so many since the reading they are
+// counted from (0: that severity is not judged), and a link trained below its capability.
+struct HealthThresholds {
+  uint64_t aer_fatal_rise = 1;
+  uint64_t aer_nonfatal_rise = 1;
+  uint64_t aer_correctable_rise = 0;  // corrected errors are the link doing its job: off by default
+  bool link_degraded = true;
+  bool operator==(const HealthThresholds&) const = default;
+};
+
+// What a reading is judged against: the first the daemon took of the device, or the one taken when
+// an operator cleared its quarantine, whose link the operator thereby accepted.
+struct HealthBaseline {
+  DeviceHealth reading;
+  bool link_accepted = false;  // the link as it was then is not a fault; a slower or narrower one is
+};
+
+// Why `now` breaks the thresholds against `since`, worded for the quarantine and naming the setting
+// ("AER fatal errors rose from 0 to 2 since 2026-...; devices.health.aer_fatal_rise is 1"); nullopt
+// when it breaks none. A device gone is not judged here (it is its own fault).
+std::optional<std::string> health_fault(const HealthBaseline& since, const DeviceHealth& now,
+                                        const HealthThresholds& thresholds);
+
 }  // namespace hostagent::numa

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "hostagent/common/result.hpp"
+#include "hostagent/numa/device_health.hpp"
 
 namespace hostagent::config {
 
@@ -86,6 +87,8 @@ struct DevicesConfig {
   // means the host uses it, and the group is refused. Empty: the built-in list (numa/host_use).
   std::vector<std::string> releasable_drivers;
   std::vector<ReservedDeviceConfig> reserved;
+  // When a device's AER counters or link take it out of placement (devices.health).
+  numa::HealthThresholds health;
 };
 
 // A device's known-good expansion ROM images (a GPU's VBIOS, a NIC's boot ROM), by SHA-256: what the
