@@ -4,8 +4,9 @@
 # .rpm's files and metadata (rpm -qlp, -qip); the .deb installed with apt into a clean Debian 12
 # root (debootstrap), checked there (files, owners, modes, the group, the conffile, systemd-analyze
 # verify, both binaries run), booted under systemd (systemd-nspawn) to run hostagentd through the
-# packaged units, upgraded with an edited conffile, removed and purged. Ends with a summary and the
-# time each part took.
+# packaged units, upgraded with an edited conffile and downgraded with a VM running (a real guest on
+# this machine's libvirtd, which must run on through both: the same QEMU process, adopted by each new
+# daemon), removed and purged. Ends with a summary and the time each part took.
 # Usage: scripts/package.sh   (as root, on Debian 12, after scripts/install-deps.sh; scripts/test.sh
 # runs it). A part that cannot run (no mirror, not root) prints "SKIPPED: why", or fails under
 # HOSTAGENT_REQUIRE_LIBVIRTD=1 (CI). HOSTAGENT_DEBIAN_MIRROR overrides the mirror (default: the one
@@ -118,6 +119,8 @@ begin build
 # built after the test pass, so this only makes the man pages, the completion and the changelog.
 [[ -f $tree/build.ninja ]] || cmake --preset default >/dev/null
 cmake --build "$tree" -j "$(nproc)" --target hostagentd hostagentctl hostagent_package_files
+# The helper that readies the guest the upgrade runs a VM of (tests/packaging/package_guest.cpp).
+cmake --build "$tree" -j "$(nproc)" --target package_guest >/dev/null 2>&1 || true
 mkdir -p "$build"
 end build "hostagentd, hostagentctl (the tested tree's), man pages, completion"
 
@@ -441,7 +444,8 @@ boot_root() {
   unmount_root
   # --private-network: the container's libvirtd must not touch this machine's network (bridges,
   # firewall rules); hostagentd there needs only its unix socket.
-  systemd-nspawn -q --register=no --keep-unit --private-network -D "$root" -b >"$out/nspawn.log" 2>&1 &
+  systemd-nspawn -q --register=no --keep-unit --private-network "${nspawn_binds[@]}" -D "$root" -b \
+    >"$out/nspawn.log" 2>&1 &
   nspawn_pid=$!
   for ((i = 0; i < 600; i++)); do
     # The container's systemd, once nspawn has started it (its child named systemd).
@@ -474,10 +478,93 @@ stop_container() {
   container=""
   nspawn_pid=""
 }
-# On any exit: the container powered off before the root is unmounted.
+# On any exit: the container powered off before the root is unmounted, and the VM's leftovers
+# (its domain, the pool) gone from this machine's libvirtd.
 on_exit() {
   stop_container
   unmount_root
+  if ((vm_ready)); then package_guest cleanup >/dev/null || true; fi
+}
+
+# --- a VM through the upgrade --------------------------------------------------------------------
+# The packaged hostagentd drives a real guest (the suites' test guest, TCG) on this machine's
+# libvirtd (scripts/libvirtd.sh), whose socket directory the container sees at /run/host-libvirt
+# (not /run/libvirt: the root's own libvirtd, a dependency of the package, listens there). The
+# guest's files, disk pool and console log lie in vm_dir, which the container sees at the same path.
+vm_dir=/var/tmp/hostagent-package-vm
+vm_name=pkg-vm
+vm_ready=0
+nspawn_binds=()
+qemu_pid=""
+qemu_start=""
+package_guest() { HOSTAGENT_PACKAGE_VM_DIR="$vm_dir" "$tree/tests/packaging/package_guest" -tc="$1" 2>&1; }
+prepare_vm() {
+  local output
+  if [[ ! -x $tree/tests/packaging/package_guest ]]; then
+    skip_or_fail "vm through upgrade" "$tree/tests/packaging/package_guest is not built (a tree without tests)"
+    return 0
+  fi
+  rm -rf "$vm_dir"
+  output="$(package_guest prepare)" || {
+    echo "$output"
+    fail "package_guest prepare (above)"
+  }
+  if grep -q "SKIPPED: " <<<"$output"; then
+    skip_or_fail "vm through upgrade" "$(grep -o 'SKIPPED: .*' <<<"$output" | head -1 | cut -c10-)"
+    return 0
+  fi
+  sed -i 's|^  uri: qemu:///system$|  uri: qemu+unix:///system?socket=/run/host-libvirt/libvirt-sock|' \
+    "$vm_dir/hostagent.yaml"
+  nspawn_binds=(--bind=/run/libvirt:/run/host-libvirt "--bind=$vm_dir")
+  vm_ready=1
+}
+# The guest's QEMU process as this machine sees it: "PID START".
+qemu_process() {
+  local pid
+  pid="$(pgrep -f -- "guest=$vm_name," | head -1 || true)"
+  [[ -n $pid ]] && echo "$pid $(ps -o lstart= -p "$pid")"
+}
+# hostagentd switched to this machine's libvirtd, and a guest created through it, booted.
+start_vm() {
+  local i
+  printf '[Service]\nExecStart=\nExecStart=/usr/sbin/hostagentd --config %s/hostagent.yaml\n' "$vm_dir" \
+    >"$root/etc/systemd/system/hostagent.service.d/zz-host-libvirtd.conf"
+  in_target systemctl daemon-reload
+  in_target systemctl restart hostagent.service || {
+    in_target journalctl -u hostagent.service -n 30 --no-pager || true
+    fail "hostagent.service on this machine's libvirtd did not start"
+  }
+  in_target hostagentctl vm create --template ci-guest --name "$vm_name" >"$out/vm-create.log" 2>&1 || {
+    cat "$out/vm-create.log"
+    fail "hostagentctl vm create under systemd"
+  }
+  for ((i = 0; i < 900; i++)); do
+    grep -q "hostagent-test-guest: up " "$vm_dir/console/$vm_name.log" 2>/dev/null && break
+    sleep 0.2
+  done
+  grep -q "hostagent-test-guest: up " "$vm_dir/console/$vm_name.log" ||
+    fail "the guest did not come up in 180 s (its console: $vm_dir/console/$vm_name.log)"
+  read -r qemu_pid qemu_start < <(qemu_process) || fail "no QEMU process for $vm_name"
+  echo "$vm_name up: QEMU pid $qemu_pid, started $qemu_start"
+}
+# After WHAT: the same QEMU process, and the new hostagentd adopted the VM at its start.
+check_vm_kept() {
+  local now adopted
+  now="$(qemu_process || true)"
+  [[ $now == "$qemu_pid $qemu_start" ]] ||
+    fail "$1 changed the guest's QEMU process (pid $qemu_pid started $qemu_start; now: ${now:-none})"
+  adopted="$(in_target hostagentctl status --json | python3 -c '
+import json, sys
+def find(value, key):
+    if isinstance(value, dict):
+        if key in value: return value[key]
+        return next((found for found in map(lambda v: find(v, key), value.values()) if found is not None), None)
+    return None
+print(" ".join(find(json.load(sys.stdin), "adopted") or []))')"
+  [[ " $adopted " == *" $vm_name "* ]] || fail "after $1 hostagentd did not adopt $vm_name (adopted: ${adopted:-none})"
+  [[ "$(in_target hostagentctl vm show "$vm_name" --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["state"])')" == running ]] ||
+    fail "after $1 hostagentd does not see $vm_name running"
+  echo "after $1: QEMU pid $qemu_pid still, started $qemu_start; hostagentd adopted $vm_name"
 }
 
 # Under systemd: the API answers through the socket systemd made, the watchdog is on.
@@ -533,6 +620,7 @@ if ((chroot_ok)); then
   check_installed
   end "install .deb" "files, modes, group, conffile, units enabled and verified, both binaries run"
 
+  prepare_vm
   begin "boot under systemd"
   boot_status=0
   if ! command -v systemd-nspawn >/dev/null; then
@@ -547,6 +635,11 @@ if ((chroot_ok)); then
     else
       check_running
       end "boot under systemd" "READY=1 came (active), API answered through systemd's socket, watchdog on"
+      if ((vm_ready)); then
+        begin "vm on libvirtd"
+        start_vm
+        end "vm on libvirtd" "$vm_name created through the packaged hostagentd, its guest up (QEMU pid $qemu_pid)"
+      fi
     fi
   fi
   # From here the root runs systemd (maintainer scripts start, restart and stop for real), or, when
@@ -582,8 +675,31 @@ if ((chroot_ok)); then
       fail "the upgrade did not restart hostagent.service (MainPID $old_pid, now $new_pid)"
     echo "hostagent.service restarted by the upgrade: MainPID $old_pid -> $new_pid"
     check_running
+    [[ -z $qemu_pid ]] || check_vm_kept "the upgrade"
   fi
-  end upgrade "to $version $where, the conffile's edit kept$([[ -z $container ]] || echo ', daemon restarted')"
+  end upgrade "to $version $where, the conffile's edit kept$([[ -z $container ]] || echo ', daemon restarted')$([[ -z $qemu_pid ]] || echo ', the VM ran on')"
+
+  if [[ -n $qemu_pid ]]; then
+    begin downgrade
+    # Back to release 1 over the running VM: the daemon restarted again, the guest untouched.
+    old_pid="$(unit_property hostagent.service MainPID)"
+    in_target apt-get install -y -q --allow-downgrades "/srv/package-sh/$(basename "$deb")" >"$out/apt-downgrade.log" 2>&1 || {
+      cat "$out/apt-downgrade.log"
+      fail "apt-get install of the release-1 .deb over release 2 (a downgrade)"
+    }
+    version="$(in_target dpkg-query -W -f='${Version}' hostagent)"
+    [[ $version == *-1 ]] || fail "after the downgrade dpkg has hostagent $version"
+    new_pid="$(unit_property hostagent.service MainPID)"
+    [[ "$(unit_property hostagent.service ActiveState)" == active && $new_pid != "$old_pid" ]] ||
+      fail "the downgrade did not restart hostagent.service (MainPID $old_pid, now $new_pid)"
+    check_vm_kept "the downgrade"
+    in_target hostagentctl vm delete "$vm_name" >"$out/vm-delete.log" 2>&1 || {
+      cat "$out/vm-delete.log"
+      fail "hostagentctl vm delete after the downgrade"
+    }
+    [[ -z "$(qemu_process || true)" ]] || fail "$vm_name's QEMU still runs after its delete"
+    end downgrade "to $version with $vm_name running: same QEMU process, adopted; then deleted"
+  fi
 
   begin "remove, purge"
   in_target apt-get remove -y -q hostagent >"$out/apt-remove.log" 2>&1 || {

@@ -457,7 +457,15 @@ std::optional<TestGuest> build_test_guest(const fs::path& dir) {
   return guest;
 }
 
-fs::path write_test_guest_template(const fs::path& dir, const std::string& name, const TestGuest& guest) {
+fs::path write_test_guest_image(const fs::path& dir) {
+  auto path = dir / "base.raw";
+  std::ofstream(path, std::ios::binary).close();
+  fs::resize_file(path, 64ULL << 20);
+  return path;
+}
+
+fs::path write_test_guest_template(const fs::path& dir, const std::string& name, const TestGuest& guest,
+                                   const fs::path& image) {
   // 2M pages and BIOS, as the shipped cx-2x1: what CI machines without 1G pages or OVMF can run.
   const std::string yaml = "name: " + name +
                            "\n"
@@ -468,9 +476,10 @@ fs::path write_test_guest_template(const fs::path& dir, const std::string& name,
                            "guest_numa: {cells: 1}\n"
                            "machine: q35\n"
                            "firmware: bios\n"
-                           "boot:\n"
-                           "  kernel: " +
-                           yaml_quoted(guest.kernel.string()) + "\n  initrd: " + yaml_quoted(guest.initrd.string()) +
+                           "boot:\n" +
+                           (image.empty() ? std::string() : "  image: " + yaml_quoted(image.string()) + "\n") +
+                           "  kernel: " + yaml_quoted(guest.kernel.string()) +
+                           "\n  initrd: " + yaml_quoted(guest.initrd.string()) +
                            "\n  cmdline: " + yaml_quoted(guest.cmdline) +
                            // Up is its guest agent's first answer (the template's default).
                            "\nmetadata: {purpose: ci}\n";

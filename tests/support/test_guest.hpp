@@ -30,9 +30,12 @@ struct TestGuest {
 std::optional<TestGuest> build_test_guest(const std::filesystem::path& dir);
 
 // Writes dir/NAME.yaml, a template for the guest: 2 vCPUs, 1 GiB in 2M hugepages, one guest NUMA
-// cell, q35, BIOS, direct kernel boot of `guest`. Returns the file's path.
+// cell, q35, BIOS, direct kernel boot of `guest`, and a disk over `image` when one is given (the
+// guest writes to it). Returns the file's path.
 std::filesystem::path write_test_guest_template(const std::filesystem::path& dir, const std::string& name,
-                                                const TestGuest& guest);
+                                                const TestGuest& guest, const std::filesystem::path& image = {});
+// A 64 MiB raw file at dir/base.raw, for write_test_guest_template's image; its path.
+std::filesystem::path write_test_guest_image(const std::filesystem::path& dir);
 
 // On a guest's kernel command line: the guest runs no agent and ignores the power button, so only
 // a power-off stops it.

@@ -46,25 +46,6 @@ void open_for_qemu(const fs::path& dir) {
                            fs::perms::others_exec);
 }
 
-// A 64 MiB raw image: the "boot image" each VM's disk is an overlay of.
-fs::path write_base_image(const fs::path& dir) {
-  auto path = dir / "base.raw";
-  std::ofstream(path, std::ios::binary).close();
-  fs::resize_file(path, 64ULL << 20);
-  return path;
-}
-
-void add_disk_to_template(const fs::path& file, const fs::path& image) {
-  std::ifstream in(file);
-  std::stringstream text;
-  text << in.rdbuf();
-  std::string yaml = text.str();
-  const auto boot = yaml.find("boot:");
-  REQUIRE(boot != std::string::npos);
-  yaml.insert(yaml.find('\n', boot) + 1, "  image: " + image.string() + "\n");
-  std::ofstream(file) << yaml;
-}
-
 std::string config_yaml(const std::string& uri, const fs::path& scratch) {
   return "libvirt:\n  uri: " + uri + "\n  domain_type: qemu\n  connect_timeout: 60s\n  reconnect_interval: 1s\n" +
          "host:\n  sysfs_root: /\n" + "templates:\n  directories: [" + (scratch / "templates").string() + "]\n" +
@@ -86,11 +67,12 @@ std::unique_ptr<LibvirtdFixture> LibvirtdFixture::make() {
   fs::create_directories(scratch / "templates");
   fs::create_directories(scratch / "console");
   fs::create_directories(scratch / "pool");
-  const auto base_image = write_base_image(scratch);
-  add_disk_to_template(write_test_guest_template(scratch / "templates", kTemplate, *guest), base_image);
+  // The "boot image" each VM's disk is an overlay of.
+  const auto base_image = write_test_guest_image(scratch);
+  write_test_guest_template(scratch / "templates", kTemplate, *guest, base_image);
   auto deaf = *guest;
   deaf.cmdline += std::string(" ") + kTestGuestDeaf;
-  add_disk_to_template(write_test_guest_template(scratch / "templates", kDeafTemplate, deaf), base_image);
+  write_test_guest_template(scratch / "templates", kDeafTemplate, deaf, base_image);
   std::ofstream(scratch / "authorized_keys") << "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIBxsmSd5 ci@hostagent\n";
   fixture->uri_ = *uri;
   fixture->config_file_ = scratch / "hostagent.yaml";
