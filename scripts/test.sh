@@ -129,9 +129,10 @@ test_tree() {
 install_all() {
   scripts/install-deps.sh
   scripts/lib/redocly.sh install
+  scripts/lib/promtool.sh install
 }
 
-phase install "scripts/install-deps.sh, the OpenAPI lint's Redocly CLI" install_all
+phase install "scripts/install-deps.sh, the OpenAPI lint's Redocly CLI, promtool" install_all
 use_tmpfs_scratch
 if [[ $mode == unit ]]; then
   phase build "default tree" build_tree default
@@ -156,6 +157,8 @@ HOSTAGENT_PLACEMENT_URL="$(scripts/placement.sh url)"
 export HOSTAGENT_PLACEMENT_URL HOSTAGENT_REQUIRE_PLACEMENT=1
 # The OpenAPI lint's pinned Redocly CLI, installed above: its absence fails the test too.
 export HOSTAGENT_REQUIRE_REDOCLY=1
+# And the metrics check's promtool.
+export HOSTAGENT_REQUIRE_PROMTOOL=1
 phase build "default tree (gcc)" build_tree default
 phase "tidy start" "the asan tree configured; clang-tidy to the background" start_tidy
 phase test "default tree: units, kernel and verify-guest boots" test_tree default default

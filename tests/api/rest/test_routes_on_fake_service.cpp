@@ -36,6 +36,13 @@ struct FakeApi {
                       const std::string& token = "") {
     return server.request(method, target, body, body.empty() ? "" : "application/json", token);
   }
+  // What the service's usage says `vm` holds.
+  void hold(const std::string& vm, std::vector<PciAddress> devices) {
+    numa::Allocation allocation;
+    allocation.vm = vm;
+    allocation.devices = std::move(devices);
+    service.set_held({allocation});
+  }
   // A VM the fake holds, managed, with a record.
   void put_vm(const std::string& name) {
     service::VmView vm;
@@ -429,12 +436,10 @@ TEST_CASE(
   CHECK(text(audited[2].at("principal")).rfind("uid:", 0) == 0);
 }
 
-TEST_CASE(
-    "a VM's figures are answered as the service reads them, null where libvirt said nothing, and scraped with a vm "
-    "label") {
-  FakeApi api;
+// A running VM's figures, each as libvirt reports it for a QEMU guest (but the balloon's maximum).
+service::VmStatsView every_figure(const std::string& vm) {
   service::VmStatsView full;
-  full.vm = "train-0";
+  full.vm = vm;
   full.state = "running";
   full.read_at = "2026-12-07T05:00:00.250Z";
   full.cpu_seconds = 12.5;
@@ -444,6 +449,14 @@ TEST_CASE(
   full.blocks = {{"vda", 4096, 8192, 1, 2}};
   full.interfaces = {{"vnet3", 10, 20, 1, 2}};
   full.devices = {{"gpu", 1}, {"nic", 1}};
+  return full;
+}
+
+TEST_CASE(
+    "a VM's figures are answered as the service reads them, null where libvirt said nothing, and scraped with a vm "
+    "label") {
+  FakeApi api;
+  const service::VmStatsView full = every_figure("train-0");
   service::VmStatsView bare;
   bare.vm = "test-only";
   bare.state = "shut_off";
@@ -473,6 +486,56 @@ TEST_CASE(
     CHECK_MESSAGE(metrics.find(line) != std::string::npos, line);
   }
   CHECK(metrics.find("hostagent_vm_cpu_seconds_total{vm=\"test-only\"}") == std::string::npos);
+}
+
+// Prometheus's own promtool (scripts/lib/promtool.sh installs it outside the clone): its path, or
+// "" after a visible skip; a failure instead where HOSTAGENT_REQUIRE_PROMTOOL=1 (scripts/test.sh).
+std::string promtool() {
+  if (const char* given = std::getenv("HOSTAGENT_PROMTOOL"); given != nullptr && *given != '\0') return given;
+  const auto found = run_command({(source_dir() / "scripts" / "lib" / "promtool.sh").string(), "path"});
+  std::string path = found.output.substr(0, found.output.find('\n'));
+  if (found.exit_code == 0 && !path.empty()) return path;
+  const std::string why = "promtool is not installed: run scripts/lib/promtool.sh install";
+  if (const char* require = std::getenv("HOSTAGENT_REQUIRE_PROMTOOL");
+      require != nullptr && std::string(require) == "1") {
+    FAIL(why << " (HOSTAGENT_REQUIRE_PROMTOOL=1)");
+  }
+  skip(why);
+  return "";
+}
+
+TEST_CASE("a scrape with every family present (VMs' figures, devices' health, holders, quarantine) is promtool-clean") {
+  FakeApi api;
+  api.put_vm("train-0");
+  const auto gpus = some_gpus(api, 2);
+  api.hold("train-0", {gpus[0]});
+  api.service.quarantine({gpus[1], "health", "AER fatal errors rose from 0 to 1", "", "2026-12-07T05:00:00Z"});
+  auto stats = every_figure("train-0");
+  stats.memory_max_bytes = 2ULL << 30;
+  api.service.set_vm_stats({stats});
+  numa::DeviceHealth health;
+  health.address = gpus[0];
+  health.role = numa::PciRole::gpu;
+  health.link_speed_gts = 16.0;
+  health.link_max_speed_gts = 32.0;
+  health.link_degraded = true;
+  health.aer_correctable = {{"RxErr", 3}, {"TOTAL_ERR_COR", 3}};
+  health.aer_fatal = {{"TOTAL_ERR_FATAL", 1}};
+  api.service.set_device_health({health});
+  CHECK(api.request("GET", "/v1/vms").status == 200);  // the request metrics have a sample
+  const auto scrape = api.request("GET", "/v1/metrics");
+  REQUIRE(scrape.status == 200);
+  for (const char* family : {"hostagent_vm_cpu_seconds_total", "hostagent_device_aer_errors_total",
+                             "hostagent_device_holder", "hostagent_devices_quarantined"}) {
+    CHECK_MESSAGE(scrape.body.find(std::string("\n") + family + "{") != std::string::npos, family);
+  }
+  const auto tool = promtool();
+  if (tool.empty()) return;
+  const auto file = api.server.scratch() / "metrics.txt";
+  write_text_file(file, scrape.body);
+  const auto checked = run_command({"sh", "-c", "\"$0\" check metrics < \"$1\"", tool, file.string()});
+  CHECK_MESSAGE(checked.exit_code == 0, checked.output);
+  CHECK_MESSAGE(checked.output.empty(), checked.output);
 }
 
 TEST_CASE("cordon, drain and uncordon reach the service with who asked, answer its maintenance, and are audited") {
@@ -632,10 +695,7 @@ TEST_CASE("capacity and the free_cpus metric count what the service's policy kee
 TEST_CASE("a device's state: held wins, then quarantined, then cleaning, then the host's, else free") {
   FakeApi api;
   const auto gpus = some_gpus(api, 4);
-  numa::Allocation allocation;
-  allocation.vm = "train-0";
-  allocation.devices = {gpus[0]};
-  api.service.set_held({allocation});
+  api.hold("train-0", {gpus[0]});
   // A held device is marked from the start: cleaned when its VM lets it go.
   api.service.mark_cleaning({gpus[0], "train-0", "2026-12-05T08:00:00Z", "train-0", ""});
   api.service.mark_cleaning({gpus[1], "train-1", "2026-12-05T08:10:00Z", "", "reset"});
