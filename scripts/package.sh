@@ -4,9 +4,10 @@
 # .rpm's files and metadata (rpm -qlp, -qip); the .deb installed with apt into a clean Debian 12
 # root (debootstrap), checked there (files, owners, modes, the group, the conffile, systemd-analyze
 # verify, both binaries run), booted under systemd (systemd-nspawn) to run hostagentd through the
-# packaged units, upgraded with an edited conffile and downgraded with a VM running (a real guest on
-# this machine's libvirtd, which must run on through both: the same QEMU process, adopted by each new
-# daemon), removed and purged. Ends with a summary and the time each part took.
+# packaged units, a VM made under the previous release's package (a real guest on this machine's
+# libvirtd), upgraded to this build with an edited conffile and downgraded again, the VM running on
+# through both (the same QEMU process, adopted by each new daemon), removed and purged. Ends with a
+# summary and the time each part took.
 # Usage: scripts/package.sh   (as root, on Debian 12, after scripts/install-deps.sh; scripts/test.sh
 # runs it). A part that cannot run (no mirror, not root) prints "SKIPPED: why", or fails under
 # HOSTAGENT_REQUIRE_LIBVIRTD=1 (CI). HOSTAGENT_DEBIAN_MIRROR overrides the mirror (default: the one
@@ -141,6 +142,51 @@ deb="$(echo "$out"/hostagent_*_amd64.deb)"
 rpm_file="$(echo "$out"/hostagent-*.x86_64.rpm)"
 [[ -f $deb && -f $rpm_file ]] || fail "cpack made no .deb or .rpm in $out"
 end cpack "$(basename "$deb"), $(basename "$rpm_file")"
+
+# --- the previous release ------------------------------------------------------------------------
+# The .deb of the commit before issue 46's first (records then carried no format version), built
+# from a worktree of it with the same compiler cache as release 0, older than this build's 1, and
+# kept in the cache by commit: the release a VM is made under, upgraded from and downgraded to.
+prev_commit=1241fac10ebad7de26d83d2adda4998d79fa51be
+prev_deb=""
+build_prev_deb() {
+  local cached="$cache/prev-$prev_commit" dir="$build/prev"
+  prev_deb="$(echo "$cached"/hostagent_*_amd64.deb)"
+  [[ -f $prev_deb ]] && return 0
+  prev_deb=""
+  git -C "$src" cat-file -e "$prev_commit^{commit}" 2>/dev/null || return 1  # a shallow clone
+  git -C "$src" worktree remove --force "$dir" 2>/dev/null || rm -rf "$dir"
+  git -C "$src" worktree add --detach -f "$dir" "$prev_commit" >/dev/null 2>&1 || fail "git worktree add $dir"
+  # Called as a condition (set -e is off here): each step says when it fails.
+  (
+    set -e
+    cd "$dir"
+    export CCACHE_BASEDIR="$dir"
+    cmake --preset default -DHOSTAGENT_PACKAGE_RELEASE=0
+    cmake --build build/default -j "$(nproc)" --target hostagentd hostagentctl hostagent_package_files
+    cd build/default
+    cpack -G DEB -B "$dir/out"
+  ) >"$out/prev-build.log" 2>&1 || {
+    tail -30 "$out/prev-build.log"
+    fail "the previous release's .deb (commit $prev_commit) did not build"
+  }
+  # Release 0 is version 0.1.0 (no Debian revision), older than this build's 0.1.0-1.
+  local built
+  built="$(echo "$dir"/out/hostagent_*_amd64.deb)"
+  [[ -f $built ]] || fail "cpack of commit $prev_commit made no .deb in $dir/out"
+  rm -rf "$cached" "$cached.partial.$$"
+  mkdir -p "$cached.partial.$$"
+  cp "$built" "$cached.partial.$$/" || fail "cannot copy $built into the cache"
+  mv "$cached.partial.$$" "$cached"
+  git -C "$src" worktree remove --force "$dir"
+  prev_deb="$cached/$(basename "$built")"
+}
+begin "previous release"
+if build_prev_deb; then
+  end "previous release" "$(basename "$prev_deb") of commit ${prev_commit:0:12}"
+else
+  skip_or_fail "previous release" "commit $prev_commit is not in this clone (a shallow one?): the VM is made under this build's release 1"
+fi
 
 # --- the .deb's contents and control fields, then lintian ------------------------------------------
 begin "deb contents"
@@ -637,8 +683,19 @@ if ((chroot_ok)); then
       end "boot under systemd" "READY=1 came (active), API answered through systemd's socket, watchdog on"
       if ((vm_ready)); then
         begin "vm on libvirtd"
+        base="this build's release 1"
+        if [[ -n $prev_deb ]]; then
+          # Back to the previous release first: the VM is made under it.
+          cp "$prev_deb" "$root/srv/package-sh/"
+          in_target apt-get install -y -q --allow-downgrades "/srv/package-sh/$(basename "$prev_deb")" \
+            >"$out/apt-prev.log" 2>&1 || {
+            cat "$out/apt-prev.log"
+            fail "apt-get install of the previous release's .deb"
+          }
+          base="$(in_target dpkg-query -W -f='${Version}' hostagent) (commit ${prev_commit:0:12})"
+        fi
         start_vm
-        end "vm on libvirtd" "$vm_name created through the packaged hostagentd, its guest up (QEMU pid $qemu_pid)"
+        end "vm on libvirtd" "$vm_name created under $base, its guest up (QEMU pid $qemu_pid)"
       fi
     fi
   fi
@@ -681,14 +738,16 @@ if ((chroot_ok)); then
 
   if [[ -n $qemu_pid ]]; then
     begin downgrade
-    # Back to release 1 over the running VM: the daemon restarted again, the guest untouched.
+    # Back to the release the VM was made under, over the running VM: the daemon restarted again,
+    # the guest untouched.
+    back="${prev_deb:-$deb}"
     old_pid="$(unit_property hostagent.service MainPID)"
-    in_target apt-get install -y -q --allow-downgrades "/srv/package-sh/$(basename "$deb")" >"$out/apt-downgrade.log" 2>&1 || {
+    in_target apt-get install -y -q --allow-downgrades "/srv/package-sh/$(basename "$back")" >"$out/apt-downgrade.log" 2>&1 || {
       cat "$out/apt-downgrade.log"
-      fail "apt-get install of the release-1 .deb over release 2 (a downgrade)"
+      fail "apt-get install of $(basename "$back") over release 2 (a downgrade)"
     }
     version="$(in_target dpkg-query -W -f='${Version}' hostagent)"
-    [[ $version == *-1 ]] || fail "after the downgrade dpkg has hostagent $version"
+    [[ $version == "$(dpkg-deb -f "$back" Version)" ]] || fail "after the downgrade dpkg has hostagent $version"
     new_pid="$(unit_property hostagent.service MainPID)"
     [[ "$(unit_property hostagent.service ActiveState)" == active && $new_pid != "$old_pid" ]] ||
       fail "the downgrade did not restart hostagent.service (MainPID $old_pid, now $new_pid)"
