@@ -619,9 +619,11 @@ class Session final : public Connection, public std::enable_shared_from_this<Ses
   }
 
   // The client's bytes to the channel; what it has no room for waits (and the reading with it)
-  // until it wakes the connection.
+  // until it wakes the connection. Once the channel ended nothing takes them: they are dropped, and
+  // the connection closes.
   void offer_input() {
     if (closed_ || unput_.empty()) return;
+    if (channel_->ended()) return unput_.clear();
     unput_.erase(0, channel_->put(unput_));
     if (unput_.empty()) return read_channel();
     await_channel();

@@ -93,6 +93,7 @@ class Joined final : public service::ConsoleSession {
         wake_ = std::move(wake);
         return;
       }
+      room_ = false;  // told once
     }
     wake();
   }

@@ -55,6 +55,7 @@ class TestChannel final : public ByteChannel {
   void wait(std::function<void()> wake) override {
     {
       const std::lock_guard lock(mutex_);
+      ++waits_;
       if (output_.empty() && !ended_ && !room_given_) {
         wake_ = std::move(wake);
         return;
@@ -115,6 +116,10 @@ class TestChannel final : public ByteChannel {
     return dropped_;
   }
   std::future<void> released() { return released_.get_future(); }
+  int waits() {
+    const std::lock_guard lock(mutex_);
+    return waits_;
+  }
 
  private:
   const std::size_t bound_;
@@ -127,6 +132,7 @@ class TestChannel final : public ByteChannel {
   std::string typed_;
   std::optional<std::string> ended_;
   std::function<void()> wake_;
+  int waits_ = 0;
   std::promise<void> released_;
 };
 
@@ -251,6 +257,23 @@ TEST_CASE("what the channel has no room for waits, unread, until the channel wak
   CHECK(channel->typed() == "abcd");  // the rest, and the next message, wait in the server
   channel->make_room(100);
   CHECK(channel->wait_typed("abcdefghij"));  // in order, nothing lost
+}
+
+TEST_CASE("input the channel never took is dropped when the channel ends, and the close follows at once") {
+  ChannelServer server;
+  auto channel = server.offer(1 << 20, 0);  // takes nothing
+  Client client(server.socket());
+  REQUIRE_MESSAGE(!client.handshake, client.handshake.message());
+  client.ws.binary(true);
+  client.ws.write(asio::buffer(std::string("typed into a guest that reads nothing")));
+  channel->end("the guest stopped");
+  boost::system::error_code error;
+  client.read(error);
+  CHECK(error == websocket::error::closed);
+  CHECK(std::string(client.ws.reason().reason.c_str()) == "the guest stopped");
+  CHECK(channel->typed().empty());
+  // The server asked the ended channel to wake it a few times at most, never in a loop.
+  CHECK(channel->waits() < 10);
 }
 
 TEST_CASE("a client that stops reading is disconnected, and the channel never waits for it") {
