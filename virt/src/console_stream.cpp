@@ -17,7 +17,11 @@ namespace hostagent::virt::detail {
 namespace {
 
 // What the callbacks, the loop's tasks and the Console share. The stream is touched only on the
-// loop thread; the rest under `mutex`.
+// loop thread; the rest under `mutex`. The stream callback's opaque is a plain pointer to it, with no
+// free callback: libvirt's remote driver never called a stream callback's free callback before its
+// 2025 fix (remoteStreamCallbackFree tested `!cbdata->cb`, never true), so the state cannot be
+// handed to it. It lives as long as the Console and, after it, the task that removes the callback
+// on the loop thread: no callback runs once that removal returns there.
 struct ConsoleState {
   std::mutex mutex;
   ConsoleSinks sinks;  // cleared when the Console goes: nothing is told after that
@@ -103,17 +107,13 @@ void send_input(ConsoleState& state) {
 }
 
 void on_stream_event(virStreamPtr /*stream*/, int events, void* opaque) {
-  ConsoleState& state = **static_cast<StatePtr*>(opaque);
+  ConsoleState& state = *static_cast<ConsoleState*>(opaque);
   if ((events & VIR_STREAM_EVENT_READABLE) != 0) read_output(state);
   if ((events & VIR_STREAM_EVENT_WRITABLE) != 0) send_input(state);
   if ((events & (VIR_STREAM_EVENT_ERROR | VIR_STREAM_EVENT_HANGUP)) != 0) {
     end(state, "the console ended: libvirt reported the stream " +
                    std::string((events & VIR_STREAM_EVENT_HANGUP) != 0 ? "hung up" : "failed"));
   }
-}
-
-void free_opaque(void* opaque) {
-  delete static_cast<StatePtr*>(opaque);  // NOLINT(cppcoreguidelines-owning-memory): libvirt's opaque
 }
 
 class LibvirtConsole final : public Console {
@@ -186,9 +186,7 @@ Result<std::unique_ptr<Console>> LibvirtHypervisor::open_console(const std::stri
   auto state = std::make_shared<ConsoleState>();
   state->sinks = std::move(sinks);
   state->stream = stream.get();
-  auto* opaque = new StatePtr(state);  // NOLINT(cppcoreguidelines-owning-memory): freed by free_opaque
-  if (virStreamEventAddCallback(stream.get(), kReadEvents, on_stream_event, opaque, free_opaque) < 0) {
-    delete opaque;  // NOLINT(cppcoreguidelines-owning-memory): libvirt did not take it
+  if (virStreamEventAddCallback(stream.get(), kReadEvents, on_stream_event, state.get(), nullptr) < 0) {
     const Error error = last_call_error(conn.get(), what);
     virStreamAbort(stream.get());
     discard_last_error();
