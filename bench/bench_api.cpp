@@ -612,8 +612,8 @@ void scrape_by_vms(const Transport& transport, const fs::path& scratch, const Se
   Arm none{"/v1/metrics, no VMs", {}, {}, 0};
   Arm some{"/v1/metrics, " + std::to_string(kVms) + " VMs", {}, {}, 0};
   VmSet vms(transport, scratch / "images" / "boot.raw");
-  std::vector<std::string> made;
-  for (int i = 0; i < kVms; ++i) made.push_back("bench-vm-" + std::to_string(i));
+  std::vector<std::string> made(kVms);
+  for (int i = 0; i < kVms; ++i) made[static_cast<std::size_t>(i)] = "bench-vm-" + std::to_string(i);
   vms.adopt(std::move(made));
   LoadClient client(transport, 1);
   interleave(

@@ -159,7 +159,7 @@ ConsoleSessions::ConsoleSessions(virt::Hypervisor& hypervisor, Clock& clock)
 
 Result<std::shared_ptr<service::ConsoleSession>> ConsoleSessions::open(const VmName& name, bool take_over,
                                                                        const std::string& principal) {
-  const std::string vm = name.str();
+  const std::string& vm = name.str();
   auto joined = std::make_shared<Joined>(vm);
   std::uint64_t id = 0;
   bool force = false;
