@@ -7,8 +7,6 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/local/stream_protocol.hpp>
 #include <boost/beast/websocket.hpp>
-#include <functional>
-#include <thread>
 
 #include "api_fixture.hpp"
 #include "hostile_support.hpp"
@@ -31,21 +29,7 @@ struct RawClient {
   }
 };
 
-// Until `done` holds (false after 30 s): what it looks at says nothing when it changes (the
-// server's connections, the fake guest's input), so this looks.
-bool eventually(const std::function<bool()>& done) {
-  const auto deadline = Clock::now() + std::chrono::seconds(30);
-  while (!done()) {
-    if (Clock::now() > deadline) return false;
-    std::this_thread::sleep_for(milliseconds(10));
-  }
-  return true;
-}
-
-// The server holds no stream or channel.
-bool streams_closed(const api::HttpServer& server) {
-  return eventually([&server] { return server.connection_stats().event_streams == 0; });
-}
+constexpr std::chrono::seconds kBound{30};  // for a failing test; a passing one is told sooner
 
 TEST_CASE("console clients that stop reading, vanish or keep taking over leave the guest and the daemon as they were") {
   ApiFixture api;
@@ -66,21 +50,22 @@ TEST_CASE("console clients that stop reading, vanish or keep taking over leave t
     // the server gives up on the client.
     const std::string chunk(16 << 10, 'x');
     for (int i = 0; i < 512; ++i) api.hypervisor().console_output("vm1", chunk);
-    CHECK(streams_closed(api.http_server()));
+    CHECK(api.hypervisor().wait_consoles_closed(kBound));  // the daemon let go of its stream
   }
   for (int i = 0; i < 20; ++i) {
     RawClient taker(api, target + "?take_over=true");
     REQUIRE_MESSAGE(!taker.handshake, taker.handshake.message());
     if (i % 2 == 0) taker.ws.next_layer().close();  // vanished: no close frame
   }
-  CHECK(streams_closed(api.http_server()));
+  CHECK(api.hypervisor().wait_consoles_closed(kBound));
+  CHECK(api.http_server().connection_stats().event_streams == 0);
 
   // The next operator needs no take-over, types into the guest and reads what it writes.
   PipedConsole console(api, target);
   console.type("uptime\r");
   // Typed once its session is open: the guest answers only then (a console's output before a
   // session reaches no one).
-  CHECK(eventually([&api] { return api.hypervisor().console_input("vm1").ends_with("uptime\r"); }));
+  CHECK(api.hypervisor().wait_console_input("vm1", "uptime\r", kBound));
   api.hypervisor().console_output("vm1", "up 3 days\r\n");
   CHECK(console.read_until("up 3 days").find("up 3 days") != std::string::npos);
   CHECK(api.request("GET", "/v1/health/ready").status == 200);

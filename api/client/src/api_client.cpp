@@ -94,14 +94,9 @@ class Client final : public ApiClient {
   }
 
   Result<std::string> attach(const std::string& target, const ConsoleIo& io) override {
-    if (target.empty() || target.front() != '/') {
-      return Error{ErrorCode::invalid_argument, "request target '" + target + "' must start with '/'"};
-    }
+    HA_TRY_STATUS(check_target(target));
     HA_TRY(auto stream, connect());
-    detail::WebSocketRequest request{
-        host_header(), target, {{"User-Agent", "hostagent-api-client"}}, options_.read_timeout, io};
-    if (!options_.token.empty()) request.headers.emplace_back("Authorization", "Bearer " + options_.token);
-    for (const auto& header : options_.headers) request.headers.push_back(header);
+    const detail::WebSocketRequest request{host_header(), target, sender_headers(), options_.read_timeout, io};
     const std::string what = "the WebSocket at " + target + " of " + options_.url;
     HA_TRY(auto outcome, stream->run_websocket(request, what));
     if (outcome.refused_status == 0) return outcome.close_reason;
@@ -110,6 +105,21 @@ class Client final : public ApiClient {
   }
 
  private:
+  static Status check_target(const std::string& target) {
+    if (target.empty() || target.front() != '/') {
+      return Error{ErrorCode::invalid_argument, "request target '" + target + "' must start with '/'"};
+    }
+    return ok_status();
+  }
+
+  // Who sends, on every request and handshake: the client, its token, another service's headers.
+  std::vector<std::pair<std::string, std::string>> sender_headers() const {
+    std::vector<std::pair<std::string, std::string>> headers{{"User-Agent", "hostagent-api-client"}};
+    if (!options_.token.empty()) headers.emplace_back("Authorization", "Bearer " + options_.token);
+    headers.insert(headers.end(), options_.headers.begin(), options_.headers.end());
+    return headers;
+  }
+
   Result<beast::http::request<beast::http::string_body>> make_request(const std::string& method,
                                                                       const std::string& target,
                                                                       const std::string& body,
@@ -118,14 +128,10 @@ class Client final : public ApiClient {
     if (verb == beast::http::verb::unknown) {
       return Error{ErrorCode::invalid_argument, "HTTP method '" + method + "' is not one Beast knows"};
     }
-    if (target.empty() || target.front() != '/') {
-      return Error{ErrorCode::invalid_argument, "request target '" + target + "' must start with '/'"};
-    }
+    HA_TRY_STATUS(check_target(target));
     beast::http::request<beast::http::string_body> message{verb, target, 11};
     message.set(beast::http::field::host, host_header());
-    message.set(beast::http::field::user_agent, "hostagent-api-client");
-    if (!options_.token.empty()) message.set(beast::http::field::authorization, "Bearer " + options_.token);
-    for (const auto& [name, value] : options_.headers) message.set(name, value);
+    for (const auto& [name, value] : sender_headers()) message.set(name, value);
     if (!body.empty() || verb == beast::http::verb::post) {
       message.set(beast::http::field::content_type, content_type);
       message.body() = body;

@@ -244,20 +244,20 @@ void DeviceLifecycle::quarantine(const PciAddress& address, const std::string& s
 }
 
 void DeviceLifecycle::note_health(const std::vector<numa::DeviceHealth>& health) {
-  std::vector<numa::DeviceHealth> placed;
-  std::vector<HealthGate::Fault> faults;
+  std::vector<std::pair<PciAddress, std::string>> faults;
   for (const auto& device : health) {
     if (!placed_role(device.role)) continue;
-    placed.push_back(device);
-    if (device.present) continue;
-    faults.push_back({device.address,
-                      "gone from the bus: its sysfs directory is missing (surprise removal, a link down, or its VFs "
-                      "disabled)"});
+    if (!device.present) {
+      faults.emplace_back(device.address,
+                          "gone from the bus: its sysfs directory is missing (surprise removal, a link down, or its "
+                          "VFs disabled)");
+    } else if (auto reason = health_gate_.judge(device)) {
+      faults.emplace_back(device.address, std::move(*reason));
+    }
   }
-  for (auto& fault : health_gate_.judge(placed)) faults.push_back(std::move(fault));
   if (faults.empty()) return;
   const auto held = parts_.ledger.holdings().held;
-  for (const auto& fault : faults) quarantine(fault.address, "health", fault.reason, holder_of(held, fault.address));
+  for (const auto& [address, reason] : faults) quarantine(address, "health", reason, holder_of(held, address));
 }
 
 // A device gone from the bus (surprise removal, a link down, its VFs disabled) has nothing to

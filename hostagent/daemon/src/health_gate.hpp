@@ -7,9 +7,9 @@
 
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
-#include <vector>
 
 #include "hostagent/common/pci_address.hpp"
 #include "hostagent/numa/device_health.hpp"
@@ -20,13 +20,10 @@ class HealthGate {
  public:
   explicit HealthGate(numa::HealthThresholds thresholds) : thresholds_(thresholds) {}
 
-  struct Fault {
-    PciAddress address;
-    std::string reason;
-  };
-  // The devices of this reading that break a threshold, with why (a device gone is its own fault,
-  // found apart).
-  std::vector<Fault> judge(const std::vector<numa::DeviceHealth>& health);
+  // Why this reading of a present device breaks a threshold; nullopt when it breaks none (a device
+  // gone is its own fault, found apart). The first reading of a device, and the first after accept(),
+  // is its baseline.
+  std::optional<std::string> judge(const numa::DeviceHealth& device);
   // An operator cleared the device: its next reading is its baseline, its link as it is then accepted.
   void accept(const PciAddress& address);
 

@@ -69,6 +69,11 @@ class FaultyHypervisor::FakeConsole final : public virt::Console {
       owner_.released_.erase(stream_);
     }
     if (released) released();
+    {
+      const std::lock_guard lock(owner_.mutex_);
+      --owner_.open_consoles_;  // after `released`: a waiter sees the daemon's registry let go too
+    }
+    owner_.consoles_changed_.notify_all();
   }
   FakeConsole(const FakeConsole&) = delete;
   FakeConsole& operator=(const FakeConsole&) = delete;
@@ -79,6 +84,7 @@ class FaultyHypervisor::FakeConsole final : public virt::Console {
     auto& line = owner_.consoles_[vm_];
     if (line.stream != stream_) return 0;  // ended: forced away
     line.input.append(bytes);
+    owner_.consoles_changed_.notify_all();
     return bytes.size();
   }
 
@@ -110,6 +116,7 @@ Result<std::unique_ptr<virt::Console>> FaultyHypervisor::open_console(const std:
       forced_away = std::move(line.sinks.ended);  // libvirt aborts the old stream
     }
     stream = next_stream_++;
+    ++open_consoles_;
     line.stream = stream;
     released_[stream] = std::move(sinks.released);
     line.sinks = std::move(sinks);
@@ -133,6 +140,20 @@ std::string FaultyHypervisor::console_input(const std::string& vm) const {
   const std::lock_guard lock(mutex_);
   const auto it = consoles_.find(vm);
   return it == consoles_.end() ? "" : it->second.input;
+}
+
+bool FaultyHypervisor::wait_console_input(const std::string& vm, const std::string& suffix,
+                                          std::chrono::seconds bound) const {
+  std::unique_lock lock(mutex_);
+  return consoles_changed_.wait_for(lock, bound, [&] {
+    const auto it = consoles_.find(vm);
+    return it != consoles_.end() && it->second.input.ends_with(suffix);
+  });
+}
+
+bool FaultyHypervisor::wait_consoles_closed(std::chrono::seconds bound) const {
+  std::unique_lock lock(mutex_);
+  return consoles_changed_.wait_for(lock, bound, [&] { return open_consoles_ == 0; });
 }
 
 int FaultyHypervisor::forced_console_opens() const {

@@ -47,6 +47,11 @@ class FaultyHypervisor final : public virt::Hypervisor {
   // Everything typed into the VM's console so far, and the opens that were forced.
   std::string console_input(const std::string& vm) const;
   int forced_console_opens() const;
+  // Until what was typed into the VM's console ends with `suffix`, or every Console it handed out is
+  // gone (the daemon let go of each stream); false after `bound` without it. Each is told by the
+  // event itself (a send, a Console's destruction).
+  bool wait_console_input(const std::string& vm, const std::string& suffix, std::chrono::seconds bound) const;
+  bool wait_consoles_closed(std::chrono::seconds bound) const;
 
   void subscribe(virt::DomainEventSink on_domain, virt::ConnectionEventSink on_connection) override {
     real_->subscribe(std::move(on_domain), std::move(on_connection));
@@ -95,6 +100,8 @@ class FaultyHypervisor final : public virt::Hypervisor {
   bool serve_consoles_ = false;
   std::map<std::string, ConsoleLine> consoles_;
   std::map<std::uint64_t, std::function<void()>> released_;  // each stream's, until its Console goes
+  int open_consoles_ = 0;                                    // Consoles handed out and not yet gone
+  mutable std::condition_variable consoles_changed_;         // input typed, or a Console gone
   std::uint64_t next_stream_ = 1;
   int forced_ = 0;
 };
