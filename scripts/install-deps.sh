@@ -4,8 +4,8 @@
 set -euo pipefail
 
 packages=(
-  # toolchain; ccache for both trees (scripts/lib/caches.sh), mold to link them
-  build-essential cmake ninja-build pkg-config git ccache mold
+  # toolchain; ccache for both trees (scripts/lib/caches.sh), lld to link them (CMakeLists.txt)
+  build-essential cmake ninja-build pkg-config git ccache lld
   clang clang-format clang-tidy
   # libraries named in DEVELOPERS.md
   libhwloc-dev hwloc
