@@ -8,6 +8,7 @@
 #include <ostream>
 
 #include "hostagent/common/sysfs_root.hpp"
+#include "hostagent/common/text_file.hpp"
 #include "hostagent/verify/verify_guest.hpp"
 #include "table.hpp"
 
@@ -63,6 +64,16 @@ Result<uint64_t> hugepage_kib(const VerifyArgs& args, const PlacedGuest& placed)
   return size.value_or(0);
 }
 
+// TCG's width (stand_in.hpp); under KVM the guest takes this machine's CPU's ("address sizes : 46
+// bits physical" in /proc/cpuinfo, which KVM's guests get by default).
+int phys_address_bits(const std::string& domain_type) {
+  if (domain_type != "kvm") return verify::kTcgPhysAddressBits;
+  const auto cpuinfo = read_text_file("/proc/cpuinfo");
+  if (!cpuinfo.ok()) return verify::kTcgPhysAddressBits;
+  const auto at = cpuinfo->find("address sizes\t: ");
+  return at == std::string::npos ? verify::kTcgPhysAddressBits : std::atoi(cpuinfo->c_str() + at + 16);
+}
+
 Result<verify::VerifyRequest> request_of(const VerifyArgs& args, const PlacedGuest& placed, const fs::path& work_dir) {
   verify::StandInOptions stand_in;
   stand_in.domain_type = args.domain_type;
@@ -70,6 +81,8 @@ Result<verify::VerifyRequest> request_of(const VerifyArgs& args, const PlacedGue
   stand_in.memory_per_cell_kib = static_cast<uint64_t>(args.memory_per_cell_mib) * 1024;
   stand_in.firmware = args.firmware == "template" ? "" : args.firmware;
   HA_TRY(stand_in.hugepage_kib, hugepage_kib(args, placed));
+  HA_TRY(const auto machine, SysfsRoot::open("/"));
+  HA_TRY(stand_in.machine, verify::read_machine(machine, phys_address_bits(args.domain_type)));
   return verify::VerifyRequest{.host = placed.host,
                                .placement = placed.placement,
                                .rendered = placed.rendered,
@@ -78,6 +91,17 @@ Result<verify::VerifyRequest> request_of(const VerifyArgs& args, const PlacedGue
                                .image = {.kernel = args.kernel, .busybox = args.busybox},
                                .stand_in = stand_in,
                                .timeout = std::chrono::seconds(args.timeout_s)};
+}
+
+// What the running stand-in holds of the rendered domain's ties, moved onto this machine: read
+// from its QEMU process (pins, memory binding) and from the guest (the 64-bit hole).
+void print_ties(const verify::VerifyReport& report, std::ostream& out) {
+  if (report.ties.held.empty() && report.check.held.empty() && report.ties.unread.empty()) return;
+  out << "Ties held (the running QEMU process and the guest):\n";
+  for (const auto& line : report.ties.held) out << "  " << line << "\n";
+  for (const auto& line : report.check.held) out << "  " << line << "\n";
+  for (const auto& line : report.ties.unread) out << "  not read back: " << line << "\n";
+  out << "\n";
 }
 
 void print_report(const verify::VerifyReport& report, std::ostream& out) {
@@ -90,17 +114,21 @@ void print_report(const verify::VerifyReport& report, std::ostream& out) {
     for (const auto& line : report.check.links) out << "  " << line << "\n";
     out << "\n";
   }
-  if (report.check.ok()) {
+  print_ties(report, out);
+  if (report.ok()) {
     out << "MATCH: the guest sees the host's topology: " << report.check.devices.size() << " devices, "
         << report.view.nodes.size() << " NUMA node(s) and their distances, NCCL bus IDs and links, "
-        << (report.view.delivered.empty() ? "" : "the seed's NCCL files as rendered, ") << "cells as rendered";
+        << (report.view.delivered.empty() ? "" : "the seed's NCCL files as rendered, ") << "cells as rendered"
+        << (report.ties.held.empty() ? "" : ", its pinning and memory binding in the running QEMU");
     if (!report.check.notes.empty()) out << " (" << report.check.notes.size() << " link(s) corrected by the NCCL file)";
     out << "\n";
     return;
   }
   for (const auto& note : report.check.notes) out << "note: " << note << "\n";
-  out << "MISMATCH: " << report.check.findings.size() << " difference(s) between the guest and the host:\n";
+  const auto count = report.check.findings.size() + report.ties.findings.size();
+  out << "MISMATCH: " << count << " difference(s) between the guest and the host:\n";
   for (const auto& finding : report.check.findings) out << "  - " << finding << "\n";
+  for (const auto& finding : report.ties.findings) out << "  - " << finding << "\n";
 }
 
 int fail(const Error& error, std::ostream& err) {
@@ -130,13 +158,13 @@ int run_verify_guest(const VerifyArgs& args, std::ostream& out, std::ostream& er
   }
   for (const auto& change : report->stand_in.changes) out << "stand-in: " << change << "\n";
   print_report(*report, out);
-  if (!report->check.ok() || run.keep) {
+  if (!report->ok() || run.keep) {
     out << "work directory kept: " << work_dir->string() << " (console.log, vmlinuz, initramfs.cpio)\n";
   } else {
     std::error_code ec;
     fs::remove_all(*work_dir, ec);
   }
-  return report->check.ok() ? 0 : 1;
+  return report->ok() ? 0 : 1;
 }
 
 }  // namespace hostagent::ctl

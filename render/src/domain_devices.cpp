@@ -241,7 +241,7 @@ void append_qemu_override(pugi::xml_node domain, const DomainInputs& in) {
     domain.remove_child(override_node);
     return;
   }
-  set(domain, "xmlns:qemu", kQemuNamespace);
+  if (!domain.attribute("xmlns:qemu")) set(domain, "xmlns:qemu", kQemuNamespace);
 }
 
 }  // namespace hostagent::render::detail

@@ -100,11 +100,13 @@ TEST_CASE("EFI firmware is autoselected and told the MMIO window, BIOS gets neit
   auto c = make_case("vela2-2gpu");
   auto doc = domain_of(c);
   CHECK(std::string(doc->child("domain").child("os").attribute("firmware").value()) == "efi");
-  CHECK(doc->child("domain").child("sysinfo"));
+  CHECK(doc->child("domain").child("qemu:commandline"));
+  CHECK(std::string(doc->child("domain").attribute("xmlns:qemu").value()) ==
+        "http://libvirt.org/schemas/domain/qemu/1.0");
   c.shape.firmware = vmtemplates::Firmware::bios;
   doc = domain_of(c);
   CHECK_FALSE(doc->child("domain").child("os").attribute("firmware"));
-  CHECK_FALSE(doc->child("domain").child("sysinfo"));
+  CHECK_FALSE(doc->child("domain").child("qemu:commandline"));
   CHECK(doc->child("domain")
             .child("devices")
             .find_child_by_attribute("controller", "model", "pcie-root")

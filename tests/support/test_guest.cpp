@@ -5,10 +5,6 @@
 
 #include <doctest/doctest.h>
 
-#if HOSTAGENT_TEST_GUEST_XZ
-#include <lzma.h>
-#endif
-
 #include <algorithm>
 #include <array>
 #include <charconv>
@@ -18,6 +14,7 @@
 #include <map>
 #include <sstream>
 
+#include "hostagent/verify/xz.hpp"
 #include "test_support.hpp"
 
 namespace hostagent::testing {
@@ -399,31 +396,10 @@ std::optional<std::string> read_module(const fs::path& file, std::string& why) {
     why = file.string() + " is compressed in a format the test support cannot decompress (only .ko and .ko.xz)";
     return std::nullopt;
   }
-#if HOSTAGENT_TEST_GUEST_XZ
-  lzma_stream stream = LZMA_STREAM_INIT;
-  if (lzma_stream_decoder(&stream, UINT64_MAX, 0) != LZMA_OK) {
-    why = "liblzma could not start a decoder for " + file.string();
-    return std::nullopt;
-  }
-  stream.next_in = reinterpret_cast<const uint8_t*>(data->data());
-  stream.avail_in = data->size();
-  std::string out;
-  std::array<uint8_t, 1 << 16> buffer{};
-  lzma_ret ret = LZMA_OK;
-  while (ret == LZMA_OK) {
-    stream.next_out = buffer.data();
-    stream.avail_out = buffer.size();
-    ret = lzma_code(&stream, LZMA_FINISH);
-    out.append(reinterpret_cast<const char*>(buffer.data()), buffer.size() - stream.avail_out);
-  }
-  lzma_end(&stream);
-  if (ret == LZMA_STREAM_END) return out;
-  why = file.string() + " is not a valid xz file (liblzma error " + std::to_string(static_cast<int>(ret)) + ")";
+  auto unpacked = verify::decompress_xz(*data, file.string());
+  if (unpacked.ok()) return std::move(*unpacked);
+  why = unpacked.error().message;
   return std::nullopt;
-#else
-  why = file.string() + " is xz-compressed and the tests were built without liblzma (liblzma-dev)";
-  return std::nullopt;
-#endif
 }
 
 }  // namespace guest_detail

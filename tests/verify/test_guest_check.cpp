@@ -263,5 +263,26 @@ TEST_CASE("the seed's vendor-data must put the rendered NCCL files in the guest,
                    "the delivered NCCL files were not read in the guest: no isofs.ko") == 1);
 }
 
+// The recorded Vela-2 boot: OVMF put its 512 GiB aperture at 0x80_0000_0000, bus 0's and the
+// expander buses' windows carved from it.
+TEST_CASE("the guest's host bridge windows above 4 GiB must span pcie-root's 64-bit hole") {
+  auto r = recorded("gx3-32x256x2h100", "vela2");
+  REQUIRE(r.stand_in.ties.pcihole64_bytes == 512ULL << 30);
+  auto check = r.check();
+  CHECK(check.ok());
+  CHECK(check.held == std::vector<std::string>{"64-bit PCI hole: the guest's windows span 512 GiB "
+                                               "(0x8000000000-0xffffffffff), pcihole64 512 GiB"});
+  const auto windows = r.view.windows;
+  r.view.windows.pop_back();  // bus 0's: the rest ends at 0x80004fffff
+  CHECK(has_finding(r.check(), "the guest's 64-bit PCI windows span 0 GiB, pcie-root's 64-bit hole is 512 GiB"));
+  std::erase_if(r.view.windows, [](const GuestWindow& w) { return w.start >= (1ULL << 32); });
+  CHECK(has_finding(r.check(), "the guest's host bridges have no memory window above 4 GiB"));
+  r.view.windows = windows;
+  r.stand_in.ties.pcihole64_bytes = 0;  // a stand-in with no hole to hold
+  check = r.check();
+  CHECK(check.ok());
+  CHECK(check.held.empty());
+}
+
 }  // namespace
 }  // namespace hostagent::verify

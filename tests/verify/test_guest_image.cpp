@@ -152,7 +152,7 @@ TEST_CASE(
     return;
   }
   CHECK(image->seed_modules_missing ==
-        "kernel/fs/isofs/isofs.ko is neither in " + modules.string() + " (uncompressed) nor built in");
+        "kernel/fs/isofs/isofs.ko is neither in " + modules.string() + " (.ko or .ko.xz) nor built in");
   CHECK(testing::parse_newc(testing::read_text_file(image->initrd)).count("lib/modules/2-libata.ko") == 0);
   fs::create_directories(modules / "kernel/fs/isofs");
   write_temp(modules / "kernel/fs/isofs/isofs.ko", "module isofs");
@@ -165,6 +165,21 @@ TEST_CASE(
   CHECK(records.at("lib/modules/7-isofs.ko").data == "module isofs");
   // In load order: the probe's glob takes them as named.
   CHECK(records.count("lib/modules/4-ahci.ko") == 1);
+  // As 6.12 ships them: isofs.ko.xz, decompressed into the image; a broken one is said so.
+  fs::remove(modules / "kernel/fs/isofs/isofs.ko");
+  write_temp(modules / "kernel/fs/isofs/isofs.ko.xz", "not xz");
+  image = build_guest_image(dir.path(), sources, "init");
+  REQUIRE(image.ok());
+  CHECK(image->seed_modules_missing.find("isofs.ko.xz is not a whole xz stream") != std::string::npos);
+  fs::remove(modules / "kernel/fs/isofs/isofs.ko.xz");
+  write_temp(modules / "kernel/fs/isofs/isofs.ko", "module isofs, compressed");
+  REQUIRE(testing::run_command({"xz", "--check=crc32", modules.string() + "/kernel/fs/isofs/isofs.ko"}).exit_code == 0);
+  REQUIRE(fs::exists(modules / "kernel/fs/isofs/isofs.ko.xz"));
+  image = build_guest_image(dir.path(), sources, "init");
+  REQUIRE(image.ok());
+  CHECK(image->seed_modules_missing.empty());
+  CHECK(testing::parse_newc(testing::read_text_file(image->initrd)).at("lib/modules/7-isofs.ko").data ==
+        "module isofs, compressed");
 }
 
 TEST_CASE("the probe image built on this host holds a static busybox, the probe's /init and a console") {

@@ -122,6 +122,23 @@ TEST_CASE("links and distances: a number pair, none ('-'), the kernel's Unknown,
   CHECK(view->delivered.empty());
 }
 
+// As the probe prints /proc/iomem's host bridge windows (from a Vela-2 stand-in's boot).
+TEST_CASE("host bridge windows: each one, in the order printed") {
+  const auto view = parse_guest_view(
+      "hostagent-guest-view: begin version=1\n"
+      "hostagent-guest-view: window bus=0000:00 start=0x000a0000 end=0x000bffff\n"
+      "hostagent-guest-view: window bus=0000:40 start=0x8000100000 end=0x80002fffff\n"
+      "hostagent-guest-view: window bus=0000:00 start=0x8000000000 end=0x80000fffff\n"
+      "hostagent-guest-view: end\n");
+  REQUIRE_MESSAGE(view.ok(), view.error().message);
+  REQUIRE(view->windows.size() == 3);
+  CHECK(view->windows[0].bus == "0000:00");
+  CHECK(view->windows[0].start == 0xa0000);
+  CHECK(view->windows[1].bus == "0000:40");
+  CHECK(view->windows[1].end == 0x80002fffffULL);
+  CHECK(parse_guest_view(kConsole)->windows.empty());  // a probe that printed none
+}
+
 TEST_CASE("a malformed probe line is refused with its line number") {
   const auto check_refused = [](const std::string& line, const std::string& expected) {
     CAPTURE(line);
@@ -145,6 +162,9 @@ TEST_CASE("a malformed probe line is refused with its line number") {
   check_refused("bridge 0000:40:00.0", "unknown probe line 'bridge'");
   check_refused("node 0 cpus=0 mem_kib=1 distance=10,x", "distance '10,x' is not a list of numbers");
   check_refused("file path=/etc/nccl.conf sha256=abc", "a file line needs 'file path=PATH sha256=HEX'");
+  check_refused("window bus=0000:00 start=0x10 end=0xf", "end >= start");
+  check_refused("window bus=0000:00 start=0x10", "a window line needs");
+  check_refused("window start=0x0 end=0x1", "a window line needs");
   check_refused(
       "pci 0000:40:00.0 vendor=0x1b36 device=0x000c class=0x060400 numa_node=0 path=pci0000:40/0000:40:00.0 "
       "max_link=16.0",

@@ -8,8 +8,10 @@
 
 namespace hostagent::testing {
 
-ctl::PlacedGuest placed_guest(const std::string& template_name, const std::string& simulated_host) {
+ctl::PlacedGuest placed_guest(const std::string& template_name, const std::string& simulated_host,
+                              const std::string& housekeeping_cpus) {
   ctl::RenderArgs args;
+  args.housekeeping_cpus = housekeeping_cpus;
   args.template_ref = template_name;
   args.host.simulated = simulated_host;
   args.name = "verify-test";
@@ -25,6 +27,8 @@ verify::StandInOptions stand_in_options() {
   options.name = "verify-stand-in";
   options.image = verify::GuestImage{"/work/vmlinuz", "/work/initramfs.cpio", "console=ttyS0 quiet"};
   options.console_log = "/work/console.log";
+  // The machine the recorded consoles were booted on: one node, two CPUs.
+  options.machine.nodes = {verify::MachineNode{0, {0, 1}}};
   return options;
 }
 

@@ -9,9 +9,12 @@
 
 namespace hostagent::testing {
 
-ctl::PlacedGuest placed_guest(const std::string& template_name, const std::string& simulated_host);
+// housekeeping_cpus: a cpulist the emulator is pinned to, "" for none (as verify-guest's option).
+ctl::PlacedGuest placed_guest(const std::string& template_name, const std::string& simulated_host,
+                              const std::string& housekeeping_cpus = "");
 
-// Fixed paths: the stand-in is only written, never booted, in the tests that use these.
+// Fixed paths: the stand-in is only written, never booted, in the tests that use these. The machine
+// is the recorded consoles' (one node, CPUs 0-1).
 verify::StandInOptions stand_in_options();
 
 // A recorded console of a real boot (tests/verify/consoles/NAME.log).

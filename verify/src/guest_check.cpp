@@ -42,6 +42,7 @@ class Checker {
     check_distances();
     check_links();
     check_delivered();
+    check_hole64();
     return std::move(out_);
   }
 
@@ -276,6 +277,36 @@ class Checker {
               node_text(f->numa_node));
     }
     for (auto child : pci.children("pci")) check_nccl_pci(child, numaid, *address, listed);
+  }
+
+  // The 64-bit hole the stand-in gives pcie-root: the host bridges' windows above 4 GiB (bus 0's
+  // and the expander buses' carved from it) span at least its size, and end inside the guest's
+  // address width.
+  void check_hole64() {
+    const uint64_t hole = in_.stand_in.ties.pcihole64_bytes;
+    if (hole == 0) return;
+    constexpr uint64_t k4GiB = uint64_t{1} << 32;
+    uint64_t low = ~uint64_t{0}, high = 0;
+    for (const auto& w : view_.windows) {
+      if (w.start < k4GiB) continue;
+      low = std::min(low, w.start);
+      high = std::max(high, w.end);
+    }
+    const auto gib = [](uint64_t bytes) { return std::to_string(bytes >> 30) + " GiB"; };
+    if (high == 0) {
+      finding("the guest's host bridges have no memory window above 4 GiB; pcie-root's 64-bit hole is " + gib(hole));
+      return;
+    }
+    const uint64_t span = high - low + 1;
+    if (span < hole) {
+      finding("the guest's 64-bit PCI windows span " + gib(span) + ", pcie-root's 64-bit hole is " + gib(hole));
+      return;
+    }
+    char range[64];
+    std::snprintf(range, sizeof range, "0x%llx-0x%llx", static_cast<unsigned long long>(low),
+                  static_cast<unsigned long long>(high));
+    out_.held.push_back("64-bit PCI hole: the guest's windows span " + gib(span) + " (" + range + "), pcihole64 " +
+                        gib(hole));
   }
 
   void check_delivered() {

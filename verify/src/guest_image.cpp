@@ -1,5 +1,6 @@
 // verify/guest_image: the probe guest's kernel and initramfs (see the header).
 #include "hostagent/verify/guest_image.hpp"
+#include "hostagent/verify/xz.hpp"
 
 #include <sys/stat.h>
 
@@ -106,6 +107,18 @@ bool built_in(const std::string& builtin, const std::string& module) {
   return builtin.starts_with(module + "\n") || builtin.find("\n" + module + "\n") != std::string::npos;
 }
 
+// A module as busybox insmod takes it: DIR/MODULE (6.1's), or DIR/MODULE.xz decompressed (6.12's).
+Result<std::string> module_image(const fs::path& dir, const std::string& module) {
+  std::error_code ec;
+  if (fs::is_regular_file(dir / module, ec)) return read_text_file(dir / module);
+  const fs::path xz = dir / (module + ".xz");
+  if (!fs::is_regular_file(xz, ec)) {
+    return Error{ErrorCode::not_found, module + " is neither in " + dir.string() + " (.ko or .ko.xz) nor built in"};
+  }
+  HA_TRY(const auto packed, read_text_file(xz));
+  return decompress_xz(packed, xz.string());
+}
+
 // The seed modules of the kernel's /lib/modules/VERSION, as lib/modules/NN-NAME.ko (NN: load order);
 // without them the probe reports the seed unread, and verify-guest says why.
 struct SeedModules {
@@ -125,9 +138,9 @@ SeedModules seed_modules(const fs::path& kernel, const fs::path& modules_root) {
   for (std::size_t place = 0; place < kSeedModules.size(); ++place) {
     const std::string module = kSeedModules[place];
     if (built_in(*builtin, module)) continue;
-    auto image = read_text_file(dir / module);
+    auto image = module_image(dir, module);
     if (!image.ok()) {
-      out.missing = module + " is neither in " + dir.string() + " (uncompressed) nor built in";
+      out.missing = image.error().message;
       return out;
     }
     out.entries.push_back({"lib/modules/" + std::to_string(place) + "-" + fs::path(module).filename().string(),

@@ -18,8 +18,10 @@ namespace {
 //       max_link=GTS/WIDTH link=GTS/WIDTH
 //   seed none reason=WORD | seed mounted vendor_data=ok|failed|none    (only with a seed)
 //   file path=PATH sha256=HEX                                          (each file vendor-data put)
+//   window bus=DDDD:BB start=0xSTART end=0xEND                         (each host bridge window)
 //   end
-// distance, max_link and link came later within version 1: a line without them reads as unknown.
+// distance, max_link, link and window came later within version 1: a line without them reads as
+// unknown (no windows: none printed).
 // A link is "-" where the function has none (a conventional PCI function, a root complex
 // integrated endpoint): the kernel then shows no link attributes.
 constexpr std::string_view kVersion = "version=1";
@@ -70,6 +72,7 @@ class ViewReader {
     if (w[0] == "pci") return pci(number, w);
     if (w[0] == "seed") return seed(w);
     if (w[0] == "file") return file(number, w);
+    if (w[0] == "window") return window(number, w);
     if (w[0] == "end") {
       ended_ = true;
       return ok_status();
@@ -156,6 +159,17 @@ class ViewReader {
       return malformed(number, "a file line needs 'file path=PATH sha256=HEX'");
     }
     view_.delivered[std::string(f["path"])] = std::string(f["sha256"]);
+    return ok_status();
+  }
+
+  Status window(std::size_t number, const std::vector<std::string_view>& w) {
+    auto f = fields(w, 1);
+    const auto start = verify::number<uint64_t>(f["start"], 16);
+    const auto end = verify::number<uint64_t>(f["end"], 16);
+    if (f["bus"].empty() || !start || !end || *end < *start) {
+      return malformed(number, "a window line needs 'window bus=DDDD:BB start=0xSTART end=0xEND', end >= start");
+    }
+    view_.windows.push_back(GuestWindow{std::string(f["bus"]), *start, *end});
     return ok_status();
   }
 
@@ -277,6 +291,10 @@ for dev in /sys/bus/pci/devices/*; do
     class="$($bb cat "$dev/class")" numa_node="$($bb cat "$dev/numa_node")" path="${path#/sys/devices/}" \
     max_link="$(link "$dev" max)" link="$(link "$dev" current)"
 done
+# Each host bridge's memory windows, as the firmware's ACPI _CRS gave them: /proc/iomem's top
+# level, "START-END : PCI Bus DDDD:BB" (PID 1 is root: the addresses are real, not zeroed).
+$bb sed -n 's/^\([0-9a-f]*\)-\([0-9a-f]*\) : PCI Bus \([0-9a-f:]*\)$/\3 \1 \2/p' /proc/iomem |
+  while read -r bus start end; do say window bus="$bus" start="0x$start" end="0x$end"; done
 # With hostagent.seed=1 on the command line the stand-in has the seed as a SATA CD-ROM: mount it,
 # run its vendor-data as cloud-init would (busybox's applets standing in for coreutils), and hash
 # each file it put.

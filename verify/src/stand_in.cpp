@@ -32,6 +32,13 @@ Status check_options(const StandInOptions& options) {
   if (options.domain_type != "qemu" && options.domain_type != "kvm") {
     return invalid("domain type must be qemu (TCG) or kvm, not '" + options.domain_type + "'");
   }
+  if (options.machine.phys_address_bits < 36 || options.machine.phys_address_bits > 57) {
+    return invalid("the guest's physical address width must be 36-57 bits, not " +
+                   std::to_string(options.machine.phys_address_bits));
+  }
+  for (const auto& node : options.machine.nodes) {
+    if (node.cpus.empty()) return invalid("machine node " + std::to_string(node.id) + " has no CPUs");
+  }
   if (!options.firmware.empty() && options.firmware != "bios" && options.firmware != "efi") {
     return invalid("firmware must be bios or efi (or unset to keep the rendered domain's), not '" + options.firmware +
                    "'");
@@ -55,7 +62,7 @@ class StandInWriter {
   Result<StandIn> write() {
     HA_TRY_STATUS(rewrite_cells());
     rewrite_header();
-    drop_host_ties();
+    keep_host_ties();
     rewrite_os();
     HA_TRY_STATUS(rewrite_devices());
     drop_device_overrides();
@@ -139,18 +146,101 @@ class StandInWriter {
     set_text(domain_.child("on_reboot"), "destroy");
   }
 
-  void drop_host_ties() {
+  void keep_host_ties() {
     rewrite_hugepages();
-    const std::pair<const char*, const char*> ties[] = {
-        {"cputune", "vCPU and emulator pinning dropped (it names the real host's CPUs)"},
-        {"numatune", "host NUMA binding dropped (it names the real host's nodes)"},
-        {"sysinfo", "firmware configuration entries dropped (the 64-bit MMIO size is for real BARs)"},
-    };
-    for (const auto& [name, why] : ties) {
-      if (!domain_.child(name)) continue;
-      remove_all(domain_, name);
-      change(why);
+    if (options_.machine.nodes.empty()) {
+      for (const char* name : {"cputune", "numatune"}) {
+        if (!domain_.child(name)) continue;
+        remove_all(domain_, name);
+        change(std::string(name) + " dropped: this machine's NUMA nodes and CPUs were not given");
+      }
+      return;
     }
+    out_.ties.cell_nodes = machine_nodes_of_cells();
+    if (auto numatune = domain_.child("numatune")) rewrite_numatune(numatune);
+    if (auto cputune = domain_.child("cputune")) rewrite_cputune(cputune);
+  }
+
+  // The rendered cells' host nodes (numatune's memnodes), in order, onto this machine's nodes in
+  // turn; a cell without a memnode takes the node of its own index.
+  std::map<int, int> machine_nodes_of_cells() const {
+    const auto& nodes = options_.machine.nodes;
+    std::map<int, int> host_of_cell;
+    std::set<int> host_nodes;
+    for (auto memnode : domain_.child("numatune").children("memnode")) {
+      const auto listed = parse_cpu_list(memnode.attribute("nodeset").value());
+      if (!listed.ok() || listed->empty()) continue;
+      host_of_cell[memnode.attribute("cellid").as_int()] = listed->front();
+      host_nodes.insert(listed->front());
+    }
+    std::map<int, int> machine_of_host;
+    for (const int host : host_nodes) {
+      machine_of_host[host] = nodes[machine_of_host.size() % nodes.size()].id;
+    }
+    std::map<int, int> out;
+    for (const auto& cell : out_.cells) {
+      const auto host = host_of_cell.find(cell.id);
+      out[cell.id] = host != host_of_cell.end() ? machine_of_host[host->second]
+                                                : nodes[static_cast<std::size_t>(cell.id) % nodes.size()].id;
+    }
+    return out;
+  }
+
+  void rewrite_numatune(pugi::xml_node numatune) {
+    std::vector<int> used;
+    for (const auto& [cell, node] : out_.ties.cell_nodes) used.push_back(node);
+    std::sort(used.begin(), used.end());
+    used.erase(std::unique(used.begin(), used.end()), used.end());
+    while (auto child = numatune.first_child()) numatune.remove_child(child);
+    auto memory = numatune.append_child("memory");
+    memory.append_attribute("mode").set_value("strict");
+    memory.append_attribute("nodeset").set_value(format_cpu_list(used).c_str());
+    for (const auto& [cell, node] : out_.ties.cell_nodes) {
+      auto memnode = numatune.append_child("memnode");
+      memnode.append_attribute("cellid").set_value(cell);
+      memnode.append_attribute("mode").set_value("strict");
+      memnode.append_attribute("nodeset").set_value(node);
+    }
+    change("memory bound strictly per cell, on this machine's node(s) " + format_cpu_list(used) +
+           " in place of the host's");
+  }
+
+  void rewrite_cputune(pugi::xml_node cputune) {
+    const bool pins_vcpus = static_cast<bool>(cputune.child("vcpupin"));
+    const bool pins_emulator = static_cast<bool>(cputune.child("emulatorpin"));
+    for (const char* name : {"vcpupin", "emulatorpin", "iothreadpin"}) remove_all(cputune, name);
+    const auto& nodes = options_.machine.nodes;
+    if (pins_emulator) out_.ties.emulator_cpus = {nodes.front().cpus.front()};
+    if (pins_vcpus) {
+      std::map<int, std::size_t> vcpus_on_node;
+      for (const auto& cell : out_.cells) vcpus_on_node[out_.ties.cell_nodes[cell.id]] += cell.cpus.size();
+      for (const auto& cell : out_.cells) {
+        const int id = out_.ties.cell_nodes[cell.id];
+        const auto& node = *std::find_if(nodes.begin(), nodes.end(), [&](const MachineNode& n) { return n.id == id; });
+        // Off the emulator's CPU only where the node keeps a CPU per vCPU: a TCG vCPU thread is
+        // busy, and two on one CPU take about half again as long to boot (measured: 45.9 s
+        // against 29.1 s for the Vela-2 stand-in on a 2-CPU machine).
+        std::vector<int> cpus;
+        std::set_difference(node.cpus.begin(), node.cpus.end(), out_.ties.emulator_cpus.begin(),
+                            out_.ties.emulator_cpus.end(), std::back_inserter(cpus));
+        if (cpus.size() < vcpus_on_node[id]) cpus = node.cpus;
+        for (const int vcpu : cell.cpus) {
+          auto pin = cputune.append_child("vcpupin");
+          pin.append_attribute("vcpu").set_value(vcpu);
+          pin.append_attribute("cpuset").set_value(format_cpu_list(cpus).c_str());
+          out_.ties.vcpu_cpus.resize(std::max<std::size_t>(out_.ties.vcpu_cpus.size(), vcpu + 1));
+          out_.ties.vcpu_cpus[static_cast<std::size_t>(vcpu)] = cpus;
+        }
+      }
+    }
+    if (pins_emulator) {
+      cputune.append_child("emulatorpin")
+          .append_attribute("cpuset")
+          .set_value(format_cpu_list(out_.ties.emulator_cpus).c_str());
+    }
+    if (!cputune.first_child()) domain_.remove_child(cputune);
+    change(std::string("pinning kept on this machine's CPUs:") + (pins_vcpus ? " each vCPU on its cell's node" : "") +
+           (pins_emulator ? ", the emulator on CPU " + format_cpu_list(out_.ties.emulator_cpus) : ""));
   }
 
   // The rendered per-cell page elements stay, with this machine's page size: the guest's memory
@@ -198,12 +288,7 @@ class StandInWriter {
     }
     for (auto device : replace) HA_TRY_STATUS(replace_device(devices, device));
     for (auto controller : devices.children("controller")) {
-      if (controller.child("pcihole64")) {
-        controller.remove_child("pcihole64");
-        change(
-            "pcie-root's 64-bit MMIO hole dropped (sized for real BARs; TCG's 40 physical address bits cannot "
-            "hold it)");
-      }
+      if (auto hole = controller.child("pcihole64")) HA_TRY_STATUS(resize_pcihole64(hole));
     }
     auto serial = devices.append_child("serial");
     serial.append_attribute("type").set_value("file");
@@ -214,6 +299,51 @@ class StandInWriter {
            " passthrough devices and disks replaced by virtio-rng at their "
            "guest addresses");
     return ok_status();
+  }
+
+  // pcie-root's 64-bit MMIO hole, at most half the guest's address space: QEMU puts it above the
+  // guest's RAM (at 4 GiB here: a stand-in's RAM is below it) and refuses one that ends past the
+  // address width. The fw_cfg file OVMF sizes its aperture by follows it (render's -fw_cfg).
+  Status resize_pcihole64(pugi::xml_node hole) {
+    HA_TRY(const auto rendered, bytes_of(hole));
+    const uint64_t most = uint64_t{1} << (options_.machine.phys_address_bits - 1);
+    const uint64_t size = std::min(rendered, most);
+    hole.remove_attribute("unit");
+    hole.append_attribute("unit").set_value("KiB");
+    set_text(hole, std::to_string(size / 1024));
+    out_.ties.pcihole64_bytes = size;
+    constexpr std::string_view kOvmfAperture = "name=opt/ovmf/X-PciMmio64Mb,string=";
+    for (auto arg : domain_.child("qemu:commandline").children("qemu:arg")) {
+      if (std::string_view(arg.attribute("value").value()).starts_with(kOvmfAperture)) {
+        arg.attribute("value").set_value((std::string(kOvmfAperture) + std::to_string(size >> 20)).c_str());
+      }
+    }
+    const auto gib = [](uint64_t bytes) { return std::to_string(bytes >> 30) + " GiB"; };
+    change(size == rendered ? "pcie-root's 64-bit MMIO hole kept: " + gib(size)
+                            : "pcie-root's 64-bit MMIO hole sized from " + gib(rendered) + " to " + gib(size) +
+                                  ", half of what the guest's " + std::to_string(options_.machine.phys_address_bits) +
+                                  "-bit physical addresses reach");
+    return ok_status();
+  }
+
+  // A libvirt size: its text in the element's unit (KiB when none; libvirt's scaled integers).
+  static Result<uint64_t> bytes_of(pugi::xml_node element) {
+    static const std::map<std::string, uint64_t, std::less<>> kUnits = {
+        {"b", 1},          {"bytes", 1},      {"KiB", 1ULL << 10},
+        {"k", 1ULL << 10}, {"K", 1ULL << 10}, {"MiB", 1ULL << 20},
+        {"M", 1ULL << 20}, {"m", 1ULL << 20}, {"GiB", 1ULL << 30},
+        {"G", 1ULL << 30}, {"g", 1ULL << 30}, {"TiB", 1ULL << 40},
+        {"T", 1ULL << 40}, {"t", 1ULL << 40}};
+    const std::string unit = element.attribute("unit") ? element.attribute("unit").value() : "KiB";
+    const auto scale = kUnits.find(unit);
+    const std::string_view text = element.text().get();
+    uint64_t value = 0;
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+    if (scale == kUnits.end() || ec != std::errc() || end != text.data() + text.size() || text.empty() ||
+        value > (~uint64_t{0} / scale->second)) {
+      return invalid("<" + std::string(element.name()) + "> is not a size: '" + std::string(text) + "' " + unit);
+    }
+    return value * scale->second;
   }
 
   // The seed as the daemon attaches it (render/domain_devices.cpp): a read-only SATA CD-ROM on q35's
@@ -322,6 +452,32 @@ Result<std::optional<uint64_t>> hugepage_size_with_room(const SysfsRoot& machine
     if (!best || kib > *best) best = kib;
   }
   return best;
+}
+
+Result<StandInMachine> read_machine(const SysfsRoot& machine, int phys_address_bits) {
+  StandInMachine out;
+  out.phys_address_bits = phys_address_bits;
+  // One directory per node the kernel knows, its CPUs in cpulist (Documentation/ABI/stable/
+  // sysfs-devices-node); a node of memory alone lists none.
+  const std::string dir = "/sys/devices/system/node";
+  HA_TRY(const auto entries, machine.list(dir, true));
+  for (const auto& name : entries) {
+    int id = 0;
+    if (!name.starts_with("node") ||
+        std::from_chars(name.data() + 4, name.data() + name.size(), id).ptr != name.data() + name.size()) {
+      continue;
+    }
+    HA_TRY(const auto text, machine.read(dir + "/" + name + "/cpulist"));
+    HA_TRY(auto cpus, parse_cpu_list(text));
+    if (!cpus.empty()) out.nodes.push_back(MachineNode{id, std::move(cpus)});
+  }
+  if (out.nodes.empty()) {
+    HA_TRY(const auto online, machine.read("/sys/devices/system/cpu/online"));
+    HA_TRY(auto cpus, parse_cpu_list(online));
+    out.nodes.push_back(MachineNode{0, std::move(cpus)});
+  }
+  std::sort(out.nodes.begin(), out.nodes.end(), [](const auto& a, const auto& b) { return a.id < b.id; });
+  return out;
 }
 
 bool is_stand_in_id(uint16_t vendor, uint16_t device) {

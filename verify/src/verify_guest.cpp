@@ -6,6 +6,7 @@
 #include <mutex>
 
 #include "hostagent/cloudinit/nocloud_seed.hpp"
+#include "hostagent/common/sysfs_root.hpp"
 #include "hostagent/common/text_file.hpp"
 
 namespace hostagent::verify {
@@ -48,10 +49,27 @@ class StopWatch {
   std::optional<Clock::time_point> stopped_;
 };
 
+// The running stand-in's QEMU process against its ties. Read as soon as it runs: the guest powers
+// off within seconds, and its memory is all present by then (libvirt preallocates hugepages).
+TiesCheck read_back_ties(const SysfsRoot& machine, const std::string& name, const StandIn& stand_in) {
+  const auto process = read_qemu_process(machine, name);
+  TiesCheck out;
+  if (!process.ok()) {
+    out.findings.push_back("the stand-in's QEMU process could not be read: " + process.error().message);
+  } else if (!process->has_value()) {
+    out.unread.push_back("no QEMU process of this machine runs " + name +
+                         " (a libvirt elsewhere?): its pinning and memory binding were not read back");
+  } else {
+    out = check_ties(stand_in, **process);
+  }
+  return out;
+}
+
 }  // namespace
 
 Result<std::chrono::milliseconds> boot_to_power_off(virt::Hypervisor& hypervisor, const std::string& name,
-                                                    const std::string& domain_xml, std::chrono::seconds timeout) {
+                                                    const std::string& domain_xml, std::chrono::seconds timeout,
+                                                    const std::function<void()>& running) {
   StopWatch watch(name);
   hypervisor.subscribe([&watch](const virt::DomainEvent& event) { watch.on_event(event); }, nullptr);
   const auto started = Clock::now();
@@ -60,6 +78,7 @@ Result<std::chrono::milliseconds> boot_to_power_off(virt::Hypervisor& hypervisor
     hypervisor.subscribe(nullptr, nullptr);
     return std::move(created).error();
   }
+  if (running) running();
   const auto stopped = watch.wait(hypervisor, started + timeout);
   hypervisor.subscribe(nullptr, nullptr);
   if (!stopped) {
@@ -91,7 +110,10 @@ Result<VerifyReport> verify_guest(virt::Hypervisor& hypervisor, const VerifyRequ
   options.image = std::move(image);
   options.console_log = report.console_log;
   HA_TRY(report.stand_in, make_stand_in(request.rendered.domain_xml, options));
-  auto booted = boot_to_power_off(hypervisor, request.domain_name, report.stand_in.domain_xml, request.timeout);
+  HA_TRY(const auto machine, SysfsRoot::open(request.machine_root));
+  auto read_ties = [&] { report.ties = read_back_ties(machine, request.domain_name, report.stand_in); };
+  auto booted =
+      boot_to_power_off(hypervisor, request.domain_name, report.stand_in.domain_xml, request.timeout, read_ties);
   if (!booted.ok()) {
     return Error{booted.error().code,
                  booted.error().message + "; its console log shows how far it got: " + report.console_log.string()};

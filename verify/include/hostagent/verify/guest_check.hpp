@@ -19,7 +19,9 @@
 //    byte for byte (SHA-256), so the bus ids checked above are the ones the guest's NCCL reads;
 //  - each placed GPU's and NIC's link: the narrowest of the guest ports above it against the
 //    host's link. Narrower in the guest is a note when the NCCL file states the host's link for
-//    that device (NCCL takes the file's link_speed and link_width over sysfs), else a finding.
+//    that device (NCCL takes the file's link_speed and link_width over sysfs), else a finding;
+//  - the 64-bit hole the stand-in gives pcie-root: the guest's host bridge windows above 4 GiB
+//    span it.
 #pragma once
 
 #include <string>
@@ -62,6 +64,7 @@ struct GuestCheck {
   std::vector<std::string> findings;  // empty: the guest sees the host's topology
   std::vector<std::string> notes;     // differences the NCCL topology file corrects for NCCL
   std::vector<std::string> links;     // per placed GPU and NIC: its link on the host and in the guest
+  std::vector<std::string> held;      // what the guest shows of the stand-in's ties (its 64-bit hole)
   std::vector<MatrixDevice> devices;  // the matrices' rows, in order
   AffinityMatrix host;
   AffinityMatrix guest;

@@ -1,7 +1,8 @@
 // verify/guest_view: what the booted probe guest saw, as it printed it on its serial
 // console, and the probe's /init that prints it. The guest reads only its own sysfs: each PCI
 // function's address, IDs, class, NUMA node and the chain of bridges up to its root bus (the
-// kernel's /sys/devices path) and its PCIe link, and each NUMA node's CPUs, memory and distances.
+// kernel's /sys/devices path) and its PCIe link, each NUMA node's CPUs, memory and distances, and
+// the host bridges' memory windows (/proc/iomem).
 // It then powers off.
 #pragma once
 
@@ -50,12 +51,20 @@ struct GuestNode {
   std::vector<int> distances;  // its SLIT row, in node order; empty when not printed
 };
 
+// A host bridge's memory window (its ACPI _CRS), inclusive.
+struct GuestWindow {
+  std::string bus;  // "0000:00"
+  uint64_t start = 0;
+  uint64_t end = 0;
+};
+
 struct GuestView {
   std::vector<GuestNode> nodes;             // by id
   std::vector<GuestPciFunction> functions;  // by address
   // With a seed attached: "mounted vendor_data=ok" (or =failed, =none), "none reason=WORD".
   std::optional<std::string> seed;
   std::map<std::string, std::string> delivered;  // each file the seed's vendor-data put: path -> SHA-256
+  std::vector<GuestWindow> windows;              // in the order printed
   const GuestPciFunction* find(const PciAddress& address) const;
 };
 
