@@ -133,8 +133,16 @@ set(CPACK_DEBIAN_PACKAGE_SECTION admin)
 set(CPACK_DEBIAN_PACKAGE_PRIORITY optional)
 # Libraries from dpkg-shlibdeps (dpkg-dev), the daemons it drives written out.
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
-# kmod: its modprobe runs the boot hold's install line (packaging/boot/modprobe.conf).
-set(CPACK_DEBIAN_PACKAGE_DEPENDS "libvirt-daemon-system, qemu-system-x86, kmod")
+# kmod: its modprobe runs the boot hold's install line (packaging/boot/modprobe.conf). The oldest
+# libvirt and QEMU are Debian 12's, the oldest stack proven (docs/packaging.md): the renderer needs
+# <qemu:override> (libvirt 8.2) and per-cell preallocation threads in a thread-context (QEMU 7.2,
+# libvirt 9.0).
+set(HOSTAGENT_MIN_LIBVIRT 9.0.0)
+set(HOSTAGENT_MIN_QEMU 7.2)
+# qemu-utils: libvirt runs its qemu-img to make each VM's qcow2 overlay (the disk step);
+# qemu-system-x86 only recommends it.
+set(CPACK_DEBIAN_PACKAGE_DEPENDS "libvirt-daemon-system (>= ${HOSTAGENT_MIN_LIBVIRT}), \
+qemu-system-x86 (>= 1:${HOSTAGENT_MIN_QEMU}), qemu-utils (>= 1:${HOSTAGENT_MIN_QEMU}), kmod")
 set(CPACK_DEBIAN_PACKAGE_CONTROL_EXTRA ${_pkg_src}/deb/conffiles ${_pkg_src}/deb/postinst ${_pkg_src}/deb/prerm
                                        ${_pkg_src}/deb/postrm ${_pkg_src}/deb/triggers)
 set(CPACK_DEBIAN_PACKAGE_CONTROL_STRICT_PERMISSION ON)
@@ -158,7 +166,8 @@ pciutils-libs, pugixml, systemd-libs, yaml-cpp")
   string(REPLACE "\n" " " _pkg_rpm_libs "${_pkg_rpm_libs}")
 endif()
 set(CPACK_RPM_PACKAGE_AUTOPROV OFF)
-set(CPACK_RPM_PACKAGE_REQUIRES "libvirt-daemon-driver-qemu, qemu-kvm, kmod${_pkg_rpm_libs}")
+set(CPACK_RPM_PACKAGE_REQUIRES "libvirt-daemon-driver-qemu >= ${HOSTAGENT_MIN_LIBVIRT}, \
+qemu-kvm >= ${HOSTAGENT_MIN_QEMU}, qemu-img >= ${HOSTAGENT_MIN_QEMU}, kmod${_pkg_rpm_libs}")
 set(CPACK_RPM_POST_INSTALL_SCRIPT_FILE ${_pkg_src}/rpm/post.sh)
 set(CPACK_RPM_PRE_UNINSTALL_SCRIPT_FILE ${_pkg_src}/rpm/preun.sh)
 set(CPACK_RPM_POST_UNINSTALL_SCRIPT_FILE ${_pkg_src}/rpm/postun.sh)

@@ -1,7 +1,32 @@
 #!/usr/bin/env bash
 # Installs every Debian 12 package that hostagent's build, tests and benchmarks need.
 # Idempotent and non-interactive: safe to run on every CI start.
+#
+# The virtualization stack is chosen here (README, "Two stacks"), by HOSTAGENT_STACK:
+#   current    (the default) bookworm-backports' QEMU 10, libvirt 11 and kernel 6.12: what GPU
+#              hosts run now (Debian 13, RHEL 10). The suite's libvirtd, QEMU and emulated host.
+#   debian12   Debian 12's own QEMU 7.2, libvirt 9.0 and kernel 6.1.
+# A machine on the other stack is moved to this one (apt brings each package to its version).
+# Debian 12's stack is proven beside the current one in scripts/package.sh's stock Debian 12 root.
 set -euo pipefail
+
+stack="${HOSTAGENT_STACK:-current}"
+case "$stack" in
+  current) release=bookworm-backports kernel_series=6.12 ;;
+  debian12) release=bookworm kernel_series=6.1 ;;
+  *)
+    echo "install-deps.sh: HOSTAGENT_STACK must be current or debian12, not '$stack'" >&2
+    exit 2
+    ;;
+esac
+# The stack's packages, each from $release: libvirtd and QEMU of the lifecycle tests (TCG: CI
+# machines have no KVM), the guest agent the tests copy into their guests, and the kernel the
+# guests and the emulated host boot, with its source and headers for netdevsim (tests/kernel).
+stack_packages=(
+  libvirt-daemon libvirt-daemon-system libvirt-daemon-driver-qemu libvirt-dev libvirt-clients libvirt0
+  qemu-system-x86 qemu-utils qemu-guest-agent
+  linux-image-amd64 linux-headers-amd64 "linux-source-$kernel_series"
+)
 
 packages=(
   # toolchain; ccache for both trees (scripts/lib/caches.sh), lld to link them (CMakeLists.txt)
@@ -14,7 +39,7 @@ packages=(
   libyaml-cpp-dev
   libpugixml-dev
   libcli11-dev doctest-dev
-  libvirt-dev libvirt-clients libxml2-dev
+  libxml2-dev
   libsystemd-dev
   libibverbs-dev
   libnl-3-dev libnl-route-3-dev libnl-genl-3-dev
@@ -22,18 +47,15 @@ packages=(
   libnvme-dev libjson-c-dev
   # tools the tests and benchmarks run
   bzip2 xz-utils python3 openssl
-  # the real libvirtd and QEMU of the lifecycle tests (TCG: CI machines have no KVM), and the guest
-  # they boot: Debian's kernel with a busybox initramfs the tests build
-  libvirt-daemon libvirt-daemon-system libvirt-daemon-driver-qemu qemu-system-x86 qemu-utils
-  busybox-static linux-image-amd64 liblzma-dev
-  # the guest's QEMU guest agent (the tests copy it into the initramfs; on the host it never runs:
-  # its unit binds to the guest's virtio port)
-  qemu-guest-agent
+  # isoinfo, the second reader of the cloud-init seed (tests/cloudinit)
+  genisoimage
+  # the guests' initramfs: a static busybox; liblzma for the kernel's modules where they are .ko.xz
+  busybox-static liblzma-dev
   # hostagentctl verify-guest boots the Vela templates' stand-ins with their own firmware (UEFI)
   ovmf
   # the real-kernel harness (tests/kernel): an emulated GPU host under QEMU with VFIO, SR-IOV and
-  # soft-RoCE; netdevsim is built out of tree from the kernel's own source against its headers
-  linux-source-6.1 linux-headers-amd64 iproute2 kmod ibverbs-providers
+  # soft-RoCE; netdevsim is built out of tree from the kernel's own source (the stack's)
+  iproute2 kmod ibverbs-providers
   # what a host's storage stack would read of a tenant's disk (tests/kernel/e2e/test_host_life.cpp):
   # sfdisk's GPT, LVM and md, each run inside the emulated host
   fdisk lvm2 mdadm
@@ -59,25 +81,49 @@ if [[ ${EUID} -ne 0 ]]; then
   exit 1
 fi
 
+installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
+# A stack package is in place when it is installed in its stack's version: backports' carry
+# "~bpo12" (Debian's backports version scheme).
+on_stack() {
+  installed "$1" || return 1
+  local version
+  version="$(dpkg-query -W -f='${Version}' "$1")"
+  if [[ $stack == current ]]; then [[ $version == *bpo12* ]]; else [[ $version != *bpo* ]]; fi
+}
 missing=()
 for p in "${packages[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  installed "$p" || missing+=("$p")
+done
+stack_missing=()
+for p in "${stack_packages[@]}"; do
+  on_stack "$p" || stack_missing+=("$p")
 done
 # netdevsim is built from linux-source against linux-headers for the kernel the harness boots: when
-# either is new, install the kernel image with them, so apt brings all three to one version (an
-# older image already installed would otherwise have no matching headers).
-for p in "${missing[@]}"; do
-  if [[ $p == linux-headers-amd64 || $p == linux-source-6.1 ]]; then
-    missing+=(linux-image-amd64)
+# any of the three is new, all three are installed together, so apt brings them to one version.
+for p in "${stack_missing[@]}"; do
+  if [[ $p == linux-* ]]; then
+    stack_missing+=(linux-image-amd64 linux-headers-amd64 "linux-source-$kernel_series")
+    readarray -t stack_missing < <(printf '%s\n' "${stack_missing[@]}" | sort -u)
     break
   fi
 done
-if [[ ${#missing[@]} -eq 0 ]]; then
-  echo "install-deps.sh: all ${#packages[@]} packages present"
+if [[ ${#missing[@]} -eq 0 && ${#stack_missing[@]} -eq 0 ]]; then
+  echo "install-deps.sh: all ${#packages[@]} packages and the $stack stack's ${#stack_packages[@]} present"
   exit 0
 fi
-echo "install-deps.sh: installing ${missing[*]}"
+echo "install-deps.sh: installing ${missing[*]} ${stack_missing[*]} ($stack stack from $release)"
 export DEBIAN_FRONTEND=noninteractive
+if [[ $stack == current ]]; then
+  # bookworm-backports: apt takes nothing from it unless asked (its priority is 100), so only the
+  # stack's packages and what they depend on come from it.
+  cat >/etc/apt/sources.list.d/hostagent-backports.sources <<'SOURCES'
+Types: deb
+URIs: http://deb.debian.org/debian
+Suites: bookworm-backports
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+SOURCES
+fi
 apt-get update -qq
 # placement-api's package starts its service at install (invoke-rc.d): the tests run their own on
 # loopback, so a policy-rc.d refuses starts while apt runs (policy-rc.d(8), exit 101), unless the
@@ -89,4 +135,11 @@ if [[ ! -e /usr/sbin/policy-rc.d ]]; then
   chmod 755 "$own_policy"
   trap 'rm -f "$own_policy"' EXIT
 fi
-apt-get install -y -qq --no-install-recommends "${missing[@]}"
+if [[ ${#missing[@]} -gt 0 ]]; then
+  apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+if [[ ${#stack_missing[@]} -gt 0 ]]; then
+  # -t: the stack's release first, for each package and what it depends on; downgrades allowed, so
+  # that a machine moves from the current stack back to Debian 12's.
+  apt-get install -y -qq --no-install-recommends --allow-downgrades -t "$release" "${stack_missing[@]}"
+fi

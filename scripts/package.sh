@@ -207,9 +207,15 @@ while read -r line; do
   grep -qxF "$line" "$out/deb-dirs" || fail "the .deb lacks the directory '$line' (path mode)"
 done <"$out/expected-dirs"
 depends="$(dpkg-deb -f "$deb" Depends)"
-for dep in libvirt-daemon-system qemu-system-x86 kmod libvirt0 libc6; do
+for dep in "libvirt-daemon-system (>= 9.0.0)" "qemu-system-x86 (>= 1:7.2)" "qemu-utils (>= 1:7.2)" kmod libvirt0 libc6; do
   [[ ", $depends," == *", $dep"[\ ,]* ]] || fail "the .deb's Depends lacks $dep: $depends"
 done
+# Built against the current stack's libvirt, the binaries must still run on Debian 12's: the
+# libvirt0 that dpkg-shlibdeps asks for (the newest symbol used) is no newer than 9.0.
+libvirt0="$(sed -nE 's/.*libvirt0 \(>= ([^)]+)\).*/\1/p' <<<"$depends")"
+if [[ -n $libvirt0 ]] && ! dpkg --compare-versions "$libvirt0" le 9.0.0; then
+  fail "the binaries need libvirt0 >= $libvirt0 (a symbol newer than Debian 12's libvirt 9.0): $depends"
+fi
 for conffile in /etc/hostagent/hostagent.yaml /etc/logrotate.d/hostagent; do
   dpkg-deb -I "$deb" conffiles | grep -qx "$conffile" || fail "$conffile is not a conffile"
 done
@@ -283,7 +289,7 @@ else
   project_version="$(sed -nE 's/^project\(hostagent VERSION ([0-9.]+).*/\1/p' CMakeLists.txt)"
   [[ $meta == "hostagent $project_version 1 x86_64 "?* ]] || fail "the .rpm's metadata: $meta"
   requires="$(rpm -qp --requires "$rpm_file")"
-  for dep in libvirt-daemon-driver-qemu qemu-kvm kmod libvirt-libs hwloc-libs yaml-cpp; do
+  for dep in "libvirt-daemon-driver-qemu >= 9.0.0" "qemu-kvm >= 7.2" "qemu-img >= 7.2" kmod libvirt-libs hwloc-libs yaml-cpp; do
     grep -qx "$dep" <<<"$requires" || fail "the .rpm does not require $dep"
   done
   scripts="$(rpm -qp --scripts "$rpm_file")"
@@ -527,41 +533,67 @@ stop_container() {
 # On any exit: the container powered off before the root is unmounted, and the VM's leftovers
 # (its domain, the pool) gone from this machine's libvirtd.
 on_exit() {
+  if ((vm_ready)) && [[ -n $container ]]; then package_guest cleanup >/dev/null || true; fi
   stop_container
   unmount_root
-  if ((vm_ready)); then package_guest cleanup >/dev/null || true; fi
 }
 
 # --- a VM through the upgrade --------------------------------------------------------------------
-# The packaged hostagentd drives a real guest (the suites' test guest, TCG) on this machine's
-# libvirtd (scripts/libvirtd.sh), whose socket directory the container sees at /run/host-libvirt
-# (not /run/libvirt: the root's own libvirtd, a dependency of the package, listens there). The
-# guest's files, disk pool and console log lie in vm_dir, which the container sees at the same path.
+# The packaged hostagentd drives a real guest (the suites' test guest, TCG) on the root's own
+# libvirtd and QEMU: Debian 12's (libvirt 9.0, QEMU 7.2), installed as the package's dependencies
+# from the stock mirror, while this machine runs the current stack (scripts/install-deps.sh). So
+# Debian 12's stack runs a booted guest through its whole life here: created, kept through an
+# upgrade and a downgrade, deleted. The container's /run/libvirt is vm_dir/run-libvirt on this
+# machine, so that package_guest reaches that libvirtd through its socket; the guest's files, disk
+# pool and console log lie in vm_dir, which the container sees at the same path; its hugepages come
+# from this machine's pool (/dev/hugepages, reserved by scripts/libvirtd.sh).
 vm_dir=/var/tmp/hostagent-package-vm
 vm_name=pkg-vm
+vm_libvirt_uri="qemu+unix:///system?socket=$vm_dir/run-libvirt/libvirt-sock"
+vm_wanted=0
 vm_ready=0
 nspawn_binds=()
 qemu_pid=""
 qemu_start=""
-package_guest() { HOSTAGENT_PACKAGE_VM_DIR="$vm_dir" "$tree/tests/packaging/package_guest" -tc="$1" 2>&1; }
+root_stack=""
+package_guest() {
+  HOSTAGENT_LIBVIRTD_URI="$vm_libvirt_uri" HOSTAGENT_PACKAGE_VM_DIR="$vm_dir" \
+    "$tree/tests/packaging/package_guest" -tc="$1" 2>&1
+}
+# Before the boot: the binds, and the root's libvirtd told to make no cgroups (this machine's
+# hierarchy is not the container's to change; systemd-nspawn gives it none of its own here).
 prepare_vm() {
-  local output
   if [[ ! -x $tree/tests/packaging/package_guest ]]; then
     skip_or_fail "vm through upgrade" "$tree/tests/packaging/package_guest is not built (a tree without tests)"
     return 0
   fi
+  if ! mountpoint -q /dev/hugepages; then
+    skip_or_fail "vm through upgrade" "no hugetlbfs at /dev/hugepages (scripts/libvirtd.sh mounts it)"
+    return 0
+  fi
   rm -rf "$vm_dir"
+  mkdir -p "$vm_dir/run-libvirt"
+  printf '\n# scripts/package.sh: a container with no cgroup hierarchy of its own\ncgroup_controllers = [ ]\n' \
+    >>"$root/etc/libvirt/qemu.conf"
+  nspawn_binds=("--bind=$vm_dir" "--bind=$vm_dir/run-libvirt:/run/libvirt" --bind=/dev/hugepages)
+  vm_wanted=1
+}
+# Once booted: the root's libvirtd answers (socket-activated), and the guest's files, its pool and
+# hostagentd's configuration are made for it.
+ready_vm() {
+  local output
   output="$(package_guest prepare)" || {
     echo "$output"
-    fail "package_guest prepare (above)"
+    in_target journalctl -u libvirtd.service -n 30 --no-pager || true
+    fail "package_guest prepare on the root's libvirtd (above)"
   }
   if grep -q "SKIPPED: " <<<"$output"; then
     skip_or_fail "vm through upgrade" "$(grep -o 'SKIPPED: .*' <<<"$output" | head -1 | cut -c10-)"
     return 0
   fi
-  sed -i 's|^  uri: qemu:///system$|  uri: qemu+unix:///system?socket=/run/host-libvirt/libvirt-sock|' \
-    "$vm_dir/hostagent.yaml"
-  nspawn_binds=(--bind=/run/libvirt:/run/host-libvirt "--bind=$vm_dir")
+  sed -i "s|^  uri: .*\$|  uri: qemu:///system|" "$vm_dir/hostagent.yaml"
+  root_stack="libvirt $(in_target libvirtd --version | awk '{print $NF}'), QEMU $(in_target qemu-system-x86_64 --version | awk 'NR==1 {print $4}')"
+  echo "the root's own stack: $root_stack"
   vm_ready=1
 }
 # The guest's QEMU process as this machine sees it: "PID START".
@@ -570,15 +602,15 @@ qemu_process() {
   pid="$(pgrep -f -- "guest=$vm_name," | head -1 || true)"
   [[ -n $pid ]] && echo "$pid $(ps -o lstart= -p "$pid")"
 }
-# hostagentd switched to this machine's libvirtd, and a guest created through it, booted.
+# hostagentd switched to the root's libvirtd, and a guest created through it, booted.
 start_vm() {
   local i
   printf '[Service]\nExecStart=\nExecStart=/usr/sbin/hostagentd --config %s/hostagent.yaml\n' "$vm_dir" \
-    >"$root/etc/systemd/system/hostagent.service.d/zz-host-libvirtd.conf"
+    >"$root/etc/systemd/system/hostagent.service.d/zz-root-libvirtd.conf"
   in_target systemctl daemon-reload
   in_target systemctl restart hostagent.service || {
     in_target journalctl -u hostagent.service -n 30 --no-pager || true
-    fail "hostagent.service on this machine's libvirtd did not start"
+    fail "hostagent.service on the root's libvirtd did not start"
   }
   in_target hostagentctl vm create --template ci-guest --name "$vm_name" >"$out/vm-create.log" 2>&1 || {
     cat "$out/vm-create.log"
@@ -681,6 +713,7 @@ if ((chroot_ok)); then
     else
       check_running
       end "boot under systemd" "READY=1 came (active), API answered through systemd's socket, watchdog on"
+      ((vm_wanted)) && ready_vm
       if ((vm_ready)); then
         begin "vm on libvirtd"
         base="this build's release 1"
@@ -695,7 +728,7 @@ if ((chroot_ok)); then
           base="$(in_target dpkg-query -W -f='${Version}' hostagent) (commit ${prev_commit:0:12})"
         fi
         start_vm
-        end "vm on libvirtd" "$vm_name created under $base, its guest up (QEMU pid $qemu_pid)"
+        end "vm on libvirtd" "$vm_name created under $base on the root's $root_stack, its guest up (QEMU pid $qemu_pid)"
       fi
     fi
   fi

@@ -130,6 +130,17 @@ install_all() {
   scripts/install-deps.sh
   scripts/lib/redocly.sh install
   scripts/lib/promtool.sh install
+  print_stack
+}
+# The stack this machine runs (scripts/install-deps.sh chose it); the package phase prints Debian
+# 12's, in its root.
+print_stack() {
+  local qemu libvirt kernel
+  qemu="$(qemu-system-x86_64 --version | awk 'NR == 1 {print $4}')"
+  libvirt="$(libvirtd --version | awk '{print $NF}')"
+  kernel="$(find /boot -maxdepth 1 -name 'vmlinuz-*' -printf '%f\n' | sed 's/^vmlinuz-//' | sort -V | tail -1)"
+  echo "stack ${HOSTAGENT_STACK:-current}: QEMU $qemu, libvirt $libvirt, the guests' and emulated host's kernel $kernel"
+  phase_extra="; stack ${HOSTAGENT_STACK:-current}: QEMU $qemu, libvirt $libvirt, kernel $kernel"
 }
 
 phase install "scripts/install-deps.sh, the OpenAPI lint's Redocly CLI, promtool" install_all

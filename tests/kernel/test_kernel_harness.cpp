@@ -81,16 +81,21 @@ TEST_CASE("the module closure follows modules.dep, with dashes and underscores a
       "kernel/drivers/vfio/pci/vfio-pci.ko: kernel/drivers/vfio/pci/vfio-pci-core.ko\n"
       "kernel/drivers/nvme/host/nvme.ko.xz: kernel/drivers/nvme/host/nvme-core.ko.xz\n"
       "kernel/drivers/nvme/host/nvme-core.ko.xz:\n";
-  CHECK(module_closure(dep, {"vfio_pci"}).value() ==
+  CHECK(module_closure(dep, "", {"vfio_pci"}).value() ==
         std::vector<std::string>{"kernel/drivers/vfio/pci/vfio-pci-core.ko", "kernel/drivers/vfio/pci/vfio-pci.ko",
                                  "kernel/drivers/vfio/vfio.ko", "kernel/virt/lib/irqbypass.ko"});
-  CHECK(module_closure(dep, {"nvme", "vfio"}).value() ==
+  CHECK(module_closure(dep, "", {"nvme", "vfio"}).value() ==
         std::vector<std::string>{"kernel/drivers/nvme/host/nvme-core.ko.xz", "kernel/drivers/nvme/host/nvme.ko.xz",
                                  "kernel/drivers/vfio/vfio.ko"});
-  const auto missing = module_closure(dep, {"netdevsim"});
+  const auto missing = module_closure(dep, "", {"netdevsim"});
   REQUIRE_FALSE(missing.ok());
   CHECK(missing.error().code == ErrorCode::not_found);
   CHECK(missing.error().message.find("netdevsim") != std::string::npos);
+  // Built in (6.12's virtio_pci): nothing to stage, not an error.
+  const std::string builtin = "kernel/drivers/virtio/virtio_pci.ko\nkernel/drivers/virtio/virtio.ko\n";
+  CHECK(module_closure(dep, builtin, {"virtio-pci", "vfio"}).value() ==
+        std::vector<std::string>{"kernel/drivers/vfio/vfio.ko"});
+  CHECK_FALSE(module_closure(dep, builtin, {"netdevsim"}).ok());
 }
 
 TEST_CASE("the loader's --list output gives the libraries and the loader, and names what it cannot find") {

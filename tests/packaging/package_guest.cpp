@@ -1,15 +1,16 @@
 // package_guest: what scripts/package.sh needs to run a VM through a package upgrade, made with the
-// suites' own test guest. The packaged hostagentd runs in a container and reaches this machine's
-// libvirtd through its socket; the guest's files, its disk pool and its console log lie in DIR,
-// which the container sees at the same path, so that libvirtd and QEMU (here) and hostagentd
-// (there) name the same files.
+// suites' own test guest. The packaged hostagentd runs in a container, a stock Debian 12 root, on
+// that root's own libvirtd and QEMU; this program reaches that libvirtd through its socket
+// ($HOSTAGENT_LIBVIRTD_URI). The guest's files, its disk pool and its console log lie in DIR, which
+// the container sees at the same path, so that both sides name the same files.
 //
 // A doctest program (the suites' main and checks), run by the script with the directory in
 // $HOSTAGENT_PACKAGE_VM_DIR, never by CTest:
 //   package_guest -tc=prepare   the guest (kernel, initramfs, a disk image), its template
 //                               (DIR/templates/ci-guest.yaml), DIR/console, a transient storage
 //                               pool at DIR/pool and DIR/hostagent.yaml, hostagentd's configuration
-//                               for them on qemu:///system
+//                               for them on $HOSTAGENT_LIBVIRTD_URI (the script points it at
+//                               qemu:///system, the container's own)
 //   package_guest -tc=cleanup   the pool, and any domain still named pkg-*, gone
 // A machine that cannot run the guest (no libvirtd, no kernel or busybox) prints "SKIPPED: why".
 #include <doctest/doctest.h>
@@ -57,7 +58,7 @@ void destroy_pool(virConnectPtr conn) {
 }
 
 std::string config_yaml(const std::string& uri, const fs::path& dir) {
-  return "# hostagentd in scripts/package.sh's container, on this machine's libvirtd (package_guest)\n"
+  return "# hostagentd in scripts/package.sh's container, on the container's libvirtd (package_guest)\n"
          "libvirt:\n  uri: " +
          uri + "\n  domain_type: qemu\n  connect_timeout: 60s\n" + "host:\n  sysfs_root: /\n" +
          "templates:\n  directories: [" + (dir / "templates").string() + "]\n" + "storage:\n  pool: " + kPool + "\n" +

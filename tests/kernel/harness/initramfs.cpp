@@ -100,7 +100,14 @@ Status stage_modules(const ModuleSet& modules, const fs::path& staged) {
   }
   const auto dep = read_binary(modules.modules_dir / "modules.dep");
   if (!dep) return dep.error();
-  const auto closure = module_closure(*dep, from_kernel);
+  // 6.12 builds in what 6.1 has as modules (virtio_pci): such a module is loaded already.
+  std::string builtin;
+  if (fs::exists(modules.modules_dir / "modules.builtin")) {
+    auto read = read_binary(modules.modules_dir / "modules.builtin");
+    if (!read) return read.error();
+    builtin = std::move(*read);
+  }
+  const auto closure = module_closure(*dep, builtin, from_kernel);
   if (!closure) return closure.error();
   for (const auto& path : *closure) {
     std::string why;
@@ -206,14 +213,22 @@ Status add_elf_with_libraries(InitramfsTree& tree, const fs::path& file) {
   return ok_status();
 }
 
-Result<std::vector<std::string>> module_closure(const std::string& modules_dep, const std::vector<std::string>& names) {
+Result<std::vector<std::string>> module_closure(const std::string& modules_dep, const std::string& modules_builtin,
+                                                const std::vector<std::string>& names) {
   const auto by_name = parse_modules_dep(modules_dep);
+  std::set<std::string> built_in;
+  std::istringstream lines(modules_builtin);
+  for (std::string line; std::getline(lines, line);) {
+    if (!line.empty()) built_in.insert(module_name(line));
+  }
   std::set<std::string> closure;
   std::vector<std::string> pending;
   for (const auto& name : names) {
+    if (built_in.contains(module_name(name))) continue;  // modprobe finds it in modules.builtin
     const auto found = by_name.find(module_name(name));
     if (found == by_name.end()) {
-      return Error{ErrorCode::not_found, "module " + name + " is not in modules.dep (built in, or not in this kernel)"};
+      return Error{ErrorCode::not_found,
+                   "module " + name + " is neither in modules.dep nor built in: not in this kernel"};
     }
     pending.push_back(found->second.first);
   }

@@ -44,8 +44,10 @@ Status add_elf_with_libraries(InitramfsTree& tree, const std::filesystem::path& 
 
 // The modules.dep entries ("kernel/drivers/vfio/vfio.ko", relative to the modules directory) of the
 // named modules and of everything they depend on, sorted. Names as modprobe takes them: dashes and
-// underscores are the same ("vfio-pci" is kernel/drivers/vfio/pci/vfio-pci.ko).
-Result<std::vector<std::string>> module_closure(const std::string& modules_dep, const std::vector<std::string>& names);
+// underscores are the same ("vfio-pci" is kernel/drivers/vfio/pci/vfio-pci.ko). A name that
+// modules.builtin lists is left out: the kernel has it built in (6.12's virtio_pci).
+Result<std::vector<std::string>> module_closure(const std::string& modules_dep, const std::string& modules_builtin,
+                                                const std::vector<std::string>& names);
 
 struct ModuleSet {
   std::filesystem::path modules_dir;  // /lib/modules/VERSION
