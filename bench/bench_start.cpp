@@ -1,18 +1,23 @@
 // Time to a running VM (issue 20): create -> guest up through the daemon's service, on the machine's
 // libvirtd (qemu:///system, TCG), for the bootable test guest (tests/support/test_guest.hpp) given
-// the largest memory this machine can back with 2 MiB hugepages. Three arms, interleaved round by
+// the largest memory this machine can back with 2 MiB hugepages. Four arms, interleaved round by
 // round with the first arm rotating, so a shared machine's drift hits them alike:
 //   1 thread   the template's allocation_threads: 1 (QEMU zeroes the memory on one thread)
 //   2 threads  allocation_threads: 2
+//   2 cells    the same memory in two guest cells (guest_numa: {cells: 2}), one thread each: QEMU
+//              9.0 and later zero the cells' backends at once ("initialize backend memory objects
+//              in parallel"), 7.2 one after another, so against the 1-thread arm (one cell) it
+//              shows what the running QEMU does with a multi-cell VM
 //   libvirt    the 2-thread arm's own domain XML, renamed, defined (validated, as the daemon does)
 //              and started with libvirt's C API directly: what the daemon adds to libvirt, phase
 //              by phase
 // Each arm's phases come from the operation's timeline (placement .. resume, then the guest's kernel
 // and up, which the daemon adds after the create ended); "boot" is from the resume's end to the
 // guest's "up" line on its serial console, for every arm; "create->up" is the whole, to that line.
-// Medians, and the ratios 2 threads / 1 thread and daemon / libvirt.
+// Medians, and the ratios 2 threads / 1 thread, 2 cells / 1 cell and daemon / libvirt; the QEMU and
+// libvirt that ran them are printed first.
 //
-// Usage: bench_start [ROUNDS]   (default 3; each round boots three guests: about a minute a round on
+// Usage: bench_start [ROUNDS]   (default 3; each round boots four guests: about a minute a round on
 // 2 cores with 5 GiB). Needs libvirtd (scripts/libvirtd.sh start), the host's kernel and busybox-static;
 // says which is missing and exits 0 without them. It raises the 2 MiB pool as far as the kernel will
 // (at most to half of MemAvailable), and puts it back as it was at the end.
@@ -167,7 +172,9 @@ class StartBench {
       : scratch_(std::move(scratch)) {
     fs::create_directories(scratch_ / "templates");
     fs::create_directories(scratch_ / "console");
-    for (const int threads : {1, 2}) write_template(guest, memory_mib, threads);
+    write_template(guest, memory_mib, "1t", 1, 1);
+    write_template(guest, memory_mib, "2t", 2, 1);
+    write_template(guest, memory_mib, "2c", 1, 2);
     const fs::path config = scratch_ / "hostagent.yaml";
     std::ofstream(config) << "libvirt: {uri: \"qemu:///system\", domain_type: qemu}\nhost: {sysfs_root: /}\n"
                           << "templates: {directories: [\"" << (scratch_ / "templates").string() << "\"]}\n"
@@ -189,12 +196,13 @@ class StartBench {
   StartBench(const StartBench&) = delete;
   StartBench& operator=(const StartBench&) = delete;
 
-  // One create -> up through the daemon, then its delete (not timed).
-  void daemon_run(Arm& arm, int threads, int round) {
-    const std::string name = kPrefix + std::to_string(threads) + "t-" + std::to_string(round);
+  // One create -> up through the daemon of the arm's template ("1t", "2t", "2c"), then its delete
+  // (not timed).
+  void daemon_run(Arm& arm, const std::string& key, int round) {
+    const std::string name = kPrefix + key + "-" + std::to_string(round);
     const fs::path console = scratch_ / "console" / (name + ".log");
     service::CreateVmRequest request{.name = checked<VmName>(name),
-                                     .template_name = checked<TemplateName>(template_name(threads))};
+                                     .template_name = checked<TemplateName>(template_name(key))};
     const auto start = Clock::now();
     auto begun = service_->begin_create(request);
     if (!begun.ok()) fail("create " + name + ": " + begun.error().message);
@@ -210,12 +218,12 @@ class StartBench {
     for (const auto& phase : timeline) {
       arm.add(phase.name, phase.seconds * 1000);
       if (phase.name != "kernel" && phase.name != "up") phases_ms += phase.seconds * 1000;
-      if (phase.name == "launch") launch_detail_[threads] = phase.detail;
+      if (phase.name == "launch") launch_detail_[key] = phase.detail;
     }
     const double total = std::chrono::duration<double, std::milli>(up - start).count();
     arm.add("boot", total - phases_ms);
     arm.add("create->up", total);
-    if (threads == 2 && baseline_xml_.empty()) baseline_xml_ = baseline_xml(name);
+    if (key == "2t" && baseline_xml_.empty()) baseline_xml_ = baseline_xml(name);
     auto removal = service_->begin_delete(checked<VmName>(name));
     if (!removal.ok() || !service_->wait(removal->id).ok()) fail("delete " + name);
   }
@@ -259,7 +267,20 @@ class StartBench {
     }
   }
 
-  const std::map<int, std::string>& launch_details() const { return launch_detail_; }
+  const std::map<std::string, std::string>& launch_details() const { return launch_detail_; }
+
+  // The stack the arms ran on: "QEMU 10.0.2, libvirt 11.3.0" (virConnectGetVersion and
+  // virConnectGetLibVersion: the hypervisor's and the daemon's, major * 1,000,000 + minor * 1,000 +
+  // release).
+  std::string stack() const {
+    unsigned long qemu = 0;
+    unsigned long libvirt = 0;
+    if (virConnectGetVersion(conn_, &qemu) != 0 || virConnectGetLibVersion(conn_, &libvirt) != 0) return "unknown";
+    const auto text = [](unsigned long v) {
+      return std::to_string(v / 1000000) + "." + std::to_string(v / 1000 % 1000) + "." + std::to_string(v % 1000);
+    };
+    return "QEMU " + text(qemu) + ", libvirt " + text(libvirt);
+  }
 
   // The operation's timeline once the daemon saw its guest up (at most 120 s after the console did).
   std::vector<service::TimelinePhase> guest_phases(const std::string& id) {
@@ -274,18 +295,20 @@ class StartBench {
   }
 
  private:
-  static std::string template_name(int threads) { return "bench-start-" + std::to_string(threads) + "t"; }
+  static std::string template_name(const std::string& key) { return "bench-start-" + key; }
 
-  void write_template(const hostagent::testing::TestGuest& guest, uint64_t memory_mib, int threads) {
-    const auto file =
-        hostagent::testing::write_test_guest_template(scratch_ / "templates", template_name(threads), guest);
+  void write_template(const hostagent::testing::TestGuest& guest, uint64_t memory_mib, const std::string& key,
+                      int threads, int cells) {
+    const auto file = hostagent::testing::write_test_guest_template(scratch_ / "templates", template_name(key), guest);
     std::string yaml = read_file(file);
-    const std::string memory = "memory: 1GiB\n";
-    const auto at = yaml.find(memory);
-    if (at == std::string::npos) fail("the test guest's template has no \"memory: 1GiB\" line to change");
-    yaml.replace(
-        at, memory.size(),
-        "memory: " + std::to_string(memory_mib) + "MiB\nallocation_threads: " + std::to_string(threads) + "\n");
+    const auto change = [&](const std::string& from, const std::string& to) {
+      const auto at = yaml.find(from);
+      if (at == std::string::npos) fail("the test guest's template has no \"" + from + "\" line to change");
+      yaml.replace(at, from.size(), to);
+    };
+    change("memory: 1GiB\n",
+           "memory: " + std::to_string(memory_mib) + "MiB\nallocation_threads: " + std::to_string(threads) + "\n");
+    change("guest_numa: {cells: 1}\n", "guest_numa: {cells: " + std::to_string(cells) + "}\n");
     std::ofstream(file, std::ios::trunc) << yaml;
   }
 
@@ -320,8 +343,19 @@ class StartBench {
   std::unique_ptr<service::VmService> service_;
   virConnectPtr conn_ = nullptr;
   std::string baseline_xml_;
-  std::map<int, std::string> launch_detail_;
+  std::map<std::string, std::string> launch_detail_;
 };
+
+// The same memory in one cell (the 1-thread arm) and in two, one thread each.
+void print_cells_table(const Arm& one, const Arm& cells) {
+  std::printf("\n%-16s %14s %14s %8s\n", "phase (median)", "1 cell ms", "2 cells ms", "2c/1c");
+  for (const char* phase : {"launch", "boot", "create->up"}) {
+    if (one.phases.count(phase) == 0 || cells.phases.count(phase) == 0) continue;
+    const double a = one.phases.at(phase).median();
+    const double b = cells.phases.at(phase).median();
+    std::printf("%-16s %14.1f %14.1f %8.2f\n", phase, a, b, a > 0 ? b / a : 0.0);
+  }
+}
 
 void print_table(const Arm& one, const Arm& two, const Arm& libvirt) {
   std::printf("%-16s %14s %14s %8s %14s %10s\n", "phase (median)", "1 thread ms", "2 threads ms", "2t/1t", "libvirt ms",
@@ -366,22 +400,27 @@ int run(int argc, char** argv) {
   const uint64_t memory_mib = free_pages > 32 ? (free_pages - 32) * kPageMiB / 64 * 64 : 0;
   if (memory_mib < 256) fail("only " + std::to_string(free_pages) + " free 2 MiB pages: too few for a guest");
   std::printf(
-      "bench_start: %d rounds; the test guest (2 vCPUs, one cell) with %llu MiB in 2 MiB pages (%llu pages "
-      "free), TCG; arms interleaved\n",
+      "bench_start: %d rounds; the test guest (2 vCPUs, one cell, or two of one vCPU) with %llu MiB in 2 MiB "
+      "pages (%llu pages free), TCG; arms interleaved\n",
       rounds, static_cast<unsigned long long>(memory_mib), static_cast<unsigned long long>(free_pages));
   std::fflush(stdout);
   StartBench bench(scratch.path(), *guest, memory_mib);
+  std::printf("bench_start: on %s\n", bench.stack().c_str());
   Arm one;
   Arm two;
+  Arm cells;
   Arm libvirt;
   for (int round = 0; round < rounds; ++round) {
-    for (int k = 0; k < 3; ++k) {
-      switch ((round + k) % 3) {
+    for (int k = 0; k < 4; ++k) {
+      switch ((round + k) % 4) {
         case 0:
-          bench.daemon_run(one, 1, round);
+          bench.daemon_run(one, "1t", round);
           break;
         case 1:
-          bench.daemon_run(two, 2, round);
+          bench.daemon_run(two, "2t", round);
+          break;
+        case 2:
+          bench.daemon_run(cells, "2c", round);
           break;
         default:
           bench.libvirt_run(libvirt, round);
@@ -391,10 +430,11 @@ int run(int argc, char** argv) {
     std::printf("bench_start: round %d of %d done\n", round + 1, rounds);
     std::fflush(stdout);
   }
-  for (const auto& [threads, detail] : bench.launch_details()) {
-    std::printf("launch, %d thread arm: %s\n", threads, detail.c_str());
+  for (const auto& [key, detail] : bench.launch_details()) {
+    std::printf("launch, %s arm: %s\n", key.c_str(), detail.c_str());
   }
   print_table(one, two, libvirt);
+  print_cells_table(one, cells);
   std::printf("libvirt arm: %zu runs (the 2-thread arm's XML; its first round runs only once that arm has run)\n",
               libvirt.phases.count("create->up") != 0 ? libvirt.phases.at("create->up").ms.size() : 0);
   return 0;

@@ -115,6 +115,7 @@ void print_report(const verify::VerifyReport& report, std::ostream& out) {
     out << "\n";
   }
   print_ties(report, out);
+  for (const auto& line : report.check.mapped) out << "mapped: " << line << "\n";
   if (report.ok()) {
     out << "MATCH: the guest sees the host's topology: " << report.check.devices.size() << " devices, "
         << report.view.nodes.size() << " NUMA node(s) and their distances, NCCL bus IDs and links, "

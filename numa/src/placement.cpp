@@ -273,21 +273,8 @@ std::map<int, int> devices_per_node(const Devices& d) {
   return out;
 }
 
-// The cell on the device's node; with no cell there, the nearest by SLIT distance.
 int guest_cell_of(const Inventory& inv, const std::vector<GuestCell>& cells, const PciFunction& f) {
-  const int node = inv.cell_node(f.numa_node);
-  for (const auto& cell : cells) {
-    if (cell.host_node == node) return cell.id;
-  }
-  const auto numa = std::find_if(inv.host->numa_nodes.begin(), inv.host->numa_nodes.end(),
-                                 [&](const NumaNode& n) { return f.numa_node == n.id; });
-  if (numa == inv.host->numa_nodes.end()) return 0;
-  std::pair<int, int> best{INT_MAX, 0};  // (distance, cell)
-  for (const auto& cell : cells) {
-    const auto distance = numa->distances.find(cell.host_node);
-    if (distance != numa->distances.end()) best = std::min(best, std::pair(distance->second, cell.id));
-  }
-  return best.second;
+  return guest_cell_for(*inv.host, cells, f.numa_node);
 }
 
 PlacedDevice placed(const Inventory& inv, const std::vector<GuestCell>& cells, const PciFunction& f) {
@@ -372,7 +359,8 @@ Result<Completed> complete(const Inventory& inv, const HostPolicy& policy, const
   for (const auto* vf : devices.extra_vfs) p.extra_vfs.push_back(placed(inv, p.cells, *vf->function));
   add_whole_nics(inv, devices, p);
   for (const auto* nvme : devices.nvme) p.nvme.push_back(placed(inv, p.cells, *nvme->function));
-  // The fabric goes whole with its GPUs; the NVSwitches add no cell (they sit where the host has them).
+  // The fabric goes whole with its GPUs; the NVSwitches add no cell: they go in their node's, or
+  // the nearest (guest_cell_for), where a Sub-NUMA-Clustering board puts them on a node of their own.
   for (const auto& nvswitch : inv.nvswitches) p.nvswitches.push_back(placed(inv, p.cells, *nvswitch.function));
   std::set<int> housekeeping(policy.housekeeping_cpus.begin(), policy.housekeeping_cpus.end());
   p.emulator_cpus.assign(housekeeping.begin(), housekeeping.end());
@@ -441,6 +429,45 @@ Result<Placement> place(const HostModel& host, const std::vector<Allocation>& ex
     placement.p2p_kept = std::move(plan.kept);
   }
   return placement;
+}
+
+int guest_cell_for(const HostModel& host, const std::vector<GuestCell>& cells, const std::optional<int>& node) {
+  const auto has_cpus = [](const NumaNode& n) { return !n.cpuless && !n.cpus.empty(); };
+  std::map<int, const NumaNode*> by_id;
+  for (const auto& n : host.numa_nodes) by_id.emplace(n.id, &n);
+  // The node whose cell the device joins: its own, or the nearest with CPUs (placement_inventory's
+  // map_cell_nodes); a device with no node on a host of one CPU node is on that one.
+  std::optional<int> cell_node;
+  if (!node) {
+    std::vector<int> cpu_nodes;
+    for (const auto& n : host.numa_nodes) {
+      if (has_cpus(n)) cpu_nodes.push_back(n.id);
+    }
+    if (cpu_nodes.size() == 1) cell_node = cpu_nodes.front();
+  } else if (const auto it = by_id.find(*node); it != by_id.end()) {
+    if (has_cpus(*it->second)) {
+      cell_node = *node;
+    } else {
+      std::optional<std::pair<int, int>> nearest;  // (distance, node)
+      for (const auto& [other, distance] : it->second->distances) {
+        const auto o = by_id.find(other);
+        if (o == by_id.end() || !has_cpus(*o->second)) continue;
+        if (!nearest || std::pair(distance, other) < *nearest) nearest = std::pair(distance, other);
+      }
+      if (nearest) cell_node = nearest->second;
+    }
+  }
+  for (const auto& cell : cells) {
+    if (cell_node && cell.host_node == *cell_node) return cell.id;
+  }
+  const auto numa = node ? by_id.find(*node) : by_id.end();
+  if (numa == by_id.end()) return 0;
+  std::pair<int, int> best{INT_MAX, 0};  // (distance, cell)
+  for (const auto& cell : cells) {
+    const auto distance = numa->second->distances.find(cell.host_node);
+    if (distance != numa->second->distances.end()) best = std::min(best, std::pair(distance->second, cell.id));
+  }
+  return best.second;
 }
 
 Allocation allocation_of(const std::string& vm, const Placement& placement, uint64_t hugepage_size_bytes) {

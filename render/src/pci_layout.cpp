@@ -118,8 +118,9 @@ Result<Collected> collect(const numa::HostModel& host, const numa::Placement& pl
     const int ordinal = static_cast<int>(j);
     HA_TRY_STATUS(collector.add(DeviceRole::nvme, placement.nvme[j], "ua-nvme" + std::to_string(j), ordinal));
   }
-  // Where the host has them: behind the mirror of their host switch, in their node's cell, so the
-  // guest's Fabric Manager finds each NVSwitch on the PCIe path the GPUs' driver expects.
+  // Where the host has them: behind the mirror of their host switch, in their node's cell (or the
+  // nearest, numa::guest_cell_for), so the guest's Fabric Manager finds each NVSwitch on the PCIe
+  // path the GPUs' driver expects.
   for (std::size_t j = 0; j < placement.nvswitches.size(); ++j) {
     const int ordinal = static_cast<int>(j);
     HA_TRY_STATUS(

@@ -868,5 +868,49 @@ TEST_CASE("placement: a NIC whose VFs are enabled is never given whole") {
   CHECK(refused.error().message.find("needs 1 whole NIC (a NIC PF with no VF enabled); free: 0") != std::string::npos);
 }
 
+// A Sub-NUMA-Clustering host by hand: nodes 0 and 2 with GPUs (the cells), node 1 with CPUs and
+// only NVSwitches (no cell), node 3 without CPUs (GPU memory) nearest to node 2.
+HostModel snc_host() {
+  HostModel host;
+  const auto node = [](int id, std::vector<int> cpus, std::map<int, int> distances) {
+    NumaNode n;
+    n.id = id;
+    n.cpuless = cpus.empty();
+    n.cpus = std::move(cpus);
+    n.distances = std::move(distances);
+    return n;
+  };
+  host.numa_nodes = {
+      node(0, {0, 1}, {{0, 10}, {1, 12}, {2, 21}, {3, 30}}), node(1, {2, 3}, {{0, 12}, {1, 10}, {2, 21}, {3, 30}}),
+      node(2, {4, 5}, {{0, 21}, {1, 21}, {2, 10}, {3, 14}}), node(3, {}, {{0, 30}, {1, 30}, {2, 14}, {3, 10}})};
+  return host;
+}
+
+TEST_CASE("a device's guest cell: its node's, its CPU node's, else the nearest cell by SLIT, lowest id on a tie") {
+  const auto host = snc_host();
+  std::vector<GuestCell> cells(2);
+  cells[0].id = 0;
+  cells[0].host_node = 0;
+  cells[1].id = 1;
+  cells[1].host_node = 2;
+  CHECK(guest_cell_for(host, cells, 0) == 0);
+  CHECK(guest_cell_for(host, cells, 2) == 1);
+  CHECK(guest_cell_for(host, cells, 1) == 0);  // no cell on node 1: node 0 is 12 away, node 2 21
+  CHECK(guest_cell_for(host, cells, 3) == 1);  // CPU-less: lent to node 2, which has a cell
+  CHECK(guest_cell_for(host, cells, 7) == 0);  // a node the host does not list
+  CHECK(guest_cell_for(host, cells, std::nullopt) == 0);
+  // A tie: node 1 as far from both cells' nodes; the lower cell id wins.
+  auto tied = host;
+  tied.numa_nodes[1].distances = {{0, 21}, {1, 10}, {2, 21}, {3, 30}};
+  std::swap(cells[0].host_node, cells[1].host_node);  // cell 0 on node 2, cell 1 on node 0
+  CHECK(guest_cell_for(tied, cells, 1) == 0);
+  // One node with CPUs: a device of no known node is on it.
+  HostModel single;
+  single.numa_nodes = {snc_host().numa_nodes[0]};
+  std::vector<GuestCell> one(1);
+  one[0].host_node = 0;
+  CHECK(guest_cell_for(single, one, std::nullopt) == 0);
+}
+
 }  // namespace
 }  // namespace hostagent::numa

@@ -284,5 +284,49 @@ TEST_CASE("the guest's host bridge windows above 4 GiB must span pcie-root's 64-
   CHECK(check.held.empty());
 }
 
+// The recorded Vela-1 boot, with its NVSwitches moved on the host to a node of their own that gets
+// no guest cell (as on a Sub-NUMA-Clustering board): the guest has them in cell 0 with the GPUs of
+// host node 0, which is what the cell mapping gives; NODE there, where the host has SYS, is no
+// difference. A mapping that gives another cell is.
+TEST_CASE("a device whose node has no guest cell is held to the nearest cell, and listed as mapped") {
+  auto r = recorded("gx2-80x1280x8a100", "vela1");
+  auto& nodes = r.placed.host.numa_nodes;
+  REQUIRE(nodes.size() == 2);
+  numa::NumaNode snc;
+  snc.id = 2;
+  snc.cpus = {1000};
+  snc.distances = {{0, 12}, {1, 21}, {2, 10}};
+  nodes[0].distances[2] = 12;
+  nodes[1].distances[2] = 21;
+  nodes.push_back(snc);
+  int moved = 0;
+  for (auto& f : r.placed.host.pci_devices) {
+    const bool nvswitch = std::any_of(r.placed.placement.nvswitches.begin(), r.placed.placement.nvswitches.end(),
+                                      [&](const numa::PlacedDevice& d) { return d.address == f.address; });
+    if (!nvswitch) continue;
+    f.numa_node = 2;
+    ++moved;
+  }
+  REQUIRE(moved == 6);
+  auto check = r.check();
+  CHECK_MESSAGE(check.ok(), all_findings(check));
+  REQUIRE(check.mapped.size() == 6);
+  CHECK(check.mapped[0].find(": on host node 2, which has no guest cell: in cell 0 (host node 0), the nearest") !=
+        std::string::npos);
+  // The host has a GPU of node 0 and an NVSwitch SYS; the guest and the mapping NODE.
+  const auto gpu0 = std::find(check.host.labels.begin(), check.host.labels.end(), "GPU0") - check.host.labels.begin();
+  const auto nvsw0 = std::find(check.host.labels.begin(), check.host.labels.end(), "NVSW0") - check.host.labels.begin();
+  CHECK(check.host.relation[gpu0][nvsw0] == numa::Affinity::sys);
+  CHECK(check.expected.relation[gpu0][nvsw0] == numa::Affinity::node);
+  CHECK(check.guest.relation[gpu0][nvsw0] == numa::Affinity::node);
+
+  // Node 2 nearer node 1: the mapping gives cell 1, the guest has cell 0.
+  r.placed.host.numa_nodes[2].distances = {{0, 21}, {1, 12}, {2, 10}};
+  check = r.check();
+  CHECK(has_finding(check, "where the cell mapping puts it in cell 1"));
+  CHECK(
+      has_finding(check, "GPU0 and NVSW0 (host 0000:19:00.0 and 0000:03:00.0): the host has them SYS, the guest NODE"));
+}
+
 }  // namespace
 }  // namespace hostagent::verify

@@ -87,10 +87,18 @@ class Checker {
       finding(describe(a) + ": not a device of the host, or its cell is not placed");
       return;
     }
+    // The one mapping (numa::guest_cell_for): the cell of its node, or the nearest.
+    const int expected = numa::guest_cell_for(in_.host, in_.placement.cells, host->numa_node);
     const int mirrored = in_.placement.cells[static_cast<std::size_t>(a.guest_cell)].host_node;
-    if (host->numa_node && *host->numa_node != mirrored) {
-      finding(describe(a) + ": on host NUMA node " + std::to_string(*host->numa_node) + ", but its guest cell " +
-              std::to_string(a.guest_cell) + " mirrors host node " + std::to_string(mirrored));
+    const std::string node = host->numa_node ? std::to_string(*host->numa_node) : std::string("unknown");
+    if (a.guest_cell != expected) {
+      finding(describe(a) + ": on host NUMA node " + node + ", but in guest cell " + std::to_string(a.guest_cell) +
+              " (host node " + std::to_string(mirrored) + "), where the cell mapping puts it in cell " +
+              std::to_string(expected));
+    } else if (host->numa_node && *host->numa_node != mirrored) {
+      out_.mapped.push_back(describe(a) + ": on host node " + node + ", which has no guest cell: in cell " +
+                            std::to_string(a.guest_cell) + " (host node " + std::to_string(mirrored) +
+                            "), the nearest");
     }
   }
 
@@ -133,6 +141,26 @@ class Checker {
     return fa != nullptr && fb != nullptr ? numa::affinity(in_.host, *fa, *fb) : Affinity::unknown;
   }
 
+  // What the guest must show: the host's relation with each device on the node its guest cell
+  // mirrors. The same as the host's but where a device's node has no cell of its own: two devices
+  // of different host nodes in one cell are NODE in the guest (one guest node, two expander buses).
+  Affinity expected_affinity(const PciAddress& a, const PciAddress& b) const {
+    const auto* fa = in_.host.find(a);
+    const auto* fb = in_.host.find(b);
+    if (fa == nullptr || fb == nullptr) return Affinity::unknown;
+    // The cell the rule gives, not the rendered one: a wrong cell shows in the matrix too.
+    const auto mirrored = [&](const numa::PciFunction& f) -> std::optional<int> {
+      const auto cell = numa::guest_cell_for(in_.host, in_.placement.cells, f.numa_node);
+      if (cell < 0 || static_cast<std::size_t>(cell) >= in_.placement.cells.size()) return std::nullopt;
+      return in_.placement.cells[static_cast<std::size_t>(cell)].host_node;
+    };
+    auto ra = numa::reach_of(in_.host, *fa);
+    auto rb = numa::reach_of(in_.host, *fb);
+    ra.numa_node = mirrored(*fa);
+    rb.numa_node = mirrored(*fb);
+    return numa::relate(ra, rb);
+  }
+
   void check_matrices() {
     const auto rows = matrix_rows();
     std::map<std::string, int> per_role;
@@ -141,19 +169,25 @@ class Checker {
       const std::string label = prefix + std::to_string(per_role[a->role]++);
       out_.devices.push_back(MatrixDevice{label, a->host, a->guest, a->guest_cell});
       out_.host.labels.push_back(label);
+      out_.expected.labels.push_back(label);
       out_.guest.labels.push_back(label);
     }
     for (std::size_t i = 0; i < rows.size(); ++i) {
       out_.host.relation.emplace_back();
+      out_.expected.relation.emplace_back();
       out_.guest.relation.emplace_back();
       for (std::size_t j = 0; j < rows.size(); ++j) {
         const auto host = host_affinity(rows[i]->host, rows[j]->host);
+        const auto expected = expected_affinity(rows[i]->host, rows[j]->host);
         const auto guest = guest_affinity(view_.find(rows[i]->guest), view_.find(rows[j]->guest));
         out_.host.relation.back().push_back(host);
+        out_.expected.relation.back().push_back(expected);
         out_.guest.relation.back().push_back(guest);
-        if (j > i && host != guest) {
+        if (j > i && expected != guest) {
+          const std::string mapped =
+              expected == host ? "" : std::string(" (") + numa::affinity_label(expected) + " in the guest's cells)";
           finding(out_.devices[i].label + " and " + out_.devices[j].label + " (host " + rows[i]->host.to_string() +
-                  " and " + rows[j]->host.to_string() + "): the host has them " + numa::affinity_label(host) +
+                  " and " + rows[j]->host.to_string() + "): the host has them " + numa::affinity_label(host) + mapped +
                   ", the guest " + numa::affinity_label(guest));
         }
       }
@@ -468,10 +502,10 @@ std::string format_matrices(const GuestCheck& check) {
   for (const auto c : shown) header += pad(check.host.labels[c], 6);
   std::string out = "Host" + std::string(header.size() - 4, ' ') + "   | Guest (booted stand-in)\n";
   out += header + "   | " + header + "\n";
-  for (const auto r : shown) out += row(check.host, r, nullptr) + "   | " + row(check.guest, r, &check.host) + "\n";
+  for (const auto r : shown) out += row(check.host, r, nullptr) + "   | " + row(check.guest, r, &check.expected) + "\n";
   out +=
       "\nPIX = one PCIe switch, PXB = several switches, PHB = one host bridge, NODE = one NUMA node,\n"
-      "SYS = across nodes, * = differs from the host\n";
+      "SYS = across nodes, * = differs from the host (as mapped into the guest's cells)\n";
   if (shown.size() < check.devices.size()) {
     out += "(NVMe drives and NVSwitches are held to the same rules; not shown)\n";
   }

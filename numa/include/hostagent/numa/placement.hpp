@@ -142,6 +142,16 @@ Result<Placement> place(const HostModel& host, const std::vector<Allocation>& ex
 // What a placement holds, to record and to pass as `existing` to the next placement.
 Allocation allocation_of(const std::string& vm, const Placement& placement, uint64_t hugepage_size_bytes);
 
+// The guest cell of a device on host node `node` (the one rule; placement, render and verify-guest
+// hold the guest to it, docs/devices.md "A device whose node has no cell"):
+//  - the cell on its node, or on the nearest node with CPUs when its own has none (a CPU-less
+//    node, GPU memory on Grace, lends its devices);
+//  - with no cell there (a node the placement gives no cell: a Sub-NUMA-Clustering node with only
+//    NVSwitches, or a template that folds nodes into fewer cells), the cell whose host node is
+//    nearest by the host's SLIT, the lowest id on a tie;
+//  - cell 0 when the node is unknown or the host has no SLIT row for it.
+int guest_cell_for(const HostModel& host, const std::vector<GuestCell>& cells, const std::optional<int>& node);
+
 // The placement's NIC VFs in placement order: each GPU's VFs, then the extra VFs. The order the
 // guest's PCI layout numbers them in, and so the order of their MACs.
 std::vector<PciAddress> placed_vfs(const Placement& placement);

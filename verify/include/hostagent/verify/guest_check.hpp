@@ -4,10 +4,13 @@
 // The rules (each broken one is a finding naming the device, the host and guest addresses and both
 // sides' values):
 //  - every placed device's stand-in is at its rendered guest address;
-//  - it is on the guest NUMA node of its cell, and that cell mirrors the host node of its host device;
+//  - it is on the guest NUMA node of its cell, and that cell is the one numa::guest_cell_for gives its
+//    host node: the cell mirroring that node, or, for a node without a cell of its own, the nearest
+//    (listed in `mapped`);
 //  - for every pair of placed GPUs, NIC VFs and NVMe drives, the guest's code (numa::affinity: PIX,
-//    PXB, PHB, NODE, SYS) is the host's: a GPU and a NIC share their nearest switch in the guest
-//    exactly when they do on the host, a farther switch likewise, and a host bridge likewise;
+//    PXB, PHB, NODE, SYS) is the host's, with each device on the node its cell mirrors (so a device
+//    of a cell-less node is NODE, not SYS, to its cell's devices): a GPU and a NIC share their nearest switch in the
+//    guest exactly when they do on the host, a farther switch likewise, and a host bridge likewise;
 //  - the guest's NUMA nodes are the stand-in's cells, with their vCPUs and (most of) their memory, and
 //    the rendered domain's cells hold the placed vCPUs, pinned on their cell's host node, and the
 //    placed memory;
@@ -62,11 +65,15 @@ struct MatrixDevice {
 
 struct GuestCheck {
   std::vector<std::string> findings;  // empty: the guest sees the host's topology
-  std::vector<std::string> notes;     // differences the NCCL topology file corrects for NCCL
+  std::vector<std::string> notes;     // differences the NCCL topology file corrects, a seed unread
+  std::vector<std::string> mapped;    // each device whose host node has no guest cell, and its cell
   std::vector<std::string> links;     // per placed GPU and NIC: its link on the host and in the guest
   std::vector<std::string> held;      // what the guest shows of the stand-in's ties (its 64-bit hole)
   std::vector<MatrixDevice> devices;  // the matrices' rows, in order
   AffinityMatrix host;
+  // The host's, with each device on the node its guest cell mirrors (numa::guest_cell_for): what the
+  // guest must show. It differs from the host's only for a device whose node has no guest cell.
+  AffinityMatrix expected;
   AffinityMatrix guest;
   bool ok() const { return findings.empty(); }
 };
