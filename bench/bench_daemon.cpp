@@ -204,6 +204,7 @@ class TimedHypervisor final : public virt::Hypervisor {
   Result<std::vector<virt::DomainStats>> all_stats() override {
     return timed("all_stats", [&] { return real_->all_stats(); });
   }
+  Result<virt::StackVersions> versions() override { return real_->versions(); }
   Result<std::string> domain_xml(const std::string& name) override {
     return timed("domain_xml", [&] { return real_->domain_xml(name); });
   }

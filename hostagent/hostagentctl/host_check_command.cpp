@@ -5,6 +5,7 @@
 #include <ostream>
 
 #include "hostagent/api/host_json.hpp"
+#include "hostagent/virt/hypervisor.hpp"
 #include "table.hpp"
 
 namespace hostagent::ctl {
@@ -21,10 +22,34 @@ boost::json::value checks_json(const std::vector<hostcheck::Check>& checks) {
   return boost::json::object{{"checks", std::move(out)}};
 }
 
+hostcheck::StackVersion split(const virt::Version& v) {
+  return {v.major, v.minor, v.release};
+}
+
+// The live host's libvirtd, asked for its versions; why not, when it does not answer.
+hostcheck::StackFacts stack_of(const std::string& uri) {
+  hostcheck::StackFacts out;
+  auto hypervisor = virt::connect_libvirt(virt::LibvirtOptions{uri, "", std::chrono::seconds(5)});
+  if (!hypervisor.ok()) {
+    out.unreachable = uri + ": " + hypervisor.error().message;
+    return out;
+  }
+  const auto versions = (*hypervisor)->versions();
+  if (!versions.ok()) {
+    out.unreachable = uri + ": " + versions.error().message;
+    return out;
+  }
+  out.libvirt = split(versions->libvirt);
+  out.qemu = split(versions->qemu);
+  return out;
+}
+
 Result<std::vector<hostcheck::Check>> checks_of(const HostCheckArgs& args) {
   HA_TRY(const auto host, load_host_root(args.host));
   HA_TRY(const auto root, SysfsRoot::open(host.root));
-  HA_TRY(const auto facts, hostcheck::read_facts(root));
+  HA_TRY(auto facts, hostcheck::read_facts(root));
+  const bool live = !args.host.sysfs_root && !args.host.hwloc_xml && !args.host.simulated;
+  if (live) facts.stack = stack_of(args.connect);
   HA_TRY(const auto templates, vmtemplates::load_template_dirs(args.template_dirs));
   std::vector<vmtemplates::VmTemplate> shapes;
   shapes.reserve(templates.size());

@@ -18,6 +18,9 @@ struct HostCheckArgs {
   std::string housekeeping_cpus;                     // cpulist, "" for none: templates are placed as the daemon would
   std::vector<std::filesystem::path> template_dirs;  // later ones override earlier ones
   bool json = false;
+  // The libvirt whose versions the templates are held against, on the live host only (a sysfs
+  // tree or a simulated host has no libvirtd of its own).
+  std::string connect = "qemu:///system";
 };
 
 // The checks as a table: CHECK, RESULT, FOUND, and the fixes of those that did not pass below it.

@@ -175,6 +175,10 @@ int run(int argc, char** argv) {
                     "Host CPUs kept for the host (cpulist): templates are placed without them, as the daemon would");
   check->add_option("--template-dir", template_dirs, "Operator template directories, over the shipped templates");
   check->add_flag("--json", check_args.json, "Print the checks as JSON");
+  check
+      ->add_option("--connect", check_args.connect,
+                   "The libvirt whose libvirt and QEMU versions the templates are held against (live host only)")
+      ->capture_default_str();
 
   if (const auto exit_code = hostagent::program_support::parse_command_line(app, argc, argv)) return *exit_code;
   if (const auto status = api_commands.run(std::cout, std::cerr)) return *status;

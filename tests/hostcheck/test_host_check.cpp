@@ -45,6 +45,12 @@ struct PreparedHost {
   std::vector<Check> checks_with(const std::vector<vmtemplates::VmTemplate>& shapes) const {
     return hostcheck::check_host(facts(), model, shapes, {});
   }
+  // As hostagentctl gives them on a live host: what its libvirtd answered.
+  std::vector<Check> checks_on(const hostcheck::StackFacts& stack) const {
+    auto read = facts();
+    read.stack = stack;
+    return hostcheck::check_host(read, model, templates(), {});
+  }
 
   static std::vector<vmtemplates::VmTemplate> templates() {
     const auto loaded = vmtemplates::load_template_dirs({shipped_templates_dir()});
@@ -220,6 +226,38 @@ TEST_CASE("a Max_Read_Request_Size below 256 bytes warns, naming the function") 
   const auto check = named(host.checks(), "max read request");
   CHECK(check.verdict == Verdict::warn);
   CHECK(check.found == gpu + " 128 bytes: below 256 bytes, reads are split into many small requests");
+}
+
+TEST_CASE(
+    "libvirt and QEMU: below Debian 12's fails, libvirtd away warns, and a multi-cell template on QEMU 7.2 warns") {
+  const PreparedHost host;
+  // A simulated host or a sysfs tree: no libvirtd was asked, no row.
+  for (const auto& check : host.checks()) CHECK(check.name != "libvirt and qemu");
+
+  const auto current = host.checks_on({{11, 3, 0}, {10, 0, 2}, ""});
+  CHECK(named(current, "libvirt and qemu").verdict == Verdict::pass);
+  CHECK(named(current, "libvirt and qemu").found == "libvirt 11.3.0, QEMU 10.0.2");
+  CHECK(named(current, "template gx3d-160x1792x8h100").verdict == Verdict::pass);
+
+  const auto debian12 = host.checks_on({{9, 0, 0}, {7, 2, 22}, ""});
+  CHECK(named(debian12, "libvirt and qemu").verdict == Verdict::pass);
+  const auto two_cells = named(debian12, "template gx3d-160x1792x8h100");
+  CHECK(two_cells.verdict == Verdict::warn);
+  CHECK(two_cells.found.ends_with(
+      "; QEMU 7.2.22 zeroes its 2 cells' memory one after another (9.0.0 and later: at once)"));
+  CHECK(two_cells.fix.find("QEMU 9.0 or later") == 0);
+  CHECK(named(debian12, "template gx3-16x128x1h100").verdict == Verdict::pass);  // one cell
+
+  const auto old = host.checks_on({{8, 0, 0}, {7, 2, 0}, ""});
+  CHECK(named(old, "libvirt and qemu").verdict == Verdict::fail);
+  CHECK(named(old, "libvirt and qemu").found ==
+        "libvirt 8.0.0, QEMU 7.2.0: older than hostagent runs on (libvirt 9.0.0, QEMU 7.2.0)");
+  CHECK(named(host.checks_on({{9, 0, 0}, {7, 1, 0}, ""}), "libvirt and qemu").verdict == Verdict::fail);
+
+  const auto away = host.checks_on({{}, {}, "qemu:///system: no libvirtd"});
+  CHECK(named(away, "libvirt and qemu").verdict == Verdict::warn);
+  CHECK(named(away, "libvirt and qemu").found == "libvirtd did not answer: qemu:///system: no libvirtd");
+  CHECK(named(away, "template gx3d-160x1792x8h100").verdict == Verdict::pass);  // nothing known to hold it to
 }
 
 }  // namespace

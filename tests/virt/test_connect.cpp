@@ -1,5 +1,6 @@
 // connect_libvirt: what a bad URI, an absent libvirtd and a good connection give.
 #include <doctest/doctest.h>
+#include <libvirt/libvirt.h>
 
 #include "virt_fixture.hpp"
 
@@ -40,6 +41,21 @@ TEST_CASE("connect_libvirt refuses an empty URI and a zero reconnect interval") 
 TEST_CASE("a hypervisor on test:///default is connected") {
   auto hv = connect_hypervisor("test:///default");
   CHECK(hv->connected());
+}
+
+// The test driver runs in-process: libvirt's version is the library's (LIBVIR_VERSION_NUMBER, as
+// virGetVersion reports it); its "hypervisor" version is the driver's own, a packed 2: 0.0.2
+// (test_driver.c's testConnectGetVersion).
+TEST_CASE("versions: libvirt's and the hypervisor's, split from libvirt's packed numbers") {
+  auto hv = connect_hypervisor("test:///default");
+  const auto versions = hv->versions();
+  REQUIRE_MESSAGE(versions.ok(), versions.error().message);
+  unsigned long library = 0;
+  REQUIRE(virGetVersion(&library, nullptr, nullptr) == 0);
+  CHECK(versions->libvirt == virt::Version::from_libvirt(library));
+  CHECK(versions->qemu == virt::Version{0, 0, 2});
+  CHECK(virt::Version::from_libvirt(10000002).text() == "10.0.2");
+  CHECK(virt::Version::from_libvirt(9000000) < virt::Version::from_libvirt(10000002));
 }
 
 }  // namespace hostagent::testing

@@ -96,4 +96,18 @@ TEST_CASE("libvirtd refuses a qemu domain XML that does not validate, as invalid
   CHECK(refused.error().message.find("define domain") == 0);
 }
 
+// The machine's libvirtd and QEMU: the install scripts' stack (README, "Two stacks"), at least the
+// oldest the packages declare.
+TEST_CASE("libvirtd reports its own version and its QEMU's, no older than Debian 12's") {
+  const auto uri = libvirtd_uri_or_skip();
+  if (!uri) return;
+  auto hv = connect_hypervisor(*uri);
+  const auto versions = hv->versions();
+  REQUIRE_MESSAGE(versions.ok(), versions.error().message);
+  MESSAGE("libvirt " << versions->libvirt.text() << ", QEMU " << versions->qemu.text());
+  CHECK(versions->libvirt >= virt::Version{9, 0, 0});
+  CHECK(versions->qemu >= virt::Version{7, 2, 0});
+  CHECK(versions->qemu != virt::Version{0, 0, 2});  // not the test driver's
+}
+
 }  // namespace hostagent::testing

@@ -3,6 +3,8 @@
 
 #include <utility>
 
+#include "libvirt_error.hpp"
+
 namespace hostagent::virt {
 
 Result<std::unique_ptr<Hypervisor>> connect_libvirt(const LibvirtOptions& options) {
@@ -20,6 +22,15 @@ Result<std::unique_ptr<Hypervisor>> connect_libvirt(const LibvirtOptions& option
   return std::unique_ptr<Hypervisor>(std::make_unique<detail::LibvirtHypervisor>(std::move(connection)));
 }
 
+Version Version::from_libvirt(unsigned long packed) {
+  return Version{static_cast<unsigned>(packed / 1000000), static_cast<unsigned>(packed / 1000 % 1000),
+                 static_cast<unsigned>(packed % 1000)};
+}
+
+std::string Version::text() const {
+  return std::to_string(major) + "." + std::to_string(minor) + "." + std::to_string(release);
+}
+
 namespace detail {
 
 void LibvirtHypervisor::subscribe(DomainEventSink on_domain, ConnectionEventSink on_connection) {
@@ -28,6 +39,17 @@ void LibvirtHypervisor::subscribe(DomainEventSink on_domain, ConnectionEventSink
 
 bool LibvirtHypervisor::connected() const {
   return connection_->connected();
+}
+
+Result<StackVersions> LibvirtHypervisor::versions() {
+  const std::string what = "read libvirt's and the hypervisor's versions";
+  HA_TRY(ConnPtr conn, connection_->get(what));
+  unsigned long libvirt = 0;
+  unsigned long hypervisor = 0;
+  if (virConnectGetLibVersion(conn.get(), &libvirt) != 0 || virConnectGetVersion(conn.get(), &hypervisor) != 0) {
+    return last_call_error(conn.get(), what);
+  }
+  return StackVersions{Version::from_libvirt(libvirt), Version::from_libvirt(hypervisor)};
 }
 
 }  // namespace detail

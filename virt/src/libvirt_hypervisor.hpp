@@ -35,6 +35,7 @@ class LibvirtHypervisor final : public Hypervisor {
   Result<std::vector<DomainSummary>> list() override;
   Result<std::vector<DomainStats>> all_stats() override;
   Result<std::string> domain_xml(const std::string& name) override;
+  Result<StackVersions> versions() override;
   Result<std::unique_ptr<Console>> open_console(const std::string& name, bool force, ConsoleSinks sinks) override;
 
   Result<std::string> volume_path(const std::string& pool, const std::string& volume) override;

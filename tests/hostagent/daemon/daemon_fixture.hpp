@@ -71,6 +71,7 @@ class FaultyHypervisor final : public virt::Hypervisor {
   Result<std::vector<virt::DomainSummary>> list() override { return real_->list(); }
   Result<std::vector<virt::DomainStats>> all_stats() override;
   Result<std::string> domain_xml(const std::string& name) override { return real_->domain_xml(name); }
+  Result<virt::StackVersions> versions() override { return real_->versions(); }
   Result<std::unique_ptr<virt::Console>> open_console(const std::string& name, bool force,
                                                       virt::ConsoleSinks sinks) override;
   Result<std::string> volume_path(const std::string& pool, const std::string& volume) override {

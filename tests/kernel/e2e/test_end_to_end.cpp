@@ -189,6 +189,9 @@ TEST_CASE("6 hostagentctl host check reads this kernel as it is: IOMMU, vfio-pci
                 checks["iommu"].second);
   CHECK(checks["vfio-pci"].first == "pass");
   CHECK(checks["qemu memlock"].first == "pass");  // /init's libvirtd runs as root
+  // That libvirtd's versions, which each template is held against (this machine's stack).
+  CHECK(checks["libvirt and qemu"].first == "pass");
+  CHECK_MESSAGE(checks["libvirt and qemu"].second.starts_with("libvirt "), checks["libvirt and qemu"].second);
   CHECK_MESSAGE(checks["qemu memlock"].second.find("libvirtd (pid ") == 0, checks["qemu memlock"].second);
   // The release's verdict: huge pfnmap BAR mapping from 6.12 (a warning before).
   const auto release = guest::sysfs().read("/proc/sys/kernel/osrelease").value();

@@ -4,6 +4,8 @@
 // judging them, with the host model and the templates, is computation apart from the reading.
 #pragma once
 
+#include <array>
+
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -36,6 +38,26 @@ struct LibvirtProcess {
   uint64_t effective_capabilities = 0;  // /proc/PID/status CapEff
 };
 
+// major, minor, release.
+using StackVersion = std::array<unsigned, 3>;
+
+// The libvirt and QEMU the host runs, as its libvirtd reports them. The program asks libvirt (this
+// module reads files only); nullopt where none was asked (a simulated host, a sysfs tree).
+struct StackFacts {
+  StackVersion libvirt{};
+  StackVersion qemu{};
+  std::string unreachable;  // why libvirtd did not answer; "" when it did
+};
+
+// The oldest libvirt and QEMU hostagent runs on, Debian 12's (the packages declare the same,
+// cmake/packaging.cmake): the renderer needs <qemu:override> (libvirt 8.2) and per-cell
+// preallocation threads in a thread-context (QEMU 7.2, libvirt 9.0).
+inline constexpr StackVersion kOldestLibvirt = {9, 0, 0};
+inline constexpr StackVersion kOldestQemu = {7, 2, 0};
+// QEMU zeroes a multi-cell VM's memory backends at once from 9.0 ("initialize backend memory
+// objects in parallel"), one after another before.
+inline constexpr StackVersion kQemuParallelCells = {9, 0, 0};
+
 // What the checks read from the kernel; nullopt or empty where the root does not have it.
 struct HostFacts {
   std::optional<std::string> cmdline;         // /proc/cmdline
@@ -45,6 +67,7 @@ struct HostFacts {
   std::map<std::string, int> group_types;     // each group's default domain type (its `type`), counted
   bool vfio_pci = false;                      // the vfio-pci driver registered (loaded or built in)
   std::optional<LibvirtProcess> libvirt;
+  std::optional<StackFacts> stack;  // filled by the caller, not read_facts
 };
 
 Result<HostFacts> read_facts(const SysfsRoot& root);

@@ -20,6 +20,22 @@ namespace hostagent::virt {
 enum class DomainState { running, paused, shutting_down, shut_off, crashed, suspended, other };
 std::string_view to_string(DomainState state) noexcept;
 
+// A version as libvirt gives them (major * 1,000,000 + minor * 1,000 + release), split.
+struct Version {
+  unsigned major = 0;
+  unsigned minor = 0;
+  unsigned release = 0;
+  static Version from_libvirt(unsigned long packed);
+  std::string text() const;  // "10.0.2"
+  auto operator<=>(const Version&) const = default;
+};
+
+// The libvirt daemon that answers and the hypervisor it drives.
+struct StackVersions {
+  Version libvirt;  // virConnectGetLibVersion: the daemon's, over a remote connection
+  Version qemu;     // virConnectGetVersion: the QEMU binary's (the test driver reports its own)
+};
+
 struct DomainSummary {
   std::string name;
   std::string uuid;
@@ -172,6 +188,8 @@ class Hypervisor {
   virtual Result<std::vector<DomainStats>> all_stats() = 0;
   // The live XML of a running domain, the persistent one otherwise.
   virtual Result<std::string> domain_xml(const std::string& name) = 0;
+  // What the host runs: what a host check holds each template's needs against.
+  virtual Result<StackVersions> versions() = 0;
   // The running domain's first serial console (virDomainOpenConsole). Without `force`, a console
   // another client holds is ErrorCode::conflict; with it, that client's stream is ended (libvirt's
   // VIR_DOMAIN_CONSOLE_FORCE). A domain not running: ErrorCode::conflict.
