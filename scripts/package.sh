@@ -336,12 +336,21 @@ EOF
 # reaching outside it.
 unmount_root() {
   local target
-  while read -r target; do umount "$target" || umount -l "$target"; done < <(findmnt -rn -o TARGET | grep -E "^$root(/|$)" | sort -r)
+  while read -r target; do umount "$target" || umount -l "$target"; done < <(findmnt -rn -o TARGET | grep -E "^$root/" | sort -r)
 }
+# The root lives on a tmpfs of its own, made empty here and dropped whole: removing its 470 MB
+# file by file took 60-68 s in three of four runs on this machine's ext4, mounted with discard
+# (each freed extent is trimmed as it goes).
 remove_root() {
   unmount_root
-  if findmnt -rn -o TARGET | grep -qE "^$root(/|$)"; then fail "something is still mounted under $root"; fi
+  if findmnt -rn -o TARGET | grep -qE "^$root/"; then fail "something is still mounted under $root"; fi
+  if mountpoint -q "$root"; then umount "$root"; fi
   rm -rf --one-file-system "$root"
+}
+empty_root() {
+  remove_root
+  mkdir -p "$root"
+  mount -t tmpfs -o size=4g,mode=0755 hostagent-package-root "$root"
 }
 in_root() { chroot "$root" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin LC_ALL=C.UTF-8 DEBIAN_FRONTEND=noninteractive "$@" </dev/null; }
 
@@ -362,7 +371,7 @@ fresh_minbase() {
     mv "$cache/partial-$suite-minbase.tgz" "$tarball"
     rm -rf "$build/debootstrap-work"
   fi
-  remove_root
+  empty_root
   debootstrap --variant=minbase --unpack-tarball="$tarball" "$suite" "$root" "$mirror" \
     >"$build/debootstrap.log" 2>&1 || {
     tail -20 "$build/debootstrap.log"
@@ -377,8 +386,7 @@ prepare_root() {
   key="$( (dpkg-deb -f "$deb" Depends && echo "$sources") | sha256sum | cut -c1-16)"
   deps_tar="$cache/root-$suite-$key.tar"
   if [[ -s $deps_tar ]]; then
-    remove_root
-    mkdir -p "$root"
+    empty_root
     tar -C "$root" -xf "$deps_tar"
     root_origin="cached root $(basename "$deps_tar")"
     return 0
