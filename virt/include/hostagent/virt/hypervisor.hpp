@@ -26,8 +26,8 @@ struct Version {
   unsigned minor = 0;
   unsigned release = 0;
   static Version from_libvirt(unsigned long packed);
-  std::string text() const;  // "10.0.2"
-  auto operator<=>(const Version&) const = default;
+  std::string text() const;                          // "10.0.2"
+  auto operator<=>(const Version&) const = default;  // NOLINT(modernize-use-nullptr): clang-tidy 14 misreads <=>
 };
 
 // The libvirt daemon that answers and the hypervisor it drives.
