@@ -44,6 +44,14 @@ TEST_CASE("numa_maps: each backend of a guest cell, its policy and where its pag
   REQUIRE(split.ok());
   REQUIRE(split->size() == 1);
   CHECK(split->front().on_node.at(0) == 16);
+  CHECK(split->front().policy == "bind");
+  // Part of it under another policy: mixed, which check_ties never takes for bound.
+  const auto mixed = parse_numa_maps(
+      "7f00 bind:0 file=/h/qemu_back_mem.ram-node0.a huge N0=10 kernelpagesize_kB=2048\n"
+      "7f80 default file=/h/qemu_back_mem.ram-node0.a huge N0=6 kernelpagesize_kB=2048\n");
+  REQUIRE(mixed.ok());
+  CHECK(mixed->front().policy == "mixed");
+  CHECK(mixed->front().policy_nodes.empty());
 }
 
 TEST_CASE("a thread's status: its name and the CPUs the kernel lets it run on") {

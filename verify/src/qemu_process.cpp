@@ -205,11 +205,16 @@ Result<std::vector<CellMemory>> parse_numa_maps(std::string_view numa_maps) {
     HA_TRY(auto cell, numa_maps_line(numa_maps.substr(at, end - at)));
     at = end + 1;
     if (!cell) continue;
-    // A backend split into several mappings (one mbind range each) is one cell.
+    // A backend split into several mappings (one mbind range each) is one cell; parts under
+    // different policies are "mixed", which no tie holds.
     const auto same = std::find_if(out.begin(), out.end(), [&](const CellMemory& m) { return m.cell == cell->cell; });
     if (same == out.end()) {
       out.push_back(std::move(*cell));
       continue;
+    }
+    if (same->policy != cell->policy || same->policy_nodes != cell->policy_nodes) {
+      same->policy = "mixed";
+      same->policy_nodes.clear();
     }
     for (const auto& [node, pages] : cell->on_node) same->on_node[node] += pages;
   }
