@@ -633,6 +633,25 @@ start_vm() {
   read -r qemu_pid qemu_start < <(qemu_process) || fail "no QEMU process for $vm_name"
   echo "$vm_name up: QEMU pid $qemu_pid, started $qemu_start"
 }
+# verify-guest on Debian 12's stack: this build's hostagentctl boots the Vela-2 8-GPU stand-in
+# through the root's libvirtd (QEMU 7.2; SeaBIOS, as the root has no OVMF) and reads its ties back
+# as on the current stack: the emulator and vCPU pins from QEMU's threads, each of the two cells'
+# memory bound to its node, the 64-bit hole in the guest. Its work directory lies in vm_dir, which
+# the container sees.
+verified=""
+verify_on_root() {
+  local log="$out/verify-guest.log" ties
+  "$tree/hostagent/hostagentctl" verify-guest --simulated vela2 --template gx3d-160x1792x8h100 \
+    --housekeeping-cpus 0,1 --firmware bios --connect "$vm_libvirt_uri" --name pkg-verify \
+    --work-dir "$vm_dir/verify" >"$log" 2>&1 || {
+    cat "$log"
+    fail "verify-guest through the root's libvirtd (above)"
+  }
+  sed -n '/^Ties held/,/^$/p' "$log"
+  ties="$(grep -cE "^  (emulator: QEMU's main thread|vCPU [01]: its thread|cell [01]'s memory: bound to node|64-bit PCI hole: )" "$log" || true)"
+  [[ $ties == 6 ]] || fail "verify-guest on the root's stack read back $ties of the 6 ties (log: $log)"
+  verified="$(grep -o 'guest powered off [0-9.]* s after its start' "$log"); MATCH, the 6 ties held"
+}
 # After WHAT: the same QEMU process, and the new hostagentd adopted the VM at its start.
 check_vm_kept() {
   local now adopted
@@ -737,6 +756,9 @@ if ((chroot_ok)); then
         fi
         start_vm
         end "vm on libvirtd" "$vm_name created under $base on the root's $root_stack, its guest up (QEMU pid $qemu_pid)"
+        begin "verify-guest on the root's stack"
+        verify_on_root
+        end "verify-guest on the root's stack" "$verified"
       fi
     fi
   fi
