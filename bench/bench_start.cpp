@@ -17,7 +17,8 @@
 // Medians, and the ratios 2 threads / 1 thread, 2 cells / 1 cell and daemon / libvirt; the QEMU and
 // libvirt that ran them are printed first.
 //
-// Usage: bench_start [ROUNDS]   (default 3; each round boots four guests: about a minute a round on
+// Usage: bench_start [ROUNDS] [--connect URI] [--scratch-dir DIR]
+//   ROUNDS 3 by default; each round boots four guests (about a minute a round on
 // 2 cores with 5 GiB). Needs libvirtd (scripts/libvirtd.sh start), the host's kernel and busybox-static;
 // says which is missing and exits 0 without them. It raises the 2 MiB pool as far as the kernel will
 // (at most to half of MemAvailable), and puts it back as it was at the end.
@@ -166,9 +167,34 @@ void sweep(virConnectPtr conn) {
   std::free(domains);
 }
 
+// --connect: another libvirtd than the machine's (scripts/package.sh points it at its Debian 12
+// root's, whose QEMU is 7.2); --scratch-dir: where the guest's files go, somewhere that libvirtd's
+// QEMU can read them.
+struct Options {
+  int rounds = 3;
+  std::string uri = "qemu:///system";
+  fs::path scratch_parent = "/tmp";
+};
+
+Options parse_options(int argc, char** argv) {
+  Options out;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--connect" && i + 1 < argc) {
+      out.uri = argv[++i];
+    } else if (arg == "--scratch-dir" && i + 1 < argc) {
+      out.scratch_parent = argv[++i];
+    } else {
+      out.rounds = std::atoi(arg.c_str());
+      if (out.rounds < 1) fail("ROUNDS must be a positive number, not '" + arg + "'");
+    }
+  }
+  return out;
+}
+
 class StartBench {
  public:
-  StartBench(fs::path scratch, const hostagent::testing::TestGuest& guest, uint64_t memory_mib)
+  StartBench(fs::path scratch, const hostagent::testing::TestGuest& guest, uint64_t memory_mib, const std::string& uri)
       : scratch_(std::move(scratch)) {
     fs::create_directories(scratch_ / "templates");
     fs::create_directories(scratch_ / "console");
@@ -176,7 +202,7 @@ class StartBench {
     write_template(guest, memory_mib, "2t", 2, 1);
     write_template(guest, memory_mib, "2c", 1, 2);
     const fs::path config = scratch_ / "hostagent.yaml";
-    std::ofstream(config) << "libvirt: {uri: \"qemu:///system\", domain_type: qemu}\nhost: {sysfs_root: /}\n"
+    std::ofstream(config) << "libvirt: {uri: \"" << uri << "\", domain_type: qemu}\nhost: {sysfs_root: /}\n"
                           << "templates: {directories: [\"" << (scratch_ / "templates").string() << "\"]}\n"
                           << "state_directory: " << (scratch_ / "state").string() << "\n"
                           << "console_log_directory: " << (scratch_ / "console").string() << "\n";
@@ -187,7 +213,7 @@ class StartBench {
     auto service = daemon::start_service(std::move(parts).value());
     if (!service.ok()) fail(service.error().message);
     service_ = std::move(service).value();
-    conn_ = virConnectOpen("qemu:///system");
+    conn_ = virConnectOpen(uri.c_str());
     if (conn_ == nullptr) fail(std::string("virConnectOpen: ") + virGetLastErrorMessage());
   }
   ~StartBench() {
@@ -377,16 +403,16 @@ void print_table(const Arm& one, const Arm& two, const Arm& libvirt) {
 }  // namespace
 
 int run(int argc, char** argv) {
-  const int rounds = argc > 1 ? std::atoi(argv[1]) : 3;
-  if (rounds < 1) fail("ROUNDS must be a positive number");
-  virConnectPtr probe = virConnectOpen("qemu:///system");
+  const Options options = parse_options(argc, argv);
+  const int rounds = options.rounds;
+  virConnectPtr probe = virConnectOpen(options.uri.c_str());
   if (probe == nullptr) {
-    std::printf("bench_start: SKIPPED: no libvirtd answers on qemu:///system (scripts/libvirtd.sh start)\n");
+    std::printf("bench_start: SKIPPED: no libvirtd answers on %s (scripts/libvirtd.sh start)\n", options.uri.c_str());
     return 0;
   }
   sweep(probe);
   virConnectClose(probe);
-  bench::ScratchDir scratch("bench-start");
+  bench::ScratchDir scratch("bench-start", options.scratch_parent);
   fs::permissions(scratch.path(), fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
                                       fs::perms::others_read | fs::perms::others_exec);
   const auto guest = hostagent::testing::build_test_guest(scratch.path());
@@ -404,7 +430,7 @@ int run(int argc, char** argv) {
       "pages (%llu pages free), TCG; arms interleaved\n",
       rounds, static_cast<unsigned long long>(memory_mib), static_cast<unsigned long long>(free_pages));
   std::fflush(stdout);
-  StartBench bench(scratch.path(), *guest, memory_mib);
+  StartBench bench(scratch.path(), *guest, memory_mib, options.uri);
   std::printf("bench_start: on %s\n", bench.stack().c_str());
   Arm one;
   Arm two;

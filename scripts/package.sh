@@ -652,6 +652,18 @@ verify_on_root() {
   [[ $ties == 6 ]] || fail "verify-guest on the root's stack read back $ties of the 6 ties (log: $log)"
   verified="$(grep -o 'guest powered off [0-9.]* s after its start' "$log"); MATCH, the 6 ties held"
 }
+# HOSTAGENT_PACKAGE_BENCH_START=ROUNDS (not in CI: minutes): bench/bench_start on the root's
+# libvirtd, so that its arms (two cells against one above all) are measured on Debian 12's QEMU
+# 7.2 as `bench/run` measures them on this machine's.
+bench_on_root() {
+  local rounds="${HOSTAGENT_PACKAGE_BENCH_START:-}"
+  [[ -n $rounds ]] || return 0
+  [[ -x $tree/bench/bench_start ]] || fail "HOSTAGENT_PACKAGE_BENCH_START: $tree/bench/bench_start is not built"
+  begin "bench_start on the root's stack"
+  "$tree/bench/bench_start" "$rounds" --connect "$vm_libvirt_uri" --scratch-dir "$vm_dir" |
+    grep -v '^<' | tee "$out/bench-start.log"
+  end "bench_start on the root's stack" "$out/bench-start.log"
+}
 # After WHAT: the same QEMU process, and the new hostagentd adopted the VM at its start.
 check_vm_kept() {
   local now adopted
@@ -821,6 +833,7 @@ if ((chroot_ok)); then
     }
     [[ -z "$(qemu_process || true)" ]] || fail "$vm_name's QEMU still runs after its delete"
     end downgrade "to $version with $vm_name running: same QEMU process, adopted; then deleted"
+    bench_on_root  # once the VM is gone: its pinned CPUs would be held
   fi
 
   begin "remove, purge"
