@@ -76,7 +76,8 @@ struct CheckOptions {
   numa::HostPolicy policy;  // the daemon's housekeeping CPUs: a template is placed as the daemon would
 };
 
-// Every check, in a fixed order: the kernel's, then each template's fit on this host when empty.
+// Every check, in a fixed order: the kernel's, libvirt's and QEMU's versions when `facts.stack` has
+// them, then each template's fit on this host when empty (and what the running QEMU lacks of it).
 std::vector<Check> check_host(const HostFacts& facts, const numa::HostModel& host,
                               const std::vector<vmtemplates::VmTemplate>& templates, const CheckOptions& options);
 
