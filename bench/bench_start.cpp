@@ -50,6 +50,7 @@
 #include "hostagent/common/sysfs_writer.hpp"
 #include "hostagent/config/daemon_config.hpp"
 #include "hostagent/service/vm_service.hpp"
+#include "hostagent/virt/hypervisor.hpp"
 #include "samples.hpp"
 #include "scratch_dir.hpp"
 #include "test_guest.hpp"
@@ -296,16 +297,13 @@ class StartBench {
   const std::map<std::string, std::string>& launch_details() const { return launch_detail_; }
 
   // The stack the arms ran on: "QEMU 10.0.2, libvirt 11.3.0" (virConnectGetVersion and
-  // virConnectGetLibVersion: the hypervisor's and the daemon's, major * 1,000,000 + minor * 1,000 +
-  // release).
+  // virConnectGetLibVersion: the hypervisor's and the daemon's).
   std::string stack() const {
     unsigned long qemu = 0;
     unsigned long libvirt = 0;
     if (virConnectGetVersion(conn_, &qemu) != 0 || virConnectGetLibVersion(conn_, &libvirt) != 0) return "unknown";
-    const auto text = [](unsigned long v) {
-      return std::to_string(v / 1000000) + "." + std::to_string(v / 1000 % 1000) + "." + std::to_string(v % 1000);
-    };
-    return "QEMU " + text(qemu) + ", libvirt " + text(libvirt);
+    return "QEMU " + virt::Version::from_libvirt(qemu).text() + ", libvirt " +
+           virt::Version::from_libvirt(libvirt).text();
   }
 
   // The operation's timeline once the daemon saw its guest up (at most 120 s after the console did).

@@ -1,6 +1,11 @@
 // common/text: UTF-8 decoding and quoting for messages.
 #include "hostagent/common/text.hpp"
 
+#include <algorithm>
+#include <charconv>
+#include <iterator>
+#include <utility>
+
 namespace hostagent::text {
 namespace {
 
@@ -139,6 +144,22 @@ std::string binary_size(uint64_t bytes) {
   if (bytes >= kKiB * kKiB && bytes % (kKiB * kKiB) == 0) return std::to_string(bytes >> 20) + " MiB";
   if (bytes % kKiB == 0) return std::to_string(bytes >> 10) + " KiB";
   return std::to_string(bytes) + " bytes";
+}
+
+std::optional<uint64_t> libvirt_bytes(std::string_view value, std::string_view unit) {
+  static constexpr std::pair<std::string_view, int> kShifts[] = {
+      {"b", 0},    {"bytes", 0}, {"k", 10}, {"K", 10},   {"KiB", 10}, {"m", 20}, {"M", 20},
+      {"MiB", 20}, {"g", 30},    {"G", 30}, {"GiB", 30}, {"t", 40},   {"T", 40}, {"TiB", 40}};
+  if (unit.empty()) unit = "KiB";
+  const auto* shift =
+      std::find_if(std::begin(kShifts), std::end(kShifts), [&](const auto& s) { return s.first == unit; });
+  uint64_t number = 0;
+  const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), number);
+  if (shift == std::end(kShifts) || value.empty() || ec != std::errc() || end != value.data() + value.size() ||
+      number > (~uint64_t{0} >> shift->second)) {
+    return std::nullopt;
+  }
+  return number << shift->second;
 }
 
 }  // namespace hostagent::text

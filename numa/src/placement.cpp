@@ -432,40 +432,17 @@ Result<Placement> place(const HostModel& host, const std::vector<Allocation>& ex
 }
 
 int guest_cell_for(const HostModel& host, const std::vector<GuestCell>& cells, const std::optional<int>& node) {
-  const auto has_cpus = [](const NumaNode& n) { return !n.cpuless && !n.cpus.empty(); };
-  std::map<int, const NumaNode*> by_id;
-  for (const auto& n : host.numa_nodes) by_id.emplace(n.id, &n);
-  // The node whose cell the device joins: its own, or the nearest with CPUs (placement_inventory's
-  // map_cell_nodes); a device with no node on a host of one CPU node is on that one.
-  std::optional<int> cell_node;
-  if (!node) {
-    std::vector<int> cpu_nodes;
-    for (const auto& n : host.numa_nodes) {
-      if (has_cpus(n)) cpu_nodes.push_back(n.id);
-    }
-    if (cpu_nodes.size() == 1) cell_node = cpu_nodes.front();
-  } else if (const auto it = by_id.find(*node); it != by_id.end()) {
-    if (has_cpus(*it->second)) {
-      cell_node = *node;
-    } else {
-      std::optional<std::pair<int, int>> nearest;  // (distance, node)
-      for (const auto& [other, distance] : it->second->distances) {
-        const auto o = by_id.find(other);
-        if (o == by_id.end() || !has_cpus(*o->second)) continue;
-        if (!nearest || std::pair(distance, other) < *nearest) nearest = std::pair(distance, other);
-      }
-      if (nearest) cell_node = nearest->second;
-    }
-  }
+  const int cell_node = placement_detail::cell_node(placement_detail::map_cell_nodes(host), node);
   for (const auto& cell : cells) {
-    if (cell_node && cell.host_node == *cell_node) return cell.id;
+    if (cell.host_node == cell_node) return cell.id;
   }
-  const auto numa = node ? by_id.find(*node) : by_id.end();
-  if (numa == by_id.end()) return 0;
+  const auto numa =
+      std::find_if(host.numa_nodes.begin(), host.numa_nodes.end(), [&](const NumaNode& n) { return node == n.id; });
+  if (numa == host.numa_nodes.end()) return 0;
   std::pair<int, int> best{INT_MAX, 0};  // (distance, cell)
   for (const auto& cell : cells) {
-    const auto distance = numa->second->distances.find(cell.host_node);
-    if (distance != numa->second->distances.end()) best = std::min(best, std::pair(distance->second, cell.id));
+    const auto distance = numa->distances.find(cell.host_node);
+    if (distance != numa->distances.end()) best = std::min(best, std::pair(distance->second, cell.id));
   }
   return best.second;
 }

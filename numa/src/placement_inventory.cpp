@@ -81,24 +81,6 @@ bool matches(const std::vector<DeviceId>& ids, const PciFunction& f) {
                      [&](const DeviceId& id) { return id.vendor_id == f.vendor_id && id.device_id == f.device_id; });
 }
 
-// CPU-less nodes (GPU memory on Grace) lend their devices to the nearest node with CPUs.
-std::map<int, int> map_cell_nodes(const HostModel& host, const std::map<int, CpuNode>& cpu_nodes) {
-  std::map<int, int> out;
-  for (const auto& node : host.numa_nodes) {
-    if (cpu_nodes.count(node.id) != 0) {
-      out[node.id] = node.id;
-      continue;
-    }
-    std::optional<std::pair<int, int>> nearest;  // (distance, node)
-    for (const auto& [other, distance] : node.distances) {
-      if (cpu_nodes.count(other) == 0) continue;
-      if (!nearest || std::pair(distance, other) < *nearest) nearest = std::pair(distance, other);
-    }
-    out[node.id] = nearest ? nearest->second : kUnknownNode;
-  }
-  return out;
-}
-
 // Why f can go to no VM: withheld (being cleaned, quarantined), or kept by the host (host_use.hpp);
 // nullopt when it can.
 std::optional<std::string> kept(const PciFunction& f, const HostPolicy& policy) {
@@ -262,9 +244,7 @@ uint64_t CpuNode::free_pages() const {
 }
 
 int Inventory::cell_node(const std::optional<int>& numa_node) const {
-  if (!numa_node) return cpu_nodes.size() == 1 ? cpu_nodes.begin()->first : kUnknownNode;
-  const auto it = cell_node_of.find(*numa_node);
-  return it == cell_node_of.end() ? kUnknownNode : it->second;
+  return placement_detail::cell_node(cell_node_of, numa_node);
 }
 
 Inventory take_inventory(const HostModel& host, const std::vector<Allocation>& existing, const HostPolicy& policy,
@@ -276,13 +256,13 @@ Inventory take_inventory(const HostModel& host, const std::vector<Allocation>& e
   Inventory inv;
   inv.host = &host;
   for (const auto& numa : host.numa_nodes) {
-    if (numa.cpuless || numa.cpus.empty()) continue;
+    if (!has_cpus(numa)) continue;
     auto node = take_cpu_node(numa, cpus_by_id, holders, housekeeping, request.hugepage_size_bytes);
     const auto unclaimed = policy.unclaimed_hugepages.find({numa.id, request.hugepage_size_bytes});
     if (unclaimed != policy.unclaimed_hugepages.end()) node.unclaimed = unclaimed->second;
     inv.cpu_nodes.emplace(numa.id, std::move(node));
   }
-  inv.cell_node_of = map_cell_nodes(host, inv.cpu_nodes);
+  inv.cell_node_of = map_cell_nodes(host);
   const GroupIndex groups = index_groups(host);
   take_gpus(holders, groups, policy, request, inv);
   take_singles(holders, groups, policy, is_vf, inv, inv.vfs, inv.unusable_vfs);
@@ -320,6 +300,45 @@ std::string describe(const std::vector<Unusable>& unusable) {
     out += join_addresses(addresses) + " " + reason;
   }
   return out;
+}
+
+bool has_cpus(const NumaNode& node) {
+  return !node.cpuless && !node.cpus.empty();
+}
+
+std::map<int, int> map_cell_nodes(const HostModel& host) {
+  std::map<int, const NumaNode*> by_id;
+  for (const auto& node : host.numa_nodes) by_id.emplace(node.id, &node);
+  std::map<int, int> out;
+  for (const auto& node : host.numa_nodes) {
+    if (has_cpus(node)) {
+      out[node.id] = node.id;
+      continue;
+    }
+    std::optional<std::pair<int, int>> nearest;  // (distance, node)
+    for (const auto& [other, distance] : node.distances) {
+      const auto it = by_id.find(other);
+      if (it == by_id.end() || !has_cpus(*it->second)) continue;
+      if (!nearest || std::pair(distance, other) < *nearest) nearest = std::pair(distance, other);
+    }
+    out[node.id] = nearest ? nearest->second : kUnknownNode;
+  }
+  return out;
+}
+
+int cell_node(const std::map<int, int>& cell_node_of, const std::optional<int>& numa_node) {
+  if (!numa_node) {
+    // The nodes with CPUs are those that are their own cell node.
+    std::optional<int> only;
+    for (const auto& [node, cell] : cell_node_of) {
+      if (node != cell) continue;
+      if (only) return kUnknownNode;
+      only = node;
+    }
+    return only.value_or(kUnknownNode);
+  }
+  const auto it = cell_node_of.find(*numa_node);
+  return it == cell_node_of.end() ? kUnknownNode : it->second;
 }
 
 }  // namespace hostagent::numa::placement_detail

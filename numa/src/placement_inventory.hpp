@@ -75,6 +75,16 @@ struct Inventory {
   int cell_node(const std::optional<int>& numa_node) const;
 };
 
+// A node whose CPUs can hold a cell's vCPUs.
+bool has_cpus(const NumaNode& node);
+// Each host node's cell node, the node with CPUs whose cell takes its devices: itself, or for a
+// CPU-less node (GPU memory on Grace) the nearest node with CPUs by SLIT; kUnknownNode when its
+// SLIT row has none.
+std::map<int, int> map_cell_nodes(const HostModel& host);
+// A device's cell node, from its NUMA node; a device of no node is on the host's one node with
+// CPUs, or kUnknownNode when there are several.
+int cell_node(const std::map<int, int>& cell_node_of, const std::optional<int>& numa_node);
+
 Inventory take_inventory(const HostModel& host, const std::vector<Allocation>& existing, const HostPolicy& policy,
                          const PlacementRequest& request);
 

@@ -125,4 +125,21 @@ TEST_CASE("binary_size names a size in the largest binary unit that holds it who
   CHECK(text::binary_size(1000) == "1000 bytes");
 }
 
+TEST_CASE("libvirt_bytes reads a size in libvirt's binary units, KiB when none is given") {
+  CHECK(text::libvirt_bytes("4294967296", "") == (4ULL << 40));
+  CHECK(text::libvirt_bytes("1024", "KiB") == (1ULL << 20));
+  CHECK(text::libvirt_bytes("2", "M") == (2ULL << 20));
+  CHECK(text::libvirt_bytes("2", "m") == (2ULL << 20));
+  CHECK(text::libvirt_bytes("3", "GiB") == (3ULL << 30));
+  CHECK(text::libvirt_bytes("1", "T") == (1ULL << 40));
+  CHECK(text::libvirt_bytes("5", "bytes") == 5U);
+  CHECK(text::libvirt_bytes("5", "b") == 5U);
+  CHECK_FALSE(text::libvirt_bytes("1", "parsecs"));
+  CHECK_FALSE(text::libvirt_bytes("1", "KB"));  // libvirt's decimal units: none of its domains' sizes
+  CHECK_FALSE(text::libvirt_bytes("", "KiB"));
+  CHECK_FALSE(text::libvirt_bytes("1x", "KiB"));
+  CHECK_FALSE(text::libvirt_bytes("-1", "KiB"));
+  CHECK_FALSE(text::libvirt_bytes("18446744073709551615", "KiB"));  // overflows
+}
+
 }  // namespace hostagent

@@ -141,24 +141,20 @@ class Checker {
     return fa != nullptr && fb != nullptr ? numa::affinity(in_.host, *fa, *fb) : Affinity::unknown;
   }
 
-  // What the guest must show: the host's relation with each device on the node its guest cell
-  // mirrors. The same as the host's but where a device's node has no cell of its own: two devices
+  // What the guest must show of a device: its host reach, on the node its guest cell mirrors. The
+  // relations of these are the host's but where a device's node has no cell of its own: two devices
   // of different host nodes in one cell are NODE in the guest (one guest node, two expander buses).
-  Affinity expected_affinity(const PciAddress& a, const PciAddress& b) const {
-    const auto* fa = in_.host.find(a);
-    const auto* fb = in_.host.find(b);
-    if (fa == nullptr || fb == nullptr) return Affinity::unknown;
-    // The cell the rule gives, not the rendered one: a wrong cell shows in the matrix too.
-    const auto mirrored = [&](const numa::PciFunction& f) -> std::optional<int> {
-      const auto cell = numa::guest_cell_for(in_.host, in_.placement.cells, f.numa_node);
-      if (cell < 0 || static_cast<std::size_t>(cell) >= in_.placement.cells.size()) return std::nullopt;
-      return in_.placement.cells[static_cast<std::size_t>(cell)].host_node;
-    };
-    auto ra = numa::reach_of(in_.host, *fa);
-    auto rb = numa::reach_of(in_.host, *fb);
-    ra.numa_node = mirrored(*fa);
-    rb.numa_node = mirrored(*fb);
-    return numa::relate(ra, rb);
+  // The cell is the rule's (numa::guest_cell_for), not the rendered one: a wrong cell shows in the
+  // matrix too.
+  std::optional<numa::PciReach> expected_reach(const PciAddress& address) const {
+    const auto* f = in_.host.find(address);
+    if (f == nullptr) return std::nullopt;
+    auto reach = numa::reach_of(in_.host, *f);
+    const auto cell = numa::guest_cell_for(in_.host, in_.placement.cells, f->numa_node);
+    reach.numa_node = cell >= 0 && static_cast<std::size_t>(cell) < in_.placement.cells.size()
+                          ? std::optional<int>(in_.placement.cells[static_cast<std::size_t>(cell)].host_node)
+                          : std::nullopt;
+    return reach;
   }
 
   void check_matrices() {
@@ -172,13 +168,17 @@ class Checker {
       out_.expected.labels.push_back(label);
       out_.guest.labels.push_back(label);
     }
+    std::vector<std::optional<numa::PciReach>> expected_reaches;
+    for (const auto* a : rows) expected_reaches.push_back(expected_reach(a->host));
     for (std::size_t i = 0; i < rows.size(); ++i) {
       out_.host.relation.emplace_back();
       out_.expected.relation.emplace_back();
       out_.guest.relation.emplace_back();
       for (std::size_t j = 0; j < rows.size(); ++j) {
         const auto host = host_affinity(rows[i]->host, rows[j]->host);
-        const auto expected = expected_affinity(rows[i]->host, rows[j]->host);
+        const auto& ei = expected_reaches[i];
+        const auto& ej = expected_reaches[j];
+        const auto expected = ei && ej ? numa::relate(*ei, *ej) : Affinity::unknown;
         const auto guest = guest_affinity(view_.find(rows[i]->guest), view_.find(rows[j]->guest));
         out_.host.relation.back().push_back(host);
         out_.expected.relation.back().push_back(expected);

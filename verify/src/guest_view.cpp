@@ -7,6 +7,7 @@
 
 #include "hostagent/common/sysfs_root.hpp"
 #include "hostagent/verify/guest_image.hpp"
+#include "text_fields.hpp"
 
 namespace hostagent::verify {
 namespace {
@@ -30,26 +31,7 @@ Error malformed(std::size_t line, const std::string& why) {
   return Error{ErrorCode::parse_error, "guest console line " + std::to_string(line) + ": " + why};
 }
 
-// The non-empty pieces of text between separators.
-std::vector<std::string_view> split(std::string_view text, char separator) {
-  std::vector<std::string_view> out;
-  std::size_t at = 0;
-  while (at < text.size()) {
-    const auto end = std::min(text.find(separator, at), text.size());
-    if (end > at) out.push_back(text.substr(at, end - at));
-    at = end + 1;
-  }
-  return out;
-}
-
-template <typename Int>
-std::optional<Int> number(std::string_view text, int base) {
-  if (base == 16 && text.starts_with("0x")) text.remove_prefix(2);
-  Int value{};
-  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value, base);
-  if (ec != std::errc() || end != text.data() + text.size() || text.empty()) return std::nullopt;
-  return value;
-}
+using detail::split;
 
 // "key=value" words of a line, by key.
 std::map<std::string_view, std::string_view> fields(const std::vector<std::string_view>& line, std::size_t first) {
@@ -109,13 +91,13 @@ class ViewReader {
 
   Status node(std::size_t number, const std::vector<std::string_view>& w) {
     auto f = fields(w, 2);
-    const auto id = w.size() > 1 ? verify::number<int>(w[1], 10) : std::nullopt;
-    const auto mem = verify::number<uint64_t>(f["mem_kib"], 10);
+    const auto id = w.size() > 1 ? detail::number<int>(w[1], 10) : std::nullopt;
+    const auto mem = detail::number<uint64_t>(f["mem_kib"], 10);
     auto cpus = parse_cpu_list(std::string(f["cpus"]));
     if (!id || !mem || !cpus.ok()) return malformed(number, "a node line needs 'node ID cpus=LIST mem_kib=N'");
     GuestNode node{*id, std::move(*cpus), *mem, {}};
     for (const auto d : split(f["distance"], ',')) {
-      const auto value = verify::number<int>(d, 10);
+      const auto value = detail::number<int>(d, 10);
       if (!value) return malformed(number, "distance '" + std::string(f["distance"]) + "' is not a list of numbers");
       node.distances.push_back(*value);
     }
@@ -126,10 +108,10 @@ class ViewReader {
   Status pci(std::size_t number, const std::vector<std::string_view>& w) {
     auto f = fields(w, 2);
     auto address = PciAddress::parse(w.size() > 1 ? w[1] : "");
-    const auto vendor = verify::number<uint16_t>(f["vendor"], 16);
-    const auto device = verify::number<uint16_t>(f["device"], 16);
-    const auto class_code = verify::number<uint32_t>(f["class"], 16);
-    const auto numa_node = verify::number<int>(f["numa_node"], 10);
+    const auto vendor = detail::number<uint16_t>(f["vendor"], 16);
+    const auto device = detail::number<uint16_t>(f["device"], 16);
+    const auto class_code = detail::number<uint32_t>(f["class"], 16);
+    const auto numa_node = detail::number<int>(f["numa_node"], 10);
     if (!address.ok() || !vendor || !device || !class_code || !numa_node) {
       return malformed(number, "a pci line needs 'pci ADDRESS vendor= device= class= numa_node= path='");
     }
@@ -164,8 +146,8 @@ class ViewReader {
 
   Status window(std::size_t number, const std::vector<std::string_view>& w) {
     auto f = fields(w, 1);
-    const auto start = verify::number<uint64_t>(f["start"], 16);
-    const auto end = verify::number<uint64_t>(f["end"], 16);
+    const auto start = detail::number<uint64_t>(f["start"], 16);
+    const auto end = detail::number<uint64_t>(f["end"], 16);
     if (f["bus"].empty() || !start || !end || *end < *start) {
       return malformed(number, "a window line needs 'window bus=DDDD:BB start=0xSTART end=0xEND', end >= start");
     }
@@ -179,7 +161,7 @@ class ViewReader {
   static Result<std::optional<GuestLink>> read_link(std::size_t number, std::string_view text) {
     if (text.empty() || text == "-" || text.starts_with("Unknown/")) return std::optional<GuestLink>{};
     const auto slash = text.find('/');
-    const auto width = slash == std::string_view::npos ? std::nullopt : verify::number<int>(text.substr(slash + 1), 10);
+    const auto width = slash == std::string_view::npos ? std::nullopt : detail::number<int>(text.substr(slash + 1), 10);
     double speed = 0;
     const auto speed_text = text.substr(0, std::min(slash, text.size()));
     const auto [end, ec] = std::from_chars(speed_text.data(), speed_text.data() + speed_text.size(), speed);
@@ -195,9 +177,9 @@ class ViewReader {
     const auto root = path.substr(0, slash);
     const auto colon = root.find(':');
     const auto domain = root.starts_with("pci") && colon != std::string_view::npos
-                            ? verify::number<uint32_t>(root.substr(3, colon - 3), 16)
+                            ? detail::number<uint32_t>(root.substr(3, colon - 3), 16)
                             : std::nullopt;
-    const auto bus = colon != std::string_view::npos ? verify::number<int>(root.substr(colon + 1), 16) : std::nullopt;
+    const auto bus = colon != std::string_view::npos ? detail::number<int>(root.substr(colon + 1), 16) : std::nullopt;
     if (!domain || !bus || slash == std::string_view::npos) {
       return malformed(number, "path '" + std::string(path) + "' does not start at a root bus (pciDDDD:BB/)");
     }

@@ -2,28 +2,11 @@
 #include "hostagent/verify/qemu_process.hpp"
 
 #include <algorithm>
-#include <charconv>
+
+#include "text_fields.hpp"
 
 namespace hostagent::verify {
 namespace {
-
-std::optional<int> whole_number(std::string_view text) {
-  int value = 0;
-  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (ec != std::errc() || end != text.data() + text.size() || text.empty()) return std::nullopt;
-  return value;
-}
-
-std::vector<std::string_view> words(std::string_view line) {
-  std::vector<std::string_view> out;
-  std::size_t at = 0;
-  while (at < line.size()) {
-    const auto end = std::min(line.find(' ', at), line.size());
-    if (end > at) out.push_back(line.substr(at, end - at));
-    at = end + 1;
-  }
-  return out;
-}
 
 // The cell of a backend's file: the digits after "ram-node", ended by anything but a digit.
 std::optional<int> cell_of_file(std::string_view file) {
@@ -32,7 +15,7 @@ std::optional<int> cell_of_file(std::string_view file) {
   if (at == std::string_view::npos) return std::nullopt;
   auto digits = file.substr(at + kAlias.size());
   digits = digits.substr(0, std::min(digits.find_first_not_of("0123456789"), digits.size()));
-  return whole_number(digits);
+  return detail::number<int>(digits);
 }
 
 // "bind:0-1", "bind=static:0", "prefer:1", "default", "local" (mm/mempolicy.c mpol_to_str).
@@ -49,7 +32,7 @@ Status read_policy(std::string_view word, CellMemory& cell) {
 // One numa_maps line: "ADDRESS POLICY [file=PATH] [huge] [anon=N] [dirty=N] ... [N<node>=PAGES]...
 // kernelpagesize_kB=N" (Documentation/filesystems/proc.rst, "numa_maps"); only a backend's.
 Result<std::optional<CellMemory>> numa_maps_line(std::string_view line) {
-  const auto w = words(line);
+  const auto w = detail::split(line, ' ');
   if (w.size() < 2) return std::optional<CellMemory>();
   std::optional<int> cell;
   for (const auto word : w) {
@@ -65,12 +48,12 @@ Result<std::optional<CellMemory>> numa_maps_line(std::string_view line) {
     const auto key = w[i].substr(0, eq);
     const auto value = w[i].substr(eq + 1);
     if (key == "kernelpagesize_kB") {
-      const auto kib = whole_number(value);
+      const auto kib = detail::number<int>(value);
       if (!kib) return Error{ErrorCode::parse_error, "numa_maps: kernelpagesize_kB '" + std::string(value) + "'"};
       out.page_kib = static_cast<uint64_t>(*kib);
     } else if (key.size() > 1 && key[0] == 'N') {
-      const auto node = whole_number(key.substr(1));
-      const auto pages = whole_number(value);
+      const auto node = detail::number<int>(key.substr(1));
+      const auto pages = detail::number<int>(value);
       if (!node || !pages) return Error{ErrorCode::parse_error, "numa_maps: '" + std::string(w[i]) + "'"};
       out.on_node[*node] += static_cast<uint64_t>(*pages);
     }
@@ -226,13 +209,13 @@ std::optional<int> vcpu_of_thread(std::string_view name) {
   if (!name.starts_with("CPU ")) return std::nullopt;
   const auto slash = name.find('/');
   if (slash == std::string_view::npos) return std::nullopt;
-  return whole_number(name.substr(4, slash - 4));
+  return detail::number<int>(name.substr(4, slash - 4));
 }
 
 Result<std::optional<QemuProcess>> read_qemu_process(const SysfsRoot& machine, std::string_view name) {
   HA_TRY(const auto entries, machine.list("/proc", false));
   for (const auto& entry : entries) {
-    const auto pid = whole_number(entry);
+    const auto pid = detail::number<int>(entry);
     if (!pid) continue;
     const std::string dir = "/proc/" + entry;
     const auto cmdline = machine.read_binary(dir + "/cmdline");
@@ -241,7 +224,7 @@ Result<std::optional<QemuProcess>> read_qemu_process(const SysfsRoot& machine, s
     process.pid = *pid;
     HA_TRY(const auto tasks, machine.list(dir + "/task", false));
     for (const auto& task : tasks) {
-      const auto tid = whole_number(task);
+      const auto tid = detail::number<int>(task);
       const auto status = machine.read(dir + "/task/" + task + "/status");
       if (!tid || !status.ok()) continue;
       HA_TRY(auto thread, parse_thread_status(*tid, *status));

@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "hostagent/common/sysfs_root.hpp"
+#include "hostagent/common/text.hpp"
 
 namespace hostagent::verify {
 namespace {
@@ -326,24 +327,16 @@ class StandInWriter {
     return ok_status();
   }
 
-  // A libvirt size: its text in the element's unit (KiB when none; libvirt's scaled integers).
+  // A libvirt size: its text in the element's unit (text::libvirt_bytes).
   static Result<uint64_t> bytes_of(pugi::xml_node element) {
-    static const std::map<std::string, uint64_t, std::less<>> kUnits = {
-        {"b", 1},          {"bytes", 1},      {"KiB", 1ULL << 10},
-        {"k", 1ULL << 10}, {"K", 1ULL << 10}, {"MiB", 1ULL << 20},
-        {"M", 1ULL << 20}, {"m", 1ULL << 20}, {"GiB", 1ULL << 30},
-        {"G", 1ULL << 30}, {"g", 1ULL << 30}, {"TiB", 1ULL << 40},
-        {"T", 1ULL << 40}, {"t", 1ULL << 40}};
-    const std::string unit = element.attribute("unit") ? element.attribute("unit").value() : "KiB";
-    const auto scale = kUnits.find(unit);
     const std::string_view text = element.text().get();
-    uint64_t value = 0;
-    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-    if (scale == kUnits.end() || ec != std::errc() || end != text.data() + text.size() || text.empty() ||
-        value > (~uint64_t{0} / scale->second)) {
-      return invalid("<" + std::string(element.name()) + "> is not a size: '" + std::string(text) + "' " + unit);
+    const std::string_view unit = element.attribute("unit").value();
+    const auto bytes = text::libvirt_bytes(text, unit);
+    if (!bytes) {
+      return invalid("<" + std::string(element.name()) + "> is not a size: '" + std::string(text) + "' " +
+                     std::string(unit.empty() ? "KiB" : unit));
     }
-    return value * scale->second;
+    return *bytes;
   }
 
   // The seed as the daemon attaches it (render/domain_devices.cpp): a read-only SATA CD-ROM on q35's

@@ -18,8 +18,6 @@
 namespace hostagent::state {
 namespace {
 
-constexpr uint64_t kKiB = 1024;
-
 // A hex number as libvirt writes a PCI address's parts ("0x3f"), the whole text.
 std::optional<uint64_t> hex_number(std::string_view text) {
   if (text.rfind("0x", 0) == 0 || text.rfind("0X", 0) == 0) text.remove_prefix(2);
@@ -51,27 +49,16 @@ Result<std::set<int>> read_cpuset(const std::string& name, const std::string& wh
   return in;
 }
 
-// A size with libvirt's units (b, KiB (the default), MiB, GiB, TiB and their k/M/G/T forms).
+// A size with libvirt's units (text::libvirt_bytes).
 Result<uint64_t> read_bytes(const std::string& name, const std::string& where, const std::string& value,
                             pugi::xml_attribute unit) {
-  static const std::map<std::string, uint64_t> kUnits = {{"b", 1},
-                                                         {"bytes", 1},
-                                                         {"k", kKiB},
-                                                         {"KiB", kKiB},
-                                                         {"M", kKiB * kKiB},
-                                                         {"MiB", kKiB * kKiB},
-                                                         {"G", kKiB * kKiB * kKiB},
-                                                         {"GiB", kKiB * kKiB * kKiB},
-                                                         {"T", kKiB * kKiB * kKiB * kKiB},
-                                                         {"TiB", kKiB * kKiB * kKiB * kKiB}};
   const std::string unit_text = unit ? unit.as_string() : "KiB";
-  const auto factor = kUnits.find(unit_text);
-  const auto number = detail::parse_unsigned(value);
-  if (factor == kUnits.end() || !number) {
+  const auto bytes = text::libvirt_bytes(value, unit_text);
+  if (!bytes) {
     return unreadable(
         name, where + ": " + text::quoted(value) + " " + text::quoted(unit_text) + " is not a size libvirt writes");
   }
-  return *number * factor->second;
+  return *bytes;
 }
 
 Status read_cpus(const std::string& name, pugi::xml_node domain, DomainHoldings& out) {

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -46,5 +47,10 @@ std::string xml_text_problem(std::string_view value, XmlText kind);
 // A size in bytes in the largest binary unit that holds it whole: "1 GiB", "2 MiB", "64 KiB",
 // "3 bytes". How page sizes and memory read in messages and details.
 std::string binary_size(uint64_t bytes);
+
+// A size as libvirt writes one in a domain: `value` in `unit` ("" is KiB, libvirt's default for
+// memory and pcihole64): b or bytes, and k, M, G, T in either case or as KiB, MiB, GiB, TiB
+// (virScaleInteger's binary units). nullopt when either is not libvirt's, or it overflows.
+std::optional<uint64_t> libvirt_bytes(std::string_view value, std::string_view unit);
 
 }  // namespace hostagent::text
