@@ -169,6 +169,7 @@ class Checker {
       out_.guest.labels.push_back(label);
     }
     std::vector<std::optional<numa::PciReach>> expected_reaches;
+    expected_reaches.reserve(rows.size());
     for (const auto* a : rows) expected_reaches.push_back(expected_reach(a->host));
     for (std::size_t i = 0; i < rows.size(); ++i) {
       out_.host.relation.emplace_back();
