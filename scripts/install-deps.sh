@@ -107,7 +107,32 @@ for p in "${stack_missing[@]}"; do
     break
   fi
 done
-if [[ ${#missing[@]} -eq 0 && ${#stack_missing[@]} -eq 0 ]]; then
+# The current stack's machine keeps Debian 12's own kernel too, with its headers and source: the
+# host-life boots start the emulated host on it and reboot it into the stack's, as a host upgraded
+# from 6.1 to 6.12 does (tests/kernel/kernel_boot.cpp, "boot host life"). Its packages are named by
+# the kernel's ABI (linux-image-6.1.0-NN-amd64), which bookworm's linux-image-amd64 depends on.
+has_debian12_kernel() {
+  installed linux-source-6.1 || return 1
+  local image
+  for image in $(dpkg-query -W -f='${Package}\n' 'linux-image-6.1.*-amd64' 2>/dev/null); do
+    installed "$image" && installed "${image/image/headers}" && return 0
+  done
+  return 1
+}
+debian12_kernel_packages() {
+  local image
+  image="$(apt-cache show linux-image-amd64 | awk '/^Version:/ {v = $2} /^Depends:/ && v !~ /bpo/ {print v, $2}' |
+    sort -V | tail -1 | cut -d' ' -f2)"
+  [[ -n $image ]] || {
+    echo "install-deps.sh: bookworm's linux-image-amd64 is not in apt's index" >&2
+    return 1
+  }
+  echo "$image ${image/image/headers} linux-source-6.1"
+}
+debian12_kernel=0
+if [[ $stack == current ]] && ! has_debian12_kernel; then debian12_kernel=1; fi
+
+if [[ ${#missing[@]} -eq 0 && ${#stack_missing[@]} -eq 0 && $debian12_kernel -eq 0 ]]; then
   echo "install-deps.sh: all ${#packages[@]} packages and the $stack stack's ${#stack_packages[@]} present"
   exit 0
 fi
@@ -142,4 +167,9 @@ if [[ ${#stack_missing[@]} -gt 0 ]]; then
   # -t: the stack's release first, for each package and what it depends on; downgrades allowed, so
   # that a machine moves from the current stack back to Debian 12's.
   apt-get install -y -qq --no-install-recommends --allow-downgrades -t "$release" "${stack_missing[@]}"
+fi
+if [[ $debian12_kernel -eq 1 ]]; then
+  read -ra older < <(debian12_kernel_packages)
+  echo "install-deps.sh: Debian 12's kernel beside the current stack's: ${older[*]}"
+  apt-get install -y -qq --no-install-recommends "${older[@]}"
 fi

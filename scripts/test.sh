@@ -135,12 +135,14 @@ install_all() {
 # The stack this machine runs (scripts/install-deps.sh chose it); the package phase prints Debian
 # 12's, in its root.
 print_stack() {
-  local qemu libvirt kernel
+  local qemu libvirt kernel oldest
   qemu="$(qemu-system-x86_64 --version | awk 'NR == 1 {print $4}')"
   libvirt="$(libvirtd --version | awk '{print $NF}')"
   kernel="$(find /boot -maxdepth 1 -name 'vmlinuz-*' -printf '%f\n' | sed 's/^vmlinuz-//' | sort -V | tail -1)"
-  echo "stack ${HOSTAGENT_STACK:-current}: QEMU $qemu, libvirt $libvirt, the guests' and emulated host's kernel $kernel"
-  phase_extra="; stack ${HOSTAGENT_STACK:-current}: QEMU $qemu, libvirt $libvirt, kernel $kernel"
+  oldest="$(find /boot -maxdepth 1 -name 'vmlinuz-*' -printf '%f\n' | sed 's/^vmlinuz-//' | sort -V | head -1)"
+  echo "stack ${HOSTAGENT_STACK:-current}: QEMU $qemu, libvirt $libvirt, the guests' and emulated host's kernel $kernel" \
+    "(the host-life boots: $oldest, then $kernel)"
+  phase_extra="; stack ${HOSTAGENT_STACK:-current}: QEMU $qemu, libvirt $libvirt, kernel $kernel (and $oldest)"
 }
 
 phase install "scripts/install-deps.sh, the OpenAPI lint's Redocly CLI, promtool" install_all
@@ -170,6 +172,9 @@ export HOSTAGENT_PLACEMENT_URL HOSTAGENT_REQUIRE_PLACEMENT=1
 export HOSTAGENT_REQUIRE_REDOCLY=1
 # And the metrics check's promtool.
 export HOSTAGENT_REQUIRE_PROMTOOL=1
+# The current stack's host-life boots start on Debian 12's kernel and reboot into the stack's
+# (scripts/install-deps.sh installs both): one kernel there fails the run.
+if [[ ${HOSTAGENT_STACK:-current} == current ]]; then export HOSTAGENT_REQUIRE_KERNEL_UPGRADE=1; fi
 phase build "default tree (gcc)" build_tree default
 phase "tidy start" "the asan tree configured; clang-tidy to the background" start_tidy
 phase test "default tree: units, kernel and verify-guest boots" test_tree default default

@@ -218,7 +218,14 @@ TEST_CASE(
 // The second boot's initramfs carries the list the first boot's hostagentd left (kernel_boot.cpp),
 // and nvme was loaded through the package's install line (host_root.cpp): before any hostagentd of
 // this boot, the tenant's controller is held from nvme, and nothing of it reaches the host.
-TEST_CASE("3 after the reboot: before hostagentd starts, the tenant's controller was held from nvme at boot") {
+// The host's kernel as it booted (the harness boots the oldest kernel installed first: Debian 12's
+// 6.1 beside the current stack's 6.12), read by `hostagentctl host check` with its VMs running.
+TEST_CASE("3 before the reboot: hostagentctl host check reads the kernel the host booted") {
+  MESSAGE("kernel " << read_text("/proc/sys/kernel/osrelease"));
+  check_host_check_reads_this_kernel();
+}
+
+TEST_CASE("4 after the reboot: before hostagentd starts, the tenant's controller was held from nvme at boot") {
   REQUIRE_MESSAGE(mounted_at(kernel::kPersistentMount), "the persistent disk is not mounted: see the console");
   const PciAddress tenant = tenant_controller();
   const auto override_now = guest::sysfs().read(guest::pci_path(tenant, "driver_override"));
@@ -244,7 +251,7 @@ TEST_CASE("3 after the reboot: before hostagentd starts, the tenant's controller
   CHECK(guest::driver_of(*mounted) == std::optional<std::string>("nvme"));
 }
 
-TEST_CASE("4 after the reboot: hostagentd starts the VMs that were running, their devices on vfio-pci again") {
+TEST_CASE("5 after the reboot: hostagentd starts the VMs that were running, their devices on vfio-pci again") {
   REQUIRE_MESSAGE(mounted_at(kernel::kPersistentMount), "the persistent disk is not mounted: see the console");
   REQUIRE_MESSAGE(fs::exists(recorded_vf()), "the first boot recorded no VM");
   const auto vf = PciAddress::parse(read_text(recorded_vf()));
@@ -281,7 +288,7 @@ TEST_CASE("4 after the reboot: hostagentd starts the VMs that were running, thei
 }
 
 TEST_CASE(
-    "5 after the reboot: the VMs are deleted, the VF given back, the tenants' controller unseen before its erase and "
+    "6 after the reboot: the VMs are deleted, the VF given back, the tenants' controller unseen before its erase and "
     "after") {
   Daemon daemon(daemon_dir());
   // The tenants' controller's cleaning stops before its erase: what the tenant left is on the media.
@@ -329,7 +336,7 @@ TEST_CASE(
   CHECK_MESSAGE(daemon.stop() == 0, daemon.log_tail());
 }
 
-TEST_CASE("6 after the reboot: a VM whose domain is undefined with libvirt directly has its devices released at once") {
+TEST_CASE("7 after the reboot: a VM whose domain is undefined with libvirt directly has its devices released at once") {
   Daemon daemon(daemon_dir());
   REQUIRE_MESSAGE(daemon.start(kStartTimeout), daemon.log_tail());
   const auto created = daemon.ctl({"vm", "create", "--template", kVfTemplate, "--name", kUndefined});
@@ -347,6 +354,13 @@ TEST_CASE("6 after the reboot: a VM whose domain is undefined with libvirt direc
   const auto listed = json_of(daemon.ctl({"vm", "list", "--json"}));
   for (const auto& vm : listed.at("vms").as_array()) CHECK(vm.at("name").as_string() != kUndefined);
   CHECK_MESSAGE(daemon.stop() == 0, daemon.log_tail());
+}
+
+// After the reboot the host runs the newest kernel installed: an upgrade from Debian 12's 6.1 to
+// 6.12 where both are (kernel_boot.cpp, "boot host life"). Its verdicts follow the new release.
+TEST_CASE("8 after the reboot: hostagentctl host check reads the kernel the host was upgraded to") {
+  MESSAGE("kernel " << read_text("/proc/sys/kernel/osrelease"));
+  check_host_check_reads_this_kernel();
 }
 
 }  // namespace hostagent::testing::e2e

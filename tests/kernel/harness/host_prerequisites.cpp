@@ -38,11 +38,12 @@ std::optional<fs::path> first_existing(const std::vector<fs::path>& candidates) 
   return std::nullopt;
 }
 
-// The kernel: the newest in /boot with modules and headers (a kernel without them is an upgrade
-// waiting for its reboot, or a foreign one).
-std::variant<HostPrerequisites, MissingPrerequisite> find_kernel() {
-  const auto versions = boot_kernels();
+// The kernel: the newest (or oldest) in /boot with modules and headers (a kernel without them is an
+// upgrade waiting for its reboot, or a foreign one).
+std::variant<HostPrerequisites, MissingPrerequisite> find_kernel(KernelPick pick) {
+  auto versions = boot_kernels();
   if (versions.empty()) return MissingPrerequisite{"no kernel in /boot (vmlinuz-*)", "linux-image-amd64"};
+  if (pick == KernelPick::oldest) std::reverse(versions.begin(), versions.end());
   for (const auto& version : versions) {
     HostPrerequisites found;
     found.kernel_version = version;
@@ -51,6 +52,7 @@ std::variant<HostPrerequisites, MissingPrerequisite> find_kernel() {
     found.headers = "/usr/src/linux-headers-" + version;
     if (path_exists(found.modules_dir / "modules.dep") && path_exists(found.headers / "Makefile")) return found;
   }
+  if (pick == KernelPick::oldest) std::reverse(versions.begin(), versions.end());
   return MissingPrerequisite{
       "no kernel in /boot has both /lib/modules/VERSION and /usr/src/linux-headers-VERSION (newest: " +
           versions.front() + ")",
@@ -79,10 +81,10 @@ std::string kernel_series(const std::string& version) {
   return version.substr(0, second);
 }
 
-std::variant<HostPrerequisites, MissingPrerequisite> find_host_prerequisites() {
+std::variant<HostPrerequisites, MissingPrerequisite> find_host_prerequisites(KernelPick pick) {
   const auto qemu = find_program("qemu-system-x86_64");
   if (!qemu) return MissingPrerequisite{"qemu-system-x86_64 is not on PATH", "qemu-system-x86"};
-  auto kernel = find_kernel();
+  auto kernel = find_kernel(pick);
   if (std::holds_alternative<MissingPrerequisite>(kernel)) return kernel;
   auto found = std::get<HostPrerequisites>(std::move(kernel));
   found.qemu = *qemu;

@@ -28,9 +28,13 @@ struct MissingPrerequisite {
   std::string package;  // "linux-source-6.1"
 };
 
-// The newest kernel in /boot that has its modules, its headers and its source installed; the
-// first thing missing otherwise.
-std::variant<HostPrerequisites, MissingPrerequisite> find_host_prerequisites();
+// Which of the kernels in /boot with their modules and headers: the newest (what a host boots), or
+// the oldest (the host-life boots' first, before an upgrade: Debian 12's 6.1 beside 6.12).
+enum class KernelPick { newest, oldest };
+
+// That kernel in /boot, with its modules, headers and source installed; the first thing missing
+// otherwise.
+std::variant<HostPrerequisites, MissingPrerequisite> find_host_prerequisites(KernelPick pick = KernelPick::newest);
 
 // "6.1.0-57-amd64" -> "6.1": the linux-source package's version.
 std::string kernel_series(const std::string& version);
