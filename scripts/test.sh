@@ -4,15 +4,16 @@
 #   format       clang-format and the test-name lint (scripts/lint.sh --format)
 #   build        the default tree: gcc, -O2 with Debian's hardening; the packages are made from it
 #   tidy start   clang-tidy (scripts/lint.sh --tidy) to the background, at the lowest priority
-#   test         the default tree's CTest suite: every unit suite, the kernel harness's boots, verify-guest's
+#   test         the default tree's CTest suite (tree:default): the kernel harness's boots, verify-guest's,
+#                the fleet test
 #   build asan   the asan tree: clang with ASan and UBSan over the whole tree, the fuzz targets too
-#   test asan    its CTest suite: every unit suite again, and the daemon against the real libvirtd
+#   test asan    its CTest suite: every other suite, the units and the daemon against the real libvirtd
 #   fuzz         the libFuzzer targets of the asan tree, 20 seconds each, two at a time
 #   package      the .deb and .rpm from the default tree's tested binaries, checked in a Debian 12 root
 #   clang-tidy   waits for it: every unit, a clean verdict cached by what clang-tidy reads
-# A QEMU boot runs in one tree's pass only (ONCE_IN in tests/CMakeLists.txt). Caches that outlive
-# the clone (compiler, clang-tidy, the package root, netdevsim) live in /var/cache/hostagent
-# (scripts/lib/caches.sh). Every run ends with each phase's seconds.
+# Every test runs once, in one tree's pass (ONCE_IN in tests/CMakeLists.txt, CMakePresets.json).
+# Caches that outlive the clone (compiler, clang-tidy, the package root, netdevsim) live in
+# /var/cache/hostagent (scripts/lib/caches.sh). Every run ends with each phase's seconds.
 #
 #   scripts/test.sh           everything, as above
 #   scripts/test.sh --unit    the default tree's unit tier only (no libvirtd, no QEMU): the inner loop
@@ -177,9 +178,9 @@ export HOSTAGENT_REQUIRE_PROMTOOL=1
 if [[ ${HOSTAGENT_STACK:-current} == current ]]; then export HOSTAGENT_REQUIRE_KERNEL_UPGRADE=1; fi
 phase build "default tree (gcc)" build_tree default
 phase "tidy start" "the asan tree configured; clang-tidy to the background" start_tidy
-phase test "default tree: units, kernel and verify-guest boots" test_tree default default
+phase test "default tree: kernel and verify-guest boots, the fleet test" test_tree default default
 phase "build asan" "asan tree (clang, ASan+UBSan, fuzz targets)" build_tree asan
-phase "test asan" "asan tree: units, the daemon against libvirtd" test_tree asan asan
+phase "test asan" "asan tree: every unit suite, the daemon against libvirtd" test_tree asan asan
 phase fuzz "asan tree's fuzz targets, 20 s each" scripts/fuzz.sh --seconds 20
 phase package "from the default tree: .deb, .rpm, a Debian 12 root" scripts/package.sh
 phase clang-tidy "every unit, cached by what it reads; waited for" wait_tidy
