@@ -57,6 +57,7 @@ Status Maintenance::refuse_start(const std::string& vm) const {
 }
 
 Result<service::MaintenanceView> Maintenance::cordon(const std::string& reason, const std::string& principal) {
+  std::lock_guard order(publish_order_);
   service::MaintenanceView view;
   {
     std::lock_guard lock(mutex_);
@@ -74,6 +75,7 @@ Result<service::MaintenanceView> Maintenance::cordon(const std::string& reason, 
 
 Result<std::chrono::steady_clock::time_point> Maintenance::drain(const std::string& reason, std::chrono::seconds grace,
                                                                  const std::string& principal) {
+  std::lock_guard order(publish_order_);
   const auto now = clock_.now();
   service::MaintenanceView view;
   {
@@ -99,6 +101,7 @@ std::optional<std::chrono::steady_clock::time_point> Maintenance::drain_underway
 }
 
 void Maintenance::stopping(const std::vector<std::string>& vms) {
+  std::lock_guard order(publish_order_);
   service::MaintenanceView view;
   {
     std::lock_guard lock(mutex_);
@@ -111,6 +114,7 @@ void Maintenance::stopping(const std::vector<std::string>& vms) {
 }
 
 void Maintenance::stop_ended(const std::string& vm, const Result<DrainStop>& outcome) {
+  std::lock_guard order(publish_order_);
   service::MaintenanceView view;
   {
     std::lock_guard lock(mutex_);
@@ -157,6 +161,7 @@ void Maintenance::finish_if_done_locked() {
 }
 
 Result<service::MaintenanceView> Maintenance::uncordon(const std::string& principal) {
+  std::lock_guard order(publish_order_);
   service::MaintenanceView view;
   {
     std::lock_guard lock(mutex_);

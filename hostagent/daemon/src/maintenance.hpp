@@ -59,6 +59,10 @@ class Maintenance {
   const std::filesystem::path file_;
   Clock& clock_;
   EventHub& events_;
+  // Held by each change from its view to its publish (before mutex_): two drain stops ending at once
+  // otherwise published their views in either order, and a "draining" one could come after
+  // "drained" (an asan run's drain test waited for a last event that had been overtaken).
+  std::mutex publish_order_;
   mutable std::mutex mutex_;
   state::MaintenanceRecord record_;  // in_service with no `since` when the file is absent
   std::vector<service::DrainVmView> vms_;
