@@ -69,8 +69,18 @@ std::optional<std::string> verify_matches(const std::string& label, std::vector<
                                    "--name",
                                    name};
   argv.insert(argv.end(), host_args.begin(), host_args.end());
-  const auto run = run_command(argv);
+  auto run = run_command(argv);
   remove_domain(*uri, name);  // transient: gone once stopped; this covers a run killed midway
+  // Under TCG on two loaded cores a guest's vCPU now and then stops taking its timer: the guest
+  // waits forever where it sleeps (seen twice in 2026-12, each time with clang-tidy busy beside it:
+  // a Vela-2 stand-in still in OVMF, a DGX-2 one waiting for its CD-ROM; the kernel harness's
+  // emulated host, also TCG, printed "rcu_preempt kthread timer wakeup didn't happen" when it did
+  // the same). Such a boot is run again, once, and says so; one that hangs twice fails.
+  if (run.exit_code != 0 && run.output.find("did not power off within") != std::string::npos) {
+    MESSAGE("the stand-in hung (its vCPU's timer under TCG, see above); booted again:\n" << run.output);
+    run = run_command(argv);
+    remove_domain(*uri, name);
+  }
   INFO(run.output);
   CHECK(run.exit_code == 0);
   CHECK(run.output.find(expected_summary) != std::string::npos);
