@@ -20,6 +20,10 @@ running() { [[ -f $pidfile ]] && kill -0 "$(cat "$pidfile")" 2>/dev/null; }
 
 url() { echo "http://127.0.0.1:$(cat "$port_file")"; }
 
+port_answers() {
+  python3 -c 'import socket, sys; s = socket.socket(); s.settimeout(2); sys.exit(0 if s.connect_ex(("127.0.0.1", int(sys.argv[1]))) == 0 else 1)' "$1"
+}
+
 write_config() {
   mkdir -p "$dir"
   cat >"$dir/placement.conf" <<EOF
@@ -63,6 +67,14 @@ start() {
   for tool in uwsgi placement-manage; do
     command -v "$tool" >/dev/null || { echo "placement.sh: $tool missing; run scripts/install-deps.sh" >&2; exit 1; }
   done
+  # Another Placement on the port (another cache directory's, or one still going down) would answer
+  # wait_ready below in this one's stead, and the tests would run against its database: seen once,
+  # when two runs with different HOSTAGENT_CACHE_DIR followed each other. The port must be free.
+  if port_answers "$port"; then
+    echo "placement.sh: 127.0.0.1:$port is taken by a process this cache directory ($dir) did not start;" \
+      "stop it (scripts/placement.sh stop with its HOSTAGENT_CACHE_DIR) or give another port" >&2
+    exit 1
+  fi
   write_config
   rm -f "$dir/placement.sqlite"
   # placement-manage reads --config-file, not OS_PLACEMENT_CONFIG_DIR (placement/cmd/manage.py).
@@ -82,7 +94,7 @@ stop() {
   local pid
   pid="$(cat "$pidfile")"
   kill "$pid"
-  for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+  for _ in $(seq 300); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
 }
 
 case "${1:-}" in
