@@ -136,11 +136,12 @@ install_all() {
 # The stack this machine runs (scripts/install-deps.sh chose it); the package phase prints Debian
 # 12's, in its root.
 print_stack() {
-  local qemu libvirt kernel oldest
+  local qemu libvirt kernel oldest kernels
   qemu="$(qemu-system-x86_64 --version | awk 'NR == 1 {print $4}')"
   libvirt="$(libvirtd --version | awk '{print $NF}')"
-  kernel="$(find /boot -maxdepth 1 -name 'vmlinuz-*' -printf '%f\n' | sed 's/^vmlinuz-//' | sort -V | tail -1)"
-  oldest="$(find /boot -maxdepth 1 -name 'vmlinuz-*' -printf '%f\n' | sed 's/^vmlinuz-//' | sort -V | head -1)"
+  mapfile -t kernels < <(find /boot -maxdepth 1 -name 'vmlinuz-*' -printf '%f\n' | sed 's/^vmlinuz-//' | sort -V)
+  kernel="${kernels[-1]}"
+  oldest="${kernels[0]}"
   echo "stack ${HOSTAGENT_STACK:-current}: QEMU $qemu, libvirt $libvirt, the guests' and emulated host's kernel $kernel" \
     "(the host-life boots: $oldest, then $kernel)"
   phase_extra="; stack ${HOSTAGENT_STACK:-current}: QEMU $qemu, libvirt $libvirt, kernel $kernel (and $oldest)"

@@ -41,10 +41,11 @@ std::optional<fs::path> first_existing(const std::vector<fs::path>& candidates) 
 // The kernel: the newest (or oldest) in /boot with modules and headers (a kernel without them is an
 // upgrade waiting for its reboot, or a foreign one).
 std::variant<HostPrerequisites, MissingPrerequisite> find_kernel(KernelPick pick) {
-  auto versions = boot_kernels();
+  const auto versions = boot_kernels();
   if (versions.empty()) return MissingPrerequisite{"no kernel in /boot (vmlinuz-*)", "linux-image-amd64"};
-  if (pick == KernelPick::oldest) std::reverse(versions.begin(), versions.end());
-  for (const auto& version : versions) {
+  auto tried = versions;  // in the order of the pick
+  if (pick == KernelPick::oldest) std::reverse(tried.begin(), tried.end());
+  for (const auto& version : tried) {
     HostPrerequisites found;
     found.kernel_version = version;
     found.kernel = "/boot/vmlinuz-" + version;
@@ -52,7 +53,6 @@ std::variant<HostPrerequisites, MissingPrerequisite> find_kernel(KernelPick pick
     found.headers = "/usr/src/linux-headers-" + version;
     if (path_exists(found.modules_dir / "modules.dep") && path_exists(found.headers / "Makefile")) return found;
   }
-  if (pick == KernelPick::oldest) std::reverse(versions.begin(), versions.end());
   return MissingPrerequisite{
       "no kernel in /boot has both /lib/modules/VERSION and /usr/src/linux-headers-VERSION (newest: " +
           versions.front() + ")",
