@@ -147,6 +147,9 @@ end cpack "$(basename "$deb"), $(basename "$rpm_file")"
 # The .deb of the commit before issue 46's first (records then carried no format version), built
 # from a worktree of it with the same compiler cache as release 0, older than this build's 1, and
 # kept in the cache by commit: the release a VM is made under, upgraded from and downgraded to.
+# Built at -O0 without debug information: what the check asks of it is its files, its records and
+# its units, never its speed, and a cold cache compiles it whole: 100.6 s on 2 cores against
+# 155.7 s at the default tree's -O2 -g1.
 prev_commit=1241fac10ebad7de26d83d2adda4998d79fa51be
 prev_deb=""
 build_prev_deb() {
@@ -162,7 +165,8 @@ build_prev_deb() {
     set -e
     cd "$dir"
     export CCACHE_BASEDIR="$dir"
-    cmake --preset default -DHOSTAGENT_PACKAGE_RELEASE=0
+    cmake --preset default -DHOSTAGENT_PACKAGE_RELEASE=0 -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O0 -DNDEBUG" \
+      -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O0 -DNDEBUG" -DCMAKE_C_FLAGS="" -DCMAKE_CXX_FLAGS=""
     cmake --build build/default -j "$(nproc)" --target hostagentd hostagentctl hostagent_package_files
     cd build/default
     cpack -G DEB -B "$dir/out"

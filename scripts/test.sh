@@ -3,6 +3,7 @@
 # fast checks first so that a slip fails in a minute:
 #   format       clang-format and the test-name lint (scripts/lint.sh --format)
 #   build        the default tree: gcc, -O2 with Debian's hardening; the packages are made from it
+#                (what its pass and the packages use: the default_pass target)
 #   tidy start   clang-tidy (scripts/lint.sh --tidy) to the background, at the lowest priority
 #   test         the default tree's CTest suite (tree:default): the kernel harness's boots, verify-guest's,
 #                the fleet test
@@ -94,7 +95,7 @@ phase() {
 # A build, with ccache's hits and misses for the phase table (phase_extra).
 build_tree() {
   ccache --zero-stats >/dev/null 2>&1 || true
-  scripts/build.sh "$1"
+  scripts/build.sh "$@"
   if command -v ccache >/dev/null; then
     phase_extra="$(ccache --print-stats 2>/dev/null | awk -F'\t' '
       $1=="direct_cache_hit"||$1=="preprocessed_cache_hit"{h+=$2} $1=="cache_miss"{m=$2}
@@ -177,7 +178,9 @@ export HOSTAGENT_REQUIRE_PROMTOOL=1
 # The current stack's host-life boots start on Debian 12's kernel and reboot into the stack's
 # (scripts/install-deps.sh installs both): one kernel there fails the run.
 if [[ ${HOSTAGENT_STACK:-current} == current ]]; then export HOSTAGENT_REQUIRE_KERNEL_UPGRADE=1; fi
-phase build "default tree (gcc)" build_tree default
+# The default tree builds what its pass and the packages use (the default_pass target: the suites
+# of the asan pass are that tree's alone); --unit above builds all of it.
+phase build "default tree (gcc), the default_pass target" build_tree default default_pass
 phase "tidy start" "the asan tree configured; clang-tidy to the background" start_tidy
 phase test "default tree: kernel and verify-guest boots, the fleet test" test_tree default default
 phase "build asan" "asan tree (clang, ASan+UBSan, fuzz targets)" build_tree asan
