@@ -42,12 +42,7 @@ import threading
 import time
 
 TIDY_ARGS = ["--quiet"]
-# The tests' and benchmarks' own sources get every check but the path-sensitive analyzer: on this
-# code it is two thirds of clang-tidy's time, and the paths of the tests are the ones the ASan+UBSan
-# pass runs.
-HARNESS_DIRS = ("tests/", "bench/")
-HARNESS_ARGS = ["--checks=-clang-analyzer-*"]
-# What ships gets every check. The analyzer runs deep (its default: callees inlined into each path)
+# Every unit gets every check (scripts/lint.sh gives the units of what ships and the fuzz targets). The analyzer runs deep (its default: callees inlined into each path)
 # on a unit whose own sources or private headers call a C library that hands out memory and handles
 # (libvirt's strings and objects, libpci's, hwloc's, sd-bus's, OpenSSL's, ...), where its leak,
 # double-free, use-after-free and null checks find what the compiler cannot; on the rest (code over
@@ -233,10 +228,8 @@ def calls_raw_api(members):
     return False
 
 
-def checks_of(members, source):
+def checks_of(members):
     """The arguments clang-tidy gets for a unit beyond TIDY_ARGS."""
-    if all(os.path.relpath(m, source).startswith(HARNESS_DIRS) for m in members):
-        return HARNESS_ARGS
     return [] if calls_raw_api(members) else SHALLOW_ARGS
 
 
@@ -311,11 +304,16 @@ def main():
             print(f"clang-tidy: {os.path.relpath(f, source)} is in no compile database ({', '.join(options.builds)}): "
                   "no tree builds it", file=sys.stderr)
         return 1
-    wanted = sorted({unit_of[f] for f in files})
+    # The costliest first (the deep analyzer's, then by the sources' size), so that the last units
+    # to finish on a machine with few cores are small ones: a cold run's tail is the tidy's.
+    def cost(index):
+        members = units[index][2]
+        return (not checks_of(members), sum(os.path.getsize(m) for m in members))
+    wanted = sorted({unit_of[f] for f in files}, key=cost, reverse=True)
 
     def check(index):
         database, entry, members, starts = units[index]
-        extra = checks_of(members, source)
+        extra = checks_of(members)
         key, why = key_of(entry, extra, source, context, hashes)
         stamp = os.path.join(options.cache, key[:2], key) if key else None
         if stamp and os.path.exists(stamp):
