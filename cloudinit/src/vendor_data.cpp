@@ -11,6 +11,12 @@ namespace {
 constexpr const char* kTerminator = "HOSTAGENT_FILE";  // base64 text never holds '_'
 constexpr std::size_t kLine = 76;
 
+bool module_name(const std::string& name) {
+  return !name.empty() && name.size() <= 55 && std::all_of(name.begin(), name.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_';
+  });
+}
+
 bool plain_path_char(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' ||
          c == '-' || c == '/';
@@ -38,6 +44,10 @@ Status check_guest_files(const std::vector<GuestFile>& files) {
       return invalid_path(i, path, "has an empty, '.' or '..' component");
     }
     if (!seen.insert(path).second) return invalid_path(i, path, "is given twice");
+    if (!files[i].reload_module.empty() && !module_name(files[i].reload_module)) {
+      return Error{ErrorCode::invalid_argument, "vendor file " + std::to_string(i) + " reload module '" +
+                                                    files[i].reload_module + "' is not a module name (a-z 0-9 _)"};
+    }
   }
   return ok_status();
 }
@@ -71,8 +81,26 @@ std::string render_vendor_data(const std::vector<GuestFile>& files) {
       "  base64 -d > \"$1.hostagent-new\"\n"
       "  mv -f \"$1.hostagent-new\" \"$1\"\n"
       "}\n";
+  const bool reloads =
+      std::any_of(files.begin(), files.end(), [](const GuestFile& f) { return !f.reload_module.empty(); });
+  if (reloads) {
+    // modprobe reads modprobe.d when it loads a module; udev loaded the device's driver at boot,
+    // before cloud-init ran. Loaded again, with the modules that hold it, while no process uses it.
+    out +=
+        "reload() {\n"
+        "  sys=\"${HOSTAGENT_SYSFS:-/sys}\"  # the tests' fake sysfs; in a guest, /sys\n"
+        "  [ -d \"$sys/module/$1\" ] || return 0\n"
+        "  holders=\"$(ls \"$sys/module/$1/holders\" 2>/dev/null || true)\"\n"
+        "  if modprobe -r $holders \"$1\" 2>/dev/null && modprobe -a \"$1\" $holders; then\n"
+        "    echo \"hostagent: module $1 loaded again with its options\"\n"
+        "  else\n"
+        "    echo \"hostagent: module $1 is in use: its options hold from the next boot\" >&2\n"
+        "  fi\n"
+        "}\n";
+  }
   for (const auto& file : files) {
     out += "put '" + file.path + "' <<'" + kTerminator + "'\n" + base64_lines(file.content) + kTerminator + "\n";
+    if (!file.reload_module.empty()) out += "reload '" + file.reload_module + "'\n";
   }
   return out;
 }

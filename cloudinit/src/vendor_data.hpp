@@ -1,6 +1,6 @@
 // cloudinit/vendor_data: the seed's vendor-data, the host's own files for the guest (the NCCL
-// topology file and /etc/nccl.conf). NoCloud reads "vendor-data" beside user-data; cloud-init runs
-// it apart from the tenant's user data, so neither can drop the other.
+// topology file, /etc/nccl.conf, the nvidia module's options). NoCloud reads "vendor-data" beside user-data; cloud-init
+// runs it apart from the tenant's user data, so neither can drop the other.
 //
 // Why a shell script and not cloud-config write_files: cloud-init merges vendor cloud-config under
 // the user's with its default strategy, which drops a vendor list when the user data has the same
@@ -20,7 +20,8 @@
 namespace hostagent::cloudinit::detail {
 
 // invalid_argument naming files[i].path unless it is absolute, of A-Z a-z 0-9 . _ - / only, with
-// no "." or ".." component; and when two files name one path.
+// no "." or ".." component; when two files name one path; and naming a reload module that is not
+// a module name (a-z 0-9 _).
 Status check_guest_files(const std::vector<GuestFile>& files);
 
 // The script; "" for no files. The files must have passed check_guest_files.

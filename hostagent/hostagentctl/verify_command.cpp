@@ -119,7 +119,7 @@ void print_report(const verify::VerifyReport& report, std::ostream& out) {
   if (report.ok()) {
     out << "MATCH: the guest sees the host's topology: " << report.check.devices.size() << " devices, "
         << report.view.nodes.size() << " NUMA node(s) and their distances, NCCL bus IDs and links, "
-        << (report.view.delivered.empty() ? "" : "the seed's NCCL files as rendered, ") << "cells as rendered"
+        << (report.view.delivered.empty() ? "" : "the seed's files as rendered, ") << "cells as rendered"
         << (report.ties.held.empty() ? "" : ", its pinning and memory binding in the running QEMU");
     if (!report.check.notes.empty()) out << " (" << report.check.notes.size() << " link(s) corrected by the NCCL file)";
     out << "\n";

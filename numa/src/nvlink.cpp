@@ -24,21 +24,31 @@ bool takes_fabric(const NvlinkFabric& fabric, const PlacementRequest& request) {
   return !fabric.nvswitches.empty() && request.gpus > 0 && request.gpus == static_cast<int>(fabric.gpus.size());
 }
 
-std::string nvlink_summary(const HostModel& host, const Allocation& held) {
+GuestNvlink guest_nvlink(const HostModel& host, const std::vector<PciAddress>& held) {
   const auto fabric = nvlink_fabric(host);
-  if (fabric.nvswitches.empty()) return "";
-  const std::set<PciAddress> devices(held.devices.begin(), held.devices.end());
+  const std::set<PciAddress> devices(held.begin(), held.end());
   const auto holds = [&](const PciAddress& a) { return devices.count(a) != 0; };
   const auto gpus = std::count_if(fabric.gpus.begin(), fabric.gpus.end(), holds);
-  if (gpus == 0) return "";
-  const auto switches = std::count_if(fabric.nvswitches.begin(), fabric.nvswitches.end(), holds);
+  if (fabric.nvswitches.empty() || gpus == 0) return GuestNvlink::none;
+  const bool every_switch = std::all_of(fabric.nvswitches.begin(), fabric.nvswitches.end(), holds);
+  return every_switch && gpus == static_cast<long>(fabric.gpus.size()) ? GuestNvlink::trained : GuestNvlink::disabled;
+}
+
+std::string nvlink_summary(const HostModel& host, const Allocation& held) {
+  const auto fabric = nvlink_fabric(host);
   const std::string all = std::to_string(fabric.gpus.size()) + " GPUs";
-  if (switches == static_cast<long>(fabric.nvswitches.size()) && gpus == static_cast<long>(fabric.gpus.size())) {
-    return "all " + all + " with the host's " + std::to_string(switches) +
-           " NVSwitches: Fabric Manager in the guest trains the fabric";
+  switch (guest_nvlink(host, held.devices)) {
+    case GuestNvlink::none:
+      return "";
+    case GuestNvlink::trained:
+      return "all " + all + " with the host's " + std::to_string(fabric.nvswitches.size()) +
+             " NVSwitches: Fabric Manager in the guest trains the fabric";
+    case GuestNvlink::disabled:
+      break;
   }
   return "none: the host's NVSwitches go only to a VM with all " + all +
-         " (full passthrough), so this VM's GPUs run without NVLink";
+         " (full passthrough), so this VM's GPUs run without NVLink; its seed loads the guest's nvidia "
+         "driver with NVreg_NvLinkDisable=1";
 }
 
 }  // namespace hostagent::numa

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "domain_xml.hpp"
+#include "hostagent/numa/nvlink.hpp"
 #include "input_checks.hpp"
 #include "mmio_window.hpp"
 #include "nccl_topology.hpp"
@@ -19,6 +20,19 @@ namespace hostagent::render {
 namespace {
 
 constexpr int kMaxClique = 15;  // QEMU stores the clique id in 4 bits (hw/vfio/pci-quirks.c)
+
+// The guest's nvidia module options: NVLink off where the VM's GPUs are joined to a fabric it does
+// not get (numa/nvlink.hpp). The driver then brings the GPUs up without waiting for Fabric Manager;
+// NVreg_NvLinkDisable is the nvidia module's registry key (its /proc/driver/nvidia/params shows it).
+std::string nvidia_options(const numa::HostModel& host, const numa::Placement& placement) {
+  std::vector<numa::PciAddress> held;
+  for (const auto& gpu : placement.gpus) held.push_back(gpu.gpu.address);
+  for (const auto& nvswitch : placement.nvswitches) held.push_back(nvswitch.address);
+  if (numa::guest_nvlink(host, held) != numa::GuestNvlink::disabled) return "";
+  return "# hostagent: this VM's GPUs are joined by the host's NVSwitch fabric, which it does not get:\n"
+         "# without NVLink the driver initialises them at once instead of waiting for a fabric.\n"
+         "options nvidia NVreg_NvLinkDisable=1\n";
+}
 
 Status check_options(const GuestOptions& options) {
   HA_TRY_STATUS(detail::check_vm_name(options.name));
@@ -105,9 +119,14 @@ Result<std::vector<std::pair<numa::PciAddress, MacAddress>>> vf_mac_addresses(co
   return out;
 }
 
-std::vector<GuestFileContent> guest_nccl_files(const RenderedGuest& guest) {
-  if (guest.nccl_conf.empty()) return {};
-  return {{kGuestNcclTopologyPath, guest.nccl_topology_xml}, {kGuestNcclConfPath, guest.nccl_conf}};
+std::vector<GuestFileContent> guest_files(const RenderedGuest& guest) {
+  std::vector<GuestFileContent> files;
+  if (!guest.nccl_conf.empty()) {
+    files.push_back({kGuestNcclTopologyPath, guest.nccl_topology_xml, ""});
+    files.push_back({kGuestNcclConfPath, guest.nccl_conf, ""});
+  }
+  if (!guest.nvidia_options.empty()) files.push_back({kGuestNvidiaOptionsPath, guest.nvidia_options, "nvidia"});
+  return files;
 }
 
 Result<RenderedGuest> render_guest(const numa::HostModel& host, const vmtemplates::VmTemplate& shape,
@@ -124,6 +143,7 @@ Result<RenderedGuest> render_guest(const numa::HostModel& host, const vmtemplate
   guest.domain_xml = detail::render_domain_xml(inputs);
   guest.nccl_topology_xml = detail::render_nccl_topology(host, placement, layout, options.nic_rdma);
   guest.nccl_conf = detail::render_nccl_conf(layout, options.nic_rdma);
+  guest.nvidia_options = nvidia_options(host, placement);
   guest.addresses = addresses(layout);
   return guest;
 }

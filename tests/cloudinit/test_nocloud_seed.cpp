@@ -159,7 +159,7 @@ TEST_CASE("vendor-data carries the host's files as a script that writes them byt
   const std::string conf = (root / "etc/nccl.conf").string();
   std::string tricky = "<system version=\"1\"><!-- 'quotes' $HOME `id` \\ -->\nHOSTAGENT_FILE\n</system>\n";
   tricky += std::string("\0\xff\x01 no newline at the end", 25);
-  seed.vendor_files = {{topology, tricky}, {conf, "NCCL_TOPO_FILE=/etc/nccl/hostagent-topology.xml\n"}};
+  seed.vendor_files = {{topology, tricky, ""}, {conf, "NCCL_TOPO_FILE=/etc/nccl/hostagent-topology.xml\n", ""}};
   const auto contents = write_and_read(dir.path() / "seed.iso", seed);
   CHECK(names(contents) == std::vector<std::string>{"meta-data", "user-data", "vendor-data"});
   const auto& script = contents.files.at("vendor-data");
@@ -178,6 +178,54 @@ TEST_CASE("vendor-data carries the host's files as a script that writes them byt
   // No vendor files, no vendor-data.
   seed.vendor_files.clear();
   CHECK(names(write_and_read(dir.path() / "plain.iso", seed)) == std::vector<std::string>{"meta-data", "user-data"});
+}
+
+// The guest's modprobe and /sys/module are faked: a module loaded before its options were written is
+// unloaded with its holders and loaded again, and one in use is left for the next boot, saying so.
+TEST_CASE("vendor-data loads a module again after writing its options, with its holders, unless it is in use") {
+  TempDir dir;
+  auto seed = keys_seed();
+  const auto conf = dir.path() / "guest/etc/modprobe.d/hostagent-nvidia.conf";
+  seed.vendor_files = {{conf.string(), "options nvidia NVreg_NvLinkDisable=1\n", "nvidia"}};
+  const auto script_path = dir.path() / "vendor-data.sh";
+  std::ofstream(script_path) << write_and_read(dir.path() / "seed.iso", seed).files.at("vendor-data");
+  const auto bin = dir.path() / "bin";
+  fs::create_directories(bin);
+  const auto calls = dir.path() / "modprobe-calls";
+  // A modprobe that records its arguments and, with FAIL_REMOVE set, fails to remove (a module in use).
+  std::ofstream(bin / "modprobe") << "#!/bin/sh\necho \"$*\" >> " << calls.string()
+                                  << "\n[ \"$1\" = -r ] && [ -n \"${FAIL_REMOVE:-}\" ] && exit 1\nexit 0\n";
+  fs::permissions(bin / "modprobe", fs::perms::owner_all);
+  const auto sysfs = dir.path() / "sys";
+  const auto run = [&](const std::string& fail_remove) {
+    fs::remove(calls);
+    return hostagent::testing::run_command({"env", "PATH=" + bin.string() + ":/usr/bin:/bin",
+                                            "HOSTAGENT_SYSFS=" + sysfs.string(), "FAIL_REMOVE=" + fail_remove,
+                                            "/bin/sh", script_path.string()});
+  };
+
+  // Not loaded: the file is written and modprobe never runs.
+  auto result = run("");
+  REQUIRE(result.exit_code == 0);
+  CHECK(hostagent::testing::read_text_file(conf.string()) == "options nvidia NVreg_NvLinkDisable=1\n");
+  CHECK_FALSE(fs::exists(calls));
+
+  // Loaded, held by two modules: all three out, then in again.
+  fs::create_directories(sysfs / "module/nvidia/holders/nvidia_modeset");
+  fs::create_directories(sysfs / "module/nvidia/holders/nvidia_uvm");
+  result = run("");
+  INFO(result.output);
+  REQUIRE(result.exit_code == 0);
+  CHECK(hostagent::testing::read_text_file(calls.string()) ==
+        "-r nvidia_modeset nvidia_uvm nvidia\n-a nvidia nvidia_modeset nvidia_uvm\n");
+  CHECK(result.output.find("hostagent: module nvidia loaded again with its options") != std::string::npos);
+
+  // In use: left loaded, the script still succeeds, and says when the options take hold.
+  result = run("1");
+  REQUIRE(result.exit_code == 0);
+  CHECK(hostagent::testing::read_text_file(calls.string()) == "-r nvidia_modeset nvidia_uvm nvidia\n");
+  CHECK(result.output.find("hostagent: module nvidia is in use: its options hold from the next boot") !=
+        std::string::npos);
 }
 
 TEST_CASE("user data is written byte for byte: cloud-config, a script, binary (gzip) data, 64 KiB") {

@@ -192,7 +192,7 @@ TEST_CASE("vendor file paths are absolute, of a plain character set, without '.'
   auto seed = valid_seed();
   const auto path_refused = [&](const std::string& path, const std::string& why) {
     CAPTURE(path);
-    seed.vendor_files = {{path, "x"}};
+    seed.vendor_files = {{path, "x", ""}};
     CHECK(refused(seed).message == "vendor file 0 path '" + path + "' " + why);
   };
   path_refused("etc/nccl.conf", "is not an absolute path to a file");
@@ -202,9 +202,22 @@ TEST_CASE("vendor file paths are absolute, of a plain character set, without '.'
   path_refused("/etc/$(id)", "has a character outside A-Z a-z 0-9 . _ - /");
   path_refused("/etc/../root/x", "has an empty, '.' or '..' component");
   path_refused("/etc//x", "has an empty, '.' or '..' component");
-  seed.vendor_files = {{"/etc/a", "x"}, {"/etc/a", "y"}};
+  seed.vendor_files = {{"/etc/a", "x", ""}, {"/etc/a", "y", ""}};
   CHECK(refused(seed).message == "vendor file 1 path '/etc/a' is given twice");
-  seed.vendor_files = {{"/etc/nccl/hostagent-topology.xml", "x"}, {"/etc/nccl.conf", "y"}};
+  seed.vendor_files = {{"/etc/nccl/hostagent-topology.xml", "x", ""}, {"/etc/nccl.conf", "y", ""}};
+  TempDir dir;
+  CHECK(write_nocloud_seed(dir.path() / "seed.iso", seed).ok());
+}
+
+TEST_CASE("a vendor file's reload module is a module name, never a word the shell would read") {
+  auto seed = valid_seed();
+  for (const std::string& module :
+       std::vector<std::string>{"nvidia;reboot", "Nvidia", "nvidia-uvm", "$(id)", std::string(56, 'a')}) {
+    CAPTURE(module);
+    seed.vendor_files = {{"/etc/modprobe.d/x.conf", "options x y=1\n", module}};
+    CHECK(refused(seed).message == "vendor file 0 reload module '" + module + "' is not a module name (a-z 0-9 _)");
+  }
+  seed.vendor_files = {{"/etc/modprobe.d/x.conf", "options x y=1\n", "nvidia_uvm"}};
   TempDir dir;
   CHECK(write_nocloud_seed(dir.path() / "seed.iso", seed).ok());
 }

@@ -504,15 +504,31 @@ TEST_CASE("placement: fewer GPUs than the fabric joins get no NVSwitch, and say 
   const auto allocation = allocation_of("seven", *p, r.hugepage_size_bytes);
   CHECK(nvlink_summary(host->model, allocation) ==
         "none: the host's NVSwitches go only to a VM with all 8 GPUs (full passthrough), so this VM's GPUs run "
-        "without NVLink");
+        "without NVLink; its seed loads the guest's nvidia driver with NVreg_NvLinkDisable=1");
+  CHECK(guest_nvlink(host->model, allocation.devices) == GuestNvlink::disabled);
   // A VM without GPUs says nothing of NVLink; one with all eight has the fabric.
-  CHECK(nvlink_summary(host->model,
-                       allocation_of("cpu", *place(host->model, {}, vela2_policy(), cpus_only(4, 4 * kGiB)), kGiB))
-            .empty());
+  const auto cpu_only = allocation_of("cpu", *place(host->model, {}, vela2_policy(), cpus_only(4, 4 * kGiB)), kGiB);
+  CHECK(nvlink_summary(host->model, cpu_only).empty());
+  CHECK(guest_nvlink(host->model, cpu_only.devices) == GuestNvlink::none);
   const auto full = place(host->model, {}, vela2_policy(), vela2_full());
   REQUIRE_MESSAGE(full.ok(), full.error().message);
-  CHECK(nvlink_summary(host->model, allocation_of("full", *full, kGiB)) ==
+  const auto whole = allocation_of("full", *full, kGiB);
+  CHECK(nvlink_summary(host->model, whole) ==
         "all 8 GPUs with the host's 4 NVSwitches: Fabric Manager in the guest trains the fabric");
+  CHECK(guest_nvlink(host->model, whole.devices) == GuestNvlink::trained);
+  // All eight GPUs without one NVSwitch would leave the fabric untrained: disabled, not trained.
+  auto short_one = whole.devices;
+  short_one.erase(std::find(short_one.begin(), short_one.end(), full->nvswitches.front().address));
+  CHECK(guest_nvlink(host->model, short_one) == GuestNvlink::disabled);
+}
+
+TEST_CASE("placement: a host without NVSwitches gives no GPU an NVLink verdict") {
+  const auto host = shared_builtin("workstation");
+  std::vector<PciAddress> gpus;
+  for (const auto& f : host->model.pci_devices)
+    if (f.role == PciRole::gpu) gpus.push_back(f.address);
+  REQUIRE_FALSE(gpus.empty());
+  CHECK(guest_nvlink(host->model, gpus) == GuestNvlink::none);
 }
 
 TEST_CASE("placement: the whole fabric is refused while another VM holds an NVSwitch, naming it") {

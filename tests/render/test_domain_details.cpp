@@ -341,5 +341,39 @@ TEST_CASE("x2APIC ids past 254 get the split irqchip, and two cells on one host 
   CHECK_FALSE(doc->child("domain").child("features").child("ioapic"));
 }
 
+// The seed's files: the nvidia module's options turn NVLink off exactly where the VM's GPUs are
+// joined to an NVSwitch fabric it does not get (numa/nvlink.hpp); the guest's driver would otherwise
+// wait for a fabric no one trains.
+TEST_CASE("the guest's nvidia options turn NVLink off for GPUs of a fabric the VM does not get, and only there") {
+  const auto paths = [](const RenderedGuest& guest) {
+    std::vector<std::string> out;
+    for (const auto& file : guest_files(guest))
+      out.push_back(file.path + (file.reload_module.empty() ? "" : " (reload " + file.reload_module + ")"));
+    return out;
+  };
+  // Two of Vela-2's eight GPUs, no NVSwitch.
+  auto two = make_case("vela2-2gpu");
+  const auto partial = render_ok(two.host->model, two.shape, two.placement, two.opts);
+  CHECK(partial.nvidia_options.find("\noptions nvidia NVreg_NvLinkDisable=1\n") != std::string::npos);
+  CHECK(paths(partial) == std::vector<std::string>{"/etc/nccl/hostagent-topology.xml", "/etc/nccl.conf",
+                                                   "/etc/modprobe.d/hostagent-nvidia.conf (reload nvidia)"});
+  // All eight with every NVSwitch: the VM trains the fabric, its driver keeps NVLink.
+  auto eight = make_case("vela2-8gpu");
+  for (const auto& f : eight.host->model.pci_devices) {
+    if (f.role == numa::PciRole::nvswitch)
+      eight.placement.nvswitches.push_back({f.address, f.numa_node, std::nullopt, 0});
+  }
+  REQUIRE(eight.placement.nvswitches.size() == 4);
+  const auto whole = render_ok(eight.host->model, eight.shape, eight.placement, eight.opts);
+  CHECK(whole.nvidia_options.empty());
+  CHECK(paths(whole) == std::vector<std::string>{"/etc/nccl/hostagent-topology.xml", "/etc/nccl.conf"});
+  // No NVSwitch on the host: nothing to turn off.
+  auto quirks = make_case("quirks-3gpu");
+  CHECK(render_ok(quirks.host->model, quirks.shape, quirks.placement, quirks.opts).nvidia_options.empty());
+  // No GPU: no files at all.
+  auto none = make_case("vela1-nodevice");
+  CHECK(guest_files(render_ok(none.host->model, none.shape, none.placement, none.opts)).empty());
+}
+
 }  // namespace
 }  // namespace hostagent::render::testing

@@ -242,18 +242,31 @@ TEST_CASE("two switch levels: the guest keeps PIX under the leaf and PXB through
   CHECK(has_finding(check, "GPU1 and NIC0 (host 0000:1c:00.0 and 0000:1b:00.0): the host has them PIX, the guest PXB"));
 }
 
-TEST_CASE("the seed's vendor-data must put the rendered NCCL files in the guest, byte for byte") {
+TEST_CASE("the seed's vendor-data must put the rendered files in the guest, byte for byte, and no other") {
   auto r = recorded("gx3-32x256x2h100", "vela2");
   REQUIRE(r.view.seed == std::optional<std::string>("mounted vendor_data=ok"));
-  REQUIRE(r.view.delivered.size() == 2);
-  CHECK(r.check().ok());
+  // Two of Vela-2's eight GPUs without its NVSwitches: the NCCL files and the nvidia module's options.
+  REQUIRE(r.view.delivered.size() == 3);
+  auto check = r.check();
+  CHECK(check.ok());
+  CHECK(std::count(check.held.begin(), check.held.end(),
+                   "the guest's nvidia module options (/etc/modprobe.d/hostagent-nvidia.conf): NVreg_NvLinkDisable=1, "
+                   "as rendered") == 1);
+  // A file the render did not name is a finding: here the options, as if the VM trained its fabric.
+  auto trained = r;
+  trained.placed.rendered.nvidia_options.clear();
+  check = trained.check();
+  CHECK(has_finding(check,
+                    "the seed put /etc/modprobe.d/hostagent-nvidia.conf in the guest, which the render did not name"));
+  CHECK(std::none_of(check.held.begin(), check.held.end(),
+                     [](const std::string& line) { return line.find("nvidia module options") != std::string::npos; }));
   r.view.delivered["/etc/nccl.conf"] = std::string(64, '0');
   CHECK(
       has_finding(r.check(), "/etc/nccl.conf in the guest is not the rendered file (SHA-256 " + std::string(64, '0')));
   r.view.delivered.erase("/etc/nccl/hostagent-topology.xml");
   CHECK(has_finding(r.check(), "the seed did not put /etc/nccl/hostagent-topology.xml in the guest"));
   r.view.seed = "none reason=no-cdrom";
-  CHECK(has_finding(r.check(), "the guest's seed: none reason=no-cdrom; its NCCL files were not delivered"));
+  CHECK(has_finding(r.check(), "the guest's seed: none reason=no-cdrom; its files were not delivered"));
   // A probe without the kernel's modules for the CD-ROM cannot read it: a note saying why, no finding.
   r.view.seed.reset();
   const auto unread =
@@ -268,9 +281,13 @@ TEST_CASE("the seed's vendor-data must put the rendered NCCL files in the guest,
 TEST_CASE("the guest's host bridge windows above 4 GiB must span pcie-root's 64-bit hole") {
   auto r = recorded("gx3-32x256x2h100", "vela2");
   REQUIRE(r.stand_in.ties.pcihole64_bytes == 512ULL << 30);
+  // The seed's nvidia options line comes first (two of Vela-2's GPUs, no NVSwitch: see above).
+  const std::string options =
+      "the guest's nvidia module options (/etc/modprobe.d/hostagent-nvidia.conf): NVreg_NvLinkDisable=1, as rendered";
   auto check = r.check();
   CHECK(check.ok());
-  CHECK(check.held == std::vector<std::string>{"64-bit PCI hole: the guest's windows span 512 GiB "
+  CHECK(check.held == std::vector<std::string>{options,
+                                               "64-bit PCI hole: the guest's windows span 512 GiB "
                                                "(0x8000000000-0xffffffffff), pcihole64 512 GiB"});
   const auto windows = r.view.windows;
   r.view.windows.pop_back();  // bus 0's: the rest ends at 0x80004fffff
@@ -281,7 +298,7 @@ TEST_CASE("the guest's host bridge windows above 4 GiB must span pcie-root's 64-
   r.stand_in.ties.pcihole64_bytes = 0;  // a stand-in with no hole to hold
   check = r.check();
   CHECK(check.ok());
-  CHECK(check.held.empty());
+  CHECK(check.held == std::vector<std::string>{options});
 }
 
 // The recorded Vela-1 boot, with its NVSwitches moved on the host to a node of their own that gets

@@ -345,7 +345,7 @@ class Checker {
   }
 
   void check_delivered() {
-    const auto files = render::guest_nccl_files(in_.rendered);
+    const auto files = render::guest_files(in_.rendered);
     if (files.empty()) return;
     if (!in_.seed_unread.empty()) {
       note("the delivered NCCL files were not read in the guest: " + in_.seed_unread);
@@ -353,16 +353,28 @@ class Checker {
     }
     if (view_.seed != "mounted vendor_data=ok") {
       finding("the guest's seed: " + view_.seed.value_or("not reported (no seed line)") +
-              "; its NCCL files were not delivered");
+              "; its files were not delivered");
       return;
     }
+    std::set<std::string> rendered;
     for (const auto& file : files) {
+      rendered.insert(file.path);
       const auto delivered = view_.delivered.find(file.path);
       if (delivered == view_.delivered.end()) {
         finding("the seed did not put " + file.path + " in the guest");
       } else if (delivered->second != sha256_hex(file.content)) {
         finding(file.path + " in the guest is not the rendered file (SHA-256 " + delivered->second + ")");
       }
+    }
+    // And nothing else: a file the render did not name (the nvidia module's options for a VM that
+    // trains its fabric) would change what the guest's driver does.
+    for (const auto& [path, digest] : view_.delivered) {
+      if (rendered.count(path) == 0) finding("the seed put " + path + " in the guest, which the render did not name");
+    }
+    const auto options = view_.delivered.find(render::kGuestNvidiaOptionsPath);
+    if (options != view_.delivered.end() && options->second == sha256_hex(in_.rendered.nvidia_options)) {
+      out_.held.push_back(std::string("the guest's nvidia module options (") + render::kGuestNvidiaOptionsPath +
+                          "): NVreg_NvLinkDisable=1, as rendered");
     }
   }
 

@@ -95,14 +95,14 @@ Result<VerifyReport> verify_guest(virt::Hypervisor& hypervisor, const VerifyRequ
   HA_TRY(auto image, build_guest_image(request.work_dir, request.image, probe_init_script()));
   StandInOptions options = request.stand_in;
   options.name = request.domain_name;
-  const auto files = render::guest_nccl_files(request.rendered);
+  const auto files = render::guest_files(request.rendered);
   const std::string seed_unread = files.empty() ? "" : image.seed_modules_missing;
   if (!files.empty() && seed_unread.empty()) {
     // The guest's files as the daemon's seed carries them, read back by the probe.
     cloudinit::NoCloudSeed seed;
     seed.instance_id = "hostagent-verify";
     seed.hostname = "hostagent-verify";
-    for (const auto& file : files) seed.vendor_files.push_back({file.path, file.content});
+    for (const auto& file : files) seed.vendor_files.push_back({file.path, file.content, file.reload_module});
     options.seed_iso = request.work_dir / "seed.iso";
     HA_TRY_STATUS(cloudinit::write_nocloud_seed(options.seed_iso, seed));
     image.cmdline += " hostagent.seed=1";

@@ -138,7 +138,7 @@ class CreateRun {
     }
     HA_TRY(const auto guest, render::render_guest(work_.facts.host, shape_, placement_, guest_options()));
     record_.nccl_topology = guest.nccl_topology_xml;
-    nccl_files_ = render::guest_nccl_files(guest);
+    guest_files_ = render::guest_files(guest);
     HA_TRY(domain_xml_, state::embed_record(guest.domain_xml, record_));
     return ok_status();
   }
@@ -162,7 +162,7 @@ class CreateRun {
     seed.template_user_data = shape_.boot.cloud_init;
     HA_TRY(const auto macs, render::vf_mac_addresses(shape_, placement_, guest_options()));
     for (const auto& [vf, mac] : macs) seed.nics.push_back({mac, shape_.nics.vf.mtu});
-    for (const auto& file : nccl_files_) seed.vendor_files.push_back({file.path, file.content});
+    for (const auto& file : guest_files_) seed.vendor_files.push_back({file.path, file.content, file.reload_module});
     const fs::path iso = record_.inputs.seed_iso;
     std::error_code ec;
     fs::create_directories(iso.parent_path(), ec);
@@ -221,9 +221,9 @@ class CreateRun {
   numa::Placement placement_;
   state::VmRecord& record_;
   const service::CreateVmRequest& request_;
-  std::string disk_path_;                             // where the disk step makes the overlay; "" without one
-  std::string domain_xml_;                            // rendered before the first step, with the record in its metadata
-  std::vector<render::GuestFileContent> nccl_files_;  // the seed's vendor files, rendered with the guest
+  std::string disk_path_;   // where the disk step makes the overlay; "" without one
+  std::string domain_xml_;  // rendered before the first step, with the record in its metadata
+  std::vector<render::GuestFileContent> guest_files_;  // the seed's vendor files, rendered with the guest
   Timeline& timeline_;
 };
 

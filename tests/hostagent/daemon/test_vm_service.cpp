@@ -455,7 +455,14 @@ TEST_CASE("a GPU VM's seed writes its NCCL topology file and /etc/nccl.conf nami
   REQUIRE(seed.files.count("vendor-data") == 1);
   testing::TempDir scratch;
   const auto files = vendor_files(seed.files.at("vendor-data"), scratch.path());
-  REQUIRE(files.size() == 2);
+  // Two of Vela-2's eight GPUs without its NVSwitches: the nvidia module's options turn NVLink off,
+  // and the record says so.
+  REQUIRE(files.size() == 3);
+  CHECK(files.at("/etc/modprobe.d/hostagent-nvidia.conf").find("\noptions nvidia NVreg_NvLinkDisable=1\n") !=
+        std::string::npos);
+  CHECK(seed.files.at("vendor-data").find("\nreload 'nvidia'\n") != std::string::npos);
+  CHECK(vm->record->nvlink.find("its seed loads the guest's nvidia driver with NVreg_NvLinkDisable=1") !=
+        std::string::npos);
   const auto topology = service->nccl_topology(testing::vm_name("nccl"));
   REQUIRE(topology.ok());
   CHECK(files.at("/etc/nccl/hostagent-topology.xml") == *topology);

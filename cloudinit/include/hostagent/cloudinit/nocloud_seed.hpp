@@ -28,6 +28,9 @@ struct GuestNic {
 struct GuestFile {
   std::string path;     // absolute; A-Z a-z 0-9 . _ - / only
   std::string content;  // any bytes; the file is mode 0644, owned by root
+  // "" or a kernel module's name (a-z 0-9 _): the module the file configures, loaded again after
+  // the file is written if it is loaded and nothing holds it (a modprobe.d file is read at a load).
+  std::string reload_module;
 };
 
 struct NoCloudSeed {
@@ -49,7 +52,8 @@ struct NoCloudSeed {
   // its MTU, DHCP on and marked optional (a cluster fabric without DHCP must not hold the boot);
   // otherwise none, and the image's or cloud-init's fallback configuration decides.
   std::vector<GuestNic> nics;
-  // The host's own files for the guest (the NCCL topology and /etc/nccl.conf), as vendor-data.
+  // The host's own files for the guest (the NCCL topology, /etc/nccl.conf, the nvidia module's
+  // options), as vendor-data.
   std::vector<GuestFile> vendor_files;
 };
 

@@ -24,6 +24,17 @@ NvlinkFabric nvlink_fabric(const HostModel& host);
 // Whether a request takes the whole fabric: as many GPUs as it joins, on a host that has one.
 bool takes_fabric(const NvlinkFabric& fabric, const PlacementRequest& request);
 
+// What a VM's GPUs get of the host's fabric.
+enum class GuestNvlink {
+  none,     // the host has no NVSwitch, or the VM none of the GPUs its fabric joins
+  trained,  // every GPU the fabric joins with every NVSwitch: Fabric Manager in the guest trains it
+  // Some of the fabric's GPUs without its NVSwitches: the GPUs' NVLinks reach switches no one
+  // trains, and the guest's nvidia driver waits for a fabric that never comes (CUDA's error 802,
+  // "system not yet initialized") unless it is loaded with NVreg_NvLinkDisable=1.
+  disabled,
+};
+GuestNvlink guest_nvlink(const HostModel& host, const std::vector<PciAddress>& held);
+
 // What a VM holding `held` gets of the fabric, for its record and the API: "" when the host has no
 // NVSwitch or the VM no GPU; else whether its GPUs have NVLink and why.
 std::string nvlink_summary(const HostModel& host, const Allocation& held);

@@ -33,6 +33,8 @@ struct NicRdma {
 // a tmpfs, and cloud-init writes the file once per instance, not once per boot.
 inline constexpr const char* kGuestNcclTopologyPath = "/etc/nccl/hostagent-topology.xml";
 inline constexpr const char* kGuestNcclConfPath = "/etc/nccl.conf";
+// The options the guest's nvidia module is loaded with (modprobe.d(5): read by modprobe at each load).
+inline constexpr const char* kGuestNvidiaOptionsPath = "/etc/modprobe.d/hostagent-nvidia.conf";
 
 struct GuestOptions {
   std::string name;                 // the domain name; validated: [A-Za-z0-9_.-]{1,64}
@@ -56,14 +58,18 @@ struct GuestOptions {
 };
 
 // The files the guest gets at its first boot through the seed's vendor-data: the NCCL topology file
-// at kGuestNcclTopologyPath and nccl_conf at kGuestNcclConfPath; none for a guest without GPUs.
-// The daemon's seed and verify-guest's stand-in both carry exactly these.
+// at kGuestNcclTopologyPath and nccl_conf at kGuestNcclConfPath (none for a guest without GPUs),
+// and nvidia_options at kGuestNvidiaOptionsPath where there are any. The daemon's seed and
+// verify-guest's stand-in both carry exactly these.
 struct GuestFileContent {
   std::string path;
   std::string content;
+  // A kernel module the file configures: loaded before the file was written (at the first boot the
+  // guest's udev loads it before cloud-init runs), it is loaded again where nothing holds it yet.
+  std::string reload_module;
 };
 struct RenderedGuest;
-std::vector<GuestFileContent> guest_nccl_files(const RenderedGuest& guest);
+std::vector<GuestFileContent> guest_files(const RenderedGuest& guest);
 
 // Where a host function appears inside the guest.
 struct GuestDeviceAddress {
@@ -80,6 +86,10 @@ struct RenderedGuest {
   // NCCL_IB_PCI_RELAXED_ORDERING=1, and NCCL_IB_GID_INDEX when every NIC's RoCE v2 GID index is
   // known and the same (NCCL takes one index for all).
   std::string nccl_conf;
+  // The modprobe.d file for the guest's nvidia module, "" for none: "options nvidia
+  // NVreg_NvLinkDisable=1" for a VM whose GPUs an NVSwitch fabric joins that it does not get
+  // (numa::GuestNvlink::disabled); a VM that trains its fabric, or has none, never gets it.
+  std::string nvidia_options;
   std::vector<GuestDeviceAddress> addresses;
 };
 

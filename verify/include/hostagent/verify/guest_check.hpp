@@ -18,7 +18,7 @@
 //    file nests devices under it, the devices below it in the guest too, on the file's NUMA node;
 //  - the guest's NUMA distances are the rendered cells' and the host's between the cells' nodes
 //    (two cells of one host node: 11, as render gives them);
-//  - the seed's vendor-data ran in the guest and put every file render::guest_nccl_files names,
+//  - the seed's vendor-data ran in the guest and put every file render::guest_files names,
 //    byte for byte (SHA-256), so the bus ids checked above are the ones the guest's NCCL reads;
 //  - each placed GPU's and NIC's link: the narrowest of the guest ports above it against the
 //    host's link. Narrower in the guest is a note when the NCCL file states the host's link for
