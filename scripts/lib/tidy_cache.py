@@ -42,11 +42,12 @@ import threading
 import time
 
 TIDY_ARGS = ["--quiet"]
-# Every unit gets every check (scripts/lint.sh gives the units of what ships and the fuzz targets). The analyzer runs deep (its default: callees inlined into each path)
-# on a unit whose own sources or private headers call a C library that hands out memory and handles
-# (libvirt's strings and objects, libpci's, hwloc's, sd-bus's, OpenSSL's, ...), where its leak,
-# double-free, use-after-free and null checks find what the compiler cannot; on the rest (code over
-# the project's own typed interfaces and RAII wrappers) in its shallow mode, which inlines less: on
+# Every unit gets every check (scripts/lint.sh gives the units of what ships and the fuzz targets).
+# The analyzer runs deep (its default: callees inlined into each path) on a unit whose own sources
+# or private headers call a C library that hands out memory and handles (libvirt's strings and
+# objects, libpci's, hwloc's, sd-bus's, OpenSSL's, ...), where its leak, double-free,
+# use-after-free and null checks find what the compiler cannot; on the rest (code over the
+# project's own typed interfaces and RAII wrappers) in its shallow mode, which inlines less: on
 # api/rest's batch 17.7 s of analysis against 71.4 s, with the same findings. A cold run's
 # clang-tidy was the part of CI that outlasted everything else on 2 cores.
 RAW_API_INCLUDE = re.compile(
@@ -213,8 +214,8 @@ def preprocessor_command(args):
 
 
 def calls_raw_api(members):
-    """Whether a source, or a header beside it that it includes, includes a C library's or the
-    kernel's interface (RAW_API_INCLUDE)."""
+    """Whether a source, or a header beside it that it includes, includes the interface of a C
+    library that hands out memory or handles (RAW_API_INCLUDE)."""
     for member in members:
         with open(member) as f:
             text = f.read()
