@@ -114,6 +114,10 @@ std::optional<std::string> verify_matches(const std::string& label, std::vector<
   return run.output;
 }
 
+// What verify-guest holds when the seed turned NVLink off in the guest's nvidia driver.
+constexpr const char* kNvlinkOffHeld =
+    "the guest's nvidia module options (/etc/modprobe.d/hostagent-nvidia.conf): NVreg_NvLinkDisable=1, as rendered";
+
 struct SimulatedTree {
   TempDir dir;
   explicit SimulatedTree(const std::string& host) {
@@ -155,8 +159,7 @@ TEST_CASE("verify-guest: the Vela-2-like host with a 2-GPU shape (gx3-32x256x2h1
   // Two of the baseboard's GPUs without its NVSwitches: the seed turns NVLink off in the guest's
   // driver, which would otherwise wait for a fabric no one trains.
   if (output) {
-    CHECK(output->find("the guest's nvidia module options (/etc/modprobe.d/hostagent-nvidia.conf): "
-                       "NVreg_NvLinkDisable=1, as rendered") != std::string::npos);
+    CHECK(output->find(kNvlinkOffHeld) != std::string::npos);
   }
   // scripts/libvirtd.sh reserves 2 MiB pages; with 128 free (256 MiB), the one cell is backed by them.
   std::ifstream free_file("/sys/kernel/mm/hugepages/hugepages-2048kB/free_hugepages");
@@ -172,8 +175,7 @@ TEST_CASE("verify-guest: the Vela-2-like host with a 1-GPU shape (gx3-16x128x1h1
   const auto output = verify_matches("vela2 gx3-16x128x1h100", host.args(), "gx3-16x128x1h100",
                                      "1 GPU(s), 1 NIC VF(s), 0 NVMe in 1 guest cell(s)");
   if (output) {
-    CHECK(output->find("the guest's nvidia module options (/etc/modprobe.d/hostagent-nvidia.conf): "
-                       "NVreg_NvLinkDisable=1, as rendered") != std::string::npos);
+    CHECK(output->find(kNvlinkOffHeld) != std::string::npos);
   }
 }
 
