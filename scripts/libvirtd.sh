@@ -39,12 +39,26 @@ start() {
   echo "libvirtd.sh: libvirtd pid $(cat /run/libvirtd.pid 2>/dev/null || echo '?')"
 }
 
+# Stops a daemon and returns once it is gone. A libvirtd asked to stop first finishes its state
+# drivers' shutdown, which took over 10 s beside the asan suites (stop 59's CI: the restart found the
+# old libvirtd still running, started none, and every later libvirtd test failed). So: SIGTERM, up
+# to 60 s to go, then SIGKILL (QEMU outlives libvirtd either way), and an error if even that fails.
 stop_pidfile() {
   running "$1" || return 0
   local pid
   pid="$(cat "$1")"
-  kill "$pid"
-  for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+  kill "$pid" 2>/dev/null || return 0
+  wait_gone "$pid" 600 && return 0
+  echo "libvirtd.sh: $(basename "$1" .pid) (pid $pid) still running 60 s after SIGTERM; SIGKILL" >&2
+  kill -KILL "$pid" 2>/dev/null || true
+  wait_gone "$pid" 100 && return 0
+  echo "libvirtd.sh: $(basename "$1" .pid) (pid $pid) survived SIGKILL" >&2
+  return 1
+}
+# wait_gone PID TENTHS: whether PID exits within TENTHS tenths of a second.
+wait_gone() {
+  for _ in $(seq "$2"); do kill -0 "$1" 2>/dev/null || return 0; sleep 0.1; done
+  ! kill -0 "$1" 2>/dev/null
 }
 
 # libvirtd leaves running QEMU processes alone: a restarted libvirtd reattaches to them.
