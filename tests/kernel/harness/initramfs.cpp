@@ -324,7 +324,15 @@ while IFS= read -r name; do
   timeout )sh" +
          std::to_string(options.test_timeout_s) +
          R"sh( $run $guest --test-case="$filter" --case-sensitive=true --no-colors=true </dev/null >&3 2>&3
-  report "end $? $name"
+  rc=$?
+  # A case cut off by its timeout (124) or killed (137, 143) may be stuck in the kernel: the kernel's
+  # log says where (hung tasks, a reset that did not finish), before the boot's own limit ends all.
+  if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ] || [ "$rc" -eq 143 ]; then
+    echo 1 >/proc/sys/kernel/sysrq 2>/dev/null && echo w >/proc/sysrq-trigger 2>/dev/null
+    printf 'the kernel log after the case was cut off (exit %s), its last 120 lines:\n' "$rc" >&3
+    dmesg | tail -n 120 >&3
+  fi
+  report "end $rc $name"
 done </tmp/names
 report done
 say "tests done after $(cut -d' ' -f1 /proc/uptime)s; the kernel log follows"
