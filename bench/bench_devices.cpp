@@ -244,7 +244,7 @@ VmDevices vm_devices(const numa::HostModel& host) {
   const auto shape = take(vmtemplates::load_template_file(
                               fs::path(HOSTAGENT_SOURCE_DIR) / "vmtemplates/templates/gx3d-160x1792x8h100.yaml", {}),
                           "load the template");
-  const numa::HostPolicy policy{{0, 1, 2, 3, 96, 97, 98, 99}, true, {}, {}, {}};
+  const numa::HostPolicy policy{{0, 1, 2, 3, 96, 97, 98, 99}, true, {}, {}, {}, {}};
   VmDevices vm;
   vm.placement = take(numa::place(host, {}, policy, placement_request(shape)), "place the template");
   render::GuestOptions options;

@@ -146,9 +146,9 @@ int main(int argc, char** argv) {
   const int runs = argc > 1 ? std::atoi(argv[1]) : 15;
   constexpr int kRepeats = 50;
   const HostModel vela2 = hostagent::bench::discover_builtin("vela2");
-  const HostPolicy vela2_policy{{0, 48, 96, 144}, true, {}, {}, {}};
+  const HostPolicy vela2_policy{{0, 48, 96, 144}, true, {}, {}, {}, {}};
   const HostModel large = large_host();
-  const HostPolicy large_policy{{0, 256, 32, 288}, true, {}, {}, {}};
+  const HostPolicy large_policy{{0, 256, 32, 288}, true, {}, {}, {}, {}};
   const auto existing = hundred_vms(large, large_policy);
 
   std::printf("placement, median of %d runs of %d calls each\n", runs, kRepeats);

@@ -17,7 +17,7 @@ int main(int argc, char** argv) {
       std::filesystem::path(HOSTAGENT_SOURCE_DIR) / "vmtemplates/templates/gx3d-160x1792x8h100.yaml", {});
   if (!shape.ok()) bench::fail("bench_render", shape.error().message);
   const auto host = bench::discover_builtin("vela2");
-  const numa::HostPolicy policy{{0, 1, 2, 3, 96, 97, 98, 99}, true, {}, {}, {}};
+  const numa::HostPolicy policy{{0, 1, 2, 3, 96, 97, 98, 99}, true, {}, {}, {}, {}};
   const auto request = placement_request(*shape);
   render::GuestOptions options;
   options.name = "train-0";

@@ -24,7 +24,9 @@ bool takes_fabric(const NvlinkFabric& fabric, const PlacementRequest& request) {
   return !fabric.nvswitches.empty() && request.gpus > 0 && request.gpus == static_cast<int>(fabric.gpus.size());
 }
 
-GuestNvlink guest_nvlink(const HostModel& host, const std::vector<PciAddress>& held) {
+GuestNvlink guest_nvlink(const HostModel& host, const std::vector<PciAddress>& held,
+                         std::optional<PartitionId> partition) {
+  if (partition) return GuestNvlink::partition;
   const auto fabric = nvlink_fabric(host);
   const std::set<PciAddress> devices(held.begin(), held.end());
   const auto holds = [&](const PciAddress& a) { return devices.count(a) != 0; };
@@ -37,9 +39,12 @@ GuestNvlink guest_nvlink(const HostModel& host, const std::vector<PciAddress>& h
 std::string nvlink_summary(const HostModel& host, const Allocation& held) {
   const auto fabric = nvlink_fabric(host);
   const std::string all = std::to_string(fabric.gpus.size()) + " GPUs";
-  switch (guest_nvlink(host, held.devices)) {
+  switch (guest_nvlink(host, held.devices, held.fabric_partition)) {
     case GuestNvlink::none:
       return "";
+    case GuestNvlink::partition:
+      return "Fabric Manager partition " + std::to_string(*held.fabric_partition) +
+             " (shared NVSwitch mode): Fabric Manager on the host trains its GPUs' NVLinks";
     case GuestNvlink::trained:
       return "all " + all + " with the host's " + std::to_string(fabric.nvswitches.size()) +
              " NVSwitches: Fabric Manager in the guest trains the fabric";

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <climits>
 #include <cstdio>
+#include <map>
 #include <set>
 #include <tuple>
 
@@ -413,12 +414,11 @@ Result<Placement> place_with_gpus(const Inventory& inv, const GpuSearch& search,
   return *first_error;
 }
 
-}  // namespace
-
-Result<Placement> place(const HostModel& host, const std::vector<Allocation>& existing, const HostPolicy& policy,
-                        const PlacementRequest& request) {
-  HA_TRY_STATUS(validate(request));
-  const Inventory inventory = placement_detail::take_inventory(host, existing, policy, request);
+// The placement with the GPUs `partition` allows (all, without one).
+Result<Placement> place_devices(const HostModel& host, const std::vector<Allocation>& existing,
+                                const HostPolicy& policy, const PlacementRequest& request,
+                                const FabricPartition* partition) {
+  const Inventory inventory = placement_detail::take_inventory(host, existing, policy, request, partition);
   const GpuSearch search(inventory, request);
   HA_TRY_STATUS(check_supply(inventory, search, request));
   HA_TRY(Placement placement, request.gpus == 0 ? place_without_gpus(inventory, policy, request)
@@ -429,6 +429,90 @@ Result<Placement> place(const HostModel& host, const std::vector<Allocation>& ex
     placement.p2p_kept = std::move(plan.kept);
   }
   return placement;
+}
+
+// How many free partitions larger than `taken` stay free once it is active: what taking it spares.
+int larger_spared(const std::vector<const FabricPartition*>& free, const FabricPartition& taken) {
+  return static_cast<int>(std::count_if(free.begin(), free.end(), [&](const FabricPartition* other) {
+    return other->gpus.size() > taken.gpus.size() && !shares_gpu(*other, taken);
+  }));
+}
+
+// Why no partition of `size` GPUs is free, each partition of that size with its reason.
+Error no_free_partition(const FabricReport& fabric, const std::vector<const FabricPartition*>& free, int size) {
+  std::string why;
+  for (const FabricPartition& partition : fabric.partitions) {
+    if (static_cast<int>(partition.gpus.size()) != size) continue;
+    std::string reason;
+    if (partition.active) {
+      reason = "active";
+    } else if (auto gate = partition_gate(fabric, partition)) {
+      reason = std::move(*gate);
+    } else {
+      for (const FabricPartition& other : fabric.partitions) {
+        if (other.active && shares_gpu(other, partition)) {
+          reason = "shares GPUs with active partition " + std::to_string(other.id);
+          break;
+        }
+      }
+    }
+    if (!reason.empty())
+      why += (why.empty() ? "" : "; ") + ("partition " + std::to_string(partition.id) + " " + reason);
+  }
+  std::map<size_t, size_t> by_size;
+  for (const FabricPartition* partition : free) ++by_size[partition->gpus.size()];
+  std::string sizes;
+  for (auto it = by_size.rbegin(); it != by_size.rend(); ++it) {
+    sizes += (sizes.empty() ? "" : ", ") + std::to_string(it->second) + " of " +
+             plural(static_cast<int>(it->first), "GPU", "GPUs");
+  }
+  return no_fit(
+      "needs a free Fabric Manager partition of " + plural(size, "GPU", "GPUs") +
+      " (shared NVSwitch mode: a VM's GPUs are one partition); free partitions: " + (sizes.empty() ? "none" : sizes) +
+      (why.empty() ? "; the host's Fabric Manager offers no partition of that size" : " (" + why + ")"));
+}
+
+// Shared NVSwitch mode: each free partition of the request's size is tried as the only GPUs there
+// are. Of those that fit, the one that spares the most larger partitions (a 2-GPU VM goes into the
+// 4-GPU partition another 2-GPU VM already broke, keeping the other whole), then the fewest guest
+// cells, then Fabric Manager's order.
+Result<Placement> place_in_partition(const HostModel& host, const std::vector<Allocation>& existing,
+                                     const HostPolicy& policy, const PlacementRequest& request) {
+  const FabricReport& fabric = *policy.fabric;
+  if (!fabric.ready) {
+    return Error{ErrorCode::unavailable,
+                 "Fabric Manager is not ready (initialising, or restarted and not yet told its active partitions); "
+                 "a VM with GPUs waits for it"};
+  }
+  const auto free = free_partitions(fabric);
+  std::optional<std::tuple<int, size_t, Placement>> best;  // (spared, cells, placement)
+  std::optional<Error> first_error;
+  for (const FabricPartition* partition : free) {
+    if (static_cast<int>(partition->gpus.size()) != request.gpus) continue;
+    auto placed = place_devices(host, existing, policy, request, partition);
+    if (!placed) {
+      if (!first_error) first_error = Error{placed.error().code, describe(*partition) + ": " + placed.error().message};
+      continue;
+    }
+    placed->fabric_partition = *partition;
+    const int spared = larger_spared(free, *partition);
+    const size_t cells = placed->cells.size();
+    if (!best || spared > std::get<0>(*best) || (spared == std::get<0>(*best) && cells < std::get<1>(*best))) {
+      best.emplace(spared, cells, std::move(placed).value());
+    }
+  }
+  if (best) return std::move(std::get<2>(*best));
+  if (first_error) return *first_error;
+  return no_free_partition(fabric, free, request.gpus);
+}
+
+}  // namespace
+
+Result<Placement> place(const HostModel& host, const std::vector<Allocation>& existing, const HostPolicy& policy,
+                        const PlacementRequest& request) {
+  HA_TRY_STATUS(validate(request));
+  if (policy.fabric && request.gpus > 0) return place_in_partition(host, existing, policy, request);
+  return place_devices(host, existing, policy, request, nullptr);
 }
 
 int guest_cell_for(const HostModel& host, const std::vector<GuestCell>& cells, const std::optional<int>& node) {
@@ -466,6 +550,7 @@ Allocation allocation_of(const std::string& vm, const Placement& placement, uint
   for (const auto& nvme : placement.nvme) out.devices.push_back(nvme.address);
   for (const auto& nvswitch : placement.nvswitches) out.devices.push_back(nvswitch.address);
   out.p2p_ports = placement.p2p_ports;
+  if (placement.fabric_partition) out.fabric_partition = placement.fabric_partition->id;
   return out;
 }
 

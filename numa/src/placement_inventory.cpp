@@ -107,11 +107,16 @@ std::optional<std::string> kept_member(const HostModel& host, const PciFunction&
   return std::nullopt;
 }
 
+bool in_partition(const FabricPartition* partition, const PciAddress& address) {
+  return partition == nullptr || std::any_of(partition->gpus.begin(), partition->gpus.end(),
+                                             [&](const PartitionGpu& gpu) { return gpu.address == address; });
+}
+
 void take_gpus(const Holders& holders, const GroupIndex& groups, const HostPolicy& policy,
-               const PlacementRequest& request, Inventory& inv) {
+               const PlacementRequest& request, const FabricPartition* partition, Inventory& inv) {
   std::map<int, PciAddress> taken_group;  // IOMMU group -> the GPU that takes it
   for (const auto& f : inv.host->pci_devices) {
-    if (f.role != PciRole::gpu || !matches(request.gpu_ids, f)) continue;
+    if (f.role != PciRole::gpu || !matches(request.gpu_ids, f) || !in_partition(partition, f.address)) continue;
     const auto members = group_members(*inv.host, groups, f);
     if (!members) {
       inv.unusable_gpus.push_back({f.address, "with an unknown IOMMU group"});
@@ -248,7 +253,7 @@ int Inventory::cell_node(const std::optional<int>& numa_node) const {
 }
 
 Inventory take_inventory(const HostModel& host, const std::vector<Allocation>& existing, const HostPolicy& policy,
-                         const PlacementRequest& request) {
+                         const PlacementRequest& request, const FabricPartition* partition) {
   const Holders holders = index_holders(host, existing, request.hugepage_size_bytes);
   const std::set<int> housekeeping(policy.housekeeping_cpus.begin(), policy.housekeeping_cpus.end());
   std::map<int, const Cpu*> cpus_by_id;
@@ -264,12 +269,12 @@ Inventory take_inventory(const HostModel& host, const std::vector<Allocation>& e
   }
   inv.cell_node_of = map_cell_nodes(host);
   const GroupIndex groups = index_groups(host);
-  take_gpus(holders, groups, policy, request, inv);
+  take_gpus(holders, groups, policy, request, partition, inv);
   take_singles(holders, groups, policy, is_vf, inv, inv.vfs, inv.unusable_vfs);
   take_singles(holders, groups, policy, is_nvme, inv, inv.nvme, inv.unusable_nvme);
   if (request.whole_nics > 0)
     take_singles(holders, groups, policy, is_whole_nic, inv, inv.whole_nics, inv.unusable_whole_nics);
-  inv.takes_fabric = takes_fabric(nvlink_fabric(host), request);
+  inv.takes_fabric = !policy.fabric && takes_fabric(nvlink_fabric(host), request);
   if (inv.takes_fabric)
     take_singles(holders, groups, policy, is_nvswitch, inv, inv.nvswitches, inv.unusable_nvswitches);
   return inv;

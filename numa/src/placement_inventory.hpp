@@ -85,8 +85,10 @@ std::map<int, int> map_cell_nodes(const HostModel& host);
 // CPUs, or kUnknownNode when there are several.
 int cell_node(const std::map<int, int>& cell_node_of, const std::optional<int>& numa_node);
 
+// With a partition (shared NVSwitch mode), its GPUs are the only GPUs there are, and no NVSwitch
+// is taken.
 Inventory take_inventory(const HostModel& host, const std::vector<Allocation>& existing, const HostPolicy& policy,
-                         const PlacementRequest& request);
+                         const PlacementRequest& request, const FabricPartition* partition = nullptr);
 
 // "0000:1b:00.0", "a and b", "a, b and c"; at most eight, then "and N more".
 std::string join_addresses(const std::vector<PciAddress>& addresses);

@@ -28,7 +28,8 @@ std::string nvidia_options(const numa::HostModel& host, const numa::Placement& p
   std::vector<numa::PciAddress> held;
   for (const auto& gpu : placement.gpus) held.push_back(gpu.gpu.address);
   for (const auto& nvswitch : placement.nvswitches) held.push_back(nvswitch.address);
-  if (numa::guest_nvlink(host, held) != numa::GuestNvlink::disabled) return "";
+  const auto partition = placement.fabric_partition ? std::optional(placement.fabric_partition->id) : std::nullopt;
+  if (numa::guest_nvlink(host, held, partition) != numa::GuestNvlink::disabled) return "";
   return "# hostagent: this VM's GPUs are joined by the host's NVSwitch fabric, which it does not get:\n"
          "# without NVLink the driver initialises them at once instead of waiting for a fabric.\n"
          "options nvidia NVreg_NvLinkDisable=1\n";

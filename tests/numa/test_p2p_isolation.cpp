@@ -29,7 +29,7 @@ const HostModel& vela2() {
 }
 
 HostPolicy policy() {
-  return HostPolicy{{0, 96, 48, 144}, true, {}, {}, {}};
+  return HostPolicy{{0, 96, 48, 144}, true, {}, {}, {}, {}};
 }
 
 PlacementRequest gpus(int count, bool peer_to_peer) {

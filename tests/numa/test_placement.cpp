@@ -126,7 +126,7 @@ void check_common(const HostModel& m, const HostPolicy& policy, const PlacementR
 }
 
 HostPolicy vela2_policy() {
-  return HostPolicy{{0, 96, 48, 144}, true, {}, {}, {}};
+  return HostPolicy{{0, 96, 48, 144}, true, {}, {}, {}, {}};
 }  // one core per socket
 
 PlacementRequest vela2_full() {
@@ -217,7 +217,7 @@ TEST_CASE("placement: vela2 8 GPUs with a VF under each GPU's switch and 160 vCP
 TEST_CASE("placement: vela1 with SR-IOV on gives 8 A100 two VFs each from the dual-port NIC under their switch") {
   const auto host = discover_spec(vela1_with_vfs(2));
   const auto& m = host->model;
-  const HostPolicy policy{{0, 48, 24, 72}, true, {}, {}, {}};
+  const HostPolicy policy{{0, 48, 24, 72}, true, {}, {}, {}, {}};
   PlacementRequest r;
   r.vcpus = 88;
   r.memory_bytes = 1200 * kGiB;
@@ -243,7 +243,7 @@ TEST_CASE("placement: vela1 with SR-IOV on gives 8 A100 two VFs each from the du
 
 TEST_CASE("placement: vela1 with SR-IOV off (no VFs created) refuses VFs and places GPUs without them") {
   const auto host = discover_spec(vela1_with_vfs(0));
-  const HostPolicy policy{{0, 48}, true, {}, {}, {}};
+  const HostPolicy policy{{0, 48}, true, {}, {}, {}, {}};
   auto r = one_gpu();
   const auto refused = place(host->model, {}, policy, r);
   REQUIRE_FALSE(refused.ok());
@@ -319,7 +319,7 @@ TEST_CASE("placement: vela2 takes one 1-GPU VM per switch until none is left and
 TEST_CASE("placement: a GPU with an audio function takes it as a companion (quirks host)") {
   const auto host = shared_builtin("quirks");
   const auto& m = host->model;
-  const HostPolicy policy{{}, false, {}, {}, {}};  // the quirks host has no hugepage pools
+  const HostPolicy policy{{}, false, {}, {}, {}, {}};  // the quirks host has no hugepage pools
   auto r = cpus_only(4, 8 * kGiB);
   r.gpus = 1;
   r.gpu_ids = {{0x10de, 0x2230}};  // the RTX A6000
@@ -334,7 +334,7 @@ TEST_CASE("placement: a GPU with an audio function takes it as a companion (quir
   CHECK(std::count(allocation.devices.begin(), allocation.devices.end(), p->gpus[0].companions[0]) == 1);
 
   // Held audio function: the GPU cannot go without it.
-  const Allocation audio_held{"sound", {}, {p->gpus[0].companions[0]}, kGiB, {}, {}};
+  const Allocation audio_held{"sound", {}, {p->gpus[0].companions[0]}, kGiB, {}, {}, {}};
   const auto refused = place(m, {audio_held}, policy, r);
   REQUIRE_FALSE(refused.ok());
   CHECK(refused.error().message == "needs 1 GPU of 10de:2230; free: 0 (0000:01:00.0 held by vm sound)");
@@ -347,7 +347,7 @@ TEST_CASE("placement: a CPU-less node is never used for vCPUs and its GPU's cell
   }
   const auto host = discover_spec(spec);
   const auto& m = host->model;
-  const HostPolicy policy{{0}, false, {}, {}, {}};
+  const HostPolicy policy{{0}, false, {}, {}, {}, {}};
   auto r = cpus_only(14, 14 * kGiB);
   const auto wide = place(m, {}, policy, r);
   REQUIRE_MESSAGE(wide.ok(), wide.error().message);
@@ -361,7 +361,7 @@ TEST_CASE("placement: a CPU-less node is never used for vCPUs and its GPU's cell
   r.gpu_ids = {{0x10de, 0x20b0}};
   r.vfs_per_gpu = 0;
   // Node 0's A100 is held, so the A100 on the CPU-less node is the one left.
-  const Allocation held{"other", {}, {*PciAddress::parse("0000:02:00.0")}, kGiB, {}, {}};
+  const Allocation held{"other", {}, {*PciAddress::parse("0000:02:00.0")}, kGiB, {}, {}, {}};
   const auto p = place(m, {held}, policy, r);
   REQUIRE_MESSAGE(p.ok(), p.error().message);
   check_common(m, policy, r, *p);
@@ -443,7 +443,7 @@ TEST_CASE("placement: exhausted hugepages are refused with the pool and the shor
   REQUIRE_FALSE(no_pool.ok());
   CHECK(no_pool.error().message == "needs 1024 hugepages of 2 MiB on node 0; free: 0");
   // Unless the host cannot tell its pools: then memory is placed by node without the check.
-  const auto unchecked = place(host->model, {}, HostPolicy{{0, 96, 48, 144}, false, {}, {}, {}}, small);
+  const auto unchecked = place(host->model, {}, HostPolicy{{0, 96, 48, 144}, false, {}, {}, {}, {}}, small);
   REQUIRE_MESSAGE(unchecked.ok(), unchecked.error().message);
   CHECK(unchecked->cells[0].hugepages == 1024);
 }
@@ -471,7 +471,7 @@ TEST_CASE("placement: hugepages the kernel does not have free are not placed, wh
 
 TEST_CASE("placement: a GPU without a ConnectX under it (workstation) fails strict and non-strict VF requests") {
   const auto host = shared_builtin("workstation");
-  const HostPolicy policy{{0, 8}, true, {}, {}, {}};
+  const HostPolicy policy{{0, 8}, true, {}, {}, {}, {}};
   auto r = one_gpu(4, 1 * kGiB);
   r.hugepage_size_bytes = 2 * kMiB;
   const auto strict = place(host->model, {}, policy, r);
@@ -533,7 +533,7 @@ TEST_CASE("placement: a host without NVSwitches gives no GPU an NVLink verdict")
 
 TEST_CASE("placement: the whole fabric is refused while another VM holds an NVSwitch, naming it") {
   const auto host = shared_builtin("vela2");
-  const Allocation held{"fm-test", {}, {*PciAddress::parse("0000:04:00.0")}, kGiB, {}, {}};
+  const Allocation held{"fm-test", {}, {*PciAddress::parse("0000:04:00.0")}, kGiB, {}, {}, {}};
   const auto refused = place(host->model, {held}, vela2_policy(), vela2_full());
   REQUIRE_FALSE(refused.ok());
   CHECK(refused.error().code == ErrorCode::does_not_fit);
@@ -544,7 +544,7 @@ TEST_CASE("placement: the whole fabric is refused while another VM holds an NVSw
 
 TEST_CASE("placement: the host's boot disk is never given, and the refusal says what the host uses it for") {
   const auto host = shared_builtin("workstation");
-  const HostPolicy policy{{0, 8}, true, {}, {}, {}};
+  const HostPolicy policy{{0, 8}, true, {}, {}, {}, {}};
   auto r = cpus_only(2, 1 * kGiB);
   r.hugepage_size_bytes = 2 * kMiB;
   r.nvme = 1;
@@ -607,7 +607,7 @@ TEST_CASE("placement: a withheld device is never given, alone or as a group comp
   }
   SUBCASE("a companion in the GPU's IOMMU group") {
     const auto quirks = shared_builtin("quirks");  // 01:00.0 RTX A6000 shares its group with 01:00.1 audio
-    HostPolicy companion{{}, false, {}, {}, {}};
+    HostPolicy companion{{}, false, {}, {}, {}, {}};
     companion.withheld = {{*PciAddress::parse("0000:01:00.1"), {Withheld::Why::quarantined, "gone from the bus"}}};
     auto r = one_gpu();
     r.vfs_per_gpu = 0;
@@ -631,7 +631,7 @@ TEST_CASE("placement: a withheld device is never given, alone or as a group comp
 
 TEST_CASE("placement: a GPU whose IOMMU group holds a host-used or non-releasable member is never chosen") {
   const auto host = shared_builtin("quirks");  // 01:00.0 RTX A6000 shares its group with 01:00.1 audio
-  const HostPolicy policy{{}, false, {}, {}, {}};
+  const HostPolicy policy{{}, false, {}, {}, {}, {}};
   auto r = one_gpu(2, 1 * kGiB);
   r.vfs_per_gpu = 0;
   r.gpu_ids = {{0x10de, 0x2230}};
@@ -659,7 +659,7 @@ TEST_CASE("placement: a GPU whose IOMMU group holds a host-used or non-releasabl
     CHECK(refused.error().message.find("sharing its IOMMU group with 0000:01:00.1, bound to snd_sof") !=
           std::string::npos);
     // The operator lists the driver as releasable: the group may go.
-    const HostPolicy releasing{{}, false, {"snd_sof", "nvidia"}, {}, {}};
+    const HostPolicy releasing{{}, false, {"snd_sof", "nvidia"}, {}, {}, {}};
     const auto placed = place(model, {}, releasing, r);
     CHECK_MESSAGE(placed.ok(), placed.error().message);
   }
@@ -670,7 +670,7 @@ TEST_CASE("placement: non-strict VFs come from the GPU's node when its switch ha
   const auto& m = host->model;
   const auto policy = vela2_policy();
   // Another VM holds all four VFs under the first switch, and node 1's GPUs.
-  Allocation held{"net", {}, {}, kGiB, {}, {}};
+  Allocation held{"net", {}, {}, kGiB, {}, {}, {}};
   for (int fn = 1; fn <= 4; ++fn) held.devices.push_back(PciAddress{0, 0x19, 0, static_cast<uint8_t>(fn)});
   for (const char* gpu : {"0000:9a:00.0", "0000:ab:00.0", "0000:bc:00.0", "0000:cd:00.0"}) {
     held.devices.push_back(*PciAddress::parse(gpu));

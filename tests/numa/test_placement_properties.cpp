@@ -229,7 +229,7 @@ class Generator {
   void add_policy_and_holders(Generated& g) {
     const std::vector<std::string> vms{"a", "b", "c"};
     std::map<std::string, Allocation> by_vm;
-    for (const auto& vm : vms) by_vm[vm] = Allocation{vm, {}, {}, kGiB, {}, {}};
+    for (const auto& vm : vms) by_vm[vm] = Allocation{vm, {}, {}, kGiB, {}, {}, {}};
     for (const auto& cpu : g.host.cpus) {
       if (chance(0.05)) {
         g.policy.housekeeping_cpus.push_back(cpu.id);
@@ -248,7 +248,7 @@ class Generator {
     g.policy.check_hugepages = chance(0.8);
     for (auto& [vm, allocation] : by_vm) g.existing.push_back(std::move(allocation));
     if (chance(0.2)) {  // pages of another size hold nothing in the 1 GiB pools
-      g.existing.push_back(Allocation{"small-pages", {}, {}, 2ULL << 20, {{0, 100000}}, {}});
+      g.existing.push_back(Allocation{"small-pages", {}, {}, 2ULL << 20, {{0, 100000}}, {}, {}});
     }
   }
 

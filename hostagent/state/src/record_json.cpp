@@ -31,6 +31,7 @@ json::object allocation_to_json(const numa::Allocation& allocation) {
     for (const auto& port : allocation.p2p_ports) ports.emplace_back(port.to_string());
     out["p2p_ports"] = std::move(ports);
   }
+  if (allocation.fabric_partition) out["fabric_partition"] = *allocation.fabric_partition;
   return out;
 }
 
@@ -80,6 +81,15 @@ Result<numa::Allocation> allocation_from_json(const JsonFields& fields) {
   HA_TRY_STATUS(read_hugepages(fields, out));
   // Written only for a VM with relaxed ports (and absent from records older than the rule).
   if (fields.has("p2p_ports")) HA_TRY_STATUS(read_addresses(fields, "p2p_ports", out.p2p_ports));
+  // Written only in shared NVSwitch mode.
+  if (fields.has("fabric_partition")) {
+    HA_TRY(const uint64_t partition, fields.unsigned_integer("fabric_partition"));
+    if (partition > UINT32_MAX) {
+      return parse_failure("field '" + fields.path("fabric_partition") + "': " + std::to_string(partition) +
+                           " is not a Fabric Manager partition id");
+    }
+    out.fabric_partition = static_cast<numa::PartitionId>(partition);
+  }
   return out;
 }
 

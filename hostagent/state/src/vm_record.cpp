@@ -103,6 +103,10 @@ void write_allocation(pugi::xml_node vm, const numa::Allocation& allocation) {
   for (const auto& port : allocation.p2p_ports) {
     set_attribute(add_child(element, "p2p-port"), "address", port.to_string());
   }
+  // Shared NVSwitch mode only; a release before it ignores the attribute.
+  if (allocation.fabric_partition) {
+    set_attribute(element, "fabric-partition", std::to_string(*allocation.fabric_partition));
+  }
 }
 
 void write_inputs(pugi::xml_node vm, const VmInputs& inputs) {
@@ -241,6 +245,14 @@ Status read_allocation(pugi::xml_node vm, numa::Allocation& out) {
   auto parsed = parse_cpu_list(cpus);
   if (!parsed.ok()) return bad_record("<" + std::string(cpus_element.name()) + ">: " + parsed.error().message);
   out.cpus = std::move(*parsed);
+  if (allocation.attribute("fabric-partition")) {
+    HA_TRY(const uint64_t partition, unsigned_attribute(allocation, "fabric-partition"));
+    if (partition > UINT32_MAX) {
+      return bad_record("<" + std::string(allocation.name()) + "> fabric-partition " + std::to_string(partition) +
+                        " is not a Fabric Manager partition id");
+    }
+    out.fabric_partition = static_cast<numa::PartitionId>(partition);
+  }
   for (const auto child : allocation.children()) {
     if (child.type() != pugi::node_element || !detail::in_hostagent_namespace(child)) continue;
     const auto local = detail::local_name(child);

@@ -36,6 +36,7 @@ VmRecord full_record(const std::string& name) {
   record.allocation.hugepage_size_bytes = 2ULL << 20U;
   record.allocation.hugepages = {{0, 896}, {1, 18446744073709551615ULL}, {7, 0}};
   record.allocation.p2p_ports = {address("0000:1a:00.0"), address("10000:e0:02.0")};
+  record.allocation.fabric_partition = 6;
   record.inputs.boot_image = "/var/lib/hostagent/images/ubuntu 24.04 caf\xc3\xa9.qcow2";
   record.inputs.disk_pool = "default";
   record.inputs.disk_volume = name + "-disk.qcow2";
@@ -60,6 +61,7 @@ void check_same(const VmRecord& actual, const VmRecord& expected) {
   CHECK(actual.allocation.hugepage_size_bytes == expected.allocation.hugepage_size_bytes);
   CHECK(actual.allocation.hugepages == expected.allocation.hugepages);
   CHECK(actual.allocation.p2p_ports == expected.allocation.p2p_ports);
+  CHECK(actual.allocation.fabric_partition == expected.allocation.fabric_partition);
   CHECK(actual.inputs.boot_image == expected.inputs.boot_image);
   CHECK(actual.inputs.disk_pool == expected.inputs.disk_pool);
   CHECK(actual.inputs.disk_volume == expected.inputs.disk_volume);

@@ -112,7 +112,7 @@ TEST_CASE("the record's XML has the documented shape") {
       "      <hostagent:template name='gx3-32x256x2h100' />\n"
       "      <hostagent:record name='vm1' uuid='53de1e96-5e2d-4b83-9b47-78fb492f724d' request-id='r-17' "
       "created-at='2026-11-29T23:00:00.125Z' />\n"
-      "      <hostagent:allocation hugepage-size='2097152'>\n"
+      "      <hostagent:allocation hugepage-size='2097152' fabric-partition='6'>\n"
       "        <hostagent:cpus>0-3,96-99,150</hostagent:cpus>\n"
       "        <hostagent:device address='0000:1b:00.0' />\n"
       "        <hostagent:hugepages node='0' pages='896' />\n"

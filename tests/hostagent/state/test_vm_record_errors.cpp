@@ -110,6 +110,9 @@ TEST_CASE("bad numbers are a parse_error naming the attribute and the value") {
     check_parse_error(set_attribute("hostagent:hugepages", "node", node), {"node", "\"" + std::string(node) + "\""});
   }
   check_parse_error(set_attribute("hostagent:allocation", "hugepage-size", "1G"), {"hugepage-size", "\"1G\""});
+  check_parse_error(set_attribute("hostagent:allocation", "fabric-partition", "one"), {"fabric-partition", "\"one\""});
+  check_parse_error(set_attribute("hostagent:allocation", "fabric-partition", "4294967296"),
+                    {"fabric-partition 4294967296", "not a Fabric Manager partition id"});
 }
 
 TEST_CASE("a node listed twice in the allocation is a parse_error") {

@@ -1,12 +1,14 @@
 // numa/nvlink: the host's NVLink fabric in the full-passthrough model, Vela's: the VM that takes
 // every GPU of an HGX baseboard takes its NVSwitches too and runs Fabric Manager inside, which
 // trains the fabric; a VM with fewer GPUs gets no NVSwitch, and its GPUs run without NVLink. (The
-// shared model, Fabric Manager on the host partitioning the fabric, is not built: docs/devices.md.)
+// shared model, Fabric Manager on the host partitioning the fabric, is being built: fabric/, docs/devices.md.)
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "hostagent/numa/fabric_partitions.hpp"
 #include "hostagent/numa/host_model.hpp"
 #include "hostagent/numa/placement.hpp"
 
@@ -32,8 +34,13 @@ enum class GuestNvlink {
   // trains, and the guest's nvidia driver waits for a fabric that never comes (CUDA's error 802,
   // "system not yet initialized") unless it is loaded with NVreg_NvLinkDisable=1.
   disabled,
+  // Shared NVSwitch mode: the GPUs are a Fabric Manager partition, which FM on the host trains
+  // when it activates it (numa/fabric_partitions.hpp); the guest gets no NVSwitch and needs none.
+  partition,
 };
-GuestNvlink guest_nvlink(const HostModel& host, const std::vector<PciAddress>& held);
+// `partition`: the Fabric Manager partition the VM's GPUs are, in shared NVSwitch mode.
+GuestNvlink guest_nvlink(const HostModel& host, const std::vector<PciAddress>& held,
+                         std::optional<PartitionId> partition = std::nullopt);
 
 // What a VM holding `held` gets of the fabric, for its record and the API: "" when the host has no
 // NVSwitch or the VM no GPU; else whether its GPUs have NVLink and why.

@@ -11,6 +11,7 @@
 
 #include "hostagent/common/result.hpp"
 #include "hostagent/numa/affinity.hpp"
+#include "hostagent/numa/fabric_partitions.hpp"
 #include "hostagent/numa/host_model.hpp"
 
 namespace hostagent::numa {
@@ -25,6 +26,8 @@ struct Allocation {
   // ACS ports relaxed for this VM's peer-to-peer (numa/p2p_isolation.hpp): what lies below them
   // is kept from other VMs while it exists.
   std::vector<PciAddress> p2p_ports;
+  // Shared NVSwitch mode: the Fabric Manager partition that is its GPUs, active while it runs.
+  std::optional<PartitionId> fabric_partition;
   bool operator==(const Allocation&) const = default;
 };
 
@@ -54,6 +57,10 @@ struct HostPolicy {
   // Devices out of placement (issue 19's lifecycle), each with why: never given, alone or as a
   // group companion.
   std::map<PciAddress, Withheld> withheld;
+  // Shared NVSwitch mode: what Fabric Manager reports now. A request with GPUs then takes exactly
+  // the GPUs of one free partition of its size (numa/fabric_partitions.hpp), and no VM takes an
+  // NVSwitch: FM keeps them on the host. nullopt: full passthrough (numa/nvlink.hpp).
+  std::optional<FabricReport> fabric;
 };
 
 struct DeviceId {
@@ -131,11 +138,14 @@ struct Placement {
   // for it, and those kept as the host set them because another VM or the host has a device there.
   std::vector<PciAddress> p2p_ports;
   std::vector<KeptPort> p2p_kept;
+  // Shared NVSwitch mode: the partition that is the GPUs, which FM activates before the VM starts.
+  std::optional<FabricPartition> fabric_partition;
 };
 
 // Fails with ErrorCode::does_not_fit and a message that names what is missing and who holds it,
 // e.g. "needs 8 GPUs with a NIC on their switch; free: 6 (0000:1b:00.0 and 0000:9a:00.0 held by vm
-// train-3)". Fails with invalid_argument on a request that no host could satisfy.
+// train-3)". Fails with invalid_argument on a request that no host could satisfy, and in shared
+// NVSwitch mode with unavailable while Fabric Manager is not ready.
 Result<Placement> place(const HostModel& host, const std::vector<Allocation>& existing, const HostPolicy& policy,
                         const PlacementRequest& request);
 
