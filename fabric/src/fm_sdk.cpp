@@ -5,6 +5,7 @@
 #include <dlfcn.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstring>
 #include <mutex>
 
@@ -75,16 +76,21 @@ std::string bounded(const char* text, size_t size) {
   return {text, strnlen(text, size)};
 }
 
+// FM names a device by its bus ID as NVML prints it, "%08X:%02X:%02X.%X": "00000000:1B:00.0", an
+// 8-digit domain in upper case. The kernel's form has lower case and a domain of at least 4 digits.
 Result<PciAddress> fm_pci_address(const char* text, size_t size, const std::string& what) {
-  const std::string bus_id = bounded(text, size);
+  std::string bus_id = bounded(text, size);
+  std::transform(bus_id.begin(), bus_id.end(), bus_id.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  const size_t colon = bus_id.find(':');
+  if (colon != std::string::npos && colon > 4) {
+    const size_t zeros = std::min(bus_id.find_first_not_of('0'), colon - 4);
+    bus_id.erase(0, zeros);
+  }
   auto address = PciAddress::parse(bus_id);
   if (address) return address;
-  // FM prints bus IDs as NVML does, "00000000:18:00.0" (an 8-digit domain): take the last 4 digits
-  // of a longer domain whose leading digits are zero.
-  if (bus_id.size() == 16 && bus_id.compare(0, 4, "0000") == 0) {
-    if (auto short_form = PciAddress::parse(bus_id.substr(4))) return short_form;
-  }
-  return Error{ErrorCode::parse_error, what + ": Fabric Manager named a GPU by '" + bus_id + "', not a PCI address"};
+  return Error{ErrorCode::parse_error,
+               what + ": Fabric Manager named a device by '" + bounded(text, size) + "', not a PCI bus ID"};
 }
 
 struct Entry {
@@ -174,7 +180,8 @@ class FmSdk final : public FabricManager {
     if (handle_ != nullptr) return fm::FM_ST_SUCCESS;
     fm::fmConnectParams_v1 params{};
     params.version = fm::fmConnectParams_version;
-    std::strncpy(params.addressInfo, endpoint_.address.c_str(), sizeof(params.addressInfo) - 1);
+    // open_fabric_manager checked the address fits; params is zeroed, so it ends in a NUL.
+    endpoint_.address.copy(params.addressInfo, sizeof(params.addressInfo) - 1);
     params.timeoutMs = static_cast<unsigned>(endpoint_.timeout.count());
     params.addressIsUnixSocket = endpoint_.unix_socket ? 1 : 0;
     const fm::fmReturn_t rc = entry_.connect(&params, &handle_);

@@ -15,6 +15,7 @@
 // NVLinks excluded, their partitions listed as unsupported (FM's default GPU access NVLink failure
 // mode). What it assumes where FM documents nothing is in docs/devices.md.
 #include <algorithm>
+#include <cctype>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -107,6 +108,15 @@ fmReturn_t check_call(FakeFm& f, fmHandle_t handle, const char* call, const Para
   return param->version == version ? FM_ST_SUCCESS : FM_ST_VERSION_MISMATCH;
 }
 
+// NVML's form of a bus ID, which FM's SDK reports: an 8-digit domain, upper-case hex.
+std::string nvml_bus_id(const std::string& kernel_form) {
+  const size_t domain_digits = kernel_form.find(':');
+  std::string out = std::string(domain_digits < 8 ? 8 - domain_digits : 0, '0') + kernel_form;
+  std::transform(out.begin(), out.end(), out.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::toupper(c)); });
+  return out;
+}
+
 void copy_text(char* to, size_t size, const std::string& from) {
   std::strncpy(to, from.c_str(), size - 1);
   to[size - 1] = '\0';
@@ -114,7 +124,7 @@ void copy_text(char* to, size_t size, const std::string& from) {
 
 // A device FM found with failed NVLinks: port 0 of it, named by NVML's form of its bus ID.
 void failed_device(fmNvlinkFailedDeviceInfo_t& info, const std::string& bus_id) {
-  copy_text(info.pciBusId, sizeof(info.pciBusId), "0000" + bus_id);
+  copy_text(info.pciBusId, sizeof(info.pciBusId), nvml_bus_id(bus_id));
   info.numPorts = 1;
   info.portNum[0] = 0;
 }
@@ -199,8 +209,7 @@ __attribute__((visibility("default"))) fmReturn_t fmGetSupportedFabricPartitions
       fmFabricPartitionGpuInfo_t& gpu = info.gpuInfo[g];
       gpu.physicalId = p.modules[g];
       copy_text(gpu.uuid, sizeof(gpu.uuid), "GPU-fake-" + std::to_string(p.modules[g]));
-      // FM writes bus IDs as NVML does: an 8-digit domain.
-      copy_text(gpu.pciBusId, sizeof(gpu.pciBusId), "0000" + f.gpus.at(p.modules[g]));
+      copy_text(gpu.pciBusId, sizeof(gpu.pciBusId), nvml_bus_id(f.gpus.at(p.modules[g])));
       gpu.maxNumNvLinks = 18;
       gpu.numNvLinksAvailable = f.failed_gpus.count(f.gpus.at(p.modules[g])) > 0 ? 0 : 18;
       gpu.nvlinkLineRateMBps = 50000;

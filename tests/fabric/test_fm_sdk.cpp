@@ -19,7 +19,7 @@ using numa::FabricReport;
 // An HGX 8-GPU baseboard whose module IDs are not in PCI order, as on real boards.
 constexpr const char* kBaseboard =
     "1=0000:ba:00.0;2=0000:cc:00.0;3=0000:9a:00.0;4=0000:aa:00.0;"
-    "5=0000:2a:00.0;6=0000:3d:00.0;7=0000:18:00.0;8=0000:4e:00.0";
+    "5=0000:2a:00.0;6=0000:3d:00.0;7=0000:18:00.0;8=10000:4e:00.0";
 
 FmEndpoint endpoint() {
   FmEndpoint endpoint;
@@ -59,8 +59,10 @@ TEST_CASE("the 15 partitions of an 8-GPU baseboard are read by module ID, each G
   CHECK(report.unsupported.empty());
   REQUIRE(report.partitions.size() == 15);
   CHECK(numa::free_partitions_by_size(report) == std::map<size_t, size_t>{{1, 8}, {2, 4}, {4, 2}, {8, 1}});
-  // FM's bus IDs carry NVML's 8-digit domain; the GPUs are named by the kernel's form.
+  // FM's bus IDs are NVML's ("00000000:BA:00.0", "00010000:4E:00.0" behind a VMD domain); the GPUs
+  // are named in the kernel's form.
   CHECK(numa::describe(partition(report, 3)) == "partition 3 (modules 1,2: 0000:ba:00.0, 0000:cc:00.0)");
+  CHECK(numa::describe(partition(report, 6)) == "partition 6 (modules 7,8: 0000:18:00.0, 10000:4e:00.0)");
   CHECK(numa::describe(partition(report, 13)) == "partition 13 (module 7: 0000:18:00.0)");
   CHECK(partition(report, 0).gpus.size() == 8);
   CHECK(partition(report, 3).gpus[0].nvlinks_available == 18);
