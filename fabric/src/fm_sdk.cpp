@@ -213,14 +213,14 @@ class FmSdk final : public FabricManager {
     }
     std::vector<numa::FabricPartition> partitions;
     for (unsigned i = 0; i < list.numPartitions; ++i) {
-      HA_TRY(auto partition, read_partition(list.partitionInfo[i], kReadingPartitions));
+      HA_TRY(auto partition, read_partition(list.partitionInfo[i]));
       partitions.push_back(std::move(partition));
     }
     return partitions;
   }
 
-  static Result<numa::FabricPartition> read_partition(const fm::fmFabricPartitionInfo_t& info,
-                                                      const std::string& what) {
+  static Result<numa::FabricPartition> read_partition(const fm::fmFabricPartitionInfo_t& info) {
+    const std::string what = kReadingPartitions;
     if (info.numGpus == 0 || info.numGpus > fm::FM_MAX_NUM_GPUS) {
       return Error{ErrorCode::parse_error, what + ": partition " + std::to_string(info.partitionId) + " has " +
                                                std::to_string(info.numGpus) + " GPUs (1 to 16)"};

@@ -36,5 +36,7 @@ std::optional<uint64_t> parse_unsigned(std::string_view text);
 // A NUMA node id: decimal, 0..kMaxNode (Linux caps MAX_NUMNODES at 1 << 10).
 inline constexpr int kMaxNode = 1023;
 std::optional<int> parse_node(std::string_view text);
+// A Fabric Manager partition id: FM's fmFabricPartitionId_t is an unsigned int.
+inline constexpr uint64_t kMaxPartitionId = UINT32_MAX;
 
 }  // namespace hostagent::state::detail

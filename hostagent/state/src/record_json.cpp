@@ -84,7 +84,7 @@ Result<numa::Allocation> allocation_from_json(const JsonFields& fields) {
   // Written only in shared NVSwitch mode.
   if (fields.has("fabric_partition")) {
     HA_TRY(const uint64_t partition, fields.unsigned_integer("fabric_partition"));
-    if (partition > UINT32_MAX) {
+    if (partition > kMaxPartitionId) {
       return parse_failure("field '" + fields.path("fabric_partition") + "': " + std::to_string(partition) +
                            " is not a Fabric Manager partition id");
     }

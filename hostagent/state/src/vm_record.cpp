@@ -247,7 +247,7 @@ Status read_allocation(pugi::xml_node vm, numa::Allocation& out) {
   out.cpus = std::move(*parsed);
   if (allocation.attribute("fabric-partition")) {
     HA_TRY(const uint64_t partition, unsigned_attribute(allocation, "fabric-partition"));
-    if (partition > UINT32_MAX) {
+    if (partition > detail::kMaxPartitionId) {
       return bad_record("<" + std::string(allocation.name()) + "> fabric-partition " + std::to_string(partition) +
                         " is not a Fabric Manager partition id");
     }
