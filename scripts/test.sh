@@ -9,6 +9,9 @@
 #                the fleet test
 #   build asan   the asan tree: clang with ASan and UBSan over the whole tree, the fuzz targets too
 #   test asan    its CTest suite: every other suite, the units and the daemon against the real libvirtd
+#                (CMakePresets.json: ASan's quarantine of freed memory at 16 MiB, not its 256: a suite
+#                process then reuses what it freed instead of faulting in fresh pages; measured on three
+#                suites, 6.1 million page faults became 2.5 million and the CPU time fell 10 to 25 %)
 #   fuzz         the libFuzzer targets of the asan tree, 20 seconds each, two at a time
 #   package      the .deb and .rpm from the default tree's tested binaries, checked in a Debian 12 root
 #   clang-tidy   waits for it: every unit, a clean verdict cached by what clang-tidy reads

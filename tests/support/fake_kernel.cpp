@@ -85,7 +85,9 @@ Status FakeKernel::write_locked(const std::string& kernel_path, std::string_view
 std::map<std::string, std::string> snapshot_tree(const fs::path& root) {
   std::map<std::string, std::string> entries;
   for (auto it = fs::recursive_directory_iterator(root); it != fs::recursive_directory_iterator(); ++it) {
-    const std::string relative = fs::relative(it->path(), root).string();
+    // Lexical: the iterator's paths begin with root. fs::relative would resolve every component
+    // of both (weakly_canonical: a readlink each), and the rollback tests snapshot the tree at every step.
+    const std::string relative = it->path().lexically_relative(root).string();
     if (it->is_symlink()) {
       entries[relative] = "link:" + fs::read_symlink(it->path()).string();
     } else if (it->is_directory()) {
