@@ -276,20 +276,35 @@ def check_host(args, host, roots):
     return problems
 
 
+def problems_of(args, hosts, roots):
+    """Each host's problems, by host; a host that cannot be asked has that problem."""
+    found = {}
+    for host in hosts:
+        try:
+            problems = check_host(args, host, roots)
+        except (OSError, RuntimeError, http.client.HTTPException) as error:
+            problems = [f"{host.name}: {error}"]
+        if problems:
+            found[host.name] = problems
+    return found
+
+
 def settle(args, hosts, roots, deadline):
-    """Checks every host until none has a problem (the syncs catch up after the last kill) or time is up."""
-    problems = []
+    """Checks the hosts until none has a problem in one sweep of all of them (the syncs catch up after
+    the last kill) or time is up. Between whole sweeps only the hosts with problems are asked again:
+    every check is a score of requests to the one Placement worker, which the catching-up syncs need."""
+    pending = hosts
+    problems = {}
     while time.monotonic() < deadline:
-        problems = []
-        for host in hosts:
-            try:
-                problems += check_host(args, host, roots)
-            except (OSError, RuntimeError, http.client.HTTPException) as error:
-                problems.append(f"{host.name}: {error}")
-        if not problems:
+        problems = problems_of(args, pending, roots)
+        if not problems and pending is hosts:
             return []
-        time.sleep(2)
-    return problems
+        if problems:
+            pending = [host for host in hosts if host.name in problems]
+            time.sleep(2)
+        else:
+            pending = hosts  # those that had problems have none: one more sweep of all, to be sure
+    return [problem for host_problems in problems.values() for problem in host_problems]
 
 
 def run_phase(args, work, hosts, roots, kill_every, tag):
