@@ -93,7 +93,12 @@ std::unique_ptr<LibvirtdFixture> LibvirtdFixture::make() {
   return fixture;
 }
 
-LibvirtdFixture::~LibvirtdFixture() = default;
+LibvirtdFixture::~LibvirtdFixture() {
+  // A cold CI run lost one boot's guest (not up in 180 s) and the test's failure left the domain
+  // running: the next two tests' services adopted it, and failed for its CPUs.
+  if (connection_ == nullptr) return;
+  for (const auto& name : used_names_) remove_domain(name);
+}
 
 fs::path LibvirtdFixture::console_log(const std::string& vm) const {
   return scratch_.path() / "console" / (vm + ".log");
@@ -170,6 +175,7 @@ std::string LibvirtdFixture::wait_for_boot(const std::string& vm, int count, int
 }
 
 void LibvirtdFixture::remove_domain(const std::string& name) const {
+  used_names_.insert(name);
   testing::remove_domain(uri_, name);
   for (const auto& volume : pool_volumes()) {
     if (virStorageVolPtr vol = virStorageVolLookupByName(connection_->pool, volume.c_str())) {

@@ -12,6 +12,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -80,7 +81,9 @@ class LibvirtdFixture {
   // console from the last one on, or "" on timeout.
   std::string wait_for_boot(const std::string& vm, int count, int timeout_s) const;
 
-  // Removes a domain (and its disk) whatever state it is in: cleanup after a failed check.
+  // Removes a domain (and its disk) whatever state it is in: cleanup after a failed check. A test
+  // calls it first with each name it uses; the fixture removes those again when it ends, so a test
+  // that failed with its guest still running leaves nothing for the next test's service to adopt.
   void remove_domain(const std::string& name) const;
 
  private:
@@ -90,6 +93,7 @@ class LibvirtdFixture {
   std::filesystem::path config_file_;
   struct Connection;
   std::unique_ptr<Connection> connection_;
+  mutable std::set<std::string> used_names_;  // given to remove_domain: removed again at the end
 };
 
 // hostagentd as a child process.

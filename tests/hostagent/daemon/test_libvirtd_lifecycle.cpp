@@ -3,6 +3,8 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
 #include <map>
 
 #include <thread>
@@ -40,14 +42,28 @@ service::OperationView newest(service::VmService& service, const std::string& ki
 
 // The operation once its guest was seen up (the last phase of its timeline, added after the
 // operation ended), waiting as long as a TCG boot may take.
-service::OperationView after_guest_up(service::VmService& service, const std::string& id) {
+// The console's last line that is not empty: a TCG guest whose vCPU stopped taking its timer sits
+// on one line, a slow one does not.
+std::string last_console_line(const std::filesystem::path& console) {
+  std::ifstream in(console);
+  std::string line;
+  std::string last;
+  while (std::getline(in, line)) {
+    if (line.find_first_not_of(" \r") != std::string::npos) last = line;
+  }
+  return last;
+}
+
+service::OperationView after_guest_up(service::VmService& service, const std::string& id,
+                                      const std::filesystem::path& console) {
   for (int i = 0; i < 360; ++i) {
     auto operation = service.operation(id);
     REQUIRE_MESSAGE(operation.ok(), operation.error().message);
     if (!operation->timeline.empty() && operation->timeline.back().name == "up") return std::move(operation).value();
     std::this_thread::sleep_for(std::chrono::milliseconds(500));
   }
-  FAIL("the guest of " << id << " was not seen up in 180 s");
+  FAIL("the guest of " << id << " was not seen up in 180 s; its console (" << console.string() << ") ends with \""
+                       << last_console_line(console) << "\"");
   return {};
 }
 
@@ -207,7 +223,7 @@ TEST_CASE("a guest boots under QEMU and goes through stop, start and delete with
   REQUIRE_MESSAGE(vm.ok(), vm.error().message);
   const auto booting = stats_of(*service, name);
   CHECK(vm->state == "running");
-  const auto create = after_guest_up(*service, newest(*service, "create", name).id);
+  const auto create = after_guest_up(*service, newest(*service, "create", name).id, fixture->console_log(name));
   check_timeline(create, {"placement", "render", "disk", "seed", "prepare_devices", "define"});
   // The guest's phases reached the VM's start history too, which outlives the operation.
   const auto history = service->vm_starts(name);
@@ -274,7 +290,8 @@ TEST_CASE("a guest boots under QEMU and goes through stop, start and delete with
   auto started = start_vm(*service, name);
   REQUIRE_MESSAGE(started.ok(), started.error().message);
   CHECK(started->state == "running");
-  check_timeline(after_guest_up(*service, newest(*service, "start", name).id), {"prepare_devices"});
+  check_timeline(after_guest_up(*service, newest(*service, "start", name).id, fixture->console_log(name)),
+                 {"prepare_devices"});
   CHECK_FALSE(fixture->wait_for_boot(name, 2, 180).empty());
 
   // A drain (issue 46): the guest, its agent up again, shuts down through it, well before the deadline.
