@@ -40,8 +40,6 @@ service::OperationView newest(service::VmService& service, const std::string& ki
   return {};
 }
 
-// The operation once its guest was seen up (the last phase of its timeline, added after the
-// operation ended), waiting as long as a TCG boot may take.
 // The console's last line that is not empty: a TCG guest whose vCPU stopped taking its timer sits
 // on one line, a slow one does not.
 std::string last_console_line(const std::filesystem::path& console) {
@@ -54,6 +52,8 @@ std::string last_console_line(const std::filesystem::path& console) {
   return last;
 }
 
+// The operation once its guest was seen up (the last phase of its timeline, added after the
+// operation ended), waiting as long as a TCG boot may take.
 service::OperationView after_guest_up(service::VmService& service, const std::string& id,
                                       const std::filesystem::path& console) {
   for (int i = 0; i < 360; ++i) {
