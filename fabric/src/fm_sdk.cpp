@@ -5,7 +5,6 @@
 #include <dlfcn.h>
 
 #include <algorithm>
-#include <cctype>
 #include <cstring>
 #include <mutex>
 
@@ -77,20 +76,13 @@ std::string bounded(const char* text, size_t size) {
 }
 
 // FM names a device by its bus ID as NVML prints it, "%08X:%02X:%02X.%X": "00000000:1B:00.0", an
-// 8-digit domain in upper case. The kernel's form has lower case and a domain of at least 4 digits.
+// 8-digit domain in upper case. PciAddress::parse reads the domain as a number of 4 or more hex
+// digits of either case, so the kernel's form comes out of it.
 Result<PciAddress> fm_pci_address(const char* text, size_t size, const std::string& what) {
-  std::string bus_id = bounded(text, size);
-  std::transform(bus_id.begin(), bus_id.end(), bus_id.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  const size_t colon = bus_id.find(':');
-  if (colon != std::string::npos && colon > 4) {
-    const size_t zeros = std::min(bus_id.find_first_not_of('0'), colon - 4);
-    bus_id.erase(0, zeros);
-  }
+  const std::string bus_id = bounded(text, size);
   auto address = PciAddress::parse(bus_id);
   if (address) return address;
-  return Error{ErrorCode::parse_error,
-               what + ": Fabric Manager named a device by '" + bounded(text, size) + "', not a PCI bus ID"};
+  return Error{ErrorCode::parse_error, what + ": Fabric Manager named a device by '" + bus_id + "', not a PCI bus ID"};
 }
 
 struct Entry {

@@ -95,6 +95,17 @@ TEST_CASE("a guest whose kernel panicked is an error that names the panic") {
   CHECK(parse_guest_view(kConsole + "[    9.0] Kernel panic - not syncing: Attempted to kill init!\r\n").ok());
 }
 
+TEST_CASE("a console's last line is what a boot given up names") {
+  CHECK(last_console_line("[    0.1] Linux version 6.1\r\n[    2.3] Run /init as init process\r\n\r\n") ==
+        "[    2.3] Run /init as init process");
+  CHECK(last_console_line("no newline at all") == "no newline at all");
+  CHECK(last_console_line("") == "");
+  CHECK(last_console_line("\r\n\n") == "");
+  // What a guest printed reaches the message escaped, and only its first 160 bytes.
+  CHECK(last_console_line("ok\n\x1b[2Jcleared\n") == "\\x1b[2Jcleared");
+  CHECK(last_console_line(std::string(400, 'x')).size() == 160);
+}
+
 TEST_CASE("links and distances: a number pair, none ('-'), the kernel's Unknown, or a line without them") {
   const auto view = parse_guest_view(
       "hostagent-guest-view: begin version=1\n"

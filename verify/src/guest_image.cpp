@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "hostagent/common/text.hpp"
 #include "hostagent/common/text_file.hpp"
 
 namespace hostagent::verify {
@@ -188,6 +189,14 @@ std::optional<std::string> kernel_panic(std::string_view console) {
   auto line = console.substr(at, console.find('\n', at) - at);
   while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.remove_suffix(1);
   return std::string(line);
+}
+
+std::string last_console_line(std::string_view console) {
+  while (!console.empty() && (console.back() == '\n' || console.back() == '\r')) console.remove_suffix(1);
+  const auto start = console.find_last_of('\n');
+  const std::string_view line = start == std::string_view::npos ? console : console.substr(start + 1);
+  constexpr size_t kShown = 160;
+  return text::shown(line.substr(0, kShown));
 }
 
 std::string newc_archive(const std::vector<CpioEntry>& entries) {

@@ -66,19 +66,6 @@ TiesCheck read_back_ties(const SysfsRoot& machine, const std::string& name, cons
   return out;
 }
 
-// The console's last line, to tell a guest that hung (a TCG vCPU that stopped taking its timer sits
-// on one line for good) from one still booting slowly; "" when there is none.
-std::string last_console_line(const std::filesystem::path& console_log) {
-  const auto console = read_text_file(console_log);
-  if (!console.ok()) return "";
-  std::string_view text = *console;
-  while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.remove_suffix(1);
-  const auto start = text.find_last_of('\n');
-  std::string_view line = start == std::string_view::npos ? text : text.substr(start + 1);
-  constexpr size_t kShown = 160;
-  return text::shown(line.substr(0, kShown));
-}
-
 }  // namespace
 
 Result<std::chrono::milliseconds> boot_to_power_off(virt::Hypervisor& hypervisor, const std::string& name,
@@ -129,7 +116,8 @@ Result<VerifyReport> verify_guest(virt::Hypervisor& hypervisor, const VerifyRequ
   auto booted =
       boot_to_power_off(hypervisor, request.domain_name, report.stand_in.domain_xml, request.timeout, read_ties);
   if (!booted.ok()) {
-    const std::string last = last_console_line(report.console_log);
+    const auto console = read_text_file(report.console_log);
+    const std::string last = console.ok() ? last_console_line(*console) : "";
     return Error{booted.error().code, booted.error().message +
                                           "; its console log shows how far it got: " + report.console_log.string() +
                                           (last.empty() ? ", empty" : ", last line: " + last)};

@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
 #include <map>
 
 #include <thread>
@@ -13,6 +12,7 @@
 #include <boost/beast/websocket.hpp>
 
 #include "api_server.hpp"
+#include "hostagent/common/text_file.hpp"
 #include "libvirtd_fixture.hpp"
 #include "libvirtd_support.hpp"
 #include "test_guest.hpp"
@@ -40,18 +40,6 @@ service::OperationView newest(service::VmService& service, const std::string& ki
   return {};
 }
 
-// The console's last line that is not empty: a TCG guest whose vCPU stopped taking its timer sits
-// on one line, a slow one does not.
-std::string last_console_line(const std::filesystem::path& console) {
-  std::ifstream in(console);
-  std::string line;
-  std::string last;
-  while (std::getline(in, line)) {
-    if (line.find_first_not_of(" \r") != std::string::npos) last = line;
-  }
-  return last;
-}
-
 // The operation once its guest was seen up (the last phase of its timeline, added after the
 // operation ended), waiting as long as a TCG boot may take.
 service::OperationView after_guest_up(service::VmService& service, const std::string& id,
@@ -62,8 +50,9 @@ service::OperationView after_guest_up(service::VmService& service, const std::st
     if (!operation->timeline.empty() && operation->timeline.back().name == "up") return std::move(operation).value();
     std::this_thread::sleep_for(std::chrono::milliseconds(500));
   }
+  const auto text = hostagent::read_text_file(console);  // a Result: no throw where no console was written
   FAIL("the guest of " << id << " was not seen up in 180 s; its console (" << console.string() << ") ends with \""
-                       << last_console_line(console) << "\"");
+                       << verify::last_console_line(text.ok() ? *text : "") << "\"");
   return {};
 }
 

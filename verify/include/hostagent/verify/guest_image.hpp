@@ -29,6 +29,11 @@ std::string tcg_kernel_cmdline(std::string_view base);
 // or nullopt when the kernel did not panic: what a boot's error names when the guest stopped early.
 std::optional<std::string> kernel_panic(std::string_view console);
 
+// A console's last line (control characters shown escaped, at most 160 bytes), "" when it has none:
+// a guest that hung sits on one line for good (a TCG vCPU that stopped taking its timer), one still
+// booting slowly does not.
+std::string last_console_line(std::string_view console);
+
 struct CpioEntry {
   enum class Kind { directory, file, char_device };
   std::string path;  // inside the archive, without a leading '/': "bin/busybox"
